@@ -1,0 +1,318 @@
+//! `uringbench`: parses the command line, calls the engine, prints. Nothing else lives here.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use uringbench::control::DEFAULT_PORT;
+use uringbench::placement::{parse_cpu_list, BusyPoll};
+use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
+use uringbench::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
+use uringbench::units::{format_bits_per_second, parse_duration, parse_rate, parse_size};
+use uringbench::workload::stream::{run_send, SendOptions};
+use uringbench::Error;
+
+const EXAMPLES: &str = "Examples:
+  uringbench recv                                  # serve tests on port 5300, one after another
+  uringbench send --target 10.0.0.2 -P 16 -t 30s   # 16 queues for 30 s, receiver-verified report
+  uringbench send --target 10.0.0.2 -J > run.json  # machine-readable report
+  uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test";
+
+#[derive(Parser)]
+#[command(name = "uringbench", version, about = "io_uring network traffic engine: receiver-verified throughput, CPU per byte, zero-copy truth", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Receive tests: counts what senders deliver and reports it back.
+    Recv(RecvArgs),
+    /// Send a test to a running `uringbench recv` and print both sides' figures.
+    Send(SendArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OnOffAuto {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+struct RecvArgs {
+    /// Local address to listen on.
+    #[arg(long, default_value = "::")]
+    bind: String,
+    /// Port for control and data connections.
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// CPUs for queue threads, e.g. 0-3,8 (default: all this process may use).
+    #[arg(long, value_parser = cpu_list)]
+    cpus: Option<Vec<usize>>,
+    /// Busy-poll the completion queues: auto spins briefly when a thread has its own CPU.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    busy_poll: OnOffAuto,
+    /// Exit after one test (exit code 1 if it was incomplete).
+    #[arg(long)]
+    once: bool,
+    /// Longest test a sender may request (warm-up and cool-down included).
+    #[arg(long, value_parser = duration, default_value = "1h")]
+    max_time: std::time::Duration,
+    /// Most queues a sender may request.
+    #[arg(long, default_value_t = 256)]
+    max_queues: u32,
+    /// Tests served at the same time.
+    #[arg(long, default_value_t = 4)]
+    max_sessions: usize,
+}
+
+#[derive(Args)]
+struct SendArgs {
+    /// Host running `uringbench recv`.
+    #[arg(short = 'c', long)]
+    target: String,
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Queues (one pinned thread each while CPUs last); at least one flow each.
+    #[arg(short = 'P', long, default_value_t = 1)]
+    queues: u32,
+    /// Extra flows per queue.
+    #[arg(long, default_value_t = 1)]
+    flows_per_queue: u32,
+    /// Measured window, e.g. 10s, 500ms, 2m.
+    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
+    time: std::time::Duration,
+    /// Excluded from the headline at the start.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    warmup: std::time::Duration,
+    /// Excluded from the headline at the end.
+    #[arg(long, value_parser = duration, default_value = "250ms")]
+    cooldown: std::time::Duration,
+    /// Interval report period (receiver-side figures), e.g. 1s.
+    #[arg(short = 'i', long, value_parser = duration)]
+    interval: Option<std::time::Duration>,
+    /// Bytes per send: 128K, 1M (binary units).
+    #[arg(short = 'l', long, value_parser = size, default_value = "128K")]
+    len: u64,
+    /// Total offered rate over all flows in bits/s (25G, 500M); 0 = unlimited.
+    #[arg(short = 'b', long, value_parser = rate, default_value = "0")]
+    rate: u64,
+    /// Sends in flight per flow.
+    #[arg(long, default_value_t = 4)]
+    depth: u32,
+    /// Protocol (only tcp in this version).
+    #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
+    proto: ProtoArg,
+    /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    zerocopy: OnOffAuto,
+    #[arg(long, value_parser = cpu_list)]
+    cpus: Option<Vec<usize>>,
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    busy_poll: OnOffAuto,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProtoArg {
+    Tcp,
+}
+
+fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    parse_cpu_list(s).map_err(|e| e.message)
+}
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration(s).map_err(|e| e.message)
+}
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.message)
+}
+fn rate(s: &str) -> Result<u64, String> {
+    parse_rate(s).map_err(|e| e.message)
+}
+
+fn busy(b: OnOffAuto) -> BusyPoll {
+    match b {
+        OnOffAuto::Auto => BusyPoll::Auto,
+        OnOffAuto::On => BusyPoll::On,
+        OnOffAuto::Off => BusyPoll::Off,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::from(
+                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                        2
+                    } else {
+                        0
+                    },
+                );
+            }
+            // One line, as every other error: clap's first line names the problem.
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("uringbench: {first} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Recv(args) => recv(args),
+        Command::Send(args) => send(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("uringbench: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn recv(args: RecvArgs) -> Result<u8, Error> {
+    let bind = args
+        .bind
+        .parse()
+        .map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
+    let cfg = ReceiverConfig {
+        bind,
+        port: args.port,
+        cpus: args.cpus,
+        busy_poll: busy(args.busy_poll),
+        once: args.once,
+        limits: ServerLimits {
+            max_total_ms: args.max_time.as_millis() as u64,
+            max_queues: args.max_queues,
+            max_sessions: args.max_sessions,
+            ..ServerLimits::default()
+        },
+    };
+    let listener = server::bind(&cfg)?;
+    let events = Arc::new(|event: ServerEvent| {
+        let line = match event {
+            ServerEvent::Listening { addr } => format!("uringbench recv: listening on {addr}"),
+            ServerEvent::SessionStarted {
+                id,
+                peer,
+                spec,
+                placement,
+            } => format!(
+                "[{id}] test from {peer}: {:?} {:?}, {} queues x {} flows, {:.1} s; {placement}",
+                spec.proto,
+                spec.workload,
+                spec.queues,
+                spec.flows_per_queue,
+                spec.time_ms as f64 / 1e3
+            ),
+            ServerEvent::SessionEnded { id, peer, report } => format!(
+                "[{id}] done {peer}: received {} bytes ({} in the window: {}){}",
+                report.total_bytes(),
+                report.bytes(),
+                format_bits_per_second(report.bits_per_second()),
+                if report.complete {
+                    String::new()
+                } else {
+                    format!(", incomplete: {}", report.errors.join("; "))
+                }
+            ),
+            ServerEvent::SessionFailed { id, peer, error } => {
+                format!("[{id}] failed {peer}: {error}")
+            }
+            ServerEvent::Refused { peer, reason } => format!("refused test from {peer}: {reason}"),
+            ServerEvent::Dropped { peer, reason } => {
+                format!("dropped connection from {peer}: {reason}")
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    });
+    let ok = server::serve(cfg, listener, events)?;
+    Ok(if ok { 0 } else { 1 })
+}
+
+fn send(args: SendArgs) -> Result<u8, Error> {
+    if args.len == 0 || args.len > u64::from(u32::MAX) {
+        return Err(Error::usage(format!("--len {} out of range", args.len)));
+    }
+    let spec = TestSpec {
+        proto: match args.proto {
+            ProtoArg::Tcp => Proto::Tcp,
+        },
+        workload: Workload::Stream,
+        queues: args.queues,
+        flows_per_queue: args.flows_per_queue,
+        time_ms: args.time.as_millis() as u64,
+        warmup_ms: args.warmup.as_millis() as u64,
+        cooldown_ms: args.cooldown.as_millis() as u64,
+        interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
+        len: args.len as u32,
+        rate_bps: args.rate,
+        zerocopy: match args.zerocopy {
+            OnOffAuto::Auto => ZeroCopyMode::Auto,
+            OnOffAuto::On => ZeroCopyMode::On,
+            OnOffAuto::Off => ZeroCopyMode::Off,
+        },
+        depth: args.depth,
+    };
+    if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
+        return Err(Error::usage(
+            "--queues, --flows-per-queue and --depth must be at least 1",
+        ));
+    }
+    if spec.time_ms == 0 {
+        return Err(Error::usage("--time must be longer than 0"));
+    }
+    let opts = SendOptions {
+        target: args.target,
+        port: args.port,
+        spec,
+        cpus: args.cpus,
+        busy_poll: busy(args.busy_poll),
+    };
+    let report = run_send(&opts)?;
+    let json = args.json || args.format == Format::Json;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&report.to_json())
+            .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
+        let _ = writeln!(out, "{text}");
+    } else {
+        let _ = write!(out, "{}", report.render_text());
+    }
+    if !report.complete() {
+        if json {
+            if let Some(e) = &report.error {
+                eprintln!("uringbench: {e}");
+            }
+        }
+        return Ok(1);
+    }
+    Ok(0)
+}

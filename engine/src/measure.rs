@@ -1,0 +1,266 @@
+//! Counters the queue threads update and the sampler that turns them into a window.
+//!
+//! Queue threads only store their running byte totals (one cache line per queue, single
+//! writer, no locked instruction on the hot path). A separate sampler wakes at the window's
+//! boundaries (DESIGN §5: after warm-up, each interval, before cool-down), snapshots every
+//! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
+//! nothing.
+
+use std::fs;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[repr(align(64))]
+#[derive(Default)]
+struct PaddedCounter(AtomicU64);
+
+/// Running byte totals, one per queue.
+pub struct QueueCounters {
+    bytes: Vec<PaddedCounter>,
+}
+
+impl QueueCounters {
+    pub fn new(queues: usize) -> Self {
+        Self {
+            bytes: (0..queues).map(|_| PaddedCounter::default()).collect(),
+        }
+    }
+    /// Adds to queue `q`'s total. Each queue has exactly one writer thread.
+    #[inline]
+    pub fn add(&self, q: usize, n: u64) {
+        let c = &self.bytes[q].0;
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.bytes
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+/// CPU clocks at one instant: per-CPU busy time from /proc/stat and per-thread user/system
+/// time from /proc/self/task.
+#[derive(Debug, Clone, Default)]
+pub struct CpuSnapshot {
+    /// (cpu id, busy ticks, all ticks)
+    pub host: Vec<(usize, u64, u64)>,
+    /// (tid, user ticks, system ticks)
+    pub threads: Vec<(i32, u64, u64)>,
+}
+
+impl CpuSnapshot {
+    pub fn take(tids: &[i32]) -> Self {
+        let host = fs::read_to_string("/proc/stat")
+            .map(|s| parse_proc_stat(&s))
+            .unwrap_or_default();
+        let threads = tids
+            .iter()
+            .filter_map(|&tid| {
+                let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+                let (user, system) = parse_task_stat(&stat)?;
+                Some((tid, user, system))
+            })
+            .collect();
+        Self { host, threads }
+    }
+}
+
+/// Per-CPU (id, busy, total) ticks from /proc/stat. Busy is user+nice+system+irq+softirq+steal:
+/// on this kind of machine a softirq tick is charged both to the task it interrupted and to
+/// softirq, so adding process time to softirq would count it twice (KERNEL-NOTES).
+pub fn parse_proc_stat(text: &str) -> Vec<(usize, u64, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("cpu")?;
+            if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+                return None; // the aggregate "cpu " line
+            }
+            let mut fields = rest.split_whitespace();
+            let id: usize = fields.next()?.parse().ok()?;
+            let v: Vec<u64> = fields.map_while(|f| f.parse().ok()).collect();
+            if v.len() < 8 {
+                return None;
+            }
+            let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+            let total: u64 = v.iter().take(8).sum();
+            Some((id, busy, total))
+        })
+        .collect()
+}
+
+/// (utime, stime) ticks from /proc/<pid>/task/<tid>/stat. The command name may contain spaces
+/// and parentheses, so fields are counted from the last ')'.
+pub fn parse_task_stat(text: &str) -> Option<(u64, u64)> {
+    let after = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // After the name: state(0) ppid(1) ... utime is field 14 of the line, index 11 here.
+    Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
+}
+
+/// Clock ticks per second for /proc figures.
+pub fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// Nominal CPU frequency in Hz: the rated speed in the model name (`@ 2.20GHz`), else the
+/// current `cpu MHz`. Used for cycles per byte, as NTttcp does, since this VM has no
+/// hardware cycle counters.
+pub fn nominal_cpu_hz() -> Option<f64> {
+    parse_cpuinfo_hz(&fs::read_to_string("/proc/cpuinfo").ok()?)
+}
+
+pub fn parse_cpuinfo_hz(text: &str) -> Option<f64> {
+    let model = text.lines().find(|l| l.starts_with("model name"));
+    if let Some(ghz) = model
+        .and_then(|l| l.rsplit_once('@'))
+        .and_then(|(_, f)| f.trim().strip_suffix("GHz"))
+    {
+        if let Ok(v) = ghz.trim().parse::<f64>() {
+            return Some(v * 1e9);
+        }
+    }
+    let mhz = text
+        .lines()
+        .find(|l| l.starts_with("cpu MHz"))?
+        .split(':')
+        .nth(1)?
+        .trim()
+        .parse::<f64>()
+        .ok()?;
+    Some(mhz * 1e6)
+}
+
+/// One snapshot of counters and CPU clocks.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub at: Instant,
+    pub bytes: Vec<u64>,
+    pub cpu: CpuSnapshot,
+}
+
+impl Sample {
+    pub fn take(counters: &QueueCounters, tids: &[i32]) -> Self {
+        Self {
+            at: Instant::now(),
+            bytes: counters.snapshot(),
+            cpu: CpuSnapshot::take(tids),
+        }
+    }
+}
+
+/// Sleeps until each offset after `t0` and samples; stops early (with a final sample) once
+/// `finished()` says the workers are done. Returns the samples and whether the whole window
+/// was covered.
+pub fn sample_window(
+    t0: Instant,
+    offsets: &[Duration],
+    counters: &QueueCounters,
+    tids: &[i32],
+    finished: &dyn Fn() -> bool,
+) -> (Vec<Sample>, bool) {
+    let mut samples = Vec::with_capacity(offsets.len());
+    for &offset in offsets {
+        let due = t0 + offset;
+        loop {
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            if finished() {
+                // The flows ended before the window did: keep what was measured.
+                if !samples.is_empty() {
+                    samples.push(Sample::take(counters, tids));
+                }
+                return (samples, false);
+            }
+            std::thread::sleep((due - now).min(Duration::from_millis(20)));
+        }
+        samples.push(Sample::take(counters, tids));
+    }
+    (samples, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROC_STAT: &str = "cpu  100 0 50 1000 5 3 7 0 0 0\n\
+cpu0 60 1 30 500 2 2 4 1 0 0\n\
+cpu1 40 0 20 500 3 1 3 0 0 0\n\
+intr 12345\n";
+
+    #[test]
+    fn proc_stat_busy_excludes_idle_and_iowait() {
+        let cpus = parse_proc_stat(PROC_STAT);
+        assert_eq!(
+            cpus.len(),
+            2,
+            "aggregate 'cpu' line is skipped, per-CPU lines kept"
+        );
+        assert_eq!(
+            cpus[0],
+            (0, 60 + 1 + 30 + 2 + 4 + 1, 600),
+            "busy = user+nice+system+irq+softirq+steal"
+        );
+        assert_eq!(cpus[1].0, 1);
+    }
+
+    #[test]
+    fn malformed_proc_stat_yields_nothing_not_a_panic() {
+        assert!(parse_proc_stat("cpu0 1 2\ncpuX 1 2 3 4 5 6 7 8\ngarbage").is_empty());
+        assert!(parse_proc_stat("").is_empty());
+    }
+
+    #[test]
+    fn task_stat_with_awkward_name() {
+        let line = "4242 (queue 0) (x)) R 1 2 3 4 5 6 7 8 9 10 123 45 0 0 20 0 1 0";
+        assert_eq!(
+            parse_task_stat(line),
+            Some((123, 45)),
+            "fields counted from the last ')'"
+        );
+        assert_eq!(
+            parse_task_stat("4242 (short) R 1"),
+            None,
+            "truncated stat is None"
+        );
+        assert_eq!(parse_task_stat("no paren"), None);
+    }
+
+    #[test]
+    fn cpuinfo_frequency() {
+        let intel = "model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\ncpu MHz\t\t: 2199.998\n";
+        assert_eq!(
+            parse_cpuinfo_hz(intel),
+            Some(2.2e9),
+            "rated speed wins over current"
+        );
+        let amd = "model name\t: AMD EPYC 7B12\ncpu MHz\t\t: 2250.000\n";
+        assert_eq!(parse_cpuinfo_hz(amd), Some(2.25e9));
+        assert_eq!(parse_cpuinfo_hz("nothing here"), None);
+    }
+
+    #[test]
+    fn counters_and_early_finish() {
+        let counters = QueueCounters::new(2);
+        counters.add(1, 10);
+        counters.add(1, 5);
+        assert_eq!(counters.snapshot(), vec![0, 15]);
+        let t0 = Instant::now();
+        let offsets = [Duration::ZERO, Duration::from_secs(30)];
+        let (samples, complete) = sample_window(t0, &offsets, &counters, &[], &|| true);
+        assert!(!complete, "finished workers cut the window short");
+        assert_eq!(
+            samples.len(),
+            2,
+            "first boundary sampled, plus a final sample at the early end"
+        );
+    }
+}

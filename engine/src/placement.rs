@@ -1,0 +1,298 @@
+//! Which CPU each queue runs on, and whether its thread may spin.
+//!
+//! DESIGN §2: a queue thread busy-polls only when it has a CPU of its own. We never put two
+//! worker threads of one test on the same CPU: when queues outnumber CPUs, one thread per CPU
+//! serves several queues on one ring (a sleeping thread per queue would cost a context switch
+//! per wakeup, which is what makes iperf2 at -P 16 on few cores measure itself).
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// What the user asked for with `--busy-poll`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BusyPoll {
+    Auto,
+    On,
+    Off,
+}
+
+/// How a worker waits for completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    /// Never sleep: poll the completion queue in a loop.
+    Spin,
+    /// Poll for `spin_us` after the last completion, then sleep in the kernel.
+    Adaptive { spin_us: u32 },
+    /// Sleep in the kernel until a completion arrives.
+    Sleep,
+}
+
+impl WaitMode {
+    pub fn describe(&self) -> String {
+        match self {
+            WaitMode::Spin => "busy-poll (spin)".into(),
+            WaitMode::Adaptive { spin_us } => {
+                format!("adaptive busy-poll (spin {spin_us} us, then sleep)")
+            }
+            WaitMode::Sleep => "sleep-wait".into(),
+        }
+    }
+    /// How long to keep polling after the last completion before sleeping.
+    pub fn spin_window(&self) -> Option<Duration> {
+        match self {
+            WaitMode::Spin => None,
+            WaitMode::Adaptive { spin_us } => Some(Duration::from_micros(u64::from(*spin_us))),
+            WaitMode::Sleep => Some(Duration::ZERO),
+        }
+    }
+}
+
+/// One worker thread: the CPU it is pinned to and the queues it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadPlan {
+    pub cpu: usize,
+    pub queues: Vec<u32>,
+}
+
+/// The threads of one side of a test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    pub threads: Vec<ThreadPlan>,
+    pub wait: WaitMode,
+    /// One human line: what was chosen and why.
+    pub summary: String,
+}
+
+/// Default spin window of adaptive busy polling: long enough to bridge the gap between
+/// completions of a busy stream, short enough to cost little when a flow goes idle.
+pub const ADAPTIVE_SPIN_US: u32 = 50;
+
+/// Places `queues` queues on `cpus`. `shared` says the CPUs are also used by another test
+/// running on this process, in which case nobody spins.
+pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool) -> Result<Placement> {
+    if cpus.is_empty() {
+        return Err(Error::usage(
+            "no CPU available for the queue threads (check --cpus and taskset)",
+        ));
+    }
+    if queues == 0 {
+        return Err(Error::usage("--queues must be at least 1"));
+    }
+    let nthreads = (queues as usize).min(cpus.len());
+    let mut threads: Vec<ThreadPlan> = cpus[..nthreads]
+        .iter()
+        .map(|&cpu| ThreadPlan {
+            cpu,
+            queues: Vec::new(),
+        })
+        .collect();
+    for q in 0..queues {
+        threads[q as usize % nthreads].queues.push(q);
+    }
+    let wait = match (busy, shared) {
+        (BusyPoll::Off, _) | (BusyPoll::Auto, true) => WaitMode::Sleep,
+        (BusyPoll::On, true) => {
+            return Err(Error::usage(
+                "--busy-poll on refused: another test is running on the same CPUs, spinning threads would steal each other's time",
+            ))
+        }
+        (BusyPoll::On, false) => WaitMode::Spin,
+        (BusyPoll::Auto, false) => WaitMode::Adaptive { spin_us: ADAPTIVE_SPIN_US },
+    };
+    let cpu_list: Vec<String> = threads.iter().map(|t| t.cpu.to_string()).collect();
+    let mut summary = format!(
+        "{} queue{} on {} thread{} (CPU {}), {}",
+        queues,
+        plural(queues as usize),
+        nthreads,
+        plural(nthreads),
+        cpu_list.join(","),
+        wait.describe()
+    );
+    if queues as usize > cpus.len() {
+        summary.push_str(&format!(
+            "; {} queues share {} CPU{}: one thread per CPU serves several queues",
+            queues,
+            cpus.len(),
+            plural(cpus.len())
+        ));
+    }
+    if shared {
+        summary.push_str("; CPUs shared with another running test, so no spinning");
+    }
+    Ok(Placement {
+        threads,
+        wait,
+        summary,
+    })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Parses a CPU list as the kernel prints them: `0-3,8,10-11`.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>> {
+    let bad = || Error::usage(format!("invalid CPU list '{text}': expected e.g. 0-3,8"));
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<usize>().map_err(|_| bad())?,
+                b.trim().parse::<usize>().map_err(|_| bad())?,
+            ),
+            None => {
+                let cpu = part.trim().parse::<usize>().map_err(|_| bad())?;
+                (cpu, cpu)
+            }
+        };
+        if lo > hi || hi >= 4096 {
+            return Err(bad());
+        }
+        for cpu in lo..=hi {
+            if !cpus.contains(&cpu) {
+                cpus.push(cpu);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return Err(bad());
+    }
+    Ok(cpus)
+}
+
+/// CPUs this process may run on (its affinity mask, as set by taskset or cgroups).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>().
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..num_cpus_online()).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+fn num_cpus_online() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as usize
+}
+
+/// Resolves `--cpus`: the user's list, which must lie inside the allowed set, or the allowed set.
+pub fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {
+    let allowed = allowed_cpus();
+    match requested {
+        None => Ok(allowed),
+        Some(list) => {
+            if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
+                return Err(Error::usage(format!(
+                    "CPU {bad} in --cpus is not available to this process (allowed: {})",
+                    allowed
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )));
+            }
+            Ok(list.to_vec())
+        }
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> Result<()> {
+    if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        Ok(())
+    } else {
+        Err(Error::io(
+            format!("pinning a queue thread to CPU {cpu}"),
+            std::io::Error::last_os_error(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(
+            parse_cpu_list("2,2,1").unwrap(),
+            vec![2, 1],
+            "duplicates dropped, order kept"
+        );
+        for bad in ["", "a", "3-1", "1-", "99999"] {
+            assert!(parse_cpu_list(bad).is_err(), "'{bad}' must be refused");
+        }
+    }
+
+    #[test]
+    fn one_thread_per_queue_when_cpus_suffice() {
+        let p = plan(2, &[4, 5, 6], BusyPoll::Auto, false).unwrap();
+        assert_eq!(
+            p.threads,
+            vec![
+                ThreadPlan {
+                    cpu: 4,
+                    queues: vec![0]
+                },
+                ThreadPlan {
+                    cpu: 5,
+                    queues: vec![1]
+                }
+            ]
+        );
+        assert!(
+            matches!(p.wait, WaitMode::Adaptive { .. }),
+            "own CPU: adaptive spinning"
+        );
+    }
+
+    #[test]
+    fn more_queues_than_cpus_never_share_a_cpu_between_threads() {
+        let p = plan(16, &[1], BusyPoll::Auto, false).unwrap();
+        assert_eq!(p.threads.len(), 1, "one thread per CPU");
+        assert_eq!(
+            p.threads[0].queues.len(),
+            16,
+            "that thread serves all 16 queues"
+        );
+        assert!(
+            p.summary.contains("16 queues share 1 CPU"),
+            "summary says what was chosen: {}",
+            p.summary
+        );
+        let p = plan(5, &[0, 1], BusyPoll::On, false).unwrap();
+        assert_eq!(p.threads[0].queues, vec![0, 2, 4]);
+        assert_eq!(p.threads[1].queues, vec![1, 3]);
+    }
+
+    #[test]
+    fn shared_cpus_do_not_spin() {
+        assert_eq!(
+            plan(1, &[0], BusyPoll::Auto, true).unwrap().wait,
+            WaitMode::Sleep
+        );
+        assert!(
+            plan(1, &[0], BusyPoll::On, true).is_err(),
+            "explicit spinning on shared CPUs is refused"
+        );
+        assert_eq!(
+            plan(1, &[0], BusyPoll::Off, false).unwrap().wait,
+            WaitMode::Sleep
+        );
+    }
+}

@@ -1,0 +1,572 @@
+//! What a test measured, on each side, and how it is shown (DESIGN §5, §6).
+//!
+//! Each side builds a [`SideReport`] from its own samples; the receiver's travels back over
+//! the control channel, and the sender combines both into a [`StreamReport`] that renders as
+//! iperf2-like text or as the JSON document whose keys DESIGN §6 fixes.
+
+use crate::measure::{clock_ticks, Sample};
+use crate::placement::ThreadPlan;
+use crate::spec::TestSpec;
+use crate::transport::tcp_send::ZeroCopyCounts;
+use crate::transport::FlowOutcome;
+use crate::units::{format_bits_per_second, format_bytes};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// Version of the JSON document; bumped when a fixed key changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// One queue's bytes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueFigures {
+    pub id: u32,
+    /// Bytes inside the measured window.
+    pub bytes: u64,
+    /// Bytes over the whole test, warm-up and cool-down included (sender: written;
+    /// receiver: read up to EOF).
+    pub total_bytes: u64,
+    pub flows: u32,
+}
+
+/// Bytes per queue between two consecutive samples.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalFigures {
+    /// Seconds since the window started.
+    pub start: f64,
+    pub end: f64,
+    pub bytes: Vec<u64>,
+}
+
+impl IntervalFigures {
+    pub fn sum(&self) -> u64 {
+        self.bytes.iter().sum()
+    }
+    pub fn bits_per_second(&self) -> f64 {
+        rate(self.sum(), self.end - self.start)
+    }
+}
+
+/// One queue thread's CPU time inside the window.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    pub cpu: usize,
+    pub queues: Vec<u32>,
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// (user + system) ÷ window.
+    pub utilization: f64,
+}
+
+/// One host CPU's busy time inside the window (user+nice+system+irq+softirq+steal).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostCpu {
+    pub cpu: usize,
+    pub busy_seconds: f64,
+    pub utilization: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CpuFigures {
+    pub threads: Vec<ThreadCpu>,
+    pub host: Vec<HostCpu>,
+    /// Sum of `host[].busy_seconds`.
+    pub host_busy_seconds: f64,
+    /// Nominal CPU frequency used for cycles per byte.
+    pub nominal_hz: Option<f64>,
+}
+
+/// Zero-copy truth for one side (DESIGN §5).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZeroCopyFigures {
+    /// `--zerocopy` as given.
+    pub requested: String,
+    /// Whether SEND_ZC was used.
+    pub used: bool,
+    /// Why it was or was not used.
+    pub reason: String,
+    pub sends: u64,
+    pub notifications: u64,
+    /// Sends the kernel reported it copied anyway.
+    pub copied: u64,
+}
+
+/// Everything one side measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SideReport {
+    pub role: Role,
+    /// Threads, CPUs and wait mode, in one line.
+    pub placement: String,
+    /// The data path used (opcodes, buffer ring shape).
+    pub path: String,
+    pub queues: Vec<QueueFigures>,
+    pub window_seconds: f64,
+    pub intervals: Vec<IntervalFigures>,
+    pub cpu: CpuFigures,
+    pub zerocopy: Option<ZeroCopyFigures>,
+    /// Whether the whole window was measured and every flow ended cleanly.
+    pub complete: bool,
+    pub errors: Vec<String>,
+}
+
+impl SideReport {
+    /// Builds a side's report from its window samples and its flows' outcomes.
+    pub fn build(
+        role: Role,
+        spec: &TestSpec,
+        samples: &[Sample],
+        window_complete: bool,
+        outcomes: &[FlowOutcome],
+        threads: &[(ThreadPlan, i32)],
+    ) -> Self {
+        let nq = spec.queues as usize;
+        let mut queues: Vec<QueueFigures> = (0..nq)
+            .map(|q| QueueFigures {
+                id: q as u32,
+                bytes: 0,
+                total_bytes: 0,
+                flows: 0,
+            })
+            .collect();
+        for o in outcomes {
+            let q = &mut queues[o.queue as usize];
+            q.total_bytes += o.bytes;
+            q.flows += 1;
+        }
+        let mut errors: Vec<String> = Vec::new();
+        for o in outcomes.iter().filter_map(|o| o.error.as_ref()) {
+            if !errors.contains(o) {
+                errors.push(o.clone());
+            }
+        }
+        let mut window_seconds = 0.0;
+        let mut intervals = Vec::new();
+        let mut cpu = CpuFigures {
+            nominal_hz: crate::measure::nominal_cpu_hz(),
+            ..CpuFigures::default()
+        };
+        if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
+            window_seconds = (last.at - first.at).as_secs_f64();
+            for (q, fig) in queues.iter_mut().enumerate() {
+                fig.bytes = last.bytes[q] - first.bytes[q];
+            }
+            for pair in samples.windows(2) {
+                intervals.push(IntervalFigures {
+                    start: (pair[0].at - first.at).as_secs_f64(),
+                    end: (pair[1].at - first.at).as_secs_f64(),
+                    bytes: pair[1]
+                        .bytes
+                        .iter()
+                        .zip(&pair[0].bytes)
+                        .map(|(b, a)| b - a)
+                        .collect(),
+                });
+            }
+            cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
+        }
+        if !window_complete {
+            errors.push("the flows ended before the measured window did".into());
+        }
+        let complete = window_complete && errors.is_empty();
+        Self {
+            role,
+            placement: String::new(),
+            path: String::new(),
+            queues,
+            window_seconds,
+            intervals,
+            cpu,
+            zerocopy: None,
+            complete,
+            errors,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.bytes).sum()
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.total_bytes).sum()
+    }
+    pub fn bits_per_second(&self) -> f64 {
+        rate(self.bytes(), self.window_seconds)
+    }
+
+    pub fn set_zerocopy(
+        &mut self,
+        requested: &str,
+        used: bool,
+        reason: String,
+        counts: &ZeroCopyCounts,
+    ) {
+        self.zerocopy = Some(ZeroCopyFigures {
+            requested: requested.into(),
+            used,
+            reason,
+            sends: counts.sends,
+            notifications: counts.notifications,
+            copied: counts.copied,
+        });
+    }
+}
+
+fn cpu_figures(
+    first: &Sample,
+    last: &Sample,
+    window: f64,
+    threads: &[(ThreadPlan, i32)],
+    nominal_hz: Option<f64>,
+) -> CpuFigures {
+    let tick = clock_ticks();
+    let window = window.max(1e-9);
+    let threads = threads
+        .iter()
+        .filter_map(|(plan, tid)| {
+            let a = first.cpu.threads.iter().find(|t| t.0 == *tid)?;
+            let b = last.cpu.threads.iter().find(|t| t.0 == *tid)?;
+            let user = b.1.saturating_sub(a.1) as f64 / tick;
+            let system = b.2.saturating_sub(a.2) as f64 / tick;
+            Some(ThreadCpu {
+                cpu: plan.cpu,
+                queues: plan.queues.clone(),
+                user_seconds: user,
+                system_seconds: system,
+                utilization: (user + system) / window,
+            })
+        })
+        .collect();
+    let host: Vec<HostCpu> = last
+        .cpu
+        .host
+        .iter()
+        .filter_map(|&(id, busy, _)| {
+            let (_, busy0, _) = first.cpu.host.iter().find(|h| h.0 == id)?;
+            let secs = busy.saturating_sub(*busy0) as f64 / tick;
+            Some(HostCpu {
+                cpu: id,
+                busy_seconds: secs,
+                utilization: secs / window,
+            })
+        })
+        .collect();
+    let host_busy_seconds = host.iter().map(|h| h.busy_seconds).sum();
+    CpuFigures {
+        threads,
+        host,
+        host_busy_seconds,
+        nominal_hz,
+    }
+}
+
+fn rate(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Both sides of a stream test, as the sender prints it.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    pub spec: TestSpec,
+    pub target: String,
+    pub sender: SideReport,
+    /// `None` when the receiver's report never arrived.
+    pub receiver: Option<SideReport>,
+    /// Why the test is incomplete, when it is.
+    pub error: Option<String>,
+}
+
+/// The likely limit of a run, with the figure behind it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub bottleneck: String,
+    pub evidence: String,
+}
+
+impl StreamReport {
+    pub fn complete(&self) -> bool {
+        self.error.is_none()
+            && self.sender.complete
+            && self.receiver.as_ref().is_some_and(|r| r.complete)
+    }
+
+    /// Names the busiest queue thread when one is saturated; otherwise says nothing stands out.
+    pub fn verdict(&self) -> Verdict {
+        if let Some(err) = self
+            .error
+            .as_ref()
+            .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first()))
+        {
+            return Verdict {
+                bottleneck: "incomplete".into(),
+                evidence: err.clone(),
+            };
+        }
+        let mut busiest: Option<(&str, &ThreadCpu)> = None;
+        let sides = [
+            ("sender", Some(&self.sender)),
+            ("receiver", self.receiver.as_ref()),
+        ];
+        for (name, side) in sides {
+            for t in side.map(|s| s.cpu.threads.as_slice()).unwrap_or_default() {
+                if busiest.is_none_or(|(_, b)| t.utilization > b.utilization) {
+                    busiest = Some((name, t));
+                }
+            }
+        }
+        match busiest {
+            Some((side, t)) if t.utilization >= 0.95 => Verdict {
+                bottleneck: format!("{side} queue thread CPU-bound"),
+                evidence: format!(
+                    "{side} thread on CPU {} was {:.0}% busy ({:.0}% system)",
+                    t.cpu,
+                    t.utilization * 100.0,
+                    t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9) * 100.0
+                ),
+            },
+            _ => Verdict {
+                bottleneck: "no clear bottleneck".into(),
+                evidence: "no queue thread reached 95% CPU".into(),
+            },
+        }
+    }
+
+    /// Cycles per received byte and CPU-seconds per GB from the receiver's host busy time.
+    fn cpu_per_byte(side: &SideReport, bytes: u64) -> Value {
+        if bytes == 0 {
+            return Value::Null;
+        }
+        let busy = side.cpu.host_busy_seconds;
+        json!({
+            "cpu_seconds_per_gb": busy / (bytes as f64 / 1e9),
+            "cycles_per_byte": side.cpu.nominal_hz.map(|hz| busy * hz / bytes as f64),
+        })
+    }
+
+    /// The JSON document of DESIGN §6.
+    pub fn to_json(&self) -> Value {
+        let recv = self.receiver.as_ref();
+        let queues: Vec<Value> = self
+            .sender
+            .queues
+            .iter()
+            .map(|sq| {
+                let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
+                json!({
+                    "id": sq.id,
+                    "flows": sq.flows,
+                    "sender": {"bytes": sq.bytes, "total_bytes": sq.total_bytes,
+                               "bits_per_second": rate(sq.bytes, self.sender.window_seconds)},
+                    "receiver": rq.map(|q| json!({"bytes": q.bytes, "total_bytes": q.total_bytes,
+                               "bits_per_second": rate(q.bytes, recv.map_or(0.0, |r| r.window_seconds))})),
+                })
+            })
+            .collect();
+        let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let intervals: Vec<Value> = recv
+            .map(|r| r.intervals.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|i| json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(), "queues": i.bytes}))
+            .collect();
+        let verdict = self.verdict();
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "target": self.target,
+            "test": self.spec,
+            "complete": self.complete(),
+            "error": self.error,
+            "queues": queues,
+            "sum": {
+                "window_seconds": window,
+                "sender": {"bytes": self.sender.bytes(), "total_bytes": self.sender.total_bytes(),
+                           "bits_per_second": self.sender.bits_per_second(),
+                           "window_seconds": self.sender.window_seconds},
+                "receiver": recv.map(|r| json!({"bytes": r.bytes(), "total_bytes": r.total_bytes(),
+                           "bits_per_second": r.bits_per_second(), "window_seconds": r.window_seconds})),
+            },
+            "intervals": intervals,
+            "cpu": {
+                "sender": self.sender.cpu,
+                "receiver": recv.map(|r| &r.cpu),
+                "sender_per_byte": Self::cpu_per_byte(&self.sender, self.sender.bytes()),
+                "receiver_per_byte": recv.map(|r| Self::cpu_per_byte(r, r.bytes())),
+            },
+            "zerocopy": self.sender.zerocopy,
+            "sender": {"placement": self.sender.placement, "path": self.sender.path, "complete": self.sender.complete, "errors": self.sender.errors},
+            "receiver": recv.map(|r| json!({"placement": r.placement, "path": r.path, "complete": r.complete, "errors": r.errors})),
+            "verdict": verdict,
+        })
+    }
+
+    /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let s = &self.spec;
+        let _ = writeln!(
+            out,
+            "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)",
+            env!("CARGO_PKG_VERSION"),
+            s.proto,
+            self.target,
+            s.queues,
+            if s.queues == 1 { "" } else { "s" },
+            s.flows_per_queue,
+            if s.flows_per_queue == 1 { "" } else { "s" },
+            format_bytes(u64::from(s.len)),
+            s.time_ms as f64 / 1e3,
+            s.warmup_ms as f64 / 1e3,
+            s.cooldown_ms as f64 / 1e3,
+        );
+        let _ = writeln!(
+            out,
+            "sender:   {} | {}",
+            self.sender.placement, self.sender.path
+        );
+        if let Some(r) = &self.receiver {
+            let _ = writeln!(out, "receiver: {} | {}", r.placement, r.path);
+        }
+        let recv = self.receiver.as_ref();
+        if let Some(r) = recv.filter(|r| r.intervals.len() > 1) {
+            let _ = writeln!(
+                out,
+                "[ ID] Interval           Received         Bandwidth (receiver)"
+            );
+            for i in &r.intervals {
+                if s.queues > 1 {
+                    for (q, b) in i.bytes.iter().enumerate() {
+                        let _ = writeln!(
+                            out,
+                            "[{q:>3}] {:5.2}-{:<5.2} sec  {:>12}  {:>16}",
+                            i.start,
+                            i.end,
+                            format_bytes(*b),
+                            format_bits_per_second(rate(*b, i.end - i.start))
+                        );
+                    }
+                }
+                let _ = writeln!(
+                    out,
+                    "[SUM] {:5.2}-{:<5.2} sec  {:>12}  {:>16}",
+                    i.start,
+                    i.end,
+                    format_bytes(i.sum()),
+                    format_bits_per_second(i.bits_per_second())
+                );
+            }
+        }
+        let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let _ = writeln!(
+            out,
+            "[ ID] Interval           Offered (sender)               Received (receiver)"
+        );
+        for sq in &self.sender.queues {
+            let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
+            let _ = writeln!(
+                out,
+                "[{:>3}] 0.00-{:<5.2} sec  {:>12} {:>16}   {}",
+                sq.id,
+                window,
+                format_bytes(sq.bytes),
+                format_bits_per_second(rate(sq.bytes, self.sender.window_seconds)),
+                rq.map_or("-".into(), |q| format!(
+                    "{:>12} {:>16}",
+                    format_bytes(q.bytes),
+                    format_bits_per_second(rate(q.bytes, window))
+                )),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}",
+            window,
+            format_bytes(self.sender.bytes()),
+            format_bits_per_second(self.sender.bits_per_second()),
+            recv.map_or("receiver report missing".into(), |r| format!(
+                "{:>12} {:>16}",
+                format_bytes(r.bytes()),
+                format_bits_per_second(r.bits_per_second())
+            )),
+        );
+        let _ = writeln!(
+            out,
+            "total: sender wrote {} bytes, receiver counted {}",
+            self.sender.total_bytes(),
+            recv.map_or("nothing (no report)".into(), |r| format!(
+                "{} bytes{}",
+                r.total_bytes(),
+                if r.total_bytes() == self.sender.total_bytes() {
+                    " (exact match)"
+                } else {
+                    " (MISMATCH)"
+                }
+            )),
+        );
+        for (name, side) in [("sender", Some(&self.sender)), ("receiver", recv)] {
+            let Some(side) = side else { continue };
+            let threads: Vec<String> = side
+                .cpu
+                .threads
+                .iter()
+                .map(|t| {
+                    format!(
+                        "cpu{} {:.0}% (usr {:.2}s sys {:.2}s)",
+                        t.cpu,
+                        t.utilization * 100.0,
+                        t.user_seconds,
+                        t.system_seconds
+                    )
+                })
+                .collect();
+            let host: Vec<String> = side
+                .cpu
+                .host
+                .iter()
+                .map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0))
+                .collect();
+            let _ = writeln!(
+                out,
+                "cpu {name}: threads {} | host busy {}",
+                threads.join(", "),
+                host.join(" ")
+            );
+        }
+        if let Some(zc) = &self.sender.zerocopy {
+            let _ = writeln!(
+                out,
+                "zero-copy: {} ({}){}",
+                if zc.used { "SEND_ZC" } else { "off" },
+                zc.reason,
+                if zc.used {
+                    format!(
+                        ": {} sends, kernel copied {} of {} notified",
+                        zc.sends, zc.copied, zc.notifications
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+        for err in self
+            .error
+            .iter()
+            .chain(&self.sender.errors)
+            .chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
+        {
+            let _ = writeln!(out, "error: {err}");
+        }
+        let v = self.verdict();
+        let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
+        out
+    }
+}

@@ -1,0 +1,259 @@
+//! io_uring set-up, waiting, and the provided-buffer ring.
+//!
+//! Every queue thread owns one ring built here: single issuer with deferred task work where
+//! the kernel has it (completions are then processed only when the owner asks, with no
+//! cross-CPU task-work interrupts), and one way of waiting that honours the thread's
+//! [`WaitMode`].
+
+use crate::error::{Error, Result};
+use crate::placement::WaitMode;
+use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
+use io_uring::IoUring;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// Builds a ring for one queue thread; falls back to a plain ring on kernels without
+/// DEFER_TASKRUN (6.1).
+pub fn build_ring(entries: u32) -> Result<IoUring> {
+    IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_cqsize(entries * 4)
+        .build(entries)
+        .or_else(|_| {
+            IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
+                .setup_cqsize(entries * 4)
+                .build(entries)
+        })
+        .map_err(|e| Error::io("creating an io_uring for a queue thread", e))
+}
+
+/// Waits for completions the way the thread's mode asks, never past `limit` from now.
+/// `last_activity` is when the thread last saw a completion (for adaptive spinning).
+pub fn wait_for_completions(
+    ring: &mut IoUring,
+    mode: WaitMode,
+    last_activity: Instant,
+    limit: Duration,
+) -> Result<()> {
+    // Submit whatever is queued and run deferred task work (the crate passes GETEVENTS when
+    // the kernel flags pending task work).
+    submit_now(ring)?;
+    if !ring.completion().is_empty() {
+        return Ok(());
+    }
+    let spin_until = match mode.spin_window() {
+        None => Instant::now() + limit,
+        Some(window) => last_activity + window,
+    };
+    while Instant::now() < spin_until {
+        submit_now(ring)?;
+        if !ring.completion().is_empty() {
+            return Ok(());
+        }
+        std::hint::spin_loop();
+    }
+    if mode == WaitMode::Spin {
+        return Ok(());
+    }
+    let ts = Timespec::from(limit);
+    let args = SubmitArgs::new().timespec(&ts);
+    match ring.submitter().submit_with_args(1, &args) {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(Error::io("waiting on io_uring", e)),
+    }
+}
+
+/// Submits queued entries without waiting.
+pub fn submit_now(ring: &mut IoUring) -> Result<()> {
+    match ring.submit() {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(Error::io("submitting to io_uring", e)),
+    }
+}
+
+/// Pushes an entry, submitting first when the submission queue is full.
+pub fn push(ring: &mut IoUring, entry: &io_uring::squeue::Entry) -> Result<()> {
+    loop {
+        // SAFETY: every entry we build points at memory that outlives the operation: buffers
+        // owned by the worker (dropped after the ring) or sockets kept open until completion.
+        if unsafe { ring.submission().push(entry) }.is_ok() {
+            return Ok(());
+        }
+        submit_now(ring)?;
+    }
+}
+
+/// Heap memory with page alignment (buffer rings must be page aligned; payload buffers
+/// benefit from it).
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> Result<Self> {
+        let len = len.max(1).next_multiple_of(4096);
+        // SAFETY: anonymous private mapping, no file; checked for MAP_FAILED below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io(
+                format!("allocating {len} bytes of buffer memory"),
+                io::Error::last_os_error(),
+            ));
+        }
+        Ok(Self {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len come from our own successful mmap.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+// SAFETY: AlignedBuf owns its mapping exclusively; moving it between threads is fine.
+unsafe impl Send for AlignedBuf {}
+
+/// A provided-buffer ring: `count` buffers of `size` bytes the kernel picks from for
+/// multishot receives. The receive path never reads the payload, so recycling a buffer is
+/// only a ring entry write and a tail bump: no copy, no syscall.
+pub struct BufRing {
+    ring: AlignedBuf,
+    data: AlignedBuf,
+    count: u16,
+    size: u32,
+    tail: u16,
+    pub group: u16,
+}
+
+impl BufRing {
+    /// Creates the ring and registers it with `ring` as buffer group `group`.
+    pub fn register(uring: &IoUring, group: u16, count: u16, size: u32) -> Result<Self> {
+        assert!(
+            count.is_power_of_two(),
+            "buffer ring size must be a power of two"
+        );
+        let ring = AlignedBuf::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
+        let data = AlignedBuf::new(count as usize * size as usize)?;
+        let mut this = Self {
+            ring,
+            data,
+            count,
+            size,
+            tail: 0,
+            group,
+        };
+        for bid in 0..count {
+            this.provide(bid);
+        }
+        this.publish();
+        // SAFETY: the ring memory is page aligned, holds `count` entries, and lives as long as
+        // `this`; the owner drops the io_uring before the BufRing.
+        unsafe {
+            uring.submitter().register_buf_ring_with_flags(
+                this.ring.as_ptr() as u64,
+                count,
+                group,
+                0,
+            )
+        }
+        .map_err(|e| {
+            Error::io(
+                format!("registering a buffer ring of {count} x {size} bytes"),
+                e,
+            )
+        })?;
+        Ok(this)
+    }
+
+    fn entries(&self) -> *mut BufRingEntry {
+        self.ring.as_ptr().cast()
+    }
+
+    /// Writes buffer `bid` at the current tail slot (not yet visible to the kernel).
+    fn provide(&mut self, bid: u16) {
+        let slot = (self.tail & (self.count - 1)) as usize;
+        // SAFETY: slot < count entries in our mapping; the kernel only reads slots before the
+        // published tail, and this one is past it.
+        unsafe {
+            let entry = &mut *self.entries().add(slot);
+            entry.set_addr(self.data.as_ptr().add(bid as usize * self.size as usize) as u64);
+            entry.set_len(self.size);
+            entry.set_bid(bid);
+        }
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Makes provided buffers visible to the kernel (release store of the tail).
+    fn publish(&mut self) {
+        // SAFETY: the tail field lives inside the first entry of our mapping; the kernel reads
+        // it with acquire semantics.
+        unsafe {
+            let tail = BufRingEntry::tail(self.entries()) as *const std::sync::atomic::AtomicU16;
+            (*tail).store(self.tail, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Gives back the buffers a completion of `bytes` bytes used, starting at buffer `first`.
+    /// A bundle fills consecutive buffers, each completely before the next.
+    pub fn recycle(&mut self, first: u16, bytes: u32) {
+        let used = bytes.div_ceil(self.size).max(1);
+        for i in 0..used {
+            let bid = ((u32::from(first) + i) % u32::from(self.count)) as u16;
+            self.provide(bid);
+        }
+        self.publish();
+    }
+
+    pub fn buffer_size(&self) -> u32 {
+        self.size
+    }
+
+    /// Bytes of pinned memory the ring needs (entries only: payload buffers are not pinned).
+    pub fn pinned_bytes(count: u16) -> u64 {
+        (count as u64 * std::mem::size_of::<BufRingEntry>() as u64).next_multiple_of(4096)
+    }
+
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}

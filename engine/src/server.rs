@@ -1,0 +1,558 @@
+//! `uringbench recv`: one port, test after test, several senders at once, within limits.
+//!
+//! Every connection is classified by its first four bytes (control session or data flow)
+//! on a thread of its own, so a silent or garbage-sending peer costs one thread for a few
+//! seconds and never blocks anyone else. A sender can never make the receiver allocate
+//! without bound: queues, flows, duration, message length and concurrent sessions are capped
+//! by [`ServerLimits`], and a refused test gets the reason.
+
+use crate::control::{self, ControlMsg, SessionCookie, DATA_HELLO_LEN, PROTOCOL_VERSION};
+use crate::error::{Error, Result};
+use crate::placement::{plan, resolve_cpus, BusyPoll};
+use crate::probe::KernelCaps;
+use crate::report::SideReport;
+use crate::ring::BufRing;
+use crate::spec::{Proto, TestSpec};
+use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a remote sender may ask of this receiver.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    pub max_queues: u32,
+    pub max_flows: u32,
+    /// Warm-up + window + cool-down, in milliseconds.
+    pub max_total_ms: u64,
+    pub max_len: u32,
+    pub max_depth: u32,
+    pub max_sessions: usize,
+    /// Receive buffer memory one test may take.
+    pub max_memory: u64,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_queues: 256,
+            max_flows: 1024,
+            max_total_ms: 3_600_000,
+            max_len: 16 << 20,
+            max_depth: 64,
+            max_sessions: 4,
+            max_memory: 1 << 30,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
+    pub fn check(&self, spec: &TestSpec, threads: usize) -> std::result::Result<(), String> {
+        if spec.proto != Proto::Tcp {
+            return Err(format!(
+                "{:?} tests are not supported by this receiver",
+                spec.proto
+            ));
+        }
+        if spec.queues == 0 || spec.queues > self.max_queues {
+            return Err(format!(
+                "{} queues requested, this receiver allows 1 to {}",
+                spec.queues, self.max_queues
+            ));
+        }
+        if spec.flows_per_queue == 0 || spec.flows() > self.max_flows {
+            return Err(format!(
+                "{} flows requested, this receiver allows at most {}",
+                spec.flows(),
+                self.max_flows
+            ));
+        }
+        let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
+        if spec.time_ms == 0 || total > self.max_total_ms {
+            return Err(format!(
+                "test of {:.1} s requested, this receiver allows up to {:.0} s (recv --max-time)",
+                total as f64 / 1e3,
+                self.max_total_ms as f64 / 1e3
+            ));
+        }
+        if spec.len == 0 || spec.len > self.max_len {
+            return Err(format!(
+                "message length {} bytes outside 1..{}",
+                spec.len, self.max_len
+            ));
+        }
+        if spec.depth == 0 || spec.depth > self.max_depth {
+            return Err(format!(
+                "send depth {} outside 1..{}",
+                spec.depth, self.max_depth
+            ));
+        }
+        let memory = threads as u64
+            * (RECV_BUF_COUNT as u64 * RECV_BUF_SIZE as u64
+                + BufRing::pinned_bytes(RECV_BUF_COUNT));
+        if memory > self.max_memory {
+            return Err(format!(
+                "test needs {} MiB of receive buffers, limit {} MiB",
+                memory >> 20,
+                self.max_memory >> 20
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How `recv` runs.
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub cpus: Option<Vec<usize>>,
+    pub busy_poll: BusyPoll,
+    /// Exit after the first test.
+    pub once: bool,
+    pub limits: ServerLimits,
+}
+
+/// What the receiver tells its operator, as it happens.
+#[derive(Debug, Clone)]
+pub enum ServerEvent {
+    Listening {
+        addr: SocketAddr,
+    },
+    SessionStarted {
+        id: u64,
+        peer: SocketAddr,
+        spec: TestSpec,
+        placement: String,
+    },
+    SessionEnded {
+        id: u64,
+        peer: SocketAddr,
+        report: Box<SideReport>,
+    },
+    SessionFailed {
+        id: u64,
+        peer: SocketAddr,
+        error: String,
+    },
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+    Dropped {
+        peer: SocketAddr,
+        reason: String,
+    },
+}
+
+type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+
+struct Shared {
+    cfg: ReceiverConfig,
+    caps: KernelCaps,
+    cpus: Vec<usize>,
+    events: EventSink,
+    pending: Mutex<HashMap<SessionCookie, mpsc::Sender<(u32, TcpStream)>>>,
+    active: AtomicUsize,
+    next_id: AtomicU64,
+    /// With `--once`: set when the first test has ended, with its outcome.
+    once_done: AtomicBool,
+    once_ok: AtomicBool,
+}
+
+const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
+const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Binds the port; fails with a clear message when it is taken.
+pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
+    let addr = SocketAddr::new(cfg.bind, cfg.port);
+    TcpListener::bind(addr).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => Error::usage(format!(
+            "port {} is already in use on {}: stop the other listener or pick another --port",
+            cfg.port, cfg.bind
+        )),
+        std::io::ErrorKind::AddrNotAvailable => Error::usage(format!(
+            "cannot bind {addr}: no local interface has that address"
+        )),
+        _ => Error::io(format!("binding {addr}"), e),
+    })
+}
+
+/// Serves tests until killed, or until the first test ends with `--once`. Returns whether
+/// that test completed (always true without `--once`).
+pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> Result<bool> {
+    let caps = KernelCaps::detect()?;
+    caps.require_tcp_stream()?;
+    let cpus = resolve_cpus(cfg.cpus.as_deref())?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("reading the bound address", e))?;
+    (events)(ServerEvent::Listening { addr });
+    let shared = Arc::new(Shared {
+        cfg,
+        caps,
+        cpus,
+        events,
+        pending: Mutex::new(HashMap::new()),
+        active: AtomicUsize::new(0),
+        next_id: AtomicU64::new(1),
+        once_done: AtomicBool::new(false),
+        once_ok: AtomicBool::new(false),
+    });
+    loop {
+        if shared.once_done.load(Ordering::Acquire) {
+            return Ok(shared.once_ok.load(Ordering::Acquire));
+        }
+        if !wait_readable(&listener, 200) {
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            Err(e) => return Err(Error::io("accepting a connection", e)),
+        };
+        let shared = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("ub-conn".into())
+            .spawn(move || handle_connection(&shared, stream, peer));
+        if let Err(e) = spawned {
+            return Err(Error::io("starting a connection thread", e));
+        }
+    }
+}
+
+fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
+}
+
+fn handle_connection(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
+    let mut magic = [0u8; 4];
+    let _ = stream.set_read_timeout(Some(CLASSIFY_TIMEOUT));
+    if let Err(e) = control::read_exact(&mut stream, &mut magic, CLASSIFY_TIMEOUT) {
+        (shared.events)(ServerEvent::Dropped {
+            peer,
+            reason: format!("no greeting: {e}"),
+        });
+        return;
+    }
+    match magic {
+        control::DATA_MAGIC => {
+            let mut rest = [0u8; DATA_HELLO_LEN - 4];
+            if stream.read_exact(&mut rest).is_err() {
+                (shared.events)(ServerEvent::Dropped {
+                    peer,
+                    reason: "truncated data greeting".into(),
+                });
+                return;
+            }
+            let (cookie, flow) = control::parse_data_hello(&rest);
+            let tx = shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&cookie)
+                .cloned();
+            match tx {
+                Some(tx) => {
+                    let _ = stream.set_read_timeout(None);
+                    let _ = tx.send((flow, stream));
+                }
+                None => (shared.events)(ServerEvent::Dropped {
+                    peer,
+                    reason: "data flow for an unknown session".into(),
+                }),
+            }
+        }
+        control::CONTROL_MAGIC => run_session(shared, stream, peer),
+        other => (shared.events)(ServerEvent::Dropped {
+            peer,
+            reason: format!(
+                "not a uringbench peer (greeting {:02x}{:02x}{:02x}{:02x})",
+                other[0], other[1], other[2], other[3]
+            ),
+        }),
+    }
+}
+
+fn refuse(shared: &Shared, stream: &mut TcpStream, peer: SocketAddr, reason: String) {
+    let _ = control::write_msg(
+        stream,
+        &ControlMsg::Refuse {
+            reason: reason.clone(),
+        },
+    );
+    (shared.events)(ServerEvent::Refused { peer, reason });
+}
+
+/// Decrements the active-session count however the session ends.
+struct ActiveGuard<'a>(&'a AtomicUsize);
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
+    let spec = match control::read_msg(&mut ctl, CLASSIFY_TIMEOUT) {
+        Ok(ControlMsg::Hello { version, spec }) if version == PROTOCOL_VERSION => spec,
+        Ok(ControlMsg::Hello { version, .. }) => {
+            return refuse(
+                shared,
+                &mut ctl,
+                peer,
+                format!("protocol version {version}, this receiver speaks {PROTOCOL_VERSION}"),
+            )
+        }
+        Ok(other) => {
+            return (shared.events)(ServerEvent::Dropped {
+                peer,
+                reason: format!("expected hello, got {other:?}"),
+            });
+        }
+        Err(e) => {
+            return (shared.events)(ServerEvent::Dropped {
+                peer,
+                reason: e.message,
+            })
+        }
+    };
+    if shared.cfg.once && shared.once_done.load(Ordering::Acquire) {
+        return refuse(
+            shared,
+            &mut ctl,
+            peer,
+            "receiver is finishing (--once)".into(),
+        );
+    }
+    let running = shared.active.fetch_add(1, Ordering::AcqRel);
+    let _guard = ActiveGuard(&shared.active);
+    let max_sessions = if shared.cfg.once {
+        1
+    } else {
+        shared.cfg.limits.max_sessions
+    };
+    if running >= max_sessions {
+        return refuse(
+            shared,
+            &mut ctl,
+            peer,
+            format!("receiver busy: {running} tests running (limit {max_sessions})"),
+        );
+    }
+    let threads = (spec.queues as usize).min(shared.cpus.len());
+    if let Err(reason) = shared.cfg.limits.check(&spec, threads) {
+        return refuse(shared, &mut ctl, peer, reason);
+    }
+    let placement = match plan(spec.queues, &shared.cpus, shared.cfg.busy_poll, running > 0) {
+        Ok(p) => p,
+        Err(e) => return refuse(shared, &mut ctl, peer, e.message),
+    };
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let outcome = accept_and_run(shared, &mut ctl, &spec, &placement);
+    match outcome {
+        Ok(report) => {
+            let ok = report.complete;
+            let sent = control::write_msg(
+                &mut ctl,
+                &ControlMsg::Result {
+                    report: Box::new(report.clone()),
+                },
+            );
+            (shared.events)(ServerEvent::SessionEnded {
+                id,
+                peer,
+                report: Box::new(report),
+            });
+            if let Err(e) = sent {
+                (shared.events)(ServerEvent::SessionFailed {
+                    id,
+                    peer,
+                    error: format!("could not return the report: {e}"),
+                });
+            }
+            shared.once_ok.store(ok, Ordering::Release);
+        }
+        Err(e) => {
+            let _ = control::write_msg(
+                &mut ctl,
+                &ControlMsg::Abort {
+                    reason: e.message.clone(),
+                },
+            );
+            (shared.events)(ServerEvent::SessionFailed {
+                id,
+                peer,
+                error: e.message,
+            });
+        }
+    }
+    if shared.cfg.once {
+        shared.once_done.store(true, Ordering::Release);
+    }
+    let _ = (id, &placement);
+}
+
+fn accept_and_run(
+    shared: &Shared,
+    ctl: &mut TcpStream,
+    spec: &TestSpec,
+    placement: &crate::placement::Placement,
+) -> Result<SideReport> {
+    let cookie = control::new_cookie();
+    let (tx, rx) = mpsc::channel();
+    shared
+        .pending
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(cookie, tx);
+    let unregister = || {
+        shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&cookie);
+    };
+    if let Err(e) = control::write_msg(
+        ctl,
+        &ControlMsg::Accept {
+            cookie,
+            placement: placement.summary.clone(),
+        },
+    ) {
+        unregister();
+        return Err(e);
+    }
+    let peer = ctl.peer_addr().ok();
+    (shared.events)(ServerEvent::SessionStarted {
+        id: shared.next_id.load(Ordering::Relaxed) - 1,
+        peer: peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+        spec: spec.clone(),
+        placement: placement.summary.clone(),
+    });
+    let wanted = spec.flows() as usize;
+    let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
+    let mut got = 0;
+    let deadline = Instant::now() + FLOWS_TIMEOUT;
+    while got < wanted {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((flow, stream)) if (flow as usize) < wanted && slots[flow as usize].is_none() => {
+                slots[flow as usize] = Some(stream);
+                got += 1;
+            }
+            Ok((flow, _)) => {
+                unregister();
+                return Err(Error::protocol(format!(
+                    "data flow index {flow} is out of range or repeated"
+                )));
+            }
+            Err(_) => {
+                unregister();
+                return Err(Error::peer(format!(
+                    "only {got} of {wanted} data connections arrived within {} s",
+                    FLOWS_TIMEOUT.as_secs()
+                )));
+            }
+        }
+    }
+    unregister();
+    let flows = slots
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (i as u32, s.expect("all slots filled")))
+        .collect();
+    stream::run_receive(ctl, spec, flows, placement, &shared.caps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_refuse_what_a_peer_must_not_demand() {
+        let limits = ServerLimits::default();
+        let ok = TestSpec::default();
+        assert!(limits.check(&ok, 1).is_ok());
+        let cases = [
+            (
+                TestSpec {
+                    queues: 100_000,
+                    ..ok.clone()
+                },
+                "queues",
+            ),
+            (
+                TestSpec {
+                    queues: 0,
+                    ..ok.clone()
+                },
+                "queues",
+            ),
+            (
+                TestSpec {
+                    flows_per_queue: 50_000,
+                    ..ok.clone()
+                },
+                "flows",
+            ),
+            (
+                TestSpec {
+                    time_ms: 1_000_000_000,
+                    ..ok.clone()
+                },
+                "allows up to",
+            ),
+            (
+                TestSpec {
+                    len: u32::MAX,
+                    ..ok.clone()
+                },
+                "message length",
+            ),
+            (
+                TestSpec {
+                    depth: 10_000,
+                    ..ok.clone()
+                },
+                "depth",
+            ),
+            (
+                TestSpec {
+                    proto: Proto::Udp,
+                    ..ok.clone()
+                },
+                "not supported",
+            ),
+        ];
+        for (spec, expect) in cases {
+            let reason = limits.check(&spec, 1).expect_err(expect);
+            assert!(
+                reason.contains(expect),
+                "reason '{reason}' should mention '{expect}'"
+            );
+        }
+        let small = ServerLimits {
+            max_memory: 1 << 20,
+            ..ServerLimits::default()
+        };
+        assert!(
+            small.check(&ok, 4).unwrap_err().contains("MiB"),
+            "memory cap enforced"
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! The agreed description of one test: what the sender asks for and the receiver accepts.
+//!
+//! A `TestSpec` travels over the control channel (DESIGN §4) and is echoed in every report
+//! as the `test` key (DESIGN §6), so it holds only what both ends must agree on. Local
+//! choices (which CPUs, busy polling) stay out of it.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Transport protocol of the data flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// Whether the sender uses `IORING_OP_SEND_ZC`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroCopyMode {
+    /// Zero-copy only where it pays: never when the kernel would copy anyway (local delivery).
+    Auto,
+    On,
+    Off,
+}
+
+/// Workload run over the flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    Stream,
+}
+
+/// One test as agreed by both ends. Durations are in milliseconds on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    pub proto: Proto,
+    pub workload: Workload,
+    pub queues: u32,
+    pub flows_per_queue: u32,
+    /// Length of the measured window.
+    pub time_ms: u64,
+    pub warmup_ms: u64,
+    pub cooldown_ms: u64,
+    /// Interval report period; 0 means no interval lines.
+    pub interval_ms: u64,
+    /// Bytes per send call.
+    pub len: u32,
+    /// Total offered rate over all flows in bits/s; 0 means unlimited.
+    pub rate_bps: u64,
+    pub zerocopy: ZeroCopyMode,
+    /// Sends in flight per flow.
+    pub depth: u32,
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        Self {
+            proto: Proto::Tcp,
+            workload: Workload::Stream,
+            queues: 1,
+            flows_per_queue: 1,
+            time_ms: 10_000,
+            warmup_ms: 1_000,
+            cooldown_ms: 250,
+            interval_ms: 0,
+            len: 128 * 1024,
+            rate_bps: 0,
+            zerocopy: ZeroCopyMode::Auto,
+            depth: 4,
+        }
+    }
+}
+
+impl TestSpec {
+    pub fn flows(&self) -> u32 {
+        self.queues * self.flows_per_queue
+    }
+    /// Queue that owns flow `flow`: flows are dealt out round-robin.
+    pub fn queue_of_flow(&self, flow: u32) -> u32 {
+        flow % self.queues
+    }
+    pub fn time(&self) -> Duration {
+        Duration::from_millis(self.time_ms)
+    }
+    pub fn warmup(&self) -> Duration {
+        Duration::from_millis(self.warmup_ms)
+    }
+    /// Warm-up + window + cool-down: how long the sender keeps sending.
+    pub fn total(&self) -> Duration {
+        Duration::from_millis(self.warmup_ms + self.time_ms + self.cooldown_ms)
+    }
+    /// Offsets from the start at which counters are sampled: window start, each interval
+    /// boundary inside the window, window end. Consecutive samples bound one interval, so
+    /// the interval figures add up exactly to the window's.
+    pub fn sample_offsets(&self) -> Vec<Duration> {
+        let mut offsets = vec![self.warmup_ms];
+        if self.interval_ms > 0 {
+            let mut at = self.warmup_ms + self.interval_ms;
+            while at < self.warmup_ms + self.time_ms {
+                offsets.push(at);
+                at += self.interval_ms;
+            }
+        }
+        offsets.push(self.warmup_ms + self.time_ms);
+        offsets.into_iter().map(Duration::from_millis).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_offsets_cover_the_window_only() {
+        let spec = TestSpec {
+            warmup_ms: 2000,
+            time_ms: 3000,
+            interval_ms: 1000,
+            ..TestSpec::default()
+        };
+        let got: Vec<u64> = spec
+            .sample_offsets()
+            .iter()
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(
+            got,
+            vec![2000, 3000, 4000, 5000],
+            "warm-up excluded, one sample per boundary"
+        );
+        let no_interval = TestSpec {
+            interval_ms: 0,
+            ..spec.clone()
+        };
+        assert_eq!(
+            no_interval.sample_offsets().len(),
+            2,
+            "without --interval only start and end"
+        );
+        let ragged = TestSpec {
+            interval_ms: 2000,
+            ..spec
+        };
+        let got: Vec<u64> = ragged
+            .sample_offsets()
+            .iter()
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        assert_eq!(
+            got,
+            vec![2000, 4000, 5000],
+            "a short last interval ends at the window end"
+        );
+    }
+
+    #[test]
+    fn flows_are_dealt_round_robin() {
+        let spec = TestSpec {
+            queues: 4,
+            flows_per_queue: 2,
+            ..TestSpec::default()
+        };
+        assert_eq!(spec.flows(), 8);
+        let queues: Vec<u32> = (0..8).map(|f| spec.queue_of_flow(f)).collect();
+        assert_eq!(queues, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+    }
+}

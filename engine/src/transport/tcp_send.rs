@@ -1,0 +1,265 @@
+//! The sending queue thread: keeps `depth` sends in flight on every flow it owns.
+//!
+//! The payload is one page-aligned buffer shared by all sends of the thread. Copying sends
+//! never need it back, and zero-copy sends only read it, so nothing is ever rewritten while
+//! the kernel holds it and the buffer stays hot in cache.
+
+use super::{errno_text, FlowOutcome};
+use crate::error::{Error, Result};
+use crate::measure::QueueCounters;
+use crate::placement::WaitMode;
+use crate::ring::{build_ring, push, wait_for_completions, AlignedBuf};
+use io_uring::{cqueue, opcode, types, IoUring};
+use serde::{Deserialize, Serialize};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// `IORING_SEND_ZC_REPORT_USAGE`: ask the kernel whether it copied anyway (the crate keeps
+/// its `sys` module private; value from include/uapi/linux/io_uring.h).
+const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`, set in a notification's `res` when the data was copied.
+const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
+
+/// One flow handed to a sending thread.
+pub struct SendFlow {
+    pub stream: TcpStream,
+    pub queue: u32,
+}
+
+/// How a sending thread runs.
+#[derive(Debug, Clone)]
+pub struct SendWorkerConfig {
+    pub wait: WaitMode,
+    pub len: u32,
+    pub depth: u32,
+    pub zerocopy: bool,
+    /// Stop issuing new sends at this instant.
+    pub deadline: Instant,
+    /// This thread's share of `--rate` in bits/s; 0 = unlimited.
+    pub rate_bps: u64,
+    /// How long in-flight sends may take to complete after the deadline.
+    pub drain_limit: Duration,
+}
+
+/// What the kernel did with zero-copy sends.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ZeroCopyCounts {
+    pub sends: u64,
+    pub notifications: u64,
+    /// Notifications flagged `IORING_NOTIF_USAGE_ZC_COPIED`: the kernel copied after all.
+    pub copied: u64,
+}
+
+impl ZeroCopyCounts {
+    pub fn merge(&mut self, other: &ZeroCopyCounts) {
+        self.sends += other.sends;
+        self.notifications += other.notifications;
+        self.copied += other.copied;
+    }
+}
+
+/// Result of one sending thread.
+#[derive(Debug, Clone, Default)]
+pub struct SendWorkerResult {
+    pub flows: Vec<FlowOutcome>,
+    pub zerocopy: ZeroCopyCounts,
+    /// Set when zero-copy was asked for but registering the buffer failed (memlock).
+    pub note: Option<String>,
+    /// In-flight sends that had not completed when the drain limit ran out.
+    pub stuck: u32,
+}
+
+struct FlowState {
+    stream: TcpStream,
+    queue: u32,
+    inflight: u32,
+    bytes: u64,
+    error: Option<String>,
+}
+
+// Drop order matters: the ring is declared first so it is torn down before the payload
+// buffer it may still reference.
+struct SendRing {
+    ring: IoUring,
+    payload: AlignedBuf,
+}
+
+/// Runs one sending thread until `cfg.deadline`, then drains and half-closes every flow.
+pub fn run(
+    flows: Vec<SendFlow>,
+    counters: &QueueCounters,
+    cfg: &SendWorkerConfig,
+) -> Result<SendWorkerResult> {
+    let entries = (flows.len() as u32 * cfg.depth * 2)
+        .next_power_of_two()
+        .clamp(64, 4096);
+    let payload = AlignedBuf::new(cfg.len as usize)?;
+    // SAFETY: payload is a fresh mapping of at least len bytes.
+    unsafe { std::ptr::write_bytes(payload.as_ptr(), 0x5a, payload.len()) };
+    let mut sr = SendRing {
+        ring: build_ring(entries)?,
+        payload,
+    };
+    let mut result = SendWorkerResult::default();
+
+    let mut fixed = false;
+    if cfg.zerocopy {
+        let iov = libc::iovec {
+            iov_base: sr.payload.as_ptr().cast(),
+            iov_len: sr.payload.len(),
+        };
+        // SAFETY: the buffer outlives the ring (SendRing drop order).
+        match unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
+            Ok(()) => fixed = true,
+            Err(e) => {
+                result.note = Some(format!(
+                    "zero-copy buffer registration failed ({e}); sending from unregistered memory (raise RLIMIT_MEMLOCK to register)"
+                ))
+            }
+        }
+    }
+
+    let mut state: Vec<FlowState> = flows
+        .into_iter()
+        .map(|f| FlowState {
+            stream: f.stream,
+            queue: f.queue,
+            inflight: 0,
+            bytes: 0,
+            error: None,
+        })
+        .collect();
+    let start = Instant::now();
+    let mut issued: u64 = 0;
+    let mut notifs_pending: u64 = 0;
+    let mut last_activity = Instant::now();
+    let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize);
+
+    loop {
+        let now = Instant::now();
+        let stopping = now >= cfg.deadline;
+        let mut pace_wait: Option<Duration> = None;
+        if !stopping {
+            for (idx, flow) in state.iter_mut().enumerate() {
+                while flow.error.is_none() && flow.inflight < cfg.depth {
+                    if cfg.rate_bps > 0 {
+                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
+                        if issued as f64 >= allowed {
+                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
+                            pace_wait =
+                                Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
+                            break;
+                        }
+                    }
+                    let fd = types::Fd(flow.stream.as_raw_fd());
+                    let entry = if cfg.zerocopy {
+                        let mut op = opcode::SendZc::new(fd, sr.payload.as_ptr(), cfg.len)
+                            .zc_flags(SEND_ZC_REPORT_USAGE);
+                        if fixed {
+                            op = op.buf_index(Some(0));
+                        }
+                        result.zerocopy.sends += 1;
+                        op.build()
+                    } else {
+                        opcode::Send::new(fd, sr.payload.as_ptr(), cfg.len).build()
+                    };
+                    push(&mut sr.ring, &entry.user_data(idx as u64))?;
+                    flow.inflight += 1;
+                    issued += u64::from(cfg.len);
+                }
+            }
+        }
+        let inflight: u32 = state.iter().map(|f| f.inflight).sum();
+        let all_failed = state.iter().all(|f| f.error.is_some());
+        if inflight == 0 && notifs_pending == 0 && (stopping || all_failed) {
+            break;
+        }
+        if stopping && now > cfg.deadline + cfg.drain_limit {
+            result.stuck = inflight;
+            break;
+        }
+        let until_deadline = if stopping {
+            Duration::from_millis(50)
+        } else {
+            cfg.deadline - now
+        };
+        let limit = pace_wait
+            .unwrap_or(until_deadline)
+            .min(until_deadline)
+            .min(Duration::from_millis(100));
+        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit)?;
+
+        cqes.clear();
+        cqes.extend(
+            sr.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        if !cqes.is_empty() {
+            last_activity = Instant::now();
+        }
+        for &(ud, res, flags) in &cqes {
+            if cqueue::notif(flags) {
+                notifs_pending -= 1;
+                result.zerocopy.notifications += 1;
+                if (res as u32) & NOTIF_USAGE_ZC_COPIED != 0 {
+                    result.zerocopy.copied += 1;
+                }
+                continue;
+            }
+            if cqueue::more(flags) {
+                notifs_pending += 1;
+            }
+            let flow = &mut state[ud as usize];
+            flow.inflight -= 1;
+            if res > 0 {
+                flow.bytes += res as u64;
+                counters.add(flow.queue as usize, res as u64);
+            } else if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR && flow.error.is_none()
+            {
+                flow.error = Some(format!("send failed: {}", errno_text(res)));
+            }
+        }
+    }
+
+    for flow in &state {
+        if flow.error.is_none() {
+            // Half-close: the receiver reads to EOF and knows it has every byte.
+            let _ = flow.stream.shutdown(Shutdown::Write);
+        }
+    }
+    if result.stuck > 0 {
+        // Sends still in the kernel: close the sockets so they fail instead of completing into
+        // a ring we are about to drop.
+        for flow in &state {
+            let _ = flow.stream.shutdown(Shutdown::Both);
+        }
+    }
+    result.flows = state
+        .into_iter()
+        .map(|f| FlowOutcome {
+            queue: f.queue,
+            bytes: f.bytes,
+            error: f.error,
+        })
+        .collect();
+    if result.stuck > 0 {
+        for f in result.flows.iter_mut().filter(|f| f.error.is_none()) {
+            f.error = Some(format!(
+                "sends did not complete within {:.1} s of the end: receiver stalled",
+                cfg.drain_limit.as_secs_f64()
+            ));
+        }
+    }
+    drop(sr);
+    Ok(result)
+}
+
+/// Error for a sending thread that could not start.
+pub fn worker_panicked() -> Error {
+    Error::io(
+        "a sending queue thread",
+        std::io::Error::other("thread panicked"),
+    )
+}

@@ -1,0 +1,4 @@
+//! Workloads: what runs over the flows, one file per workload (as neper does), each owning
+//! both ends of its test and the report it produces.
+
+pub mod stream;

@@ -1,0 +1,341 @@
+//! Bulk stream: the sender writes as fast as allowed, the receiver counts.
+//!
+//! Both ends agree on the test over the control channel, start when the receiver says
+//! `Ready`, measure their own window by their own clock, and the receiver's figures travel
+//! back so the sender prints both sides. The headline is the receiver's.
+
+use crate::control::{self, ControlMsg, PROTOCOL_VERSION};
+use crate::error::{Error, Result};
+use crate::measure::{sample_window, QueueCounters};
+use crate::netpath::interface_for_local_addr;
+use crate::placement::{plan, resolve_cpus, BusyPoll, Placement};
+use crate::probe::KernelCaps;
+use crate::report::{Role, SideReport, StreamReport};
+use crate::spec::{TestSpec, ZeroCopyMode};
+use crate::threads::{deal_by_queue, QueueThreads};
+use crate::transport::tcp_recv::{self, RecvFlow, RecvWorkerConfig};
+use crate::transport::tcp_send::{self, SendFlow, SendWorkerConfig, ZeroCopyCounts};
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Buffers per receive ring and their size: 2 MiB per queue thread, small enough to stay
+/// mostly in cache, large enough for bundles of dozens of segments.
+pub const RECV_BUF_COUNT: u16 = 64;
+pub const RECV_BUF_SIZE: u32 = 32 * 1024;
+/// How long a receiver waits past the planned end for the flows to finish.
+pub const END_GRACE: Duration = Duration::from_secs(10);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `uringbench send` asks for.
+#[derive(Debug, Clone)]
+pub struct SendOptions {
+    pub target: String,
+    pub port: u16,
+    pub spec: TestSpec,
+    pub cpus: Option<Vec<usize>>,
+    pub busy_poll: BusyPoll,
+}
+
+/// Decides whether SEND_ZC is used, and why.
+fn decide_zerocopy(
+    mode: ZeroCopyMode,
+    caps: &KernelCaps,
+    control: &TcpStream,
+    len: u32,
+) -> Result<(bool, String)> {
+    let iface = control
+        .local_addr()
+        .ok()
+        .and_then(|a| interface_for_local_addr(a.ip()));
+    let path = iface.as_ref().map_or("unknown interface".to_string(), |i| {
+        format!(
+            "{}{}",
+            i.name,
+            if i.loopback {
+                " (loopback)"
+            } else if i.virtual_device {
+                " (virtual device)"
+            } else {
+                ""
+            }
+        )
+    });
+    match mode {
+        ZeroCopyMode::Off => Ok((false, "--zerocopy off".into())),
+        ZeroCopyMode::On if !caps.send_zc => Err(Error::unsupported(
+            "--zerocopy on: this kernel lacks IORING_OP_SEND_ZC (Linux 6.0 or newer)",
+        )),
+        ZeroCopyMode::On => Ok((true, format!("--zerocopy on, egress {path}"))),
+        ZeroCopyMode::Auto => {
+            if !caps.send_zc {
+                Ok((false, "auto: kernel lacks SEND_ZC".into()))
+            } else if iface
+                .as_ref()
+                .is_none_or(|i| i.loopback || i.virtual_device)
+            {
+                Ok((
+                    false,
+                    format!("auto: egress {path} delivers locally, the kernel would copy anyway"),
+                ))
+            } else if len < 16 * 1024 {
+                Ok((
+                    false,
+                    format!("auto: {len}-byte sends are too small for zero-copy to pay"),
+                ))
+            } else {
+                Ok((true, format!("auto: egress {path} is a NIC")))
+            }
+        }
+    }
+}
+
+/// Runs the sending side of a stream test against `recv` at `opts.target`.
+///
+/// Errors before the test starts (unreachable, refused, bad options) come back as `Err`; once
+/// data flows, problems are recorded in the report (`complete() == false`) so the partial
+/// figures are still shown.
+pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
+    let spec = &opts.spec;
+    let caps = KernelCaps::detect()?;
+    caps.require_tcp_stream()?;
+    let cpus = resolve_cpus(opts.cpus.as_deref())?;
+    let placement = plan(spec.queues, &cpus, opts.busy_poll, false)?;
+
+    let mut ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+    let peer = ctl
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| opts.target.clone());
+    let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &caps, &ctl, spec.len)?;
+    ctl.write_all(&control::CONTROL_MAGIC)
+        .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
+    control::write_msg(
+        &mut ctl,
+        &ControlMsg::Hello {
+            version: PROTOCOL_VERSION,
+            spec: spec.clone(),
+        },
+    )?;
+    let cookie = match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
+        ControlMsg::Accept { cookie, .. } => cookie,
+        ControlMsg::Refuse { reason } => {
+            return Err(Error::peer(format!(
+                "receiver {peer} refused the test: {reason}"
+            )))
+        }
+        other => {
+            return Err(Error::protocol(format!(
+                "receiver {peer} answered {other:?} instead of accept/refuse"
+            )))
+        }
+    };
+
+    let mut flows = Vec::with_capacity(spec.flows() as usize);
+    for flow in 0..spec.flows() {
+        let mut stream = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+        stream
+            .write_all(&control::data_hello(&cookie, flow))
+            .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
+        flows.push((
+            spec.queue_of_flow(flow),
+            SendFlow {
+                stream,
+                queue: spec.queue_of_flow(flow),
+            },
+        ));
+    }
+    match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
+        ControlMsg::Ready => {}
+        ControlMsg::Abort { reason } => {
+            return Err(Error::peer(format!(
+                "receiver {peer} aborted the test: {reason}"
+            )))
+        }
+        other => {
+            return Err(Error::protocol(format!(
+                "receiver {peer} sent {other:?} instead of ready"
+            )))
+        }
+    }
+
+    let t0 = Instant::now();
+    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
+    let per_thread = deal_by_queue(&placement.threads, flows);
+    let total_flows = spec.flows().max(1) as u64;
+    let inputs: Vec<(Vec<SendFlow>, SendWorkerConfig)> = per_thread
+        .into_iter()
+        .map(|flows| {
+            let cfg = SendWorkerConfig {
+                wait: placement.wait,
+                len: spec.len,
+                depth: spec.depth,
+                zerocopy,
+                deadline: t0 + spec.total(),
+                rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
+                drain_limit: Duration::from_secs(5),
+            };
+            (flows, cfg)
+        })
+        .collect();
+    let worker_counters = Arc::clone(&counters);
+    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
+        tcp_send::run(flows, &worker_counters, &cfg)
+    })?;
+    let (samples, window_complete) = sample_window(
+        t0,
+        &spec.sample_offsets(),
+        &counters,
+        &threads.tids,
+        &|| threads.all_finished(),
+    );
+    let plans: Vec<_> = placement
+        .threads
+        .iter()
+        .cloned()
+        .zip(threads.tids.iter().copied())
+        .collect();
+    let results = threads.join()?;
+
+    let outcomes: Vec<_> = results
+        .iter()
+        .flat_map(|r| r.flows.iter().cloned())
+        .collect();
+    let mut zc = ZeroCopyCounts::default();
+    results.iter().for_each(|r| zc.merge(&r.zerocopy));
+    let mut sender = SideReport::build(
+        Role::Sender,
+        spec,
+        &samples,
+        window_complete,
+        &outcomes,
+        &plans,
+    );
+    sender.placement = placement.summary.clone();
+    sender.path = format!(
+        "io_uring {} of {} B, {} in flight per flow{}",
+        if zerocopy { "SEND_ZC" } else { "SEND (copy)" },
+        spec.len,
+        spec.depth,
+        if caps.defer_taskrun {
+            ", single-issuer deferred task run"
+        } else {
+            ""
+        }
+    );
+    if let Some(note) = results.iter().find_map(|r| r.note.clone()) {
+        sender.errors.push(note);
+    }
+    sender.set_zerocopy(
+        &format!("{:?}", spec.zerocopy).to_lowercase(),
+        zerocopy,
+        zc_reason,
+        &zc,
+    );
+
+    let (receiver, error) = match control::read_msg(&mut ctl, END_GRACE + Duration::from_secs(5)) {
+        Ok(ControlMsg::Result { report }) => (Some(*report), None),
+        Ok(ControlMsg::Abort { reason }) => (None, Some(format!("receiver aborted: {reason}"))),
+        Ok(other) => (
+            None,
+            Some(format!("receiver sent {other:?} instead of its report")),
+        ),
+        Err(e) => (
+            None,
+            Some(format!("receiver {peer} vanished before reporting: {e}")),
+        ),
+    };
+    Ok(StreamReport {
+        spec: spec.clone(),
+        target: peer,
+        sender,
+        receiver,
+        error,
+    })
+}
+
+/// Runs the receiving side of an accepted stream test: arms every flow, says `Ready`,
+/// measures the window, and waits for the flows to reach EOF.
+pub fn run_receive(
+    ctl: &mut TcpStream,
+    spec: &TestSpec,
+    flows: Vec<(u32, TcpStream)>,
+    placement: &Placement,
+    caps: &KernelCaps,
+) -> Result<SideReport> {
+    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
+    let stop = Arc::new(AtomicBool::new(false));
+    let items = flows
+        .into_iter()
+        .map(|(flow, stream)| {
+            let queue = spec.queue_of_flow(flow);
+            (queue, RecvFlow { stream, queue })
+        })
+        .collect();
+    let cfg = RecvWorkerConfig {
+        wait: placement.wait,
+        buf_count: RECV_BUF_COUNT,
+        buf_size: RECV_BUF_SIZE,
+        bundle: caps.recvsend_bundle,
+        stop: Arc::clone(&stop),
+    };
+    let worker_counters = Arc::clone(&counters);
+    let threads = QueueThreads::spawn(
+        &placement.threads,
+        deal_by_queue(&placement.threads, items),
+        move |flows| tcp_recv::run(flows, &worker_counters, &cfg),
+    )?;
+    if let Err(e) = control::write_msg(ctl, &ControlMsg::Ready) {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = threads.join();
+        return Err(e);
+    }
+    let t0 = Instant::now();
+    let (samples, window_complete) = sample_window(
+        t0,
+        &spec.sample_offsets(),
+        &counters,
+        &threads.tids,
+        &|| threads.all_finished(),
+    );
+    let hard_end = t0 + spec.total() + END_GRACE;
+    while !threads.all_finished() && Instant::now() < hard_end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let plans: Vec<_> = placement
+        .threads
+        .iter()
+        .cloned()
+        .zip(threads.tids.iter().copied())
+        .collect();
+    let results = threads.join()?;
+    let outcomes: Vec<_> = results
+        .iter()
+        .flat_map(|r| r.flows.iter().cloned())
+        .collect();
+    let completions: u64 = results.iter().map(|r| r.completions).sum();
+    let rearms: u64 = results.iter().map(|r| r.rearms).sum();
+    let mut report = SideReport::build(
+        Role::Receiver,
+        spec,
+        &samples,
+        window_complete,
+        &outcomes,
+        &plans,
+    );
+    report.placement = placement.summary.clone();
+    let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
+    report.path = format!(
+        "io_uring multishot RECV{}, {} x {} KiB buffer ring per thread, {:.0} KiB per completion, {} re-arms",
+        if caps.recvsend_bundle { " bundles" } else { "" },
+        RECV_BUF_COUNT,
+        RECV_BUF_SIZE / 1024,
+        total as f64 / completions.max(1) as f64 / 1024.0,
+        rearms
+    );
+    Ok(report)
+}
