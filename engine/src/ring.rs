@@ -13,11 +13,13 @@ use std::io;
 use std::time::{Duration, Instant};
 
 /// Builds a ring for one queue thread; falls back to a plain ring on kernels without
-/// DEFER_TASKRUN (6.1).
+/// DEFER_TASKRUN (6.1). TASKRUN_FLAG makes the kernel raise `IORING_SQ_TASKRUN` in shared
+/// memory when deferred work waits, so a spinning thread can see it without a syscall.
 pub fn build_ring(entries: u32) -> Result<IoUring> {
     IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
+        .setup_taskrun_flag()
         .setup_cqsize(entries * 4)
         .build(entries)
         .or_else(|_| {
@@ -30,16 +32,8 @@ pub fn build_ring(entries: u32) -> Result<IoUring> {
 
 /// Waits for completions the way the thread's mode asks, never past `limit` from now.
 /// `last_activity` is when the thread last saw a completion (for adaptive spinning).
-pub fn wait_for_completions(
-    ring: &mut IoUring,
-    mode: WaitMode,
-    last_activity: Instant,
-    limit: Duration,
-) -> Result<()> {
-    // Submit whatever is queued and run deferred task work (the crate passes GETEVENTS when
-    // the kernel flags pending task work).
-    submit_now(ring)?;
-    if !ring.completion().is_empty() {
+pub fn wait_for_completions(ring: &mut IoUring, mode: WaitMode, last_activity: Instant, limit: Duration) -> Result<()> {
+    if poll_once(ring)? {
         return Ok(());
     }
     let spin_until = match mode.spin_window() {
@@ -47,8 +41,7 @@ pub fn wait_for_completions(
         Some(window) => last_activity + window,
     };
     while Instant::now() < spin_until {
-        submit_now(ring)?;
-        if !ring.completion().is_empty() {
+        if poll_once(ring)? {
             return Ok(());
         }
         std::hint::spin_loop();
@@ -60,16 +53,23 @@ pub fn wait_for_completions(
     let args = SubmitArgs::new().timespec(&ts);
     match ring.submitter().submit_with_args(1, &args) {
         Ok(_) => Ok(()),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
-            ) =>
-        {
-            Ok(())
-        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
         Err(e) => Err(Error::io("waiting on io_uring", e)),
     }
+}
+
+/// One non-blocking look: enters the kernel only when entries are queued or deferred task
+/// work is flagged (then the crate passes GETEVENTS, which runs it), else reads shared
+/// memory only. Returns whether completions are ready.
+fn poll_once(ring: &mut IoUring) -> Result<bool> {
+    let (queued, taskrun) = {
+        let sq = ring.submission();
+        (!sq.is_empty(), sq.taskrun())
+    };
+    if queued || taskrun {
+        submit_now(ring)?;
+    }
+    Ok(!ring.completion().is_empty())
 }
 
 /// Submits queued entries without waiting.
