@@ -163,22 +163,21 @@ fn main() -> ExitCode {
                     | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) {
                 let _ = e.print();
-                return ExitCode::from(
-                    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                        2
-                    } else {
-                        0
-                    },
-                );
+                return ExitCode::from(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    2
+                } else {
+                    0
+                });
             }
-            // One line, as every other error: clap's first line names the problem.
+            // One line, as every other error: clap's message up to its usage block.
             let text = e.to_string();
-            let first = text
+            let message: Vec<&str> = text
                 .lines()
-                .next()
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
-            eprintln!("uringbench: {first} (see --help)");
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("tip:"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            eprintln!("uringbench: {} (see --help)", message.join(" ").trim_start_matches("error: "));
             return ExitCode::from(2);
         }
     };
@@ -196,10 +195,7 @@ fn main() -> ExitCode {
 }
 
 fn recv(args: RecvArgs) -> Result<u8, Error> {
-    let bind = args
-        .bind
-        .parse()
-        .map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
+    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
         port: args.port,
@@ -217,12 +213,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     let events = Arc::new(|event: ServerEvent| {
         let line = match event {
             ServerEvent::Listening { addr } => format!("uringbench recv: listening on {addr}"),
-            ServerEvent::SessionStarted {
-                id,
-                peer,
-                spec,
-                placement,
-            } => format!(
+            ServerEvent::SessionStarted { id, peer, spec, placement } => format!(
                 "[{id}] test from {peer}: {:?} {:?}, {} queues x {} flows, {:.1} s; {placement}",
                 spec.proto,
                 spec.workload,
@@ -235,11 +226,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 report.total_bytes(),
                 report.bytes(),
                 format_bits_per_second(report.bits_per_second()),
-                if report.complete {
-                    String::new()
-                } else {
-                    format!(", incomplete: {}", report.errors.join("; "))
-                }
+                if report.complete { String::new() } else { format!(", incomplete: {}", report.errors.join("; ")) }
             ),
             ServerEvent::SessionFailed { id, peer, error } => {
                 format!("[{id}] failed {peer}: {error}")
@@ -282,20 +269,13 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         depth: args.depth,
     };
     if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
-        return Err(Error::usage(
-            "--queues, --flows-per-queue and --depth must be at least 1",
-        ));
+        return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));
     }
     if spec.time_ms == 0 {
         return Err(Error::usage("--time must be longer than 0"));
     }
-    let opts = SendOptions {
-        target: args.target,
-        port: args.port,
-        spec,
-        cpus: args.cpus,
-        busy_poll: busy(args.busy_poll),
-    };
+    let opts =
+        SendOptions { target: args.target, port: args.port, spec, cpus: args.cpus, busy_poll: busy(args.busy_poll) };
     let report = run_send(&opts)?;
     let json = args.json || args.format == Format::Json;
     let mut out = std::io::stdout().lock();

@@ -35,10 +35,7 @@ pub enum ControlMsg {
     /// Sender → receiver: the test it wants.
     Hello { version: u32, spec: TestSpec },
     /// Receiver → sender: accepted; open the data flows with this cookie.
-    Accept {
-        cookie: SessionCookie,
-        placement: String,
-    },
+    Accept { cookie: SessionCookie, placement: String },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },
     /// Receiver → sender: every flow is connected and armed; the test starts now.
@@ -51,8 +48,7 @@ pub enum ControlMsg {
 
 /// Writes one frame.
 pub fn write_msg(stream: &mut TcpStream, msg: &ControlMsg) -> Result<()> {
-    let body = serde_json::to_vec(msg)
-        .map_err(|e| Error::protocol(format!("encoding control message: {e}")))?;
+    let body = serde_json::to_vec(msg).map_err(|e| Error::protocol(format!("encoding control message: {e}")))?;
     if body.len() > MAX_FRAME {
         return Err(Error::protocol(format!(
             "control message of {} bytes exceeds the {MAX_FRAME}-byte limit",
@@ -62,38 +58,30 @@ pub fn write_msg(stream: &mut TcpStream, msg: &ControlMsg) -> Result<()> {
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame.extend_from_slice(&body);
-    stream
-        .write_all(&frame)
-        .map_err(|e| Error::peer(format!("control channel write failed: {e}")))
+    stream.write_all(&frame).map_err(|e| Error::peer(format!("control channel write failed: {e}")))
 }
 
 /// Reads one frame, waiting at most `timeout`.
 pub fn read_msg(stream: &mut TcpStream, timeout: Duration) -> Result<ControlMsg> {
-    stream
-        .set_read_timeout(Some(timeout))
-        .map_err(|e| Error::io("setting control timeout", e))?;
+    stream.set_read_timeout(Some(timeout)).map_err(|e| Error::io("setting control timeout", e))?;
     let mut len = [0u8; 4];
     read_exact(stream, &mut len, timeout)?;
     let len = u32::from_be_bytes(len) as usize;
     if len > MAX_FRAME {
-        return Err(Error::protocol(format!(
-            "control frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"
-        )));
+        return Err(Error::protocol(format!("control frame of {len} bytes exceeds the {MAX_FRAME}-byte limit")));
     }
     let mut body = vec![0u8; len];
     read_exact(stream, &mut body, timeout)?;
-    serde_json::from_slice(&body)
-        .map_err(|e| Error::protocol(format!("malformed control message: {e}")))
+    serde_json::from_slice(&body).map_err(|e| Error::protocol(format!("malformed control message: {e}")))
 }
 
 /// `read_exact` with errors that say what happened to the peer.
 pub fn read_exact(stream: &mut TcpStream, buf: &mut [u8], timeout: Duration) -> Result<()> {
     stream.read_exact(buf).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => Error::peer("peer closed the control connection"),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::peer(format!(
-            "peer sent nothing for {:.1} s",
-            timeout.as_secs_f64()
-        )),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            Error::peer(format!("peer sent nothing for {:.1} s", timeout.as_secs_f64()))
+        }
         _ => Error::peer(format!("control connection failed: {e}")),
     })
 }
@@ -111,10 +99,7 @@ pub fn data_hello(cookie: &SessionCookie, flow: u32) -> [u8; DATA_HELLO_LEN] {
 pub fn parse_data_hello(rest: &[u8; DATA_HELLO_LEN - 4]) -> (SessionCookie, u32) {
     let mut cookie = [0u8; 16];
     cookie.copy_from_slice(&rest[..16]);
-    (
-        cookie,
-        u32::from_be_bytes([rest[16], rest[17], rest[18], rest[19]]),
-    )
+    (cookie, u32::from_be_bytes([rest[16], rest[17], rest[18], rest[19]]))
 }
 
 /// A fresh random session cookie.
@@ -124,9 +109,7 @@ pub fn new_cookie() -> SessionCookie {
     let n = unsafe { libc::getrandom(cookie.as_mut_ptr().cast(), cookie.len(), 0) };
     if n != cookie.len() as isize {
         // getrandom cannot fail for 16 bytes after boot; fall back to time and pid anyway.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         cookie[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
         cookie[8..12].copy_from_slice(&std::process::id().to_le_bytes());
     }
@@ -140,13 +123,11 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream> {
         .to_socket_addrs()
         .map_err(|e| Error::usage(format!("cannot resolve target '{host}': {e}")))?
         .collect();
-    let addr = *addrs
-        .first()
-        .ok_or_else(|| Error::usage(format!("target '{host}' has no address")))?;
+    let addr = *addrs.first().ok_or_else(|| Error::usage(format!("target '{host}' has no address")))?;
     let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| match e.raw_os_error() {
-        Some(libc::ECONNREFUSED) => {
-            Error::peer(format!("nothing listens on {addr} (connection refused): start `uringbench recv --port {port}` there"))
-        }
+        Some(libc::ECONNREFUSED) => Error::peer(format!(
+            "nothing listens on {addr} (connection refused): start `uringbench recv --port {port}` there"
+        )),
         Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => Error::peer(format!("{addr} is unreachable: {e}")),
         _ if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
             Error::peer(format!("{addr} did not answer within {:.0} s (host down or filtered)", timeout.as_secs_f64()))
@@ -172,22 +153,11 @@ mod tests {
     #[test]
     fn frames_round_trip() {
         let (mut a, mut b) = pair();
-        write_msg(
-            &mut a,
-            &ControlMsg::Hello {
-                version: PROTOCOL_VERSION,
-                spec: TestSpec::default(),
-            },
-        )
-        .unwrap();
+        write_msg(&mut a, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: TestSpec::default() }).unwrap();
         match read_msg(&mut b, Duration::from_secs(2)).unwrap() {
             ControlMsg::Hello { version, spec } => {
                 assert_eq!(version, PROTOCOL_VERSION);
-                assert_eq!(
-                    spec,
-                    TestSpec::default(),
-                    "the spec must survive the wire unchanged"
-                );
+                assert_eq!(spec, TestSpec::default(), "the spec must survive the wire unchanged");
             }
             other => panic!("expected Hello, got {other:?}"),
         }

@@ -30,35 +30,20 @@ pub struct Error {
 
 impl Error {
     pub fn usage(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::Usage,
-            message: message.into(),
-        }
+        Self { kind: ErrorKind::Usage, message: message.into() }
     }
     pub fn unsupported(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::Unsupported,
-            message: message.into(),
-        }
+        Self { kind: ErrorKind::Unsupported, message: message.into() }
     }
     pub fn peer(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::Peer,
-            message: message.into(),
-        }
+        Self { kind: ErrorKind::Peer, message: message.into() }
     }
     pub fn protocol(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::Protocol,
-            message: message.into(),
-        }
+        Self { kind: ErrorKind::Protocol, message: message.into() }
     }
     /// A failed system call, with what we were doing when it failed.
     pub fn io(context: impl fmt::Display, err: io::Error) -> Self {
-        Self {
-            kind: ErrorKind::Io,
-            message: format!("{context}: {err}"),
-        }
+        Self { kind: ErrorKind::Io, message: format!("{context}: {err}") }
     }
 
     /// The process exit code DESIGN §3 assigns to this error.

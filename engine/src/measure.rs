@@ -21,9 +21,7 @@ pub struct QueueCounters {
 
 impl QueueCounters {
     pub fn new(queues: usize) -> Self {
-        Self {
-            bytes: (0..queues).map(|_| PaddedCounter::default()).collect(),
-        }
+        Self { bytes: (0..queues).map(|_| PaddedCounter::default()).collect() }
     }
     /// Adds to queue `q`'s total. Each queue has exactly one writer thread.
     #[inline]
@@ -32,10 +30,7 @@ impl QueueCounters {
         c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
     pub fn snapshot(&self) -> Vec<u64> {
-        self.bytes
-            .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
-            .collect()
+        self.bytes.iter().map(|c| c.0.load(Ordering::Relaxed)).collect()
     }
 }
 
@@ -51,9 +46,7 @@ pub struct CpuSnapshot {
 
 impl CpuSnapshot {
     pub fn take(tids: &[i32]) -> Self {
-        let host = fs::read_to_string("/proc/stat")
-            .map(|s| parse_proc_stat(&s))
-            .unwrap_or_default();
+        let host = fs::read_to_string("/proc/stat").map(|s| parse_proc_stat(&s)).unwrap_or_default();
         let threads = tids
             .iter()
             .filter_map(|&tid| {
@@ -118,22 +111,12 @@ pub fn nominal_cpu_hz() -> Option<f64> {
 
 pub fn parse_cpuinfo_hz(text: &str) -> Option<f64> {
     let model = text.lines().find(|l| l.starts_with("model name"));
-    if let Some(ghz) = model
-        .and_then(|l| l.rsplit_once('@'))
-        .and_then(|(_, f)| f.trim().strip_suffix("GHz"))
-    {
+    if let Some(ghz) = model.and_then(|l| l.rsplit_once('@')).and_then(|(_, f)| f.trim().strip_suffix("GHz")) {
         if let Ok(v) = ghz.trim().parse::<f64>() {
             return Some(v * 1e9);
         }
     }
-    let mhz = text
-        .lines()
-        .find(|l| l.starts_with("cpu MHz"))?
-        .split(':')
-        .nth(1)?
-        .trim()
-        .parse::<f64>()
-        .ok()?;
+    let mhz = text.lines().find(|l| l.starts_with("cpu MHz"))?.split(':').nth(1)?.trim().parse::<f64>().ok()?;
     Some(mhz * 1e6)
 }
 
@@ -147,11 +130,7 @@ pub struct Sample {
 
 impl Sample {
     pub fn take(counters: &QueueCounters, tids: &[i32]) -> Self {
-        Self {
-            at: Instant::now(),
-            bytes: counters.snapshot(),
-            cpu: CpuSnapshot::take(tids),
-        }
+        Self { at: Instant::now(), bytes: counters.snapshot(), cpu: CpuSnapshot::take(tids) }
     }
 }
 
@@ -199,16 +178,8 @@ intr 12345\n";
     #[test]
     fn proc_stat_busy_excludes_idle_and_iowait() {
         let cpus = parse_proc_stat(PROC_STAT);
-        assert_eq!(
-            cpus.len(),
-            2,
-            "aggregate 'cpu' line is skipped, per-CPU lines kept"
-        );
-        assert_eq!(
-            cpus[0],
-            (0, 60 + 1 + 30 + 2 + 4 + 1, 600),
-            "busy = user+nice+system+irq+softirq+steal"
-        );
+        assert_eq!(cpus.len(), 2, "aggregate 'cpu' line is skipped, per-CPU lines kept");
+        assert_eq!(cpus[0], (0, 60 + 1 + 30 + 2 + 4 + 1, 600), "busy = user+nice+system+irq+softirq+steal");
         assert_eq!(cpus[1].0, 1);
     }
 
@@ -221,27 +192,15 @@ intr 12345\n";
     #[test]
     fn task_stat_with_awkward_name() {
         let line = "4242 (queue 0) (x)) R 1 2 3 4 5 6 7 8 9 10 123 45 0 0 20 0 1 0";
-        assert_eq!(
-            parse_task_stat(line),
-            Some((123, 45)),
-            "fields counted from the last ')'"
-        );
-        assert_eq!(
-            parse_task_stat("4242 (short) R 1"),
-            None,
-            "truncated stat is None"
-        );
+        assert_eq!(parse_task_stat(line), Some((123, 45)), "fields counted from the last ')'");
+        assert_eq!(parse_task_stat("4242 (short) R 1"), None, "truncated stat is None");
         assert_eq!(parse_task_stat("no paren"), None);
     }
 
     #[test]
     fn cpuinfo_frequency() {
         let intel = "model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\ncpu MHz\t\t: 2199.998\n";
-        assert_eq!(
-            parse_cpuinfo_hz(intel),
-            Some(2.2e9),
-            "rated speed wins over current"
-        );
+        assert_eq!(parse_cpuinfo_hz(intel), Some(2.2e9), "rated speed wins over current");
         let amd = "model name\t: AMD EPYC 7B12\ncpu MHz\t\t: 2250.000\n";
         assert_eq!(parse_cpuinfo_hz(amd), Some(2.25e9));
         assert_eq!(parse_cpuinfo_hz("nothing here"), None);
@@ -257,10 +216,6 @@ intr 12345\n";
         let offsets = [Duration::ZERO, Duration::from_secs(30)];
         let (samples, complete) = sample_window(t0, &offsets, &counters, &[], &|| true);
         assert!(!complete, "finished workers cut the window short");
-        assert_eq!(
-            samples.len(),
-            2,
-            "first boundary sampled, plus a final sample at the early end"
-        );
+        assert_eq!(samples.len(), 2, "first boundary sampled, plus a final sample at the early end");
     }
 }

@@ -22,11 +22,7 @@ pub fn interface_for_local_addr(addr: IpAddr) -> Option<Interface> {
     let name = interface_name_for(addr)?;
     let loopback = addr.is_loopback() || name == "lo";
     let virtual_device = Path::new("/sys/devices/virtual/net").join(&name).exists();
-    Some(Interface {
-        name,
-        loopback,
-        virtual_device,
-    })
+    Some(Interface { name, loopback, virtual_device })
 }
 
 fn interface_name_for(addr: IpAddr) -> Option<String> {
@@ -60,9 +56,7 @@ unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
     match i32::from((*sa).sa_family) {
         libc::AF_INET => {
             let sin = &*(sa as *const libc::sockaddr_in);
-            Some(IpAddr::from(
-                u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
-            ))
+            Some(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()))
         }
         libc::AF_INET6 => {
             let sin6 = &*(sa as *const libc::sockaddr_in6);
@@ -78,8 +72,7 @@ mod tests {
 
     #[test]
     fn loopback_is_found_and_classified() {
-        let lo =
-            interface_for_local_addr("127.0.0.1".parse().unwrap()).expect("127.0.0.1 is on lo");
+        let lo = interface_for_local_addr("127.0.0.1".parse().unwrap()).expect("127.0.0.1 is on lo");
         assert_eq!(lo.name, "lo");
         assert!(lo.loopback);
         assert!(lo.virtual_device, "lo is a software device");
@@ -87,10 +80,6 @@ mod tests {
 
     #[test]
     fn unknown_address_has_no_interface() {
-        assert_eq!(
-            interface_for_local_addr("192.0.2.123".parse().unwrap()),
-            None,
-            "TEST-NET address is not local"
-        );
+        assert_eq!(interface_for_local_addr("192.0.2.123".parse().unwrap()), None, "TEST-NET address is not local");
     }
 }

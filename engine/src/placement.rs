@@ -74,21 +74,14 @@ pub const ADAPTIVE_SPIN_US: u32 = 50;
 /// running on this process, in which case nobody spins.
 pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool) -> Result<Placement> {
     if cpus.is_empty() {
-        return Err(Error::usage(
-            "no CPU available for the queue threads (check --cpus and taskset)",
-        ));
+        return Err(Error::usage("no CPU available for the queue threads (check --cpus and taskset)"));
     }
     if queues == 0 {
         return Err(Error::usage("--queues must be at least 1"));
     }
     let nthreads = (queues as usize).min(cpus.len());
-    let mut threads: Vec<ThreadPlan> = cpus[..nthreads]
-        .iter()
-        .map(|&cpu| ThreadPlan {
-            cpu,
-            queues: Vec::new(),
-        })
-        .collect();
+    let mut threads: Vec<ThreadPlan> =
+        cpus[..nthreads].iter().map(|&cpu| ThreadPlan { cpu, queues: Vec::new() }).collect();
     for q in 0..queues {
         threads[q as usize % nthreads].queues.push(q);
     }
@@ -123,11 +116,7 @@ pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool) -> Result
     if shared {
         summary.push_str("; CPUs shared with another running test, so no spinning");
     }
-    Ok(Placement {
-        threads,
-        wait,
-        summary,
-    })
+    Ok(Placement { threads, wait, summary })
 }
 
 fn plural(n: usize) -> &'static str {
@@ -144,10 +133,9 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
         let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (
-                a.trim().parse::<usize>().map_err(|_| bad())?,
-                b.trim().parse::<usize>().map_err(|_| bad())?,
-            ),
+            Some((a, b)) => {
+                (a.trim().parse::<usize>().map_err(|_| bad())?, b.trim().parse::<usize>().map_err(|_| bad())?)
+            }
             None => {
                 let cpu = part.trim().parse::<usize>().map_err(|_| bad())?;
                 (cpu, cpu)
@@ -176,9 +164,7 @@ pub fn allowed_cpus() -> Vec<usize> {
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return (0..num_cpus_online()).collect();
         }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
     }
 }
 
@@ -197,11 +183,7 @@ pub fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {
             if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
                 return Err(Error::usage(format!(
                     "CPU {bad} in --cpus is not available to this process (allowed: {})",
-                    allowed
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
+                    allowed.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
                 )));
             }
             Ok(list.to_vec())
@@ -214,10 +196,7 @@ pub fn pin_current_thread(cpu: usize) -> Result<()> {
     if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         Ok(())
     } else {
-        Err(Error::io(
-            format!("pinning a queue thread to CPU {cpu}"),
-            std::io::Error::last_os_error(),
-        ))
+        Err(Error::io(format!("pinning a queue thread to CPU {cpu}"), std::io::Error::last_os_error()))
     }
 }
 
@@ -229,11 +208,7 @@ mod tests {
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
         assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert_eq!(
-            parse_cpu_list("2,2,1").unwrap(),
-            vec![2, 1],
-            "duplicates dropped, order kept"
-        );
+        assert_eq!(parse_cpu_list("2,2,1").unwrap(), vec![2, 1], "duplicates dropped, order kept");
         for bad in ["", "a", "3-1", "1-", "99999"] {
             assert!(parse_cpu_list(bad).is_err(), "'{bad}' must be refused");
         }
@@ -242,39 +217,16 @@ mod tests {
     #[test]
     fn one_thread_per_queue_when_cpus_suffice() {
         let p = plan(2, &[4, 5, 6], BusyPoll::Auto, false).unwrap();
-        assert_eq!(
-            p.threads,
-            vec![
-                ThreadPlan {
-                    cpu: 4,
-                    queues: vec![0]
-                },
-                ThreadPlan {
-                    cpu: 5,
-                    queues: vec![1]
-                }
-            ]
-        );
-        assert!(
-            matches!(p.wait, WaitMode::Adaptive { .. }),
-            "own CPU: adaptive spinning"
-        );
+        assert_eq!(p.threads, vec![ThreadPlan { cpu: 4, queues: vec![0] }, ThreadPlan { cpu: 5, queues: vec![1] }]);
+        assert!(matches!(p.wait, WaitMode::Adaptive { .. }), "own CPU: adaptive spinning");
     }
 
     #[test]
     fn more_queues_than_cpus_never_share_a_cpu_between_threads() {
         let p = plan(16, &[1], BusyPoll::Auto, false).unwrap();
         assert_eq!(p.threads.len(), 1, "one thread per CPU");
-        assert_eq!(
-            p.threads[0].queues.len(),
-            16,
-            "that thread serves all 16 queues"
-        );
-        assert!(
-            p.summary.contains("16 queues share 1 CPU"),
-            "summary says what was chosen: {}",
-            p.summary
-        );
+        assert_eq!(p.threads[0].queues.len(), 16, "that thread serves all 16 queues");
+        assert!(p.summary.contains("16 queues share 1 CPU"), "summary says what was chosen: {}", p.summary);
         let p = plan(5, &[0, 1], BusyPoll::On, false).unwrap();
         assert_eq!(p.threads[0].queues, vec![0, 2, 4]);
         assert_eq!(p.threads[1].queues, vec![1, 3]);
@@ -282,17 +234,8 @@ mod tests {
 
     #[test]
     fn shared_cpus_do_not_spin() {
-        assert_eq!(
-            plan(1, &[0], BusyPoll::Auto, true).unwrap().wait,
-            WaitMode::Sleep
-        );
-        assert!(
-            plan(1, &[0], BusyPoll::On, true).is_err(),
-            "explicit spinning on shared CPUs is refused"
-        );
-        assert_eq!(
-            plan(1, &[0], BusyPoll::Off, false).unwrap().wait,
-            WaitMode::Sleep
-        );
+        assert_eq!(plan(1, &[0], BusyPoll::Auto, true).unwrap().wait, WaitMode::Sleep);
+        assert!(plan(1, &[0], BusyPoll::On, true).is_err(), "explicit spinning on shared CPUs is refused");
+        assert_eq!(plan(1, &[0], BusyPoll::Off, false).unwrap().wait, WaitMode::Sleep);
     }
 }

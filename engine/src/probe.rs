@@ -34,11 +34,9 @@ impl KernelCaps {
         let io_uring_disabled = read_u32("/proc/sys/kernel/io_uring_disabled");
         let ring = IoUring::new(8).map_err(|e| explain_ring_error(e, io_uring_disabled))?;
         let mut probe = Probe::new();
-        ring.submitter().register_probe(&mut probe).map_err(|e| {
-            Error::unsupported(format!(
-                "io_uring opcode probe failed ({e}): kernel older than 5.6"
-            ))
-        })?;
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(|e| Error::unsupported(format!("io_uring opcode probe failed ({e}): kernel older than 5.6")))?;
         let defer_taskrun = IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -46,10 +44,7 @@ impl KernelCaps {
             .is_ok();
         let (memlock_limit, _) = memlock_rlimit();
         Ok(Self {
-            kernel_release: fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
+            kernel_release: fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
             io_uring_disabled,
             send_zc: probe.is_supported(opcode::SendZc::CODE),
             recv: probe.is_supported(opcode::Recv::CODE),
@@ -64,9 +59,7 @@ impl KernelCaps {
     /// Checks that the opcodes a TCP stream test needs are there.
     pub fn require_tcp_stream(&self) -> Result<()> {
         if !self.recv {
-            return Err(Error::unsupported(
-                "io_uring lacks IORING_OP_RECV/SEND: kernel 5.6 or newer is needed",
-            ));
+            return Err(Error::unsupported("io_uring lacks IORING_OP_RECV/SEND: kernel 5.6 or newer is needed"));
         }
         Ok(())
     }
@@ -98,10 +91,7 @@ fn read_u32(path: &str) -> Option<u32> {
 
 /// RLIMIT_MEMLOCK as (soft, hard); `None` = unlimited.
 pub fn memlock_rlimit() -> (Option<u64>, Option<u64>) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the rlimit struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {
         return (None, None);
@@ -138,11 +128,7 @@ mod tests {
     fn cap_eff_parsing() {
         let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
         assert_eq!(parse_cap_eff(status), Some(0x1ff_ffff_ffff));
-        assert_eq!(
-            parse_cap_eff("CapEff:\tzz\n"),
-            None,
-            "malformed hex is not a capability set"
-        );
+        assert_eq!(parse_cap_eff("CapEff:\tzz\n"), None, "malformed hex is not a capability set");
         assert_eq!(parse_cap_eff(""), None);
     }
 
@@ -151,31 +137,15 @@ mod tests {
         let caps = KernelCaps::detect().expect("io_uring must work on the CI machine");
         caps.require_tcp_stream().expect("RECV/SEND opcodes");
         assert!(caps.send_zc, "Linux 6.18 has SEND_ZC (KERNEL-NOTES)");
-        assert!(
-            caps.recvsend_bundle,
-            "Linux 6.18 has IORING_FEAT_RECVSEND_BUNDLE (KERNEL-NOTES)"
-        );
+        assert!(caps.recvsend_bundle, "Linux 6.18 has IORING_FEAT_RECVSEND_BUNDLE (KERNEL-NOTES)");
     }
 
     #[test]
     fn memlock_check() {
-        let caps = KernelCaps {
-            memlock_limit: Some(8 << 20),
-            cap_ipc_lock: false,
-            ..KernelCaps::detect().unwrap()
-        };
+        let caps = KernelCaps { memlock_limit: Some(8 << 20), cap_ipc_lock: false, ..KernelCaps::detect().unwrap() };
         assert!(caps.memlock_allows(1 << 20));
-        assert!(
-            !caps.memlock_allows(64 << 20),
-            "64 MiB does not fit an 8 MiB limit without CAP_IPC_LOCK"
-        );
-        let root = KernelCaps {
-            cap_ipc_lock: true,
-            ..caps
-        };
-        assert!(
-            root.memlock_allows(64 << 20),
-            "CAP_IPC_LOCK lifts the limit"
-        );
+        assert!(!caps.memlock_allows(64 << 20), "64 MiB does not fit an 8 MiB limit without CAP_IPC_LOCK");
+        let root = KernelCaps { cap_ipc_lock: true, ..caps };
+        assert!(root.memlock_allows(64 << 20), "CAP_IPC_LOCK lifts the limit");
     }
 }

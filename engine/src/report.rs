@@ -127,14 +127,8 @@ impl SideReport {
         threads: &[(ThreadPlan, i32)],
     ) -> Self {
         let nq = spec.queues as usize;
-        let mut queues: Vec<QueueFigures> = (0..nq)
-            .map(|q| QueueFigures {
-                id: q as u32,
-                bytes: 0,
-                total_bytes: 0,
-                flows: 0,
-            })
-            .collect();
+        let mut queues: Vec<QueueFigures> =
+            (0..nq).map(|q| QueueFigures { id: q as u32, bytes: 0, total_bytes: 0, flows: 0 }).collect();
         for o in outcomes {
             let q = &mut queues[o.queue as usize];
             q.total_bytes += o.bytes;
@@ -148,10 +142,7 @@ impl SideReport {
         }
         let mut window_seconds = 0.0;
         let mut intervals = Vec::new();
-        let mut cpu = CpuFigures {
-            nominal_hz: crate::measure::nominal_cpu_hz(),
-            ..CpuFigures::default()
-        };
+        let mut cpu = CpuFigures { nominal_hz: crate::measure::nominal_cpu_hz(), ..CpuFigures::default() };
         if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
             window_seconds = (last.at - first.at).as_secs_f64();
             for (q, fig) in queues.iter_mut().enumerate() {
@@ -161,12 +152,7 @@ impl SideReport {
                 intervals.push(IntervalFigures {
                     start: (pair[0].at - first.at).as_secs_f64(),
                     end: (pair[1].at - first.at).as_secs_f64(),
-                    bytes: pair[1]
-                        .bytes
-                        .iter()
-                        .zip(&pair[0].bytes)
-                        .map(|(b, a)| b - a)
-                        .collect(),
+                    bytes: pair[1].bytes.iter().zip(&pair[0].bytes).map(|(b, a)| b - a).collect(),
                 });
             }
             cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
@@ -199,13 +185,7 @@ impl SideReport {
         rate(self.bytes(), self.window_seconds)
     }
 
-    pub fn set_zerocopy(
-        &mut self,
-        requested: &str,
-        used: bool,
-        reason: String,
-        counts: &ZeroCopyCounts,
-    ) {
+    pub fn set_zerocopy(&mut self, requested: &str, used: bool, reason: String, counts: &ZeroCopyCounts) {
         self.zerocopy = Some(ZeroCopyFigures {
             requested: requested.into(),
             used,
@@ -249,20 +229,11 @@ fn cpu_figures(
         .filter_map(|&(id, busy, _)| {
             let (_, busy0, _) = first.cpu.host.iter().find(|h| h.0 == id)?;
             let secs = busy.saturating_sub(*busy0) as f64 / tick;
-            Some(HostCpu {
-                cpu: id,
-                busy_seconds: secs,
-                utilization: secs / window,
-            })
+            Some(HostCpu { cpu: id, busy_seconds: secs, utilization: secs / window })
         })
         .collect();
     let host_busy_seconds = host.iter().map(|h| h.busy_seconds).sum();
-    CpuFigures {
-        threads,
-        host,
-        host_busy_seconds,
-        nominal_hz,
-    }
+    CpuFigures { threads, host, host_busy_seconds, nominal_hz }
 }
 
 fn rate(bytes: u64, seconds: f64) -> f64 {
@@ -294,28 +265,16 @@ pub struct Verdict {
 
 impl StreamReport {
     pub fn complete(&self) -> bool {
-        self.error.is_none()
-            && self.sender.complete
-            && self.receiver.as_ref().is_some_and(|r| r.complete)
+        self.error.is_none() && self.sender.complete && self.receiver.as_ref().is_some_and(|r| r.complete)
     }
 
     /// Names the busiest queue thread when one is saturated; otherwise says nothing stands out.
     pub fn verdict(&self) -> Verdict {
-        if let Some(err) = self
-            .error
-            .as_ref()
-            .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first()))
-        {
-            return Verdict {
-                bottleneck: "incomplete".into(),
-                evidence: err.clone(),
-            };
+        if let Some(err) = self.error.as_ref().or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first())) {
+            return Verdict { bottleneck: "incomplete".into(), evidence: err.clone() };
         }
         let mut busiest: Option<(&str, &ThreadCpu)> = None;
-        let sides = [
-            ("sender", Some(&self.sender)),
-            ("receiver", self.receiver.as_ref()),
-        ];
+        let sides = [("sender", Some(&self.sender)), ("receiver", self.receiver.as_ref())];
         for (name, side) in sides {
             for t in side.map(|s| s.cpu.threads.as_slice()).unwrap_or_default() {
                 if busiest.is_none_or(|(_, b)| t.utilization > b.utilization) {
@@ -333,10 +292,9 @@ impl StreamReport {
                     t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9) * 100.0
                 ),
             },
-            _ => Verdict {
-                bottleneck: "no clear bottleneck".into(),
-                evidence: "no queue thread reached 95% CPU".into(),
-            },
+            _ => {
+                Verdict { bottleneck: "no clear bottleneck".into(), evidence: "no queue thread reached 95% CPU".into() }
+            }
         }
     }
 
@@ -428,20 +386,13 @@ impl StreamReport {
             s.warmup_ms as f64 / 1e3,
             s.cooldown_ms as f64 / 1e3,
         );
-        let _ = writeln!(
-            out,
-            "sender:   {} | {}",
-            self.sender.placement, self.sender.path
-        );
+        let _ = writeln!(out, "sender:   {} | {}", self.sender.placement, self.sender.path);
         if let Some(r) = &self.receiver {
             let _ = writeln!(out, "receiver: {} | {}", r.placement, r.path);
         }
         let recv = self.receiver.as_ref();
         if let Some(r) = recv.filter(|r| r.intervals.len() > 1) {
-            let _ = writeln!(
-                out,
-                "[ ID] Interval           Received         Bandwidth (receiver)"
-            );
+            let _ = writeln!(out, "[ ID] Interval           Received         Bandwidth (receiver)");
             for i in &r.intervals {
                 if s.queues > 1 {
                     for (q, b) in i.bytes.iter().enumerate() {
@@ -466,10 +417,7 @@ impl StreamReport {
             }
         }
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
-        let _ = writeln!(
-            out,
-            "[ ID] Interval           Offered (sender)               Received (receiver)"
-        );
+        let _ = writeln!(out, "[ ID] Interval           Offered (sender)               Received (receiver)");
         for sq in &self.sender.queues {
             let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
             let _ = writeln!(
@@ -505,11 +453,7 @@ impl StreamReport {
             recv.map_or("nothing (no report)".into(), |r| format!(
                 "{} bytes{}",
                 r.total_bytes(),
-                if r.total_bytes() == self.sender.total_bytes() {
-                    " (exact match)"
-                } else {
-                    " (MISMATCH)"
-                }
+                if r.total_bytes() == self.sender.total_bytes() { " (exact match)" } else { " (MISMATCH)" }
             )),
         );
         for (name, side) in [("sender", Some(&self.sender)), ("receiver", recv)] {
@@ -528,18 +472,9 @@ impl StreamReport {
                     )
                 })
                 .collect();
-            let host: Vec<String> = side
-                .cpu
-                .host
-                .iter()
-                .map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0))
-                .collect();
-            let _ = writeln!(
-                out,
-                "cpu {name}: threads {} | host busy {}",
-                threads.join(", "),
-                host.join(" ")
-            );
+            let host: Vec<String> =
+                side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
+            let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
         }
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(
@@ -548,20 +483,14 @@ impl StreamReport {
                 if zc.used { "SEND_ZC" } else { "off" },
                 zc.reason,
                 if zc.used {
-                    format!(
-                        ": {} sends, kernel copied {} of {} notified",
-                        zc.sends, zc.copied, zc.notifications
-                    )
+                    format!(": {} sends, kernel copied {} of {} notified", zc.sends, zc.copied, zc.notifications)
                 } else {
                     String::new()
                 }
             );
         }
-        for err in self
-            .error
-            .iter()
-            .chain(&self.sender.errors)
-            .chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
+        for err in
+            self.error.iter().chain(&self.sender.errors).chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
         {
             let _ = writeln!(out, "error: {err}");
         }

@@ -76,14 +76,7 @@ fn poll_once(ring: &mut IoUring) -> Result<bool> {
 pub fn submit_now(ring: &mut IoUring) -> Result<()> {
     match ring.submit() {
         Ok(_) => Ok(()),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
-            ) =>
-        {
-            Ok(())
-        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(()),
         Err(e) => Err(Error::io("submitting to io_uring", e)),
     }
 }
@@ -122,15 +115,9 @@ impl AlignedBuf {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
-                format!("allocating {len} bytes of buffer memory"),
-                io::Error::last_os_error(),
-            ));
+            return Err(Error::io(format!("allocating {len} bytes of buffer memory"), io::Error::last_os_error()));
         }
-        Ok(Self {
-            ptr: ptr.cast(),
-            len,
-        })
+        Ok(Self { ptr: ptr.cast(), len })
     }
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr
@@ -168,40 +155,18 @@ pub struct BufRing {
 impl BufRing {
     /// Creates the ring and registers it with `ring` as buffer group `group`.
     pub fn register(uring: &IoUring, group: u16, count: u16, size: u32) -> Result<Self> {
-        assert!(
-            count.is_power_of_two(),
-            "buffer ring size must be a power of two"
-        );
+        assert!(count.is_power_of_two(), "buffer ring size must be a power of two");
         let ring = AlignedBuf::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
         let data = AlignedBuf::new(count as usize * size as usize)?;
-        let mut this = Self {
-            ring,
-            data,
-            count,
-            size,
-            tail: 0,
-            group,
-        };
+        let mut this = Self { ring, data, count, size, tail: 0, group };
         for bid in 0..count {
             this.provide(bid);
         }
         this.publish();
         // SAFETY: the ring memory is page aligned, holds `count` entries, and lives as long as
         // `this`; the owner drops the io_uring before the BufRing.
-        unsafe {
-            uring.submitter().register_buf_ring_with_flags(
-                this.ring.as_ptr() as u64,
-                count,
-                group,
-                0,
-            )
-        }
-        .map_err(|e| {
-            Error::io(
-                format!("registering a buffer ring of {count} x {size} bytes"),
-                e,
-            )
-        })?;
+        unsafe { uring.submitter().register_buf_ring_with_flags(this.ring.as_ptr() as u64, count, group, 0) }
+            .map_err(|e| Error::io(format!("registering a buffer ring of {count} x {size} bytes"), e))?;
         Ok(this)
     }
 

@@ -54,23 +54,13 @@ impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
     pub fn check(&self, spec: &TestSpec, threads: usize) -> std::result::Result<(), String> {
         if spec.proto != Proto::Tcp {
-            return Err(format!(
-                "{:?} tests are not supported by this receiver",
-                spec.proto
-            ));
+            return Err(format!("{:?} tests are not supported by this receiver", spec.proto));
         }
         if spec.queues == 0 || spec.queues > self.max_queues {
-            return Err(format!(
-                "{} queues requested, this receiver allows 1 to {}",
-                spec.queues, self.max_queues
-            ));
+            return Err(format!("{} queues requested, this receiver allows 1 to {}", spec.queues, self.max_queues));
         }
         if spec.flows_per_queue == 0 || spec.flows() > self.max_flows {
-            return Err(format!(
-                "{} flows requested, this receiver allows at most {}",
-                spec.flows(),
-                self.max_flows
-            ));
+            return Err(format!("{} flows requested, this receiver allows at most {}", spec.flows(), self.max_flows));
         }
         let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
         if spec.time_ms == 0 || total > self.max_total_ms {
@@ -81,20 +71,13 @@ impl ServerLimits {
             ));
         }
         if spec.len == 0 || spec.len > self.max_len {
-            return Err(format!(
-                "message length {} bytes outside 1..{}",
-                spec.len, self.max_len
-            ));
+            return Err(format!("message length {} bytes outside 1..{}", spec.len, self.max_len));
         }
         if spec.depth == 0 || spec.depth > self.max_depth {
-            return Err(format!(
-                "send depth {} outside 1..{}",
-                spec.depth, self.max_depth
-            ));
+            return Err(format!("send depth {} outside 1..{}", spec.depth, self.max_depth));
         }
-        let memory = threads as u64
-            * (RECV_BUF_COUNT as u64 * RECV_BUF_SIZE as u64
-                + BufRing::pinned_bytes(RECV_BUF_COUNT));
+        let memory =
+            threads as u64 * (RECV_BUF_COUNT as u64 * RECV_BUF_SIZE as u64 + BufRing::pinned_bytes(RECV_BUF_COUNT));
         if memory > self.max_memory {
             return Err(format!(
                 "test needs {} MiB of receive buffers, limit {} MiB",
@@ -121,33 +104,12 @@ pub struct ReceiverConfig {
 /// What the receiver tells its operator, as it happens.
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
-    Listening {
-        addr: SocketAddr,
-    },
-    SessionStarted {
-        id: u64,
-        peer: SocketAddr,
-        spec: TestSpec,
-        placement: String,
-    },
-    SessionEnded {
-        id: u64,
-        peer: SocketAddr,
-        report: Box<SideReport>,
-    },
-    SessionFailed {
-        id: u64,
-        peer: SocketAddr,
-        error: String,
-    },
-    Refused {
-        peer: SocketAddr,
-        reason: String,
-    },
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
+    Listening { addr: SocketAddr },
+    SessionStarted { id: u64, peer: SocketAddr, spec: TestSpec, placement: String },
+    SessionEnded { id: u64, peer: SocketAddr, report: Box<SideReport> },
+    SessionFailed { id: u64, peer: SocketAddr, error: String },
+    Refused { peer: SocketAddr, reason: String },
+    Dropped { peer: SocketAddr, reason: String },
 }
 
 type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
@@ -176,9 +138,9 @@ pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
             "port {} is already in use on {}: stop the other listener or pick another --port",
             cfg.port, cfg.bind
         )),
-        std::io::ErrorKind::AddrNotAvailable => Error::usage(format!(
-            "cannot bind {addr}: no local interface has that address"
-        )),
+        std::io::ErrorKind::AddrNotAvailable => {
+            Error::usage(format!("cannot bind {addr}: no local interface has that address"))
+        }
         _ => Error::io(format!("binding {addr}"), e),
     })
 }
@@ -189,9 +151,7 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
     let caps = KernelCaps::detect()?;
     caps.require_tcp_stream()?;
     let cpus = resolve_cpus(cfg.cpus.as_deref())?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::io("reading the bound address", e))?;
+    let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     (events)(ServerEvent::Listening { addr });
     let shared = Arc::new(Shared {
         cfg,
@@ -221,9 +181,8 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
             Err(e) => return Err(Error::io("accepting a connection", e)),
         };
         let shared = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("ub-conn".into())
-            .spawn(move || handle_connection(&shared, stream, peer));
+        let spawned =
+            std::thread::Builder::new().name("ub-conn".into()).spawn(move || handle_connection(&shared, stream, peer));
         if let Err(e) = spawned {
             return Err(Error::io("starting a connection thread", e));
         }
@@ -231,11 +190,7 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
 }
 
 fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
 }
@@ -244,38 +199,26 @@ fn handle_connection(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
     let mut magic = [0u8; 4];
     let _ = stream.set_read_timeout(Some(CLASSIFY_TIMEOUT));
     if let Err(e) = control::read_exact(&mut stream, &mut magic, CLASSIFY_TIMEOUT) {
-        (shared.events)(ServerEvent::Dropped {
-            peer,
-            reason: format!("no greeting: {e}"),
-        });
+        (shared.events)(ServerEvent::Dropped { peer, reason: format!("no greeting: {e}") });
         return;
     }
     match magic {
         control::DATA_MAGIC => {
             let mut rest = [0u8; DATA_HELLO_LEN - 4];
             if stream.read_exact(&mut rest).is_err() {
-                (shared.events)(ServerEvent::Dropped {
-                    peer,
-                    reason: "truncated data greeting".into(),
-                });
+                (shared.events)(ServerEvent::Dropped { peer, reason: "truncated data greeting".into() });
                 return;
             }
             let (cookie, flow) = control::parse_data_hello(&rest);
-            let tx = shared
-                .pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&cookie)
-                .cloned();
+            let tx = shared.pending.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
             match tx {
                 Some(tx) => {
                     let _ = stream.set_read_timeout(None);
                     let _ = tx.send((flow, stream));
                 }
-                None => (shared.events)(ServerEvent::Dropped {
-                    peer,
-                    reason: "data flow for an unknown session".into(),
-                }),
+                None => {
+                    (shared.events)(ServerEvent::Dropped { peer, reason: "data flow for an unknown session".into() })
+                }
             }
         }
         control::CONTROL_MAGIC => run_session(shared, stream, peer),
@@ -290,12 +233,7 @@ fn handle_connection(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
 }
 
 fn refuse(shared: &Shared, stream: &mut TcpStream, peer: SocketAddr, reason: String) {
-    let _ = control::write_msg(
-        stream,
-        &ControlMsg::Refuse {
-            reason: reason.clone(),
-        },
-    );
+    let _ = control::write_msg(stream, &ControlMsg::Refuse { reason: reason.clone() });
     (shared.events)(ServerEvent::Refused { peer, reason });
 }
 
@@ -319,33 +257,16 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             )
         }
         Ok(other) => {
-            return (shared.events)(ServerEvent::Dropped {
-                peer,
-                reason: format!("expected hello, got {other:?}"),
-            });
+            return (shared.events)(ServerEvent::Dropped { peer, reason: format!("expected hello, got {other:?}") });
         }
-        Err(e) => {
-            return (shared.events)(ServerEvent::Dropped {
-                peer,
-                reason: e.message,
-            })
-        }
+        Err(e) => return (shared.events)(ServerEvent::Dropped { peer, reason: e.message }),
     };
     if shared.cfg.once && shared.once_done.load(Ordering::Acquire) {
-        return refuse(
-            shared,
-            &mut ctl,
-            peer,
-            "receiver is finishing (--once)".into(),
-        );
+        return refuse(shared, &mut ctl, peer, "receiver is finishing (--once)".into());
     }
     let running = shared.active.fetch_add(1, Ordering::AcqRel);
     let _guard = ActiveGuard(&shared.active);
-    let max_sessions = if shared.cfg.once {
-        1
-    } else {
-        shared.cfg.limits.max_sessions
-    };
+    let max_sessions = if shared.cfg.once { 1 } else { shared.cfg.limits.max_sessions };
     if running >= max_sessions {
         return refuse(
             shared,
@@ -367,17 +288,8 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     match outcome {
         Ok(report) => {
             let ok = report.complete;
-            let sent = control::write_msg(
-                &mut ctl,
-                &ControlMsg::Result {
-                    report: Box::new(report.clone()),
-                },
-            );
-            (shared.events)(ServerEvent::SessionEnded {
-                id,
-                peer,
-                report: Box::new(report),
-            });
+            let sent = control::write_msg(&mut ctl, &ControlMsg::Result { report: Box::new(report.clone()) });
+            (shared.events)(ServerEvent::SessionEnded { id, peer, report: Box::new(report) });
             if let Err(e) = sent {
                 (shared.events)(ServerEvent::SessionFailed {
                     id,
@@ -388,17 +300,8 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             shared.once_ok.store(ok, Ordering::Release);
         }
         Err(e) => {
-            let _ = control::write_msg(
-                &mut ctl,
-                &ControlMsg::Abort {
-                    reason: e.message.clone(),
-                },
-            );
-            (shared.events)(ServerEvent::SessionFailed {
-                id,
-                peer,
-                error: e.message,
-            });
+            let _ = control::write_msg(&mut ctl, &ControlMsg::Abort { reason: e.message.clone() });
+            (shared.events)(ServerEvent::SessionFailed { id, peer, error: e.message });
         }
     }
     if shared.cfg.once {
@@ -415,25 +318,11 @@ fn accept_and_run(
 ) -> Result<SideReport> {
     let cookie = control::new_cookie();
     let (tx, rx) = mpsc::channel();
-    shared
-        .pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(cookie, tx);
+    shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
     let unregister = || {
-        shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&cookie);
+        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
     };
-    if let Err(e) = control::write_msg(
-        ctl,
-        &ControlMsg::Accept {
-            cookie,
-            placement: placement.summary.clone(),
-        },
-    ) {
+    if let Err(e) = control::write_msg(ctl, &ControlMsg::Accept { cookie, placement: placement.summary.clone() }) {
         unregister();
         return Err(e);
     }
@@ -457,9 +346,7 @@ fn accept_and_run(
             }
             Ok((flow, _)) => {
                 unregister();
-                return Err(Error::protocol(format!(
-                    "data flow index {flow} is out of range or repeated"
-                )));
+                return Err(Error::protocol(format!("data flow index {flow} is out of range or repeated")));
             }
             Err(_) => {
                 unregister();
@@ -471,11 +358,7 @@ fn accept_and_run(
         }
     }
     unregister();
-    let flows = slots
-        .into_iter()
-        .enumerate()
-        .map(|(i, s)| (i as u32, s.expect("all slots filled")))
-        .collect();
+    let flows = slots.into_iter().enumerate().map(|(i, s)| (i as u32, s.expect("all slots filled"))).collect();
     stream::run_receive(ctl, spec, flows, placement, &shared.caps)
 }
 
@@ -489,70 +372,19 @@ mod tests {
         let ok = TestSpec::default();
         assert!(limits.check(&ok, 1).is_ok());
         let cases = [
-            (
-                TestSpec {
-                    queues: 100_000,
-                    ..ok.clone()
-                },
-                "queues",
-            ),
-            (
-                TestSpec {
-                    queues: 0,
-                    ..ok.clone()
-                },
-                "queues",
-            ),
-            (
-                TestSpec {
-                    flows_per_queue: 50_000,
-                    ..ok.clone()
-                },
-                "flows",
-            ),
-            (
-                TestSpec {
-                    time_ms: 1_000_000_000,
-                    ..ok.clone()
-                },
-                "allows up to",
-            ),
-            (
-                TestSpec {
-                    len: u32::MAX,
-                    ..ok.clone()
-                },
-                "message length",
-            ),
-            (
-                TestSpec {
-                    depth: 10_000,
-                    ..ok.clone()
-                },
-                "depth",
-            ),
-            (
-                TestSpec {
-                    proto: Proto::Udp,
-                    ..ok.clone()
-                },
-                "not supported",
-            ),
+            (TestSpec { queues: 100_000, ..ok.clone() }, "queues"),
+            (TestSpec { queues: 0, ..ok.clone() }, "queues"),
+            (TestSpec { flows_per_queue: 50_000, ..ok.clone() }, "flows"),
+            (TestSpec { time_ms: 1_000_000_000, ..ok.clone() }, "allows up to"),
+            (TestSpec { len: u32::MAX, ..ok.clone() }, "message length"),
+            (TestSpec { depth: 10_000, ..ok.clone() }, "depth"),
+            (TestSpec { proto: Proto::Udp, ..ok.clone() }, "not supported"),
         ];
         for (spec, expect) in cases {
             let reason = limits.check(&spec, 1).expect_err(expect);
-            assert!(
-                reason.contains(expect),
-                "reason '{reason}' should mention '{expect}'"
-            );
+            assert!(reason.contains(expect), "reason '{reason}' should mention '{expect}'");
         }
-        let small = ServerLimits {
-            max_memory: 1 << 20,
-            ..ServerLimits::default()
-        };
-        assert!(
-            small.check(&ok, 4).unwrap_err().contains("MiB"),
-            "memory cap enforced"
-        );
+        let small = ServerLimits { max_memory: 1 << 20, ..ServerLimits::default() };
+        assert!(small.check(&ok, 4).unwrap_err().contains("MiB"), "memory cap enforced");
     }
 }

@@ -114,54 +114,19 @@ mod tests {
 
     #[test]
     fn sample_offsets_cover_the_window_only() {
-        let spec = TestSpec {
-            warmup_ms: 2000,
-            time_ms: 3000,
-            interval_ms: 1000,
-            ..TestSpec::default()
-        };
-        let got: Vec<u64> = spec
-            .sample_offsets()
-            .iter()
-            .map(|d| d.as_millis() as u64)
-            .collect();
-        assert_eq!(
-            got,
-            vec![2000, 3000, 4000, 5000],
-            "warm-up excluded, one sample per boundary"
-        );
-        let no_interval = TestSpec {
-            interval_ms: 0,
-            ..spec.clone()
-        };
-        assert_eq!(
-            no_interval.sample_offsets().len(),
-            2,
-            "without --interval only start and end"
-        );
-        let ragged = TestSpec {
-            interval_ms: 2000,
-            ..spec
-        };
-        let got: Vec<u64> = ragged
-            .sample_offsets()
-            .iter()
-            .map(|d| d.as_millis() as u64)
-            .collect();
-        assert_eq!(
-            got,
-            vec![2000, 4000, 5000],
-            "a short last interval ends at the window end"
-        );
+        let spec = TestSpec { warmup_ms: 2000, time_ms: 3000, interval_ms: 1000, ..TestSpec::default() };
+        let got: Vec<u64> = spec.sample_offsets().iter().map(|d| d.as_millis() as u64).collect();
+        assert_eq!(got, vec![2000, 3000, 4000, 5000], "warm-up excluded, one sample per boundary");
+        let no_interval = TestSpec { interval_ms: 0, ..spec.clone() };
+        assert_eq!(no_interval.sample_offsets().len(), 2, "without --interval only start and end");
+        let ragged = TestSpec { interval_ms: 2000, ..spec };
+        let got: Vec<u64> = ragged.sample_offsets().iter().map(|d| d.as_millis() as u64).collect();
+        assert_eq!(got, vec![2000, 4000, 5000], "a short last interval ends at the window end");
     }
 
     #[test]
     fn flows_are_dealt_round_robin() {
-        let spec = TestSpec {
-            queues: 4,
-            flows_per_queue: 2,
-            ..TestSpec::default()
-        };
+        let spec = TestSpec { queues: 4, flows_per_queue: 2, ..TestSpec::default() };
         assert_eq!(spec.flows(), 8);
         let queues: Vec<u32> = (0..8).map(|f| spec.queue_of_flow(f)).collect();
         assert_eq!(queues, vec![0, 1, 2, 3, 0, 1, 2, 3]);

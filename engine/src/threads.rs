@@ -51,11 +51,7 @@ impl<R: Send + 'static> QueueThreads<R> {
         for (i, tid) in tid_rx.iter().take(plans.len()) {
             tids[i] = tid;
         }
-        Ok(Self {
-            handles,
-            tids,
-            finished,
-        })
+        Ok(Self { handles, tids, finished })
     }
 
     /// Whether every thread has returned.
@@ -74,10 +70,7 @@ impl<R: Send + 'static> QueueThreads<R> {
                     first_err.get_or_insert(e);
                 }
                 Err(_) => {
-                    first_err.get_or_insert(Error::io(
-                        "a queue thread",
-                        std::io::Error::other("panicked"),
-                    ));
+                    first_err.get_or_insert(Error::io("a queue thread", std::io::Error::other("panicked")));
                 }
             }
         }
@@ -92,10 +85,7 @@ impl<R: Send + 'static> QueueThreads<R> {
 pub fn deal_by_queue<T>(plans: &[ThreadPlan], items: Vec<(u32, T)>) -> Vec<Vec<T>> {
     let mut per_thread: Vec<Vec<T>> = plans.iter().map(|_| Vec::new()).collect();
     for (queue, item) in items {
-        let t = plans
-            .iter()
-            .position(|p| p.queues.contains(&queue))
-            .expect("every queue is planned on a thread");
+        let t = plans.iter().position(|p| p.queues.contains(&queue)).expect("every queue is planned on a thread");
         per_thread[t].push(item);
     }
     per_thread
@@ -108,46 +98,21 @@ mod tests {
     #[test]
     fn threads_run_pinned_and_report_tids() {
         let cpu = crate::placement::allowed_cpus()[0];
-        let plans = vec![
-            ThreadPlan {
-                cpu,
-                queues: vec![0],
-            },
-            ThreadPlan {
-                cpu,
-                queues: vec![1],
-            },
-        ];
+        let plans = vec![ThreadPlan { cpu, queues: vec![0] }, ThreadPlan { cpu, queues: vec![1] }];
         let threads = QueueThreads::spawn(&plans, vec![1u32, 2], move |x| {
             // SAFETY: sched_getcpu has no preconditions.
             let on = unsafe { libc::sched_getcpu() };
             Ok((x * 10, on))
         })
         .unwrap();
-        assert!(
-            threads.tids.iter().all(|&t| t > 0),
-            "every thread reported its tid"
-        );
+        assert!(threads.tids.iter().all(|&t| t > 0), "every thread reported its tid");
         let got = threads.join().unwrap();
-        assert_eq!(
-            got,
-            vec![(10, cpu as i32), (20, cpu as i32)],
-            "results in plan order, each on its CPU"
-        );
+        assert_eq!(got, vec![(10, cpu as i32), (20, cpu as i32)], "results in plan order, each on its CPU");
     }
 
     #[test]
     fn dealing_follows_queue_ownership() {
-        let plans = vec![
-            ThreadPlan {
-                cpu: 0,
-                queues: vec![0, 2],
-            },
-            ThreadPlan {
-                cpu: 1,
-                queues: vec![1],
-            },
-        ];
+        let plans = vec![ThreadPlan { cpu: 0, queues: vec![0, 2] }, ThreadPlan { cpu: 1, queues: vec![1] }];
         let dealt = deal_by_queue(&plans, vec![(0, 'a'), (1, 'b'), (2, 'c'), (0, 'd')]);
         assert_eq!(dealt, vec![vec!['a', 'c', 'd'], vec!['b']]);
     }

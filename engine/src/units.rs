@@ -7,22 +7,16 @@ use crate::error::{Error, Result};
 use std::time::Duration;
 
 fn split_suffix(text: &str) -> (&str, &str) {
-    let at = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
+    let at = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     (&text[..at], &text[at..])
 }
 
 fn parse_number(digits: &str, what: &str, original: &str) -> Result<f64> {
-    let value: f64 = digits.parse().map_err(|_| {
-        Error::usage(format!(
-            "invalid {what} '{original}': expected a number with an optional unit"
-        ))
-    })?;
+    let value: f64 = digits
+        .parse()
+        .map_err(|_| Error::usage(format!("invalid {what} '{original}': expected a number with an optional unit")))?;
     if !value.is_finite() || value < 0.0 {
-        return Err(Error::usage(format!(
-            "invalid {what} '{original}': must be a non-negative number"
-        )));
+        return Err(Error::usage(format!("invalid {what} '{original}': must be a non-negative number")));
     }
     Ok(value)
 }
@@ -37,17 +31,11 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "k" | "kb" | "kib" => 1024.0,
         "m" | "mb" | "mib" => 1024.0 * 1024.0,
         "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => {
-            return Err(Error::usage(format!(
-                "invalid size '{text}': unit must be K, M or G"
-            )))
-        }
+        _ => return Err(Error::usage(format!("invalid size '{text}': unit must be K, M or G"))),
     };
     let bytes = value * multiplier;
     if bytes.fract() != 0.0 || bytes > u64::MAX as f64 {
-        return Err(Error::usage(format!(
-            "invalid size '{text}': not a whole number of bytes"
-        )));
+        return Err(Error::usage(format!("invalid size '{text}': not a whole number of bytes")));
     }
     Ok(bytes as u64)
 }
@@ -58,21 +46,14 @@ pub fn parse_rate(text: &str) -> Result<u64> {
     let (digits, suffix) = split_suffix(trimmed);
     let value = parse_number(digits, "rate", text)?;
     let lower = suffix.to_ascii_lowercase();
-    let unit = lower
-        .trim_end_matches("bps")
-        .trim_end_matches("bit/s")
-        .trim_end_matches("bit");
+    let unit = lower.trim_end_matches("bps").trim_end_matches("bit/s").trim_end_matches("bit");
     let multiplier: f64 = match unit {
         "" => 1.0,
         "k" => 1e3,
         "m" => 1e6,
         "g" => 1e9,
         "t" => 1e12,
-        _ => {
-            return Err(Error::usage(format!(
-                "invalid rate '{text}': unit must be K, M, G or T (bits/s)"
-            )))
-        }
+        _ => return Err(Error::usage(format!("invalid rate '{text}': unit must be K, M, G or T (bits/s)"))),
     };
     Ok((value * multiplier).round() as u64)
 }
@@ -88,16 +69,10 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
         "us" => value / 1e6,
         "m" | "min" => value * 60.0,
         "h" => value * 3600.0,
-        _ => {
-            return Err(Error::usage(format!(
-                "invalid duration '{text}': unit must be ms, s, m or h"
-            )))
-        }
+        _ => return Err(Error::usage(format!("invalid duration '{text}': unit must be ms, s, m or h"))),
     };
     if seconds > 30.0 * 24.0 * 3600.0 {
-        return Err(Error::usage(format!(
-            "invalid duration '{text}': longer than 30 days"
-        )));
+        return Err(Error::usage(format!("invalid duration '{text}': longer than 30 days")));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -148,11 +123,7 @@ mod tests {
     fn malformed_sizes_are_usage_errors() {
         for bad in ["", "K", "12Q", "-5", "1.3", "abc", "1e9"] {
             let err = parse_size(bad).expect_err(bad);
-            assert_eq!(
-                err.exit_code(),
-                2,
-                "'{bad}' must be a usage error, got {err}"
-            );
+            assert_eq!(err.exit_code(), 2, "'{bad}' must be a usage error, got {err}");
         }
     }
 
@@ -173,10 +144,7 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("10 parsecs").is_err());
-        assert!(
-            parse_duration("99999h").is_err(),
-            "absurd durations are refused"
-        );
+        assert!(parse_duration("99999h").is_err(), "absurd durations are refused");
     }
 
     #[test]

@@ -73,24 +73,14 @@ fn arm(ring: &mut IoUring, fd: i32, idx: usize, bundle: bool) -> Result<()> {
 }
 
 /// Runs until every flow reached EOF or failed, or `cfg.stop` is raised.
-pub fn run(
-    flows: Vec<RecvFlow>,
-    counters: &QueueCounters,
-    cfg: &RecvWorkerConfig,
-) -> Result<RecvWorkerResult> {
+pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfig) -> Result<RecvWorkerResult> {
     let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
     let ring = build_ring(entries)?;
     let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, cfg.buf_size)?;
     let mut rr = RecvRing { ring, bufs };
     let mut state: Vec<FlowState> = flows
         .into_iter()
-        .map(|f| FlowState {
-            stream: f.stream,
-            queue: f.queue,
-            bytes: 0,
-            open: true,
-            error: None,
-        })
+        .map(|f| FlowState { stream: f.stream, queue: f.queue, bytes: 0, open: true, error: None })
         .collect();
     for (idx, flow) in state.iter().enumerate() {
         arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle)?;
@@ -101,18 +91,9 @@ pub fn run(
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
 
     while open > 0 && !cfg.stop.load(Ordering::Relaxed) {
-        wait_for_completions(
-            &mut rr.ring,
-            cfg.wait,
-            last_activity,
-            Duration::from_millis(100),
-        )?;
+        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100))?;
         cqes.clear();
-        cqes.extend(
-            rr.ring
-                .completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
+        cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
         if cqes.is_empty() {
             continue;
         }
@@ -150,20 +131,10 @@ pub fn run(
     }
     if open > 0 {
         for flow in state.iter_mut().filter(|f| f.open) {
-            flow.error = Some(
-                "flow still open when the receiver stopped waiting (sender stalled or vanished)"
-                    .into(),
-            );
+            flow.error = Some("flow still open when the receiver stopped waiting (sender stalled or vanished)".into());
         }
     }
-    result.flows = state
-        .into_iter()
-        .map(|f| FlowOutcome {
-            queue: f.queue,
-            bytes: f.bytes,
-            error: f.error,
-        })
-        .collect();
+    result.flows = state.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error }).collect();
     drop(rr);
     Ok(result)
 }

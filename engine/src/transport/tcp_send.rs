@@ -86,29 +86,17 @@ struct SendRing {
 }
 
 /// Runs one sending thread until `cfg.deadline`, then drains and half-closes every flow.
-pub fn run(
-    flows: Vec<SendFlow>,
-    counters: &QueueCounters,
-    cfg: &SendWorkerConfig,
-) -> Result<SendWorkerResult> {
-    let entries = (flows.len() as u32 * cfg.depth * 2)
-        .next_power_of_two()
-        .clamp(64, 4096);
+pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfig) -> Result<SendWorkerResult> {
+    let entries = (flows.len() as u32 * cfg.depth * 2).next_power_of_two().clamp(64, 4096);
     let payload = AlignedBuf::new(cfg.len as usize)?;
     // SAFETY: payload is a fresh mapping of at least len bytes.
     unsafe { std::ptr::write_bytes(payload.as_ptr(), 0x5a, payload.len()) };
-    let mut sr = SendRing {
-        ring: build_ring(entries)?,
-        payload,
-    };
+    let mut sr = SendRing { ring: build_ring(entries)?, payload };
     let mut result = SendWorkerResult::default();
 
     let mut fixed = false;
     if cfg.zerocopy {
-        let iov = libc::iovec {
-            iov_base: sr.payload.as_ptr().cast(),
-            iov_len: sr.payload.len(),
-        };
+        let iov = libc::iovec { iov_base: sr.payload.as_ptr().cast(), iov_len: sr.payload.len() };
         // SAFETY: the buffer outlives the ring (SendRing drop order).
         match unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
             Ok(()) => fixed = true,
@@ -122,13 +110,7 @@ pub fn run(
 
     let mut state: Vec<FlowState> = flows
         .into_iter()
-        .map(|f| FlowState {
-            stream: f.stream,
-            queue: f.queue,
-            inflight: 0,
-            bytes: 0,
-            error: None,
-        })
+        .map(|f| FlowState { stream: f.stream, queue: f.queue, inflight: 0, bytes: 0, error: None })
         .collect();
     let start = Instant::now();
     let mut issued: u64 = 0;
@@ -147,15 +129,14 @@ pub fn run(
                         let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
                         if issued as f64 >= allowed {
                             let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
-                            pace_wait =
-                                Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
+                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
                             break;
                         }
                     }
                     let fd = types::Fd(flow.stream.as_raw_fd());
                     let entry = if cfg.zerocopy {
-                        let mut op = opcode::SendZc::new(fd, sr.payload.as_ptr(), cfg.len)
-                            .zc_flags(SEND_ZC_REPORT_USAGE);
+                        let mut op =
+                            opcode::SendZc::new(fd, sr.payload.as_ptr(), cfg.len).zc_flags(SEND_ZC_REPORT_USAGE);
                         if fixed {
                             op = op.buf_index(Some(0));
                         }
@@ -179,23 +160,12 @@ pub fn run(
             result.stuck = inflight;
             break;
         }
-        let until_deadline = if stopping {
-            Duration::from_millis(50)
-        } else {
-            cfg.deadline - now
-        };
-        let limit = pace_wait
-            .unwrap_or(until_deadline)
-            .min(until_deadline)
-            .min(Duration::from_millis(100));
+        let until_deadline = if stopping { Duration::from_millis(50) } else { cfg.deadline - now };
+        let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
         wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit)?;
 
         cqes.clear();
-        cqes.extend(
-            sr.ring
-                .completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
+        cqes.extend(sr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
         if !cqes.is_empty() {
             last_activity = Instant::now();
         }
@@ -216,8 +186,7 @@ pub fn run(
             if res > 0 {
                 flow.bytes += res as u64;
                 counters.add(flow.queue as usize, res as u64);
-            } else if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR && flow.error.is_none()
-            {
+            } else if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR && flow.error.is_none() {
                 flow.error = Some(format!("send failed: {}", errno_text(res)));
             }
         }
@@ -236,14 +205,7 @@ pub fn run(
             let _ = flow.stream.shutdown(Shutdown::Both);
         }
     }
-    result.flows = state
-        .into_iter()
-        .map(|f| FlowOutcome {
-            queue: f.queue,
-            bytes: f.bytes,
-            error: f.error,
-        })
-        .collect();
+    result.flows = state.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error }).collect();
     if result.stuck > 0 {
         for f in result.flows.iter_mut().filter(|f| f.error.is_none()) {
             f.error = Some(format!(
@@ -258,8 +220,5 @@ pub fn run(
 
 /// Error for a sending thread that could not start.
 pub fn worker_panicked() -> Error {
-    Error::io(
-        "a sending queue thread",
-        std::io::Error::other("thread panicked"),
-    )
+    Error::io("a sending queue thread", std::io::Error::other("thread panicked"))
 }

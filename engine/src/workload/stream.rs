@@ -41,16 +41,8 @@ pub struct SendOptions {
 }
 
 /// Decides whether SEND_ZC is used, and why.
-fn decide_zerocopy(
-    mode: ZeroCopyMode,
-    caps: &KernelCaps,
-    control: &TcpStream,
-    len: u32,
-) -> Result<(bool, String)> {
-    let iface = control
-        .local_addr()
-        .ok()
-        .and_then(|a| interface_for_local_addr(a.ip()));
+fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, control: &TcpStream, len: u32) -> Result<(bool, String)> {
+    let iface = control.local_addr().ok().and_then(|a| interface_for_local_addr(a.ip()));
     let path = iface.as_ref().map_or("unknown interface".to_string(), |i| {
         format!(
             "{}{}",
@@ -66,26 +58,17 @@ fn decide_zerocopy(
     });
     match mode {
         ZeroCopyMode::Off => Ok((false, "--zerocopy off".into())),
-        ZeroCopyMode::On if !caps.send_zc => Err(Error::unsupported(
-            "--zerocopy on: this kernel lacks IORING_OP_SEND_ZC (Linux 6.0 or newer)",
-        )),
+        ZeroCopyMode::On if !caps.send_zc => {
+            Err(Error::unsupported("--zerocopy on: this kernel lacks IORING_OP_SEND_ZC (Linux 6.0 or newer)"))
+        }
         ZeroCopyMode::On => Ok((true, format!("--zerocopy on, egress {path}"))),
         ZeroCopyMode::Auto => {
             if !caps.send_zc {
                 Ok((false, "auto: kernel lacks SEND_ZC".into()))
-            } else if iface
-                .as_ref()
-                .is_none_or(|i| i.loopback || i.virtual_device)
-            {
-                Ok((
-                    false,
-                    format!("auto: egress {path} delivers locally, the kernel would copy anyway"),
-                ))
+            } else if iface.as_ref().is_none_or(|i| i.loopback || i.virtual_device) {
+                Ok((false, format!("auto: egress {path} delivers locally, the kernel would copy anyway")))
             } else if len < 16 * 1024 {
-                Ok((
-                    false,
-                    format!("auto: {len}-byte sends are too small for zero-copy to pay"),
-                ))
+                Ok((false, format!("auto: {len}-byte sends are too small for zero-copy to pay")))
             } else {
                 Ok((true, format!("auto: egress {path} is a NIC")))
             }
@@ -106,32 +89,16 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
     let placement = plan(spec.queues, &cpus, opts.busy_poll, false)?;
 
     let mut ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
-    let peer = ctl
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| opts.target.clone());
+    let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
     let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &caps, &ctl, spec.len)?;
-    ctl.write_all(&control::CONTROL_MAGIC)
-        .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
-    control::write_msg(
-        &mut ctl,
-        &ControlMsg::Hello {
-            version: PROTOCOL_VERSION,
-            spec: spec.clone(),
-        },
-    )?;
+    ctl.write_all(&control::CONTROL_MAGIC).map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
+    control::write_msg(&mut ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone() })?;
     let cookie = match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
         ControlMsg::Accept { cookie, .. } => cookie,
         ControlMsg::Refuse { reason } => {
-            return Err(Error::peer(format!(
-                "receiver {peer} refused the test: {reason}"
-            )))
+            return Err(Error::peer(format!("receiver {peer} refused the test: {reason}")))
         }
-        other => {
-            return Err(Error::protocol(format!(
-                "receiver {peer} answered {other:?} instead of accept/refuse"
-            )))
-        }
+        other => return Err(Error::protocol(format!("receiver {peer} answered {other:?} instead of accept/refuse"))),
     };
 
     let mut flows = Vec::with_capacity(spec.flows() as usize);
@@ -140,26 +107,12 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         stream
             .write_all(&control::data_hello(&cookie, flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
-        flows.push((
-            spec.queue_of_flow(flow),
-            SendFlow {
-                stream,
-                queue: spec.queue_of_flow(flow),
-            },
-        ));
+        flows.push((spec.queue_of_flow(flow), SendFlow { stream, queue: spec.queue_of_flow(flow) }));
     }
     match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
         ControlMsg::Ready => {}
-        ControlMsg::Abort { reason } => {
-            return Err(Error::peer(format!(
-                "receiver {peer} aborted the test: {reason}"
-            )))
-        }
-        other => {
-            return Err(Error::protocol(format!(
-                "receiver {peer} sent {other:?} instead of ready"
-            )))
-        }
+        ControlMsg::Abort { reason } => return Err(Error::peer(format!("receiver {peer} aborted the test: {reason}"))),
+        other => return Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
     }
 
     let t0 = Instant::now();
@@ -185,76 +138,35 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
-    let (samples, window_complete) = sample_window(
-        t0,
-        &spec.sample_offsets(),
-        &counters,
-        &threads.tids,
-        &|| threads.all_finished(),
-    );
-    let plans: Vec<_> = placement
-        .threads
-        .iter()
-        .cloned()
-        .zip(threads.tids.iter().copied())
-        .collect();
+    let (samples, window_complete) =
+        sample_window(t0, &spec.sample_offsets(), &counters, &threads.tids, &|| threads.all_finished());
+    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
 
-    let outcomes: Vec<_> = results
-        .iter()
-        .flat_map(|r| r.flows.iter().cloned())
-        .collect();
+    let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let mut zc = ZeroCopyCounts::default();
     results.iter().for_each(|r| zc.merge(&r.zerocopy));
-    let mut sender = SideReport::build(
-        Role::Sender,
-        spec,
-        &samples,
-        window_complete,
-        &outcomes,
-        &plans,
-    );
+    let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
     sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B, {} in flight per flow{}",
         if zerocopy { "SEND_ZC" } else { "SEND (copy)" },
         spec.len,
         spec.depth,
-        if caps.defer_taskrun {
-            ", single-issuer deferred task run"
-        } else {
-            ""
-        }
+        if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
     );
     if let Some(note) = results.iter().find_map(|r| r.note.clone()) {
         sender.errors.push(note);
     }
-    sender.set_zerocopy(
-        &format!("{:?}", spec.zerocopy).to_lowercase(),
-        zerocopy,
-        zc_reason,
-        &zc,
-    );
+    sender.set_zerocopy(&format!("{:?}", spec.zerocopy).to_lowercase(), zerocopy, zc_reason, &zc);
 
     let (receiver, error) = match control::read_msg(&mut ctl, END_GRACE + Duration::from_secs(5)) {
         Ok(ControlMsg::Result { report }) => (Some(*report), None),
         Ok(ControlMsg::Abort { reason }) => (None, Some(format!("receiver aborted: {reason}"))),
-        Ok(other) => (
-            None,
-            Some(format!("receiver sent {other:?} instead of its report")),
-        ),
-        Err(e) => (
-            None,
-            Some(format!("receiver {peer} vanished before reporting: {e}")),
-        ),
+        Ok(other) => (None, Some(format!("receiver sent {other:?} instead of its report"))),
+        Err(e) => (None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
     };
-    Ok(StreamReport {
-        spec: spec.clone(),
-        target: peer,
-        sender,
-        receiver,
-        error,
-    })
+    Ok(StreamReport { spec: spec.clone(), target: peer, sender, receiver, error })
 }
 
 /// Runs the receiving side of an accepted stream test: arms every flow, says `Ready`,
@@ -283,50 +195,28 @@ pub fn run_receive(
         stop: Arc::clone(&stop),
     };
     let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(
-        &placement.threads,
-        deal_by_queue(&placement.threads, items),
-        move |flows| tcp_recv::run(flows, &worker_counters, &cfg),
-    )?;
+    let threads = QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
+        tcp_recv::run(flows, &worker_counters, &cfg)
+    })?;
     if let Err(e) = control::write_msg(ctl, &ControlMsg::Ready) {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = threads.join();
         return Err(e);
     }
     let t0 = Instant::now();
-    let (samples, window_complete) = sample_window(
-        t0,
-        &spec.sample_offsets(),
-        &counters,
-        &threads.tids,
-        &|| threads.all_finished(),
-    );
+    let (samples, window_complete) =
+        sample_window(t0, &spec.sample_offsets(), &counters, &threads.tids, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
         std::thread::sleep(Duration::from_millis(5));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let plans: Vec<_> = placement
-        .threads
-        .iter()
-        .cloned()
-        .zip(threads.tids.iter().copied())
-        .collect();
+    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
-    let outcomes: Vec<_> = results
-        .iter()
-        .flat_map(|r| r.flows.iter().cloned())
-        .collect();
+    let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let rearms: u64 = results.iter().map(|r| r.rearms).sum();
-    let mut report = SideReport::build(
-        Role::Receiver,
-        spec,
-        &samples,
-        window_complete,
-        &outcomes,
-        &plans,
-    );
+    let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
     report.placement = placement.summary.clone();
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
     report.path = format!(

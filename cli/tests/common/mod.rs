@@ -1,0 +1,181 @@
+//! Two-host test bed for integration tests: a netns pair made by scripts/netns-pair.sh,
+//! and helpers to run uringbench inside it. Tests need root (CI runs as root).
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Traffic tests share two CPUs; running them one at a time keeps timings meaningful.
+static TRAFFIC: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    TRAFFIC.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub const RECV_ADDR: &str = "10.77.0.2";
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_uringbench")
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/netns-pair.sh")
+}
+
+/// A netns pair that removes itself when dropped.
+pub struct NetnsPair {
+    pub name: String,
+}
+
+impl NetnsPair {
+    pub fn up(name: &str) -> Self {
+        Self::up_with_mtu(name, 1500)
+    }
+
+    pub fn up_with_mtu(name: &str, mtu: u32) -> Self {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "netns tests need root (CI runs as root)");
+        let out = Command::new("bash")
+            .arg(script())
+            .args(["up", "--name", name, "--mtu", &mtu.to_string()])
+            .output()
+            .expect("run netns-pair.sh");
+        assert!(out.status.success(), "netns-pair.sh up failed: {}", String::from_utf8_lossy(&out.stderr));
+        Self { name: name.to_string() }
+    }
+
+    pub fn sender_ns(&self) -> String {
+        format!("{}-a", self.name)
+    }
+    pub fn receiver_ns(&self) -> String {
+        format!("{}-b", self.name)
+    }
+    pub fn receiver_if(&self) -> String {
+        format!("{}b0", self.name)
+    }
+
+    /// A command run inside namespace `ns`.
+    pub fn cmd(&self, ns: &str, program: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, program]).args(args);
+        c
+    }
+
+    /// `uringbench recv ARGS` in the receiver namespace, stdout captured.
+    pub fn spawn_recv(&self, args: &[&str]) -> Child {
+        let mut c = self.cmd(&self.receiver_ns(), bin(), &["recv"]);
+        c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = c.spawn().expect("spawn recv");
+        let port = args.iter().position(|a| *a == "--port").map_or("5300", |i| args[i + 1]);
+        self.wait_listening(port);
+        child
+    }
+
+    /// Waits until something listens on TCP `port` in the receiver namespace.
+    pub fn wait_listening(&self, port: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let out = self.cmd(&self.receiver_ns(), "ss", &["-Htln"]).output().expect("ss");
+            if String::from_utf8_lossy(&out.stdout).contains(&format!(":{port} ")) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("nothing listens on port {port} in {} after 5 s", self.receiver_ns());
+    }
+
+    /// `uringbench send ARGS` in the sender namespace, waited for (bounded by `limit`).
+    pub fn send(&self, args: &[&str], limit: Duration) -> (Output, Duration) {
+        let mut c = self.cmd(&self.sender_ns(), bin(), &["send"]);
+        c.args(args);
+        run_bounded(c, limit)
+    }
+
+    /// One counter of the receiver's veth end.
+    pub fn receiver_if_counter(&self, counter: &str) -> u64 {
+        let path = format!("/sys/class/net/{}/statistics/{counter}", self.receiver_if());
+        let out = self.cmd(&self.receiver_ns(), "cat", &[&path]).output().expect("cat counter");
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("numeric interface counter")
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(script()).args(["down", "--name", &self.name]).output();
+    }
+}
+
+/// Runs a command to completion, killing it after `limit`; returns its output and run time.
+pub fn run_bounded(mut c: Command, limit: Duration) -> (Output, Duration) {
+    let start = Instant::now();
+    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let status = child.wait().expect("wait after kill");
+            let out = Output { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() };
+            panic!(
+                "command did not finish within {:?} (hang): stdout {} stderr {}",
+                limit,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = start.elapsed();
+    (Output { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() }, elapsed)
+}
+
+/// Waits for a child (bounded) and returns its output.
+pub fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("process did not exit within {limit:?}: {}", String::from_utf8_lossy(&out.stdout));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+pub fn u64_at(v: &serde_json::Value, path: &str) -> u64 {
+    v.pointer(path).and_then(|x| x.as_u64()).unwrap_or_else(|| panic!("missing integer at {path} in {v}"))
+}
+
+pub fn f64_at(v: &serde_json::Value, path: &str) -> f64 {
+    v.pointer(path).and_then(|x| x.as_f64()).unwrap_or_else(|| panic!("missing number at {path} in {v}"))
+}

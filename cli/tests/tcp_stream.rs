@@ -1,0 +1,226 @@
+//! TCP stream between two network namespaces: byte exactness, interface counters, JSON
+//! shape, serving several tests, and every way a test can go wrong.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+/// Runs one stream test of `queues` queues and checks the receiver's count against the
+/// sender's and against the veth counters.
+fn exact_bytes(pair_name: &str, queues: &str) {
+    let _serial = serial();
+    let pair = NetnsPair::up(pair_name);
+    let recv = pair.spawn_recv(&["--once"]);
+    let rx_before = pair.receiver_if_counter("rx_bytes");
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-P", queues, "-t", "2", "--warmup", "500ms", "-i", "1s", "--format", "json"],
+        Duration::from_secs(30),
+    );
+    let rx_after = pair.receiver_if_counter("rx_bytes");
+    let recv_out = finish(recv, Duration::from_secs(10));
+    assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(recv_out.status.success(), "recv --once must exit 0 after a clean test");
+
+    let doc = json(&out);
+    let sent = u64_at(&doc, "/sum/sender/total_bytes");
+    let received = u64_at(&doc, "/sum/receiver/total_bytes");
+    assert!(sent > 10 << 20, "a 2.75 s test must move more than 10 MiB, moved {sent}");
+    assert_eq!(received, sent, "receiver must count exactly the bytes the sender wrote");
+
+    let nq: usize = queues.parse().unwrap();
+    let per_queue = doc["queues"].as_array().expect("queues[]");
+    assert_eq!(per_queue.len(), nq, "one entry per queue");
+    let mut qsum = 0;
+    for (i, q) in per_queue.iter().enumerate() {
+        assert_eq!(q["id"].as_u64(), Some(i as u64));
+        let qs = u64_at(q, "/sender/total_bytes");
+        let qr = u64_at(q, "/receiver/total_bytes");
+        assert_eq!(qs, qr, "queue {i}: receiver and sender totals differ");
+        assert!(qr > 0, "queue {i} moved nothing");
+        assert!(u64_at(q, "/receiver/bytes") <= qr, "window bytes cannot exceed the total");
+        qsum += qr;
+    }
+    assert_eq!(qsum, received, "queues add up to the sum");
+
+    // The window headline is the sum of its intervals, and its rate is bytes / window.
+    let window = f64_at(&doc, "/sum/window_seconds");
+    assert!((1.8..2.5).contains(&window), "window {window} s should be about the requested 2 s");
+    let bytes = u64_at(&doc, "/sum/receiver/bytes");
+    let intervals: u64 = doc["intervals"].as_array().unwrap().iter().map(|i| i["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(intervals, bytes, "intervals add up to the headline");
+    let bps = f64_at(&doc, "/sum/receiver/bits_per_second");
+    assert!((bps - bytes as f64 * 8.0 / window).abs() < 1.0, "bits_per_second = bytes*8/window");
+    assert!(bytes < received, "warm-up and cool-down bytes are excluded from the window");
+
+    // Wire cross-check: the veth carried the payload plus headers (GSO packets carry one
+    // header set per 64 KiB), plus the small control exchange.
+    let wire = rx_after - rx_before;
+    assert!(wire >= received, "interface saw {wire} bytes, less than the {received} payload bytes");
+    assert!(
+        (wire as f64) < received as f64 * 1.06 + 1e6,
+        "interface saw {wire} bytes for {received} payload bytes: more than 6% overhead"
+    );
+    for key in ["schema_version", "test", "cpu", "verdict"] {
+        assert!(doc.get(key).is_some(), "JSON lacks the fixed key '{key}'");
+    }
+}
+
+#[test]
+fn one_queue_receiver_counts_every_byte() {
+    exact_bytes("ubt-q1", "1");
+}
+
+#[test]
+fn sixteen_queues_receiver_counts_every_byte() {
+    exact_bytes("ubt-q16", "16");
+}
+
+#[test]
+fn recv_serves_consecutive_tests_without_restarting() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-seq");
+    let recv = pair.spawn_recv(&[]);
+    for run in 0..3 {
+        let (out, _) = pair
+            .send(&["--target", RECV_ADDR, "-t", "500ms", "--warmup", "0s", "-P", "2", "-J"], Duration::from_secs(20));
+        assert!(out.status.success(), "run {run} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let doc = json(&out);
+        assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"), "run {run}");
+    }
+    let mut recv = recv;
+    assert!(recv.try_wait().unwrap().is_none(), "recv must still be serving after three tests");
+    let _ = recv.kill();
+    let out = recv.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(log.matches("] done ").count(), 3, "recv reports three finished tests:\n{log}");
+}
+
+fn one_line_error(out: &std::process::Output, code: i32, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "exit code for '{needle}': stderr {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "error must be one line, got:\n{stderr}");
+    assert!(stderr.contains(needle), "error should mention '{needle}': {stderr}");
+    assert!(!stderr.contains("panicked"), "no panics: {stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line() {
+    let run = |args: &[&str]| {
+        run_bounded(
+            {
+                let mut c = std::process::Command::new(bin());
+                c.args(args);
+                c
+            },
+            Duration::from_secs(10),
+        )
+        .0
+    };
+    one_line_error(&run(&["send", "--target", "127.0.0.1", "--frobnicate"]), 2, "--frobnicate");
+    one_line_error(&run(&["send", "--target", "127.0.0.1", "-l", "12Q"]), 2, "12Q");
+    one_line_error(&run(&["send", "--target", "127.0.0.1", "-t", "soon"]), 2, "soon");
+    one_line_error(&run(&["recv", "--cpus", "7-2"]), 2, "7-2");
+    one_line_error(&run(&["send"]), 2, "--target");
+}
+
+#[test]
+fn closed_port_and_unreachable_host_fail_fast() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-unr");
+    let (out, took) = pair.send(&["--target", RECV_ADDR, "--port", "5399", "-t", "1"], Duration::from_secs(15));
+    one_line_error(&out, 1, "connection refused");
+    assert!(took < Duration::from_secs(3), "a refused connection is reported at once, took {took:?}");
+    // An address inside the pair's own subnet where no host answers (traffic stays on the veth).
+    let (out, took) = pair.send(&["--target", "10.77.0.99", "-t", "1"], Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(1), "unreachable host is exit 1");
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
+    assert!(took < Duration::from_secs(6), "unreachable host must fail within a few seconds, took {took:?}");
+}
+
+#[test]
+fn port_in_use_is_a_clear_error() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-port");
+    let first = pair.spawn_recv(&["--port", "5311"]);
+    let (out, _) =
+        run_bounded(pair.cmd(&pair.receiver_ns(), bin(), &["recv", "--port", "5311"]), Duration::from_secs(10));
+    one_line_error(&out, 2, "already in use");
+    let mut first = first;
+    let _ = first.kill();
+    let _ = first.wait();
+}
+
+#[test]
+fn receiver_killed_mid_test_gives_partial_report_and_exit_1() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-kill");
+    let mut recv = pair.spawn_recv(&["--once"]);
+    let mut c =
+        pair.cmd(&pair.sender_ns(), bin(), &["send", "--target", RECV_ADDR, "-t", "10", "--warmup", "0s", "-i", "1s"]);
+    let sender = std::thread::spawn(move || {
+        run_bounded(
+            {
+                c.stdin(std::process::Stdio::null());
+                c
+            },
+            Duration::from_secs(40),
+        )
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    recv.kill().expect("kill receiver");
+    let _ = recv.wait();
+    let (out, took) = sender.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "sender must fail when the receiver dies: {stdout}");
+    assert!(took < Duration::from_secs(30), "sender must not hang, took {took:?}");
+    assert!(stdout.contains("[SUM]"), "a partial report is printed:\n{stdout}");
+    assert!(stdout.contains("error:"), "the report says what went wrong:\n{stdout}");
+}
+
+#[test]
+fn garbage_and_oversized_control_messages_are_dropped_while_serving_others() {
+    let _serial = serial();
+    // On loopback in the receiver's namespace: the misbehaving clients are local tools.
+    let pair = NetnsPair::up("ubt-junk");
+    let recv = pair.spawn_recv(&[]);
+    let ns = pair.receiver_ns();
+    // A client written in Python inside the namespace: garbage greeting, an oversized frame,
+    // malformed JSON, and one that connects and says nothing.
+    let script = r#"
+import socket, struct, time
+def conn():
+    s = socket.create_connection(("127.0.0.1", 5300), timeout=5); return s
+a = conn(); a.sendall(b"GET / HTTP/1.1\r\n\r\n")
+b = conn(); b.sendall(b"UBC1" + struct.pack(">I", 0xFFFFFFF0) + b"x" * 100)
+c = conn(); c.sendall(b"UBC1" + struct.pack(">I", 5) + b"{oops")
+for s in (a, b, c):
+    try:
+        s.settimeout(5); s.recv(100)
+    except Exception:
+        pass
+time.sleep(0.2)
+print("sent")
+"#;
+    let (out, _) = run_bounded(pair.cmd(&ns, "python3", &["-c", script]), Duration::from_secs(20));
+    assert!(out.status.success(), "python client: {}", String::from_utf8_lossy(&out.stderr));
+    // A client that connects and says nothing stays connected during the real test below.
+    let silent = "import socket, time\ns = socket.create_connection(('127.0.0.1', 5300))\ntime.sleep(7)\n";
+    let silent = pair.cmd(&ns, "python3", &["-c", silent]).spawn().expect("silent client");
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-t", "500ms", "--warmup", "0s", "-J"], Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "a real test right after the junk must succeed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    finish(silent, Duration::from_secs(15));
+    let mut recv = recv;
+    let _ = recv.kill();
+    let log = String::from_utf8_lossy(&recv.wait_with_output().unwrap().stdout).to_string();
+    assert!(log.contains("not a uringbench peer"), "garbage greeting dropped:\n{log}");
+    assert!(log.contains("exceeds"), "oversized frame dropped:\n{log}");
+    assert!(log.contains("malformed control message"), "bad JSON dropped:\n{log}");
+    assert!(log.contains("sent nothing"), "silent client timed out:\n{log}");
+}
