@@ -56,7 +56,7 @@ struct RecvArgs {
     port: u16,
     /// CPUs for queue threads, e.g. 0-3,8 (default: all this process may use).
     #[arg(long, value_parser = cpu_list)]
-    cpus: Option<Vec<usize>>,
+    cpus: Option<CpuList>,
     /// Busy-poll the completion queues: auto spins briefly when a thread has its own CPU.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     busy_poll: OnOffAuto,
@@ -115,7 +115,7 @@ struct SendArgs {
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     zerocopy: OnOffAuto,
     #[arg(long, value_parser = cpu_list)]
-    cpus: Option<Vec<usize>>,
+    cpus: Option<CpuList>,
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     busy_poll: OnOffAuto,
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -130,8 +130,12 @@ enum ProtoArg {
     Tcp,
 }
 
-fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    parse_cpu_list(s).map_err(|e| e.message)
+/// A `--cpus` value; a newtype so clap takes it as one value, not a list of values.
+#[derive(Clone)]
+struct CpuList(Vec<usize>);
+
+fn cpu_list(s: &str) -> Result<CpuList, String> {
+    parse_cpu_list(s).map(CpuList).map_err(|e| e.message)
 }
 fn duration(s: &str) -> Result<std::time::Duration, String> {
     parse_duration(s).map_err(|e| e.message)
@@ -199,7 +203,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     let cfg = ReceiverConfig {
         bind,
         port: args.port,
-        cpus: args.cpus,
+        cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         once: args.once,
         limits: ServerLimits {
@@ -274,8 +278,13 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     if spec.time_ms == 0 {
         return Err(Error::usage("--time must be longer than 0"));
     }
-    let opts =
-        SendOptions { target: args.target, port: args.port, spec, cpus: args.cpus, busy_poll: busy(args.busy_poll) };
+    let opts = SendOptions {
+        target: args.target,
+        port: args.port,
+        spec,
+        cpus: args.cpus.map(|c| c.0),
+        busy_poll: busy(args.busy_poll),
+    };
     let report = run_send(&opts)?;
     let json = args.json || args.format == Format::Json;
     let mut out = std::io::stdout().lock();

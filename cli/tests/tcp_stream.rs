@@ -8,13 +8,16 @@ use std::time::Duration;
 
 /// Runs one stream test of `queues` queues and checks the receiver's count against the
 /// sender's and against the veth counters.
-fn exact_bytes(pair_name: &str, queues: &str) {
+fn exact_bytes(pair_name: &str, queues: &str, cpus: &str) {
     let _serial = serial();
     let pair = NetnsPair::up(pair_name);
-    let recv = pair.spawn_recv(&["--once"]);
+    let recv = pair.spawn_recv(&["--once", "--cpus", cpus]);
     let rx_before = pair.receiver_if_counter("rx_bytes");
     let (out, _) = pair.send(
-        &["--target", RECV_ADDR, "-P", queues, "-t", "2", "--warmup", "500ms", "-i", "1s", "--format", "json"],
+        &[
+            "--target", RECV_ADDR, "-P", queues, "-t", "2", "--warmup", "500ms", "-i", "1s", "--format", "json",
+            "--cpus", cpus,
+        ],
         Duration::from_secs(30),
     );
     let rx_after = pair.receiver_if_counter("rx_bytes");
@@ -61,6 +64,8 @@ fn exact_bytes(pair_name: &str, queues: &str) {
         (wire as f64) < received as f64 * 1.06 + 1e6,
         "interface saw {wire} bytes for {received} payload bytes: more than 6% overhead"
     );
+    let placement = doc["sender"]["placement"].as_str().unwrap();
+    assert!(placement.contains(&format!("(CPU {cpus})")), "threads pinned as --cpus asked: {placement}");
     for key in ["schema_version", "test", "cpu", "verdict"] {
         assert!(doc.get(key).is_some(), "JSON lacks the fixed key '{key}'");
     }
@@ -68,12 +73,12 @@ fn exact_bytes(pair_name: &str, queues: &str) {
 
 #[test]
 fn one_queue_receiver_counts_every_byte() {
-    exact_bytes("ubt-q1", "1");
+    exact_bytes("ubt-q1", "1", "0");
 }
 
 #[test]
 fn sixteen_queues_receiver_counts_every_byte() {
-    exact_bytes("ubt-q16", "16");
+    exact_bytes("ubt-q16", "16", "0,1");
 }
 
 #[test]

@@ -20,6 +20,8 @@ pub struct KernelCaps {
     pub recv_zc: bool,
     /// `IORING_FEAT_RECVSEND_BUNDLE`: receive several buffers per completion.
     pub recvsend_bundle: bool,
+    /// `IORING_FEAT_MIN_TIMEOUT` (6.12): a wait can ask for several completions with a bound.
+    pub min_wait_timeout: bool,
     /// `IORING_SETUP_DEFER_TASKRUN` + `SINGLE_ISSUER` accepted.
     pub defer_taskrun: bool,
     /// RLIMIT_MEMLOCK soft limit in bytes; `None` means unlimited.
@@ -50,6 +52,7 @@ impl KernelCaps {
             recv: probe.is_supported(opcode::Recv::CODE),
             recv_zc: probe.is_supported(opcode::RecvZc::CODE),
             recvsend_bundle: ring.params().is_feature_recvsend_bundle(),
+            min_wait_timeout: ring.params().is_feature_min_timeout(),
             defer_taskrun,
             memlock_limit,
             cap_ipc_lock: has_cap_ipc_lock(),

@@ -30,9 +30,24 @@ pub fn build_ring(entries: u32) -> Result<IoUring> {
         .map_err(|e| Error::io("creating an io_uring for a queue thread", e))
 }
 
+/// How many completions a sleeping thread waits for before it is woken, and for how long
+/// at most it holds out for them. Waking once per several completions is what keeps a
+/// sleeping stream thread cheap; the bound keeps latency in check.
+#[derive(Debug, Clone, Copy)]
+pub struct WakeBatch {
+    pub want: u32,
+    pub max_delay_us: u32,
+}
+
 /// Waits for completions the way the thread's mode asks, never past `limit` from now.
 /// `last_activity` is when the thread last saw a completion (for adaptive spinning).
-pub fn wait_for_completions(ring: &mut IoUring, mode: WaitMode, last_activity: Instant, limit: Duration) -> Result<()> {
+pub fn wait_for_completions(
+    ring: &mut IoUring,
+    mode: WaitMode,
+    last_activity: Instant,
+    limit: Duration,
+    batch: WakeBatch,
+) -> Result<()> {
     if poll_once(ring)? {
         return Ok(());
     }
@@ -50,8 +65,15 @@ pub fn wait_for_completions(ring: &mut IoUring, mode: WaitMode, last_activity: I
         return Ok(());
     }
     let ts = Timespec::from(limit);
-    let args = SubmitArgs::new().timespec(&ts);
-    match ring.submitter().submit_with_args(1, &args) {
+    // Batched wake-ups need IORING_FEAT_MIN_TIMEOUT (6.12): without the bound, waiting for
+    // several completions could stall a flow that only has one in flight.
+    let batched = batch.want > 1 && ring.params().is_feature_min_timeout();
+    let (want, args) = if batched {
+        (batch.want as usize, SubmitArgs::new().timespec(&ts).min_wait_usec(batch.max_delay_us))
+    } else {
+        (1, SubmitArgs::new().timespec(&ts))
+    };
+    match ring.submitter().submit_with_args(want, &args) {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
         Err(e) => Err(Error::io("waiting on io_uring", e)),

@@ -279,7 +279,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     if let Err(reason) = shared.cfg.limits.check(&spec, threads) {
         return refuse(shared, &mut ctl, peer, reason);
     }
-    let placement = match plan(spec.queues, &shared.cpus, shared.cfg.busy_poll, running > 0) {
+    let placement = match plan(spec.queues, &shared.cpus, shared.cfg.busy_poll, running > 0, false) {
         Ok(p) => p,
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),
     };

@@ -10,7 +10,7 @@ use super::{errno_text, FlowOutcome};
 use crate::error::Result;
 use crate::measure::QueueCounters;
 use crate::placement::WaitMode;
-use crate::ring::{build_ring, push, wait_for_completions, BufRing};
+use crate::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -28,6 +28,8 @@ pub struct RecvFlow {
 #[derive(Debug, Clone)]
 pub struct RecvWorkerConfig {
     pub wait: WaitMode,
+    /// Completions to gather per wake-up when sleeping.
+    pub batch: WakeBatch,
     /// Buffers in the provided-buffer ring (power of two).
     pub buf_count: u16,
     pub buf_size: u32,
@@ -91,7 +93,7 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
 
     while open > 0 && !cfg.stop.load(Ordering::Relaxed) {
-        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100))?;
+        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
         cqes.clear();
         cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
         if cqes.is_empty() {

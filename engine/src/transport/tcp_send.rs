@@ -8,7 +8,7 @@ use super::{errno_text, FlowOutcome};
 use crate::error::{Error, Result};
 use crate::measure::QueueCounters;
 use crate::placement::WaitMode;
-use crate::ring::{build_ring, push, wait_for_completions, AlignedBuf};
+use crate::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
@@ -31,6 +31,8 @@ pub struct SendFlow {
 #[derive(Debug, Clone)]
 pub struct SendWorkerConfig {
     pub wait: WaitMode,
+    /// Completions to gather per wake-up when sleeping.
+    pub batch: WakeBatch,
     pub len: u32,
     pub depth: u32,
     pub zerocopy: bool,
@@ -162,7 +164,7 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
         }
         let until_deadline = if stopping { Duration::from_millis(50) } else { cfg.deadline - now };
         let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
-        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit)?;
+        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
 
         cqes.clear();
         cqes.extend(sr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
