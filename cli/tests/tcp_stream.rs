@@ -229,3 +229,21 @@ print("sent")
     assert!(log.contains("malformed control message"), "bad JSON dropped:\n{log}");
     assert!(log.contains("sent nothing"), "silent client timed out:\n{log}");
 }
+
+#[test]
+fn rate_limited_stream_holds_its_rate() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-rate");
+    let recv = pair.spawn_recv(&["--once"]);
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-P", "2", "-t", "2", "--warmup", "500ms", "--rate", "2G", "-J"],
+        Duration::from_secs(30),
+    );
+    finish(recv, Duration::from_secs(10));
+    assert!(out.status.success(), "paced send failed: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let bps = f64_at(&doc, "/sum/receiver/bits_per_second");
+    assert!((1.7e9..2.2e9).contains(&bps), "--rate 2G over 2 flows should deliver about 2 Gbit/s, got {bps:.3e}");
+    assert_eq!(u64_at(&doc, "/test/rate_bps"), 2_000_000_000, "the agreed spec carries the rate");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+}

@@ -35,6 +35,9 @@ pub struct RecvWorkerConfig {
     pub buf_size: u32,
     /// Use `IORING_RECVSEND_BUNDLE` (kernel feature probed by the caller).
     pub bundle: bool,
+    /// `SO_RCVLOWAT` for every flow: the kernel signals the socket readable (and so queues
+    /// the multishot receive) only once this many bytes wait.
+    pub rcvlowat: Option<u32>,
     /// Raised by the session when the test must end regardless of the flows.
     pub stop: Arc<AtomicBool>,
 }
@@ -74,6 +77,24 @@ fn arm(ring: &mut IoUring, fd: i32, idx: usize, bundle: bool) -> Result<()> {
     push(ring, &entry.user_data(idx as u64))
 }
 
+fn set_rcvlowat(stream: &TcpStream, bytes: u32) -> Result<()> {
+    let value = bytes as libc::c_int;
+    // SAFETY: a valid socket fd and a c_int option value that lives across the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(crate::error::Error::io("setting SO_RCVLOWAT", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Runs until every flow reached EOF or failed, or `cfg.stop` is raised.
 pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfig) -> Result<RecvWorkerResult> {
     let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
@@ -84,6 +105,11 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
         .into_iter()
         .map(|f| FlowState { stream: f.stream, queue: f.queue, bytes: 0, open: true, error: None })
         .collect();
+    if let Some(lowat) = cfg.rcvlowat {
+        for flow in &state {
+            set_rcvlowat(&flow.stream, lowat)?;
+        }
+    }
     for (idx, flow) in state.iter().enumerate() {
         arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle)?;
     }
