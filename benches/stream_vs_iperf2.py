@@ -237,8 +237,9 @@ def run_uringbench(args, q, run, tmp):
     send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), args.binary,
                 "send", "--target", ADDR_RECV, "--port", str(UB_PORT), "--queues", str(q),
                 "--time", time_arg(args.time), "--len", args.len, "--format", "json"]
+    send_cmd += shlex.split(args.ub_send_args)
     recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), args.binary,
-                "recv", "--once", "--port", str(UB_PORT)]
+                "recv", "--once", "--port", str(UB_PORT)] + shlex.split(args.ub_recv_args)
     res = new_result("uringbench", q, run, shlex.join(send_cmd))
     res["server_cmd"] = shlex.join(recv_cmd)
     if not args.binary_ok:
@@ -590,6 +591,10 @@ def parse_args(argv):
                          "if missing)" % DEFAULT_BINARY)
     ap.add_argument("--no-build", action="store_true",
                     help="do not run cargo build --release when the binary is missing")
+    ap.add_argument("--ub-recv-args", default="", metavar="ARGS",
+                    help="extra arguments for `uringbench recv`, e.g. '--busy-poll on'")
+    ap.add_argument("--ub-send-args", default="", metavar="ARGS",
+                    help="extra arguments for `uringbench send`")
     ap.add_argument("--mtu", type=int, default=1500, help="veth MTU, default 1500")
     ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
     ap.add_argument("--markdown", action="store_true",
