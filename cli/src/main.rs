@@ -5,7 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use uringbench::control::DEFAULT_PORT;
+use uringbench::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
 use uringbench::placement::{parse_cpu_list, BusyPoll};
+use uringbench::report::SCHEMA_VERSION;
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
 use uringbench::units::{format_bits_per_second, parse_duration, parse_rate, parse_size};
@@ -44,6 +46,7 @@ enum OnOffAuto {
 enum Format {
     Text,
     Json,
+    Csv,
 }
 
 #[derive(Args)]
@@ -123,6 +126,9 @@ struct SendArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     json: bool,
+    /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -278,6 +284,9 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     if spec.time_ms == 0 {
         return Err(Error::usage("--time must be longer than 0"));
     }
+    if args.repeat == 0 {
+        return Err(Error::usage("--repeat must be at least 1"));
+    }
     let opts = SendOptions {
         target: args.target,
         port: args.port,
@@ -285,23 +294,83 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
     };
-    let report = run_send(&opts)?;
-    let json = args.json || args.format == Format::Json;
+    let format = if args.json { Format::Json } else { args.format };
+    let repeat = args.repeat as usize;
+    let mut reports = Vec::with_capacity(repeat);
     let mut out = std::io::stdout().lock();
-    if json {
-        let text = serde_json::to_string_pretty(&report.to_json())
-            .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
-        let _ = writeln!(out, "{text}");
-    } else {
-        let _ = write!(out, "{}", report.render_text());
+    if format == Format::Csv {
+        let _ = writeln!(out, "{CSV_HEADER}");
     }
-    if !report.complete() {
-        if json {
-            if let Some(e) = &report.error {
-                eprintln!("uringbench: {e}");
+    let mut stopped: Option<Error> = None;
+    for run in 1..=repeat {
+        let report = match run_send(&opts) {
+            Ok(r) => r,
+            Err(e) if run == 1 => return Err(e),
+            Err(e) => {
+                stopped = Some(e);
+                break;
             }
+        };
+        match format {
+            Format::Text if repeat == 1 => {
+                let _ = write!(out, "{}", report.render_text());
+            }
+            Format::Text => {
+                let _ = writeln!(out, "run {run}/{repeat}: {}", report.summary_line());
+            }
+            Format::Csv => {
+                let _ = write!(out, "{}", csv_rows(run, &report));
+            }
+            Format::Json => {}
         }
-        return Ok(1);
+        let _ = out.flush();
+        reports.push(report);
     }
-    Ok(0)
+    let summary = RepeatSummary::of(&reports);
+    match format {
+        Format::Json if repeat == 1 => print_json(&mut out, &reports[0].to_json())?,
+        Format::Json => {
+            let runs: Vec<_> = reports.iter().map(|r| r.to_json()).collect();
+            print_json(
+                &mut out,
+                &serde_json::json!({"schema_version": SCHEMA_VERSION, "repeat": repeat, "runs": runs, "summary": summary}),
+            )?;
+        }
+        Format::Text if repeat > 1 => {
+            let _ = write!(out, "{}", render_summary(&summary));
+        }
+        _ => {}
+    }
+    if let Some(e) = &stopped {
+        eprintln!("uringbench: stopped after {} of {repeat} runs: {e}", reports.len());
+    } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
+        eprintln!("uringbench: {e}");
+    }
+    let all_complete = stopped.is_none() && reports.iter().all(|r| r.complete());
+    Ok(if all_complete { 0 } else { 1 })
+}
+
+fn print_json(out: &mut impl Write, doc: &serde_json::Value) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(doc).map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
+    let _ = writeln!(out, "{text}");
+    Ok(())
+}
+
+fn render_summary(s: &RepeatSummary) -> String {
+    let mut out = format!("{} runs, {} complete\n", s.runs, s.complete_runs);
+    let line = |name: &str, st: &Option<Stats>, scale: f64, unit: &str| match st {
+        Some(st) => format!(
+            "{name:<22} min {:.2}  median {:.2}  mean {:.2}  max {:.2}  stdev {:.2} {unit}\n",
+            st.min / scale,
+            st.median / scale,
+            st.mean / scale,
+            st.max / scale,
+            st.stdev / scale
+        ),
+        None => format!("{name:<22} no complete run\n"),
+    };
+    out += &line("received Gbit/s", &s.receiver_bits_per_second, 1e9, "");
+    out += &line("offered Gbit/s", &s.sender_bits_per_second, 1e9, "");
+    out += &line("receiver CPU-s/GB", &s.cpu_seconds_per_gb, 1.0, "");
+    out
 }

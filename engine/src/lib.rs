@@ -19,6 +19,7 @@
 
 pub mod control;
 pub mod error;
+pub mod export;
 pub mod measure;
 pub mod netpath;
 pub mod placement;
@@ -27,6 +28,7 @@ pub mod report;
 pub mod ring;
 pub mod server;
 pub mod spec;
+pub mod tcpinfo;
 pub mod threads;
 pub mod transport;
 pub mod units;

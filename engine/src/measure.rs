@@ -6,6 +6,7 @@
 //! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
 //! nothing.
 
+use crate::tcpinfo::TcpInfo;
 use std::fs;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -34,12 +35,21 @@ impl QueueCounters {
     }
 }
 
+/// One CPU's tick counters from /proc/stat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    pub cpu: usize,
+    /// user+nice+system+irq+softirq+steal
+    pub busy: u64,
+    pub softirq: u64,
+    pub total: u64,
+}
+
 /// CPU clocks at one instant: per-CPU busy time from /proc/stat and per-thread user/system
 /// time from /proc/self/task.
 #[derive(Debug, Clone, Default)]
 pub struct CpuSnapshot {
-    /// (cpu id, busy ticks, all ticks)
-    pub host: Vec<(usize, u64, u64)>,
+    pub host: Vec<CpuTicks>,
     /// (tid, user ticks, system ticks)
     pub threads: Vec<(i32, u64, u64)>,
 }
@@ -59,10 +69,10 @@ impl CpuSnapshot {
     }
 }
 
-/// Per-CPU (id, busy, total) ticks from /proc/stat. Busy is user+nice+system+irq+softirq+steal:
-/// on this kind of machine a softirq tick is charged both to the task it interrupted and to
-/// softirq, so adding process time to softirq would count it twice (KERNEL-NOTES).
-pub fn parse_proc_stat(text: &str) -> Vec<(usize, u64, u64)> {
+/// Per-CPU ticks from /proc/stat. Busy is user+nice+system+irq+softirq+steal: on this kind of
+/// machine a softirq tick is charged both to the task it interrupted and to softirq, so adding
+/// process time to softirq would count it twice (KERNEL-NOTES).
+pub fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
     text.lines()
         .filter_map(|line| {
             let rest = line.strip_prefix("cpu")?;
@@ -77,7 +87,7 @@ pub fn parse_proc_stat(text: &str) -> Vec<(usize, u64, u64)> {
             }
             let busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
             let total: u64 = v.iter().take(8).sum();
-            Some((id, busy, total))
+            Some(CpuTicks { cpu: id, busy, softirq: v[6], total })
         })
         .collect()
 }
@@ -120,17 +130,33 @@ pub fn parse_cpuinfo_hz(text: &str) -> Option<f64> {
     Some(mhz * 1e6)
 }
 
-/// One snapshot of counters and CPU clocks.
+/// What a side samples besides its byte counters: its queue threads (for CPU time) and its
+/// flows' sockets (for TCP_INFO). The sockets are duplicates owned by the sampler, so they
+/// stay valid after a queue thread has closed its own copy.
+pub struct SampleSources<'a> {
+    pub counters: &'a QueueCounters,
+    pub tids: &'a [i32],
+    pub sockets: &'a [std::os::fd::RawFd],
+}
+
+/// One snapshot of counters, CPU clocks and TCP state.
 #[derive(Debug, Clone)]
 pub struct Sample {
     pub at: Instant,
     pub bytes: Vec<u64>,
     pub cpu: CpuSnapshot,
+    /// TCP_INFO per flow, in flow order; `None` where the socket could not be read.
+    pub tcp: Vec<Option<TcpInfo>>,
 }
 
 impl Sample {
-    pub fn take(counters: &QueueCounters, tids: &[i32]) -> Self {
-        Self { at: Instant::now(), bytes: counters.snapshot(), cpu: CpuSnapshot::take(tids) }
+    pub fn take(src: &SampleSources) -> Self {
+        Self {
+            at: Instant::now(),
+            bytes: src.counters.snapshot(),
+            cpu: CpuSnapshot::take(src.tids),
+            tcp: src.sockets.iter().map(|&fd| TcpInfo::read(fd)).collect(),
+        }
     }
 }
 
@@ -140,8 +166,7 @@ impl Sample {
 pub fn sample_window(
     t0: Instant,
     offsets: &[Duration],
-    counters: &QueueCounters,
-    tids: &[i32],
+    src: &SampleSources,
     finished: &dyn Fn() -> bool,
 ) -> (Vec<Sample>, bool) {
     let mut samples = Vec::with_capacity(offsets.len());
@@ -155,13 +180,13 @@ pub fn sample_window(
             if finished() {
                 // The flows ended before the window did: keep what was measured.
                 if !samples.is_empty() {
-                    samples.push(Sample::take(counters, tids));
+                    samples.push(Sample::take(src));
                 }
                 return (samples, false);
             }
             std::thread::sleep((due - now).min(Duration::from_millis(20)));
         }
-        samples.push(Sample::take(counters, tids));
+        samples.push(Sample::take(src));
     }
     (samples, true)
 }
@@ -179,8 +204,12 @@ intr 12345\n";
     fn proc_stat_busy_excludes_idle_and_iowait() {
         let cpus = parse_proc_stat(PROC_STAT);
         assert_eq!(cpus.len(), 2, "aggregate 'cpu' line is skipped, per-CPU lines kept");
-        assert_eq!(cpus[0], (0, 60 + 1 + 30 + 2 + 4 + 1, 600), "busy = user+nice+system+irq+softirq+steal");
-        assert_eq!(cpus[1].0, 1);
+        assert_eq!(
+            cpus[0],
+            CpuTicks { cpu: 0, busy: 60 + 1 + 30 + 2 + 4 + 1, softirq: 4, total: 600 },
+            "busy = user+nice+system+irq+softirq+steal"
+        );
+        assert_eq!(cpus[1].cpu, 1);
     }
 
     #[test]
@@ -214,7 +243,8 @@ intr 12345\n";
         assert_eq!(counters.snapshot(), vec![0, 15]);
         let t0 = Instant::now();
         let offsets = [Duration::ZERO, Duration::from_secs(30)];
-        let (samples, complete) = sample_window(t0, &offsets, &counters, &[], &|| true);
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[] };
+        let (samples, complete) = sample_window(t0, &offsets, &src, &|| true);
         assert!(!complete, "finished workers cut the window short");
         assert_eq!(samples.len(), 2, "first boundary sampled, plus a final sample at the early end");
     }

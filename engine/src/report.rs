@@ -7,6 +7,7 @@
 use crate::measure::{clock_ticks, Sample};
 use crate::placement::ThreadPlan;
 use crate::spec::TestSpec;
+use crate::tcpinfo::{TcpInfo, TcpWindow};
 use crate::transport::tcp_send::ZeroCopyCounts;
 use crate::transport::FlowOutcome;
 use crate::units::{format_bits_per_second, format_bytes};
@@ -43,6 +44,10 @@ pub struct IntervalFigures {
     pub start: f64,
     pub end: f64,
     pub bytes: Vec<u64>,
+    /// TCP figures of all flows over the interval.
+    pub tcp: TcpWindow,
+    /// TCP_INFO of each flow at the interval's end, in flow order.
+    pub tcp_flows: Vec<Option<TcpInfo>>,
 }
 
 impl IntervalFigures {
@@ -70,6 +75,8 @@ pub struct ThreadCpu {
 pub struct HostCpu {
     pub cpu: usize,
     pub busy_seconds: f64,
+    /// The softirq part of `busy_seconds`.
+    pub softirq_seconds: f64,
     pub utilization: f64,
 }
 
@@ -110,6 +117,10 @@ pub struct SideReport {
     pub window_seconds: f64,
     pub intervals: Vec<IntervalFigures>,
     pub cpu: CpuFigures,
+    /// TCP figures of all flows over the measured window.
+    pub tcp: TcpWindow,
+    /// TCP_INFO of each flow after the test ended, in flow order.
+    pub tcp_flows_end: Vec<Option<TcpInfo>>,
     pub zerocopy: Option<ZeroCopyFigures>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
@@ -142,6 +153,7 @@ impl SideReport {
         }
         let mut window_seconds = 0.0;
         let mut intervals = Vec::new();
+        let mut tcp = TcpWindow::default();
         let mut cpu = CpuFigures { nominal_hz: crate::measure::nominal_cpu_hz(), ..CpuFigures::default() };
         if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
             window_seconds = (last.at - first.at).as_secs_f64();
@@ -153,9 +165,12 @@ impl SideReport {
                     start: (pair[0].at - first.at).as_secs_f64(),
                     end: (pair[1].at - first.at).as_secs_f64(),
                     bytes: pair[1].bytes.iter().zip(&pair[0].bytes).map(|(b, a)| b - a).collect(),
+                    tcp: TcpWindow::between(&pair[0].tcp, &pair[1].tcp),
+                    tcp_flows: pair[1].tcp.clone(),
                 });
             }
             cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
+            tcp = TcpWindow::between(&first.tcp, &last.tcp);
         }
         if !window_complete {
             errors.push("the flows ended before the measured window did".into());
@@ -169,6 +184,8 @@ impl SideReport {
             window_seconds,
             intervals,
             cpu,
+            tcp,
+            tcp_flows_end: Vec::new(),
             zerocopy: None,
             complete,
             errors,
@@ -226,10 +243,11 @@ fn cpu_figures(
         .cpu
         .host
         .iter()
-        .filter_map(|&(id, busy, _)| {
-            let (_, busy0, _) = first.cpu.host.iter().find(|h| h.0 == id)?;
-            let secs = busy.saturating_sub(*busy0) as f64 / tick;
-            Some(HostCpu { cpu: id, busy_seconds: secs, utilization: secs / window })
+        .filter_map(|b| {
+            let a = first.cpu.host.iter().find(|h| h.cpu == b.cpu)?;
+            let secs = b.busy.saturating_sub(a.busy) as f64 / tick;
+            let softirq = b.softirq.saturating_sub(a.softirq) as f64 / tick;
+            Some(HostCpu { cpu: b.cpu, busy_seconds: secs, softirq_seconds: softirq, utilization: secs / window })
         })
         .collect();
     let host_busy_seconds = host.iter().map(|h| h.busy_seconds).sum();
@@ -298,6 +316,12 @@ impl StreamReport {
         }
     }
 
+    /// Receiver-side host CPU-seconds per GB of received payload in the window.
+    pub fn receiver_cpu_seconds_per_gb(&self) -> Option<f64> {
+        let r = self.receiver.as_ref()?;
+        (r.bytes() > 0).then(|| r.cpu.host_busy_seconds / (r.bytes() as f64 / 1e9))
+    }
+
     /// Cycles per received byte and CPU-seconds per GB from the receiver's host busy time.
     fn cpu_per_byte(side: &SideReport, bytes: u64) -> Value {
         if bytes == 0 {
@@ -334,7 +358,15 @@ impl StreamReport {
             .map(|r| r.intervals.as_slice())
             .unwrap_or_default()
             .iter()
-            .map(|i| json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(), "queues": i.bytes}))
+            .enumerate()
+            .map(|(n, i)| {
+                // The sender samples the same offsets on its own clock: its interval n is the
+                // same stretch of the test, and carries the TCP view (RTT, retransmits, limits).
+                let si = self.sender.intervals.get(n);
+                json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(),
+                       "queues": i.bytes, "sender_bytes": si.map(|s| s.sum()),
+                       "tcp": si.map(|s| &s.tcp), "tcp_flows": si.map(|s| &s.tcp_flows)})
+            })
             .collect();
         let verdict = self.verdict();
         json!({
@@ -360,11 +392,29 @@ impl StreamReport {
                 "sender_per_byte": Self::cpu_per_byte(&self.sender, self.sender.bytes()),
                 "receiver_per_byte": recv.map(|r| Self::cpu_per_byte(r, r.bytes())),
             },
+            "tcp": {
+                "sender": self.sender.tcp,
+                "receiver": recv.map(|r| &r.tcp),
+                "sender_flows_end": self.sender.tcp_flows_end,
+                "receiver_flows_end": recv.map(|r| &r.tcp_flows_end),
+            },
             "zerocopy": self.sender.zerocopy,
             "sender": {"placement": self.sender.placement, "path": self.sender.path, "complete": self.sender.complete, "errors": self.sender.errors},
             "receiver": recv.map(|r| json!({"placement": r.placement, "path": r.path, "complete": r.complete, "errors": r.errors})),
             "verdict": verdict,
         })
+    }
+
+    /// One line for a run of `--repeat`.
+    pub fn summary_line(&self) -> String {
+        let recv = self.receiver.as_ref();
+        format!(
+            "{} received, {} offered, {}, verdict: {}",
+            recv.map_or("nothing".into(), |r| format_bits_per_second(r.bits_per_second())),
+            format_bits_per_second(self.sender.bits_per_second()),
+            self.receiver_cpu_seconds_per_gb().map_or("cpu n/a".into(), |c| format!("{c:.3} CPU-s/GB")),
+            self.verdict().bottleneck
+        )
     }
 
     /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict.
@@ -475,6 +525,20 @@ impl StreamReport {
             let host: Vec<String> =
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
             let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
+        }
+        let t = &self.sender.tcp;
+        if t.flows > 0 {
+            let _ = writeln!(
+                out,
+                "tcp sender: {} retransmits ({:.3}% of bytes), rtt mean {:.0} us max {} us, cwnd mean {:.0}, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
+                t.retransmitted_segments,
+                t.retrans_share() * 100.0,
+                t.rtt_mean_us,
+                t.rtt_max_us,
+                t.cwnd_mean,
+                t.rwnd_limited_share() * 100.0,
+                t.sndbuf_limited_share() * 100.0
+            );
         }
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(

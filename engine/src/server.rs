@@ -150,7 +150,12 @@ pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
 pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> Result<bool> {
     let caps = KernelCaps::detect()?;
     caps.require_tcp_stream()?;
-    let cpus = resolve_cpus(cfg.cpus.as_deref())?;
+    let mut cpus = resolve_cpus(cfg.cpus.as_deref())?;
+    if cfg.cpus.is_none() {
+        // Without --cpus, take CPUs from the top while senders take them from the bottom, so
+        // a sender and receiver on one host (loopback, namespaces) do not pile onto CPU 0.
+        cpus.reverse();
+    }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     (events)(ServerEvent::Listening { addr });
     let shared = Arc::new(Shared {

@@ -6,18 +6,20 @@
 
 use crate::control::{self, ControlMsg, PROTOCOL_VERSION};
 use crate::error::{Error, Result};
-use crate::measure::{sample_window, QueueCounters};
+use crate::measure::{sample_window, QueueCounters, SampleSources};
 use crate::netpath::interface_for_local_addr;
 use crate::placement::{plan, resolve_cpus, BusyPoll, Placement, WaitMode};
 use crate::probe::KernelCaps;
 use crate::report::{Role, SideReport, StreamReport};
 use crate::ring::WakeBatch;
 use crate::spec::{TestSpec, ZeroCopyMode};
+use crate::tcpinfo::TcpInfo;
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::tcp_recv::{self, RecvFlow, RecvWorkerConfig};
 use crate::transport::tcp_send::{self, SendFlow, SendWorkerConfig, ZeroCopyCounts};
 use std::io::Write;
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,6 +69,13 @@ pub struct SendOptions {
     pub spec: TestSpec,
     pub cpus: Option<Vec<usize>>,
     pub busy_poll: BusyPoll,
+}
+
+/// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
+/// after a queue thread closed its own copy, and a reused descriptor number can never be
+/// read by mistake.
+fn sampler_sockets<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<Vec<TcpStream>> {
+    streams.map(|s| s.try_clone().map_err(|e| Error::io("duplicating a flow socket for TCP_INFO", e))).collect()
 }
 
 /// Decides whether SEND_ZC is used, and why.
@@ -144,6 +153,7 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         other => return Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
     }
 
+    let probes = sampler_sockets(flows.iter().map(|(_, f)| &f.stream))?;
     let t0 = Instant::now();
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let per_thread = deal_by_queue(&placement.threads, flows);
@@ -168,15 +178,19 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
-    let (samples, window_complete) =
-        sample_window(t0, &spec.sample_offsets(), &counters, &threads.tids, &|| threads.all_finished());
+    let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds };
+    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
+    let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
+    drop(probes);
 
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let mut zc = ZeroCopyCounts::default();
     results.iter().for_each(|r| zc.merge(&r.zerocopy));
     let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    sender.tcp_flows_end = tcp_end;
     sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B, {} in flight per flow{}",
@@ -210,6 +224,7 @@ pub fn run_receive(
 ) -> Result<SideReport> {
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
+    let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
     let items = flows
         .into_iter()
         .map(|(flow, stream)| {
@@ -236,8 +251,9 @@ pub fn run_receive(
         return Err(e);
     }
     let t0 = Instant::now();
-    let (samples, window_complete) =
-        sample_window(t0, &spec.sample_offsets(), &counters, &threads.tids, &|| threads.all_finished());
+    let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds };
+    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
         std::thread::sleep(Duration::from_millis(5));
@@ -245,10 +261,13 @@ pub fn run_receive(
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
+    let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
+    drop(probes);
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let rearms: u64 = results.iter().map(|r| r.rearms).sum();
     let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+    report.tcp_flows_end = tcp_end;
     report.placement = placement.summary.clone();
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
     report.path = format!(
