@@ -21,7 +21,7 @@ fn exact_bytes(pair_name: &str, queues: &str, cpus: &str) {
         Duration::from_secs(30),
     );
     let rx_after = pair.receiver_if_counter("rx_bytes");
-    let recv_out = finish(recv, Duration::from_secs(10));
+    let recv_out = recv.finish(Duration::from_secs(10));
     assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
     assert!(recv_out.status.success(), "recv --once must exit 0 after a clean test");
 
@@ -94,9 +94,8 @@ fn recv_serves_consecutive_tests_without_restarting() {
         assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"), "run {run}");
     }
     let mut recv = recv;
-    assert!(recv.try_wait().unwrap().is_none(), "recv must still be serving after three tests");
-    let _ = recv.kill();
-    let out = recv.wait_with_output().unwrap();
+    assert!(recv.running(), "recv must still be serving after three tests");
+    let out = recv.kill();
     let log = String::from_utf8_lossy(&out.stdout);
     assert_eq!(log.matches("] done ").count(), 3, "recv reports three finished tests:\n{log}");
 }
@@ -147,13 +146,10 @@ fn closed_port_and_unreachable_host_fail_fast() {
 fn port_in_use_is_a_clear_error() {
     let _serial = serial();
     let pair = NetnsPair::up("ubt-port");
-    let first = pair.spawn_recv(&["--port", "5311"]);
+    let _first = pair.spawn_recv(&["--port", "5311"]);
     let (out, _) =
         run_bounded(pair.cmd(&pair.receiver_ns(), bin(), &["recv", "--port", "5311"]), Duration::from_secs(10));
     one_line_error(&out, 2, "already in use");
-    let mut first = first;
-    let _ = first.kill();
-    let _ = first.wait();
 }
 
 #[test]
@@ -173,8 +169,7 @@ fn receiver_killed_mid_test_gives_partial_report_and_exit_1() {
         )
     });
     std::thread::sleep(Duration::from_secs(2));
-    recv.kill().expect("kill receiver");
-    let _ = recv.wait();
+    recv.kill_now();
     let (out, took) = sender.join().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "sender must fail when the receiver dies: {stdout}");
@@ -221,9 +216,7 @@ print("sent")
     let doc = json(&out);
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
     finish(silent, Duration::from_secs(15));
-    let mut recv = recv;
-    let _ = recv.kill();
-    let log = String::from_utf8_lossy(&recv.wait_with_output().unwrap().stdout).to_string();
+    let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
     assert!(log.contains("not a uringbench peer"), "garbage greeting dropped:\n{log}");
     assert!(log.contains("exceeds"), "oversized frame dropped:\n{log}");
     assert!(log.contains("malformed control message"), "bad JSON dropped:\n{log}");
@@ -239,7 +232,7 @@ fn rate_limited_stream_holds_its_rate() {
         &["--target", RECV_ADDR, "-P", "2", "-t", "2", "--warmup", "500ms", "--rate", "2G", "-J"],
         Duration::from_secs(30),
     );
-    finish(recv, Duration::from_secs(10));
+    recv.finish(Duration::from_secs(10));
     assert!(out.status.success(), "paced send failed: {}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&out);
     let bps = f64_at(&doc, "/sum/receiver/bits_per_second");

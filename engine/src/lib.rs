@@ -20,6 +20,7 @@
 pub mod control;
 pub mod error;
 pub mod export;
+pub mod hostinfo;
 pub mod measure;
 pub mod netpath;
 pub mod placement;
@@ -32,6 +33,7 @@ pub mod tcpinfo;
 pub mod threads;
 pub mod transport;
 pub mod units;
+pub mod verdict;
 pub mod workload;
 
 pub use error::{Error, ErrorKind, Result};

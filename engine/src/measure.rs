@@ -6,6 +6,7 @@
 //! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
 //! nothing.
 
+use crate::hostinfo::HostSnapshot;
 use crate::tcpinfo::TcpInfo;
 use std::fs;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -137,6 +138,9 @@ pub struct SampleSources<'a> {
     pub counters: &'a QueueCounters,
     pub tids: &'a [i32],
     pub sockets: &'a [std::os::fd::RawFd],
+    /// Interface whose counters (with the namespace's SNMP and softnet counters) are read at
+    /// the window's first and last sample.
+    pub iface: Option<&'a str>,
 }
 
 /// One snapshot of counters, CPU clocks and TCP state.
@@ -147,15 +151,18 @@ pub struct Sample {
     pub cpu: CpuSnapshot,
     /// TCP_INFO per flow, in flow order; `None` where the socket could not be read.
     pub tcp: Vec<Option<TcpInfo>>,
+    /// Host counters; taken at the first and last sample of a window only.
+    pub host: Option<HostSnapshot>,
 }
 
 impl Sample {
-    pub fn take(src: &SampleSources) -> Self {
+    pub fn take(src: &SampleSources, with_host: bool) -> Self {
         Self {
             at: Instant::now(),
             bytes: src.counters.snapshot(),
             cpu: CpuSnapshot::take(src.tids),
             tcp: src.sockets.iter().map(|&fd| TcpInfo::read(fd)).collect(),
+            host: src.iface.filter(|_| with_host).map(HostSnapshot::take),
         }
     }
 }
@@ -180,13 +187,14 @@ pub fn sample_window(
             if finished() {
                 // The flows ended before the window did: keep what was measured.
                 if !samples.is_empty() {
-                    samples.push(Sample::take(src));
+                    samples.push(Sample::take(src, true));
                 }
                 return (samples, false);
             }
             std::thread::sleep((due - now).min(Duration::from_millis(20)));
         }
-        samples.push(Sample::take(src));
+        let edge = samples.is_empty() || samples.len() + 1 == offsets.len();
+        samples.push(Sample::take(src, edge));
     }
     (samples, true)
 }
@@ -243,7 +251,7 @@ intr 12345\n";
         assert_eq!(counters.snapshot(), vec![0, 15]);
         let t0 = Instant::now();
         let offsets = [Duration::ZERO, Duration::from_secs(30)];
-        let src = SampleSources { counters: &counters, tids: &[], sockets: &[] };
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None };
         let (samples, complete) = sample_window(t0, &offsets, &src, &|| true);
         assert!(!complete, "finished workers cut the window short");
         assert_eq!(samples.len(), 2, "first boundary sampled, plus a final sample at the early end");

@@ -1,69 +1,99 @@
-//! Facts about the network path of a test: which interface carries it and what kind it is.
+//! What the sender learns about its path before a test: the egress interface the kernel
+//! routes the target through, what kind of device it is, and every rate limit on it.
 //!
-//! Zero-copy send only pays when a real NIC DMAs straight from user pages; on loopback and
-//! on virtual devices (veth, bridges, tunnels) the kernel copies at local delivery anyway
-//! (KERNEL-NOTES), so `--zerocopy auto` asks this module first.
+//! Zero-copy send only pays when a real NIC DMAs straight from user pages: on loopback and on
+//! virtual devices (veth, bridges, tunnels) the kernel copies at local delivery anyway
+//! (KERNEL-NOTES), so `--zerocopy auto` asks [`PathProbe::local_delivery`]. The rate limits
+//! feed the verdict.
 
-use std::ffi::CStr;
+use crate::hostinfo::{self, LinkInfo, Route};
+use crate::verdict::PathLimit;
 use std::net::IpAddr;
-use std::path::Path;
 
-/// The interface that owns a local address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Interface {
-    pub name: String,
-    pub loopback: bool,
-    /// A software device (veth, bridge, tun...): no DMA, so no true zero-copy.
-    pub virtual_device: bool,
+/// The path to one target as the kernel sees it.
+#[derive(Debug, Clone, Default)]
+pub struct PathProbe {
+    pub route: Option<Route>,
+    pub link: Option<LinkInfo>,
+    /// Egress qdisc, link speed and cloud egress caps, in the order the verdict checks them.
+    pub limits: Vec<PathLimit>,
 }
 
-/// Finds the interface that holds `addr` (the local address of a connected socket).
-pub fn interface_for_local_addr(addr: IpAddr) -> Option<Interface> {
-    let name = interface_name_for(addr)?;
-    let loopback = addr.is_loopback() || name == "lo";
-    let virtual_device = Path::new("/sys/devices/virtual/net").join(&name).exists();
-    Some(Interface { name, loopback, virtual_device })
-}
-
-fn interface_name_for(addr: IpAddr) -> Option<String> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list we free with freeifaddrs below.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return None;
-    }
-    let mut found = None;
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: cur walks the list getifaddrs returned; each node and its sockaddr are valid
-        // until freeifaddrs.
-        unsafe {
-            let ifa = &*cur;
-            if !ifa.ifa_addr.is_null() && sockaddr_ip(ifa.ifa_addr) == Some(addr) {
-                found = Some(CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned());
-                break;
+impl PathProbe {
+    /// Looks up the route to `dst` and the limits on its interface; every part is best-effort.
+    pub fn to(dst: IpAddr, flows: u32) -> Self {
+        let route = hostinfo::route_to(dst).ok();
+        let link = route.as_ref().and_then(|r| LinkInfo::read(&r.ifname).ok());
+        let mut limits = Vec::new();
+        if let Some(r) = &route {
+            if let Ok(Some(q)) = hostinfo::root_rate_limit(r.ifindex) {
+                limits.push(PathLimit {
+                    what: format!("qdisc {} on {}", q.kind, r.ifname),
+                    bits_per_second: q.rate_bps as f64,
+                    source: None,
+                });
             }
-            cur = ifa.ifa_next;
+        }
+        if let Some(speed) = link.as_ref().and_then(|l| l.speed_mbps.map(|s| (l, s))) {
+            limits.push(PathLimit {
+                what: format!("link {} ({} Mbit/s)", speed.0.name, speed.1),
+                bits_per_second: f64::from(speed.1) * 1e6,
+                source: Some(format!("/sys/class/net/{}/speed", speed.0.name)),
+            });
+        }
+        let local = route.as_ref().is_some_and(|r| r.local);
+        if !local {
+            limits.extend(cloud_limits(flows));
+        }
+        Self { route, link, limits }
+    }
+
+    pub fn interface(&self) -> Option<&str> {
+        self.route.as_ref().map(|r| r.ifname.as_str())
+    }
+
+    /// Whether the kernel delivers locally (loopback or a software device), so that
+    /// zero-copy sends would be copied anyway.
+    pub fn local_delivery(&self) -> bool {
+        self.route.as_ref().is_none_or(|r| r.local || r.ifname == "lo")
+            || self.link.as_ref().is_none_or(|l| l.virtual_device)
+    }
+
+    /// The egress interface and its kind, for messages.
+    pub fn describe(&self) -> String {
+        match (&self.route, &self.link) {
+            (Some(r), _) if r.local => format!("{} (local delivery)", r.ifname),
+            (Some(r), Some(l)) => {
+                let kind = l.driver.clone().unwrap_or_else(|| "unknown driver".into());
+                format!("{} ({kind}{})", r.ifname, if l.virtual_device { ", virtual device" } else { "" })
+            }
+            (Some(r), None) => r.ifname.clone(),
+            _ => "unknown interface".into(),
         }
     }
-    // SAFETY: head came from getifaddrs.
-    unsafe { libc::freeifaddrs(head) };
-    found
 }
 
-/// # Safety
-/// `sa` must point at a valid sockaddr of the family it declares.
-unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
-    match i32::from((*sa).sa_family) {
-        libc::AF_INET => {
-            let sin = &*(sa as *const libc::sockaddr_in);
-            Some(IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes()))
-        }
-        libc::AF_INET6 => {
-            let sin6 = &*(sa as *const libc::sockaddr_in6);
-            Some(IpAddr::from(sin6.sin6_addr.s6_addr))
-        }
-        _ => None,
+/// The vendor's egress caps when this VM runs in a cloud we recognise (DESIGN §10).
+fn cloud_limits(flows: u32) -> Vec<PathLimit> {
+    let Some(cloud) = hostinfo::Dmi::read().as_ref().and_then(hostinfo::cloud::detect) else { return Vec::new() };
+    let vcpus = hostinfo::cloud::online_cpus().unwrap_or(1);
+    let Some(cap) = hostinfo::egress_cap(cloud, vcpus) else { return Vec::new() };
+    let mut limits = Vec::new();
+    if let Some(gbps) = cap.gbps {
+        limits.push(PathLimit {
+            what: format!("{} egress cap for {vcpus} vCPUs", cloud.key()),
+            bits_per_second: gbps * 1e9,
+            source: Some(cap.source.clone()),
+        });
     }
+    if let Some(per_flow) = cap.per_flow_gbps {
+        limits.push(PathLimit {
+            what: format!("{} per-flow cap x {flows} flows", cloud.key()),
+            bits_per_second: per_flow * 1e9 * f64::from(flows),
+            source: Some(cap.source),
+        });
+    }
+    limits
 }
 
 #[cfg(test)]
@@ -71,15 +101,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_is_found_and_classified() {
-        let lo = interface_for_local_addr("127.0.0.1".parse().unwrap()).expect("127.0.0.1 is on lo");
-        assert_eq!(lo.name, "lo");
-        assert!(lo.loopback);
-        assert!(lo.virtual_device, "lo is a software device");
+    fn loopback_is_local_delivery() {
+        let p = PathProbe::to("127.0.0.1".parse().unwrap(), 1);
+        assert_eq!(p.interface(), Some("lo"));
+        assert!(p.local_delivery(), "loopback copies: no zero-copy");
+        assert!(p.describe().contains("lo"), "{}", p.describe());
+        assert!(p.limits.iter().all(|l| !l.what.contains("egress cap")), "no cloud cap on local delivery");
     }
 
     #[test]
-    fn unknown_address_has_no_interface() {
-        assert_eq!(interface_for_local_addr("192.0.2.123".parse().unwrap()), None, "TEST-NET address is not local");
+    fn unknown_path_counts_as_local() {
+        let p = PathProbe::default();
+        assert!(p.local_delivery(), "without facts, auto must not assume a NIC");
+        assert_eq!(p.describe(), "unknown interface");
     }
 }

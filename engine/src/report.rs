@@ -4,6 +4,7 @@
 //! the control channel, and the sender combines both into a [`StreamReport`] that renders as
 //! iperf2-like text or as the JSON document whose keys DESIGN §6 fixes.
 
+use crate::hostinfo::HostDelta;
 use crate::measure::{clock_ticks, Sample};
 use crate::placement::ThreadPlan;
 use crate::spec::TestSpec;
@@ -11,6 +12,7 @@ use crate::tcpinfo::{TcpInfo, TcpWindow};
 use crate::transport::tcp_send::ZeroCopyCounts;
 use crate::transport::FlowOutcome;
 use crate::units::{format_bits_per_second, format_bytes};
+use crate::verdict::{diagnose, Evidence, PathLimit, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -121,6 +123,8 @@ pub struct SideReport {
     pub tcp: TcpWindow,
     /// TCP_INFO of each flow after the test ended, in flow order.
     pub tcp_flows_end: Vec<Option<TcpInfo>>,
+    /// Interface, SNMP and softnet counters over the window (interface: the one facing the peer).
+    pub host: Option<HostDelta>,
     pub zerocopy: Option<ZeroCopyFigures>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
@@ -154,6 +158,7 @@ impl SideReport {
         let mut window_seconds = 0.0;
         let mut intervals = Vec::new();
         let mut tcp = TcpWindow::default();
+        let mut host = None;
         let mut cpu = CpuFigures { nominal_hz: crate::measure::nominal_cpu_hz(), ..CpuFigures::default() };
         if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
             window_seconds = (last.at - first.at).as_secs_f64();
@@ -171,6 +176,7 @@ impl SideReport {
             }
             cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
             tcp = TcpWindow::between(&first.tcp, &last.tcp);
+            host = first.host.as_ref().zip(last.host.as_ref()).map(|(a, b)| HostDelta::between(a, b));
         }
         if !window_complete {
             errors.push("the flows ended before the measured window did".into());
@@ -186,6 +192,7 @@ impl SideReport {
             cpu,
             tcp,
             tcp_flows_end: Vec::new(),
+            host,
             zerocopy: None,
             complete,
             errors,
@@ -272,13 +279,27 @@ pub struct StreamReport {
     pub receiver: Option<SideReport>,
     /// Why the test is incomplete, when it is.
     pub error: Option<String>,
+    /// What the sender found out about the path (limits, interface counters).
+    pub path: PathFacts,
 }
 
-/// The likely limit of a run, with the figure behind it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
-    pub bottleneck: String,
-    pub evidence: String,
+/// Facts about the network path gathered by the sender around the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PathFacts {
+    /// Interface the kernel routes the target through.
+    pub egress_interface: Option<String>,
+    /// Rate limits found on the path: egress qdisc, link speed, cloud egress cap.
+    pub limits: Vec<PathLimit>,
+    /// Packets dropped on the egress interface (rx+tx) during the window.
+    pub interface_drops: u64,
+    /// Packets dropped by softnet backlogs during the window.
+    pub softnet_drops: u64,
+}
+
+impl PathFacts {
+    pub fn drops(&self) -> u64 {
+        self.interface_drops + self.softnet_drops
+    }
 }
 
 impl StreamReport {
@@ -288,31 +309,39 @@ impl StreamReport {
 
     /// Names the busiest queue thread when one is saturated; otherwise says nothing stands out.
     pub fn verdict(&self) -> Verdict {
-        if let Some(err) = self.error.as_ref().or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first())) {
-            return Verdict { bottleneck: "incomplete".into(), evidence: err.clone() };
+        diagnose(&self.evidence())
+    }
+
+    /// The figures the verdict rules look at.
+    pub fn evidence(&self) -> Evidence {
+        let incomplete = self
+            .error
+            .clone()
+            .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
+            .or_else(|| self.sender.errors.first().cloned());
+        let mut threads = Vec::new();
+        let mut host = Vec::new();
+        for (name, side) in [("sender", Some(&self.sender)), ("receiver", self.receiver.as_ref())] {
+            let Some(side) = side else { continue };
+            threads.extend(side.cpu.threads.iter().map(|t| (name, t.clone())));
+            // Only the CPUs this side's queue threads ran on speak for this side.
+            host.extend(
+                side.cpu
+                    .host
+                    .iter()
+                    .filter(|h| side.cpu.threads.iter().any(|t| t.cpu == h.cpu))
+                    .map(|h| (name, h.clone())),
+            );
         }
-        let mut busiest: Option<(&str, &ThreadCpu)> = None;
-        let sides = [("sender", Some(&self.sender)), ("receiver", self.receiver.as_ref())];
-        for (name, side) in sides {
-            for t in side.map(|s| s.cpu.threads.as_slice()).unwrap_or_default() {
-                if busiest.is_none_or(|(_, b)| t.utilization > b.utilization) {
-                    busiest = Some((name, t));
-                }
-            }
-        }
-        match busiest {
-            Some((side, t)) if t.utilization >= 0.95 => Verdict {
-                bottleneck: format!("{side} queue thread CPU-bound"),
-                evidence: format!(
-                    "{side} thread on CPU {} was {:.0}% busy ({:.0}% system)",
-                    t.cpu,
-                    t.utilization * 100.0,
-                    t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9) * 100.0
-                ),
-            },
-            _ => {
-                Verdict { bottleneck: "no clear bottleneck".into(), evidence: "no queue thread reached 95% CPU".into() }
-            }
+        Evidence {
+            incomplete,
+            received_bps: self.receiver.as_ref().map_or(0.0, |r| r.bits_per_second()),
+            configured_rate_bps: self.spec.rate_bps,
+            path_limits: self.path.limits.clone(),
+            tcp: self.sender.tcp.clone(),
+            drops: self.path.drops(),
+            threads,
+            host,
         }
     }
 
@@ -398,6 +427,8 @@ impl StreamReport {
                 "sender_flows_end": self.sender.tcp_flows_end,
                 "receiver_flows_end": recv.map(|r| &r.tcp_flows_end),
             },
+            "path": self.path,
+            "host": {"sender": self.sender.host, "receiver": recv.map(|r| &r.host)},
             "zerocopy": self.sender.zerocopy,
             "sender": {"placement": self.sender.placement, "path": self.sender.path, "complete": self.sender.complete, "errors": self.sender.errors},
             "receiver": recv.map(|r| json!({"placement": r.placement, "path": r.path, "complete": r.complete, "errors": r.errors})),
@@ -525,6 +556,28 @@ impl StreamReport {
             let host: Vec<String> =
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
             let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
+        }
+        if let Some(iface) = &self.path.egress_interface {
+            let limits: Vec<String> = self
+                .path
+                .limits
+                .iter()
+                .map(|l| format!("{} {}", l.what, format_bits_per_second(l.bits_per_second)))
+                .collect();
+            let counters = self.sender.host.as_ref().and_then(|h| h.interface).map_or(String::new(), |i| {
+                format!(
+                    "; {iface} in the window: tx {} in {} packets, rx {}, drops {}",
+                    format_bytes(i.tx_bytes),
+                    i.tx_packets,
+                    format_bytes(i.rx_bytes),
+                    i.tx_dropped + i.rx_dropped
+                )
+            });
+            let _ = writeln!(
+                out,
+                "path: egress {iface}; limits: {}{counters}",
+                if limits.is_empty() { "none found".to_string() } else { limits.join(", ") }
+            );
         }
         let t = &self.sender.tcp;
         if t.flows > 0 {

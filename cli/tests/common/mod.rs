@@ -65,14 +65,14 @@ impl NetnsPair {
         c
     }
 
-    /// `uringbench recv ARGS` in the receiver namespace, stdout captured.
-    pub fn spawn_recv(&self, args: &[&str]) -> Child {
+    /// `uringbench recv ARGS` in the receiver namespace, stdout captured; killed when dropped.
+    pub fn spawn_recv(&self, args: &[&str]) -> Recv {
         let mut c = self.cmd(&self.receiver_ns(), bin(), &["recv"]);
         c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         let child = c.spawn().expect("spawn recv");
         let port = args.iter().position(|a| *a == "--port").map_or("5300", |i| args[i + 1]);
         self.wait_listening(port);
-        child
+        Recv(Some(child))
     }
 
     /// Waits until something listens on TCP `port` in the receiver namespace.
@@ -106,6 +106,38 @@ impl NetnsPair {
 impl Drop for NetnsPair {
     fn drop(&mut self) {
         let _ = Command::new("bash").arg(script()).args(["down", "--name", &self.name]).output();
+    }
+}
+
+/// A running `uringbench recv`; killed (never left behind) when dropped.
+pub struct Recv(Option<Child>);
+
+impl Recv {
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        self.0.as_mut().is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+    }
+    /// Waits for it to exit by itself (bounded) and returns its output.
+    pub fn finish(mut self, limit: Duration) -> Output {
+        finish(self.0.take().expect("recv child"), limit)
+    }
+    /// Kills it and returns what it printed.
+    pub fn kill(mut self) -> Output {
+        let mut child = self.0.take().expect("recv child");
+        let _ = child.kill();
+        child.wait_with_output().expect("recv output")
+    }
+    pub fn kill_now(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Recv {
+    fn drop(&mut self) {
+        self.kill_now();
     }
 }
 

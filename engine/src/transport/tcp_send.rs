@@ -21,6 +21,10 @@ const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`, set in a notification's `res` when the data was copied.
 const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
 
+/// Payload byte: ASCII '0', as iperf2 fills its own. Its first 32-bit word carries none of the
+/// iperf2 header flags (`b & 0xC4 == 0`), so an unmodified `iperf -s` just counts the bytes.
+pub const PAYLOAD_FILL: u8 = b'0';
+
 /// One flow handed to a sending thread.
 pub struct SendFlow {
     pub stream: TcpStream,
@@ -92,7 +96,7 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
     let entries = (flows.len() as u32 * cfg.depth * 2).next_power_of_two().clamp(64, 4096);
     let payload = AlignedBuf::new(cfg.len as usize)?;
     // SAFETY: payload is a fresh mapping of at least len bytes.
-    unsafe { std::ptr::write_bytes(payload.as_ptr(), 0x5a, payload.len()) };
+    unsafe { std::ptr::write_bytes(payload.as_ptr(), PAYLOAD_FILL, payload.len()) };
     let mut sr = SendRing { ring: build_ring(entries)?, payload };
     let mut result = SendWorkerResult::default();
 

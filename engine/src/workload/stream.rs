@@ -7,10 +7,10 @@
 use crate::control::{self, ControlMsg, PROTOCOL_VERSION};
 use crate::error::{Error, Result};
 use crate::measure::{sample_window, QueueCounters, SampleSources};
-use crate::netpath::interface_for_local_addr;
+use crate::netpath::PathProbe;
 use crate::placement::{plan, resolve_cpus, BusyPoll, Placement, WaitMode};
 use crate::probe::KernelCaps;
-use crate::report::{Role, SideReport, StreamReport};
+use crate::report::{PathFacts, Role, SideReport, StreamReport};
 use crate::ring::WakeBatch;
 use crate::spec::{TestSpec, ZeroCopyMode};
 use crate::tcpinfo::TcpInfo;
@@ -79,36 +79,23 @@ fn sampler_sockets<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<V
 }
 
 /// Decides whether SEND_ZC is used, and why.
-fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, control: &TcpStream, len: u32) -> Result<(bool, String)> {
-    let iface = control.local_addr().ok().and_then(|a| interface_for_local_addr(a.ip()));
-    let path = iface.as_ref().map_or("unknown interface".to_string(), |i| {
-        format!(
-            "{}{}",
-            i.name,
-            if i.loopback {
-                " (loopback)"
-            } else if i.virtual_device {
-                " (virtual device)"
-            } else {
-                ""
-            }
-        )
-    });
+fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
+    let egress = path.describe();
     match mode {
         ZeroCopyMode::Off => Ok((false, "--zerocopy off".into())),
         ZeroCopyMode::On if !caps.send_zc => {
             Err(Error::unsupported("--zerocopy on: this kernel lacks IORING_OP_SEND_ZC (Linux 6.0 or newer)"))
         }
-        ZeroCopyMode::On => Ok((true, format!("--zerocopy on, egress {path}"))),
+        ZeroCopyMode::On => Ok((true, format!("--zerocopy on, egress {egress}"))),
         ZeroCopyMode::Auto => {
             if !caps.send_zc {
                 Ok((false, "auto: kernel lacks SEND_ZC".into()))
-            } else if iface.as_ref().is_none_or(|i| i.loopback || i.virtual_device) {
-                Ok((false, format!("auto: egress {path} delivers locally, the kernel would copy anyway")))
+            } else if path.local_delivery() {
+                Ok((false, format!("auto: egress {egress} delivers locally, the kernel would copy anyway")))
             } else if len < 16 * 1024 {
                 Ok((false, format!("auto: {len}-byte sends are too small for zero-copy to pay")))
             } else {
-                Ok((true, format!("auto: egress {path} is a NIC")))
+                Ok((true, format!("auto: egress {egress} is a NIC")))
             }
         }
     }
@@ -128,7 +115,9 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
 
     let mut ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
     let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
-    let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &caps, &ctl, spec.len)?;
+    let target_ip = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip();
+    let path = PathProbe::to(target_ip, spec.flows());
+    let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
     ctl.write_all(&control::CONTROL_MAGIC).map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
     control::write_msg(&mut ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone() })?;
     let cookie = match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
@@ -179,7 +168,7 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface: path.interface() };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
@@ -210,7 +199,14 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         Ok(other) => (None, Some(format!("receiver sent {other:?} instead of its report"))),
         Err(e) => (None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
     };
-    Ok(StreamReport { spec: spec.clone(), target: peer, sender, receiver, error })
+    let host = sender.host.as_ref();
+    let path = PathFacts {
+        egress_interface: path.interface().map(str::to_string),
+        limits: path.limits,
+        interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
+        softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
+    };
+    Ok(StreamReport { spec: spec.clone(), target: peer, sender, receiver, error, path })
 }
 
 /// Runs the receiving side of an accepted stream test: arms every flow, says `Ready`,
@@ -252,7 +248,9 @@ pub fn run_receive(
     }
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds };
+    // The interface the sender's packets arrive on: the one this side routes back through.
+    let iface = ctl.peer_addr().ok().and_then(|a| crate::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface: iface.as_deref() };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {

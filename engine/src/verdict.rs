@@ -1,0 +1,326 @@
+//! The bottleneck verdict: one line naming what most likely limited a run, with the figure
+//! behind it (DESIGN §5, §10).
+//!
+//! Rules run from the most specific explanation to the most generic: a limit the user set
+//! (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
+//! us it waited (receive window, send buffer, retransmissions), then CPU. The first rule whose
+//! figure crosses its threshold wins; none crossing gives "no clear bottleneck". Thresholds are
+//! constants here so the docs and the tests quote the same numbers.
+
+use crate::report::{HostCpu, ThreadCpu};
+use crate::tcpinfo::TcpWindow;
+use crate::units::format_bits_per_second;
+use serde::{Deserialize, Serialize};
+
+/// Received share of a configured or path rate at which that rate is named the limit.
+pub const RATE_SHARE: f64 = 0.85;
+/// Share of TCP busy time limited by the receive window or send buffer that names it.
+pub const TCP_LIMITED_SHARE: f64 = 0.2;
+/// Retransmitted share of bytes that names loss.
+pub const RETRANS_SHARE: f64 = 0.01;
+/// Queue thread or host CPU busy share that counts as saturated.
+pub const CPU_SATURATED: f64 = 0.95;
+/// A queue thread below this share on a saturated CPU was starved by other work.
+pub const THREAD_STARVED: f64 = 0.8;
+
+/// The likely limit of a run, with the figure behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Short name of the limit: `configured rate`, `qdisc`, `link speed`, `cloud egress cap`,
+    /// `receive window`, `send buffer`, `retransmissions`, `interface drops`, `cpu contention`,
+    /// `softirq-bound cpu`, `sender cpu`, `receiver cpu`, `incomplete`, `no clear bottleneck`.
+    pub bottleneck: String,
+    pub evidence: String,
+}
+
+/// A rate limit found on the path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathLimit {
+    /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.
+    pub what: String,
+    pub bits_per_second: f64,
+    /// Where the figure comes from (vendor documentation for cloud caps).
+    pub source: Option<String>,
+}
+
+/// Everything the rules look at, gathered from both sides of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub incomplete: Option<String>,
+    pub received_bps: f64,
+    pub configured_rate_bps: u64,
+    /// Limits in the order they are checked: qdisc, link speed, cloud cap.
+    pub path_limits: Vec<PathLimit>,
+    /// Sender-side TCP over the window.
+    pub tcp: TcpWindow,
+    /// Drops counted by the interfaces and softnet backlogs on the path during the window.
+    pub drops: u64,
+    /// Queue threads of each side ("sender"/"receiver").
+    pub threads: Vec<(&'static str, ThreadCpu)>,
+    /// Host CPUs of each side.
+    pub host: Vec<(&'static str, HostCpu)>,
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn verdict(bottleneck: &str, evidence: String) -> Verdict {
+    Verdict { bottleneck: bottleneck.into(), evidence }
+}
+
+/// Applies the rules in order.
+pub fn diagnose(e: &Evidence) -> Verdict {
+    if let Some(why) = &e.incomplete {
+        return verdict("incomplete", why.clone());
+    }
+    let got = e.received_bps;
+    if e.configured_rate_bps > 0 && got >= RATE_SHARE * e.configured_rate_bps as f64 {
+        return verdict(
+            "configured rate",
+            format!(
+                "--rate {} and {} received ({} of it)",
+                format_bits_per_second(e.configured_rate_bps as f64),
+                format_bits_per_second(got),
+                pct(got / e.configured_rate_bps as f64)
+            ),
+        );
+    }
+    for limit in &e.path_limits {
+        if limit.bits_per_second > 0.0 && got >= RATE_SHARE * limit.bits_per_second {
+            let name = if limit.what.starts_with("qdisc") {
+                "qdisc"
+            } else if limit.what.starts_with("link") {
+                "link speed"
+            } else {
+                "cloud egress cap"
+            };
+            let source = limit.source.as_ref().map_or(String::new(), |s| format!("; source: {s}"));
+            return verdict(
+                name,
+                format!(
+                    "{} allows {} and {} was received ({}){source}",
+                    limit.what,
+                    format_bits_per_second(limit.bits_per_second),
+                    format_bits_per_second(got),
+                    pct(got / limit.bits_per_second)
+                ),
+            );
+        }
+    }
+    let t = &e.tcp;
+    if t.flows > 0 && t.rwnd_limited_share() >= TCP_LIMITED_SHARE {
+        return verdict(
+            "receive window",
+            format!(
+                "senders were limited by the receiver's advertised window {} of their busy time (raise the receiver's buffer: net.ipv4.tcp_rmem / SO_RCVBUF)",
+                pct(t.rwnd_limited_share())
+            ),
+        );
+    }
+    if t.flows > 0 && t.sndbuf_limited_share() >= TCP_LIMITED_SHARE {
+        return verdict(
+            "send buffer",
+            format!(
+                "senders were limited by their send buffer {} of their busy time (raise net.ipv4.tcp_wmem / SO_SNDBUF)",
+                pct(t.sndbuf_limited_share())
+            ),
+        );
+    }
+    // A saturated CPU whose queue thread got little of it: someone else used it (softirq or
+    // another process). Checked before loss, because a starved CPU also drops packets.
+    for (side, h) in &e.host {
+        if h.utilization < CPU_SATURATED {
+            continue;
+        }
+        let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
+        if thread.utilization >= THREAD_STARVED {
+            continue; // the queue thread itself used the CPU: named below
+        }
+        let softirq_share = h.softirq_seconds / h.busy_seconds.max(1e-9);
+        if softirq_share >= 0.5 {
+            return verdict(
+                "softirq-bound cpu",
+                format!(
+                    "CPU {} of the {side} was {} busy, {} of it in softirq (packet processing); its queue thread got {}",
+                    h.cpu,
+                    pct(h.utilization),
+                    pct(softirq_share),
+                    pct(thread.utilization)
+                ),
+            );
+        }
+        return verdict(
+            "cpu contention",
+            format!(
+                "CPU {} of the {side} was {} busy but its queue thread got only {}: other work competes for that CPU",
+                h.cpu,
+                pct(h.utilization),
+                pct(thread.utilization)
+            ),
+        );
+    }
+    if t.flows > 0 && t.retrans_share() >= RETRANS_SHARE {
+        return verdict(
+            "retransmissions",
+            format!(
+                "{} segments retransmitted, {} of the bytes sent (loss on the path)",
+                t.retransmitted_segments,
+                pct(t.retrans_share())
+            ),
+        );
+    }
+    if e.drops > 0 {
+        return verdict(
+            "interface drops",
+            format!("{} packets dropped by interfaces or softnet backlogs during the window", e.drops),
+        );
+    }
+    // A saturated CPU whose queue thread did most of the work (system time includes the
+    // kernel's packet processing charged to it), then a saturated thread.
+    for (side, h) in &e.host {
+        let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
+        if h.utilization >= CPU_SATURATED && thread.utilization >= THREAD_STARVED {
+            return verdict(
+                if *side == "sender" { "sender cpu" } else { "receiver cpu" },
+                format!(
+                    "CPU {} of the {side} was {} busy: its queue thread {}, softirq {}; more queues or CPUs would help",
+                    h.cpu,
+                    pct(h.utilization),
+                    pct(thread.utilization),
+                    pct(h.softirq_seconds / h.busy_seconds.max(1e-9) * h.utilization)
+                ),
+            );
+        }
+    }
+    let busiest = e.threads.iter().max_by(|a, b| a.1.utilization.total_cmp(&b.1.utilization));
+    if let Some((side, t)) = busiest.filter(|(_, t)| t.utilization >= CPU_SATURATED) {
+        let sys = t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9);
+        return verdict(
+            if *side == "sender" { "sender cpu" } else { "receiver cpu" },
+            format!(
+                "{side} queue thread on CPU {} was {} busy ({} in the kernel): more queues or CPUs would help",
+                t.cpu,
+                pct(t.utilization),
+                pct(sys)
+            ),
+        );
+    }
+    verdict(
+        "no clear bottleneck",
+        "no limit reached its threshold: no saturated CPU, window, loss or rate limit".into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(cpu: usize, utilization: f64) -> ThreadCpu {
+        ThreadCpu { cpu, queues: vec![0], user_seconds: 0.1, system_seconds: utilization - 0.1, utilization }
+    }
+    fn host(cpu: usize, utilization: f64, softirq: f64) -> HostCpu {
+        HostCpu { cpu, busy_seconds: utilization, softirq_seconds: softirq, utilization }
+    }
+
+    #[test]
+    fn nothing_stands_out() {
+        let e = Evidence { received_bps: 5e9, ..Default::default() };
+        assert_eq!(diagnose(&e).bottleneck, "no clear bottleneck");
+    }
+
+    #[test]
+    fn configured_rate_wins_over_everything_but_incomplete() {
+        let e = Evidence {
+            received_bps: 1.98e9,
+            configured_rate_bps: 2_000_000_000,
+            threads: vec![("sender", thread(0, 0.99))],
+            ..Default::default()
+        };
+        let v = diagnose(&e);
+        assert_eq!(v.bottleneck, "configured rate");
+        assert!(v.evidence.contains("99%"), "evidence quotes the share: {}", v.evidence);
+        let broken = Evidence { incomplete: Some("receiver vanished".into()), ..e };
+        assert_eq!(diagnose(&broken).bottleneck, "incomplete");
+    }
+
+    #[test]
+    fn path_limits_are_named_by_kind() {
+        let qdisc = PathLimit { what: "qdisc tbf on uba0".into(), bits_per_second: 1e9, source: None };
+        let e = Evidence { received_bps: 0.93e9, path_limits: vec![qdisc.clone()], ..Default::default() };
+        let v = diagnose(&e);
+        assert_eq!(v.bottleneck, "qdisc");
+        assert!(v.evidence.contains("tbf") && v.evidence.contains("1.00 Gbits/sec"), "{}", v.evidence);
+        let far_below = Evidence { received_bps: 0.3e9, path_limits: vec![qdisc], ..Default::default() };
+        assert_eq!(
+            diagnose(&far_below).bottleneck,
+            "no clear bottleneck",
+            "a limit far above the rate is not the limit"
+        );
+        let cloud =
+            PathLimit { what: "GCP egress cap for 4 vCPUs".into(), bits_per_second: 8e9, source: Some("docs".into()) };
+        let e = Evidence { received_bps: 7.9e9, path_limits: vec![cloud], ..Default::default() };
+        assert_eq!(diagnose(&e).bottleneck, "cloud egress cap");
+    }
+
+    #[test]
+    fn tcp_limits() {
+        let rwnd =
+            TcpWindow { flows: 1, busy_time_us: 1000, rwnd_limited_us: 600, bytes_sent: 1, ..Default::default() };
+        let e = Evidence { received_bps: 1e9, tcp: rwnd, ..Default::default() };
+        assert_eq!(diagnose(&e).bottleneck, "receive window");
+        let sndbuf = TcpWindow { flows: 1, busy_time_us: 1000, sndbuf_limited_us: 300, ..Default::default() };
+        assert_eq!(diagnose(&Evidence { tcp: sndbuf, ..Default::default() }).bottleneck, "send buffer");
+        let lossy = TcpWindow {
+            flows: 2,
+            bytes_sent: 1_000_000,
+            bytes_retrans: 50_000,
+            retransmitted_segments: 35,
+            ..Default::default()
+        };
+        let v = diagnose(&Evidence { tcp: lossy, ..Default::default() });
+        assert_eq!(v.bottleneck, "retransmissions");
+        assert!(v.evidence.contains("35 segments"), "{}", v.evidence);
+    }
+
+    #[test]
+    fn cpu_rules() {
+        let contended = Evidence {
+            threads: vec![("sender", thread(0, 0.45))],
+            host: vec![("sender", host(0, 1.0, 0.1))],
+            ..Default::default()
+        };
+        let v = diagnose(&contended);
+        assert_eq!(v.bottleneck, "cpu contention", "{v:?}");
+        assert!(v.evidence.contains("CPU 0") && v.evidence.contains("45%"), "{}", v.evidence);
+        let softirq = Evidence { host: vec![("sender", host(0, 1.0, 0.7))], ..contended.clone() };
+        assert_eq!(diagnose(&softirq).bottleneck, "softirq-bound cpu");
+        let bound = Evidence {
+            threads: vec![("sender", thread(0, 0.6)), ("receiver", thread(1, 0.97))],
+            host: vec![("receiver", host(1, 0.99, 0.0))],
+            ..Default::default()
+        };
+        let v = diagnose(&bound);
+        assert_eq!(v.bottleneck, "receiver cpu", "{v:?}");
+        assert!(v.evidence.contains("97%"));
+        let saturated_host = Evidence {
+            threads: vec![("sender", thread(0, 0.9))],
+            host: vec![("sender", host(0, 0.99, 0.1))],
+            ..Default::default()
+        };
+        let v = diagnose(&saturated_host);
+        assert_eq!(v.bottleneck, "sender cpu", "a saturated CPU mostly used by its queue thread: {v:?}");
+        assert!(v.evidence.contains("99% busy"), "{}", v.evidence);
+    }
+
+    #[test]
+    fn starved_cpu_is_named_before_the_loss_it_causes() {
+        let e = Evidence {
+            tcp: TcpWindow { flows: 1, bytes_sent: 100, bytes_retrans: 5, ..Default::default() },
+            threads: vec![("sender", thread(0, 0.5))],
+            host: vec![("sender", host(0, 1.0, 0.1))],
+            ..Default::default()
+        };
+        assert_eq!(diagnose(&e).bottleneck, "cpu contention");
+    }
+}
