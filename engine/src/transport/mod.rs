@@ -6,6 +6,8 @@
 
 pub mod tcp_recv;
 pub mod tcp_send;
+pub mod udp_recv;
+pub mod udp_send;
 
 use serde::{Deserialize, Serialize};
 
