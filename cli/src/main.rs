@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use uringbench::control::DEFAULT_PORT;
 use uringbench::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
+use uringbench::iperf2::IPERF2_PORT;
 use uringbench::placement::{parse_cpu_list, BusyPoll};
 use uringbench::report::SCHEMA_VERSION;
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
@@ -55,8 +56,9 @@ struct RecvArgs {
     #[arg(long, default_value = "::")]
     bind: String,
     /// Port for control and data connections.
-    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// Port [default: 5300, or 5001 with --iperf2].
+    #[arg(short = 'p', long)]
+    port: Option<u16>,
     /// CPUs for queue threads, e.g. 0-3,8 (default: all this process may use).
     #[arg(long, value_parser = cpu_list)]
     cpus: Option<CpuList>,
@@ -66,6 +68,9 @@ struct RecvArgs {
     /// Exit after one test (exit code 1 if it was incomplete).
     #[arg(long)]
     once: bool,
+    /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on the port (default 5001).
+    #[arg(long)]
+    iperf2: bool,
     /// Longest test a sender may request (warm-up and cool-down included).
     #[arg(long, value_parser = duration, default_value = "1h")]
     max_time: std::time::Duration,
@@ -82,8 +87,9 @@ struct SendArgs {
     /// Host running `uringbench recv`.
     #[arg(short = 'c', long)]
     target: String,
-    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// Port [default: 5300, or 5001 with --iperf2].
+    #[arg(short = 'p', long)]
+    port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last); at least one flow each.
     #[arg(short = 'P', long, default_value_t = 1)]
     queues: u32,
@@ -102,18 +108,27 @@ struct SendArgs {
     /// Interval report period (receiver-side figures), e.g. 1s.
     #[arg(short = 'i', long, value_parser = duration)]
     interval: Option<std::time::Duration>,
-    /// Bytes per send: 128K, 1M (binary units).
-    #[arg(short = 'l', long, value_parser = size, default_value = "128K")]
-    len: u64,
+    /// Bytes per send (TCP) or per datagram (UDP), binary units [default: 128K TCP, 1470 UDP].
+    #[arg(short = 'l', long, value_parser = size)]
+    len: Option<u64>,
     /// Total offered rate over all flows in bits/s (25G, 500M); 0 = unlimited.
     #[arg(short = 'b', long, value_parser = rate, default_value = "0")]
     rate: u64,
     /// Sends in flight per flow.
     #[arg(long, default_value_t = 4)]
     depth: u32,
-    /// Protocol (only tcp in this version).
+    /// Protocol of the data flows.
     #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
     proto: ProtoArg,
+    /// Same as --proto udp.
+    #[arg(short = 'u', long)]
+    udp: bool,
+    /// UDP: one datagram per send instead of GSO batches (for comparison).
+    #[arg(long)]
+    no_gso: bool,
+    /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
+    #[arg(long)]
+    iperf2: bool,
     /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     zerocopy: OnOffAuto,
@@ -134,6 +149,7 @@ struct SendArgs {
 #[derive(Clone, Copy, ValueEnum)]
 enum ProtoArg {
     Tcp,
+    Udp,
 }
 
 /// A `--cpus` value; a newtype so clap takes it as one value, not a list of values.
@@ -151,6 +167,11 @@ fn size(s: &str) -> Result<u64, String> {
 }
 fn rate(s: &str) -> Result<u64, String> {
     parse_rate(s).map_err(|e| e.message)
+}
+
+/// The port to use: given, or the default of the mode (iperf2's 5001 with --iperf2).
+fn port_or_default(port: Option<u16>, iperf2: bool) -> u16 {
+    port.unwrap_or(if iperf2 { IPERF2_PORT } else { DEFAULT_PORT })
 }
 
 fn busy(b: OnOffAuto) -> BusyPoll {
@@ -208,7 +229,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
-        port: args.port,
+        port: port_or_default(args.port, args.iperf2),
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         once: args.once,
@@ -255,12 +276,15 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 }
 
 fn send(args: SendArgs) -> Result<u8, Error> {
-    if args.len == 0 || args.len > u64::from(u32::MAX) {
-        return Err(Error::usage(format!("--len {} out of range", args.len)));
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
+    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    if len == 0 || len > u64::from(u32::MAX) {
+        return Err(Error::usage(format!("--len {len} out of range")));
     }
     let spec = TestSpec {
-        proto: match args.proto {
-            ProtoArg::Tcp => Proto::Tcp,
+        proto: match (args.proto, args.udp) {
+            (_, true) | (ProtoArg::Udp, _) => Proto::Udp,
+            (ProtoArg::Tcp, false) => Proto::Tcp,
         },
         workload: Workload::Stream,
         queues: args.queues,
@@ -269,7 +293,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         warmup_ms: args.warmup.as_millis() as u64,
         cooldown_ms: args.cooldown.as_millis() as u64,
         interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
-        len: args.len as u32,
+        len: len as u32,
         rate_bps: args.rate,
         zerocopy: match args.zerocopy {
             OnOffAuto::Auto => ZeroCopyMode::Auto,
@@ -289,7 +313,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     }
     let opts = SendOptions {
         target: args.target,
-        port: args.port,
+        port: port_or_default(args.port, args.iperf2),
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),

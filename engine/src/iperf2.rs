@@ -26,6 +26,9 @@
 //! 128-byte datagram, up to [`SERVER_ACKFIN_TRIES`] times, waiting
 //! [`SERVER_ACKFIN_SILENCE`] for the client to go quiet after each (Reports.c:893-996).
 
+/// iperf2's default port (`iperf -s`), used by `--iperf2` modes.
+pub const IPERF2_PORT: u16 = 5001;
+
 use crate::udp::payload::WireTime;
 use std::time::Duration;
 
