@@ -301,6 +301,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
             OnOffAuto::Off => ZeroCopyMode::Off,
         },
         depth: args.depth,
+        gso: !args.no_gso,
     };
     if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
         return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));

@@ -109,19 +109,30 @@ fn verdict_names_a_cpu_shared_with_a_spinning_process() {
     let _serial = serial();
     let pair = NetnsPair::up("ubm-hog");
     let _recv = pair.spawn_recv(&["--cpus", "1"]);
-    // A busy loop pinned to the sender's CPU for longer than the test (bounded by timeout).
-    let mut hog = Command::new("timeout")
-        .args(["6", "taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
+    // A busy loop pinned to the sender's CPU, bounded by `timeout`, stopped with SIGTERM (which
+    // `timeout` passes on to the loop) when the test is done or fails.
+    let hog = Command::new("timeout")
+        .args(["-s", "KILL", "8", "taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    let _hog = Terminate(hog);
     std::thread::sleep(Duration::from_millis(200));
     let doc = send_json(&pair, &[]);
-    let _ = hog.kill();
-    let _ = hog.wait();
     let v = &doc["verdict"];
     assert_eq!(v["bottleneck"], "cpu contention", "verdict: {v}");
     assert!(v["evidence"].as_str().unwrap().contains("CPU 0"), "names the CPU: {v}");
+}
+
+/// Sends SIGTERM (not SIGKILL: `timeout` must live to pass it on) when dropped.
+struct Terminate(std::process::Child);
+
+impl Drop for Terminate {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
 }
 
 #[test]

@@ -32,8 +32,15 @@ pub type SessionCookie = [u8; 16];
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlMsg {
-    /// Sender → receiver: the test it wants.
-    Hello { version: u32, spec: TestSpec },
+    /// Sender → receiver: the test it wants. For UDP, `udp_ports` holds the source port of
+    /// each flow's socket, so the receiver can give every flow a socket of its own on the
+    /// control port (one firewall hole for everything).
+    Hello {
+        version: u32,
+        spec: TestSpec,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        udp_ports: Vec<u16>,
+    },
     /// Receiver → sender: accepted; open the data flows with this cookie.
     Accept { cookie: SessionCookie, placement: String },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
@@ -153,9 +160,13 @@ mod tests {
     #[test]
     fn frames_round_trip() {
         let (mut a, mut b) = pair();
-        write_msg(&mut a, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: TestSpec::default() }).unwrap();
+        write_msg(
+            &mut a,
+            &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: TestSpec::default(), udp_ports: vec![] },
+        )
+        .unwrap();
         match read_msg(&mut b, Duration::from_secs(2)).unwrap() {
-            ControlMsg::Hello { version, spec } => {
+            ControlMsg::Hello { version, spec, .. } => {
                 assert_eq!(version, PROTOCOL_VERSION);
                 assert_eq!(spec, TestSpec::default(), "the spec must survive the wire unchanged");
             }

@@ -92,6 +92,23 @@ pub struct CpuFigures {
     pub nominal_hz: Option<f64>,
 }
 
+/// UDP datagram accounting of one side: the sender counts what it sent, the receiver the
+/// sequence-number accounting over the whole test (FIN included: losses at the end count).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UdpFigures {
+    /// Sender: datagrams sent. Receiver: distinct datagrams received.
+    pub datagrams: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Highest sequence number the sender is known to have used.
+    pub expected: u64,
+    /// RFC 3550 jitter, microseconds: mean of the flows' estimates.
+    pub jitter_us: f64,
+    /// Sender: sends refused by ICMP port unreachable (nobody listening).
+    pub refused: u64,
+}
+
 /// Zero-copy truth for one side (DESIGN §5).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZeroCopyFigures {
@@ -125,6 +142,8 @@ pub struct SideReport {
     pub tcp_flows_end: Vec<Option<TcpInfo>>,
     /// Interface, SNMP and softnet counters over the window (interface: the one facing the peer).
     pub host: Option<HostDelta>,
+    /// UDP tests only.
+    pub udp: Option<UdpFigures>,
     pub zerocopy: Option<ZeroCopyFigures>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
@@ -193,6 +212,7 @@ impl SideReport {
             tcp,
             tcp_flows_end: Vec::new(),
             host,
+            udp: None,
             zerocopy: None,
             complete,
             errors,
@@ -340,6 +360,11 @@ impl StreamReport {
             path_limits: self.path.limits.clone(),
             tcp: self.sender.tcp.clone(),
             drops: self.path.drops(),
+            udp_loss: self.receiver.as_ref().and_then(|r| {
+                let u = r.udp.as_ref()?;
+                let rcvbuf = r.host.as_ref().and_then(|h| h.snmp).map_or(0, |s| s.udp_rcvbuf_errors);
+                Some((u.lost, u.expected, rcvbuf))
+            }),
             threads,
             host,
         }
@@ -410,9 +435,22 @@ impl StreamReport {
                 "window_seconds": window,
                 "sender": {"bytes": self.sender.bytes(), "total_bytes": self.sender.total_bytes(),
                            "bits_per_second": self.sender.bits_per_second(),
-                           "window_seconds": self.sender.window_seconds},
-                "receiver": recv.map(|r| json!({"bytes": r.bytes(), "total_bytes": r.total_bytes(),
-                           "bits_per_second": r.bits_per_second(), "window_seconds": r.window_seconds})),
+                           "window_seconds": self.sender.window_seconds,
+                           "datagrams": self.sender.udp.as_ref().map(|u| u.datagrams)},
+                "receiver": recv.map(|r| {
+                    let mut v = json!({"bytes": r.bytes(), "total_bytes": r.total_bytes(),
+                           "bits_per_second": r.bits_per_second(), "window_seconds": r.window_seconds});
+                    if let Some(u) = &r.udp {
+                        v["datagrams"] = json!(u.datagrams);
+                        v["lost"] = json!(u.lost);
+                        v["out_of_order"] = json!(u.out_of_order);
+                        v["duplicates"] = json!(u.duplicates);
+                        v["jitter_us"] = json!(u.jitter_us);
+                        v["expected"] = json!(u.expected);
+                        v["loss_ratio"] = json!(if u.expected > 0 { u.lost as f64 / u.expected as f64 } else { 0.0 });
+                    }
+                    v
+                }),
             },
             "intervals": intervals,
             "cpu": {
@@ -556,6 +594,20 @@ impl StreamReport {
             let host: Vec<String> =
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
             let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
+        }
+        if let Some(u) = recv.and_then(|r| r.udp.as_ref()) {
+            let sent = self.sender.udp.as_ref().map_or(0, |s| s.datagrams);
+            let _ = writeln!(
+                out,
+                "udp: sent {sent} datagrams, received {}, lost {}/{} ({:.3}%), out-of-order {}, duplicates {}, jitter {:.3} ms",
+                u.datagrams,
+                u.lost,
+                u.expected,
+                if u.expected > 0 { u.lost as f64 / u.expected as f64 * 100.0 } else { 0.0 },
+                u.out_of_order,
+                u.duplicates,
+                u.jitter_us / 1000.0
+            );
         }
         if let Some(iface) = &self.path.egress_interface {
             let limits: Vec<String> = self

@@ -14,6 +14,7 @@ use crate::report::SideReport;
 use crate::ring::BufRing;
 use crate::spec::{Proto, TestSpec};
 use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use crate::workload::udp_stream;
 use std::collections::HashMap;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -53,8 +54,8 @@ impl Default for ServerLimits {
 impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
     pub fn check(&self, spec: &TestSpec, threads: usize) -> std::result::Result<(), String> {
-        if spec.proto != Proto::Tcp {
-            return Err(format!("{:?} tests are not supported by this receiver", spec.proto));
+        if spec.proto == Proto::Udp && (spec.len < crate::udp::payload::HEADER_LEN as u32 || spec.len > 65507) {
+            return Err(format!("UDP datagram length {} outside {}..65507", spec.len, crate::udp::payload::HEADER_LEN));
         }
         if spec.queues == 0 || spec.queues > self.max_queues {
             return Err(format!("{} queues requested, this receiver allows 1 to {}", spec.queues, self.max_queues));
@@ -251,8 +252,8 @@ impl Drop for ActiveGuard<'_> {
 }
 
 fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
-    let spec = match control::read_msg(&mut ctl, CLASSIFY_TIMEOUT) {
-        Ok(ControlMsg::Hello { version, spec }) if version == PROTOCOL_VERSION => spec,
+    let (spec, udp_ports) = match control::read_msg(&mut ctl, CLASSIFY_TIMEOUT) {
+        Ok(ControlMsg::Hello { version, spec, udp_ports }) if version == PROTOCOL_VERSION => (spec, udp_ports),
         Ok(ControlMsg::Hello { version, .. }) => {
             return refuse(
                 shared,
@@ -281,6 +282,10 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         );
     }
     let threads = (spec.queues as usize).min(shared.cpus.len());
+    if spec.proto == Proto::Udp && udp_ports.len() != spec.flows() as usize {
+        let reason = format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.flows());
+        return refuse(shared, &mut ctl, peer, reason);
+    }
     if let Err(reason) = shared.cfg.limits.check(&spec, threads) {
         return refuse(shared, &mut ctl, peer, reason);
     }
@@ -289,7 +294,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),
     };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let outcome = accept_and_run(shared, &mut ctl, &spec, &placement);
+    let outcome = accept_and_run(shared, &mut ctl, &spec, &udp_ports, &placement);
     match outcome {
         Ok(report) => {
             let ok = report.complete;
@@ -315,12 +320,29 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     let _ = (id, &placement);
 }
 
+fn announce(shared: &Shared, ctl: &TcpStream, spec: &TestSpec, placement: &crate::placement::Placement) {
+    (shared.events)(ServerEvent::SessionStarted {
+        id: shared.next_id.load(Ordering::Relaxed) - 1,
+        peer: ctl.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+        spec: spec.clone(),
+        placement: placement.summary.clone(),
+    });
+}
+
 fn accept_and_run(
     shared: &Shared,
     ctl: &mut TcpStream,
     spec: &TestSpec,
+    udp_ports: &[u16],
     placement: &crate::placement::Placement,
 ) -> Result<SideReport> {
+    if spec.proto == Proto::Udp {
+        // Sockets first, so the sender's first datagrams find them (with GRO on).
+        let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
+        control::write_msg(ctl, &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone() })?;
+        announce(shared, ctl, spec, placement);
+        return udp_stream::run_receive_udp(ctl, spec, sockets, placement, &shared.caps);
+    }
     let cookie = control::new_cookie();
     let (tx, rx) = mpsc::channel();
     shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
@@ -331,13 +353,7 @@ fn accept_and_run(
         unregister();
         return Err(e);
     }
-    let peer = ctl.peer_addr().ok();
-    (shared.events)(ServerEvent::SessionStarted {
-        id: shared.next_id.load(Ordering::Relaxed) - 1,
-        peer: peer.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
-        spec: spec.clone(),
-        placement: placement.summary.clone(),
-    });
+    announce(shared, ctl, spec, placement);
     let wanted = spec.flows() as usize;
     let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
     let mut got = 0;

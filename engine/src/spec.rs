@@ -52,6 +52,13 @@ pub struct TestSpec {
     pub zerocopy: ZeroCopyMode,
     /// Sends in flight per flow.
     pub depth: u32,
+    /// UDP: batch datagrams with GSO (false: one datagram per send).
+    #[serde(default = "yes")]
+    pub gso: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for TestSpec {
@@ -69,6 +76,7 @@ impl Default for TestSpec {
             rate_bps: 0,
             zerocopy: ZeroCopyMode::Auto,
             depth: 4,
+            gso: true,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The bottleneck verdict: one line naming what most likely limited a run, with the figure
 //! behind it (DESIGN §5, §10).
 //!
-//! Rules run from the most specific explanation to the most generic: a limit the user set
-//! (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
+//! Rules run from the most specific explanation to the most generic: UDP datagram loss, a
+//! limit the user set (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
 //! us it waited (receive window, send buffer, retransmissions), then CPU. The first rule whose
 //! figure crosses its threshold wins; none crossing gives "no clear bottleneck". Thresholds are
 //! constants here so the docs and the tests quote the same numbers.
@@ -55,6 +55,9 @@ pub struct Evidence {
     pub tcp: TcpWindow,
     /// Drops counted by the interfaces and softnet backlogs on the path during the window.
     pub drops: u64,
+    /// UDP: (lost, expected) datagrams over the test, and the receiver's socket-buffer drops
+    /// (UDP RcvbufErrors) in its window.
+    pub udp_loss: Option<(u64, u64, u64)>,
     /// Queue threads of each side ("sender"/"receiver").
     pub threads: Vec<(&'static str, ThreadCpu)>,
     /// Host CPUs of each side.
@@ -73,6 +76,20 @@ fn verdict(bottleneck: &str, evidence: String) -> Verdict {
 pub fn diagnose(e: &Evidence) -> Verdict {
     if let Some(why) = &e.incomplete {
         return verdict("incomplete", why.clone());
+    }
+    // Lost datagrams explain a shortfall better than any limit they fall short of.
+    if let Some((lost, expected, rcvbuf_errors)) =
+        e.udp_loss.filter(|(l, x, _)| *x > 0 && *l as f64 / *x as f64 >= RETRANS_SHARE)
+    {
+        let why = if rcvbuf_errors > 0 {
+            format!("; the receiver's socket buffer overflowed {rcvbuf_errors} times: the receiver could not keep up (pace the sender with --rate, or add queues)")
+        } else {
+            String::new()
+        };
+        return verdict(
+            "datagram loss",
+            format!("{lost} of {expected} datagrams lost ({}){why}", pct(lost as f64 / expected as f64)),
+        );
     }
     let got = e.received_bps;
     if e.configured_rate_bps > 0 && got >= RATE_SHARE * e.configured_rate_bps as f64 {
@@ -281,6 +298,31 @@ mod tests {
         let v = diagnose(&Evidence { tcp: lossy, ..Default::default() });
         assert_eq!(v.bottleneck, "retransmissions");
         assert!(v.evidence.contains("35 segments"), "{}", v.evidence);
+    }
+
+    #[test]
+    fn udp_loss_names_the_receiver_buffer() {
+        let e = Evidence {
+            udp_loss: Some((1400, 10_000, 37)),
+            threads: vec![("sender", thread(0, 0.99))],
+            ..Default::default()
+        };
+        let v = diagnose(&e);
+        assert_eq!(v.bottleneck, "datagram loss", "{v:?}");
+        assert!(v.evidence.contains("14%") && v.evidence.contains("overflowed 37 times"), "{}", v.evidence);
+        let paced = Evidence {
+            udp_loss: Some((1000, 10_000, 0)),
+            received_bps: 0.9e9,
+            configured_rate_bps: 1_000_000_000,
+            ..Default::default()
+        };
+        assert_eq!(
+            diagnose(&paced).bottleneck,
+            "datagram loss",
+            "10% loss explains 90% of --rate better than the rate"
+        );
+        let tiny = Evidence { udp_loss: Some((1, 10_000, 0)), ..Default::default() };
+        assert_eq!(diagnose(&tiny).bottleneck, "no clear bottleneck", "0.01% loss is not the limit");
     }
 
     #[test]

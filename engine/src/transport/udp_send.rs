@@ -214,22 +214,21 @@ pub fn path_mtu(socket: &UdpSocket) -> Option<u32> {
 }
 
 /// IP + UDP header bytes in front of each datagram on the wire.
-fn ip_udp_overhead(socket: &UdpSocket) -> u32 {
+pub fn ip_udp_overhead(socket: &UdpSocket) -> u32 {
     match socket.peer_addr() {
         Ok(a) if a.is_ipv6() => 48,
         _ => 28,
     }
 }
 
-fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
+pub fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
     let overhead = ip_udp_overhead(socket);
     let what = if gso { "UDP GSO segment" } else { "datagram" };
     match path_mtu(socket) {
         Some(mtu) => format!(
             "{what} of {len} bytes + {overhead} header bytes does not fit the path MTU of {mtu} bytes (IP_MTU); \
-             use --len {} or less{}",
+             use --len {} or less (or raise the MTU on the path)",
             mtu.saturating_sub(overhead),
-            if gso { ", or --no-gso to let the kernel fragment" } else { "" }
         ),
         None => format!("{what} of {len} bytes is larger than the path MTU allows; lower --len"),
     }

@@ -2,3 +2,4 @@
 //! both ends of its test and the report it produces.
 
 pub mod stream;
+pub mod udp_stream;

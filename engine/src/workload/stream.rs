@@ -101,47 +101,113 @@ fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len:
     }
 }
 
-/// Runs the sending side of a stream test against `recv` at `opts.target`.
+/// The sender's end of the control channel for one test, shared by the TCP and UDP streams:
+/// connect and probe the path, agree on the test, wait for `Ready`, and at the end collect the
+/// receiver's report.
+pub struct SenderSession {
+    pub ctl: TcpStream,
+    /// The receiver's control address, for messages.
+    pub peer: String,
+    pub target_ip: std::net::IpAddr,
+    pub path: PathProbe,
+    pub caps: KernelCaps,
+    pub placement: Placement,
+    pub cookie: control::SessionCookie,
+}
+
+impl SenderSession {
+    /// Probes the kernel, plans the queue threads, connects the control channel and looks up
+    /// the path to the receiver.
+    pub fn connect(opts: &SendOptions) -> Result<Self> {
+        let caps = KernelCaps::detect()?;
+        caps.require_tcp_stream()?;
+        let cpus = resolve_cpus(opts.cpus.as_deref())?;
+        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, false, false)?;
+        let ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+        let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
+        let target_ip =
+            ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
+        let path = PathProbe::to(target_ip, opts.spec.flows());
+        Ok(Self { ctl, peer, target_ip, path, caps, placement, cookie: [0; 16] })
+    }
+
+    /// Sends the hello and waits for the receiver to accept (or refuse) the test.
+    pub fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
+        let peer = &self.peer;
+        self.ctl
+            .write_all(&control::CONTROL_MAGIC)
+            .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
+        control::write_msg(
+            &mut self.ctl,
+            &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports },
+        )?;
+        self.cookie = match control::read_msg(&mut self.ctl, REPLY_TIMEOUT)? {
+            ControlMsg::Accept { cookie, .. } => cookie,
+            ControlMsg::Refuse { reason } => {
+                return Err(Error::peer(format!("receiver {peer} refused the test: {reason}")))
+            }
+            other => {
+                return Err(Error::protocol(format!("receiver {peer} answered {other:?} instead of accept/refuse")))
+            }
+        };
+        Ok(())
+    }
+
+    /// Waits for the receiver to say every flow is in place.
+    pub fn wait_ready(&mut self) -> Result<()> {
+        let peer = &self.peer;
+        match control::read_msg(&mut self.ctl, REPLY_TIMEOUT)? {
+            ControlMsg::Ready => Ok(()),
+            ControlMsg::Abort { reason } => Err(Error::peer(format!("receiver {peer} aborted the test: {reason}"))),
+            other => Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
+        }
+    }
+
+    /// Collects the receiver's report and puts both sides together.
+    pub fn finish(mut self, spec: &TestSpec, sender: SideReport) -> StreamReport {
+        let peer = self.peer.clone();
+        let (receiver, error) = match control::read_msg(&mut self.ctl, END_GRACE + Duration::from_secs(5)) {
+            Ok(ControlMsg::Result { report }) => (Some(*report), None),
+            Ok(ControlMsg::Abort { reason }) => (None, Some(format!("receiver aborted: {reason}"))),
+            Ok(other) => (None, Some(format!("receiver sent {other:?} instead of its report"))),
+            Err(e) => (None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
+        };
+        let host = sender.host.as_ref();
+        let path = PathFacts {
+            egress_interface: self.path.interface().map(str::to_string),
+            limits: self.path.limits,
+            interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
+            softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
+        };
+        StreamReport { spec: spec.clone(), target: peer, sender, receiver, error, path }
+    }
+}
+
+/// Runs the sending side of a stream test against `recv` at `opts.target` (TCP or UDP).
 ///
 /// Errors before the test starts (unreachable, refused, bad options) come back as `Err`; once
 /// data flows, problems are recorded in the report (`complete() == false`) so the partial
 /// figures are still shown.
 pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
+    if opts.spec.proto == crate::spec::Proto::Udp {
+        return super::udp_stream::run_send_udp(opts);
+    }
     let spec = &opts.spec;
-    let caps = KernelCaps::detect()?;
-    caps.require_tcp_stream()?;
-    let cpus = resolve_cpus(opts.cpus.as_deref())?;
-    let placement = plan(spec.queues, &cpus, opts.busy_poll, false, false)?;
-
-    let mut ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
-    let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
-    let target_ip = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip();
-    let path = PathProbe::to(target_ip, spec.flows());
-    let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
-    ctl.write_all(&control::CONTROL_MAGIC).map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
-    control::write_msg(&mut ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone() })?;
-    let cookie = match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
-        ControlMsg::Accept { cookie, .. } => cookie,
-        ControlMsg::Refuse { reason } => {
-            return Err(Error::peer(format!("receiver {peer} refused the test: {reason}")))
-        }
-        other => return Err(Error::protocol(format!("receiver {peer} answered {other:?} instead of accept/refuse"))),
-    };
-
+    let mut session = SenderSession::connect(opts)?;
+    let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &session.caps, &session.path, spec.len)?;
+    session.negotiate(spec, Vec::new())?;
+    let peer = session.peer.clone();
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.flows() {
         let mut stream = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
         stream
-            .write_all(&control::data_hello(&cookie, flow))
+            .write_all(&control::data_hello(&session.cookie, flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
         flows.push((spec.queue_of_flow(flow), SendFlow { stream, queue: spec.queue_of_flow(flow) }));
     }
-    match control::read_msg(&mut ctl, REPLY_TIMEOUT)? {
-        ControlMsg::Ready => {}
-        ControlMsg::Abort { reason } => return Err(Error::peer(format!("receiver {peer} aborted the test: {reason}"))),
-        other => return Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
-    }
+    session.wait_ready()?;
 
+    let placement = &session.placement;
     let probes = sampler_sockets(flows.iter().map(|(_, f)| &f.stream))?;
     let t0 = Instant::now();
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
@@ -168,7 +234,8 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface: path.interface() };
+    let src =
+        SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface: session.path.interface() };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
@@ -186,27 +253,13 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         if zerocopy { "SEND_ZC" } else { "SEND (copy)" },
         spec.len,
         spec.depth,
-        if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
-    ) + &wake_note(placement.wait, send_batch(spec.depth), &caps);
+        if session.caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
+    ) + &wake_note(placement.wait, send_batch(spec.depth), &session.caps);
     if let Some(note) = results.iter().find_map(|r| r.note.clone()) {
         sender.errors.push(note);
     }
     sender.set_zerocopy(&format!("{:?}", spec.zerocopy).to_lowercase(), zerocopy, zc_reason, &zc);
-
-    let (receiver, error) = match control::read_msg(&mut ctl, END_GRACE + Duration::from_secs(5)) {
-        Ok(ControlMsg::Result { report }) => (Some(*report), None),
-        Ok(ControlMsg::Abort { reason }) => (None, Some(format!("receiver aborted: {reason}"))),
-        Ok(other) => (None, Some(format!("receiver sent {other:?} instead of its report"))),
-        Err(e) => (None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
-    };
-    let host = sender.host.as_ref();
-    let path = PathFacts {
-        egress_interface: path.interface().map(str::to_string),
-        limits: path.limits,
-        interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
-        softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
-    };
-    Ok(StreamReport { spec: spec.clone(), target: peer, sender, receiver, error, path })
+    Ok(session.finish(spec, sender))
 }
 
 /// Runs the receiving side of an accepted stream test: arms every flow, says `Ready`,

@@ -1,0 +1,104 @@
+//! UDP stream between two namespaces: exact datagram accounting against the sender's count,
+//! with loss injected by an iptables rule, and the UDP failure paths.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+fn udp_send(pair: &NetnsPair, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--target", RECV_ADDR, "-u", "-t", "1", "--warmup", "200ms", "-J", "--cpus", "0"];
+    args.extend_from_slice(extra);
+    let (out, _) = pair.send(&args, Duration::from_secs(30));
+    assert!(out.status.success(), "UDP send failed: {}", String::from_utf8_lossy(&out.stderr));
+    json(&out)
+}
+
+#[test]
+fn paced_gso_stream_arrives_complete() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubu-gso");
+    let _recv = pair.spawn_recv(&["--cpus", "1"]);
+    let doc = udp_send(&pair, &["-b", "2G", "-P", "2"]);
+    let sent = u64_at(&doc, "/sum/sender/datagrams");
+    let received = u64_at(&doc, "/sum/receiver/datagrams");
+    let lost = u64_at(&doc, "/sum/receiver/lost");
+    assert!(sent > 100_000, "1.2 s at 2 Gbit/s is ~200k datagrams, sent {sent}");
+    assert_eq!(received + lost, sent, "received + lost must equal what the sender sent");
+    assert_eq!(lost, 0, "a paced 2 Gbit/s stream over veth loses nothing");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    assert!(
+        doc["sender"]["path"].as_str().unwrap().contains("GSO"),
+        "the report says GSO ran: {}",
+        doc["sender"]["path"]
+    );
+    assert!(doc["receiver"]["path"].as_str().unwrap().contains("GRO on"), "and GRO: {}", doc["receiver"]["path"]);
+    assert_eq!(doc["sum"]["receiver"]["out_of_order"], 0);
+    assert_eq!(doc["sum"]["receiver"]["duplicates"], 0);
+    assert!(doc["sum"]["receiver"]["jitter_us"].as_f64().is_some());
+}
+
+#[test]
+fn injected_loss_is_counted_exactly() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubu-loss");
+    // Drop every 10th datagram to the test port in the receiver's namespace.
+    let rule = [
+        "-p",
+        "udp",
+        "--dport",
+        "5300",
+        "-m",
+        "statistic",
+        "--mode",
+        "nth",
+        "--every",
+        "10",
+        "--packet",
+        "0",
+        "-j",
+        "DROP",
+    ];
+    let mut add = vec!["-A", "INPUT"];
+    add.extend_from_slice(&rule);
+    let status = pair.cmd(&pair.receiver_ns(), "iptables", &add).status().expect("iptables (apt install iptables)");
+    assert!(status.success(), "iptables rule");
+    let _recv = pair.spawn_recv(&["--cpus", "1"]);
+    let doc = udp_send(&pair, &["--no-gso", "-b", "500M"]);
+    let sent = u64_at(&doc, "/sum/sender/datagrams");
+    let received = u64_at(&doc, "/sum/receiver/datagrams");
+    let lost = u64_at(&doc, "/sum/receiver/lost");
+    // The rule's own counter: data datagrams plus any FIN copies it hit.
+    let out = pair.cmd(&pair.receiver_ns(), "iptables", &["-L", "INPUT", "-v", "-n", "-x"]).output().unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).to_string();
+    let dropped: u64 = listing
+        .lines()
+        .find(|l| l.contains("DROP"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no DROP counter in:\n{listing}"));
+    assert_eq!(received + lost, sent, "received + lost = sent");
+    let fins_hit = dropped - lost;
+    assert!(fins_hit <= 5, "iptables dropped {dropped}, receiver counted {lost} lost: only FIN copies may differ");
+    let share = lost as f64 / sent as f64;
+    assert!((0.095..0.105).contains(&share), "every 10th datagram dropped, counted {:.2}%", share * 100.0);
+    assert_eq!(doc["verdict"]["bottleneck"], "datagram loss", "10% loss is named: {}", doc["verdict"]);
+}
+
+#[test]
+fn datagram_larger_than_the_path_mtu_is_refused() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubu-mtu");
+    let _recv = pair.spawn_recv(&[]);
+    let (out, _) =
+        pair.send(&["--target", RECV_ADDR, "-u", "--no-gso", "-l", "1600", "-t", "1"], Duration::from_secs(15));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "oversized datagram is a usage error: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("path MTU of 1500") && stderr.contains("--len 1472"),
+        "names the MTU and the fix: {stderr}"
+    );
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-u", "-b", "fast", "-t", "1"], Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(2), "bad rate syntax is exit 2");
+}
