@@ -240,3 +240,34 @@ fn rate_limited_stream_holds_its_rate() {
     assert_eq!(u64_at(&doc, "/test/rate_bps"), 2_000_000_000, "the agreed spec carries the rate");
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
 }
+
+#[test]
+fn zerocopy_truth_is_reported() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-zc");
+    let _recv = pair.spawn_recv(&[]);
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-t", "1", "--warmup", "200ms", "--zerocopy", "on", "-J"],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let zc = &doc["zerocopy"];
+    assert_eq!(zc["used"], true, "--zerocopy on uses SEND_ZC: {zc}");
+    let sends = zc["sends"].as_u64().unwrap();
+    let notifications = zc["notifications"].as_u64().unwrap();
+    assert!(sends > 100, "SEND_ZC sends counted: {zc}");
+    assert!(notifications > 0 && notifications <= sends, "notifications reported: {zc}");
+    assert_eq!(
+        zc["copied"].as_u64().unwrap(),
+        notifications,
+        "veth delivers locally: the kernel copies every one (KERNEL-NOTES)"
+    );
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-t", "500ms", "--warmup", "0s", "-J"], Duration::from_secs(30));
+    let doc = json(&out);
+    assert_eq!(doc["zerocopy"]["used"], false, "auto does not use SEND_ZC on veth");
+    let reason = doc["zerocopy"]["reason"].as_str().unwrap();
+    assert!(reason.contains("virtual device") && reason.contains("copy anyway"), "auto says why: {reason}");
+}

@@ -78,8 +78,20 @@ fn sampler_sockets<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<V
     streams.map(|s| s.try_clone().map_err(|e| Error::io("duplicating a flow socket for TCP_INFO", e))).collect()
 }
 
-/// Decides whether SEND_ZC is used, and why.
+/// Decides whether SEND_ZC is used, and why; warns when the memlock limit will not let the
+/// payload buffer be registered (the send then uses unregistered memory, and says so).
 fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
+    let (used, mut reason) = zerocopy_choice(mode, caps, path, len)?;
+    if used && !caps.memlock_allows(u64::from(len)) {
+        let limit = caps.memlock_limit.unwrap_or(0);
+        reason.push_str(&format!(
+            "; RLIMIT_MEMLOCK {limit} bytes is below the {len}-byte buffer to register (raise it: ulimit -l, or run with CAP_IPC_LOCK)"
+        ));
+    }
+    Ok((used, reason))
+}
+
+fn zerocopy_choice(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
     let egress = path.describe();
     match mode {
         ZeroCopyMode::Off => Ok((false, "--zerocopy off".into())),
