@@ -8,9 +8,9 @@ use uringbench::control::DEFAULT_PORT;
 use uringbench::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
 use uringbench::iperf2::IPERF2_PORT;
 use uringbench::placement::{parse_cpu_list, BusyPoll};
-use uringbench::report::SCHEMA_VERSION;
+use uringbench::report::{Role, SCHEMA_VERSION};
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
-use uringbench::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
+use uringbench::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
 use uringbench::units::{format_bits_per_second, parse_duration, parse_rate, parse_size};
 use uringbench::workload::stream::{run_send, SendOptions};
 use uringbench::Error;
@@ -123,6 +123,12 @@ struct SendArgs {
     /// Same as --proto udp.
     #[arg(short = 'u', long)]
     udp: bool,
+    /// The receiver's host sends, this one receives (over connections this side opens).
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    reverse: bool,
+    /// Both directions at once, one set of flows each way.
+    #[arg(long)]
+    bidir: bool,
     /// UDP: one datagram per send instead of GSO batches (for comparison).
     #[arg(long)]
     no_gso: bool,
@@ -253,7 +259,8 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 spec.time_ms as f64 / 1e3
             ),
             ServerEvent::SessionEnded { id, peer, report } => format!(
-                "[{id}] done {peer}: received {} bytes ({} in the window: {}){}",
+                "[{id}] done {peer}: {} {} bytes ({} in the window: {}){}",
+                if report.role == Role::Sender { "sent" } else { "received" },
                 report.total_bytes(),
                 report.bytes(),
                 format_bits_per_second(report.bits_per_second()),
@@ -302,6 +309,13 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         },
         depth: args.depth,
         gso: !args.no_gso,
+        direction: if args.bidir {
+            Direction::Bidir
+        } else if args.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        },
     };
     if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
         return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));

@@ -271,3 +271,32 @@ fn zerocopy_truth_is_reported() {
     let reason = doc["zerocopy"]["reason"].as_str().unwrap();
     assert!(reason.contains("virtual device") && reason.contains("copy anyway"), "auto says why: {reason}");
 }
+
+#[test]
+fn reverse_and_bidir_count_every_byte_each_way() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-rev");
+    let _recv = pair.spawn_recv(&[]);
+    let (out, _) = pair
+        .send(&["--target", RECV_ADDR, "-t", "1", "--warmup", "200ms", "-R", "-P", "2", "-J"], Duration::from_secs(30));
+    assert!(out.status.success(), "reverse: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(doc["direction"], "reverse");
+    let sent = u64_at(&doc, "/sum/sender/total_bytes");
+    assert!(sent > 1 << 20, "the far side sent data back: {sent}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), sent, "this side counted every byte the far side wrote");
+    assert_eq!(doc["queues"].as_array().unwrap().len(), 2);
+
+    let (out, _) =
+        pair.send(&["--target", RECV_ADDR, "-t", "1", "--warmup", "200ms", "--bidir", "-J"], Duration::from_secs(30));
+    assert!(out.status.success(), "bidir: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(doc["direction"], "bidir");
+    for (name, d) in [("forward", &doc), ("reverse", &doc["reverse"])] {
+        let sent = u64_at(d, "/sum/sender/total_bytes");
+        assert!(sent > 1 << 20, "{name}: data moved");
+        assert_eq!(u64_at(d, "/sum/receiver/total_bytes"), sent, "{name}: receiver counted every byte");
+    }
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-R", "--bidir"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2), "--reverse and --bidir together is a usage error");
+}

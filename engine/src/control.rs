@@ -47,8 +47,13 @@ pub enum ControlMsg {
     Refuse { reason: String },
     /// Receiver → sender: every flow is connected and armed; the test starts now.
     Ready,
-    /// Receiver → sender: the receiver's own measurements, at the end.
-    Result { report: Box<SideReport> },
+    /// Receiver → sender: the receiver's own measurements at the end: what it received
+    /// (forward flows) and what it sent (reverse flows, with `--reverse`/`--bidir`).
+    Result {
+        report: Option<Box<SideReport>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reverse: Option<Box<SideReport>>,
+    },
     /// Either way: the test is abandoned.
     Abort { reason: String },
 }

@@ -120,7 +120,7 @@ pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool, latency_b
         ));
     }
     if shared {
-        summary.push_str("; CPUs shared with another running test, so no spinning");
+        summary.push_str("; CPUs shared with another running test or the other direction, so no spinning");
     } else if busy == BusyPoll::Auto && !latency_bound {
         summary.push_str(" (auto: bulk streams sleep, spinning would take CPU from the kernel)");
     }

@@ -301,6 +301,8 @@ pub struct StreamReport {
     pub error: Option<String>,
     /// What the sender found out about the path (limits, interface counters).
     pub path: PathFacts,
+    /// `--bidir`: the test of the other direction (the far side sending to this one).
+    pub reverse: Option<Box<StreamReport>>,
 }
 
 /// Facts about the network path gathered by the sender around the window.
@@ -324,7 +326,10 @@ impl PathFacts {
 
 impl StreamReport {
     pub fn complete(&self) -> bool {
-        self.error.is_none() && self.sender.complete && self.receiver.as_ref().is_some_and(|r| r.complete)
+        self.error.is_none()
+            && self.sender.complete
+            && self.receiver.as_ref().is_some_and(|r| r.complete)
+            && self.reverse.as_ref().is_none_or(|r| r.complete())
     }
 
     /// Names the busiest queue thread when one is saturated; otherwise says nothing stands out.
@@ -471,6 +476,8 @@ impl StreamReport {
             "sender": {"placement": self.sender.placement, "path": self.sender.path, "complete": self.sender.complete, "errors": self.sender.errors},
             "receiver": recv.map(|r| json!({"placement": r.placement, "path": r.path, "complete": r.complete, "errors": r.errors})),
             "verdict": verdict,
+            "direction": self.spec.direction,
+            "reverse": self.reverse.as_ref().map(|r| r.to_json()),
         })
     }
 
@@ -505,6 +512,9 @@ impl StreamReport {
             s.warmup_ms as f64 / 1e3,
             s.cooldown_ms as f64 / 1e3,
         );
+        if s.direction == crate::spec::Direction::Reverse {
+            let _ = writeln!(out, "reverse: {} sends, this side receives", self.target);
+        }
         let _ = writeln!(out, "sender:   {} | {}", self.sender.placement, self.sender.path);
         if let Some(r) = &self.receiver {
             let _ = writeln!(out, "receiver: {} | {}", r.placement, r.path);
@@ -665,6 +675,10 @@ impl StreamReport {
         }
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
+        if let Some(rev) = &self.reverse {
+            let _ = writeln!(out, "\n--- reverse direction (the far side sending to this one) ---");
+            out.push_str(&rev.render_text());
+        }
         out
     }
 }

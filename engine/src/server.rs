@@ -60,8 +60,15 @@ impl ServerLimits {
         if spec.queues == 0 || spec.queues > self.max_queues {
             return Err(format!("{} queues requested, this receiver allows 1 to {}", spec.queues, self.max_queues));
         }
-        if spec.flows_per_queue == 0 || spec.flows() > self.max_flows {
-            return Err(format!("{} flows requested, this receiver allows at most {}", spec.flows(), self.max_flows));
+        if spec.flows_per_queue == 0 || spec.data_connections() > self.max_flows {
+            return Err(format!(
+                "{} flows requested, this receiver allows at most {}",
+                spec.data_connections(),
+                self.max_flows
+            ));
+        }
+        if spec.proto == Proto::Udp && spec.direction != crate::spec::Direction::Forward {
+            return Err("UDP with --reverse or --bidir is not supported by this receiver yet".into());
         }
         let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
         if spec.time_ms == 0 || total > self.max_total_ms {
@@ -289,18 +296,28 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     if let Err(reason) = shared.cfg.limits.check(&spec, threads) {
         return refuse(shared, &mut ctl, peer, reason);
     }
-    let placement = match plan(spec.queues, &shared.cpus, shared.cfg.busy_poll, running > 0, false) {
+    let placement = match plan(
+        spec.queues,
+        &shared.cpus,
+        shared.cfg.busy_poll,
+        running > 0 || spec.direction == crate::spec::Direction::Bidir,
+        false,
+    ) {
         Ok(p) => p,
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),
     };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let outcome = accept_and_run(shared, &mut ctl, &spec, &udp_ports, &placement);
     match outcome {
-        Ok(report) => {
-            let ok = report.complete;
-            let sent = control::write_msg(&mut ctl, &ControlMsg::Result { report: Box::new(report.clone()) });
-            (shared.events)(ServerEvent::SessionEnded { id, peer, report: Box::new(report) });
-            if let Err(e) = sent {
+        Ok((received, sent)) => {
+            let ok = received.as_ref().is_none_or(|r| r.complete) && sent.as_ref().is_none_or(|r| r.complete);
+            let msg =
+                ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
+            let delivered = control::write_msg(&mut ctl, &msg);
+            for report in received.into_iter().chain(sent) {
+                (shared.events)(ServerEvent::SessionEnded { id, peer, report: Box::new(report) });
+            }
+            if let Err(e) = delivered {
                 (shared.events)(ServerEvent::SessionFailed {
                     id,
                     peer,
@@ -335,13 +352,13 @@ fn accept_and_run(
     spec: &TestSpec,
     udp_ports: &[u16],
     placement: &crate::placement::Placement,
-) -> Result<SideReport> {
+) -> Result<(Option<SideReport>, Option<SideReport>)> {
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).
         let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
         control::write_msg(ctl, &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone() })?;
         announce(shared, ctl, spec, placement);
-        return udp_stream::run_receive_udp(ctl, spec, sockets, placement, &shared.caps);
+        return udp_stream::run_receive_udp(ctl, spec, sockets, placement, &shared.caps).map(|r| (Some(r), None));
     }
     let cookie = control::new_cookie();
     let (tx, rx) = mpsc::channel();
@@ -354,7 +371,7 @@ fn accept_and_run(
         return Err(e);
     }
     announce(shared, ctl, spec, placement);
-    let wanted = spec.flows() as usize;
+    let wanted = spec.data_connections() as usize;
     let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
     let mut got = 0;
     let deadline = Instant::now() + FLOWS_TIMEOUT;
@@ -380,7 +397,7 @@ fn accept_and_run(
     }
     unregister();
     let flows = slots.into_iter().enumerate().map(|(i, s)| (i as u32, s.expect("all slots filled"))).collect();
-    stream::run_receive(ctl, spec, flows, placement, &shared.caps)
+    stream::serve_test(ctl, spec, flows, placement, &shared.caps)
 }
 
 #[cfg(test)]

@@ -25,6 +25,20 @@ pub enum ZeroCopyMode {
     Off,
 }
 
+/// Which way the data flows, seen from the side that runs `send`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// `send` sends, `recv` receives.
+    #[default]
+    Forward,
+    /// `recv` sends back over flows `send` opened (`--reverse`), so a sender behind NAT or a
+    /// firewall can still measure the other way.
+    Reverse,
+    /// Both at once, one set of flows each way (`--bidir`).
+    Bidir,
+}
+
 /// Workload run over the flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,6 +69,8 @@ pub struct TestSpec {
     /// UDP: batch datagrams with GSO (false: one datagram per send).
     #[serde(default = "yes")]
     pub gso: bool,
+    #[serde(default)]
+    pub direction: Direction,
 }
 
 fn yes() -> bool {
@@ -77,6 +93,7 @@ impl Default for TestSpec {
             zerocopy: ZeroCopyMode::Auto,
             depth: 4,
             gso: true,
+            direction: Direction::Forward,
         }
     }
 }
@@ -84,6 +101,14 @@ impl Default for TestSpec {
 impl TestSpec {
     pub fn flows(&self) -> u32 {
         self.queues * self.flows_per_queue
+    }
+    /// Data connections of a test: one set of flows per direction.
+    pub fn data_connections(&self) -> u32 {
+        if self.direction == Direction::Bidir {
+            2 * self.flows()
+        } else {
+            self.flows()
+        }
     }
     /// Queue that owns flow `flow`: flows are dealt out round-robin.
     pub fn queue_of_flow(&self, flow: u32) -> u32 {

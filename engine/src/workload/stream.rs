@@ -12,7 +12,7 @@ use crate::placement::{plan, resolve_cpus, BusyPoll, Placement, WaitMode};
 use crate::probe::KernelCaps;
 use crate::report::{PathFacts, Role, SideReport, StreamReport};
 use crate::ring::WakeBatch;
-use crate::spec::{TestSpec, ZeroCopyMode};
+use crate::spec::{Direction, TestSpec, ZeroCopyMode};
 use crate::tcpinfo::TcpInfo;
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::tcp_recv::{self, RecvFlow, RecvWorkerConfig};
@@ -134,7 +134,9 @@ impl SenderSession {
         let caps = KernelCaps::detect()?;
         caps.require_tcp_stream()?;
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
-        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, false, false)?;
+        // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
+        let shared = opts.spec.direction == Direction::Bidir;
+        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, false)?;
         let ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
@@ -175,27 +177,89 @@ impl SenderSession {
         }
     }
 
-    /// Collects the receiver's report and puts both sides together.
-    pub fn finish(mut self, spec: &TestSpec, sender: SideReport) -> StreamReport {
-        let peer = self.peer.clone();
-        let (receiver, error) = match control::read_msg(&mut self.ctl, END_GRACE + Duration::from_secs(5)) {
-            Ok(ControlMsg::Result { report }) => (Some(*report), None),
-            Ok(ControlMsg::Abort { reason }) => (None, Some(format!("receiver aborted: {reason}"))),
-            Ok(other) => (None, Some(format!("receiver sent {other:?} instead of its report"))),
-            Err(e) => (None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
-        };
-        let host = sender.host.as_ref();
-        let path = PathFacts {
+    /// Reads the far side's reports: what it received (forward flows) and what it sent
+    /// (reverse flows).
+    fn remote_reports(&mut self) -> (Option<SideReport>, Option<SideReport>, Option<String>) {
+        let peer = &self.peer;
+        match control::read_msg(&mut self.ctl, END_GRACE + Duration::from_secs(5)) {
+            Ok(ControlMsg::Result { report, reverse }) => (report.map(|r| *r), reverse.map(|r| *r), None),
+            Ok(ControlMsg::Abort { reason }) => (None, None, Some(format!("receiver aborted: {reason}"))),
+            Ok(other) => (None, None, Some(format!("receiver sent {other:?} instead of its report"))),
+            Err(e) => (None, None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
+        }
+    }
+
+    /// What this side learnt of the path, with the drops its counters saw.
+    fn path_facts(&self, local: &SideReport) -> PathFacts {
+        let host = local.host.as_ref();
+        PathFacts {
             egress_interface: self.path.interface().map(str::to_string),
-            limits: self.path.limits,
+            limits: self.path.limits.clone(),
             interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
             softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
-        };
-        StreamReport { spec: spec.clone(), target: peer, sender, receiver, error, path }
+        }
+    }
+
+    /// Forward test: collects the receiver's report and puts both sides together.
+    pub fn finish(mut self, spec: &TestSpec, sender: SideReport) -> StreamReport {
+        let (receiver, _, error) = self.remote_reports();
+        let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
+        let path = self.path_facts(&sender);
+        StreamReport { spec: spec.clone(), target: self.peer, sender, receiver, error, path, reverse: None }
+    }
+
+    /// Reverse test: this side received; the far side's report is the sender's.
+    pub fn finish_reverse(mut self, spec: &TestSpec, receiver: SideReport) -> StreamReport {
+        let (_, remote_sender, error) = self.remote_reports();
+        let path = self.path_facts(&receiver);
+        reverse_report(spec, &self.peer, remote_sender, receiver, error, path)
+    }
+
+    /// Both directions: the forward report carries the reverse one.
+    pub fn finish_bidir(mut self, spec: &TestSpec, sender: SideReport, receiver: SideReport) -> StreamReport {
+        let (remote_receiver, remote_sender, error) = self.remote_reports();
+        let path = self.path_facts(&sender);
+        let reverse = reverse_report(spec, &self.peer, remote_sender, receiver, error.clone(), path.clone());
+        StreamReport {
+            spec: spec.clone(),
+            target: self.peer,
+            sender,
+            receiver: remote_receiver,
+            error,
+            path,
+            reverse: Some(Box::new(reverse)),
+        }
     }
 }
 
-/// Runs the sending side of a stream test against `recv` at `opts.target` (TCP or UDP).
+/// The report of data sent by the far side to this one. A missing sender report is an empty
+/// sender side with the error that explains it.
+fn reverse_report(
+    spec: &TestSpec,
+    peer: &str,
+    remote_sender: Option<SideReport>,
+    receiver: SideReport,
+    error: Option<String>,
+    path: PathFacts,
+) -> StreamReport {
+    let error = error.or_else(|| remote_sender.is_none().then(|| "the far side returned no sender report".to_string()));
+    let sender = remote_sender.unwrap_or_else(|| SideReport::build(Role::Sender, spec, &[], false, &[], &[]));
+    StreamReport {
+        spec: spec.clone(),
+        target: peer.to_string(),
+        sender,
+        receiver: Some(receiver),
+        error,
+        path,
+        reverse: None,
+    }
+}
+
+impl SenderSession {}
+
+/// Runs a stream test against `recv` at `opts.target` (TCP or UDP), in the direction the spec
+/// asks: forward (this side sends), reverse (the receiver's host sends back over flows this
+/// side opened) or both at once.
 ///
 /// Errors before the test starts (unreachable, refused, bad options) come back as `Err`; once
 /// data flows, problems are recorded in the report (`complete() == false`) so the partial
@@ -206,24 +270,82 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
     }
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
-    let (zerocopy, zc_reason) = decide_zerocopy(spec.zerocopy, &session.caps, &session.path, spec.len)?;
+    let zc = decide_zerocopy(spec.zerocopy, &session.caps, &session.path, spec.len)?;
     session.negotiate(spec, Vec::new())?;
     let peer = session.peer.clone();
     let mut flows = Vec::with_capacity(spec.flows() as usize);
-    for flow in 0..spec.flows() {
+    for flow in 0..spec.data_connections() {
         let mut stream = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
         stream
             .write_all(&control::data_hello(&session.cookie, flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
-        flows.push((spec.queue_of_flow(flow), SendFlow { stream, queue: spec.queue_of_flow(flow) }));
+        flows.push((flow, stream));
     }
     session.wait_ready()?;
+    let iface = session.path.interface().map(str::to_string);
+    let (forward, reverse) = split_by_direction(spec, flows);
+    let sending = |flows: Vec<(u32, TcpStream)>| {
+        send_side(spec, flows, &session.placement, &session.caps, &zc, iface.as_deref(), Instant::now())
+    };
+    match spec.direction {
+        Direction::Forward => {
+            let sender = sending(forward)?;
+            Ok(session.finish(spec, sender))
+        }
+        Direction::Reverse => {
+            let receiver = receive_side(spec, reverse, &session.placement, &session.caps, iface.as_deref())?;
+            Ok(session.finish_reverse(spec, receiver))
+        }
+        Direction::Bidir => {
+            let (sender, receiver) = std::thread::scope(|scope| {
+                let tx = scope.spawn(|| sending(forward));
+                let rx = receive_side(spec, reverse, &session.placement, &session.caps, iface.as_deref());
+                (tx.join().unwrap_or_else(|_| Err(tcp_send::worker_panicked())), rx)
+            });
+            Ok(session.finish_bidir(spec, sender?, receiver?))
+        }
+    }
+}
 
-    let placement = &session.placement;
-    let probes = sampler_sockets(flows.iter().map(|(_, f)| &f.stream))?;
-    let t0 = Instant::now();
+/// A data connection with its flow index.
+pub type Indexed<T> = (u32, T);
+
+/// Splits the data connections of a test: forward flows (sender to receiver) come first,
+/// reverse flows (receiver's host back to the sender's) after them.
+pub fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<Indexed<T>>, Vec<Indexed<T>>) {
+    let n = spec.flows();
+    match spec.direction {
+        Direction::Forward => (flows, Vec::new()),
+        Direction::Reverse => (Vec::new(), flows),
+        Direction::Bidir => {
+            let (fwd, rev): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
+            (fwd, rev.into_iter().map(|(i, s)| (i - n, s)).collect())
+        }
+    }
+}
+
+/// The sending half of a test over connected TCP flows: queue threads write until the
+/// planned end, the sampler measures the window, the flows are half-closed.
+pub fn send_side(
+    spec: &TestSpec,
+    flows: Vec<(u32, TcpStream)>,
+    placement: &Placement,
+    caps: &KernelCaps,
+    zc: &(bool, String),
+    iface: Option<&str>,
+    t0: Instant,
+) -> Result<SideReport> {
+    let zerocopy = zc.0;
+    let probes = sampler_sockets(flows.iter().map(|(_, f)| f))?;
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let per_thread = deal_by_queue(&placement.threads, flows);
+    let items = flows
+        .into_iter()
+        .map(|(flow, stream)| {
+            let queue = spec.queue_of_flow(flow);
+            (queue, SendFlow { stream, queue })
+        })
+        .collect();
+    let per_thread = deal_by_queue(&placement.threads, items);
     let total_flows = spec.flows().max(1) as u64;
     let inputs: Vec<(Vec<SendFlow>, SendWorkerConfig)> = per_thread
         .into_iter()
@@ -246,8 +368,7 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src =
-        SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface: session.path.interface() };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
@@ -255,8 +376,8 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
     drop(probes);
 
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
-    let mut zc = ZeroCopyCounts::default();
-    results.iter().for_each(|r| zc.merge(&r.zerocopy));
+    let mut zc_counts = ZeroCopyCounts::default();
+    results.iter().for_each(|r| zc_counts.merge(&r.zerocopy));
     let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
     sender.tcp_flows_end = tcp_end;
     sender.placement = placement.summary.clone();
@@ -265,23 +386,70 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
         if zerocopy { "SEND_ZC" } else { "SEND (copy)" },
         spec.len,
         spec.depth,
-        if session.caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
-    ) + &wake_note(placement.wait, send_batch(spec.depth), &session.caps);
+        if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
+    ) + &wake_note(placement.wait, send_batch(spec.depth), caps);
     if let Some(note) = results.iter().find_map(|r| r.note.clone()) {
         sender.errors.push(note);
     }
-    sender.set_zerocopy(&format!("{:?}", spec.zerocopy).to_lowercase(), zerocopy, zc_reason, &zc);
-    Ok(session.finish(spec, sender))
+    sender.set_zerocopy(&format!("{:?}", spec.zerocopy).to_lowercase(), zerocopy, zc.1.clone(), &zc_counts);
+    Ok(sender)
 }
 
-/// Runs the receiving side of an accepted stream test: arms every flow, says `Ready`,
-/// measures the window, and waits for the flows to reach EOF.
+/// The receiving side of an accepted forward test on `recv`: arms every flow, says `Ready`,
+/// then measures like [`receive_side`].
 pub fn run_receive(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,
     caps: &KernelCaps,
+) -> Result<SideReport> {
+    // Data that arrives before the queue threads arm their receives waits in the socket
+    // buffers, so saying Ready first loses nothing.
+    control::write_msg(ctl, &ControlMsg::Ready)?;
+    let iface = ctl.peer_addr().ok().and_then(|a| crate::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
+    receive_side(spec, flows, placement, caps, iface.as_deref())
+}
+
+/// The serving side of an accepted test on `recv`, whatever its direction: receives forward
+/// flows, sends on reverse flows, both at once for `--bidir`. Returns the report of what it
+/// received (forward) and of what it sent (reverse).
+pub fn serve_test(
+    ctl: &mut TcpStream,
+    spec: &TestSpec,
+    flows: Vec<(u32, TcpStream)>,
+    placement: &Placement,
+    caps: &KernelCaps,
+) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    if spec.direction == Direction::Forward {
+        return run_receive(ctl, spec, flows, placement, caps).map(|r| (Some(r), None));
+    }
+    let peer_ip = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
+    let path = PathProbe::to(peer_ip, spec.flows());
+    let zc = decide_zerocopy(spec.zerocopy, caps, &path, spec.len)?;
+    control::write_msg(ctl, &ControlMsg::Ready)?;
+    let t0 = Instant::now();
+    let iface = path.interface();
+    let (forward, reverse) = split_by_direction(spec, flows);
+    if spec.direction == Direction::Reverse {
+        return send_side(spec, reverse, placement, caps, &zc, iface, t0).map(|s| (None, Some(s)));
+    }
+    let (received, sent) = std::thread::scope(|scope| {
+        let tx = scope.spawn(|| send_side(spec, reverse, placement, caps, &zc, iface, t0));
+        let rx = receive_side(spec, forward, placement, caps, iface);
+        (rx, tx.join().unwrap_or_else(|_| Err(tcp_send::worker_panicked())))
+    });
+    Ok((Some(received?), Some(sent?)))
+}
+
+/// The receiving half of a test over connected TCP flows: arms every flow, measures the
+/// window by this side's clock from now, and waits for the flows to reach EOF.
+pub fn receive_side(
+    spec: &TestSpec,
+    flows: Vec<(u32, TcpStream)>,
+    placement: &Placement,
+    caps: &KernelCaps,
+    iface: Option<&str>,
 ) -> Result<SideReport> {
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
@@ -306,16 +474,9 @@ pub fn run_receive(
     let threads = QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
         tcp_recv::run(flows, &worker_counters, &cfg)
     })?;
-    if let Err(e) = control::write_msg(ctl, &ControlMsg::Ready) {
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = threads.join();
-        return Err(e);
-    }
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    // The interface the sender's packets arrive on: the one this side routes back through.
-    let iface = ctl.peer_addr().ok().and_then(|a| crate::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface: iface.as_deref() };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
@@ -371,5 +532,22 @@ mod tests {
         assert_eq!(recv_lowat(&mid), Some(62_500), "1 ms of a 500 Mbit/s flow");
         let slow = TestSpec { rate_bps: 10_000_000, ..TestSpec::default() };
         assert_eq!(recv_lowat(&slow), None, "slow flows keep the kernel default");
+    }
+}
+
+#[cfg(test)]
+mod direction_tests {
+    use super::*;
+
+    #[test]
+    fn bidir_splits_forward_first_and_renumbers_reverse() {
+        let spec = TestSpec { queues: 2, direction: Direction::Bidir, ..TestSpec::default() };
+        assert_eq!(spec.data_connections(), 4, "one set of flows each way");
+        let (fwd, rev) = split_by_direction(&spec, (0..4).map(|i| (i, i * 10)).collect());
+        assert_eq!(fwd, vec![(0, 0), (1, 10)]);
+        assert_eq!(rev, vec![(0, 20), (1, 30)], "reverse flows are numbered from 0 again");
+        let reverse = TestSpec { direction: Direction::Reverse, ..spec };
+        let (fwd, rev) = split_by_direction(&reverse, vec![(0, 'a'), (1, 'b')]);
+        assert!(fwd.is_empty() && rev.len() == 2, "--reverse: every flow carries data back");
     }
 }
