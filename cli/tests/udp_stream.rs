@@ -102,3 +102,25 @@ fn datagram_larger_than_the_path_mtu_is_refused() {
     let (out, _) = pair.send(&["--target", RECV_ADDR, "-u", "-b", "fast", "-t", "1"], Duration::from_secs(15));
     assert_eq!(out.status.code(), Some(2), "bad rate syntax is exit 2");
 }
+
+#[test]
+fn udp_reverse_and_bidir_account_each_way() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubu-rev");
+    let _recv = pair.spawn_recv(&["--cpus", "1"]);
+    let doc = udp_send(&pair, &["-b", "1G", "-R"]);
+    assert_eq!(doc["direction"], "reverse");
+    let sent = u64_at(&doc, "/sum/sender/datagrams");
+    assert!(sent > 50_000, "the far side sent datagrams back: {sent}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/datagrams") + u64_at(&doc, "/sum/receiver/lost"), sent);
+    let doc = udp_send(&pair, &["-b", "1G", "--bidir"]);
+    for (name, d) in [("forward", &doc), ("reverse", &doc["reverse"])] {
+        let sent = u64_at(d, "/sum/sender/datagrams");
+        assert!(sent > 50_000, "{name}: datagrams sent");
+        assert_eq!(
+            u64_at(d, "/sum/receiver/datagrams") + u64_at(d, "/sum/receiver/lost"),
+            sent,
+            "{name}: exact accounting"
+        );
+    }
+}

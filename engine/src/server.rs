@@ -67,9 +67,6 @@ impl ServerLimits {
                 self.max_flows
             ));
         }
-        if spec.proto == Proto::Udp && spec.direction != crate::spec::Direction::Forward {
-            return Err("UDP with --reverse or --bidir is not supported by this receiver yet".into());
-        }
         let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
         if spec.time_ms == 0 || total > self.max_total_ms {
             return Err(format!(
@@ -289,8 +286,9 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         );
     }
     let threads = (spec.queues as usize).min(shared.cpus.len());
-    if spec.proto == Proto::Udp && udp_ports.len() != spec.flows() as usize {
-        let reason = format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.flows());
+    if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
+        let reason =
+            format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.data_connections());
         return refuse(shared, &mut ctl, peer, reason);
     }
     if let Err(reason) = shared.cfg.limits.check(&spec, threads) {
@@ -358,7 +356,7 @@ fn accept_and_run(
         let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
         control::write_msg(ctl, &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone() })?;
         announce(shared, ctl, spec, placement);
-        return udp_stream::run_receive_udp(ctl, spec, sockets, placement, &shared.caps).map(|r| (Some(r), None));
+        return udp_stream::serve_udp(ctl, spec, sockets, placement);
     }
     let cookie = control::new_cookie();
     let (tx, rx) = mpsc::channel();

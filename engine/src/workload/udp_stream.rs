@@ -7,15 +7,14 @@
 //! control port (SO_REUSEPORT), each connected to one of the sender's source ports, which the
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
 
-use super::stream::{SendOptions, SenderSession, END_GRACE};
+use super::stream::{split_by_direction, SendOptions, SenderSession, END_GRACE};
 use crate::control::{self, ControlMsg};
 use crate::error::{Error, Result};
 use crate::measure::{sample_window, QueueCounters, SampleSources};
 use crate::placement::Placement;
-use crate::probe::KernelCaps;
 use crate::report::{Role, SideReport, StreamReport, UdpFigures};
 use crate::ring::WakeBatch;
-use crate::spec::TestSpec;
+use crate::spec::{Direction, TestSpec};
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::udp_recv::{self, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp_send::{self, FinConfig, UdpSendConfig, UdpSendFlow};
@@ -61,19 +60,25 @@ fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
     got.max(0) as usize
 }
 
-/// Runs the sending side of a UDP stream test.
+/// Runs a UDP stream test against `recv`, in the direction the spec asks.
 pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
     let local_ip = local_ip.to_canonical();
-    let sockets: Vec<UdpSocket> = (0..spec.flows())
+    let sockets: Vec<UdpSocket> = (0..spec.data_connections())
         .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("binding a UDP flow socket", e)))
         .collect::<Result<_>>()?;
     let ports: Vec<u16> = sockets.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
+    let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
+    let (forward, reverse) = split_by_direction(spec, indexed);
+    // Receiving sockets get GRO and their buffer before the far side is told to start.
+    for (_, s) in &reverse {
+        prepare_receiver(s, spec)?;
+    }
     session.negotiate(spec, ports)?;
     let target = SocketAddr::new(session.target_ip, opts.port);
-    for s in &sockets {
+    for (_, s) in forward.iter().chain(&reverse) {
         s.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
         // Refuse before the test rather than fragment or fail mid-way: every datagram (and
         // every GSO segment) must fit the path MTU.
@@ -82,18 +87,51 @@ pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
         }
     }
     session.wait_ready()?;
+    let iface = session.path.interface().map(str::to_string);
+    let placement = &session.placement;
+    match spec.direction {
+        Direction::Forward => {
+            let sender = udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now())?;
+            Ok(session.finish(spec, sender))
+        }
+        Direction::Reverse => {
+            let receiver = udp_receive_side(spec, reverse, placement, iface.as_deref())?;
+            Ok(session.finish_reverse(spec, receiver))
+        }
+        Direction::Bidir => {
+            let (sender, receiver) = std::thread::scope(|scope| {
+                let tx = scope.spawn(|| udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now()));
+                let rx = udp_receive_side(spec, reverse, placement, iface.as_deref());
+                (tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())), rx)
+            });
+            Ok(session.finish_bidir(spec, sender?, receiver?))
+        }
+    }
+}
 
-    let t0 = Instant::now();
+/// Turns on GRO (when the test uses GSO) and the large receive buffer.
+fn prepare_receiver(socket: &UdpSocket, spec: &TestSpec) -> Result<usize> {
+    udp_recv::prepare_socket(socket, spec.gso, false).map_err(|e| Error::io("preparing a UDP flow socket", e))?;
+    Ok(grow_rcvbuf(socket, UDP_RCVBUF))
+}
+
+/// The sending half over connected UDP sockets: queue threads send until the planned end,
+/// then FINs; the sampler measures the window.
+fn udp_send_side(
+    spec: &TestSpec,
+    sockets: Vec<(u32, UdpSocket)>,
+    placement: &Placement,
+    iface: Option<&str>,
+    t0: Instant,
+) -> Result<SideReport> {
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let flows: Vec<(u32, UdpSendFlow)> = sockets
         .into_iter()
-        .enumerate()
         .map(|(i, socket)| {
-            let queue = spec.queue_of_flow(i as u32);
+            let queue = spec.queue_of_flow(i);
             (queue, UdpSendFlow { socket, queue })
         })
         .collect();
-    let placement = &session.placement;
     let total_flows = u64::from(spec.flows().max(1));
     let inputs: Vec<(Vec<UdpSendFlow>, UdpSendConfig)> = deal_by_queue(&placement.threads, flows)
         .into_iter()
@@ -118,7 +156,7 @@ pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
         udp_send::run(flows, &worker_counters, &cfg)
     })?;
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: session.path.interface() };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
@@ -138,7 +176,7 @@ pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
     for note in results.iter().filter_map(|r| r.note.clone()) {
         sender.path.push_str(&format!("; {note}"));
     }
-    Ok(session.finish(spec, sender))
+    Ok(sender)
 }
 
 /// Creates the receiver's flow sockets: bound to the control connection's local address and
@@ -206,30 +244,54 @@ fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     }
 }
 
-/// Runs the receiving side of an accepted UDP test: turns GRO on, says `Ready`, measures the
-/// window, and waits for every flow's FIN (or the planned end plus a short grace).
-pub fn run_receive_udp(
+/// The serving side of an accepted UDP test on `recv`, whatever its direction: receives on
+/// forward flows, sends on reverse flows, both at once for `--bidir`. Returns the report of
+/// what it received and of what it sent.
+pub fn serve_udp(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,
     placement: &Placement,
-    _caps: &KernelCaps,
-) -> Result<SideReport> {
-    let gro = spec.gso;
-    let mut rcvbuf = 0;
-    for s in &sockets {
-        udp_recv::prepare_socket(s, gro, false).map_err(|e| Error::io("preparing a UDP flow socket", e))?;
-        rcvbuf = grow_rcvbuf(s, UDP_RCVBUF);
+) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    let (forward, reverse) = split_by_direction(spec, (0..).zip(sockets).collect());
+    for (_, s) in &forward {
+        prepare_receiver(s, spec)?;
     }
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
     let iface = peer_ip.and_then(|ip| crate::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
+    let iface = iface.as_deref();
+    control::write_msg(ctl, &ControlMsg::Ready)?;
+    let t0 = Instant::now();
+    match spec.direction {
+        Direction::Forward => udp_receive_side(spec, forward, placement, iface).map(|r| (Some(r), None)),
+        Direction::Reverse => udp_send_side(spec, reverse, placement, iface, t0).map(|s| (None, Some(s))),
+        Direction::Bidir => {
+            let (received, sent) = std::thread::scope(|scope| {
+                let tx = scope.spawn(|| udp_send_side(spec, reverse, placement, iface, t0));
+                let rx = udp_receive_side(spec, forward, placement, iface);
+                (rx, tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())))
+            });
+            Ok((Some(received?), Some(sent?)))
+        }
+    }
+}
+
+/// The receiving half over prepared UDP sockets: measures the window from now and waits for
+/// every flow's FIN (or the planned end plus a short grace).
+fn udp_receive_side(
+    spec: &TestSpec,
+    sockets: Vec<(u32, UdpSocket)>,
+    placement: &Placement,
+    iface: Option<&str>,
+) -> Result<SideReport> {
+    let gro = spec.gso;
+    let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
     let items: Vec<(u32, UdpRecvFlow)> = sockets
         .into_iter()
-        .enumerate()
         .map(|(i, socket)| {
-            let queue = spec.queue_of_flow(i as u32);
+            let queue = spec.queue_of_flow(i);
             (queue, UdpRecvFlow { socket, queue })
         })
         .collect();
@@ -252,13 +314,8 @@ pub fn run_receive_udp(
     let threads = QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
         udp_recv::run(flows, &worker_counters, &cfg)
     })?;
-    if let Err(e) = control::write_msg(ctl, &ControlMsg::Ready) {
-        stop.store(true, Ordering::Relaxed);
-        let _ = threads.join();
-        return Err(e);
-    }
     let t0 = Instant::now();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: iface.as_deref() };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
