@@ -1,5 +1,7 @@
 //! `uringbench`: parses the command line, calls the engine, prints. Nothing else lives here.
 
+mod iperf2_mode;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::process::ExitCode;
@@ -232,6 +234,9 @@ fn main() -> ExitCode {
 }
 
 fn recv(args: RecvArgs) -> Result<u8, Error> {
+    if args.iperf2 {
+        return iperf2_mode::recv(&args);
+    }
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
@@ -283,6 +288,9 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 }
 
 fn send(args: SendArgs) -> Result<u8, Error> {
+    if args.iperf2 {
+        return iperf2_mode::send(&args);
+    }
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
     if len == 0 || len > u64::from(u32::MAX) {

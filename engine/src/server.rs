@@ -414,7 +414,8 @@ mod tests {
             (TestSpec { time_ms: 1_000_000_000, ..ok.clone() }, "allows up to"),
             (TestSpec { len: u32::MAX, ..ok.clone() }, "message length"),
             (TestSpec { depth: 10_000, ..ok.clone() }, "depth"),
-            (TestSpec { proto: Proto::Udp, ..ok.clone() }, "not supported"),
+            (TestSpec { proto: Proto::Udp, len: 10, ..ok.clone() }, "UDP datagram length"),
+            (TestSpec { proto: Proto::Udp, len: 70_000, ..ok.clone() }, "UDP datagram length"),
         ];
         for (spec, expect) in cases {
             let reason = limits.check(&spec, 1).expect_err(expect);

@@ -1,5 +1,6 @@
 //! Workloads: what runs over the flows, one file per workload (as neper does), each owning
 //! both ends of its test and the report it produces.
 
+pub mod iperf2_compat;
 pub mod stream;
 pub mod udp_stream;

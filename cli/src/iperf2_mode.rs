@@ -1,0 +1,151 @@
+//! `send --iperf2` and `recv --iperf2`: uringbench against an unmodified iperf 2.1.8, one side
+//! at a time (DESIGN §7). Turns the command line into the engine's
+//! [`uringbench::workload::iperf2_compat`] options and prints what comes back; the modes
+//! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
+
+use super::{busy, port_or_default, Format, OnOffAuto, ProtoArg, RecvArgs, SendArgs};
+use std::io::Write;
+use std::sync::Arc;
+use uringbench::spec::{Proto, ZeroCopyMode};
+use uringbench::units::format_bits_per_second;
+use uringbench::workload::iperf2_compat::{
+    bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2SendOptions,
+    Iperf2TestSummary,
+};
+use uringbench::Error;
+
+/// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
+pub fn send(args: &SendArgs) -> Result<u8, Error> {
+    if args.repeat != 1 {
+        return Err(Error::usage("--repeat is not available with --iperf2: run the command once per repetition"));
+    }
+    let format = if args.json { Format::Json } else { args.format };
+    if format == Format::Csv {
+        return Err(Error::usage("--format csv is not available with --iperf2 (use text or json)"));
+    }
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
+    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    if len == 0 || len > u64::from(u32::MAX) {
+        return Err(Error::usage(format!("--len {len} out of range")));
+    }
+    let opts = Iperf2SendOptions {
+        target: args.target.clone(),
+        port: port_or_default(args.port, true),
+        proto: if udp { Proto::Udp } else { Proto::Tcp },
+        queues: args.queues,
+        flows_per_queue: args.flows_per_queue,
+        time: args.time,
+        len: len as u32,
+        rate_bps: args.rate,
+        depth: args.depth,
+        zerocopy: match args.zerocopy {
+            OnOffAuto::Auto => ZeroCopyMode::Auto,
+            OnOffAuto::On => ZeroCopyMode::On,
+            OnOffAuto::Off => ZeroCopyMode::Off,
+        },
+        gso: !args.no_gso,
+        interval: args.interval,
+        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
+        busy_poll: busy(args.busy_poll),
+    };
+    let report = run_send(&opts)?;
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Json => {
+            let text = serde_json::to_string_pretty(&report.to_json())
+                .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
+            let _ = writeln!(out, "{text}");
+        }
+        _ => {
+            let _ = write!(out, "{}", report.render_text());
+        }
+    }
+    let _ = out.flush();
+    if report.complete() {
+        Ok(0)
+    } else {
+        Err(Error::peer(report.first_error().unwrap_or_else(|| "the test did not complete".into())))
+    }
+}
+
+/// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
+pub fn recv(args: &RecvArgs) -> Result<u8, Error> {
+    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
+    let opts = Iperf2RecvOptions {
+        bind,
+        port: port_or_default(args.port, true),
+        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
+        busy_poll: busy(args.busy_poll),
+        once: args.once,
+        max_time: args.max_time,
+        max_flows: args.max_queues,
+        shutdown: None,
+    };
+    let listeners = bind_receiver(&opts)?;
+    let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
+        let line = match event {
+            Iperf2Event::Listening { tcp, udp } => format!(
+                "uringbench recv --iperf2: listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`)"
+            ),
+            Iperf2Event::TestDone(summary) => test_line(&summary),
+            Iperf2Event::Refused { proto, peer, reason } => {
+                format!("refused iperf2 {} test from {peer}: {reason}", proto_name(proto))
+            }
+            Iperf2Event::Dropped { peer, reason } => format!("dropped connection from {peer}: {reason}"),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    });
+    let ok = serve(opts, listeners, events)?;
+    Ok(if ok { 0 } else { 1 })
+}
+
+fn proto_name(proto: Proto) -> &'static str {
+    match proto {
+        Proto::Tcp => "TCP",
+        Proto::Udp => "UDP",
+    }
+}
+
+/// One line per finished client test: bytes, rate, and for UDP loss, reordering and jitter.
+fn test_line(s: &Iperf2TestSummary) -> String {
+    let flows = if s.flows == s.expected_flows {
+        format!("{} flow{}", s.flows, if s.flows == 1 { "" } else { "s" })
+    } else {
+        format!("{} of {} flows", s.flows, s.expected_flows)
+    };
+    let version = s.client_version.as_ref().map_or("iperf2".to_string(), |v| format!("iperf {v}"));
+    let mut line = format!(
+        "[{}] iperf2 {} test from {} ({version}, {flows}): {} bytes in {:.3} s = {}",
+        s.id,
+        proto_name(s.proto),
+        s.peer,
+        s.bytes,
+        s.seconds,
+        format_bits_per_second(s.bits_per_second())
+    );
+    if let Some(u) = &s.udp {
+        line += &format!(
+            ", lost {}/{} ({:.2}%), out-of-order {}, jitter {:.3} ms, {} datagrams received, {} report{} sent",
+            u.lost,
+            u.expected,
+            100.0 * u.loss_ratio(),
+            u.out_of_order,
+            u.jitter_us / 1e3,
+            u.received,
+            s.reports_sent,
+            if s.reports_sent == 1 { "" } else { "s" }
+        );
+        if u.duplicates > 0 {
+            line += &format!(", {} duplicates", u.duplicates);
+        }
+    }
+    if !s.errors.is_empty() {
+        line += &format!(", incomplete: {}", s.errors.join("; "));
+    }
+    if !s.notes.is_empty() {
+        line += &format!(" (note: {})", s.notes.join("; "));
+    }
+    line
+}
