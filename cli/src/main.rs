@@ -134,6 +134,9 @@ struct SendArgs {
     /// UDP: one datagram per send instead of GSO batches (for comparison).
     #[arg(long)]
     no_gso: bool,
+    /// UDP: also report one-way delay (both ends must share a clock: same host, or PTP).
+    #[arg(long)]
+    one_way_delay: bool,
     /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
     #[arg(long)]
     iperf2: bool,
@@ -317,6 +320,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         },
         depth: args.depth,
         gso: !args.no_gso,
+        one_way_delay: args.one_way_delay,
         direction: if args.bidir {
             Direction::Bidir
         } else if args.reverse {

@@ -19,7 +19,7 @@ fn paced_gso_stream_arrives_complete() {
     let _serial = serial();
     let pair = NetnsPair::up("ubu-gso");
     let _recv = pair.spawn_recv(&["--cpus", "1"]);
-    let doc = udp_send(&pair, &["-b", "2G", "-P", "2"]);
+    let doc = udp_send(&pair, &["-b", "2G", "-P", "2", "-i", "250ms", "--one-way-delay"]);
     let sent = u64_at(&doc, "/sum/sender/datagrams");
     let received = u64_at(&doc, "/sum/receiver/datagrams");
     let lost = u64_at(&doc, "/sum/receiver/lost");
@@ -36,6 +36,23 @@ fn paced_gso_stream_arrives_complete() {
     assert_eq!(doc["sum"]["receiver"]["out_of_order"], 0);
     assert_eq!(doc["sum"]["receiver"]["duplicates"], 0);
     assert!(doc["sum"]["receiver"]["jitter_us"].as_f64().is_some());
+    // Per-interval accounting: every interval saw datagrams, none lost, and the intervals
+    // cover part of the whole test's datagrams.
+    let intervals = doc["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 3, "250 ms intervals over 1 s");
+    let mut in_window = 0;
+    for i in intervals {
+        let d = i["udp"]["datagrams"].as_u64().unwrap_or_else(|| panic!("interval without UDP figures: {i}"));
+        assert!(d > 10_000, "each 250 ms interval at 2 Gbit/s holds ~40k datagrams, got {d}");
+        assert_eq!(i["udp"]["lost"], 0);
+        in_window += d;
+    }
+    assert!(in_window < received, "the window excludes warm-up and cool-down datagrams");
+    // Both ends share this host's clock: one-way delay is meaningful and ordered.
+    let delay = &doc["sum"]["receiver"]["one_way_delay_us"];
+    let (min, mean, max) =
+        (delay["min"].as_f64().unwrap(), delay["mean"].as_f64().unwrap(), delay["max"].as_f64().unwrap());
+    assert!(0.0 <= min && min <= mean && mean <= max, "delay min {min} <= mean {mean} <= max {max}");
 }
 
 #[test]

@@ -8,6 +8,8 @@
 
 use crate::hostinfo::HostSnapshot;
 use crate::tcpinfo::TcpInfo;
+use crate::transport::udp_recv::LiveStats;
+use crate::udp::seq::SeqStats;
 use std::fs;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -141,6 +143,8 @@ pub struct SampleSources<'a> {
     /// Interface whose counters (with the namespace's SNMP and softnet counters) are read at
     /// the window's first and last sample.
     pub iface: Option<&'a str>,
+    /// UDP flows' accounting, published by the receiving threads.
+    pub udp: &'a [LiveStats],
 }
 
 /// One snapshot of counters, CPU clocks and TCP state.
@@ -153,6 +157,8 @@ pub struct Sample {
     pub tcp: Vec<Option<TcpInfo>>,
     /// Host counters; taken at the first and last sample of a window only.
     pub host: Option<HostSnapshot>,
+    /// UDP accounting of each flow (receiver side of a UDP test only).
+    pub udp: Vec<SeqStats>,
 }
 
 impl Sample {
@@ -163,6 +169,7 @@ impl Sample {
             cpu: CpuSnapshot::take(src.tids),
             tcp: src.sockets.iter().map(|&fd| TcpInfo::read(fd)).collect(),
             host: src.iface.filter(|_| with_host).map(HostSnapshot::take),
+            udp: src.udp.iter().map(|l| *l.lock().unwrap_or_else(|p| p.into_inner())).collect(),
         }
     }
 }
@@ -251,7 +258,7 @@ intr 12345\n";
         assert_eq!(counters.snapshot(), vec![0, 15]);
         let t0 = Instant::now();
         let offsets = [Duration::ZERO, Duration::from_secs(30)];
-        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None };
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
         let (samples, complete) = sample_window(t0, &offsets, &src, &|| true);
         assert!(!complete, "finished workers cut the window short");
         assert_eq!(samples.len(), 2, "first boundary sampled, plus a final sample at the early end");

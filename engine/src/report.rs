@@ -11,6 +11,7 @@ use crate::spec::TestSpec;
 use crate::tcpinfo::{TcpInfo, TcpWindow};
 use crate::transport::tcp_send::ZeroCopyCounts;
 use crate::transport::FlowOutcome;
+use crate::udp::seq::SeqStats;
 use crate::units::{format_bits_per_second, format_bytes};
 use crate::verdict::{diagnose, Evidence, PathLimit, Verdict};
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,8 @@ pub struct IntervalFigures {
     pub tcp: TcpWindow,
     /// TCP_INFO of each flow at the interval's end, in flow order.
     pub tcp_flows: Vec<Option<TcpInfo>>,
+    /// UDP receiver: datagram accounting over the interval, all flows (jitter as of its end).
+    pub udp: Option<SeqStats>,
 }
 
 impl IntervalFigures {
@@ -107,6 +110,9 @@ pub struct UdpFigures {
     pub jitter_us: f64,
     /// Sender: sends refused by ICMP port unreachable (nobody listening).
     pub refused: u64,
+    /// One-way delay (`--one-way-delay`, ends sharing a clock): min, mean, max microseconds.
+    #[serde(default)]
+    pub delay_us: Option<[f64; 3]>,
 }
 
 /// Zero-copy truth for one side (DESIGN §5).
@@ -191,6 +197,8 @@ impl SideReport {
                     bytes: pair[1].bytes.iter().zip(&pair[0].bytes).map(|(b, a)| b - a).collect(),
                     tcp: TcpWindow::between(&pair[0].tcp, &pair[1].tcp),
                     tcp_flows: pair[1].tcp.clone(),
+                    udp: (!pair[1].udp.is_empty())
+                        .then(|| SeqStats::sum(&pair[1].udp).delta(&SeqStats::sum(&pair[0].udp))),
                 });
             }
             cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
@@ -424,7 +432,9 @@ impl StreamReport {
                 let si = self.sender.intervals.get(n);
                 json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(),
                        "queues": i.bytes, "sender_bytes": si.map(|s| s.sum()),
-                       "tcp": si.map(|s| &s.tcp), "tcp_flows": si.map(|s| &s.tcp_flows)})
+                       "tcp": si.map(|s| &s.tcp), "tcp_flows": si.map(|s| &s.tcp_flows),
+                       "udp": i.udp.map(|u| json!({"datagrams": u.received, "lost": u.lost,
+                           "out_of_order": u.out_of_order, "duplicates": u.duplicates, "jitter_us": u.jitter_us}))})
             })
             .collect();
         let verdict = self.verdict();
@@ -453,6 +463,7 @@ impl StreamReport {
                         v["jitter_us"] = json!(u.jitter_us);
                         v["expected"] = json!(u.expected);
                         v["loss_ratio"] = json!(if u.expected > 0 { u.lost as f64 / u.expected as f64 } else { 0.0 });
+                        v["one_way_delay_us"] = json!(u.delay_us.map(|[min, mean, max]| json!({"min": min, "mean": mean, "max": max})));
                     }
                     v
                 }),
@@ -535,9 +546,12 @@ impl StreamReport {
                         );
                     }
                 }
+                let udp = i.udp.map_or(String::new(), |u| {
+                    format!("  lost {}/{} jitter {:.3} ms", u.lost, u.received + u.lost, u.jitter_us / 1000.0)
+                });
                 let _ = writeln!(
                     out,
-                    "[SUM] {:5.2}-{:<5.2} sec  {:>12}  {:>16}",
+                    "[SUM] {:5.2}-{:<5.2} sec  {:>12}  {:>16}{udp}",
                     i.start,
                     i.end,
                     format_bytes(i.sum()),
@@ -618,6 +632,9 @@ impl StreamReport {
                 u.duplicates,
                 u.jitter_us / 1000.0
             );
+            if let Some([min, mean, max]) = u.delay_us {
+                let _ = writeln!(out, "one-way delay: min {:.1} us, mean {:.1} us, max {:.1} us", min, mean, max);
+            }
         }
         if let Some(iface) = &self.path.egress_interface {
             let limits: Vec<String> = self

@@ -71,6 +71,10 @@ pub struct TestSpec {
     pub gso: bool,
     #[serde(default)]
     pub direction: Direction,
+    /// UDP: also measure one-way delay (only meaningful when both ends share a clock: the
+    /// same host, or clocks synchronised by PTP).
+    #[serde(default)]
+    pub one_way_delay: bool,
 }
 
 fn yes() -> bool {
@@ -94,6 +98,7 @@ impl Default for TestSpec {
             depth: 4,
             gso: true,
             direction: Direction::Forward,
+            one_way_delay: false,
         }
     }
 }

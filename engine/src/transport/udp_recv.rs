@@ -43,10 +43,15 @@ const NAME_LEN: usize = std::mem::size_of::<libc::sockaddr_in6>();
 /// Room for control messages: a `UDP_GRO` int (24 bytes) and a `timespec` (32 bytes).
 const CONTROL_LEN: usize = 64;
 
+/// A flow's accounting as of its last completion, published for the interval sampler.
+pub type LiveStats = std::sync::Arc<std::sync::Mutex<SeqStats>>;
+
 /// One flow handed to a receiving thread: a bound UDP socket, one sender.
 pub struct UdpRecvFlow {
     pub socket: UdpSocket,
     pub queue: u32,
+    /// Where to publish the flow's accounting after each completion (per-interval figures).
+    pub live: Option<LiveStats>,
 }
 
 /// How a UDP receiving thread runs.
@@ -199,6 +204,7 @@ impl RecvBufs {
 struct FlowState {
     socket: UdpSocket,
     queue: u32,
+    live: Option<LiveStats>,
     tracker: SeqTracker,
     /// Raw source address of the peer, for comparisons without parsing.
     peer_name: Option<([u8; NAME_LEN], usize)>,
@@ -412,6 +418,7 @@ pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfi
         state.push(FlowState {
             socket: f.socket,
             queue: f.queue,
+            live: f.live,
             tracker,
             peer_name: None,
             first_data: None,
@@ -539,6 +546,9 @@ pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfi
                         }
                         if data_bytes > 0 {
                             counters.add(flow.queue as usize, data_bytes);
+                            if let Some(live) = &flow.live {
+                                *live.lock().unwrap_or_else(|p| p.into_inner()) = flow.tracker.stats();
+                            }
                         }
                     }
                 }
@@ -658,7 +668,8 @@ mod tests {
         };
         let receiver = std::thread::spawn(move || {
             let counters = QueueCounters::new(1);
-            run(vec![UdpRecvFlow { socket: rx, queue: 0 }], &counters, &rcfg).map(|r| (r, counters.snapshot()[0]))
+            run(vec![UdpRecvFlow { socket: rx, queue: 0, live: None }], &counters, &rcfg)
+                .map(|r| (r, counters.snapshot()[0]))
         });
         let tx = UdpSocket::bind("127.0.0.1:0").expect("bind sender");
         tx.connect(target).expect("connect");
@@ -842,7 +853,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_secs(8),
         };
         let receiver = std::thread::spawn(move || {
-            run(vec![UdpRecvFlow { socket: rx, queue: 0 }], &QueueCounters::new(1), &rcfg).unwrap()
+            run(vec![UdpRecvFlow { socket: rx, queue: 0, live: None }], &QueueCounters::new(1), &rcfg).unwrap()
         });
         let client = std::process::Command::new("timeout")
             .args(["8", "iperf", "-c", "127.0.0.1", "-u", "-p", &port.to_string(), "-t", "1", "-b", "20M"])

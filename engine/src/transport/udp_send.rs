@@ -415,7 +415,9 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
             }
             issued = issued.saturating_sub(u64::from(count) * cfg.len as u64);
             let errno = -res;
-            let transient = matches!(errno, libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR | libc::ENOBUFS);
+            // EPERM: a local firewall rule dropped the datagram; like ENOBUFS, retry its number.
+            let transient =
+                matches!(errno, libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR | libc::ENOBUFS | libc::EPERM);
             let gso_refused = gso && !gso_confirmed && matches!(errno, libc::EIO | libc::EOPNOTSUPP | libc::EINVAL);
             let too_big = errno == libc::EMSGSIZE
                 || (gso_refused

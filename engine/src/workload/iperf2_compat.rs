@@ -694,7 +694,7 @@ impl SendRun {
         counters: &QueueCounters,
         threads: &QueueThreads<R>,
     ) -> SendRun {
-        let src = SampleSources { counters, tids: &threads.tids, sockets: &[], iface: None };
+        let src = SampleSources { counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
         let offsets = window_offsets(opts.time, opts.interval);
         let (samples, window_complete) = sample_window(t0, &offsets, &src, &|| threads.all_finished());
         // Every sending thread stops issuing at the deadline and gives up on in-flight sends
@@ -1668,7 +1668,7 @@ fn serve_udp(shared: &Shared, socket: UdpSocket, peer: SocketAddr, test: ClientT
     };
     let start = Instant::now();
     let mut end = FlowEnd { bytes: 0, start, end: start, udp: None, notes: Vec::new(), errors: Vec::new() };
-    match udp_recv::run(vec![UdpRecvFlow { socket, queue: 0 }], &counters, &cfg) {
+    match udp_recv::run(vec![UdpRecvFlow { socket, queue: 0, live: None }], &counters, &cfg) {
         Ok(result) => {
             if let Some(n) = result.note {
                 end.notes.push(n);

@@ -368,7 +368,7 @@ pub fn send_side(
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
@@ -476,7 +476,7 @@ pub fn receive_side(
     })?;
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {

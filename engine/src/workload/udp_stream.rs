@@ -16,7 +16,7 @@ use crate::report::{Role, SideReport, StreamReport, UdpFigures};
 use crate::ring::WakeBatch;
 use crate::spec::{Direction, TestSpec};
 use crate::threads::{deal_by_queue, QueueThreads};
-use crate::transport::udp_recv::{self, UdpRecvConfig, UdpRecvFlow};
+use crate::transport::udp_recv::{self, LiveStats, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp_send::{self, FinConfig, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::udp::seq::SeqStats;
@@ -156,7 +156,7 @@ fn udp_send_side(
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
         udp_send::run(flows, &worker_counters, &cfg)
     })?;
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
@@ -288,11 +288,13 @@ fn udp_receive_side(
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
+    let live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
     let items: Vec<(u32, UdpRecvFlow)> = sockets
         .into_iter()
-        .map(|(i, socket)| {
+        .zip(&live)
+        .map(|((i, socket), live)| {
             let queue = spec.queue_of_flow(i);
-            (queue, UdpRecvFlow { socket, queue })
+            (queue, UdpRecvFlow { socket, queue, live: Some(Arc::clone(live)) })
         })
         .collect();
     let t_start = Instant::now();
@@ -303,7 +305,7 @@ fn udp_receive_side(
         buf_count: if gro { RECV_BUFS_GRO } else { RECV_BUFS_PLAIN },
         max_payload: UdpRecvConfig::payload_room(gro, spec.len),
         kernel_timestamps: false,
-        one_way_delay: false,
+        one_way_delay: spec.one_way_delay,
         answer_fin: false,
         fin_linger: Duration::from_millis(20),
         stop: Arc::clone(&stop),
@@ -315,7 +317,7 @@ fn udp_receive_side(
         udp_recv::run(flows, &worker_counters, &cfg)
     })?;
     let t0 = Instant::now();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface };
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &live };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
@@ -339,6 +341,7 @@ fn udp_receive_side(
         expected: stats.expected,
         jitter_us: jitter,
         refused: 0,
+        delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
     });
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let coalesced: u64 = results.iter().map(|r| r.coalesced).sum();
