@@ -163,8 +163,9 @@ impl Drop for AlignedBuf {
 unsafe impl Send for AlignedBuf {}
 
 /// A provided-buffer ring: `count` buffers of `size` bytes the kernel picks from for
-/// multishot receives. The receive path never reads the payload, so recycling a buffer is
-/// only a ring entry write and a tail bump: no copy, no syscall.
+/// multishot receives. Recycling a buffer is only a ring entry write and a tail bump: no copy,
+/// no syscall. The TCP receiver never reads the payload; the UDP receiver reads each buffer
+/// ([`BufRing::buffer`]) before giving it back.
 pub struct BufRing {
     ring: AlignedBuf,
     data: AlignedBuf,
@@ -177,7 +178,9 @@ pub struct BufRing {
 impl BufRing {
     /// Creates the ring and registers it with `ring` as buffer group `group`.
     pub fn register(uring: &IoUring, group: u16, count: u16, size: u32) -> Result<Self> {
-        assert!(count.is_power_of_two(), "buffer ring size must be a power of two");
+        if !count.is_power_of_two() {
+            return Err(Error::usage(format!("buffer ring size {count} must be a power of two")));
+        }
         let ring = AlignedBuf::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
         let data = AlignedBuf::new(count as usize * size as usize)?;
         let mut this = Self { ring, data, count, size, tail: 0, group };
@@ -229,6 +232,16 @@ impl BufRing {
             self.provide(bid);
         }
         self.publish();
+    }
+
+    /// The first `len` bytes of buffer `bid`, as the kernel filled them. Valid until the
+    /// buffer is recycled.
+    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+        let bid = (bid % self.count) as usize;
+        let len = len.min(self.size as usize);
+        // SAFETY: bid < count and len <= size keep the slice inside our mapping; the kernel
+        // handed this buffer over with its completion and does not write it until recycled.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(bid * self.size as usize), len) }
     }
 
     pub fn buffer_size(&self) -> u32 {

@@ -19,14 +19,14 @@
 //! with an iperf2 server report, so an `iperf -c -u` client prints our figures.
 
 use super::errno_text;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::iperf2::{ServerReport, TransitReport, SERVER_ACKFIN_TRIES};
 use crate::measure::QueueCounters;
 use crate::placement::WaitMode;
-use crate::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
 use crate::udp::payload::{self, WireTime};
 use crate::udp::seq::{SeqStats, SeqTracker};
-use io_uring::types::{BufRingEntry, RecvMsgOut};
+use io_uring::types::RecvMsgOut;
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -134,73 +134,6 @@ pub struct UdpRecvResult {
     pub note: Option<String>,
 }
 
-/// A provided-buffer ring whose buffers we read (the shared [`crate::ring::BufRing`] hands
-/// out none, since the TCP receiver never looks at payload). One buffer per completion:
-/// multishot `RecvMsg` does not bundle.
-struct RecvBufs {
-    entries: AlignedBuf,
-    data: AlignedBuf,
-    count: u16,
-    size: u32,
-    tail: u16,
-}
-
-impl RecvBufs {
-    fn register(uring: &IoUring, group: u16, count: u16, size: u32) -> Result<Self> {
-        if !count.is_power_of_two() {
-            return Err(Error::usage(format!("UDP receive buffer count {count} must be a power of two")));
-        }
-        let entries = AlignedBuf::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
-        let data = AlignedBuf::new(count as usize * size as usize)?;
-        let mut this = Self { entries, data, count, size, tail: 0 };
-        for bid in 0..count {
-            this.provide(bid);
-        }
-        this.publish();
-        // SAFETY: the entry memory is page aligned, holds `count` entries and outlives the
-        // registration (the owner drops the ring first).
-        unsafe { uring.submitter().register_buf_ring_with_flags(this.entries.as_ptr() as u64, count, group, 0) }
-            .map_err(|e| Error::io(format!("registering a UDP buffer ring of {count} x {size} bytes"), e))?;
-        Ok(this)
-    }
-
-    fn provide(&mut self, bid: u16) {
-        let slot = (self.tail & (self.count - 1)) as usize;
-        // SAFETY: slot < count entries in our mapping; the kernel reads only slots before the
-        // published tail and this one is past it.
-        unsafe {
-            let entry = &mut *self.entries.as_ptr().cast::<BufRingEntry>().add(slot);
-            entry.set_addr(self.data.as_ptr().add(bid as usize * self.size as usize) as u64);
-            entry.set_len(self.size);
-            entry.set_bid(bid);
-        }
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    fn publish(&mut self) {
-        // SAFETY: the tail field sits inside the first entry of our mapping; the kernel reads
-        // it with acquire semantics.
-        unsafe {
-            let tail = BufRingEntry::tail(self.entries.as_ptr().cast()) as *const std::sync::atomic::AtomicU16;
-            (*tail).store(self.tail, Ordering::Release);
-        }
-    }
-
-    /// The first `len` bytes of buffer `bid`, as the kernel filled them.
-    fn get(&self, bid: u16, len: usize) -> &[u8] {
-        let bid = (bid % self.count) as usize;
-        let len = len.min(self.size as usize);
-        // SAFETY: bid < count and len <= size keep the slice inside our mapping; the kernel
-        // gave this buffer to us with the completion and does not write it until recycled.
-        unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(bid * self.size as usize), len) }
-    }
-
-    fn recycle(&mut self, bid: u16) {
-        self.provide(bid % self.count);
-        self.publish();
-    }
-}
-
 struct FlowState {
     socket: UdpSocket,
     queue: u32,
@@ -220,7 +153,7 @@ struct FlowState {
 // Field order is drop order: the ring goes before the buffers and the msghdr it may use.
 struct RecvRing {
     ring: IoUring,
-    bufs: RecvBufs,
+    bufs: BufRing,
     msg: Box<libc::msghdr>,
 }
 
@@ -389,7 +322,7 @@ pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfi
     let ring = build_ring(entries)?;
     let payload_room = cfg.max_payload.clamp(payload::HEADER_LEN as u32, GRO_PAYLOAD) as usize;
     let buf_size = (RECVMSG_OUT_LEN + NAME_LEN + CONTROL_LEN + payload_room).next_multiple_of(64) as u32;
-    let bufs = RecvBufs::register(&ring, BUF_GROUP, cfg.buf_count, buf_size)?;
+    let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, buf_size)?;
     // SAFETY: msghdr is a plain C struct for which all-zero is valid; multishot RecvMsg reads
     // only its name and control lengths.
     let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
@@ -493,7 +426,7 @@ pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfi
                 continue;
             };
             {
-                let data = rr.bufs.get(bid, res as usize);
+                let data = rr.bufs.buffer(bid, res as usize);
                 if let Ok(out) = RecvMsgOut::parse(data, &rr.msg) {
                     result.completions += 1;
                     if out.is_payload_truncated() {
@@ -553,7 +486,7 @@ pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfi
                     }
                 }
             }
-            rr.bufs.recycle(bid);
+            rr.bufs.recycle(bid, 1);
             if !more && flow.error.is_none() {
                 result.rearms += 1;
                 arm(&mut rr, flow.socket.as_raw_fd(), idx)?;
