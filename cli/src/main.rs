@@ -36,6 +36,8 @@ enum Command {
     Recv(RecvArgs),
     /// Send a test to a running `uringbench recv` and print both sides' figures.
     Send(SendArgs),
+    /// HTTP/1.1 load on a web server, like wrk/wrk2: latency percentiles, requests/s, errors.
+    Http(HttpArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -157,6 +159,68 @@ struct SendArgs {
     repeat: u32,
 }
 
+#[derive(Args)]
+#[command(after_help = "Examples:
+  uringbench http http://127.0.0.1:8080/ -c 64 -d 30s          # closed loop, as fast as responses come
+  uringbench http http://127.0.0.1:8080/ -c 64 -d 30s -R 20000 # fixed rate, latency from scheduled sends
+  uringbench http http://[::1]:8080/api -n 1000 --method POST --body '{}' -H 'Content-Type: application/json'")]
+struct HttpArgs {
+    /// Target URL, http:// only (https is not supported).
+    url: String,
+    /// Connections, spread over the threads.
+    #[arg(short = 'c', long, default_value_t = 16)]
+    connections: u32,
+    /// Run length, e.g. 30s [default: 10s; with -n an upper bound, default 10m].
+    #[arg(short = 'd', long, value_parser = duration)]
+    duration: Option<std::time::Duration>,
+    /// Stop after this many requests instead of after -d.
+    #[arg(short = 'n', long)]
+    requests: Option<u64>,
+    /// Request method (GET, HEAD, POST, ...).
+    #[arg(short = 'm', long, default_value = "GET")]
+    method: String,
+    /// Extra request header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body (sent with a Content-Length).
+    #[arg(long)]
+    body: Option<String>,
+    /// One request per connection (`Connection: close`).
+    #[arg(long)]
+    no_keepalive: bool,
+    /// Total requests/s over all connections (1000, 20k); latency is then measured from each
+    /// request's scheduled send time, as wrk2 does (coordinated-omission correction).
+    #[arg(short = 'R', long, value_parser = request_rate)]
+    rate: Option<f64>,
+    /// Longest wait for a connect or a complete response.
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    timeout: std::time::Duration,
+    #[arg(long, value_parser = cpu_list)]
+    cpus: Option<CpuList>,
+    /// Threads, one io_uring each [default: one per allowed CPU, at most one per connection].
+    #[arg(short = 't', long)]
+    threads: Option<u32>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    json: bool,
+}
+
+/// Requests per second: a number with an optional k or M.
+fn request_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
+        _ => Err(format!("invalid rate '{s}': expected requests per second, e.g. 5000 or 20k")),
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ProtoArg {
     Tcp,
@@ -226,6 +290,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Recv(args) => recv(args),
         Command::Send(args) => send(args),
+        Command::Http(args) => http(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -399,6 +464,41 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     }
     let all_complete = stopped.is_none() && reports.iter().all(|r| r.complete());
     Ok(if all_complete { 0 } else { 1 })
+}
+
+fn http(args: HttpArgs) -> Result<u8, Error> {
+    use uringbench::workload::http::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
+    let opts = HttpOptions {
+        url: args.url,
+        connections: args.connections,
+        duration: args.duration.unwrap_or(if args.requests.is_some() {
+            DEFAULT_REQUEST_RUN_LIMIT
+        } else {
+            std::time::Duration::from_secs(10)
+        }),
+        requests: args.requests,
+        method: args.method,
+        headers: args.headers,
+        body: args.body,
+        keep_alive: !args.no_keepalive,
+        rate: args.rate,
+        timeout: args.timeout,
+        cpus: args.cpus.map(|c| c.0),
+        threads: args.threads,
+    };
+    let report = run_http(&opts)?;
+    let mut out = std::io::stdout().lock();
+    match if args.json { Format::Json } else { args.format } {
+        Format::Text => {
+            let _ = write!(out, "{}", report.render_text());
+        }
+        Format::Json => print_json(&mut out, &report.to_json())?,
+        Format::Csv => {
+            let _ = writeln!(out, "{}\n{}", HttpReport::CSV_HEADER, report.csv_row());
+        }
+    }
+    let _ = out.flush();
+    Ok(if report.complete { 0 } else { 1 })
 }
 
 fn print_json(out: &mut impl Write, doc: &serde_json::Value) -> Result<(), Error> {

@@ -21,6 +21,7 @@ pub mod control;
 pub mod error;
 pub mod export;
 pub mod hostinfo;
+pub mod http1;
 pub mod iperf2;
 pub mod measure;
 pub mod netpath;
