@@ -332,7 +332,6 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     if shared.cfg.once {
         shared.once_done.store(true, Ordering::Release);
     }
-    let _ = (id, &placement);
 }
 
 fn announce(shared: &Shared, ctl: &TcpStream, spec: &TestSpec, placement: &crate::placement::Placement) {
