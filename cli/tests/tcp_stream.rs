@@ -300,3 +300,39 @@ fn reverse_and_bidir_count_every_byte_each_way() {
     let (out, _) = pair.send(&["--target", RECV_ADDR, "-R", "--bidir"], Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(2), "--reverse and --bidir together is a usage error");
 }
+
+/// Runs `uringbench ARGS` without CAP_IPC_LOCK and with RLIMIT_MEMLOCK = `bytes`, as an
+/// unprivileged user would (root's capability otherwise lifts the limit).
+fn low_memlock(pair: &NetnsPair, ns: &str, bytes: &str, args: &[&str]) -> std::process::Output {
+    let limit = format!("--memlock={bytes}:{bytes}");
+    let mut all = vec!["--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", "prlimit", limit.as_str(), bin()];
+    all.extend_from_slice(args);
+    run_bounded(pair.cmd(ns, "setpriv", &all), Duration::from_secs(30)).0
+}
+
+#[test]
+fn low_memlock_limits_are_explained() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-mlock");
+    // No locked memory at all: io_uring cannot even set up its rings.
+    let out = low_memlock(&pair, &pair.receiver_ns(), "0", &["recv", "--port", "5312", "--once"]);
+    one_line_error(&out, 1, "RLIMIT_MEMLOCK");
+    // 64 KiB: rings work, but the 128 KiB zero-copy payload cannot be registered, so the
+    // sender copies instead and says why; the test itself completes.
+    let _recv = pair.spawn_recv(&[]);
+    let out = low_memlock(
+        &pair,
+        &pair.sender_ns(),
+        "65536",
+        &["send", "--target", RECV_ADDR, "-t", "500ms", "--warmup", "0s", "--zerocopy", "on", "-J"],
+    );
+    assert!(out.status.success(), "low memlock must not fail the test: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(doc["zerocopy"]["used"], false, "zero-copy falls back to copies");
+    let reason = doc["zerocopy"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("RLIMIT_MEMLOCK") && reason.contains("CAP_IPC_LOCK"),
+        "names the limit and the fix: {reason}"
+    );
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+}

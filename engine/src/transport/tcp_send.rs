@@ -72,6 +72,8 @@ pub struct SendWorkerResult {
     pub zerocopy: ZeroCopyCounts,
     /// Set when zero-copy was asked for but registering the buffer failed (memlock).
     pub note: Option<String>,
+    /// Whether this thread really sent with SEND_ZC.
+    pub zerocopy_used: bool,
     /// In-flight sends that had not completed when the drain limit ran out.
     pub stuck: u32,
 }
@@ -100,19 +102,22 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
     let mut sr = SendRing { ring: build_ring(entries)?, payload };
     let mut result = SendWorkerResult::default();
 
-    let mut fixed = false;
-    if cfg.zerocopy {
+    // Zero-copy needs the payload pinned: registered here, or pinned per send against the
+    // same RLIMIT_MEMLOCK. If registration is refused, per-send pinning would fail too, so
+    // the thread falls back to copying sends and says so.
+    let mut zerocopy = cfg.zerocopy;
+    if zerocopy {
         let iov = libc::iovec { iov_base: sr.payload.as_ptr().cast(), iov_len: sr.payload.len() };
         // SAFETY: the buffer outlives the ring (SendRing drop order).
-        match unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
-            Ok(()) => fixed = true,
-            Err(e) => {
-                result.note = Some(format!(
-                    "zero-copy buffer registration failed ({e}); sending from unregistered memory (raise RLIMIT_MEMLOCK to register)"
-                ))
-            }
+        if let Err(e) = unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
+            zerocopy = false;
+            result.note = Some(format!(
+                "zero-copy off: registering the {}-byte payload failed ({e}); raise RLIMIT_MEMLOCK (ulimit -l) or run with CAP_IPC_LOCK",
+                sr.payload.len()
+            ));
         }
     }
+    result.zerocopy_used = zerocopy;
 
     let mut state: Vec<FlowState> = flows
         .into_iter()
@@ -140,12 +145,10 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
                         }
                     }
                     let fd = types::Fd(flow.stream.as_raw_fd());
-                    let entry = if cfg.zerocopy {
-                        let mut op =
-                            opcode::SendZc::new(fd, sr.payload.as_ptr(), cfg.len).zc_flags(SEND_ZC_REPORT_USAGE);
-                        if fixed {
-                            op = op.buf_index(Some(0));
-                        }
+                    let entry = if zerocopy {
+                        let op = opcode::SendZc::new(fd, sr.payload.as_ptr(), cfg.len)
+                            .zc_flags(SEND_ZC_REPORT_USAGE)
+                            .buf_index(Some(0));
                         result.zerocopy.sends += 1;
                         op.build()
                     } else {

@@ -388,10 +388,13 @@ pub fn send_side(
         spec.depth,
         if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
     ) + &wake_note(placement.wait, send_batch(spec.depth), caps);
-    if let Some(note) = results.iter().find_map(|r| r.note.clone()) {
-        sender.errors.push(note);
-    }
-    sender.set_zerocopy(&format!("{:?}", spec.zerocopy).to_lowercase(), zerocopy, zc.1.clone(), &zc_counts);
+    // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
+    let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
+    let reason = match results.iter().find_map(|r| r.note.clone()) {
+        Some(note) => format!("{}; {note}", zc.1),
+        None => zc.1.clone(),
+    };
+    sender.set_zerocopy(&format!("{:?}", spec.zerocopy).to_lowercase(), used, reason, &zc_counts);
     Ok(sender)
 }
 
