@@ -336,3 +336,29 @@ fn low_memlock_limits_are_explained() {
     );
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
 }
+
+#[test]
+fn sender_killed_mid_test_leaves_recv_serving() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubt-skill");
+    let recv = pair.spawn_recv(&[]);
+    let mut sender = pair
+        .cmd(&pair.sender_ns(), bin(), &["send", "--target", RECV_ADDR, "-t", "10", "--warmup", "0s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sender.kill().unwrap();
+    let _ = sender.wait();
+    // The receiver notices (EOF/reset on the flows), reports the session, and serves the next.
+    let (out, took) =
+        pair.send(&["--target", RECV_ADDR, "-t", "500ms", "--warmup", "0s", "-J"], Duration::from_secs(30));
+    assert!(out.status.success(), "next test after a vanished sender: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(took < Duration::from_secs(15), "the receiver did not keep the next sender waiting: {took:?}");
+    let doc = json(&out);
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
+    assert_eq!(log.matches("] done ").count(), 2, "both sessions reported:\n{log}");
+    assert!(log.contains("incomplete"), "the vanished sender's session is marked incomplete:\n{log}");
+}
