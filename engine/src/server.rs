@@ -130,6 +130,8 @@ struct Shared {
     /// With `--once`: set when the first test has ended, with its outcome.
     once_done: AtomicBool,
     once_ok: AtomicBool,
+    /// Connection threads alive (classifying, or running a control session).
+    classifying: AtomicUsize,
 }
 
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -173,6 +175,7 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
         next_id: AtomicU64::new(1),
         once_done: AtomicBool::new(false),
         once_ok: AtomicBool::new(false),
+        classifying: AtomicUsize::new(0),
     });
     loop {
         if shared.once_done.load(Ordering::Acquire) {
@@ -190,14 +193,31 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
             }
             Err(e) => return Err(Error::io("accepting a connection", e)),
         };
-        let shared = Arc::clone(&shared);
-        let spawned =
-            std::thread::Builder::new().name("ub-conn".into()).spawn(move || handle_connection(&shared, stream, peer));
+        // Each new connection is classified on a thread of its own (at most a few seconds);
+        // a flood of connections must not turn into a flood of threads.
+        if shared.classifying.fetch_add(1, Ordering::AcqRel) >= MAX_CLASSIFYING {
+            shared.classifying.fetch_sub(1, Ordering::AcqRel);
+            (shared.events)(ServerEvent::Dropped {
+                peer,
+                reason: format!("{MAX_CLASSIFYING} connections already waiting to be classified"),
+            });
+            continue;
+        }
+        let conn_shared = Arc::clone(&shared);
+        let spawned = std::thread::Builder::new().name("ub-conn".into()).spawn(move || {
+            handle_connection(&conn_shared, stream, peer);
+            conn_shared.classifying.fetch_sub(1, Ordering::AcqRel);
+        });
         if let Err(e) = spawned {
-            return Err(Error::io("starting a connection thread", e));
+            shared.classifying.fetch_sub(1, Ordering::AcqRel);
+            (shared.events)(ServerEvent::Dropped { peer, reason: format!("no thread for the connection: {e}") });
         }
     }
 }
+
+/// Connections classified at once: enough for the largest test (1024 flows each way) arriving
+/// together, far below what would exhaust the process.
+const MAX_CLASSIFYING: usize = 2304;
 
 fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
     let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
