@@ -488,7 +488,8 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
     };
     let report = run_http(&opts)?;
     let mut out = std::io::stdout().lock();
-    match if args.json { Format::Json } else { args.format } {
+    let format = if args.json { Format::Json } else { args.format };
+    match format {
         Format::Text => {
             let _ = write!(out, "{}", report.render_text());
         }
@@ -498,6 +499,9 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         }
     }
     let _ = out.flush();
+    if !report.complete && format != Format::Text {
+        eprintln!("uringbench: incomplete: {} responses, {} failed requests", report.requests, report.errors.total());
+    }
     Ok(if report.complete { 0 } else { 1 })
 }
 

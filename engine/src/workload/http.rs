@@ -1,0 +1,993 @@
+//! The `http` workload: an HTTP/1.1 load generator (like wrk and wrk2) on io_uring.
+//!
+//! It exists so a web server can be loaded by the same pinned, one-ring-per-thread engine that
+//! moves bulk traffic, and measured the same way: latency per request into an HdrHistogram
+//! (DESIGN §5), and the client's own CPU per request, so a saturated client is visible instead
+//! of being mistaken for a slow server.
+//!
+//! Each thread owns one io_uring, one provided-buffer ring, and its share of the connections.
+//! A connection is opened with a blocking connect (bounded by `--timeout`), then carries one
+//! request at a time: a `SEND` of the request, a multishot `RECV` feeding
+//! [`crate::http1::ResponseParser`]. Any transport or protocol error is counted by kind and the
+//! connection is reopened. With `--rate`, requests follow a fixed schedule per connection and
+//! latency is measured from the *scheduled* send time, as wrk2 does, so a stalled server is
+//! not hidden by the client waiting for it (coordinated omission).
+
+use crate::error::{Error, Result};
+use crate::http1::{ParseError, ResponseParser};
+use crate::measure::{clock_ticks, parse_task_stat};
+use crate::placement::{resolve_cpus, ThreadPlan, WaitMode};
+use crate::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
+use crate::threads::QueueThreads;
+use hdrhistogram::Histogram;
+use io_uring::{cqueue, opcode, types, IoUring};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Highest latency the histogram records (longer ones are clamped): one hour in µs.
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+/// Pause before reopening a connection whose connect failed, so a dead server is not hammered.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
+/// Longest a `-n` run may take when no `-d` bounds it.
+pub const DEFAULT_REQUEST_RUN_LIMIT: Duration = Duration::from_secs(600);
+const BUF_GROUP: u16 = 0;
+const BUF_SIZE: u32 = 16 * 1024;
+
+/// A parsed `http://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    /// Host as written (brackets kept for IPv6), for the `Host` header.
+    pub host_header: String,
+    /// Host without brackets, for resolving.
+    pub host: String,
+    pub port: u16,
+    /// Path and query, at least `/`.
+    pub path: String,
+}
+
+impl HttpUrl {
+    /// Parses `http://host[:port][/path]`; https and other schemes are usage errors.
+    pub fn parse(url: &str) -> Result<Self> {
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("https://") {
+            return Err(Error::usage(format!(
+                "'{url}': https is not supported (uringbench http speaks plain HTTP/1.1; use an http:// URL)"
+            )));
+        }
+        let rest = url
+            .get(..7)
+            .filter(|s| s.eq_ignore_ascii_case("http://"))
+            .map(|_| &url[7..])
+            .ok_or_else(|| Error::usage(format!("'{url}': the URL must start with http://")))?;
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        let path = path.split('#').next().unwrap_or("/").to_string();
+        if authority.contains('@') {
+            return Err(Error::usage(format!("'{url}': user info in URLs is not supported")));
+        }
+        let bad = || Error::usage(format!("'{url}': invalid host or port"));
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').ok_or_else(bad)?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad()),
+            };
+            (h.to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (authority.to_string(), None),
+            }
+        };
+        let port = match port {
+            None => 80,
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(bad)?,
+        };
+        if host.is_empty()
+            || host.chars().any(|c| c.is_whitespace() || c.is_control())
+            || path.contains(char::is_whitespace)
+        {
+            return Err(bad());
+        }
+        Ok(Self { host_header: authority.to_string(), host, port, path })
+    }
+
+    /// Resolves the host (a name, or an IPv4/IPv6 literal). A name with several addresses
+    /// (`localhost`: ::1 and 127.0.0.1) gets the first one that accepts a connection within
+    /// `timeout`, as wrk does; if none does, the first, and the run counts connect errors.
+    pub fn resolve(&self, timeout: Duration) -> Result<SocketAddr> {
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| Error::peer(format!("cannot resolve '{}': {e}", self.host)))?
+            .collect();
+        let first = *addrs.first().ok_or_else(|| Error::peer(format!("'{}' has no address", self.host)))?;
+        if addrs.len() == 1 {
+            return Ok(first);
+        }
+        Ok(addrs.into_iter().find(|a| TcpStream::connect_timeout(a, timeout).is_ok()).unwrap_or(first))
+    }
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub url: String,
+    pub connections: u32,
+    /// Run length; with `requests`, an upper bound.
+    pub duration: Duration,
+    /// Stop after this many requests (responses or failures) instead of at `duration`.
+    pub requests: Option<u64>,
+    pub method: String,
+    /// `Name: value` lines added to every request.
+    pub headers: Vec<String>,
+    pub body: Option<String>,
+    pub keep_alive: bool,
+    /// Total requests per second over all connections; `None` = as fast as responses come.
+    pub rate: Option<f64>,
+    pub timeout: Duration,
+    pub cpus: Option<Vec<usize>>,
+    pub threads: Option<u32>,
+}
+
+/// Kinds of failed requests. A non-2xx status is not one of them: it is a status count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailKind {
+    Connect,
+    Write,
+    Read,
+    Timeout,
+    Malformed,
+    OversizedHeaders,
+}
+
+impl FailKind {
+    pub const ALL: [FailKind; 6] = [
+        FailKind::Connect,
+        FailKind::Write,
+        FailKind::Read,
+        FailKind::Timeout,
+        FailKind::Malformed,
+        FailKind::OversizedHeaders,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FailKind::Connect => "connect",
+            FailKind::Write => "write",
+            FailKind::Read => "read",
+            FailKind::Timeout => "timeout",
+            FailKind::Malformed => "malformed",
+            FailKind::OversizedHeaders => "oversized_headers",
+        }
+    }
+}
+
+/// Errors by kind, with the first message of each kind as an example.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ErrorCounts {
+    pub connect: u64,
+    pub write: u64,
+    pub read: u64,
+    pub timeout: u64,
+    pub malformed: u64,
+    pub oversized_headers: u64,
+    /// One example message per kind that occurred.
+    pub examples: BTreeMap<&'static str, String>,
+}
+
+impl ErrorCounts {
+    fn add(&mut self, kind: FailKind, message: impl FnOnce() -> String) {
+        *self.slot(kind) += 1;
+        self.examples.entry(kind.name()).or_insert_with(message);
+    }
+    fn slot(&mut self, kind: FailKind) -> &mut u64 {
+        match kind {
+            FailKind::Connect => &mut self.connect,
+            FailKind::Write => &mut self.write,
+            FailKind::Read => &mut self.read,
+            FailKind::Timeout => &mut self.timeout,
+            FailKind::Malformed => &mut self.malformed,
+            FailKind::OversizedHeaders => &mut self.oversized_headers,
+        }
+    }
+    pub fn get(&self, kind: FailKind) -> u64 {
+        match kind {
+            FailKind::Connect => self.connect,
+            FailKind::Write => self.write,
+            FailKind::Read => self.read,
+            FailKind::Timeout => self.timeout,
+            FailKind::Malformed => self.malformed,
+            FailKind::OversizedHeaders => self.oversized_headers,
+        }
+    }
+    pub fn total(&self) -> u64 {
+        self.connect + self.write + self.read + self.timeout + self.malformed + self.oversized_headers
+    }
+    fn merge(&mut self, other: &ErrorCounts) {
+        for kind in FailKind::ALL {
+            *self.slot(kind) += other.get(kind);
+        }
+        for (k, v) in &other.examples {
+            self.examples.entry(k).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// Latency percentiles in microseconds (DESIGN §6 key `latency_us`).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LatencyUs {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub min: u64,
+}
+
+/// The client's own CPU time over the run, from its threads' /proc/self/task stat times.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ClientCpu {
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// (user + system) µs per completed request.
+    pub us_per_request: f64,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpReport {
+    pub url: String,
+    pub method: String,
+    pub connections: u32,
+    pub threads: u32,
+    pub keep_alive: bool,
+    /// Requested total rate (requests/s), if any.
+    pub rate: Option<f64>,
+    pub window_seconds: f64,
+    /// Responses received (any status).
+    pub requests: u64,
+    pub transactions_per_second: f64,
+    pub bytes_read: u64,
+    pub bytes_per_second: f64,
+    pub latency_us: LatencyUs,
+    /// Responses per status code.
+    pub status: BTreeMap<u16, u64>,
+    pub non_2xx: u64,
+    pub errors: ErrorCounts,
+    pub connections_opened: u64,
+    pub cpu: ClientCpu,
+    /// Whether the run went as asked: no request failed and at least one response came back.
+    pub complete: bool,
+    #[serde(skip)]
+    histogram: Option<Histogram<u64>>,
+}
+
+/// Result of one thread.
+struct ThreadResult {
+    hist: Histogram<u64>,
+    status: BTreeMap<u16, u64>,
+    errors: ErrorCounts,
+    bytes: u64,
+    opened: u64,
+    cpu_ticks: (u64, u64),
+    elapsed: Duration,
+}
+
+/// Everything a thread needs to know, shared read-only.
+struct Shared {
+    addr: SocketAddr,
+    request: Vec<u8>,
+    head_only: bool,
+    keep_alive: bool,
+    timeout: Duration,
+    /// Time between two requests on one connection under `--rate`.
+    interval: Option<Duration>,
+    start: Instant,
+    end: Instant,
+    /// Request quota (`-n`) and how much of it has been taken.
+    quota: Option<u64>,
+    issued: AtomicU64,
+}
+
+/// Builds the request bytes; refuses header/method text that would break the framing.
+pub fn build_request(url: &HttpUrl, opts: &HttpOptions) -> Result<Vec<u8>> {
+    let method = opts.method.to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(Error::usage(format!("invalid --method '{}'", opts.method)));
+    }
+    let mut req = format!("{method} {} HTTP/1.1\r\nHost: {}\r\n", url.path, url.host_header);
+    let mut has_ua = false;
+    for h in &opts.headers {
+        let (name, value) =
+            h.split_once(':').ok_or_else(|| Error::usage(format!("invalid --header '{h}': expected 'Name: value'")))?;
+        let name = name.trim();
+        if name.is_empty()
+            || name.bytes().any(|b| !(b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)))
+            || value.contains(['\r', '\n'])
+        {
+            return Err(Error::usage(format!("invalid --header '{h}': expected 'Name: value'")));
+        }
+        for fixed in ["host", "content-length", "transfer-encoding", "connection"] {
+            if name.eq_ignore_ascii_case(fixed) {
+                return Err(Error::usage(format!("--header '{h}': {name} is set by uringbench itself")));
+            }
+        }
+        has_ua |= name.eq_ignore_ascii_case("user-agent");
+        let _ = write!(req, "{name}: {}\r\n", value.trim());
+    }
+    if !has_ua {
+        req += "User-Agent: uringbench\r\n";
+    }
+    if !opts.keep_alive {
+        req += "Connection: close\r\n";
+    }
+    let body = opts.body.as_deref().unwrap_or("");
+    if opts.body.is_some() || matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
+        let _ = write!(req, "Content-Length: {}\r\n", body.len());
+    }
+    req += "\r\n";
+    req += body;
+    Ok(req.into_bytes())
+}
+
+/// Runs the load and returns its report. Errors only for what stops the run from starting.
+pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
+    let url = HttpUrl::parse(&opts.url)?;
+    if opts.connections == 0 {
+        return Err(Error::usage("-c/--connections must be at least 1"));
+    }
+    if opts.requests == Some(0) || opts.duration.is_zero() {
+        return Err(Error::usage("-d must be longer than 0 and -n at least 1"));
+    }
+    if opts.timeout.is_zero() {
+        return Err(Error::usage("--timeout must be longer than 0"));
+    }
+    let rate = match opts.rate {
+        Some(r) if !(r.is_finite() && r > 0.0) => return Err(Error::usage("--rate must be a positive number")),
+        r => r,
+    };
+    let request = build_request(&url, opts)?;
+    let addr = url.resolve(opts.timeout)?;
+    let cpus = resolve_cpus(opts.cpus.as_deref())?;
+    let threads = opts.threads.unwrap_or(cpus.len() as u32).clamp(1, opts.connections);
+    if opts.threads == Some(0) {
+        return Err(Error::usage("--threads must be at least 1"));
+    }
+    let plans: Vec<ThreadPlan> =
+        (0..threads).map(|t| ThreadPlan { cpu: cpus[t as usize % cpus.len()], queues: vec![t] }).collect();
+    let start = Instant::now();
+    let shared = Arc::new(Shared {
+        addr,
+        request,
+        head_only: opts.method.eq_ignore_ascii_case("HEAD"),
+        keep_alive: opts.keep_alive,
+        timeout: opts.timeout,
+        interval: rate.map(|r| Duration::from_secs_f64(f64::from(opts.connections) / r)),
+        start,
+        end: start + opts.duration,
+        quota: opts.requests,
+        issued: AtomicU64::new(0),
+    });
+    let inputs: Vec<(u32, u32)> = (0..threads)
+        .map(|t| {
+            let n = opts.connections / threads + u32::from(t < opts.connections % threads);
+            let first = (0..t).map(|u| opts.connections / threads + u32::from(u < opts.connections % threads)).sum();
+            (first, n)
+        })
+        .collect();
+    let worker_shared = Arc::clone(&shared);
+    let total = opts.connections;
+    let qt = QueueThreads::spawn(&plans, inputs, move |(first, n)| run_thread(&worker_shared, first, n, total))?;
+    let results = qt.join()?;
+    Ok(merge(opts, threads, rate, results))
+}
+
+fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<ThreadResult>) -> HttpReport {
+    let mut hist = new_histogram();
+    let mut status = BTreeMap::new();
+    let mut errors = ErrorCounts::default();
+    let (mut bytes, mut opened, mut user, mut system) = (0, 0, 0, 0);
+    let mut elapsed = Duration::ZERO;
+    for r in &results {
+        let _ = hist.add(&r.hist);
+        for (k, v) in &r.status {
+            *status.entry(*k).or_insert(0) += v;
+        }
+        errors.merge(&r.errors);
+        bytes += r.bytes;
+        opened += r.opened;
+        user += r.cpu_ticks.0;
+        system += r.cpu_ticks.1;
+        elapsed = elapsed.max(r.elapsed);
+    }
+    let requests: u64 = status.values().sum();
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let ticks = clock_ticks();
+    let cpu = ClientCpu {
+        user_seconds: user as f64 / ticks,
+        system_seconds: system as f64 / ticks,
+        us_per_request: if requests > 0 { (user + system) as f64 / ticks * 1e6 / requests as f64 } else { 0.0 },
+    };
+    let latency_us = if hist.is_empty() {
+        LatencyUs::default()
+    } else {
+        LatencyUs {
+            p50: hist.value_at_quantile(0.50),
+            p90: hist.value_at_quantile(0.90),
+            p99: hist.value_at_quantile(0.99),
+            p999: hist.value_at_quantile(0.999),
+            max: hist.max(),
+            mean: hist.mean(),
+            min: hist.min(),
+        }
+    };
+    let non_2xx = status.iter().filter(|(k, _)| !(200..300).contains(*k)).map(|(_, v)| v).sum();
+    HttpReport {
+        url: opts.url.clone(),
+        method: opts.method.to_ascii_uppercase(),
+        connections: opts.connections,
+        threads,
+        keep_alive: opts.keep_alive,
+        rate,
+        window_seconds: secs,
+        requests,
+        transactions_per_second: requests as f64 / secs,
+        bytes_read: bytes,
+        bytes_per_second: bytes as f64 / secs,
+        latency_us,
+        status,
+        non_2xx,
+        complete: errors.total() == 0 && requests > 0,
+        errors,
+        connections_opened: opened,
+        cpu,
+        histogram: Some(hist),
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid fixed histogram bounds")
+}
+
+/// CPU ticks (user, system) of the calling thread.
+fn own_cpu_ticks() -> (u64, u64) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+        .ok()
+        .and_then(|s| parse_task_stat(&s))
+        .unwrap_or_default()
+}
+
+/// One in-flight request.
+struct InFlight {
+    /// When the request should have gone out (the schedule under `--rate`, else when it did).
+    scheduled: Instant,
+    deadline: Instant,
+    sent: usize,
+    /// Whether the send completed fully (a response may arrive before the send completion).
+    send_done: bool,
+}
+
+enum ConnState {
+    /// Not connected; may connect at this time.
+    Closed(Instant),
+    /// Connected, nothing in flight.
+    Idle,
+    Busy(InFlight),
+}
+
+struct Conn {
+    stream: Option<TcpStream>,
+    state: ConnState,
+    /// Bumped each time the connection is reopened, so late completions of the old socket are
+    /// recognised and dropped.
+    generation: u32,
+    parser: ResponseParser,
+    /// Next scheduled send under `--rate`.
+    next_at: Instant,
+    /// Whether a multishot receive is armed on the current socket.
+    armed: bool,
+}
+
+// Field order is drop order: the ring goes before the buffers it may write into.
+struct HttpRing {
+    ring: IoUring,
+    bufs: BufRing,
+}
+
+fn user_data(idx: usize, generation: u32, send: bool) -> u64 {
+    (u64::from(generation) << 32) | ((idx as u64) << 1) | u64::from(send)
+}
+
+fn arm_recv(ring: &mut IoUring, conn: &mut Conn, idx: usize) -> Result<()> {
+    if let Some(s) = &conn.stream {
+        let entry = opcode::RecvMulti::new(types::Fd(s.as_raw_fd()), BUF_GROUP).build();
+        push(ring, &entry.user_data(user_data(idx, conn.generation, false)))?;
+        conn.armed = true;
+    }
+    Ok(())
+}
+
+fn push_send(ring: &mut IoUring, conn: &Conn, idx: usize, request: &[u8], from: usize) -> Result<()> {
+    if let Some(s) = &conn.stream {
+        let rest = &request[from..];
+        let entry = opcode::Send::new(types::Fd(s.as_raw_fd()), rest.as_ptr(), rest.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build();
+        push(ring, &entry.user_data(user_data(idx, conn.generation, true)))?;
+    }
+    Ok(())
+}
+
+/// Closes the socket (shutdown first, so its armed receive completes and is dropped as stale).
+fn close(conn: &mut Conn, retry_at: Instant) {
+    if let Some(s) = conn.stream.take() {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    conn.generation = conn.generation.wrapping_add(1);
+    conn.armed = false;
+    conn.state = ConnState::Closed(retry_at);
+}
+
+struct Tally {
+    hist: Histogram<u64>,
+    status: BTreeMap<u16, u64>,
+    errors: ErrorCounts,
+    bytes: u64,
+    opened: u64,
+}
+
+impl Tally {
+    fn fail(&mut self, conn: &mut Conn, kind: FailKind, message: impl FnOnce() -> String, now: Instant) {
+        self.errors.add(kind, message);
+        let backoff = if kind == FailKind::Connect { RECONNECT_BACKOFF } else { Duration::ZERO };
+        close(conn, now + backoff);
+    }
+}
+
+fn parse_fail_kind(e: &ParseError) -> FailKind {
+    match e {
+        ParseError::OversizedHeaders => FailKind::OversizedHeaders,
+        ParseError::Malformed(_) => FailKind::Malformed,
+        ParseError::Truncated => FailKind::Read,
+    }
+}
+
+/// One thread's loop over connections `first..first+n` (of `total`).
+fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResult> {
+    let cpu0 = own_cpu_ticks();
+    let entries = (n * 4).next_power_of_two().clamp(64, 4096);
+    let ring = build_ring(entries)?;
+    let buf_count = (n * 4).next_power_of_two().clamp(64, 1024) as u16;
+    let bufs = BufRing::register(&ring, BUF_GROUP, buf_count, BUF_SIZE)?;
+    let mut hr = HttpRing { ring, bufs };
+    let mut tally =
+        Tally { hist: new_histogram(), status: BTreeMap::new(), errors: ErrorCounts::default(), bytes: 0, opened: 0 };
+    let mut conns: Vec<Conn> = (0..n)
+        .map(|i| {
+            // Spread the schedules of all connections evenly over one interval.
+            let offset = sh.interval.map_or(Duration::ZERO, |iv| iv.mul_f64(f64::from(first + i) / f64::from(total)));
+            Conn {
+                stream: None,
+                state: ConnState::Closed(sh.start),
+                generation: 0,
+                parser: ResponseParser::new(sh.head_only),
+                next_at: sh.start + offset,
+                armed: false,
+            }
+        })
+        .collect();
+    let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
+    let mut last_activity = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= sh.end {
+            break;
+        }
+        let quota_left = sh.quota.is_none_or(|q| sh.issued.load(Ordering::Relaxed) < q);
+        let mut busy = 0;
+        let mut next_event = now + Duration::from_millis(5);
+        for (idx, conn) in conns.iter_mut().enumerate() {
+            if let ConnState::Closed(at) = conn.state {
+                if at > now {
+                    next_event = next_event.min(at);
+                    continue;
+                }
+                if !quota_left {
+                    continue;
+                }
+                match TcpStream::connect_timeout(&sh.addr, sh.timeout) {
+                    Ok(s) => {
+                        let _ = s.set_nodelay(true);
+                        conn.stream = Some(s);
+                        conn.state = ConnState::Idle;
+                        tally.opened += 1;
+                        arm_recv(&mut hr.ring, conn, idx)?;
+                    }
+                    Err(e) => {
+                        let now = Instant::now();
+                        tally.fail(conn, FailKind::Connect, || format!("connect to {}: {e}", sh.addr), now);
+                        continue;
+                    }
+                }
+            }
+            match &conn.state {
+                ConnState::Idle => {
+                    let now = Instant::now();
+                    if sh.interval.is_some() && conn.next_at > now {
+                        next_event = next_event.min(conn.next_at);
+                        continue;
+                    }
+                    if let Some(q) = sh.quota {
+                        if sh.issued.fetch_add(1, Ordering::Relaxed) >= q {
+                            continue;
+                        }
+                    }
+                    let scheduled = if sh.interval.is_some() { conn.next_at } else { now };
+                    if let Some(iv) = sh.interval {
+                        conn.next_at += iv;
+                    }
+                    conn.parser.reset(sh.head_only);
+                    push_send(&mut hr.ring, conn, idx, &sh.request, 0)?;
+                    conn.state =
+                        ConnState::Busy(InFlight { scheduled, deadline: now + sh.timeout, sent: 0, send_done: false });
+                    busy += 1;
+                }
+                ConnState::Busy(f) => {
+                    if now >= f.deadline {
+                        let timeout = sh.timeout;
+                        tally.fail(conn, FailKind::Timeout, || format!("no complete response within {timeout:?}"), now);
+                    } else {
+                        next_event = next_event.min(f.deadline);
+                        busy += 1;
+                    }
+                }
+                ConnState::Closed(_) => {}
+            }
+        }
+        if busy == 0 && !quota_left && conns.iter().all(|c| !matches!(c.state, ConnState::Busy(_))) {
+            break;
+        }
+        let limit = next_event.min(sh.end).saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
+        let batch = WakeBatch { want: 1, max_delay_us: 0 };
+        wait_for_completions(&mut hr.ring, WaitMode::Sleep, last_activity, limit, batch)?;
+        cqes.clear();
+        cqes.extend(hr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        if !cqes.is_empty() {
+            last_activity = Instant::now();
+        }
+        for &(ud, res, flags) in &cqes {
+            let idx = ((ud & 0xffff_ffff) >> 1) as usize;
+            let is_send = ud & 1 == 1;
+            let generation = (ud >> 32) as u32;
+            let bid = cqueue::buffer_select(flags);
+            let Some(conn) = conns.get_mut(idx) else { continue };
+            if generation != conn.generation {
+                if let Some(bid) = bid {
+                    hr.bufs.recycle(bid, res.max(1) as u32);
+                }
+                continue;
+            }
+            let now = Instant::now();
+            if is_send {
+                on_send(sh, &mut hr, conn, idx, res, &mut tally, now)?;
+            } else {
+                on_recv(sh, &mut hr, conn, idx, res, flags, bid, &mut tally, now)?;
+            }
+        }
+    }
+    let elapsed = sh.start.elapsed();
+    for conn in &mut conns {
+        close(conn, sh.end);
+    }
+    let cpu1 = own_cpu_ticks();
+    drop(hr);
+    Ok(ThreadResult {
+        hist: tally.hist,
+        status: tally.status,
+        errors: tally.errors,
+        bytes: tally.bytes,
+        opened: tally.opened,
+        cpu_ticks: (cpu1.0.saturating_sub(cpu0.0), cpu1.1.saturating_sub(cpu0.1)),
+        elapsed,
+    })
+}
+
+fn on_send(
+    sh: &Shared,
+    hr: &mut HttpRing,
+    conn: &mut Conn,
+    idx: usize,
+    res: i32,
+    tally: &mut Tally,
+    now: Instant,
+) -> Result<()> {
+    let ConnState::Busy(f) = &mut conn.state else { return Ok(()) };
+    if res < 0 {
+        let text = crate::transport::errno_text(res);
+        tally.fail(conn, FailKind::Write, || format!("send failed: {text}"), now);
+        return Ok(());
+    }
+    f.sent += res as usize;
+    if f.sent < sh.request.len() {
+        if res == 0 {
+            tally.fail(conn, FailKind::Write, || "send made no progress".into(), now);
+            return Ok(());
+        }
+        let from = f.sent;
+        push_send(&mut hr.ring, conn, idx, &sh.request, from)?;
+    } else {
+        f.send_done = true;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn on_recv(
+    sh: &Shared,
+    hr: &mut HttpRing,
+    conn: &mut Conn,
+    idx: usize,
+    res: i32,
+    flags: u32,
+    bid: Option<u16>,
+    tally: &mut Tally,
+    now: Instant,
+) -> Result<()> {
+    if !cqueue::more(flags) {
+        conn.armed = false;
+    }
+    if res > 0 {
+        tally.bytes += res as u64;
+        let outcome = match (&conn.state, bid) {
+            (ConnState::Busy(_), Some(bid)) => Some(conn.parser.feed(hr.bufs.buffer(bid, res as usize))),
+            _ => None,
+        };
+        if let Some(bid) = bid {
+            hr.bufs.recycle(bid, res as u32);
+        }
+        match outcome {
+            None => {
+                // Bytes while no request is in flight: the server is not speaking HTTP/1.1.
+                tally.fail(conn, FailKind::Malformed, || "response data without a request".into(), now);
+            }
+            Some(Err(e)) => tally.fail(conn, parse_fail_kind(&e), || e.to_string(), now),
+            Some(Ok(None)) => {}
+            Some(Ok(Some((resp, used)))) => {
+                finish(sh, conn, resp.status, resp.keep_alive, tally, now);
+                if used < res as usize && conn.stream.is_some() {
+                    tally.fail(conn, FailKind::Malformed, || "unexpected bytes after a complete response".into(), now);
+                }
+            }
+        }
+    } else if res == 0 {
+        match &conn.state {
+            ConnState::Busy(_) => match conn.parser.eof() {
+                Ok(resp) => finish(sh, conn, resp.status, false, tally, now),
+                Err(e) => tally.fail(conn, parse_fail_kind(&e), || e.to_string(), now),
+            },
+            // The server closed an idle keep-alive connection: reopen it, no error.
+            _ => close(conn, now),
+        }
+        return Ok(());
+    } else if res == -libc::ENOBUFS || res == -libc::EINTR || res == -libc::EAGAIN {
+        // Ring ran dry or interrupted: re-armed below.
+    } else {
+        if let Some(bid) = bid {
+            hr.bufs.recycle(bid, 1);
+        }
+        if matches!(conn.state, ConnState::Busy(_)) {
+            let text = crate::transport::errno_text(res);
+            tally.fail(conn, FailKind::Read, || format!("receive failed: {text}"), now);
+        } else {
+            close(conn, now);
+        }
+        return Ok(());
+    }
+    if conn.stream.is_some() && !conn.armed {
+        arm_recv(&mut hr.ring, conn, idx)?;
+    }
+    Ok(())
+}
+
+/// A complete response: record it, then keep the connection or reopen it.
+fn finish(sh: &Shared, conn: &mut Conn, status: u16, keep_alive: bool, tally: &mut Tally, now: Instant) {
+    let ConnState::Busy(f) = &conn.state else { return };
+    let us = now.saturating_duration_since(f.scheduled).as_micros().clamp(1, u128::from(MAX_LATENCY_US)) as u64;
+    let _ = tally.hist.record(us);
+    *tally.status.entry(status).or_insert(0) += 1;
+    if keep_alive && sh.keep_alive && f.send_done {
+        conn.state = ConnState::Idle;
+    } else {
+        close(conn, now);
+    }
+}
+
+impl HttpReport {
+    /// Text report in the spirit of wrk's.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let rate = self.rate.map_or(String::new(), |r| format!(", target {r:.0} req/s"));
+        let _ = writeln!(
+            out,
+            "{} {}: {} connections on {} threads, {:.2} s{}{}",
+            self.method,
+            self.url,
+            self.connections,
+            self.threads,
+            self.window_seconds,
+            if self.keep_alive { "" } else { ", no keep-alive" },
+            rate
+        );
+        let _ = writeln!(
+            out,
+            "  requests   {} ({:.1}/s), {} read ({}/s), {} connections opened",
+            self.requests,
+            self.transactions_per_second,
+            crate::units::format_bytes(self.bytes_read),
+            crate::units::format_bytes(self.bytes_per_second as u64),
+            self.connections_opened
+        );
+        let l = &self.latency_us;
+        let _ = writeln!(
+            out,
+            "  latency    p50 {} us  p90 {} us  p99 {} us  p99.9 {} us  max {} us  (mean {:.1} us{})",
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            l.mean,
+            if self.rate.is_some() { ", from scheduled send times" } else { "" }
+        );
+        let status: Vec<String> = self.status.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let _ = writeln!(
+            out,
+            "  status     {}{}",
+            if status.is_empty() { "none".into() } else { status.join(", ") },
+            if self.non_2xx > 0 { format!("  ({} non-2xx)", self.non_2xx) } else { String::new() }
+        );
+        let e = &self.errors;
+        if e.total() == 0 {
+            let _ = writeln!(out, "  errors     none");
+        } else {
+            let kinds: Vec<String> = FailKind::ALL
+                .iter()
+                .filter(|k| e.get(**k) > 0)
+                .map(|k| format!("{} {}", k.name(), e.get(*k)))
+                .collect();
+            let _ = writeln!(out, "  errors     {}", kinds.join(", "));
+            for (kind, example) in &e.examples {
+                let _ = writeln!(out, "    {kind}: {example}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  client CPU {:.2} s user, {:.2} s system: {:.1} us per request",
+            self.cpu.user_seconds, self.cpu.system_seconds, self.cpu.us_per_request
+        );
+        if !self.complete {
+            let _ = writeln!(
+                out,
+                "incomplete: {}",
+                if self.requests == 0 {
+                    "no response received".to_string()
+                } else {
+                    format!("{} requests failed", e.total())
+                }
+            );
+        }
+        out
+    }
+
+    /// The JSON document (DESIGN §6 keys `latency_us` and `transactions_per_second`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("schema_version".into(), serde_json::json!(crate::report::SCHEMA_VERSION));
+            obj.insert("test".into(), serde_json::json!({"workload": "http", "url": self.url}));
+            obj.insert("errors_total".into(), serde_json::json!(self.errors.total()));
+        }
+        v
+    }
+
+    /// Columns of [`HttpReport::csv_row`].
+    pub const CSV_HEADER: &'static str = "url,connections,threads,seconds,requests,transactions_per_second,bytes_read,bytes_per_second,p50_us,p90_us,p99_us,p999_us,max_us,non_2xx,errors_connect,errors_write,errors_read,errors_timeout,errors_malformed,errors_oversized_headers,cpu_us_per_request";
+
+    /// One CSV row for the whole run.
+    pub fn csv_row(&self) -> String {
+        let l = &self.latency_us;
+        let e = &self.errors;
+        format!(
+            "{},{},{},{:.3},{},{:.1},{},{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{:.2}",
+            self.url.replace(',', "%2C"),
+            self.connections,
+            self.threads,
+            self.window_seconds,
+            self.requests,
+            self.transactions_per_second,
+            self.bytes_read,
+            self.bytes_per_second,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            self.non_2xx,
+            e.connect,
+            e.write,
+            e.read,
+            e.timeout,
+            e.malformed,
+            e.oversized_headers,
+            self.cpu.us_per_request
+        )
+    }
+
+    /// The merged latency histogram (for callers that want other percentiles).
+    pub fn histogram(&self) -> Option<&Histogram<u64>> {
+        self.histogram.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = HttpUrl::parse("http://127.0.0.1:8080/a?b=1").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str(), u.host_header.as_str()),
+            ("127.0.0.1", 8080, "/a?b=1", "127.0.0.1:8080")
+        );
+        let u = HttpUrl::parse("http://[::1]:81").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str(), u.host_header.as_str()), ("::1", 81, "/", "[::1]:81"));
+        let u = HttpUrl::parse("HTTP://localhost?x").unwrap();
+        assert_eq!((u.port, u.path.as_str()), (80, "/?x"));
+        let e = HttpUrl::parse("https://example.com/").unwrap_err();
+        assert!(e.message.contains("https is not supported") && e.exit_code() == 2);
+        for bad in ["ftp://x/", "http://", "http://h:0/", "http://h:99999/", "http://[::1/", "http://a b/"] {
+            assert_eq!(HttpUrl::parse(bad).map_err(|e| e.exit_code()), Err(2), "{bad}");
+        }
+    }
+
+    #[test]
+    fn requests() {
+        let url = HttpUrl::parse("http://h:1/p").unwrap();
+        let mut opts = HttpOptions {
+            url: "http://h:1/p".into(),
+            connections: 1,
+            duration: Duration::from_secs(1),
+            requests: None,
+            method: "post".into(),
+            headers: vec!["X-A: b".into()],
+            body: Some("hi".into()),
+            keep_alive: false,
+            rate: None,
+            timeout: Duration::from_secs(1),
+            cpus: None,
+            threads: None,
+        };
+        let req = String::from_utf8(build_request(&url, &opts).unwrap()).unwrap();
+        assert_eq!(
+            req,
+            "POST /p HTTP/1.1\r\nHost: h:1\r\nX-A: b\r\nUser-Agent: uringbench\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi"
+        );
+        for bad in ["nocolon", "X: a\r\nInjected: 1", "Host: other", ": v"] {
+            opts.headers = vec![bad.into()];
+            assert!(build_request(&url, &opts).is_err(), "{bad:?}");
+        }
+    }
+}
