@@ -38,6 +38,46 @@ enum Command {
     Send(SendArgs),
     /// HTTP/1.1 load on a web server, like wrk/wrk2: latency percentiles, requests/s, errors.
     Http(HttpArgs),
+    /// Request/response against `uringbench recv`: transactions/s and latency percentiles.
+    Rr(RrArgs),
+}
+
+#[derive(Args)]
+struct RrArgs {
+    /// Host running `uringbench recv`.
+    #[arg(short = 'c', long)]
+    target: String,
+    /// Port [default: 5300].
+    #[arg(short = 'p', long)]
+    port: Option<u16>,
+    /// Queues (one pinned thread each while CPUs last); one flow each.
+    #[arg(short = 'P', long, default_value_t = 1)]
+    queues: u32,
+    #[arg(long, default_value_t = 1)]
+    flows_per_queue: u32,
+    /// Request size (1 B to 1 MiB).
+    #[arg(long, value_parser = size, default_value = "1")]
+    req: u64,
+    /// Response size (1 B to 1 MiB).
+    #[arg(long, value_parser = size, default_value = "1")]
+    resp: u64,
+    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
+    time: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    warmup: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "250ms")]
+    cooldown: std::time::Duration,
+    #[arg(short = 'i', long, value_parser = duration)]
+    interval: Option<std::time::Duration>,
+    #[arg(long, value_parser = cpu_list)]
+    cpus: Option<CpuList>,
+    /// auto spins on the completion queue while a thread has a CPU of its own.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    busy_poll: OnOffAuto,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    #[arg(short = 'J', long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -291,6 +331,7 @@ fn main() -> ExitCode {
         Command::Recv(args) => recv(args),
         Command::Send(args) => send(args),
         Command::Http(args) => http(args),
+        Command::Rr(args) => rr(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -331,7 +372,14 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 spec.flows_per_queue,
                 spec.time_ms as f64 / 1e3
             ),
-            ServerEvent::SessionEnded { id, peer, report } => format!(
+            ServerEvent::SessionEnded { id, peer, workload: Workload::Rr, report } => format!(
+                "[{id}] done {peer}: answered {} transactions ({} in the window: {:.0}/s){}",
+                report.total_bytes(),
+                report.bytes(),
+                report.bytes() as f64 / report.window_seconds.max(1e-9),
+                if report.complete { String::new() } else { format!(", incomplete: {}", report.errors.join("; ")) }
+            ),
+            ServerEvent::SessionEnded { id, peer, report, .. } => format!(
                 "[{id}] done {peer}: {} {} bytes ({} in the window: {}){}",
                 if report.role == Role::Sender { "sent" } else { "received" },
                 report.total_bytes(),
@@ -386,6 +434,8 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         depth: args.depth,
         gso: !args.no_gso,
         one_way_delay: args.one_way_delay,
+        req_len: 1,
+        resp_len: 1,
         direction: if args.bidir {
             Direction::Bidir
         } else if args.reverse {
@@ -528,4 +578,41 @@ fn render_summary(s: &RepeatSummary) -> String {
     out += &line("offered Gbit/s", &s.sender_bits_per_second, 1e9, "");
     out += &line("receiver CPU-s/GB", &s.cpu_seconds_per_gb, 1.0, "");
     out
+}
+
+fn rr(args: RrArgs) -> Result<u8, Error> {
+    let (req, resp) = (u32::try_from(args.req).unwrap_or(0), u32::try_from(args.resp).unwrap_or(0));
+    uringbench::transport::tcp_rr::check_sizes(req, resp)?;
+    if args.queues == 0 || args.flows_per_queue == 0 || args.time.is_zero() {
+        return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
+    }
+    let spec = TestSpec {
+        workload: Workload::Rr,
+        queues: args.queues,
+        flows_per_queue: args.flows_per_queue,
+        time_ms: args.time.as_millis() as u64,
+        warmup_ms: args.warmup.as_millis() as u64,
+        cooldown_ms: args.cooldown.as_millis() as u64,
+        interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
+        req_len: req,
+        resp_len: resp,
+        ..TestSpec::default()
+    };
+    let opts = SendOptions {
+        target: args.target,
+        port: port_or_default(args.port, false),
+        spec,
+        cpus: args.cpus.map(|c| c.0),
+        busy_poll: busy(args.busy_poll),
+    };
+    let report = uringbench::workload::rr::run_rr(&opts)?;
+    let mut out = std::io::stdout().lock();
+    match if args.json { Format::Json } else { args.format } {
+        Format::Json => print_json(&mut out, &report.to_json())?,
+        Format::Csv => return Err(Error::usage("rr writes text or json")),
+        Format::Text => {
+            let _ = write!(out, "{}", report.render_text());
+        }
+    }
+    Ok(if report.complete() { 0 } else { 1 })
 }

@@ -111,7 +111,7 @@ pub struct ReceiverConfig {
 pub enum ServerEvent {
     Listening { addr: SocketAddr },
     SessionStarted { id: u64, peer: SocketAddr, spec: TestSpec, placement: String },
-    SessionEnded { id: u64, peer: SocketAddr, report: Box<SideReport> },
+    SessionEnded { id: u64, peer: SocketAddr, workload: crate::spec::Workload, report: Box<SideReport> },
     SessionFailed { id: u64, peer: SocketAddr, error: String },
     Refused { peer: SocketAddr, reason: String },
     Dropped { peer: SocketAddr, reason: String },
@@ -319,7 +319,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         &shared.cpus,
         shared.cfg.busy_poll,
         running > 0 || spec.direction == crate::spec::Direction::Bidir,
-        false,
+        spec.workload == crate::spec::Workload::Rr,
     ) {
         Ok(p) => p,
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),
@@ -333,7 +333,12 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
                 ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
             let delivered = control::write_msg(&mut ctl, &msg);
             for report in received.into_iter().chain(sent) {
-                (shared.events)(ServerEvent::SessionEnded { id, peer, report: Box::new(report) });
+                (shared.events)(ServerEvent::SessionEnded {
+                    id,
+                    peer,
+                    workload: spec.workload,
+                    report: Box::new(report),
+                });
             }
             if let Err(e) = delivered {
                 (shared.events)(ServerEvent::SessionFailed {

@@ -44,6 +44,8 @@ pub enum Direction {
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
     Stream,
+    /// Request/response: `req_len` bytes out, `resp_len` bytes back, one at a time per flow.
+    Rr,
 }
 
 /// One test as agreed by both ends. Durations are in milliseconds on the wire.
@@ -75,6 +77,15 @@ pub struct TestSpec {
     /// same host, or clocks synchronised by PTP).
     #[serde(default)]
     pub one_way_delay: bool,
+    /// rr: request and response sizes in bytes.
+    #[serde(default = "one")]
+    pub req_len: u32,
+    #[serde(default = "one")]
+    pub resp_len: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn yes() -> bool {
@@ -99,6 +110,8 @@ impl Default for TestSpec {
             gso: true,
             direction: Direction::Forward,
             one_way_delay: false,
+            req_len: 1,
+            resp_len: 1,
         }
     }
 }

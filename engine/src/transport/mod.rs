@@ -5,6 +5,7 @@
 //! and returns per-flow outcomes when its flows end.
 
 pub mod tcp_recv;
+pub mod tcp_rr;
 pub mod tcp_send;
 pub mod udp_recv;
 pub mod udp_send;

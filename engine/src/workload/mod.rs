@@ -3,5 +3,6 @@
 
 pub mod http;
 pub mod iperf2_compat;
+pub mod rr;
 pub mod stream;
 pub mod udp_stream;

@@ -136,7 +136,8 @@ impl SenderSession {
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
         let shared = opts.spec.direction == Direction::Bidir;
-        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, false)?;
+        let latency_bound = opts.spec.workload == crate::spec::Workload::Rr;
+        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound)?;
         let ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
@@ -424,6 +425,9 @@ pub fn serve_test(
     placement: &Placement,
     caps: &KernelCaps,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    if spec.workload == crate::spec::Workload::Rr {
+        return super::rr::serve_rr(ctl, spec, flows, placement).map(|r| (Some(r), None));
+    }
     if spec.direction == Direction::Forward {
         return run_receive(ctl, spec, flows, placement, caps).map(|r| (Some(r), None));
     }
