@@ -289,6 +289,25 @@ fn cpu_figures(
     CpuFigures { threads, host, host_busy_seconds, nominal_hz }
 }
 
+/// A queue thread, tagged with its side ("sender" or "receiver").
+pub type SideThread = (&'static str, ThreadCpu);
+/// A host CPU, tagged with the side whose queue threads ran on it.
+pub type SideHostCpu = (&'static str, HostCpu);
+
+/// The CPU figures the verdict looks at, from the sending and the receiving side: every queue
+/// thread, and of the host's CPUs only those a side's queue threads ran on.
+pub fn cpu_evidence(sender: Option<&SideReport>, receiver: Option<&SideReport>) -> (Vec<SideThread>, Vec<SideHostCpu>) {
+    let mut threads = Vec::new();
+    let mut host = Vec::new();
+    for (name, side) in [("sender", sender), ("receiver", receiver)] {
+        let Some(side) = side else { continue };
+        threads.extend(side.cpu.threads.iter().map(|t| (name, t.clone())));
+        let own = |h: &&HostCpu| side.cpu.threads.iter().any(|t| t.cpu == h.cpu);
+        host.extend(side.cpu.host.iter().filter(own).map(|h| (name, h.clone())));
+    }
+    (threads, host)
+}
+
 fn rate(bytes: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         bytes as f64 * 8.0 / seconds
@@ -352,20 +371,7 @@ impl StreamReport {
             .clone()
             .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
             .or_else(|| self.sender.errors.first().cloned());
-        let mut threads = Vec::new();
-        let mut host = Vec::new();
-        for (name, side) in [("sender", Some(&self.sender)), ("receiver", self.receiver.as_ref())] {
-            let Some(side) = side else { continue };
-            threads.extend(side.cpu.threads.iter().map(|t| (name, t.clone())));
-            // Only the CPUs this side's queue threads ran on speak for this side.
-            host.extend(
-                side.cpu
-                    .host
-                    .iter()
-                    .filter(|h| side.cpu.threads.iter().any(|t| t.cpu == h.cpu))
-                    .map(|h| (name, h.clone())),
-            );
-        }
+        let (threads, host) = cpu_evidence(Some(&self.sender), self.receiver.as_ref());
         Evidence {
             incomplete,
             received_bps: self.receiver.as_ref().map_or(0.0, |r| r.bits_per_second()),

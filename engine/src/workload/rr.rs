@@ -12,7 +12,7 @@ use crate::control::{self, ControlMsg};
 use crate::error::{Error, Result};
 use crate::measure::{sample_window, QueueCounters, SampleSources};
 use crate::placement::Placement;
-use crate::report::{Role, SideReport};
+use crate::report::{cpu_evidence, Role, SideReport};
 use crate::spec::TestSpec;
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::tcp_rr::{self, RrConfig, RrFlow};
@@ -85,19 +85,7 @@ impl RrReport {
     }
 
     pub fn verdict(&self) -> Verdict {
-        let mut threads = Vec::new();
-        let mut host = Vec::new();
-        for (name, side) in [("sender", Some(&self.client)), ("receiver", self.server.as_ref())] {
-            let Some(side) = side else { continue };
-            threads.extend(side.cpu.threads.iter().map(|t| (name, t.clone())));
-            host.extend(
-                side.cpu
-                    .host
-                    .iter()
-                    .filter(|h| side.cpu.threads.iter().any(|t| t.cpu == h.cpu))
-                    .map(|h| (name, h.clone())),
-            );
-        }
+        let (threads, host) = cpu_evidence(Some(&self.client), self.server.as_ref());
         let incomplete = self
             .error
             .clone()
