@@ -58,7 +58,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from stream_vs_iperf2 import (  # noqa: E402  (helpers only; no side effects on import)
     CLK_TCK, Interrupted, _on_sigterm, cpu_busy_jiffies, environment_line, fmt_num,
-    fmt_stat, log, read_text, summarize, tail_line)
+    fmt_stat, log, parse_json_doc, read_text, summarize, tail_line)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BINARY = "target/release/uringbench"
@@ -292,16 +292,6 @@ def client_limit(args):
     return args.time + 30
 
 
-def parse_json_doc(text):
-    try:
-        return json.loads(text)
-    except ValueError:
-        i, j = text.find("{"), text.rfind("}")
-        if 0 <= i < j:
-            try:
-                return json.loads(text[i:j + 1])
-            except ValueError:
-                return None
     return None
 
 

@@ -144,16 +144,7 @@ def run_uringbench(args, run, tmp):
     if got is None:
         return res
     stdout = got[0]
-    doc = None
-    try:
-        doc = json.loads(stdout)
-    except ValueError:
-        i, j = stdout.find("{"), stdout.rfind("}")
-        if 0 <= i < j:
-            try:
-                doc = json.loads(stdout[i:j + 1])
-            except ValueError:
-                pass
+    doc = sv.parse_json_doc(stdout)
     if not isinstance(doc, dict):
         res["error"] = "rr printed no JSON document: %s" % (sv.tail_line(
             os.path.join(tmp, "ub-r%d.cli.out" % run)) or "(empty)")

@@ -228,6 +228,20 @@ def finish_cpu(res, cpu):
         res["cpu_s_per_gb"] = total / (res["bytes_for_cpu"] / 1e9)
 
 
+def parse_json_doc(text):
+    """The JSON document a tool printed, tolerating stray text around it; None if there is none."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        i, j = text.find("{"), text.rfind("}")
+        if 0 <= i < j:
+            try:
+                return json.loads(text[i:j + 1])
+            except ValueError:
+                return None
+    return None
+
+
 def time_arg(t):
     return ("%ds" % t) if float(t).is_integer() else ("%dms" % round(t * 1000))
 
@@ -274,17 +288,7 @@ def run_uringbench(args, q, run, tmp):
     if timed_out:
         res["error"] = "send timed out after %.0f s" % (args.time * 2 + 30)
         return res
-    doc = None
-    try:
-        doc = json.loads(stdout)
-    except ValueError:
-        # tolerate stray text around the JSON document
-        i, j = stdout.find("{"), stdout.rfind("}")
-        if 0 <= i < j:
-            try:
-                doc = json.loads(stdout[i:j + 1])
-            except ValueError:
-                doc = None
+    doc = parse_json_doc(stdout)
     if rc != 0:
         res["error"] = "send exited %s: %s" % (rc, tail_line(cli_err) or tail_line(cli_out)
                                                 or "(no output)")

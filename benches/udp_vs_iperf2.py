@@ -80,7 +80,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stream_vs_iperf2 as sv  # noqa: E402  (shared helpers; not modified)
 
 from stream_vs_iperf2 import (  # noqa: E402
-    log, spawn, stop, stop_all, run_bounded, read_text, tail_line, cpu_busy_jiffies,
+    log, spawn, stop, stop_all, run_bounded, read_text, tail_line, cpu_busy_jiffies, parse_json_doc,
     cpu_delta_s, summarize, fmt_num, fmt_stat, time_arg, environment_line, idle_check,
     check_prereqs, prepare_binary, Interrupted, CLK_TCK, REPO, PAIR_SCRIPT,
     DEFAULT_BINARY, CPU_SEND, CPU_RECV, ADDR_RECV,
@@ -162,16 +162,6 @@ def parse_rate(text):
     return v
 
 
-def load_json_doc(stdout):
-    try:
-        return json.loads(stdout)
-    except ValueError:
-        i, j = stdout.find("{"), stdout.rfind("}")
-        if 0 <= i < j:
-            try:
-                return json.loads(stdout[i:j + 1])
-            except ValueError:
-                return None
     return None
 
 
@@ -249,7 +239,7 @@ def run_uringbench(args, tool, run, tmp):
     if timed_out:
         res["error"] = "send timed out after %.0f s" % limit
         return res
-    doc = load_json_doc(read_text(cli_out))
+    doc = parse_json_doc(read_text(cli_out))
     if rc != 0:
         res["error"] = "send exited %s: %s" % (rc, tail_line(cli_err) or tail_line(cli_out)
                                                 or "(no output)")
