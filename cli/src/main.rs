@@ -40,6 +40,8 @@ enum Command {
     Http(HttpArgs),
     /// Request/response against `uringbench recv`: transactions/s and latency percentiles.
     Rr(RrArgs),
+    /// Connect/request/response/close against `uringbench recv`: connections/s, latency, failures.
+    Crr(RrArgs),
 }
 
 #[derive(Args)]
@@ -53,8 +55,15 @@ struct RrArgs {
     /// Queues (one pinned thread each while CPUs last); one flow each.
     #[arg(short = 'P', long, default_value_t = 1)]
     queues: u32,
+    /// Flows per queue, each with one transaction (crr: one connection) in flight.
     #[arg(long, default_value_t = 1)]
     flows_per_queue: u32,
+    /// rr over UDP: one datagram each way per transaction (sizes up to 65507 B).
+    #[arg(short = 'u', long)]
+    udp: bool,
+    /// UDP rr and crr: a transaction unanswered this long is counted as failed.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    timeout: std::time::Duration,
     /// Request size (1 B to 1 MiB).
     #[arg(long, value_parser = size, default_value = "1")]
     req: u64,
@@ -331,7 +340,8 @@ fn main() -> ExitCode {
         Command::Recv(args) => recv(args),
         Command::Send(args) => send(args),
         Command::Http(args) => http(args),
-        Command::Rr(args) => rr(args),
+        Command::Rr(args) => rr(args, Workload::Rr),
+        Command::Crr(args) => rr(args, Workload::Crr),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -372,7 +382,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 spec.flows_per_queue,
                 spec.time_ms as f64 / 1e3
             ),
-            ServerEvent::SessionEnded { id, peer, workload: Workload::Rr, report } => format!(
+            ServerEvent::SessionEnded { id, peer, workload: Workload::Rr | Workload::Crr, report } => format!(
                 "[{id}] done {peer}: answered {} transactions ({} in the window: {:.0}/s){}",
                 report.total_bytes(),
                 report.bytes(),
@@ -436,6 +446,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         one_way_delay: args.one_way_delay,
         req_len: 1,
         resp_len: 1,
+        timeout_ms: 1_000,
         direction: if args.bidir {
             Direction::Bidir
         } else if args.reverse {
@@ -580,24 +591,32 @@ fn render_summary(s: &RepeatSummary) -> String {
     out
 }
 
-fn rr(args: RrArgs) -> Result<u8, Error> {
-    let (req, resp) = (u32::try_from(args.req).unwrap_or(0), u32::try_from(args.resp).unwrap_or(0));
-    uringbench::transport::tcp_rr::check_sizes(req, resp)?;
+fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
     if args.queues == 0 || args.flows_per_queue == 0 || args.time.is_zero() {
         return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
     }
+    if workload == Workload::Crr && args.udp {
+        return Err(Error::usage("crr opens TCP connections; it has no --udp form"));
+    }
     let spec = TestSpec {
-        workload: Workload::Rr,
+        proto: if args.udp { Proto::Udp } else { Proto::Tcp },
+        workload,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
         time_ms: args.time.as_millis() as u64,
         warmup_ms: args.warmup.as_millis() as u64,
         cooldown_ms: args.cooldown.as_millis() as u64,
         interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
-        req_len: req,
-        resp_len: resp,
+        req_len: u32::try_from(args.req).unwrap_or(u32::MAX),
+        resp_len: u32::try_from(args.resp).unwrap_or(u32::MAX),
+        timeout_ms: args.timeout.as_millis() as u64,
         ..TestSpec::default()
     };
+    uringbench::transport::rr::check_spec(&spec)?;
+    let format = if args.json { Format::Json } else { args.format };
+    if format == Format::Csv {
+        return Err(Error::usage("rr and crr write text or json"));
+    }
     let opts = SendOptions {
         target: args.target,
         port: port_or_default(args.port, false),
@@ -607,12 +626,10 @@ fn rr(args: RrArgs) -> Result<u8, Error> {
     };
     let report = uringbench::workload::rr::run_rr(&opts)?;
     let mut out = std::io::stdout().lock();
-    match if args.json { Format::Json } else { args.format } {
-        Format::Json => print_json(&mut out, &report.to_json())?,
-        Format::Csv => return Err(Error::usage("rr writes text or json")),
-        Format::Text => {
-            let _ = write!(out, "{}", report.render_text());
-        }
+    if format == Format::Json {
+        print_json(&mut out, &report.to_json())?;
+    } else {
+        let _ = write!(out, "{}", report.render_text());
     }
-    Ok(if report.complete() { 0 } else { 1 })
+    Ok(if report.succeeded() { 0 } else { 1 })
 }

@@ -1,5 +1,6 @@
-//! Request/response between two namespaces: both ends count the same transactions, the
-//! percentiles are ordered, and bad sizes are refused.
+//! Request/response and connect/request/response/close between two namespaces: both ends
+//! count the same transactions, the percentiles are ordered, failures injected with iptables
+//! are counted by cause, and bad sizes are refused.
 
 mod common;
 
@@ -53,4 +54,110 @@ fn bad_sizes_are_refused() {
         assert_eq!(out.status.code(), Some(2), "--req {req} --resp {resp}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(String::from_utf8_lossy(&out.stderr).contains("1 MiB"), "names the allowed range");
     }
+    let mut c = std::process::Command::new(bin());
+    c.args(["rr", "-u", "--target", "127.0.0.1", "--resp", "65508"]);
+    let (out, _) = run_bounded(c, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("65507"), "UDP names the datagram limit");
+    let mut c = std::process::Command::new(bin());
+    c.args(["crr", "-u", "--target", "127.0.0.1"]);
+    let (out, _) = run_bounded(c, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2), "crr has no UDP form");
+}
+
+/// `rr`/`crr` in the sender namespace against `recv`, JSON parsed; exit code returned too.
+fn run_json(pair: &NetnsPair, args: &[&str]) -> (serde_json::Value, Option<i32>) {
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), args);
+    c.args(["--target", RECV_ADDR, "--warmup", "200ms", "-J", "--cpus", "0"]);
+    let (out, _) = run_bounded(c, Duration::from_secs(40));
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    (json(&out), out.status.code())
+}
+
+fn percentiles_ordered(doc: &serde_json::Value) {
+    let l = &doc["latency_us"];
+    let p: Vec<f64> = ["min", "p50", "p90", "p99", "p999", "max"].iter().map(|k| l[*k].as_f64().unwrap()).collect();
+    assert!(p.windows(2).all(|w| w[0] <= w[1]) && p[0] > 0.0, "percentiles ordered: {l}");
+}
+
+fn iptables_dropped(pair: &NetnsPair, ns: &str) -> u64 {
+    let out = pair.cmd(ns, "iptables", &["-L", "INPUT", "-v", "-x", "-n"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .filter(|l| l.contains("DROP"))
+        .map(|l| l.split_whitespace().next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn udp_rr_counts_every_lost_request_as_a_timeout() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubr-urr");
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let (doc, code) = run_json(&pair, &["rr", "-u", "-t", "1", "--req", "200", "--resp", "1000"]);
+    assert_eq!(code, Some(0));
+    let client = u64_at(&doc, "/sum/client/total_transactions");
+    assert!(client > 1000, "thousands of UDP transactions in a second, got {client}");
+    assert_eq!(u64_at(&doc, "/sum/server/total_transactions"), client, "lossless veth: both ends agree");
+    assert_eq!(u64_at(&doc, "/failures/timeouts"), 0);
+    percentiles_ordered(&doc);
+
+    // Every 50th datagram reaching the server is dropped: each is one request lost.
+    let rule = ["-A", "INPUT", "-p", "udp", "--dport", "5300", "-m", "statistic", "--mode", "nth", "--every", "50"];
+    let mut rule: Vec<&str> = rule.to_vec();
+    rule.extend(["--packet", "0", "-j", "DROP"]);
+    assert!(pair.cmd(&pair.receiver_ns(), "iptables", &rule).status().unwrap().success());
+    let (doc, code) = run_json(&pair, &["rr", "-u", "-t", "1", "--timeout", "20ms"]);
+    assert_eq!(code, Some(0), "lost UDP transactions are the path's figure, not a failed run");
+    let dropped = iptables_dropped(&pair, &pair.receiver_ns());
+    let timeouts = u64_at(&doc, "/failures/timeouts");
+    assert!(dropped > 0, "the rule dropped requests");
+    assert_eq!(timeouts, dropped, "one timeout per dropped request");
+    let client = u64_at(&doc, "/sum/client/total_transactions");
+    assert_eq!(u64_at(&doc, "/sum/server/total_transactions"), client, "answers are never dropped");
+    assert_eq!(doc["verdict"]["bottleneck"], "datagram loss", "{}", doc["verdict"]);
+    assert!(doc["failure_notes"][0].as_str().unwrap().contains("20 ms"), "{}", doc["failure_notes"]);
+    drop(recv);
+}
+
+#[test]
+fn crr_opens_one_connection_per_transaction_and_counts_failures_by_cause() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubr-crr");
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let (doc, code) = run_json(&pair, &["crr", "-t", "1", "-P", "2", "--flows-per-queue", "2", "--resp", "2000"]);
+    assert_eq!(code, Some(0));
+    let client = u64_at(&doc, "/sum/client/total_transactions");
+    assert!(client > 500, "hundreds of connections a second over veth, got {client}");
+    assert_eq!(u64_at(&doc, "/sum/server/total_transactions"), client, "one answer per connection");
+    assert_eq!(doc["failures"]["refused"], 0);
+    assert_eq!(doc["failures"]["timeouts"], 0);
+    percentiles_ordered(&doc);
+    // The client really opened that many connections: its namespace's ActiveOpens counter.
+    let snmp = pair.cmd(&pair.sender_ns(), "cat", &["/proc/net/snmp"]).output().unwrap();
+    let snmp = String::from_utf8_lossy(&snmp.stdout).to_string();
+    let tcp: Vec<&str> = snmp.lines().filter(|l| l.starts_with("Tcp:")).collect();
+    let col = tcp[0].split_whitespace().position(|k| k == "ActiveOpens").unwrap();
+    let opens: u64 = tcp[1].split_whitespace().nth(col).unwrap().parse().unwrap();
+    assert!(opens >= client, "{opens} active opens for {client} transactions (plus control connections)");
+
+    // Two local ports for four flows: the others find none.
+    pair.cmd(&pair.sender_ns(), "sysctl", &["-qw", "net.ipv4.ip_local_port_range=50000 50001"]).status().unwrap();
+    let (doc, code) = run_json(&pair, &["crr", "-t", "1", "--flows-per-queue", "4"]);
+    pair.cmd(&pair.sender_ns(), "sysctl", &["-qw", "net.ipv4.ip_local_port_range=32768 60999"]).status().unwrap();
+    assert_eq!(code, Some(1), "failed connections fail the run");
+    assert!(u64_at(&doc, "/failures/port_exhaustion") > 0, "{}", doc["failures"]);
+    let notes = doc["failure_notes"].to_string();
+    assert!(notes.contains("ip_local_port_range"), "explains the fix: {notes}");
+
+    // SYNs to anything but the control port vanish: connects time out.
+    let drop_syn = ["-A", "INPUT", "-p", "tcp", "--syn", "!", "--dport", "5300", "-j", "DROP"];
+    assert!(pair.cmd(&pair.receiver_ns(), "iptables", &drop_syn).status().unwrap().success());
+    let (doc, code) = run_json(&pair, &["crr", "-t", "500ms", "--timeout", "50ms"]);
+    assert_eq!(code, Some(1));
+    let timeouts = u64_at(&doc, "/failures/timeouts");
+    assert!((5..=20).contains(&timeouts), "0.7 s of 50 ms timeouts on one flow: {}", doc["failures"]);
+    assert_eq!(u64_at(&doc, "/sum/client/total_transactions"), 0);
+    let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
+    assert_eq!(log.matches("answered").count(), 3, "recv served all three crr tests:\n{log}");
 }

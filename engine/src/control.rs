@@ -41,8 +41,15 @@ pub enum ControlMsg {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         udp_ports: Vec<u16>,
     },
-    /// Receiver → sender: accepted; open the data flows with this cookie.
-    Accept { cookie: SessionCookie, placement: String },
+    /// Receiver → sender: accepted; open the data flows with this cookie. A connection-rate
+    /// test (`crr`) connects to `data_port` instead: a listener private to the test, because
+    /// every transaction is a new connection.
+    Accept {
+        cookie: SessionCookie,
+        placement: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data_port: Option<u16>,
+    },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },
     /// Receiver → sender: every flow is connected and armed; the test starts now.
@@ -54,6 +61,9 @@ pub enum ControlMsg {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reverse: Option<Box<SideReport>>,
     },
+    /// Sender → receiver, for tests whose flows have no end of their own (UDP and
+    /// connection-rate request/response): the sender's flows are done, stop and report.
+    Finished,
     /// Either way: the test is abandoned.
     Abort { reason: String },
 }

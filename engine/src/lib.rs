@@ -8,9 +8,11 @@
 //!
 //! The crate is split the way neper splits a benchmark:
 //! - **transport** ([`transport`]): per-thread io_uring loops that move bytes
-//!   ([`transport::tcp_send`], [`transport::tcp_recv`]), with [`ring`] for set-up and waiting;
+//!   ([`transport::tcp_send`], [`transport::tcp_recv`], the request/response loops of
+//!   [`transport::rr`]), with [`ring`] for set-up and waiting;
 //! - **workload** ([`workload`]): what runs over the flows and how both ends agree on it
-//!   ([`workload::stream`]), over the [`control`] channel, served by [`server`];
+//!   ([`workload::stream`], [`workload::rr`], [`workload::http`]), over the [`control`]
+//!   channel, served by [`server`];
 //! - **measurement** ([`measure`]): counters and window sampling, CPU clocks;
 //! - **report** ([`report`]): the figures of each side, text and JSON.
 //!
@@ -30,6 +32,7 @@ pub mod probe;
 pub mod report;
 pub mod ring;
 pub mod server;
+pub mod sockopt;
 pub mod spec;
 pub mod tcpinfo;
 pub mod threads;

@@ -94,6 +94,48 @@ fn poll_once(ring: &mut IoUring) -> Result<bool> {
     Ok(!ring.completion().is_empty())
 }
 
+/// `user_data` of the request [`cancel_all`] submits; loops must not use it.
+pub const CANCEL_ALL_TAG: u64 = u64::MAX;
+
+/// Cancels every operation still in flight on `ring` and reaps completions until all
+/// `inflight` of them have ended (or `limit` has passed), so the buffers they point at can be
+/// freed. Loops whose operations never end on their own (a receive on a datagram socket, a
+/// connect to a silent host, a multishot accept) call it before they return. Every reaped
+/// completion is shown to `on_cqe` (user_data, result, flags) first, so that a descriptor
+/// an accept delivered meanwhile can be closed; one flagged `IORING_CQE_F_MORE` does not end
+/// its operation.
+pub fn cancel_all(
+    ring: &mut IoUring,
+    mut inflight: usize,
+    limit: Duration,
+    mut on_cqe: impl FnMut(u64, i32, u32),
+) -> Result<()> {
+    if inflight == 0 {
+        return Ok(());
+    }
+    let cancel = io_uring::opcode::AsyncCancel2::new(io_uring::types::CancelBuilder::any()).build();
+    push(ring, &cancel.user_data(CANCEL_ALL_TAG))?;
+    let end = Instant::now() + limit;
+    while inflight > 0 && Instant::now() < end {
+        let ts = Timespec::from(Duration::from_millis(10));
+        match ring.submitter().submit_with_args(1, &SubmitArgs::new().timespec(&ts)) {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+            Err(e) => return Err(Error::io("cancelling io_uring operations", e)),
+        }
+        for c in ring.completion() {
+            if c.user_data() == CANCEL_ALL_TAG {
+                continue;
+            }
+            on_cqe(c.user_data(), c.result(), c.flags());
+            if !io_uring::cqueue::more(c.flags()) {
+                inflight = inflight.saturating_sub(1);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Submits queued entries without waiting.
 pub fn submit_now(ring: &mut IoUring) -> Result<()> {
     match ring.submit() {

@@ -12,7 +12,9 @@ use crate::placement::{plan, resolve_cpus, BusyPoll};
 use crate::probe::KernelCaps;
 use crate::report::SideReport;
 use crate::ring::BufRing;
-use crate::spec::{Proto, TestSpec};
+use crate::spec::{Proto, TestSpec, Workload};
+use crate::transport::tcp_crr;
+use crate::workload::rr::{self, ServerFlows};
 use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
 use crate::workload::udp_stream;
 use std::collections::HashMap;
@@ -54,18 +56,17 @@ impl Default for ServerLimits {
 impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
     pub fn check(&self, spec: &TestSpec, threads: usize) -> std::result::Result<(), String> {
-        if spec.proto == Proto::Udp && (spec.len < crate::udp::payload::HEADER_LEN as u32 || spec.len > 65507) {
+        if spec.workload.latency_bound() {
+            crate::transport::rr::check_spec(spec).map_err(|e| e.message)?;
+        } else if spec.proto == Proto::Udp && (spec.len < crate::udp::payload::HEADER_LEN as u32 || spec.len > 65507) {
             return Err(format!("UDP datagram length {} outside {}..65507", spec.len, crate::udp::payload::HEADER_LEN));
         }
         if spec.queues == 0 || spec.queues > self.max_queues {
             return Err(format!("{} queues requested, this receiver allows 1 to {}", spec.queues, self.max_queues));
         }
-        if spec.flows_per_queue == 0 || spec.data_connections() > self.max_flows {
-            return Err(format!(
-                "{} flows requested, this receiver allows at most {}",
-                spec.data_connections(),
-                self.max_flows
-            ));
+        let flows = spec.flows().max(spec.data_connections());
+        if spec.flows_per_queue == 0 || flows > self.max_flows {
+            return Err(format!("{flows} flows requested, this receiver allows at most {}", self.max_flows));
         }
         let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
         if spec.time_ms == 0 || total > self.max_total_ms {
@@ -319,7 +320,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         &shared.cpus,
         shared.cfg.busy_poll,
         running > 0 || spec.direction == crate::spec::Direction::Bidir,
-        spec.workload == crate::spec::Workload::Rr,
+        spec.workload.latency_bound(),
     ) {
         Ok(p) => p,
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),
@@ -375,11 +376,24 @@ fn accept_and_run(
     udp_ports: &[u16],
     placement: &crate::placement::Placement,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    if spec.workload == Workload::Crr {
+        let local = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
+        let (listeners, port) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues)?;
+        let accept =
+            ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: Some(port) };
+        control::write_msg(ctl, &accept)?;
+        announce(shared, ctl, spec, placement);
+        return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners), placement).map(|r| (Some(r), None));
+    }
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).
         let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
-        control::write_msg(ctl, &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone() })?;
+        let accept = ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: None };
+        control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
+        if spec.workload == Workload::Rr {
+            return rr::serve_rr(ctl, spec, ServerFlows::Udp(sockets), placement).map(|r| (Some(r), None));
+        }
         return udp_stream::serve_udp(ctl, spec, sockets, placement);
     }
     let cookie = control::new_cookie();
@@ -388,7 +402,9 @@ fn accept_and_run(
     let unregister = || {
         shared.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
     };
-    if let Err(e) = control::write_msg(ctl, &ControlMsg::Accept { cookie, placement: placement.summary.clone() }) {
+    if let Err(e) =
+        control::write_msg(ctl, &ControlMsg::Accept { cookie, placement: placement.summary.clone(), data_port: None })
+    {
         unregister();
         return Err(e);
     }
@@ -419,6 +435,9 @@ fn accept_and_run(
     }
     unregister();
     let flows = slots.into_iter().enumerate().map(|(i, s)| (i as u32, s.expect("all slots filled"))).collect();
+    if spec.workload == Workload::Rr {
+        return rr::serve_rr(ctl, spec, ServerFlows::Tcp(flows), placement).map(|r| (Some(r), None));
+    }
     stream::serve_test(ctl, spec, flows, placement, &shared.caps)
 }
 

@@ -46,6 +46,15 @@ pub enum Workload {
     Stream,
     /// Request/response: `req_len` bytes out, `resp_len` bytes back, one at a time per flow.
     Rr,
+    /// Connect, request, response, close: one new TCP connection per transaction.
+    Crr,
+}
+
+impl Workload {
+    /// Transaction workloads measure latency: their threads spin while they have a CPU.
+    pub fn latency_bound(self) -> bool {
+        matches!(self, Workload::Rr | Workload::Crr)
+    }
 }
 
 /// One test as agreed by both ends. Durations are in milliseconds on the wire.
@@ -82,6 +91,14 @@ pub struct TestSpec {
     pub req_len: u32,
     #[serde(default = "one")]
     pub resp_len: u32,
+    /// rr over UDP and crr: a transaction (or connect) not answered within this long counts
+    /// as a failure and the flow moves on.
+    #[serde(default = "second")]
+    pub timeout_ms: u64,
+}
+
+fn second() -> u64 {
+    1_000
 }
 
 fn one() -> u32 {
@@ -112,6 +129,7 @@ impl Default for TestSpec {
             one_way_delay: false,
             req_len: 1,
             resp_len: 1,
+            timeout_ms: 1_000,
         }
     }
 }
@@ -120,9 +138,12 @@ impl TestSpec {
     pub fn flows(&self) -> u32 {
         self.queues * self.flows_per_queue
     }
-    /// Data connections of a test: one set of flows per direction.
+    /// Data connections of a test: one set of flows per direction; none for crr, whose
+    /// connections come and go during the test.
     pub fn data_connections(&self) -> u32 {
-        if self.direction == Direction::Bidir {
+        if self.workload == Workload::Crr {
+            0
+        } else if self.direction == Direction::Bidir {
             2 * self.flows()
         } else {
             self.flows()
@@ -134,6 +155,9 @@ impl TestSpec {
     }
     pub fn time(&self) -> Duration {
         Duration::from_millis(self.time_ms)
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1))
     }
     pub fn warmup(&self) -> Duration {
         Duration::from_millis(self.warmup_ms)

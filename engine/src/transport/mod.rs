@@ -4,10 +4,13 @@
 //! messages or reports. It publishes running totals through [`crate::measure::QueueCounters`]
 //! and returns per-flow outcomes when its flows end.
 
+pub mod rr;
+pub mod tcp_crr;
 pub mod tcp_recv;
 pub mod tcp_rr;
 pub mod tcp_send;
 pub mod udp_recv;
+pub mod udp_rr;
 pub mod udp_send;
 
 use serde::{Deserialize, Serialize};

@@ -6,21 +6,17 @@
 //! ring round trips and no allocation. The client records every transaction's round trip
 //! (from the request's submission to the last response byte) into an HdrHistogram.
 
+use super::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
 use super::{errno_text, FlowOutcome};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::measure::QueueCounters;
-use crate::placement::WaitMode;
 use crate::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
-use hdrhistogram::Histogram;
 use io_uring::{opcode, types, IoUring};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Largest request or response: DESIGN's rr sizes go from 1 byte to 1 MiB.
-pub const MAX_MESSAGE: u32 = 1 << 20;
 /// Receives land in this much scratch memory at most per operation.
 const SCRATCH: u32 = 64 * 1024;
 
@@ -28,33 +24,6 @@ const SCRATCH: u32 = 64 * 1024;
 pub struct RrFlow {
     pub stream: TcpStream,
     pub queue: u32,
-}
-
-/// How an rr thread runs.
-#[derive(Debug, Clone)]
-pub struct RrConfig {
-    pub wait: WaitMode,
-    pub req_len: u32,
-    pub resp_len: u32,
-    /// Client: start no new transaction after this instant. Server: unused.
-    pub deadline: Instant,
-    /// Client: only transactions completing inside this window enter the histogram.
-    pub window: (Instant, Instant),
-    /// Raised when the test must end regardless of the flows.
-    pub stop: Arc<AtomicBool>,
-}
-
-/// What an rr client thread measured.
-pub struct RrClientResult {
-    /// Per flow; `bytes` counts transactions.
-    pub flows: Vec<FlowOutcome>,
-    /// Round-trip times inside the window, nanoseconds.
-    pub latency_ns: Histogram<u64>,
-}
-
-/// A new histogram for round trips from 1 ns to 100 s at 3 significant digits.
-pub fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -196,10 +165,7 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
             // A whole transaction.
             f.transactions += 1;
             counters.add(f.queue as usize, 1);
-            if now >= cfg.window.0 && now <= cfg.window.1 {
-                let rtt = now.duration_since(f.started).as_nanos().max(1) as u64;
-                let _ = latency_ns.record(rtt.min(latency_ns.high()));
-            }
+            cfg.record(&mut latency_ns, f.started, now);
             if now >= cfg.deadline {
                 let _ = f.stream.shutdown(Shutdown::Write);
                 f.phase = Phase::Done;
@@ -218,7 +184,7 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
             f.error.get_or_insert_with(|| "server stopped answering".into());
         }
     }
-    Ok(RrClientResult { flows: outcomes(state), latency_ns })
+    Ok(RrClientResult { flows: outcomes(state), latency_ns, failures: RrFailures::default() })
 }
 
 /// Runs an rr server thread: answers every complete request until each flow's EOF.
@@ -296,14 +262,4 @@ pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
         }
     }
     Ok(outcomes(state))
-}
-
-/// Checks request/response sizes.
-pub fn check_sizes(req: u32, resp: u32) -> Result<()> {
-    for (name, v) in [("--req", req), ("--resp", resp)] {
-        if v == 0 || v > MAX_MESSAGE {
-            return Err(Error::usage(format!("{name} {v} bytes is outside 1 byte .. 1 MiB")));
-        }
-    }
-    Ok(())
 }

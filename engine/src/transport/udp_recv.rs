@@ -165,21 +165,7 @@ fn arm(rr: &mut RecvRing, fd: i32, idx: usize) -> Result<()> {
 }
 
 fn set_int_opt(socket: &UdpSocket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: a valid socket fd and a c_int option value that lives across the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::sockopt::set_int(socket.as_raw_fd(), level, name, value)
 }
 
 /// Turns on `UDP_GRO` (and `SO_TIMESTAMPNS` when `kernel_timestamps`) on a receiving

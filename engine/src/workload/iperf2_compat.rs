@@ -59,6 +59,7 @@ use crate::netpath::PathProbe;
 use crate::placement::{pin_current_thread, plan, resolve_cpus, BusyPoll, WaitMode};
 use crate::probe::KernelCaps;
 use crate::ring::WakeBatch;
+use crate::sockopt;
 use crate::spec::{Proto, ZeroCopyMode};
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::tcp_recv::{self, RecvFlow, RecvWorkerConfig};
@@ -73,7 +74,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -1080,83 +1081,24 @@ pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
     Ok(Iperf2Listeners { tcp, udp })
 }
 
-fn set_int_opt(fd: i32, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: a valid socket fd and a c_int option value that lives across the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// A `sockaddr` for `bind`.
-fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
-}
-
 /// A UDP socket bound to `addr` that others of ours can share (`SO_REUSEADDR`), with GRO and
 /// kernel receive timestamps on before any datagram arrives. `exclusive`: bind before
 /// allowing reuse, so that any other socket already on the port (an `iperf -s -u`, another
 /// `recv --iperf2`) makes the bind fail instead of silently sharing the port.
 fn udp_listener(addr: SocketAddr, exclusive: bool) -> io::Result<UdpSocket> {
-    let family = if addr.is_ipv6() { libc::AF_INET6 } else { libc::AF_INET };
-    // SAFETY: socket(2) with constant arguments; the fd is owned right below.
-    let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh socket nobody else owns; UdpSocket closes it on drop.
-    let socket = unsafe { UdpSocket::from_raw_fd(fd) };
+    let fd = sockopt::socket_for(&addr, libc::SOCK_DGRAM)?;
     if !exclusive {
-        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     }
-    let (sa, len) = to_sockaddr(&addr);
-    // SAFETY: sa is a valid sockaddr of len bytes that lives across the call.
-    if unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_storage).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sockopt::bind(&fd, &addr)?;
+    let socket = UdpSocket::from(fd);
+    let fd = socket.as_raw_fd();
     if exclusive {
-        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     }
     // Root may size the buffer past rmem_max: a burst at the start of a fast test fits.
-    if set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
-        let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+    if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
+        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
     }
     udp_recv::prepare_socket(&socket, true, true)?;
     socket.set_nonblocking(true)?;
@@ -1933,7 +1875,7 @@ mod tests {
     }
 
     #[test]
-    fn sockaddr_round_trip_through_bind() {
+    fn udp_listener_binds_exclusively_or_shared() {
         let s = udp_listener("127.0.0.1:0".parse().unwrap(), true).expect("bind v4");
         let addr = s.local_addr().unwrap();
         assert!(addr.port() > 0);

@@ -125,6 +125,8 @@ pub struct SenderSession {
     pub caps: KernelCaps,
     pub placement: Placement,
     pub cookie: control::SessionCookie,
+    /// crr: the receiver's listening port for the test's connections.
+    pub data_port: Option<u16>,
 }
 
 impl SenderSession {
@@ -136,14 +138,14 @@ impl SenderSession {
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
         let shared = opts.spec.direction == Direction::Bidir;
-        let latency_bound = opts.spec.workload == crate::spec::Workload::Rr;
+        let latency_bound = opts.spec.workload.latency_bound();
         let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound)?;
         let ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
             ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
         let path = PathProbe::to(target_ip, opts.spec.flows());
-        Ok(Self { ctl, peer, target_ip, path, caps, placement, cookie: [0; 16] })
+        Ok(Self { ctl, peer, target_ip, path, caps, placement, cookie: [0; 16], data_port: None })
     }
 
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
@@ -157,7 +159,10 @@ impl SenderSession {
             &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports },
         )?;
         self.cookie = match control::read_msg(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, .. } => cookie,
+            ControlMsg::Accept { cookie, data_port, .. } => {
+                self.data_port = data_port;
+                cookie
+            }
             ControlMsg::Refuse { reason } => {
                 return Err(Error::peer(format!("receiver {peer} refused the test: {reason}")))
             }
@@ -425,9 +430,6 @@ pub fn serve_test(
     placement: &Placement,
     caps: &KernelCaps,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
-    if spec.workload == crate::spec::Workload::Rr {
-        return super::rr::serve_rr(ctl, spec, flows, placement).map(|r| (Some(r), None));
-    }
     if spec.direction == Direction::Forward {
         return run_receive(ctl, spec, flows, placement, caps).map(|r| (Some(r), None));
     }

@@ -14,6 +14,7 @@ use crate::measure::{sample_window, QueueCounters, SampleSources};
 use crate::placement::Placement;
 use crate::report::{Role, SideReport, StreamReport, UdpFigures};
 use crate::ring::WakeBatch;
+use crate::sockopt;
 use crate::spec::{Direction, TestSpec};
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::udp_recv::{self, LiveStats, UdpRecvConfig, UdpRecvFlow};
@@ -21,7 +22,7 @@ use crate::transport::udp_send::{self, FinConfig, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::udp::seq::SeqStats;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::FromRawFd;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,15 +42,11 @@ const UDP_RCVBUF: usize = 16 << 20;
 /// Raises SO_RCVBUF to `bytes`: SO_RCVBUFFORCE where allowed (CAP_NET_ADMIN), else as far
 /// as net.core.rmem_max lets SO_RCVBUF go. Returns the size the kernel granted.
 fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
-    use std::os::fd::AsRawFd;
     let fd = socket.as_raw_fd();
     let value = bytes as libc::c_int;
     let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: valid fd and a c_int option value living across the call.
-        if unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, (&value as *const libc::c_int).cast(), len) } == 0 {
-            break;
-        }
+    if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).is_err() {
+        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, value);
     }
     let mut got: libc::c_int = 0;
     let mut got_len = len;
@@ -60,16 +57,23 @@ fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
     got.max(0) as usize
 }
 
+/// The sender's flow sockets, bound to the address its control connection left from, with
+/// the source ports to announce in the hello.
+pub fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec<u16>)> {
+    let sockets: Vec<UdpSocket> = (0..count)
+        .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("binding a UDP flow socket", e)))
+        .collect::<Result<_>>()?;
+    let ports = sockets.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
+    Ok((sockets, ports))
+}
+
 /// Runs a UDP stream test against `recv`, in the direction the spec asks.
 pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
     let local_ip = local_ip.to_canonical();
-    let sockets: Vec<UdpSocket> = (0..spec.data_connections())
-        .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("binding a UDP flow socket", e)))
-        .collect::<Result<_>>()?;
-    let ports: Vec<u16> = sockets.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
+    let (sockets, ports) = flow_sockets(local_ip, spec.data_connections())?;
     let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
     let (forward, reverse) = split_by_direction(spec, indexed);
     // Receiving sockets get GRO and their buffer before the far side is told to start.
@@ -189,59 +193,13 @@ pub fn receiver_sockets(ctl: &TcpStream, ports: &[u16]) -> Result<Vec<UdpSocket>
 }
 
 fn reuseport_socket(local: SocketAddr, peer: SocketAddr) -> Result<UdpSocket> {
-    let family = if local.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: plain socket(2) call; the fd is owned by the UdpSocket below.
-    let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Error::io("creating a UDP flow socket", std::io::Error::last_os_error()));
-    }
-    // SAFETY: fd is a fresh socket we own; from here on the UdpSocket closes it.
-    let socket = unsafe { UdpSocket::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
-    // SAFETY: valid fd and a c_int option value living across the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEPORT,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::io("setting SO_REUSEPORT on a UDP flow socket", std::io::Error::last_os_error()));
-    }
-    let (addr, len) = sockaddr(local);
-    // SAFETY: addr is a valid sockaddr of `len` bytes for this family.
-    if unsafe { libc::bind(fd, (&addr as *const libc::sockaddr_storage).cast(), len) } != 0 {
-        return Err(Error::io(format!("binding UDP {local}"), std::io::Error::last_os_error()));
-    }
+    let fd = sockopt::socket_for(&local, libc::SOCK_DGRAM).map_err(|e| Error::io("creating a UDP flow socket", e))?;
+    sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)
+        .map_err(|e| Error::io("setting SO_REUSEPORT on a UDP flow socket", e))?;
+    sockopt::bind(&fd, &local).map_err(|e| Error::io(format!("binding UDP {local}"), e))?;
+    let socket = UdpSocket::from(fd);
     socket.connect(peer).map_err(|e| Error::io(format!("connecting a UDP flow to {peer}"), e))?;
     Ok(socket)
-}
-
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
-            let sin = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = a.port().to_be();
-            sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-            (ss, std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
-        }
-        SocketAddr::V6(a) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in6.
-            let sin6 = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = a.port().to_be();
-            sin6.sin6_addr.s6_addr = a.ip().octets();
-            sin6.sin6_scope_id = a.scope_id();
-            (ss, std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t)
-        }
-    }
 }
 
 /// The serving side of an accepted UDP test on `recv`, whatever its direction: receives on

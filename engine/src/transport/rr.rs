@@ -1,0 +1,193 @@
+//! What every request/response transport loop shares: its configuration, the round-trip
+//! histogram, the failure counts, and the size rules.
+//!
+//! Three loops use it: [`super::tcp_rr`] (one long-lived connection per flow),
+//! [`super::udp_rr`] (one connected datagram socket per flow, with loss) and
+//! [`super::tcp_crr`] (a new connection per transaction).
+
+use super::FlowOutcome;
+use crate::error::{Error, Result};
+use crate::placement::WaitMode;
+use crate::spec::{Proto, TestSpec, Workload};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Largest request or response over TCP: DESIGN's rr sizes go from 1 byte to 1 MiB.
+pub const MAX_MESSAGE: u32 = 1 << 20;
+/// Largest request or response over UDP: one IPv4 datagram.
+pub const MAX_UDP_MESSAGE: u32 = 65_507;
+/// Longest per-transaction timeout a test may ask for.
+pub const MAX_TIMEOUT_MS: u64 = 60_000;
+
+/// How an rr thread runs.
+#[derive(Debug, Clone)]
+pub struct RrConfig {
+    pub wait: WaitMode,
+    pub req_len: u32,
+    pub resp_len: u32,
+    /// Client: start no new transaction after this instant. Server: unused.
+    pub deadline: Instant,
+    /// Client: only transactions completing inside this window enter the histogram.
+    pub window: (Instant, Instant),
+    /// UDP and crr clients: a transaction older than this is abandoned and counted.
+    pub timeout: Duration,
+    /// Raised when the test must end regardless of the flows.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl RrConfig {
+    /// Records one completed transaction's round trip if it ended inside the window.
+    pub fn record(&self, latency_ns: &mut Histogram<u64>, started: Instant, now: Instant) {
+        if now >= self.window.0 && now <= self.window.1 {
+            let rtt = now.duration_since(started).as_nanos().max(1) as u64;
+            let _ = latency_ns.record(rtt.min(latency_ns.high()));
+        }
+    }
+}
+
+/// Transactions that did not complete, by cause. Over TCP rr all stay zero (a broken flow
+/// ends the flow instead); over UDP a lost request or response is a `timeout`; crr sees
+/// every connection failure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RrFailures {
+    /// No answer (UDP) or no connection/response (crr) within the timeout.
+    pub timeouts: u64,
+    /// UDP: answers that arrived after their transaction had timed out, discarded.
+    pub late: u64,
+    /// Connection refused (crr) or ICMP port unreachable (UDP).
+    pub refused: u64,
+    /// crr: connect failed with EADDRNOTAVAIL, no local port left.
+    pub port_exhaustion: u64,
+    /// crr: reset or closed by the server before the whole response.
+    pub reset: u64,
+    /// Anything else: the errno texts are in the flow errors.
+    pub other: u64,
+}
+
+impl RrFailures {
+    pub fn total(&self) -> u64 {
+        self.timeouts + self.refused + self.port_exhaustion + self.reset + self.other
+    }
+
+    pub fn add(&mut self, o: &RrFailures) {
+        self.timeouts += o.timeouts;
+        self.late += o.late;
+        self.refused += o.refused;
+        self.port_exhaustion += o.port_exhaustion;
+        self.reset += o.reset;
+        self.other += o.other;
+    }
+
+    /// One line per non-zero cause, saying what it means and what to do about it.
+    pub fn explain(&self, timeout: Duration) -> Vec<String> {
+        let ms = timeout.as_millis();
+        let mut lines = Vec::new();
+        if self.timeouts > 0 {
+            lines.push(format!(
+                "{} transactions unanswered within {ms} ms (lost datagrams, a stalled server, or SYN drops: \
+                 check the server's listen backlog and interface drops)",
+                self.timeouts
+            ));
+        }
+        if self.late > 0 {
+            lines.push(format!("{} answers arrived after their transaction timed out and were discarded", self.late));
+        }
+        if self.refused > 0 {
+            lines.push(format!(
+                "{} connections refused (nothing listening, or the accept queue overflowed: \
+                 net.core.somaxconn, net.ipv4.tcp_max_syn_backlog)",
+                self.refused
+            ));
+        }
+        if self.port_exhaustion > 0 {
+            lines.push(format!(
+                "{} connects found no free local port (EADDRNOTAVAIL): widen net.ipv4.ip_local_port_range \
+                 or use more client addresses",
+                self.port_exhaustion
+            ));
+        }
+        if self.reset > 0 {
+            lines.push(format!("{} connections reset or closed before the whole response", self.reset));
+        }
+        if self.other > 0 {
+            lines.push(format!("{} transactions failed otherwise (see the flow errors)", self.other));
+        }
+        lines
+    }
+}
+
+/// What an rr client thread measured.
+pub struct RrClientResult {
+    /// Per flow; `bytes` counts transactions.
+    pub flows: Vec<FlowOutcome>,
+    /// Round-trip times inside the window, nanoseconds.
+    pub latency_ns: Histogram<u64>,
+    pub failures: RrFailures,
+}
+
+/// A new histogram for round trips from 1 ns to 100 s at 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// Checks a transaction test's sizes, protocol and timeout (both ends run it).
+pub fn check_spec(spec: &TestSpec) -> Result<()> {
+    let max = match spec.proto {
+        Proto::Tcp => MAX_MESSAGE,
+        Proto::Udp => MAX_UDP_MESSAGE,
+    };
+    for (name, v) in [("--req", spec.req_len), ("--resp", spec.resp_len)] {
+        if v == 0 || v > max {
+            let what = if spec.proto == Proto::Udp { "65507 bytes (one UDP datagram)" } else { "1 MiB" };
+            return Err(Error::usage(format!("{name} {v} bytes is outside 1 byte .. {what}")));
+        }
+    }
+    if spec.workload == Workload::Crr && spec.proto == Proto::Udp {
+        return Err(Error::usage("crr opens TCP connections; it has no UDP form"));
+    }
+    if spec.timeout_ms == 0 || spec.timeout_ms > MAX_TIMEOUT_MS {
+        return Err(Error::usage(format!(
+            "--timeout {} ms is outside 1 ms .. {} s",
+            spec.timeout_ms,
+            MAX_TIMEOUT_MS / 1000
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_outside_the_protocol_limits_are_usage_errors() {
+        let tcp = TestSpec { workload: Workload::Rr, req_len: 1, resp_len: MAX_MESSAGE, ..TestSpec::default() };
+        assert!(check_spec(&tcp).is_ok(), "1 B / 1 MiB is the TCP range");
+        for (req, resp) in [(0, 1), (1, 0), (MAX_MESSAGE + 1, 1)] {
+            let e = check_spec(&TestSpec { req_len: req, resp_len: resp, ..tcp.clone() }).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+        }
+        let udp = TestSpec { proto: Proto::Udp, resp_len: MAX_UDP_MESSAGE, ..tcp.clone() };
+        assert!(check_spec(&udp).is_ok(), "a 65507-byte answer fits one datagram");
+        let e = check_spec(&TestSpec { resp_len: MAX_UDP_MESSAGE + 1, ..udp.clone() }).unwrap_err();
+        assert!(e.message.contains("65507"), "names the datagram limit: {e}");
+        let e = check_spec(&TestSpec { workload: Workload::Crr, ..udp }).unwrap_err();
+        assert!(e.message.contains("TCP"), "{e}");
+        assert!(check_spec(&TestSpec { timeout_ms: 0, ..tcp }).is_err(), "a zero timeout is refused");
+    }
+
+    #[test]
+    fn failures_add_up_and_explain_only_what_happened() {
+        let mut a = RrFailures { timeouts: 2, late: 1, ..RrFailures::default() };
+        a.add(&RrFailures { refused: 3, port_exhaustion: 1, ..RrFailures::default() });
+        assert_eq!(a.total(), 6, "late answers are not failures of their own: {a:?}");
+        let lines = a.explain(Duration::from_millis(200));
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[0].contains("200 ms"), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("ip_local_port_range")), "{lines:?}");
+        assert!(RrFailures::default().explain(Duration::from_secs(1)).is_empty());
+    }
+}
