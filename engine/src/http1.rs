@@ -117,12 +117,22 @@ impl ResponseParser {
             match self.state {
                 State::Done => break,
                 State::Head => {
+                    // The usual case: a whole head at the start of one read, parsed in place.
+                    if self.line.is_empty() {
+                        let window = &rest[..rest.len().min(MAX_HEAD + 1)];
+                        if let Some(pos) = find_head_end(window) {
+                            let end = pos + 4;
+                            self.parse_head_bytes(&rest[..end])?;
+                            at += end;
+                            continue;
+                        }
+                    }
                     // The end of the head may straddle two reads: look from 3 bytes back.
                     let before = self.line.len();
                     let take = rest.len().min(MAX_HEAD + 1 - before);
                     self.line.extend_from_slice(&rest[..take]);
                     let from = before.saturating_sub(3);
-                    match find(&self.line[from..], b"\r\n\r\n") {
+                    match find_head_end(&self.line[from..]) {
                         Some(pos) => {
                             let end = from + pos + 4;
                             at += end - before;
@@ -351,8 +361,19 @@ fn is_token(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+/// Where the blank line ending a head (`\r\n\r\n`) starts. Jumps from line feed to line
+/// feed: a head has a dozen lines, so this touches each byte once with a simple loop instead
+/// of comparing a 4-byte window at every position.
+fn find_head_end(hay: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(p) = hay[from..].iter().position(|&b| b == b'\n') {
+        let lf = from + p;
+        if lf >= 3 && &hay[lf - 3..=lf] == b"\r\n\r\n" {
+            return Some(lf - 3);
+        }
+        from = lf + 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -378,6 +399,15 @@ mod tests {
         }
         assert_eq!(got, expected, "byte-by-byte and whole feeding agree");
         expected
+    }
+
+    #[test]
+    fn head_end_is_the_first_blank_line() {
+        assert_eq!(find_head_end(b"\r\n\r\n"), Some(0));
+        assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody\r\n\r\n"), Some(21));
+        assert_eq!(find_head_end(b"\n\r\n"), None, "a bare LF does not end the head");
+        assert_eq!(find_head_end(b"x\r\n\n\r\n"), None);
+        assert_eq!(find_head_end(b""), None);
     }
 
     #[test]

@@ -541,6 +541,9 @@ fn close(conn: &mut Conn, retry_at: Instant) {
 }
 
 struct Tally {
+    /// A connection changed state outside the completion path (closed, or idle waiting for
+    /// its schedule): the next loop turn scans all of them.
+    dirty: bool,
     hist: Histogram<u64>,
     status: BTreeMap<u16, u64>,
     errors: ErrorCounts,
@@ -553,6 +556,7 @@ impl Tally {
         self.errors.add(kind, message);
         let backoff = if kind == FailKind::Connect { RECONNECT_BACKOFF } else { Duration::ZERO };
         close(conn, now + backoff);
+        self.dirty = true;
     }
 }
 
@@ -572,8 +576,14 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
     let buf_count = (n * 4).next_power_of_two().clamp(64, 1024) as u16;
     let bufs = BufRing::register(&ring, BUF_GROUP, buf_count, BUF_SIZE)?;
     let mut hr = HttpRing { ring, bufs };
-    let mut tally =
-        Tally { hist: new_histogram(), status: BTreeMap::new(), errors: ErrorCounts::default(), bytes: 0, opened: 0 };
+    let mut tally = Tally {
+        dirty: true,
+        hist: new_histogram(),
+        status: BTreeMap::new(),
+        errors: ErrorCounts::default(),
+        bytes: 0,
+        opened: 0,
+    };
     let mut conns: Vec<Conn> = (0..n)
         .map(|i| {
             // Spread the schedules of all connections evenly over one interval.
@@ -590,15 +600,32 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
         .collect();
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
     let mut last_activity = Instant::now();
+    // Closed-loop runs on many connections sleep until several responses are in (or 50 µs
+    // passed): one wake-up per batch instead of per response. Paced runs and runs on few
+    // connections wake per completion, so latency is not stretched.
+    let batch = if sh.interval.is_none() && n >= 16 {
+        WakeBatch { want: (n / 8).min(8), max_delay_us: 50 }
+    } else {
+        WakeBatch { want: 1, max_delay_us: 0 }
+    };
+    // The scan over all connections (connects, schedules, timeouts) runs when one of them is
+    // due or a connection changed state outside the completion path; a completed keep-alive
+    // response starts the next request on the spot.
+    let mut next_event = sh.start;
+    let mut busy = 0;
     loop {
         let now = Instant::now();
         if now >= sh.end {
             break;
         }
         let quota_left = sh.quota.is_none_or(|q| sh.issued.load(Ordering::Relaxed) < q);
-        let mut busy = 0;
-        let mut next_event = now + Duration::from_millis(5);
-        for (idx, conn) in conns.iter_mut().enumerate() {
+        let rescan = now >= next_event || tally.dirty;
+        if rescan {
+            tally.dirty = false;
+            busy = 0;
+            next_event = now + Duration::from_millis(5);
+        }
+        for (idx, conn) in conns.iter_mut().enumerate().filter(|_| rescan) {
             if let ConnState::Closed(at) = conn.state {
                 if at > now {
                     next_event = next_event.min(at);
@@ -629,20 +656,10 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
                         next_event = next_event.min(conn.next_at);
                         continue;
                     }
-                    if let Some(q) = sh.quota {
-                        if sh.issued.fetch_add(1, Ordering::Relaxed) >= q {
-                            continue;
-                        }
+                    if start_request(sh, &mut hr.ring, conn, idx, now)? {
+                        next_event = next_event.min(now + sh.timeout);
+                        busy += 1;
                     }
-                    let scheduled = if sh.interval.is_some() { conn.next_at } else { now };
-                    if let Some(iv) = sh.interval {
-                        conn.next_at += iv;
-                    }
-                    conn.parser.reset(sh.head_only);
-                    push_send(&mut hr.ring, conn, idx, &sh.request, 0)?;
-                    conn.state =
-                        ConnState::Busy(InFlight { scheduled, deadline: now + sh.timeout, sent: 0, send_done: false });
-                    busy += 1;
                 }
                 ConnState::Busy(f) => {
                     if now >= f.deadline {
@@ -656,11 +673,10 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
                 ConnState::Closed(_) => {}
             }
         }
-        if busy == 0 && !quota_left && conns.iter().all(|c| !matches!(c.state, ConnState::Busy(_))) {
+        if !quota_left && (rescan && busy == 0 || conns.iter().all(|c| !matches!(c.state, ConnState::Busy(_)))) {
             break;
         }
         let limit = next_event.min(sh.end).saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
-        let batch = WakeBatch { want: 1, max_delay_us: 0 };
         wait_for_completions(&mut hr.ring, WaitMode::Sleep, last_activity, limit, batch)?;
         cqes.clear();
         cqes.extend(hr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
@@ -679,11 +695,10 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
                 }
                 continue;
             }
-            let now = Instant::now();
             if is_send {
-                on_send(sh, &mut hr, conn, idx, res, &mut tally, now)?;
+                on_send(sh, &mut hr, conn, idx, res, &mut tally, last_activity)?;
             } else {
-                on_recv(sh, &mut hr, conn, idx, res, flags, bid, &mut tally, now)?;
+                on_recv(sh, &mut hr, conn, idx, res, flags, bid, &mut tally, last_activity)?;
             }
         }
     }
@@ -765,7 +780,7 @@ fn on_recv(
             Some(Err(e)) => tally.fail(conn, parse_fail_kind(&e), || e.to_string(), now),
             Some(Ok(None)) => {}
             Some(Ok(Some((resp, used)))) => {
-                finish(sh, conn, resp.status, resp.keep_alive, tally, now);
+                finish(sh, &mut hr.ring, conn, idx, resp.status, resp.keep_alive, tally, now)?;
                 if used < res as usize && conn.stream.is_some() {
                     tally.fail(conn, FailKind::Malformed, || "unexpected bytes after a complete response".into(), now);
                 }
@@ -774,11 +789,14 @@ fn on_recv(
     } else if res == 0 {
         match &conn.state {
             ConnState::Busy(_) => match conn.parser.eof() {
-                Ok(resp) => finish(sh, conn, resp.status, false, tally, now),
+                Ok(resp) => finish(sh, &mut hr.ring, conn, idx, resp.status, false, tally, now)?,
                 Err(e) => tally.fail(conn, parse_fail_kind(&e), || e.to_string(), now),
             },
             // The server closed an idle keep-alive connection: reopen it, no error.
-            _ => close(conn, now),
+            _ => {
+                close(conn, now);
+                tally.dirty = true;
+            }
         }
         return Ok(());
     } else if res == -libc::ENOBUFS || res == -libc::EINTR || res == -libc::EAGAIN {
@@ -792,6 +810,7 @@ fn on_recv(
             tally.fail(conn, FailKind::Read, || format!("receive failed: {text}"), now);
         } else {
             close(conn, now);
+            tally.dirty = true;
         }
         return Ok(());
     }
@@ -801,17 +820,50 @@ fn on_recv(
     Ok(())
 }
 
-/// A complete response: record it, then keep the connection or reopen it.
-fn finish(sh: &Shared, conn: &mut Conn, status: u16, keep_alive: bool, tally: &mut Tally, now: Instant) {
-    let ConnState::Busy(f) = &conn.state else { return };
+/// A complete response: record it, then send the next request on the spot (closed loop,
+/// keep-alive), leave the connection idle for its schedule, or reopen it.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    sh: &Shared,
+    ring: &mut IoUring,
+    conn: &mut Conn,
+    idx: usize,
+    status: u16,
+    keep_alive: bool,
+    tally: &mut Tally,
+    now: Instant,
+) -> Result<()> {
+    let ConnState::Busy(f) = &conn.state else { return Ok(()) };
     let us = now.saturating_duration_since(f.scheduled).as_micros().clamp(1, u128::from(MAX_LATENCY_US)) as u64;
     let _ = tally.hist.record(us);
     *tally.status.entry(status).or_insert(0) += 1;
-    if keep_alive && sh.keep_alive && f.send_done {
-        conn.state = ConnState::Idle;
-    } else {
+    if !(keep_alive && sh.keep_alive && f.send_done) {
         close(conn, now);
+        tally.dirty = true;
+        return Ok(());
     }
+    conn.state = ConnState::Idle;
+    if sh.interval.is_some() || now >= sh.end || !start_request(sh, ring, conn, idx, now)? {
+        tally.dirty = true;
+    }
+    Ok(())
+}
+
+/// Sends the next request on an idle connection, unless the `-n` quota is used up.
+fn start_request(sh: &Shared, ring: &mut IoUring, conn: &mut Conn, idx: usize, now: Instant) -> Result<bool> {
+    if let Some(q) = sh.quota {
+        if sh.issued.fetch_add(1, Ordering::Relaxed) >= q {
+            return Ok(false);
+        }
+    }
+    let scheduled = if sh.interval.is_some() { conn.next_at } else { now };
+    if let Some(iv) = sh.interval {
+        conn.next_at += iv;
+    }
+    conn.parser.reset(sh.head_only);
+    push_send(ring, conn, idx, &sh.request, 0)?;
+    conn.state = ConnState::Busy(InFlight { scheduled, deadline: now + sh.timeout, sent: 0, send_done: false });
+    Ok(true)
 }
 
 impl HttpReport {
