@@ -87,6 +87,37 @@ struct RrArgs {
     format: Format,
     #[arg(short = 'J', long)]
     json: bool,
+    #[command(flatten)]
+    fast: FastPathArgs,
+}
+
+/// Kernel fast paths, chosen for the whole process (see `uringbench::fastpath`).
+#[derive(Args, Default)]
+struct FastPathArgs {
+    /// io_uring SQPOLL: a kernel thread submits; optional idle time before it sleeps.
+    #[arg(long, value_name = "IDLE", value_parser = duration, num_args = 0..=1, default_missing_value = "100ms")]
+    sqpoll: Option<std::time::Duration>,
+    /// io_uring NAPI busy polling (Linux 6.9+) for this long per wait [default: 50us].
+    #[arg(long, value_name = "TIME", value_parser = duration, num_args = 0..=1, default_missing_value = "50us")]
+    napi: Option<std::time::Duration>,
+}
+
+impl FastPathArgs {
+    /// Probes and turns on what was asked, before any ring exists.
+    fn apply(&self, zc_rx: Option<&str>) -> Result<(), Error> {
+        use uringbench::fastpath::{self, FastPaths, NapiPoll, SqPoll};
+        let paths = FastPaths {
+            sqpoll: self.sqpoll.map(|d| SqPoll { idle_ms: d.as_millis().clamp(1, 60_000) as u32 }),
+            napi: self
+                .napi
+                .map(|d| NapiPoll { busy_poll_us: d.as_micros().clamp(1, 1_000_000) as u32, prefer_busy_poll: true }),
+            zc_rx: zc_rx.map(fastpath::parse_zc_rx).transpose()?,
+        };
+        if paths == FastPaths::default() {
+            return Ok(());
+        }
+        fastpath::configure(paths)
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -133,6 +164,12 @@ struct RecvArgs {
     /// Tests served at the same time.
     #[arg(long, default_value_t = 4)]
     max_sessions: usize,
+    /// Zero-copy receive (io_uring RECV_ZC) from NIC queue QUEUE.. of IFACE, one queue per
+    /// thread; needs header split and flow steering (refused with what is missing).
+    #[arg(long, value_name = "IFACE[:QUEUE]")]
+    zc_rx: Option<String>,
+    #[command(flatten)]
+    fast: FastPathArgs,
 }
 
 #[derive(Args)]
@@ -206,6 +243,8 @@ struct SendArgs {
     /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    #[command(flatten)]
+    fast: FastPathArgs,
 }
 
 #[derive(Args)]
@@ -353,6 +392,7 @@ fn main() -> ExitCode {
 }
 
 fn recv(args: RecvArgs) -> Result<u8, Error> {
+    args.fast.apply(args.zc_rx.as_deref())?;
     if args.iperf2 {
         return iperf2_mode::recv(&args);
     }
@@ -414,6 +454,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 }
 
 fn send(args: SendArgs) -> Result<u8, Error> {
+    args.fast.apply(None)?;
     if args.iperf2 {
         return iperf2_mode::send(&args);
     }
@@ -592,6 +633,7 @@ fn render_summary(s: &RepeatSummary) -> String {
 }
 
 fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
+    args.fast.apply(None)?;
     if args.queues == 0 || args.flows_per_queue == 0 || args.time.is_zero() {
         return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
     }

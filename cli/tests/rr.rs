@@ -140,6 +140,31 @@ fn crr_opens_one_connection_per_transaction_and_counts_failures_by_cause() {
     let col = tcp[0].split_whitespace().position(|k| k == "ActiveOpens").unwrap();
     let opens: u64 = tcp[1].split_whitespace().nth(col).unwrap().parse().unwrap();
     assert!(opens >= client, "{opens} active opens for {client} transactions (plus control connections)");
+    drop(recv);
+
+    // CPU steering: each client queue thread is pinned to one CPU, veth processes its SYNs
+    // on that CPU, and the server's SO_REUSEPORT program hands them to the listener whose
+    // thread runs there. So per CPU, client and server counts agree exactly.
+    let recv = pair.spawn_recv(&["--cpus", "0-1"]);
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["crr", "--target", RECV_ADDR, "-t", "1", "-P", "2"]);
+    c.args(["--warmup", "200ms", "-J", "--cpus", "0-1"]);
+    let (out, _) = run_bounded(c, Duration::from_secs(40));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert!(doc["server"]["path"].as_str().unwrap().contains("steered"), "{}", doc["server"]["path"]);
+    let per_cpu = |side: &str| -> std::collections::BTreeMap<u64, u64> {
+        let threads = doc["cpu"][side]["threads"].as_array().unwrap();
+        threads
+            .iter()
+            .map(|t| {
+                let q = t["queues"][0].as_u64().unwrap() as usize;
+                (t["cpu"].as_u64().unwrap(), u64_at(&doc["queues"][q][side], "/total_transactions"))
+            })
+            .collect()
+    };
+    let (client_cpus, server_cpus) = (per_cpu("client"), per_cpu("server"));
+    assert_eq!(client_cpus.len(), 2, "two client threads on two CPUs: {client_cpus:?}");
+    assert_eq!(client_cpus, server_cpus, "connections served on the CPU they came from");
 
     // Two local ports for four flows: the others find none.
     pair.cmd(&pair.sender_ns(), "sysctl", &["-qw", "net.ipv4.ip_local_port_range=50000 50001"]).status().unwrap();

@@ -22,6 +22,7 @@
 pub mod control;
 pub mod error;
 pub mod export;
+pub mod fastpath;
 pub mod hostinfo;
 pub mod http1;
 pub mod iperf2;
@@ -41,5 +42,6 @@ pub mod udp;
 pub mod units;
 pub mod verdict;
 pub mod workload;
+pub mod zcrx;
 
 pub use error::{Error, ErrorKind, Result};

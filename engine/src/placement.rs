@@ -124,6 +124,10 @@ pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool, latency_b
     } else if busy == BusyPoll::Auto && !latency_bound {
         summary.push_str(" (auto: bulk streams sleep, spinning would take CPU from the kernel)");
     }
+    if let Some(fast) = crate::fastpath::current().describe() {
+        summary.push_str("; ");
+        summary.push_str(&fast);
+    }
     Ok(Placement { threads, wait, summary })
 }
 

@@ -15,19 +15,33 @@ use std::time::{Duration, Instant};
 /// Builds a ring for one queue thread; falls back to a plain ring on kernels without
 /// DEFER_TASKRUN (6.1). TASKRUN_FLAG makes the kernel raise `IORING_SQ_TASKRUN` in shared
 /// memory when deferred work waits, so a spinning thread can see it without a syscall.
+/// The process's fast paths ([`crate::fastpath`]) apply: with `--sqpoll` a kernel thread
+/// submits (DEFER_TASKRUN cannot be combined with it), with `--napi` waits busy-poll.
 pub fn build_ring(entries: u32) -> Result<IoUring> {
-    IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .setup_taskrun_flag()
-        .setup_cqsize(entries * 4)
-        .build(entries)
-        .or_else(|_| {
-            IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
-                .setup_cqsize(entries * 4)
-                .build(entries)
-        })
-        .map_err(|e| Error::io("creating an io_uring for a queue thread", e))
+    let fast = crate::fastpath::current();
+    let ring = if let Some(sq) = fast.sqpoll {
+        IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
+            .setup_sqpoll(sq.idle_ms)
+            .setup_cqsize(entries * 4)
+            .build(entries)
+    } else {
+        IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .setup_cqsize(entries * 4)
+            .build(entries)
+            .or_else(|_| {
+                IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
+                    .setup_cqsize(entries * 4)
+                    .build(entries)
+            })
+    }
+    .map_err(|e| Error::io("creating an io_uring for a queue thread", e))?;
+    if let Some(napi) = fast.napi {
+        crate::fastpath::register_napi(&ring, napi)?;
+    }
+    Ok(ring)
 }
 
 /// How many completions a sleeping thread waits for before it is woken, and for how long
@@ -41,8 +55,8 @@ pub struct WakeBatch {
 
 /// Waits for completions the way the thread's mode asks, never past `limit` from now.
 /// `last_activity` is when the thread last saw a completion (for adaptive spinning).
-pub fn wait_for_completions(
-    ring: &mut IoUring,
+pub fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
+    ring: &mut IoUring<io_uring::squeue::Entry, C>,
     mode: WaitMode,
     last_activity: Instant,
     limit: Duration,
@@ -83,7 +97,7 @@ pub fn wait_for_completions(
 /// One non-blocking look: enters the kernel only when entries are queued or deferred task
 /// work is flagged (then the crate passes GETEVENTS, which runs it), else reads shared
 /// memory only. Returns whether completions are ready.
-fn poll_once(ring: &mut IoUring) -> Result<bool> {
+fn poll_once<C: io_uring::cqueue::EntryMarker>(ring: &mut IoUring<io_uring::squeue::Entry, C>) -> Result<bool> {
     let (queued, taskrun) = {
         let sq = ring.submission();
         (!sq.is_empty(), sq.taskrun())
@@ -137,7 +151,7 @@ pub fn cancel_all(
 }
 
 /// Submits queued entries without waiting.
-pub fn submit_now(ring: &mut IoUring) -> Result<()> {
+pub fn submit_now<C: io_uring::cqueue::EntryMarker>(ring: &mut IoUring<io_uring::squeue::Entry, C>) -> Result<()> {
     match ring.submit() {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(()),
@@ -146,7 +160,10 @@ pub fn submit_now(ring: &mut IoUring) -> Result<()> {
 }
 
 /// Pushes an entry, submitting first when the submission queue is full.
-pub fn push(ring: &mut IoUring, entry: &io_uring::squeue::Entry) -> Result<()> {
+pub fn push<C: io_uring::cqueue::EntryMarker>(
+    ring: &mut IoUring<io_uring::squeue::Entry, C>,
+    entry: &io_uring::squeue::Entry,
+) -> Result<()> {
     loop {
         // SAFETY: every entry we build points at memory that outlives the operation: buffers
         // owned by the worker (dropped after the ring) or sockets kept open until completion.

@@ -378,12 +378,13 @@ fn accept_and_run(
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
     if spec.workload == Workload::Crr {
         let local = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
-        let (listeners, port) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues)?;
+        let steer: Vec<(usize, u32)> = placement.threads.iter().map(|t| (t.cpu, t.queues[0])).collect();
+        let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
         let accept =
             ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: Some(port) };
         control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
-        return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners), placement).map(|r| (Some(r), None));
+        return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners, spread), placement).map(|r| (Some(r), None));
     }
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).

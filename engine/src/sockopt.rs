@@ -47,6 +47,49 @@ pub fn bind(fd: &impl AsRawFd, addr: &SocketAddr) -> io::Result<()> {
     Ok(())
 }
 
+/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h); the libc crate has it only for Android.
+const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// A classic BPF program for an SO_REUSEPORT group that picks the socket by the CPU the
+/// packet is being processed on: `cpu_to_socket` lists (CPU, socket index in the group);
+/// any other CPU takes socket `cpu % group_size`. With each socket served by a thread pinned
+/// to its CPU, a connection is accepted (and its packets handled) where its interrupt and
+/// softirq already run.
+pub fn cpu_steering_program(cpu_to_socket: &[(usize, u32)], group_size: u32) -> Vec<libc::sock_filter> {
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let (ld_abs_w, jeq_k, ret_k, mod_k, ret_a) = (0x20, 0x15, 0x06, 0x94, 0x16);
+    let mut prog = vec![op(ld_abs_w, 0, 0, (libc::SKF_AD_OFF + libc::SKF_AD_CPU) as u32)];
+    for &(cpu, socket) in cpu_to_socket {
+        // Equal: fall through to the return; else skip it.
+        prog.push(op(jeq_k, 0, 1, cpu as u32));
+        prog.push(op(ret_k, 0, 0, socket));
+    }
+    prog.push(op(mod_k, 0, 0, group_size.max(1)));
+    prog.push(op(ret_a, 0, 0, 0));
+    prog
+}
+
+/// Attaches [`cpu_steering_program`] to the SO_REUSEPORT group `fd` belongs to.
+pub fn attach_cpu_steering(fd: RawFd, cpu_to_socket: &[(usize, u32)], group_size: u32) -> io::Result<()> {
+    let mut prog = cpu_steering_program(cpu_to_socket, group_size);
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
+    // SAFETY: fprog points at `prog`, which lives across the call; the kernel copies it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `addr` as a `sockaddr_storage` and the length of the part that matters.
 pub fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_storage.
@@ -96,6 +139,51 @@ mod tests {
             let bound = socket.local_addr().unwrap();
             assert_eq!(bound.ip(), addr.ip(), "bound where asked");
             assert_ne!(bound.port(), 0, "the kernel picked a port");
+        }
+    }
+
+    #[test]
+    fn the_steering_program_picks_the_socket_of_the_sending_cpu() {
+        let cpus = core_affinity::get_core_ids().unwrap_or_default();
+        if cpus.len() < 2 {
+            return; // One CPU: nothing to steer between.
+        }
+        // Two UDP sockets in one SO_REUSEPORT group on loopback, CPU 0 -> socket 1 and
+        // CPU 1 -> socket 0 (crossed, so a default hash cannot pass by luck).
+        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let group: Vec<std::net::UdpSocket> = (0..2)
+            .map(|_| {
+                let fd = socket_for(&addr, libc::SOCK_DGRAM).unwrap();
+                set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1).unwrap();
+                bind(&fd, &addr).unwrap();
+                let s = std::net::UdpSocket::from(fd);
+                s.set_nonblocking(true).unwrap();
+                s
+            })
+            .collect();
+        let (c0, c1) = (cpus[0].id, cpus[1].id);
+        attach_cpu_steering(group[0].as_raw_fd(), &[(c0, 1), (c1, 0)], 2).unwrap();
+        for (core, expect) in [(cpus[0], 1usize), (cpus[1], 0)] {
+            std::thread::spawn(move || {
+                assert!(core_affinity::set_for_current(core), "pin to CPU {}", core.id);
+                let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                for _ in 0..20 {
+                    tx.send_to(b"x", addr).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut buf = [0u8; 8];
+            let mut got = [0usize; 2];
+            for (i, s) in group.iter().enumerate() {
+                while s.recv(&mut buf).is_ok() {
+                    got[i] += 1;
+                }
+            }
+            assert_eq!(got[expect], 20, "datagrams sent from CPU {} land on socket {expect}: {got:?}", core.id);
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod rr;
 pub mod tcp_crr;
 pub mod tcp_recv;
+pub mod tcp_recv_zc;
 pub mod tcp_rr;
 pub mod tcp_send;
 pub mod udp_recv;

@@ -347,8 +347,11 @@ pub fn run_client(
 }
 
 /// The listening sockets of a crr test, one per queue, all on one port of `ip` (the first
-/// picks it): SO_REUSEPORT spreads the connections over them.
-pub fn listeners(ip: std::net::IpAddr, queues: u32) -> Result<(Vec<CrrListener>, u16)> {
+/// picks it), in one SO_REUSEPORT group. `steer` maps CPUs to the queue whose thread runs
+/// there: a classic BPF program then hands each new connection to the listener of the CPU
+/// its SYN was processed on. Returns the listeners, the port, and how connections are
+/// spread, in words.
+pub fn listeners(ip: std::net::IpAddr, queues: u32, steer: &[(usize, u32)]) -> Result<(Vec<CrrListener>, u16, String)> {
     let mut port = 0;
     let mut out = Vec::with_capacity(queues as usize);
     for queue in 0..queues {
@@ -370,7 +373,19 @@ pub fn listeners(ip: std::net::IpAddr, queues: u32) -> Result<(Vec<CrrListener>,
         }
         out.push(CrrListener { listener, queue });
     }
-    Ok((out, port))
+    let spread = if queues < 2 {
+        "one listener".to_string()
+    } else {
+        match sockopt::attach_cpu_steering(out[0].listener.as_raw_fd(), steer, queues) {
+            Ok(()) => format!(
+                "{queues} SO_REUSEPORT listeners, connections steered to the listener of the CPU they arrive on"
+            ),
+            Err(e) => {
+                format!("{queues} SO_REUSEPORT listeners spread by the kernel's hash (CPU steering refused: {e})")
+            }
+        }
+    };
+    Ok((out, port, spread))
 }
 
 struct ServerConn {
@@ -502,7 +517,8 @@ mod tests {
 
     #[test]
     fn every_connection_is_one_transaction_on_both_ends() {
-        let (ls, port) = listeners("127.0.0.1".parse().unwrap(), 2).unwrap();
+        let (ls, port, spread) = listeners("127.0.0.1".parse().unwrap(), 2, &[(0, 0), (1, 1)]).unwrap();
+        assert!(spread.contains("steered"), "{spread}");
         assert_eq!(ls.len(), 2);
         let cfg = config(Duration::from_millis(300));
         let server_cfg = cfg.clone();

@@ -385,8 +385,8 @@ pub enum ServerFlows {
     Tcp(Vec<(u32, TcpStream)>),
     /// UDP rr: one socket per flow, connected to the client's, by flow index.
     Udp(Vec<UdpSocket>),
-    /// crr: the test's listening sockets.
-    Crr(Vec<CrrListener>),
+    /// crr: the test's listening sockets, and how connections are spread over them.
+    Crr(Vec<CrrListener>, String),
 }
 
 /// The server side of an accepted rr or crr test on `recv`: says `Ready`, answers requests
@@ -400,6 +400,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     let cfg = config(spec, placement, t0, &stop);
+    let mut path = path_text(spec, false);
     let threads = match flows {
         ServerFlows::Tcp(flows) => {
             let items = flows
@@ -422,7 +423,8 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
                 udp_rr::run_server(flows, &worker_counters, &cfg)
             })?
         }
-        ServerFlows::Crr(listeners) => {
+        ServerFlows::Crr(listeners, spread) => {
+            path = format!("{path}; {spread}");
             let items = listeners.into_iter().map(|l| (l.queue, l)).collect();
             QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |ls| {
                 tcp_crr::run_server(ls, &worker_counters, &cfg)
@@ -450,7 +452,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     let outcomes: Vec<_> = threads.join()?.into_iter().flatten().collect();
     let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
     report.placement = placement.summary.clone();
-    report.path = path_text(spec, false);
+    report.path = path;
     if !errors.is_empty() {
         report.complete = false;
         report.errors.extend(errors);

@@ -16,6 +16,7 @@ use crate::spec::{Direction, TestSpec, ZeroCopyMode};
 use crate::tcpinfo::TcpInfo;
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::tcp_recv::{self, RecvFlow, RecvWorkerConfig};
+use crate::transport::tcp_recv_zc;
 use crate::transport::tcp_send::{self, SendFlow, SendWorkerConfig, ZeroCopyCounts};
 use std::io::Write;
 use std::net::TcpStream;
@@ -480,11 +481,16 @@ pub fn receive_side(
         stop: Arc::clone(&stop),
     };
     let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
-        tcp_recv::run(flows, &worker_counters, &cfg)
+    let zc_rx = crate::fastpath::current().zc_rx.as_ref();
+    // With --zc-rx, thread i receives from NIC queue first_queue + i.
+    let inputs: Vec<(u32, Vec<RecvFlow>)> = (0..).zip(deal_by_queue(&placement.threads, items)).collect();
+    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(thread, flows)| match zc_rx {
+        Some(zc) => tcp_recv_zc::run(flows, &worker_counters, &cfg, zc, zc.first_queue + thread),
+        None => tcp_recv::run(flows, &worker_counters, &cfg),
     })?;
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
+    let napi = crate::fastpath::napi_evidence(&fds);
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
     let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
     let hard_end = t0 + spec.total() + END_GRACE;
@@ -503,16 +509,31 @@ pub fn receive_side(
     report.tcp_flows_end = tcp_end;
     report.placement = placement.summary.clone();
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
-    report.path = format!(
-        "io_uring multishot RECV{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
-        if caps.recvsend_bundle { " bundles" } else { "" },
-        RECV_BUF_COUNT,
-        RECV_BUF_SIZE / 1024,
-        recv_lowat(spec).map_or("default".to_string(), |b| format!("{} KiB", b / 1024)),
-        total as f64 / completions.max(1) as f64 / 1024.0,
-        rearms,
-        wake_note(placement.wait, RECV_BATCH, caps)
-    );
+    report.path = match zc_rx {
+        Some(zc) => format!(
+            "io_uring multishot RECV_ZC (zero-copy) from {} queues {}..{}, {} MiB area per thread, {:.0} KiB per completion, {} re-arms",
+            zc.iface,
+            zc.first_queue,
+            zc.first_queue + placement.threads.len() as u32 - 1,
+            crate::zcrx::AREA_BYTES >> 20,
+            total as f64 / completions.max(1) as f64 / 1024.0,
+            rearms,
+        ),
+        None => format!(
+            "io_uring multishot RECV{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
+            if caps.recvsend_bundle { " bundles" } else { "" },
+            RECV_BUF_COUNT,
+            RECV_BUF_SIZE / 1024,
+            recv_lowat(spec).map_or("default".to_string(), |b| format!("{} KiB", b / 1024)),
+            total as f64 / completions.max(1) as f64 / 1024.0,
+            rearms,
+            wake_note(placement.wait, RECV_BATCH, caps)
+        ),
+    };
+    if let Some(napi) = napi {
+        report.path.push_str("; ");
+        report.path.push_str(&napi);
+    }
     Ok(report)
 }
 
