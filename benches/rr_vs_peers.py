@@ -3,7 +3,10 @@
 ping-pong, one flow, on a local netns pair (issue 6).
 
     sudo python3 benches/rr_vs_peers.py [--runs 5] [--time 10] [--binary target/release/uringbench]
-        [--json-out FILE] [--markdown]
+        [--udp] [--json-out FILE] [--markdown]
+
+  --udp compares UDP request/response instead: `uringbench rr -u` vs `sockperf ping-pong`
+  over UDP (iperf2's bounceback is TCP only, so it sits out).
 
 What it does
   * Creates the netns pair "ubrr" with scripts/netns-pair.sh (ubrr-a = client host 10.77.0.1,
@@ -23,7 +26,9 @@ The tools (one TCP flow, one transaction in flight, smallest message each tool a
     (2.1.8 prints the same bounceback report with or without -e, so -e is not passed).
     -l below 64 makes 2.1.8 hang.
   * sockperf: `server --tcp` / `ping-pong --tcp -m 14 --full-rtt` (14 bytes is sockperf's
-    minimum). --full-rtt makes sockperf report round-trip times (by default it reports RTT/2);
+    minimum), blocking in epoll as it does by default.
+  * sockperf-spin: the same with `--nonblocked --timeout 0` on both ends, so it busy-polls
+    like uringbench's latency-bound threads do (the fair peer for spinning latency). --full-rtt makes sockperf report round-trip times (by default it reports RTT/2);
     transactions/s = ReceivedMessages ÷ RunTime of its "[Valid Duration]" line.
   All latencies are round-trip times in microseconds (request sent -> response received).
 
@@ -66,8 +71,11 @@ CPU_SRV = 1
 sv.PAIR, sv.NS_SEND, sv.NS_RECV = PAIR, NS_CLI, NS_SRV
 sv.CPU_SEND, sv.CPU_RECV = CPU_CLI, CPU_SRV
 
-TOOLS = ("uringbench", "iperf2", "sockperf")
-PEERS = ("iperf2", "sockperf")
+TOOLS = ("uringbench", "iperf2", "sockperf", "sockperf-spin")
+PEERS = ("iperf2", "sockperf", "sockperf-spin")
+# sockperf spinning like uringbench's latency-bound threads: non-blocking sockets and a zero
+# poll timeout on both ends, so neither sleeps between messages.
+SOCKPERF_SPIN = ["--nonblocked", "--timeout", "0"]
 TARGET = "≥ 2× the better peer's transactions/s and ≤ 0.5× its p99"
 
 log = sv.log
@@ -134,7 +142,8 @@ def run_uringbench(args, run, tmp):
                     + shlex.split(args.ub_recv_args))
     cli_cmd = in_ns(NS_CLI, CPU_CLI, [args.binary, "rr", "--target", ADDR_SRV, "--port",
                                       str(UB_PORT), "-t", sv.time_arg(args.time), "--req", "1",
-                                      "--resp", "1", "-J"] + shlex.split(args.ub_rr_args))
+                                      "--resp", "1", "-J"] + (["-u"] if args.udp else [])
+                        + shlex.split(args.ub_rr_args))
     res = new_result("uringbench", run, shlex.join(cli_cmd), shlex.join(srv_cmd))
     if not args.binary_ok:
         res["error"] = args.binary_problem
@@ -301,13 +310,15 @@ def parse_sockperf(text):
     return out
 
 
-def run_sockperf(args, run, tmp):
-    srv_cmd = in_ns(NS_SRV, CPU_SRV, ["sockperf", "server", "--tcp", "-i", ADDR_SRV, "-p",
-                                      str(SOCKPERF_PORT)])
-    cli_cmd = in_ns(NS_CLI, CPU_CLI, ["sockperf", "ping-pong", "--tcp", "-i", ADDR_SRV, "-p",
-                                      str(SOCKPERF_PORT), "-m", "14", "-t", "%d" % max(1, round(args.time)),
-                                      "--full-rtt"])
-    res = new_result("sockperf", run, shlex.join(cli_cmd), shlex.join(srv_cmd))
+def run_sockperf(args, run, tmp, spin=False):
+    proto = ([] if args.udp else ["--tcp"]) + (SOCKPERF_SPIN if spin else [])
+    srv_cmd = in_ns(NS_SRV, CPU_SRV, ["sockperf", "server"] + proto + ["-i", ADDR_SRV, "-p",
+                                                                       str(SOCKPERF_PORT)])
+    cli_cmd = in_ns(NS_CLI, CPU_CLI, ["sockperf", "ping-pong"] + proto + [
+        "-i", ADDR_SRV, "-p", str(SOCKPERF_PORT), "-m", "14", "-t", "%d" % max(1, round(args.time)),
+        "--full-rtt"])
+    res = new_result("sockperf-spin" if spin else "sockperf", run, shlex.join(cli_cmd),
+                     shlex.join(srv_cmd))
     if not shutil.which("sockperf"):
         res["error"] = "sockperf not installed (apt-get install -y sockperf)"
         return res
@@ -336,7 +347,8 @@ def run_sockperf(args, run, tmp):
     return res
 
 
-RUNNERS = {"uringbench": run_uringbench, "iperf2": run_iperf2, "sockperf": run_sockperf}
+RUNNERS = {"uringbench": run_uringbench, "iperf2": run_iperf2, "sockperf": run_sockperf,
+           "sockperf-spin": lambda args, run, tmp: run_sockperf(args, run, tmp, spin=True)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -392,9 +404,9 @@ def p_cell(tool, t, key):
 
 def explain(args):
     return [
-        "One TCP flow, one transaction in flight, netns pair over veth; server pinned to CPU %d, "
+        "One %s flow, one transaction in flight, netns pair over veth; server pinned to CPU %d, "
         "client to CPU %d (taskset); %g s per run, %d interleaved runs, order rotated per run."
-        % (CPU_SRV, CPU_CLI, args.time, args.runs),
+        % ("UDP" if args.udp else "TCP", CPU_SRV, CPU_CLI, args.time, args.runs),
         "Message sizes: uringbench 1 B request / 1 B response; iperf2 64 B (its bounceback "
         "minimum); sockperf 14 B (its minimum).",
         "transactions/s: uringbench transactions_per_second (measured window after a 1 s "
@@ -510,6 +522,8 @@ def parse_args(argv):
                     help="extra arguments for `uringbench recv`")
     ap.add_argument("--ub-rr-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench rr`, e.g. '--busy-poll off'")
+    ap.add_argument("--udp", action="store_true",
+                    help="UDP request/response: uringbench rr -u vs sockperf (iperf2 sits out)")
     ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
     ap.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
     args = ap.parse_args(argv)
@@ -535,7 +549,10 @@ def check_prereqs():
 
 
 def main(argv):
+    global TOOLS, PEERS
     args = parse_args(argv)
+    if args.udp:
+        TOOLS, PEERS = ("uringbench", "sockperf", "sockperf-spin"), ("sockperf", "sockperf-spin")
     problems = check_prereqs()
     if problems:
         for p in problems:

@@ -162,7 +162,7 @@ def tail_line(path, n=300):
 
 def port_listening(port):
     try:
-        r = subprocess.run(["ip", "netns", "exec", NS_RECV, "ss", "-ltnH"],
+        r = subprocess.run(["ip", "netns", "exec", NS_RECV, "ss", "-ltunH"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            timeout=5, text=True)
     except subprocess.TimeoutExpired:
@@ -171,7 +171,8 @@ def port_listening(port):
 
 
 def wait_listen(proc, port, timeout=LISTEN_TIMEOUT_S):
-    """Poll ss in the receiver namespace until `port` listens. Returns None or an error."""
+    """Poll ss in the receiver namespace until `port` listens (TCP, or a bound UDP socket).
+    Returns None or an error."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -103,14 +103,24 @@ fn outcomes(state: Vec<FlowState>) -> Vec<FlowOutcome> {
 }
 
 /// Runs an rr client thread: transactions back to back on every flow until the deadline,
-/// then half-closes each flow.
+/// then half-closes each flow. A transaction's send and the receive of its response are
+/// submitted together: one `io_uring_enter` issues both, and the only other is the one that
+/// collects the response.
 pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
     let mut rr = RrRing::new(flows.len(), cfg)?;
     let mut state = states(flows, Phase::Sending);
     let mut latency_ns = latency_histogram();
-    for (idx, f) in state.iter_mut().enumerate() {
+    let start = |rr: &mut RrRing, f: &mut FlowState, idx: usize| -> Result<()> {
+        f.req_done = 0;
+        f.resp_done = 0;
+        f.phase = Phase::Receiving;
         f.started = Instant::now();
-        rr.send(idx, f.stream.as_raw_fd(), cfg.req_len)?;
+        let fd = f.stream.as_raw_fd();
+        rr.send(idx, fd, cfg.req_len)?;
+        rr.recv(idx, fd, cfg.resp_len)
+    };
+    for (idx, f) in state.iter_mut().enumerate() {
+        start(&mut rr, f, idx)?;
     }
     let mut active = state.len();
     let mut last_activity = Instant::now();
@@ -126,34 +136,34 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
         }
         for &(ud, res) in &cqes {
             let idx = (ud >> 1) as usize;
-            let fd = state[idx].stream.as_raw_fd();
             let f = &mut state[idx];
+            let fd = f.stream.as_raw_fd();
             if f.phase == Phase::Done {
                 continue;
             }
-            if res <= 0 {
-                if res != -libc::EINTR && res != -libc::EAGAIN {
-                    f.error = Some(if res == 0 {
-                        "server closed the flow mid-transaction".into()
-                    } else {
-                        format!("transaction failed: {}", errno_text(res))
-                    });
-                    f.phase = Phase::Done;
-                    active -= 1;
-                } else if ud & 1 == SEND {
+            let is_send = ud & 1 == SEND;
+            if res == -libc::EINTR || res == -libc::EAGAIN {
+                if is_send {
                     rr.send(idx, fd, cfg.req_len - f.req_done)?;
                 } else {
                     rr.recv(idx, fd, cfg.resp_len - f.resp_done)?;
                 }
                 continue;
             }
-            if ud & 1 == SEND {
+            if res <= 0 {
+                f.error = Some(if res == 0 {
+                    "server closed the flow mid-transaction".into()
+                } else {
+                    format!("transaction failed: {}", errno_text(res))
+                });
+                f.phase = Phase::Done;
+                active -= 1;
+                continue;
+            }
+            if is_send {
                 f.req_done += res as u32;
                 if f.req_done < cfg.req_len {
                     rr.send(idx, fd, cfg.req_len - f.req_done)?;
-                } else {
-                    f.phase = Phase::Receiving;
-                    rr.recv(idx, fd, cfg.resp_len)?;
                 }
                 continue;
             }
@@ -162,7 +172,8 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
                 rr.recv(idx, fd, cfg.resp_len - f.resp_done)?;
                 continue;
             }
-            // A whole transaction.
+            // A whole transaction (the server answers only a whole request, so the send
+            // is complete too).
             f.transactions += 1;
             counters.add(f.queue as usize, 1);
             cfg.record(&mut latency_ns, f.started, now);
@@ -172,11 +183,7 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
                 active -= 1;
                 continue;
             }
-            f.req_done = 0;
-            f.resp_done = 0;
-            f.phase = Phase::Sending;
-            f.started = Instant::now();
-            rr.send(idx, fd, cfg.req_len)?;
+            start(&mut rr, f, idx)?;
         }
     }
     if active > 0 {
@@ -187,7 +194,8 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
     Ok(RrClientResult { flows: outcomes(state), latency_ns, failures: RrFailures::default() })
 }
 
-/// Runs an rr server thread: answers every complete request until each flow's EOF.
+/// Runs an rr server thread: answers every complete request until each flow's EOF. The
+/// answer and the receive of the next request are submitted together.
 pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
     let mut rr = RrRing::new(flows.len(), cfg)?;
     let mut state = states(flows, Phase::Receiving);
@@ -212,8 +220,9 @@ pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
             if f.phase == Phase::Done {
                 continue;
             }
-            if res < 0 && (res == -libc::EINTR || res == -libc::EAGAIN) {
-                if ud & 1 == SEND {
+            let is_send = ud & 1 == SEND;
+            if res == -libc::EINTR || res == -libc::EAGAIN {
+                if is_send {
                     rr.send(idx, fd, cfg.resp_len - f.resp_done)?;
                 } else {
                     rr.recv(idx, fd, cfg.req_len - f.req_done)?;
@@ -233,13 +242,16 @@ pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
                 active -= 1;
                 continue;
             }
-            if ud & 1 == RECV {
+            if !is_send {
                 f.req_done += res as u32;
                 if f.req_done < cfg.req_len {
                     rr.recv(idx, fd, cfg.req_len - f.req_done)?;
                 } else {
-                    f.phase = Phase::Sending;
+                    // A whole request: answer it and wait for the next in one submission.
+                    f.req_done = 0;
+                    f.resp_done = 0;
                     rr.send(idx, fd, cfg.resp_len)?;
+                    rr.recv(idx, fd, cfg.req_len)?;
                 }
                 continue;
             }
@@ -250,10 +262,6 @@ pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
             }
             f.transactions += 1;
             counters.add(f.queue as usize, 1);
-            f.req_done = 0;
-            f.resp_done = 0;
-            f.phase = Phase::Receiving;
-            rr.recv(idx, fd, cfg.req_len)?;
         }
     }
     if active > 0 {
