@@ -18,6 +18,7 @@
 //! are explained in the report, never silently assumed.
 
 pub mod control;
+pub mod doctor;
 pub mod error;
 pub mod export;
 pub mod hostinfo;
