@@ -1,5 +1,6 @@
 //! `uringbench`: parses the command line, calls the engine, prints. Nothing else lives here.
 
+mod doctor_cmd;
 mod iperf2_mode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -40,6 +41,8 @@ enum Command {
     Http(HttpArgs),
     /// Request/response against `uringbench recv`: transactions/s and latency percentiles.
     Rr(RrArgs),
+    /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.
+    Doctor(doctor_cmd::DoctorArgs),
 }
 
 #[derive(Args)]
@@ -332,6 +335,7 @@ fn main() -> ExitCode {
         Command::Send(args) => send(args),
         Command::Http(args) => http(args),
         Command::Rr(args) => rr(args),
+        Command::Doctor(args) => doctor_cmd::doctor(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -128,7 +128,8 @@ mod tests {
 
     #[test]
     fn real_nics() {
-        let fs = FakeFs::new(&[("/proc/mounts", "bpf /sys/fs/bpf bpf rw 0 0\n"), ("/proc/sys/kernel/osrelease", "6.12.1")]);
+        let fs =
+            FakeFs::new(&[("/proc/mounts", "bpf /sys/fs/bpf bpf rw 0 0\n"), ("/proc/sys/kernel/osrelease", "6.12.1")]);
         let mlx = nic_ctx("mlx5_core", 8, 8);
         let x = af_xdp(&mlx, &fs);
         assert!(x.summary.contains("zero-copy capable") && !x.summary.contains("bpffs"), "{}", x.summary);

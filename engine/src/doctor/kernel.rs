@@ -94,9 +94,12 @@ fn io_uring_disabled(fs: &dyn HostFs) -> Check {
         Ok(v) => match v.parse::<u32>() {
             Ok(0) => Check::pass(id, "kernel.io_uring_disabled = 0 (enabled for everyone)")
                 .facts(json!({"io_uring_disabled": 0})),
-            Ok(1) => Check::warn(id, "kernel.io_uring_disabled = 1: only root and kernel.io_uring_group may use io_uring")
-                .fix("sysctl -w kernel.io_uring_disabled=0   # or run as root / add the user to kernel.io_uring_group")
-                .facts(json!({"io_uring_disabled": 1})),
+            Ok(1) => Check::warn(
+                id,
+                "kernel.io_uring_disabled = 1: only root and kernel.io_uring_group may use io_uring",
+            )
+            .fix("sysctl -w kernel.io_uring_disabled=0   # or run as root / add the user to kernel.io_uring_group")
+            .facts(json!({"io_uring_disabled": 1})),
             Ok(n) => Check::fail(id, format!("kernel.io_uring_disabled = {n}: io_uring is switched off"))
                 .fix("sysctl -w kernel.io_uring_disabled=0")
                 .facts(json!({"io_uring_disabled": n})),
@@ -122,7 +125,9 @@ fn memlock(caps: &Result<KernelCaps, String>) -> Check {
     } else {
         Check::warn(
             id,
-            format!("RLIMIT_MEMLOCK {shown}: registered buffers, many buffer rings or a 64 MiB AF_XDP UMEM will not fit"),
+            format!(
+                "RLIMIT_MEMLOCK {shown}: registered buffers, many buffer rings or a 64 MiB AF_XDP UMEM will not fit"
+            ),
         )
         .fix("ulimit -l unlimited   # or LimitMEMLOCK=infinity (systemd), or memlock in /etc/security/limits.conf")
         .facts(facts)
@@ -155,7 +160,8 @@ fn governor(fs: &dyn HostFs) -> Check {
     }
     let slow: Vec<u32> = govs.iter().filter(|(_, g)| g != "performance").map(|(c, _)| *c).collect();
     let names: std::collections::BTreeSet<&str> = govs.iter().map(|(_, g)| g.as_str()).collect();
-    let facts = json!({"governors": govs.iter().map(|(c, g)| (c.to_string(), json!(g))).collect::<serde_json::Map<_, _>>()});
+    let facts =
+        json!({"governors": govs.iter().map(|(c, g)| (c.to_string(), json!(g))).collect::<serde_json::Map<_, _>>()});
     if slow.is_empty() {
         Check::pass(id, format!("all {} CPUs on the performance governor", govs.len())).facts(facts)
     } else {

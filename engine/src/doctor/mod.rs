@@ -394,7 +394,14 @@ impl DoctorReport {
             self.kernel_release,
             self.cpus,
             self.cloud.map(|c| format!(", cloud {}", c.key())).unwrap_or_default(),
-            self.target.as_ref().map(|t| format!(", target {} ({})", t.host, t.addr)).unwrap_or_default()
+            self.target
+                .as_ref()
+                .map(|t| if t.host == t.addr.to_string() {
+                    format!(", target {}", t.host)
+                } else {
+                    format!(", target {} ({})", t.host, t.addr)
+                })
+                .unwrap_or_default()
         );
         let mut family = "";
         for c in &self.checks {
@@ -590,7 +597,12 @@ mod tests {
         report.checks.push(Check::fail("x.y", "broken").fix("mend it"));
         assert_eq!(report.exit_code(), 1, "a failed check makes the exit code 1");
         let doc = report.to_json();
-        assert_eq!(doc["summary"]["fail"].as_u64(), Some(1 + report.checks[..report.checks.len() - 1].iter().filter(|c| c.status == Status::Fail).count() as u64));
+        assert_eq!(
+            doc["summary"]["fail"].as_u64(),
+            Some(
+                1 + report.checks[..report.checks.len() - 1].iter().filter(|c| c.status == Status::Fail).count() as u64
+            )
+        );
         assert_eq!(doc["checks"].as_array().unwrap().last().unwrap()["fix"], "mend it");
         assert_eq!(doc["interface"]["driver"], "veth");
         assert!(report.render_text(false).contains("fix: mend it"));

@@ -49,7 +49,7 @@ fn driver(ctx: &Context) -> Check {
         Some(d) => {
             let what = KNOWN_DRIVERS.iter().find(|(n, _)| *n == d).map_or("", |(_, w)| w);
             let speed = link.speed_mbps.map(|s| format!(", link {} Gbit/s", f64::from(s) / 1e3)).unwrap_or_default();
-            let what = if what.is_empty() { String::new() } else { format!(" ({what})") };
+            let what = if what.is_empty() { String::new() } else { format!(": {what}") };
             Check::pass(id, format!("{}: driver {d}{what}{speed}", link.name)).facts(facts)
         }
         None => Check::warn(id, format!("{}: driver unknown (no device/driver link, no ethtool answer)", link.name))
@@ -80,7 +80,11 @@ fn mtu(ctx: &Context) -> Check {
             .fix(fix)
             .facts(facts);
     }
-    let note = if link.mtu >= 8000 { "jumbo frames" } else { "standard frames (jumbo frames cut per-packet cost where the whole path carries them)" };
+    let note = if link.mtu >= 8000 {
+        "jumbo frames"
+    } else {
+        "standard frames (jumbo frames cut per-packet cost where the whole path carries them)"
+    };
     Check::pass(id, format!("{} MTU {}: {note}", link.name, link.mtu)).facts(facts)
 }
 
@@ -126,12 +130,16 @@ fn offloads(ctx: &Context) -> Check {
         show(o.lro),
         show(o.rx_checksum)
     );
-    let off: Vec<&str> =
-        [("tso", o.tso), ("gso", o.gso), ("gro", o.gro)].iter().filter(|(_, v)| *v == Some(false)).map(|(n, _)| *n).collect();
+    let off: Vec<&str> = [("tso", o.tso), ("gso", o.gso), ("gro", o.gro)]
+        .iter()
+        .filter(|(_, v)| *v == Some(false))
+        .map(|(n, _)| *n)
+        .collect();
     if off.is_empty() {
         return Check::pass(id, summary).facts(facts);
     }
-    let fix = format!("ethtool -K {} {}", link.name, off.iter().map(|n| format!("{n} on")).collect::<Vec<_>>().join(" "));
+    let fix =
+        format!("ethtool -K {} {}", link.name, off.iter().map(|n| format!("{n} on")).collect::<Vec<_>>().join(" "));
     Check::warn(id, format!("{summary}: every packet crosses the stack alone without {}", off.join("/").to_uppercase()))
         .fix(fix)
         .facts(facts)
@@ -204,7 +212,10 @@ fn irq_affinity(ctx: &Context, fs: &dyn HostFs, irqs: &[IrqLine]) -> Check {
         return Check::pass(id, format!("{}: software device, no queue interrupts", link.name));
     }
     if irqs.is_empty() {
-        return Check::skip(id, format!("{}: no queue interrupts found (no msi_irqs, or /proc/interrupts unreadable)", link.name));
+        return Check::skip(
+            id,
+            format!("{}: no queue interrupts found (no msi_irqs, or /proc/interrupts unreadable)", link.name),
+        );
     }
     let placed: Vec<(u32, String, Option<Vec<usize>>)> =
         irqs.iter().map(|l| (l.irq, l.name.clone(), irq_cpus(fs, l.irq))).collect();
@@ -303,10 +314,12 @@ fn rps(ctx: &Context, fs: &dyn HostFs) -> Check {
     }
     let spread = masks.iter().filter(|(_, n)| n.unwrap_or(0) > 0).count();
     if link.rx_queues >= ctx.cpus {
-        return Check::pass(id, format!("{} RX queues for {} CPUs: RPS not needed", link.rx_queues, ctx.cpus)).facts(facts);
+        return Check::pass(id, format!("{} RX queues for {} CPUs: RPS not needed", link.rx_queues, ctx.cpus))
+            .facts(facts);
     }
     if spread > 0 {
-        return Check::pass(id, format!("RPS spreads {spread} of {} RX queues over more CPUs", masks.len())).facts(facts);
+        return Check::pass(id, format!("RPS spreads {spread} of {} RX queues over more CPUs", masks.len()))
+            .facts(facts);
     }
     Check::warn(
         id,
@@ -406,14 +419,7 @@ pub fn drvinfo_driver(buf: &[u8]) -> Option<String> {
 /// Channel counts out of a filled `ethtool_channels` block (cmd + 8 u32).
 pub fn parse_channels(buf: &[u8]) -> Option<Channels> {
     let w = |i: usize| buf.get(4 + 4 * i..8 + 4 * i).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
-    Some(Channels {
-        max_rx: w(0)?,
-        max_tx: w(1)?,
-        max_combined: w(3)?,
-        rx: w(4)?,
-        tx: w(5)?,
-        combined: w(7)?,
-    })
+    Some(Channels { max_rx: w(0)?, max_tx: w(1)?, max_combined: w(3)?, rx: w(4)?, tx: w(5)?, combined: w(7)? })
 }
 
 /// Driver, offloads and channels of `iface` from the ethtool ioctls; each None where the
@@ -590,7 +596,10 @@ ERR:          0
         for (i, v) in [1u32, 1, 0, 0, 1, 1, 0, 0].iter().enumerate() {
             ch[4 + 4 * i..8 + 4 * i].copy_from_slice(&v.to_ne_bytes());
         }
-        assert_eq!(parse_channels(&ch), Some(Channels { max_rx: 1, max_tx: 1, max_combined: 0, rx: 1, tx: 1, combined: 0 }));
+        assert_eq!(
+            parse_channels(&ch),
+            Some(Channels { max_rx: 1, max_tx: 1, max_combined: 0, rx: 1, tx: 1, combined: 0 })
+        );
         assert_eq!(parse_channels(&ch[..20]), None);
     }
 

@@ -61,9 +61,17 @@ fn reach(t: &TargetFacts) -> Check {
             .facts(facts),
         Reach::NoAnswer => Check::warn(
             id,
-            format!("no answer from {}:{} within {} s: host down, or a firewall drops it", t.addr, t.port, CONNECT_TIMEOUT.as_secs()),
+            format!(
+                "no answer from {}:{} within {} s: host down, or a firewall drops it",
+                t.addr,
+                t.port,
+                CONNECT_TIMEOUT.as_secs()
+            ),
         )
-        .fix(format!("allow TCP {} (control and data flows) and UDP {} to the target (firewall rule / security group)", t.port, t.port))
+        .fix(format!(
+            "allow TCP {} (control and data flows) and UDP {} to the target (firewall rule / security group)",
+            t.port, t.port
+        ))
         .facts(facts),
         Reach::Error(e) => Check::fail(id, format!("cannot reach {}:{}: {e}", t.addr, t.port))
             .fix(format!("ip route get {}", t.addr))
@@ -85,9 +93,14 @@ fn path_mtu(ctx: &Context, t: &TargetFacts) -> Check {
             .facts(facts);
     }
     match if_mtu {
-        Some(m) if pmtu < m => Check::warn(id, format!("path MTU {pmtu} to {} is below the interface MTU {m}: a hop carries less", t.addr))
-            .fix(format!("tracepath {}   # find the hop; set the interfaces to {pmtu} or raise that hop's MTU", t.addr))
-            .facts(facts),
+        Some(m) if pmtu < m => {
+            Check::warn(id, format!("path MTU {pmtu} to {} is below the interface MTU {m}: a hop carries less", t.addr))
+                .fix(format!(
+                    "tracepath {}   # find the hop; set the interfaces to {pmtu} or raise that hop's MTU",
+                    t.addr
+                ))
+                .facts(facts)
+        }
         _ => Check::pass(id, format!("path MTU {pmtu} to {}", t.addr)).facts(facts),
     }
 }
@@ -194,7 +207,18 @@ mod tests {
 
     #[test]
     fn address_classes() {
-        for a in ["10.77.0.2", "172.16.5.1", "192.168.56.12", "100.64.0.1", "127.0.0.1", "169.254.1.1", "fd77::2", "fe80::1", "::1", "::ffff:10.0.0.1"] {
+        for a in [
+            "10.77.0.2",
+            "172.16.5.1",
+            "192.168.56.12",
+            "100.64.0.1",
+            "127.0.0.1",
+            "169.254.1.1",
+            "fd77::2",
+            "fe80::1",
+            "::1",
+            "::ffff:10.0.0.1",
+        ] {
             assert!(is_internal(a.parse().unwrap()), "{a}");
         }
         for a in ["8.8.8.8", "34.120.1.1", "100.128.0.1", "2001:4860::8888", "172.32.0.1"] {
@@ -211,7 +235,10 @@ mod tests {
         assert_eq!(r.status, Status::Warn);
         assert_eq!(r.fix.as_deref(), Some("on the target: uringbench recv -p 5300"));
         assert_eq!(reach(&target("10.0.0.2", Reach::NoAnswer, None)).status, Status::Warn);
-        assert_eq!(reach(&target("10.0.0.2", Reach::Error("Network is unreachable".into()), None)).status, Status::Fail);
+        assert_eq!(
+            reach(&target("10.0.0.2", Reach::Error("Network is unreachable".into()), None)).status,
+            Status::Fail
+        );
         let ctx = veth_ctx();
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, Some(9000))).status, Status::Pass);
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, Some(1400))).status, Status::Warn);

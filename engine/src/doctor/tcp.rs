@@ -84,9 +84,12 @@ fn buffers(ctx: &Context, fs: &dyn HostFs) -> Check {
         Check::pass(id, format!("tcp_rmem/tcp_wmem max {}/{} KiB cover 2x {plan}", rmem[2] >> 10, wmem[2] >> 10))
             .facts(facts)
     } else {
-        Check::warn(id, format!("{} below {} KiB = 2x {plan}: flows stall on buffer space", short.join(", "), need >> 10))
-            .fix(fix)
-            .facts(facts)
+        Check::warn(
+            id,
+            format!("{} below {} KiB = 2x {plan}: flows stall on buffer space", short.join(", "), need >> 10),
+        )
+        .fix(fix)
+        .facts(facts)
     }
 }
 
@@ -99,9 +102,11 @@ fn congestion(fs: &dyn HostFs) -> Check {
         "default_qdisc": qdisc});
     match cc.as_deref() {
         Err(e) => Check::skip(id, format!("congestion control unknown ({e})")).facts(facts),
-        Ok("reno") => Check::warn(id, "congestion control reno: halves its window on every loss, slow to regrow at high BDP")
-            .fix("sysctl -w net.ipv4.tcp_congestion_control=cubic   # or bbr (modprobe tcp_bbr)")
-            .facts(facts),
+        Ok("reno") => {
+            Check::warn(id, "congestion control reno: halves its window on every loss, slow to regrow at high BDP")
+                .fix("sysctl -w net.ipv4.tcp_congestion_control=cubic   # or bbr (modprobe tcp_bbr)")
+                .facts(facts)
+        }
         Ok(cc) => Check::pass(id, format!("congestion control {cc} (available: {available})")).facts(facts),
     }
 }
@@ -116,12 +121,15 @@ fn busy_poll(fs: &dyn HostFs) -> Check {
             let what = if on {
                 "sockets spin in the kernel before sleeping (lower latency, more CPU)"
             } else {
-                "off: the stack wakes readers from interrupts; uringbench spins in user space where --busy-poll says"
+                "kernel busy polling off (readers are woken by interrupts; uringbench spins in user space where --busy-poll says)"
             };
             Check::pass(id, format!("net.core.busy_poll {p} µs, busy_read {r} µs: {what}")).facts(facts)
         }
-        _ => Check::skip(id, "net.core.busy_poll/busy_read not visible here (a network namespace shows only its own sysctls)")
-            .facts(facts),
+        _ => Check::skip(
+            id,
+            "net.core.busy_poll/busy_read not visible here (a network namespace shows only its own sysctls)",
+        )
+        .facts(facts),
     }
 }
 
@@ -138,9 +146,11 @@ fn backlog(fs: &dyn HostFs) -> Check {
         return Check::skip(id, "net.core.netdev_max_backlog not visible here (global sysctl)").facts(facts);
     };
     match drops {
-        Some(d) if d > 0 => Check::warn(id, format!("netdev_max_backlog {max}: softnet backlogs dropped {d} packets since boot"))
-            .fix(format!("sysctl -w net.core.netdev_max_backlog={}", (max * 4).max(16384)))
-            .facts(facts),
+        Some(d) if d > 0 => {
+            Check::warn(id, format!("netdev_max_backlog {max}: softnet backlogs dropped {d} packets since boot"))
+                .fix(format!("sysctl -w net.core.netdev_max_backlog={}", (max * 4).max(16384)))
+                .facts(facts)
+        }
         Some(_) => Check::pass(id, format!("netdev_max_backlog {max}, no softnet drops since boot")).facts(facts),
         None => Check::pass(id, format!("netdev_max_backlog {max} (/proc/net/softnet_stat unreadable)")).facts(facts),
     }
@@ -213,7 +223,8 @@ mod tests {
         assert_eq!(congestion(&fs).status, Status::Warn);
         assert_eq!(congestion(&fs.with("/proc/sys/net/ipv4/tcp_congestion_control", "bbr\n")).status, Status::Pass);
         assert_eq!(congestion(&FakeFs::default()).status, Status::Skip);
-        let b = busy_poll(&FakeFs::new(&[("/proc/sys/net/core/busy_poll", "0"), ("/proc/sys/net/core/busy_read", "50")]));
+        let b =
+            busy_poll(&FakeFs::new(&[("/proc/sys/net/core/busy_poll", "0"), ("/proc/sys/net/core/busy_read", "50")]));
         assert!(b.summary.contains("spin in the kernel"), "{}", b.summary);
         assert_eq!(busy_poll(&FakeFs::default()).status, Status::Skip, "inside a namespace");
         let fs = FakeFs::new(&[
@@ -225,7 +236,8 @@ mod tests {
         assert_eq!(c.fix.as_deref(), Some("sysctl -w net.core.netdev_max_backlog=16384"));
         let clean = fs.with("/proc/net/softnet_stat", "000a0000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n");
         assert_eq!(backlog(&clean).status, Status::Pass);
-        let garbled = FakeFs::new(&[("/proc/sys/net/core/netdev_max_backlog", "1000"), ("/proc/net/softnet_stat", "zz")]);
+        let garbled =
+            FakeFs::new(&[("/proc/sys/net/core/netdev_max_backlog", "1000"), ("/proc/net/softnet_stat", "zz")]);
         assert_eq!(backlog(&garbled).status, Status::Pass, "unreadable softnet: no evidence of drops");
         assert_eq!(backlog(&FakeFs::default()).status, Status::Skip);
     }
