@@ -17,6 +17,7 @@
 //! Capabilities are probed at run time ([`probe`]) and placement decisions ([`placement`])
 //! are explained in the report, never silently assumed.
 
+pub mod chart;
 pub mod control;
 pub mod doctor;
 pub mod error;
@@ -32,6 +33,7 @@ pub mod report;
 pub mod ring;
 pub mod server;
 pub mod spec;
+pub mod sweep;
 pub mod tcpinfo;
 pub mod threads;
 pub mod transport;
