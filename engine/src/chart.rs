@@ -114,7 +114,12 @@ impl Chart {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
         );
         let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(s, r#"<text id="title" x="{}" y="28" text-anchor="middle" font-size="16">{}</text>"#, WIDTH / 2.0, escape(&self.title));
+        let _ = writeln!(
+            s,
+            r#"<text id="title" x="{}" y="28" text-anchor="middle" font-size="16">{}</text>"#,
+            WIDTH / 2.0,
+            escape(&self.title)
+        );
         let (lmax, lstep) = nice_scale(self.axis_max(Axis::Left));
         let right = self.right_label.as_ref().map(|_| nice_scale(self.axis_max(Axis::Right)));
         let y_of = |v: f64, top: f64| BOTTOM - (BOTTOM - TOP) * (v / top).clamp(0.0, 1.0);
@@ -125,7 +130,13 @@ impl Chart {
         while v <= lmax + lstep / 2.0 {
             let y = y_of(v, lmax);
             let _ = writeln!(s, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{RIGHT}" y2="{y:.1}" stroke="#dddddd"/>"##);
-            let _ = writeln!(s, r#"<text x="{}" y="{:.1}" text-anchor="end" stroke="none">{}</text>"#, LEFT - 6.0, y + 4.0, fmt_tick(v, lstep));
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{:.1}" text-anchor="end" stroke="none">{}</text>"#,
+                LEFT - 6.0,
+                y + 4.0,
+                fmt_tick(v, lstep)
+            );
             v += lstep;
         }
         let _ = writeln!(s, r#"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{BOTTOM}"/>"#);
@@ -141,7 +152,13 @@ impl Chart {
             let mut v = 0.0;
             while v <= rmax + rstep / 2.0 {
                 let y = y_of(v, rmax);
-                let _ = writeln!(s, r#"<text x="{}" y="{:.1}" stroke="none">{}</text>"#, RIGHT + 6.0, y + 4.0, fmt_tick(v, rstep));
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{}" y="{:.1}" stroke="none">{}</text>"#,
+                    RIGHT + 6.0,
+                    y + 4.0,
+                    fmt_tick(v, rstep)
+                );
                 v += rstep;
             }
             let _ = writeln!(s, r#"<line x1="{RIGHT}" y1="{TOP}" x2="{RIGHT}" y2="{BOTTOM}"/>"#);
@@ -163,10 +180,21 @@ impl Chart {
             let x = self.x_of(i);
             let _ = writeln!(s, r#"<line x1="{x:.1}" y1="{BOTTOM}" x2="{x:.1}" y2="{}"/>"#, BOTTOM + 4.0);
             if i % every == 0 {
-                let _ = writeln!(s, r#"<text x="{x:.1}" y="{}" text-anchor="middle" stroke="none">{}</text>"#, BOTTOM + 18.0, escape(c));
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{x:.1}" y="{}" text-anchor="middle" stroke="none">{}</text>"#,
+                    BOTTOM + 18.0,
+                    escape(c)
+                );
             }
         }
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle" stroke="none">{}</text>"#, (LEFT + RIGHT) / 2.0, HEIGHT - 22.0, escape(&self.x_label));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle" stroke="none">{}</text>"#,
+            (LEFT + RIGHT) / 2.0,
+            HEIGHT - 22.0,
+            escape(&self.x_label)
+        );
         let _ = writeln!(s, "</g>");
 
         // Series: min–max bars, the line through the points, the points.
@@ -191,7 +219,7 @@ impl Chart {
                     let (y1, y2) = (y_of(lo, top), y_of(hi, top));
                     let _ = writeln!(
                         s,
-                        r#"<g class="range" data-min="{lo}" data-max="{hi}"><line x1="{x:.1}" y1="{y1:.1}" x2="{x:.1}" y2="{y2:.1}"/><line x1="{:.1}" y1="{y1:.1}" x2="{:.1}" y2="{y1:.1}"/><line x1="{:.1}" y1="{y2:.1}" x2="{:.1}" y2="{y2:.1}"/></g>"#,
+                        r#"<g class="range" data-min="{lo:.6}" data-max="{hi:.6}"><line x1="{x:.1}" y1="{y1:.1}" x2="{x:.1}" y2="{y2:.1}"/><line x1="{:.1}" y1="{y1:.1}" x2="{:.1}" y2="{y1:.1}"/><line x1="{:.1}" y1="{y2:.1}" x2="{:.1}" y2="{y2:.1}"/></g>"#,
                         x - 5.0,
                         x + 5.0,
                         x - 5.0,
@@ -208,7 +236,7 @@ impl Chart {
                 let label = escape(&self.categories[p.x]);
                 let _ = writeln!(
                     s,
-                    r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="4" data-x="{label}" data-y="{}"><title>{}: {label} → {:.3}</title></circle>"#,
+                    r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="4" data-x="{label}" data-y="{:.6}"><title>{}: {label} → {:.3}</title></circle>"#,
                     self.x_of(p.x),
                     y_of(p.y, top),
                     p.y,

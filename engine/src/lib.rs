@@ -31,6 +31,7 @@ pub mod placement;
 pub mod probe;
 pub mod report;
 pub mod ring;
+pub mod saved;
 pub mod server;
 pub mod spec;
 pub mod sweep;

@@ -52,10 +52,7 @@ impl SweepParam {
     /// How a value is written on the command line: `4`, `64K`, `10G`.
     pub fn label(self, value: u64) -> String {
         let with = |v: u64, units: &[(u64, &str)]| {
-            units
-                .iter()
-                .find(|(m, _)| v >= *m && v % m == 0)
-                .map_or(v.to_string(), |(m, s)| format!("{}{s}", v / m))
+            units.iter().find(|(m, _)| v >= *m && v % m == 0).map_or(v.to_string(), |(m, s)| format!("{}{s}", v / m))
         };
         match self {
             SweepParam::Queues => value.to_string(),
@@ -219,6 +216,11 @@ fn csv_field(text: &str) -> String {
     }
 }
 
+/// Bits per second as a whole number.
+fn opt_bps(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v:.0}"))
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.6}").trim_end_matches('0').trim_end_matches('.').to_string())
 }
@@ -235,11 +237,8 @@ pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepR
     }
     let specs: Vec<TestSpec> =
         plan.values.iter().map(|&v| plan.param.apply(&plan.base.spec, v)).collect::<Result<_>>()?;
-    let mut points: Vec<SweepPoint> = plan
-        .values
-        .iter()
-        .map(|&v| SweepPoint { value: v, label: plan.param.label(v), runs: Vec::new() })
-        .collect();
+    let mut points: Vec<SweepPoint> =
+        plan.values.iter().map(|&v| SweepPoint { value: v, label: plan.param.label(v), runs: Vec::new() }).collect();
     for run in 1..=plan.repeat {
         for (i, spec) in specs.iter().enumerate() {
             let opts = SendOptions { spec: spec.clone(), ..plan.base.clone() };
@@ -293,10 +292,13 @@ impl SweepResult {
             return Err(Error::usage("not a sweep document (no \"kind\": \"sweep\")"));
         }
         if doc["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
-            return Err(Error::usage(format!("sweep document schema_version {} is not supported", doc["schema_version"])));
+            return Err(Error::usage(format!(
+                "sweep document schema_version {} is not supported",
+                doc["schema_version"]
+            )));
         }
-        let result: Self = serde_json::from_value(doc.clone())
-            .map_err(|e| Error::usage(format!("malformed sweep document: {e}")))?;
+        let result: Self =
+            serde_json::from_value(doc.clone()).map_err(|e| Error::usage(format!("malformed sweep document: {e}")))?;
         if result.points.is_empty() {
             return Err(Error::usage("sweep document has no points"));
         }
@@ -316,14 +318,15 @@ impl SweepResult {
                     csv_field(&p.label),
                     r.run,
                     r.complete,
-                    opt(r.receiver_bits_per_second),
-                    opt(r.sender_bits_per_second),
+                    opt_bps(r.receiver_bits_per_second),
+                    opt_bps(r.sender_bits_per_second),
                     opt(r.cpu_seconds_per_gb),
                     csv_field(r.verdict.as_deref().or(r.error.as_deref()).unwrap_or(""))
                 );
             }
             let s = p.summary();
             let pick = |st: &Option<Stats>, f: fn(&Stats) -> f64| opt(st.as_ref().map(f));
+            let pick_bps = |st: &Option<Stats>, f: fn(&Stats) -> f64| opt_bps(st.as_ref().map(f));
             for (kind, f) in [
                 ("min", (|s: &Stats| s.min) as fn(&Stats) -> f64),
                 ("median", |s| s.median),
@@ -337,8 +340,8 @@ impl SweepResult {
                     p.value,
                     csv_field(&p.label),
                     s.complete_runs,
-                    pick(&s.receiver_bits_per_second, f),
-                    pick(&s.sender_bits_per_second, f),
+                    pick_bps(&s.receiver_bits_per_second, f),
+                    pick_bps(&s.sender_bits_per_second, f),
                     pick(&s.cpu_seconds_per_gb, f)
                 );
             }
@@ -393,13 +396,7 @@ impl SweepResult {
             let s = p.summary();
             let range = |st: Option<Stats>, scale: f64, digits: usize| {
                 st.map_or("-".to_string(), |st| {
-                    format!(
-                        "{:.d$} [{:.d$}-{:.d$}]",
-                        st.median / scale,
-                        st.min / scale,
-                        st.max / scale,
-                        d = digits
-                    )
+                    format!("{:.d$} [{:.d$}-{:.d$}]", st.median / scale, st.min / scale, st.max / scale, d = digits)
                 })
             };
             let mut verdicts: Vec<&str> = p.runs.iter().filter_map(|r| r.verdict.as_deref()).collect();
@@ -421,6 +418,15 @@ impl SweepResult {
 
 /// A one-line description of a run, for progress output.
 pub fn run_line(param: SweepParam, label: &str, repeat: u32, f: &RunFigures) -> String {
+    format!("{}={label} run {}/{repeat}: {}", param.key(), f.run, run_figures_text(f))
+}
+
+/// `run N: ...` for runs that are not part of a sweep (`send --repeat`).
+pub fn run_line_plain(f: &RunFigures) -> String {
+    format!("run {}: {}", f.run, run_figures_text(f))
+}
+
+fn run_figures_text(f: &RunFigures) -> String {
     let gbps = f.receiver_bits_per_second.map_or("nothing received".into(), format_bits_per_second);
     let cpu = f.cpu_seconds_per_gb.map_or("cpu n/a".into(), |c| format!("{c:.3} CPU-s/GB"));
     let tail = match (&f.error, &f.verdict) {
@@ -428,7 +434,7 @@ pub fn run_line(param: SweepParam, label: &str, repeat: u32, f: &RunFigures) -> 
         (None, Some(v)) => format!("verdict: {v}"),
         _ => String::new(),
     };
-    format!("{}={label} run {}/{repeat}: {gbps}, {cpu}, {tail}", param.key(), f.run)
+    format!("{gbps}, {cpu}, {tail}")
 }
 
 #[cfg(test)]
@@ -454,7 +460,11 @@ mod tests {
             test: TestSpec::default(),
             repeat: 3,
             points: vec![
-                SweepPoint { value: 1, label: "1".into(), runs: vec![figures(1, 10.0, 0.2), figures(2, 12.0, 0.25), figures(3, 11.0, 0.3)] },
+                SweepPoint {
+                    value: 1,
+                    label: "1".into(),
+                    runs: vec![figures(1, 10.0, 0.2), figures(2, 12.0, 0.25), figures(3, 11.0, 0.3)],
+                },
                 SweepPoint {
                     value: 2,
                     label: "2".into(),
