@@ -14,7 +14,7 @@
 #   - offloads: TSO, GSO and GRO switched on where the driver allows (ethtool -K)
 #   - channels: as many combined queues as CPUs, up to the NIC's maximum (ethtool -L)
 #   - ring sizes: the NIC's maximum (ethtool -G; physical NICs only)
-#   - IRQ affinity: queue IRQ i on CPU i mod NCPU (/proc/irq/N/smp_affinity_list), after
+#   - IRQ affinity: queue i's IRQs on CPU i mod NCPU (/proc/irq/N/smp_affinity_list), after
 #     stopping irqbalance, which would move them again
 #   - RPS: every RX queue spread over all CPUs when there are fewer RX queues than CPUs
 #   - XPS: TX queue i mapped to CPU i mod NCPU when there are several TX queues
@@ -209,7 +209,8 @@ cpu_mask_one() {
     printf '%s\n' "${words[*]}"
 }
 
-# Names of the queue IRQs of $IFACE: its device's MSI vectors, minus control interrupts.
+# The queue IRQs of $IFACE, one "IRQ NAME" per line: its device's MSI vectors, minus
+# control interrupts.
 queue_irqs() {
     local dev=/sys/class/net/$IFACE/device dir irq name
     for dir in "$dev/msi_irqs" "$dev/../msi_irqs"; do
@@ -218,11 +219,19 @@ queue_irqs() {
             name=$(awk -v irq="$irq:" '$1 == irq {print $NF}' /proc/interrupts)
             case "$name" in
                 *config*|*async*|*ctrl*|*mgmnt*|*mgmt*|*cmd*|*admin*|*-event*|"") ;;
-                *) echo "$irq" ;;
+                *) echo "$irq $name" ;;
             esac
         done
         return 0
     done
+}
+
+# The queue number in an IRQ name: trailing digits before any "@pci:..." suffix
+# (virtio2-input.3 -> 3, mlx5_comp3@pci:0000:00:04.0 -> 3); empty when there are none.
+irq_queue_index() {
+    local base=${1%%@*}
+    [[ "$base" =~ ([0-9]+)$ ]] && echo "$((10#${BASH_REMATCH[1]}))"
+    return 0
 }
 
 # Value of one ethtool -k feature: on/off, or nothing when fixed or absent.
@@ -326,9 +335,15 @@ do_apply() {
                 systemctl stop irqbalance || echo "  warning: could not stop irqbalance" >&2
             fi
         fi
+        # Queue i's IRQs (a queue may have several, e.g. virtio's input.i and output.i) go to
+        # CPU i; IRQs without a queue number in their name count in order.
+        local line name queue
         i=0
-        for irq in "${irqs[@]}"; do
-            set_file "/proc/irq/$irq/smp_affinity_list" "$((i % cpus))"
+        for line in "${irqs[@]}"; do
+            irq=${line%% *}
+            name=${line#* }
+            queue=$(irq_queue_index "$name")
+            set_file "/proc/irq/$irq/smp_affinity_list" "$(((${queue:-$i}) % cpus))"
             i=$((i + 1))
         done
     else

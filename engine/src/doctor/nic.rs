@@ -221,28 +221,52 @@ fn irq_affinity(ctx: &Context, fs: &dyn HostFs, irqs: &[IrqLine]) -> Check {
         irqs.iter().map(|l| (l.irq, l.name.clone(), irq_cpus(fs, l.irq))).collect();
     let facts = json!({"interface": link.name, "irqs": placed.iter().map(|(irq, name, cpus)|
         json!({"irq": irq, "name": name, "cpus": cpus})).collect::<Vec<_>>()});
-    let single: std::collections::BTreeSet<usize> =
-        placed.iter().filter_map(|(_, _, c)| c.as_ref().filter(|c| c.len() == 1).map(|c| c[0])).collect();
+    // Queues whose IRQs are each pinned to one CPU, by queue: a queue may have several IRQs
+    // (virtio: input.N and output.N) that belong on the same CPU, while different queues
+    // belong on different CPUs.
+    let mut queue_cpu: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    for (n, (_, name, cpus)) in placed.iter().enumerate() {
+        if let Some(cpu) = cpus.as_ref().filter(|c| c.len() == 1).map(|c| c[0]) {
+            queue_cpu.entry(irq_queue_index(name).unwrap_or(n as u32)).or_insert(cpu);
+        }
+    }
+    let queues: std::collections::BTreeSet<u32> =
+        placed.iter().enumerate().map(|(n, (_, name, _))| irq_queue_index(name).unwrap_or(n as u32)).collect();
+    let distinct: std::collections::BTreeSet<usize> = queue_cpu.values().copied().collect();
     let unknown = placed.iter().filter(|(_, _, c)| c.is_none()).count();
     let n = irqs.len();
-    let want = n.min(ctx.cpus as usize);
-    if single.len() >= want && unknown == 0 {
-        return Check::pass(id, format!("{n} queue IRQs on {} distinct CPUs", single.len())).facts(facts);
+    let want = queues.len().min(ctx.cpus as usize);
+    if distinct.len() >= want && queue_cpu.len() == queues.len() && unknown == 0 {
+        return Check::pass(
+            id,
+            format!("{n} IRQs of {} queue(s) on {} distinct CPU(s), one per queue", queues.len(), distinct.len()),
+        )
+        .facts(facts);
     }
     let fix = format!(
-        "scripts/tune.sh apply --iface {}   # or: echo CPU > /proc/irq/N/smp_affinity_list, one CPU per queue IRQ",
+        "scripts/tune.sh apply --iface {}   # or: echo CPU > /proc/irq/N/smp_affinity_list, queue i's IRQs on CPU i",
         link.name
     );
     Check::warn(
         id,
         format!(
-            "{n} queue IRQs land on {} distinct CPU(s){}: queues share CPUs for their interrupts",
-            single.len(),
+            "{n} IRQs of {} queue(s): {} pinned to one CPU each, on {} distinct CPU(s){}: queues share CPUs or float",
+            queues.len(),
+            queue_cpu.len(),
+            distinct.len(),
             if unknown > 0 { format!(", {unknown} unreadable") } else { String::new() }
         ),
     )
     .fix(fix)
     .facts(facts)
+}
+
+/// The queue number in an IRQ name: its trailing digits, before any `@pci:...` suffix
+/// (`virtio2-input.3` → 3, `mlx5_comp3@pci:0000:00:04.0` → 3, `ens5-Tx-Rx-0` → 0).
+pub fn irq_queue_index(name: &str) -> Option<u32> {
+    let base = name.split('@').next().unwrap_or(name);
+    let digits = base.len() - base.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    base[base.len() - digits..].parse().ok()
 }
 
 fn irqbalance(fs: &dyn HostFs, virtual_device: bool) -> Check {
@@ -505,21 +529,50 @@ ERR:          0
     #[test]
     fn irq_spread() {
         let ctx = nic_ctx("virtio_net", 1, 2);
-        let fs = virtio_fs(["0\n", "1\n"]);
+        let fs = virtio_fs(["0\n", "0\n"]);
         let irqs = queue_irqs(&fs, "eth0");
         assert_eq!(irqs.iter().map(|l| l.irq).collect::<Vec<_>>(), vec![38, 39], "config IRQ left out");
-        assert_eq!(irq_affinity(&ctx, &fs, &irqs).status, Status::Pass);
+        let c = irq_affinity(&ctx, &fs, &irqs);
+        assert_eq!(c.status, Status::Pass, "input.0 and output.0 are one queue: {}", c.summary);
         let fs = virtio_fs(["0-1\n", "0-1\n"]);
         let c = irq_affinity(&ctx, &fs, &irqs);
-        assert_eq!(c.status, Status::Warn, "{}", c.summary);
-        let fs = virtio_fs(["0\n", "0\n"]).with("/proc/irq/39/effective_affinity_list", "1\n");
+        assert_eq!(c.status, Status::Warn, "floating over both CPUs: {}", c.summary);
+        let fs = virtio_fs(["0-1\n", "0-1\n"]).with("/proc/irq/38/effective_affinity_list", "1\n");
+        let fs = fs.with("/proc/irq/39/effective_affinity_list", "1\n");
         assert_eq!(irq_affinity(&ctx, &fs, &irqs).status, Status::Pass, "effective affinity wins");
         let fs = virtio_fs(["0\n", "0\n"]).unreadable("/proc/irq/38/smp_affinity_list", libc::EACCES);
         let c = irq_affinity(&ctx, &fs, &irqs);
         assert!(c.summary.contains("1 unreadable"), "{}", c.summary);
+        // Four mlx5 completion queues on a 4-CPU host, two of them sharing CPU 0.
+        let mlx = nic_ctx("mlx5_core", 4, 4);
+        let lines: Vec<IrqLine> = (0..4)
+            .map(|q| IrqLine { irq: 60 + q, counts: vec![0; 4], name: format!("mlx5_comp{q}@pci:0000:00:04.0") })
+            .collect();
+        let pinned = |cpus: [&str; 4]| {
+            let mut fs = FakeFs::default();
+            for (q, c) in cpus.iter().enumerate() {
+                fs = fs.with(&format!("/proc/irq/{}/smp_affinity_list", 60 + q), c);
+            }
+            fs
+        };
+        assert_eq!(irq_affinity(&mlx, &pinned(["0", "1", "2", "3"]), &lines).status, Status::Pass);
+        let c = irq_affinity(&mlx, &pinned(["0", "0", "2", "3"]), &lines);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.summary.contains("on 3 distinct CPU(s)"), "{}", c.summary);
         let none = FakeFs::default();
         assert_eq!(irq_affinity(&ctx, &none, &queue_irqs(&none, "eth0")).status, Status::Skip);
         assert_eq!(irq_affinity(&veth_ctx(), &none, &[]).status, Status::Pass, "software device");
+    }
+
+    #[test]
+    fn queue_numbers_in_irq_names() {
+        assert_eq!(irq_queue_index("virtio2-input.3"), Some(3));
+        assert_eq!(irq_queue_index("mlx5_comp12@pci:0000:00:04.0"), Some(12));
+        assert_eq!(irq_queue_index("gve-ntfy-blk5@pci:0000:00:04.0"), Some(5));
+        assert_eq!(irq_queue_index("ens5-Tx-Rx-0"), Some(0));
+        assert_eq!(irq_queue_index("eth0"), Some(0), "a bare interface name: its digit");
+        assert_eq!(irq_queue_index("hv_netvsc"), None);
+        assert_eq!(irq_queue_index(""), None);
     }
 
     #[test]
