@@ -3,6 +3,7 @@
 //! as much as on the kernel (DESIGN §9, KERNEL-NOTES): on veth and lo AF_XDP runs in copy
 //! mode and zcrx is refused outright, and doctor says which prerequisite is missing.
 
+use super::ethnl::HeaderSplit;
 use super::{kernel::parse_release, Check, Context, HostFs, XdpSocket};
 use serde_json::json;
 
@@ -96,13 +97,23 @@ fn zcrx(ctx: &Context, fs: &dyn HostFs) -> Check {
     }
     let queues = ctx.iface.as_ref().map_or(1, |l| l.rx_queues);
     let last = queues.saturating_sub(1);
+    let steer =
+        format!("ethtool -X {iface} equal {last}; ethtool -N {iface} flow-type tcp6 dst-port 5300 action {last}");
+    let split = ctx.rings.as_ref().map(|r| r.header_split).unwrap_or(HeaderSplit::Unknown);
+    let (state, fix) = match split {
+        HeaderSplit::Enabled => ("header split is on", steer),
+        HeaderSplit::Disabled => ("header split is off", format!("ethtool -G {iface} tcp-data-split on; {steer}")),
+        HeaderSplit::Unknown => {
+            ("the driver does not report header split", format!("ethtool -G {iface} tcp-data-split on; {steer}"))
+        }
+    };
+    let mut facts = facts;
+    facts["header_split"] = json!(split);
     Check::warn(
         id,
-        format!("kernel and {driver} support zcrx; it also needs header split and a dedicated queue with a flow rule (ethtool netlink; not read here)"),
+        format!("kernel and {driver} support zcrx, {state}; it also needs a queue kept out of RSS with a flow rule steering the test to it"),
     )
-    .fix(format!(
-        "ethtool -G {iface} tcp-data-split on; ethtool -X {iface} equal {last}; ethtool -N {iface} flow-type tcp6 dst-port 5300 action {last}"
-    ))
+    .fix(fix)
     .facts(facts)
 }
 
@@ -135,7 +146,14 @@ mod tests {
         assert!(x.summary.contains("zero-copy capable") && !x.summary.contains("bpffs"), "{}", x.summary);
         let z = zcrx(&mlx, &fs);
         assert_eq!(z.status, Status::Warn);
+        assert!(z.summary.contains("header split is off"), "{}", z.summary);
         assert!(z.fix.unwrap().contains("ethtool -G eth0 tcp-data-split on"));
+        let mut split_on = nic_ctx("mlx5_core", 8, 8);
+        if let Ok(r) = split_on.rings.as_mut() {
+            r.header_split = HeaderSplit::Enabled;
+        }
+        let z = zcrx(&split_on, &fs);
+        assert!(z.summary.contains("header split is on") && !z.fix.unwrap().contains("tcp-data-split"));
         let gve = nic_ctx("gve", 8, 8);
         assert!(af_xdp(&gve, &fs).summary.contains("from Linux 6.17"), "6.12 gve is copy mode");
         assert!(zcrx(&gve, &fs).summary.contains("6.18"));

@@ -17,6 +17,7 @@
 //! or not knowable here. The exit code is 1 when any check failed.
 
 pub mod cloud;
+pub mod ethnl;
 pub mod fastpath;
 pub mod kernel;
 pub mod nic;
@@ -219,6 +220,8 @@ pub struct Context {
     pub ethtool_driver: Option<String>,
     pub offloads: Option<Offloads>,
     pub channels: Option<Channels>,
+    /// Ring sizes and header split (ethtool netlink), or why they could not be read.
+    pub rings: std::result::Result<ethnl::Rings, String>,
     pub target: Option<TargetFacts>,
     pub cloud: Option<Cloud>,
     pub caps: std::result::Result<KernelCaps, String>,
@@ -242,6 +245,10 @@ impl Context {
             Some(l) => nic::ethtool_facts(&l.name),
             None => (None, None, None),
         };
+        let rings = match &iface {
+            Some(l) => ethnl::rings(&l.name).map_err(|e| e.message),
+            None => Err("no interface".into()),
+        };
         Ok(Self {
             cpus: hostinfo::cloud::online_cpus().unwrap_or(1),
             iface,
@@ -249,6 +256,7 @@ impl Context {
             ethtool_driver,
             offloads,
             channels,
+            rings,
             target,
             cloud: hostinfo::Dmi::read().as_ref().and_then(hostinfo::cloud::detect),
             caps: KernelCaps::detect().map_err(|e| e.message),
@@ -538,6 +546,8 @@ pub(crate) mod testctx {
                 rx_checksum: Some(true),
             }),
             channels: Some(Channels { max_rx: 1, max_tx: 1, max_combined: 0, rx: 1, tx: 1, combined: 0 }),
+            // veth on 6.18 has no ring parameters.
+            rings: Err("reading the rings of uoda0: Operation not supported (os error 95)".into()),
             target: None,
             cloud: None,
             caps: Ok(caps()),
@@ -562,6 +572,13 @@ pub(crate) mod testctx {
         });
         c.ethtool_driver = Some(driver.into());
         c.channels = Some(Channels { max_combined: 64, combined: queues, ..Default::default() });
+        c.rings = Ok(ethnl::Rings {
+            rx: Some(1024),
+            rx_max: Some(8192),
+            tx: Some(1024),
+            tx_max: Some(8192),
+            header_split: ethnl::HeaderSplit::Disabled,
+        });
         c
     }
 }

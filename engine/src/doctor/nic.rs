@@ -31,7 +31,7 @@ pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
         return vec![Check::skip("nic.interface", format!("no interface examined: {}", ctx.iface_reason))
             .facts(json!({"interface": null}))];
     };
-    let mut out = vec![driver(ctx), mtu(ctx), queues(ctx), offloads(ctx)];
+    let mut out = vec![driver(ctx), mtu(ctx), queues(ctx), rings(ctx), offloads(ctx)];
     let irqs = queue_irqs(fs, &link.name);
     out.push(irq_affinity(ctx, fs, &irqs));
     out.push(irqbalance(fs, link.virtual_device));
@@ -106,6 +106,37 @@ fn queues(ctx: &Context) -> Check {
     }
     Check::warn(id, format!("{summary}: receive work lands on {active} CPU(s); the NIC allows {max}"))
         .fix(format!("ethtool -L {} combined {reachable}", link.name))
+        .facts(facts)
+}
+
+fn rings(ctx: &Context) -> Check {
+    let id = "nic.rings";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let r = match &ctx.rings {
+        Ok(r) => r,
+        Err(e) => return Check::skip(id, format!("{}: no ring parameters ({e})", link.name)),
+    };
+    let facts = json!({"interface": link.name, "rings": r});
+    let show = |v: Option<u32>| v.map_or("?".to_string(), |v| v.to_string());
+    let summary = format!(
+        "{}: RX ring {} of {}, TX ring {} of {}",
+        link.name,
+        show(r.rx),
+        show(r.rx_max),
+        show(r.tx),
+        show(r.tx_max)
+    );
+    let short = |cur: Option<u32>, max: Option<u32>| matches!((cur, max), (Some(c), Some(m)) if c < m);
+    if link.virtual_device || !(short(r.rx, r.rx_max) || short(r.tx, r.tx_max)) {
+        return Check::pass(id, summary).facts(facts);
+    }
+    Check::warn(id, format!("{summary}: short rings overflow on bursts (rx_missed, drops)"))
+        .fix(format!(
+            "ethtool -G {} rx {} tx {}   # or scripts/tune.sh apply",
+            link.name,
+            show(r.rx_max),
+            show(r.tx_max)
+        ))
         .facts(facts)
 }
 
@@ -636,6 +667,27 @@ ERR:          0
         assert_eq!(driver(&unknown).status, Status::Warn);
         unknown.offloads = None;
         assert_eq!(offloads(&unknown).status, Status::Skip);
+    }
+
+    #[test]
+    fn ring_sizes() {
+        assert_eq!(rings(&veth_ctx()).status, Status::Skip, "veth has no rings");
+        let mlx = nic_ctx("mlx5_core", 8, 8);
+        let r = rings(&mlx);
+        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.fix.as_deref(), Some("ethtool -G eth0 rx 8192 tx 8192   # or scripts/tune.sh apply"));
+        let mut full = nic_ctx("mlx5_core", 8, 8);
+        full.rings = Ok(super::super::ethnl::Rings {
+            rx: Some(8192),
+            rx_max: Some(8192),
+            tx: Some(8192),
+            tx_max: Some(8192),
+            header_split: super::super::ethnl::HeaderSplit::Enabled,
+        });
+        assert_eq!(rings(&full).status, Status::Pass);
+        let mut none = nic_ctx("x", 1, 1);
+        none.rings = Err("Operation not supported".into());
+        assert_eq!(rings(&none).status, Status::Skip);
     }
 
     #[test]
