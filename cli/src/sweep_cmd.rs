@@ -136,6 +136,22 @@ fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {
     }
 }
 
+/// Writes the files asked for (`--csv`, `--svg`, `--json`) from the results so far.
+fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
+    if let Some(path) = &args.csv {
+        write_file(path, &result.to_csv())?;
+    }
+    if let Some(path) = &args.svg {
+        write_file(path, &result.chart().to_svg())?;
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::to_string_pretty(&result.to_json())
+            .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
+        write_file(path, &format!("{doc}\n"))?;
+    }
+    Ok(())
+}
+
 fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
@@ -178,7 +194,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             target: args.target.clone(),
             port: port_or_default(args.port, false),
             spec: base,
-            cpus: args.cpus.map(|c| c.0),
+            cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),
         },
         param,
@@ -186,23 +202,21 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
         repeat: args.repeat,
     };
     let text = args.format == SweepFormat::Text;
+    // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
+    // VM) still leaves every finished run on disk.
+    let mut save_error: Option<Error> = None;
     let result = sweep::run(&plan, |done| {
         if text {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", sweep::run_line(param, done.label, plan.repeat, done.figures));
             let _ = out.flush();
         }
+        if save_error.is_none() {
+            save_error = save(&args, done.sweep).err();
+        }
     })?;
-    if let Some(path) = &args.csv {
-        write_file(path, &result.to_csv())?;
-    }
-    if let Some(path) = &args.svg {
-        write_file(path, &result.chart().to_svg())?;
-    }
-    if let Some(path) = &args.json {
-        let doc = serde_json::to_string_pretty(&result.to_json())
-            .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
-        write_file(path, &format!("{doc}\n"))?;
+    if let Some(e) = save_error {
+        return Err(e);
     }
     let mut out = std::io::stdout().lock();
     match args.format {

@@ -156,3 +156,31 @@ fn sweep_and_report_usage_errors() {
     }
     std::fs::remove_file(&garbage).unwrap();
 }
+
+#[test]
+fn a_receiver_that_goes_away_leaves_failed_runs_recorded() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uosx");
+    // `--once`: the receiver serves the first run and exits; every later run is refused.
+    let recv = pair.spawn_recv(&["--once", "--cpus", "1"]);
+    let dir = std::env::temp_dir().join(format!("uosx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("q.csv");
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["sweep"]);
+    c.args(["-c", RECV_ADDR, "-P", "1,2", "--repeat", "2", "-t", "500ms", "--warmup", "100ms", "--cooldown", "50ms"])
+        .args(["--cpus", "0", "--csv"])
+        .arg(&csv);
+    let (out, _) = run_bounded(c, Duration::from_secs(60));
+    let _ = recv.finish(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1), "incomplete runs make the exit code 1");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("some runs were incomplete"));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let runs: Vec<Vec<&str>> =
+        text.lines().map(|l| l.split(',').collect()).filter(|r: &Vec<&str>| r[0] == "run").collect();
+    assert_eq!(runs.len(), 4, "every run is recorded: {text}");
+    assert_eq!(runs.iter().filter(|r| r[5] == "true").count(), 1, "only the first run found a receiver: {text}");
+    assert!(runs.iter().filter(|r| r[5] == "false").all(|r| !r[9].is_empty()), "failed runs carry their error: {text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1/2") && stdout.contains("0/2"), "the table counts complete runs: {stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

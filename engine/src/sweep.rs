@@ -195,13 +195,15 @@ pub struct SweepResult {
     pub points: Vec<SweepPoint>,
 }
 
-/// Progress of a running sweep, for the caller to print.
+/// Progress of a running sweep, for the caller to print (and to save: `sweep` holds every
+/// run so far, so an interrupted sweep still leaves its results).
 #[derive(Debug)]
 pub struct RunDone<'a> {
     pub point: usize,
     pub label: &'a str,
     pub figures: &'a RunFigures,
     pub report: Option<&'a StreamReport>,
+    pub sweep: &'a SweepResult,
 }
 
 /// Columns of the sweep CSV.
@@ -237,8 +239,15 @@ pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepR
     }
     let specs: Vec<TestSpec> =
         plan.values.iter().map(|&v| plan.param.apply(&plan.base.spec, v)).collect::<Result<_>>()?;
-    let mut points: Vec<SweepPoint> =
+    let points: Vec<SweepPoint> =
         plan.values.iter().map(|&v| SweepPoint { value: v, label: plan.param.label(v), runs: Vec::new() }).collect();
+    let mut result = SweepResult {
+        parameter: plan.param,
+        target: plan.base.target.clone(),
+        test: plan.base.spec.clone(),
+        repeat: plan.repeat,
+        points,
+    };
     for run in 1..=plan.repeat {
         for (i, spec) in specs.iter().enumerate() {
             let opts = SendOptions { spec: spec.clone(), ..plan.base.clone() };
@@ -247,17 +256,18 @@ pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepR
                 Err(e) if run == 1 && i == 0 => return Err(e),
                 Err(e) => (RunFigures::failed(run, &e), None),
             };
-            progress(RunDone { point: i, label: &points[i].label, figures: &figures, report: report.as_ref() });
-            points[i].runs.push(figures);
+            result.points[i].runs.push(figures);
+            let point = &result.points[i];
+            progress(RunDone {
+                point: i,
+                label: &point.label,
+                figures: point.runs.last().expect("just pushed"),
+                report: report.as_ref(),
+                sweep: &result,
+            });
         }
     }
-    Ok(SweepResult {
-        parameter: plan.param,
-        target: plan.base.target.clone(),
-        test: plan.base.spec.clone(),
-        repeat: plan.repeat,
-        points,
-    })
+    Ok(result)
 }
 
 impl SweepResult {
