@@ -64,6 +64,9 @@ fn doctor_reports_the_veth_pair_it_runs_on() {
     assert!(rtt > 0.0 && rtt < 100_000.0, "veth handshake RTT {rtt} µs");
     assert_eq!(check(&doc, "fastpath.zcrx")["status"], "skip", "zcrx is impossible on veth");
     assert!(check(&doc, "fastpath.zcrx")["summary"].as_str().unwrap().contains("veth has no header split"));
+    let counters = check(&doc, "nic.driver_counters");
+    assert_eq!(counters["status"], "pass", "a fresh veth has lost nothing: {counters}");
+    assert!(counters["facts"]["statistics"].as_u64().unwrap() > 0, "veth keeps statistics (ethtool -S): {counters}");
     let offloads = &check(&doc, "nic.offloads")["facts"]["offloads"];
     assert_eq!(offloads["tso"], true, "veth does TSO: {offloads}");
     let rps = sysfs(&pair, "queues/rx-0/rps_cpus");

@@ -220,6 +220,8 @@ pub struct Context {
     pub ethtool_driver: Option<String>,
     pub offloads: Option<Offloads>,
     pub channels: Option<Channels>,
+    /// The driver's own statistics (`ethtool -S`), None where it keeps none.
+    pub driver_stats: Option<Vec<(String, u64)>>,
     /// Ring sizes and header split (ethtool netlink), or why they could not be read.
     pub rings: std::result::Result<ethnl::Rings, String>,
     pub target: Option<TargetFacts>,
@@ -245,6 +247,7 @@ impl Context {
             Some(l) => nic::ethtool_facts(&l.name),
             None => (None, None, None),
         };
+        let driver_stats = iface.as_ref().and_then(|l| nic::driver_stats(&l.name));
         let rings = match &iface {
             Some(l) => ethnl::rings(&l.name).map_err(|e| e.message),
             None => Err("no interface".into()),
@@ -256,6 +259,7 @@ impl Context {
             ethtool_driver,
             offloads,
             channels,
+            driver_stats,
             rings,
             target,
             cloud: hostinfo::Dmi::read().as_ref().and_then(hostinfo::cloud::detect),
@@ -546,6 +550,7 @@ pub(crate) mod testctx {
                 rx_checksum: Some(true),
             }),
             channels: Some(Channels { max_rx: 1, max_tx: 1, max_combined: 0, rx: 1, tx: 1, combined: 0 }),
+            driver_stats: Some(vec![("peer_ifindex".into(), 3), ("rx_queue_0_drops".into(), 0)]),
             // veth on 6.18 has no ring parameters.
             rings: Err("reading the rings of uoda0: Operation not supported (os error 95)".into()),
             target: None,

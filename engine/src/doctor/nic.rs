@@ -31,7 +31,7 @@ pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
         return vec![Check::skip("nic.interface", format!("no interface examined: {}", ctx.iface_reason))
             .facts(json!({"interface": null}))];
     };
-    let mut out = vec![driver(ctx), mtu(ctx), queues(ctx), rings(ctx), offloads(ctx)];
+    let mut out = vec![driver(ctx), mtu(ctx), queues(ctx), rings(ctx), offloads(ctx), driver_counters(ctx)];
     let irqs = queue_irqs(fs, &link.name);
     out.push(irq_affinity(ctx, fs, &irqs));
     out.push(irqbalance(fs, link.virtual_device));
@@ -137,6 +137,39 @@ fn rings(ctx: &Context) -> Check {
             show(r.rx_max),
             show(r.tx_max)
         ))
+        .facts(facts)
+}
+
+fn driver_counters(ctx: &Context) -> Check {
+    let id = "nic.driver_counters";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let Some(stats) = &ctx.driver_stats else {
+        return Check::skip(id, format!("{}: the driver keeps no statistics of its own (ethtool -S)", link.name));
+    };
+    let losses: Vec<&(String, u64)> = stats.iter().filter(|(n, v)| *v > 0 && is_loss_counter(n)).collect();
+    let facts = json!({"interface": link.name, "statistics": stats.len(),
+        "loss_counters": losses.iter().map(|(n, v)| (n.clone(), json!(v))).collect::<serde_json::Map<_, _>>()});
+    if losses.is_empty() {
+        return Check::pass(
+            id,
+            format!(
+                "{}: no drop, miss or allowance counter above 0 among {} driver statistics",
+                link.name,
+                stats.len()
+            ),
+        )
+        .facts(facts);
+    }
+    let shown: Vec<String> = losses.iter().take(4).map(|(n, v)| format!("{n} {v}")).collect();
+    let more = if losses.len() > 4 { format!(" and {} more", losses.len() - 4) } else { String::new() };
+    let aws = losses.iter().any(|(n, _)| n.contains("allowance_exceeded"));
+    let why = if aws {
+        "the instance exceeded its AWS network allowance (bandwidth, PPS or connections)"
+    } else {
+        "the NIC or driver lost packets"
+    };
+    Check::warn(id, format!("{}: {}{more} since boot: {why}", link.name, shown.join(", ")))
+        .fix(format!("watch them across a test: ethtool -S {} | grep -E 'drop|miss|exceeded'   # rings: ethtool -G; AWS: a larger instance or fewer flows per ENA queue", link.name))
         .facts(facts)
 }
 
@@ -477,6 +510,75 @@ pub fn parse_channels(buf: &[u8]) -> Option<Channels> {
     Some(Channels { max_rx: w(0)?, max_tx: w(1)?, max_combined: w(3)?, rx: w(4)?, tx: w(5)?, combined: w(7)? })
 }
 
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
+/// More statistics than any driver has (mlx5 has a few thousand): a bound on what we allocate.
+const MAX_STATS: usize = 65536;
+
+/// The number of driver statistics from a filled `ethtool_sset_info` block (cmd, reserved,
+/// u64 mask, then one u32 per set in the mask); None when the stats set is not supported.
+pub fn parse_sset_count(buf: &[u8]) -> Option<usize> {
+    let mask = u64::from_ne_bytes(buf.get(8..16)?.try_into().ok()?);
+    if mask & (1 << ETH_SS_STATS) == 0 {
+        return None;
+    }
+    Some(u32::from_ne_bytes(buf.get(16..20)?.try_into().ok()?) as usize)
+}
+
+/// The names of a filled `ethtool_gstrings` block (cmd, string_set, len, then 32-byte names).
+pub fn parse_stat_names(buf: &[u8], n: usize) -> Option<Vec<String>> {
+    (0..n)
+        .map(|i| {
+            let field = buf.get(12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN)?;
+            let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+            Some(String::from_utf8_lossy(&field[..end]).trim().to_string())
+        })
+        .collect()
+}
+
+/// The values of a filled `ethtool_stats` block (cmd, n_stats, then u64 values).
+pub fn parse_stat_values(buf: &[u8], n: usize) -> Option<Vec<u64>> {
+    (0..n).map(|i| Some(u64::from_ne_bytes(buf.get(8 + i * 8..16 + i * 8)?.try_into().ok()?))).collect()
+}
+
+/// The driver's statistics (`ethtool -S`) by name; None where the driver has none.
+pub fn driver_stats(iface: &str) -> Option<Vec<(String, u64)>> {
+    // SAFETY: socket() has no memory-safety preconditions; a valid fd is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut info = [0u8; 20];
+    info[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
+    info[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
+    ethtool_ioctl(&sock, iface, &mut info).ok()?;
+    let n = parse_sset_count(&info).filter(|&n| n > 0 && n <= MAX_STATS)?;
+    let mut names = vec![0u8; 12 + n * ETH_GSTRING_LEN];
+    names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+    names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+    names[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
+    ethtool_ioctl(&sock, iface, &mut names).ok()?;
+    let mut values = vec![0u8; 8 + n * 8];
+    values[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
+    values[4..8].copy_from_slice(&(n as u32).to_ne_bytes());
+    ethtool_ioctl(&sock, iface, &mut values).ok()?;
+    Some(parse_stat_names(&names, n)?.into_iter().zip(parse_stat_values(&values, n)?).collect())
+}
+
+/// Whether a driver statistic counts packets lost or refused (drops, misses, a cloud's
+/// allowance), as opposed to traffic or configuration.
+pub fn is_loss_counter(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["drop", "discard", "miss", "allowance_exceeded", "no_buf", "nobuf", "fifo_err", "over_err", "timeout"]
+        .iter()
+        .any(|k| n.contains(k))
+}
+
 /// Driver, offloads and channels of `iface` from the ethtool ioctls; each None where the
 /// driver does not implement the query.
 pub fn ethtool_facts(iface: &str) -> (Option<String>, Option<Offloads>, Option<Channels>) {
@@ -691,6 +793,44 @@ ERR:          0
     }
 
     #[test]
+    fn stats_blocks_and_loss_counters() {
+        let mut info = [0u8; 20];
+        info[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
+        info[16..20].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(parse_sset_count(&info), Some(3));
+        assert_eq!(parse_sset_count(&[0u8; 20]), None, "stats set not supported");
+        assert_eq!(parse_sset_count(&info[..12]), None, "short block");
+        let mut names = vec![0u8; 12 + 3 * ETH_GSTRING_LEN];
+        for (i, n) in ["peer_ifindex", "rx_queue_0_drops", "bw_out_allowance_exceeded"].iter().enumerate() {
+            names[12 + i * 32..12 + i * 32 + n.len()].copy_from_slice(n.as_bytes());
+        }
+        let parsed = parse_stat_names(&names, 3).unwrap();
+        assert_eq!(parsed, ["peer_ifindex", "rx_queue_0_drops", "bw_out_allowance_exceeded"]);
+        assert_eq!(parse_stat_names(&names, 4), None, "more names than the block holds");
+        let mut values = vec![0u8; 8 + 3 * 8];
+        for (i, v) in [7u64, 0, 1234].iter().enumerate() {
+            values[8 + i * 8..16 + i * 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        assert_eq!(parse_stat_values(&values, 3), Some(vec![7, 0, 1234]));
+        assert_eq!(parse_stat_values(&values[..20], 3), None);
+        assert!(is_loss_counter("rx_queue_0_drops") && is_loss_counter("pps_allowance_exceeded"));
+        assert!(
+            is_loss_counter("rx_missed_errors") && !is_loss_counter("rx_packets") && !is_loss_counter("peer_ifindex")
+        );
+
+        let mut ctx = nic_ctx("ena", 8, 8);
+        ctx.driver_stats = Some(parsed.into_iter().zip([7, 0, 1234]).collect());
+        let c = driver_counters(&ctx);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.summary.contains("bw_out_allowance_exceeded 1234") && c.summary.contains("AWS"), "{}", c.summary);
+        assert_eq!(c.facts["statistics"], 3);
+        ctx.driver_stats = Some(vec![("rx_queue_0_drops".into(), 0), ("peer_ifindex".into(), 7)]);
+        assert_eq!(driver_counters(&ctx).status, Status::Pass);
+        ctx.driver_stats = None;
+        assert_eq!(driver_counters(&ctx).status, Status::Skip);
+    }
+
+    #[test]
     fn ioctl_blocks() {
         let mut info = [0u8; DRVINFO_LEN];
         info[4..8].copy_from_slice(b"veth");
@@ -710,6 +850,8 @@ ERR:          0
 
     #[test]
     fn live_ioctls() {
+        assert_eq!(driver_stats("lo"), None, "lo keeps no driver statistics");
+        assert_eq!(driver_stats("no-such-if0"), None);
         let (d, o, c) = ethtool_facts("no-such-if0");
         assert_eq!((d, o, c), (None, None, None), "a missing interface answers nothing");
     }
