@@ -171,7 +171,8 @@ pub struct TargetFacts {
     pub addr: IpAddr,
     pub port: u16,
     pub reach: Reach,
-    /// Shortest TCP handshake seen (SYN to SYN-ACK or RST), microseconds.
+    /// Handshake RTT, microseconds: the kernel's TCP_INFO sample when the port accepts, else
+    /// the shortest of up to three connects answered with a reset.
     pub rtt_us: Option<f64>,
     /// The kernel's path MTU to the target (route MTU, or a smaller one learned from ICMP).
     pub path_mtu: Option<u32>,
