@@ -443,7 +443,8 @@ impl DoctorReport {
             }
         }
         let t = self.tally();
-        let _ = writeln!(out, "\n{} passed, {} warnings, {} failed, {} skipped", t.pass, t.warn, t.fail, t.skip);
+        let warnings = if t.warn == 1 { "warning" } else { "warnings" };
+        let _ = writeln!(out, "\n{} passed, {} {warnings}, {} failed, {} skipped", t.pass, t.warn, t.fail, t.skip);
         out
     }
 }
