@@ -1,6 +1,8 @@
 //! `uringbench`: parses the command line, calls the engine, prints. Nothing else lives here.
 
+mod doctor_cmd;
 mod iperf2_mode;
+mod sweep_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
@@ -42,6 +44,12 @@ enum Command {
     Rr(RrArgs),
     /// Connect/request/response/close against `uringbench recv`: connections/s, latency, failures.
     Crr(RrArgs),
+    /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.
+    Doctor(doctor_cmd::DoctorArgs),
+    /// A series of stream tests over queues, lengths or rates: CSV, JSON and an SVG chart.
+    Sweep(sweep_cmd::SweepArgs),
+    /// Re-render saved results (sweep JSON, send -J): text summary and an SVG chart.
+    Report(sweep_cmd::ReportArgs),
 }
 
 #[derive(Args)]
@@ -381,6 +389,9 @@ fn main() -> ExitCode {
         Command::Http(args) => http(args),
         Command::Rr(args) => rr(args, Workload::Rr),
         Command::Crr(args) => rr(args, Workload::Crr),
+        Command::Doctor(args) => doctor_cmd::doctor(args),
+        Command::Sweep(args) => sweep_cmd::sweep(args),
+        Command::Report(args) => sweep_cmd::report(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -19,7 +19,9 @@
 //! Capabilities are probed at run time ([`probe`]) and placement decisions ([`placement`])
 //! are explained in the report, never silently assumed.
 
+pub mod chart;
 pub mod control;
+pub mod doctor;
 pub mod error;
 pub mod export;
 pub mod fastpath;
@@ -32,9 +34,11 @@ pub mod placement;
 pub mod probe;
 pub mod report;
 pub mod ring;
+pub mod saved;
 pub mod server;
 pub mod sockopt;
 pub mod spec;
+pub mod sweep;
 pub mod tcpinfo;
 pub mod threads;
 pub mod transport;

@@ -17,7 +17,7 @@
 
 pub mod cloud;
 pub mod ifstats;
-mod netlink;
+pub(crate) mod netlink;
 pub mod qdisc;
 pub mod route;
 pub mod snmp;

@@ -171,10 +171,15 @@ pub struct Socket {
 
 impl Socket {
     pub fn open() -> Result<Self> {
+        Self::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    /// A socket of another netlink protocol (`NETLINK_GENERIC` for the ethtool family).
+    pub fn open_protocol(protocol: libc::c_int) -> Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked before use.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol) };
         if fd < 0 {
-            return Err(Error::io("opening a route netlink socket", io::Error::last_os_error()));
+            return Err(Error::io("opening a netlink socket", io::Error::last_os_error()));
         }
         // SAFETY: fd is a fresh descriptor we own; OwnedFd closes it on every path below.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };

@@ -1,0 +1,645 @@
+//! `uringbench doctor`: host and path checks, each with the command that fixes it.
+//!
+//! A throughput figure is only as good as the host it was measured on: io_uring switched off
+//! by a sysctl, one NIC queue for 64 CPUs, all queue interrupts on CPU 0, socket buffers
+//! smaller than the bandwidth-delay product, a VM whose cloud meters egress below the link.
+//! Each of these shows up later as a disappointing number; doctor names them before the test.
+//!
+//! The checks are split by family ([`kernel`], [`nic`], [`tcp`], [`path`], [`cloud`],
+//! [`fastpath`]). Every check is a pure function of a [`Context`] (facts that need system
+//! calls: io_uring probe, ethtool ioctls, route lookups, connects) and a [`HostFs`] (the
+//! /proc and /sys files it reads), so each can be tested against captured samples, including
+//! files that are missing, unreadable or garbled. The live system is [`LiveFs`] plus
+//! [`Context::gather`].
+//!
+//! Status meanings: `fail` = uringbench cannot run, or its figures would be wrong; `warn` =
+//! this will likely hold throughput or latency back; `pass` = fine; `skip` = not applicable
+//! or not knowable here. The exit code is 1 when any check failed.
+
+pub mod cloud;
+pub mod ethnl;
+pub mod fastpath;
+pub mod kernel;
+pub mod nic;
+pub mod path;
+pub mod tcp;
+
+use crate::hostinfo::{self, Cloud, LinkInfo};
+use crate::probe::KernelCaps;
+use crate::{Error, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::io;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// Version of the doctor JSON document.
+pub const DOCTOR_SCHEMA_VERSION: u32 = 1;
+
+/// The verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Skip,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Skip => "skip",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One check: what was found, how it is judged, and what fixes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Stable name, `family.check` (e.g. `nic.mtu`), for scripts.
+    pub id: &'static str,
+    pub status: Status,
+    /// One line: the fact and, when not passing, why it matters.
+    pub summary: String,
+    /// The command(s) that fix it, for `warn` and `fail`.
+    pub fix: Option<String>,
+    /// The raw facts behind the summary, machine-readable.
+    pub facts: Value,
+}
+
+impl Check {
+    pub fn new(id: &'static str, status: Status, summary: impl Into<String>) -> Self {
+        Self { id, status, summary: summary.into(), fix: None, facts: Value::Null }
+    }
+    pub fn pass(id: &'static str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Pass, summary)
+    }
+    pub fn warn(id: &'static str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Warn, summary)
+    }
+    pub fn fail(id: &'static str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Fail, summary)
+    }
+    pub fn skip(id: &'static str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Skip, summary)
+    }
+    pub fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+    pub fn facts(mut self, facts: Value) -> Self {
+        self.facts = facts;
+        self
+    }
+    /// The family part of the id (`nic` of `nic.mtu`).
+    pub fn family(&self) -> &'static str {
+        self.id.split('.').next().unwrap_or(self.id)
+    }
+}
+
+/// Read access to /proc and /sys, so checks can run on captured samples.
+pub trait HostFs {
+    /// A file's whole content.
+    fn read(&self, path: &str) -> io::Result<String>;
+    /// The entry names of a directory, sorted.
+    fn list(&self, dir: &str) -> io::Result<Vec<String>>;
+    /// The target of a symbolic link.
+    fn link(&self, path: &str) -> io::Result<PathBuf>;
+}
+
+/// The live system.
+pub struct LiveFs;
+
+impl HostFs for LiveFs {
+    fn read(&self, path: &str) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir)?.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect();
+        names.sort();
+        Ok(names)
+    }
+    fn link(&self, path: &str) -> io::Result<PathBuf> {
+        std::fs::read_link(path)
+    }
+}
+
+/// A file read and trimmed; `Err` carries a short reason for messages.
+pub(crate) fn read_trimmed(fs: &dyn HostFs, path: &str) -> std::result::Result<String, String> {
+    fs.read(path).map(|s| s.trim().to_owned()).map_err(|e| format!("{path}: {e}"))
+}
+
+/// A sysctl under /proc/sys by its dotted name.
+pub(crate) fn sysctl(fs: &dyn HostFs, name: &str) -> std::result::Result<String, String> {
+    read_trimmed(fs, &format!("/proc/sys/{}", name.replace('.', "/")))
+}
+
+/// What doctor was asked to look at.
+#[derive(Debug, Clone, Default)]
+pub struct DoctorOptions {
+    pub target: Option<String>,
+    pub port: u16,
+    pub iface: Option<String>,
+    /// Bandwidth the user plans to test at, bits/s; None = link speed, cloud cap or 25 Gbit/s.
+    pub bandwidth_bps: Option<u64>,
+}
+
+/// How the target answered a TCP connect to its control port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Something accepted the connection.
+    Listening,
+    /// The host answered with a reset: up, but nothing listens on the port.
+    Refused,
+    /// No answer within the timeout (down, or a firewall drops the SYN).
+    NoAnswer,
+    /// Some other error (no route, ...).
+    Error(String),
+}
+
+/// The target as doctor found it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetFacts {
+    pub host: String,
+    pub addr: IpAddr,
+    pub port: u16,
+    pub reach: Reach,
+    /// Handshake RTT, microseconds: the kernel's TCP_INFO sample when the port accepts, else
+    /// the shortest of up to three connects answered with a reset.
+    pub rtt_us: Option<f64>,
+    /// The kernel's path MTU to the target (route MTU, or a smaller one learned from ICMP).
+    pub path_mtu: Option<u32>,
+    /// The route is local (the address belongs to this host).
+    pub local: bool,
+}
+
+/// The AF_XDP socket probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XdpSocket {
+    Available,
+    /// `socket(AF_XDP)` failed: the reason.
+    Unavailable(String),
+}
+
+/// Offload state read with the ethtool ioctls; None where the driver does not answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Offloads {
+    pub tso: Option<bool>,
+    pub gso: Option<bool>,
+    pub gro: Option<bool>,
+    pub lro: Option<bool>,
+    pub rx_checksum: Option<bool>,
+}
+
+/// Channel counts from ETHTOOL_GCHANNELS.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Channels {
+    pub max_rx: u32,
+    pub max_tx: u32,
+    pub max_combined: u32,
+    pub rx: u32,
+    pub tx: u32,
+    pub combined: u32,
+}
+
+/// Facts that need system calls rather than file reads.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Online CPUs.
+    pub cpus: u32,
+    /// The interface examined and why that one.
+    pub iface: Option<LinkInfo>,
+    pub iface_reason: String,
+    /// The driver the ethtool ioctl names (ETHTOOL_GDRVINFO).
+    pub ethtool_driver: Option<String>,
+    pub offloads: Option<Offloads>,
+    pub channels: Option<Channels>,
+    /// The driver's own statistics (`ethtool -S`), None where it keeps none.
+    pub driver_stats: Option<Vec<(String, u64)>>,
+    /// Ring sizes and header split (ethtool netlink), or why they could not be read.
+    pub rings: std::result::Result<ethnl::Rings, String>,
+    pub target: Option<TargetFacts>,
+    pub cloud: Option<Cloud>,
+    pub caps: std::result::Result<KernelCaps, String>,
+    pub xdp_socket: XdpSocket,
+    /// `--bandwidth`, bits/s.
+    pub bandwidth_bps: Option<u64>,
+}
+
+impl Context {
+    /// Gathers the live facts. Only a bad `--iface` or an unresolvable `--target` is an error.
+    pub fn gather(opts: &DoctorOptions) -> Result<Self> {
+        let target = match &opts.target {
+            Some(host) => Some(path::probe_target(host, opts.port)?),
+            None => None,
+        };
+        let (iface, iface_reason) = match &opts.iface {
+            Some(name) => (Some(LinkInfo::read(name)?), "--iface".to_string()),
+            None => pick_interface(target.as_ref()),
+        };
+        let (ethtool_driver, offloads, channels) = match &iface {
+            Some(l) => nic::ethtool_facts(&l.name),
+            None => (None, None, None),
+        };
+        let driver_stats = iface.as_ref().and_then(|l| nic::driver_stats(&l.name));
+        let rings = match &iface {
+            Some(l) => ethnl::rings(&l.name).map_err(|e| e.message),
+            None => Err("no interface".into()),
+        };
+        Ok(Self {
+            cpus: hostinfo::cloud::online_cpus().unwrap_or(1),
+            iface,
+            iface_reason,
+            ethtool_driver,
+            offloads,
+            channels,
+            driver_stats,
+            rings,
+            target,
+            cloud: hostinfo::Dmi::read().as_ref().and_then(hostinfo::cloud::detect),
+            caps: KernelCaps::detect().map_err(|e| e.message),
+            xdp_socket: fastpath::probe_xdp_socket(),
+            bandwidth_bps: opts.bandwidth_bps,
+        })
+    }
+
+    /// The driver name: the ethtool answer, else what sysfs/rtnetlink say.
+    pub fn driver(&self) -> Option<&str> {
+        self.ethtool_driver.as_deref().or(self.iface.as_ref().and_then(|l| l.driver.as_deref()))
+    }
+}
+
+/// The interface to examine when none was given: the route to the target, else the default
+/// route's, else the first interface that is up (lo last).
+fn pick_interface(target: Option<&TargetFacts>) -> (Option<LinkInfo>, String) {
+    if let Some(t) = target {
+        if let Ok(route) = hostinfo::route_to(t.addr) {
+            if let Ok(link) = LinkInfo::read(&route.ifname) {
+                return (Some(link), format!("route to {}", t.addr));
+            }
+        }
+    }
+    for probe in ["192.0.2.1", "2001:db8::1"] {
+        // A route lookup only: TEST-NET/documentation addresses take the default route.
+        if let Ok(route) = hostinfo::route_to(probe.parse().expect("literal address")) {
+            if let Ok(link) = LinkInfo::read(&route.ifname) {
+                return (Some(link), "default route".into());
+            }
+        }
+    }
+    let names = LiveFs.list("/sys/class/net").unwrap_or_default();
+    let up = |n: &&String| {
+        n.as_str() != "lo" && LiveFs.read(&format!("/sys/class/net/{n}/operstate")).is_ok_and(|s| s.trim() == "up")
+    };
+    if let Some(link) = names.iter().find(up).and_then(|n| LinkInfo::read(n).ok()) {
+        return (Some(link), "first interface that is up (no default route)".into());
+    }
+    (None, "no interface found (give --iface)".into())
+}
+
+/// The whole doctor run.
+#[derive(Debug, Clone)]
+pub struct DoctorReport {
+    pub kernel_release: String,
+    pub cpus: u32,
+    pub iface: Option<String>,
+    pub iface_reason: String,
+    pub driver: Option<String>,
+    pub target: Option<TargetFacts>,
+    pub cloud: Option<Cloud>,
+    pub checks: Vec<Check>,
+}
+
+/// Runs every check family on `ctx` and `fs`.
+pub fn run_checks(ctx: &Context, fs: &dyn HostFs) -> DoctorReport {
+    let mut checks = Vec::new();
+    checks.extend(kernel::checks(ctx, fs));
+    checks.extend(nic::checks(ctx, fs));
+    checks.extend(tcp::checks(ctx, fs));
+    checks.extend(path::checks(ctx, fs));
+    checks.extend(cloud::checks(ctx, fs));
+    checks.extend(fastpath::checks(ctx, fs));
+    DoctorReport {
+        kernel_release: read_trimmed(fs, "/proc/sys/kernel/osrelease").unwrap_or_else(|_| "unknown".into()),
+        cpus: ctx.cpus,
+        iface: ctx.iface.as_ref().map(|l| l.name.clone()),
+        iface_reason: ctx.iface_reason.clone(),
+        driver: ctx.driver().map(str::to_owned),
+        target: ctx.target.clone(),
+        cloud: ctx.cloud,
+        checks,
+    }
+}
+
+/// Gathers the live facts and runs the checks.
+pub fn run(opts: &DoctorOptions) -> Result<DoctorReport> {
+    if let Some(0) = opts.bandwidth_bps {
+        return Err(Error::usage("--bandwidth must be more than 0"));
+    }
+    let ctx = Context::gather(opts)?;
+    Ok(run_checks(&ctx, &LiveFs))
+}
+
+/// How many checks ended in each status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub pass: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skip: usize,
+}
+
+impl DoctorReport {
+    pub fn tally(&self) -> Tally {
+        let mut t = Tally::default();
+        for c in &self.checks {
+            match c.status {
+                Status::Pass => t.pass += 1,
+                Status::Warn => t.warn += 1,
+                Status::Fail => t.fail += 1,
+                Status::Skip => t.skip += 1,
+            }
+        }
+        t
+    }
+
+    /// 1 when a check failed, else 0.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.tally().fail > 0)
+    }
+
+    pub fn check(&self, id: &str) -> Option<&Check> {
+        self.checks.iter().find(|c| c.id == id)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema_version": DOCTOR_SCHEMA_VERSION,
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "host": {"kernel_release": self.kernel_release, "cpus": self.cpus, "cloud": self.cloud},
+            "interface": {"name": self.iface, "chosen_by": self.iface_reason, "driver": self.driver},
+            "target": self.target,
+            "checks": self.checks,
+            "summary": self.tally(),
+            "exit_code": self.exit_code(),
+        })
+    }
+
+    /// Human output: checks grouped by family, a fix under each non-passing one, a tally.
+    /// `color` adds ANSI colours to the status labels (for terminals).
+    pub fn render_text(&self, color: bool) -> String {
+        let mut out = String::new();
+        let iface = match (&self.iface, &self.driver) {
+            (Some(i), Some(d)) => format!("{i} ({d}, {})", self.iface_reason),
+            (Some(i), None) => format!("{i} ({})", self.iface_reason),
+            _ => "none".into(),
+        };
+        let _ = writeln!(
+            out,
+            "uringbench doctor: Linux {}, {} CPUs{}, interface {iface}{}",
+            self.kernel_release,
+            self.cpus,
+            self.cloud.map(|c| format!(", cloud {}", c.key())).unwrap_or_default(),
+            self.target
+                .as_ref()
+                .map(|t| if t.host == t.addr.to_string() {
+                    format!(", target {}", t.host)
+                } else {
+                    format!(", target {} ({})", t.host, t.addr)
+                })
+                .unwrap_or_default()
+        );
+        let mut family = "";
+        for c in &self.checks {
+            if c.family() != family {
+                family = c.family();
+                let _ = writeln!(out, "\n{family}");
+            }
+            let label = c.status.label();
+            let label = if color {
+                let code = match c.status {
+                    Status::Pass => "32",
+                    Status::Warn => "33",
+                    Status::Fail => "1;31",
+                    Status::Skip => "2",
+                };
+                format!("\x1b[{code}m{label:<4}\x1b[0m")
+            } else {
+                format!("{label:<4}")
+            };
+            let name = c.id.split_once('.').map_or(c.id, |(_, n)| n);
+            let _ = writeln!(out, "  {label}  {name:<18} {}", c.summary);
+            if let Some(fix) = &c.fix {
+                for (i, line) in fix.lines().enumerate() {
+                    let _ = writeln!(out, "  {:<4}  {:<18} {} {line}", "", "", if i == 0 { "fix:" } else { "    " });
+                }
+            }
+        }
+        let t = self.tally();
+        let warnings = if t.warn == 1 { "warning" } else { "warnings" };
+        let _ = writeln!(out, "\n{} passed, {} {warnings}, {} failed, {} skipped", t.pass, t.warn, t.fail, t.skip);
+        out
+    }
+}
+
+/// Captured-sample file systems for the checks' unit tests.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::HostFs;
+    use std::collections::BTreeMap;
+    use std::io;
+    use std::path::PathBuf;
+
+    /// Files by path; `Err(errno)` models an unreadable file; a value starting with `->` is a
+    /// symbolic link. Directories are implied by the paths below them.
+    #[derive(Default)]
+    pub struct FakeFs(pub BTreeMap<String, Result<String, i32>>);
+
+    impl FakeFs {
+        pub fn new(files: &[(&str, &str)]) -> Self {
+            Self(files.iter().map(|(p, v)| (p.to_string(), Ok(v.to_string()))).collect())
+        }
+        pub fn with(mut self, path: &str, value: &str) -> Self {
+            self.0.insert(path.into(), Ok(value.into()));
+            self
+        }
+        pub fn unreadable(mut self, path: &str, errno: i32) -> Self {
+            self.0.insert(path.into(), Err(errno));
+            self
+        }
+    }
+
+    impl HostFs for FakeFs {
+        fn read(&self, path: &str) -> io::Result<String> {
+            match self.0.get(path) {
+                Some(Ok(v)) if !v.starts_with("->") => Ok(v.clone()),
+                Some(Err(e)) => Err(io::Error::from_raw_os_error(*e)),
+                _ => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            }
+        }
+        fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+            let prefix = format!("{}/", dir.trim_end_matches('/'));
+            let mut names: Vec<String> = self
+                .0
+                .keys()
+                .filter_map(|p| p.strip_prefix(&prefix))
+                .map(|rest| rest.split('/').next().unwrap_or(rest).to_string())
+                .collect();
+            names.dedup();
+            if names.is_empty() {
+                return Err(io::Error::from_raw_os_error(libc::ENOENT));
+            }
+            Ok(names)
+        }
+        fn link(&self, path: &str) -> io::Result<PathBuf> {
+            match self.0.get(path) {
+                Some(Ok(v)) if v.starts_with("->") => Ok(PathBuf::from(&v[2..])),
+                _ => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testctx {
+    use super::*;
+    use crate::probe::KernelCaps;
+
+    /// The kernel facts of the test machine (Linux 6.18 in a VM, root).
+    pub fn caps() -> KernelCaps {
+        KernelCaps {
+            kernel_release: "6.18.0".into(),
+            io_uring_disabled: Some(0),
+            send_zc: true,
+            recv: true,
+            recv_zc: true,
+            recvsend_bundle: true,
+            min_wait_timeout: true,
+            defer_taskrun: true,
+            memlock_limit: Some(8 << 20),
+            cap_ipc_lock: true,
+        }
+    }
+
+    /// A veth end with MTU 9000, one queue each way, on a 2-CPU host, no cloud, no target.
+    pub fn veth_ctx() -> Context {
+        Context {
+            cpus: 2,
+            iface: Some(LinkInfo {
+                name: "uoda0".into(),
+                ifindex: 2,
+                mtu: 9000,
+                speed_mbps: None,
+                driver: Some("veth".into()),
+                virtual_device: true,
+                tx_queues: 1,
+                rx_queues: 1,
+            }),
+            iface_reason: "--iface".into(),
+            ethtool_driver: Some("veth".into()),
+            offloads: Some(Offloads {
+                tso: Some(true),
+                gso: Some(true),
+                gro: Some(false),
+                lro: Some(false),
+                rx_checksum: Some(true),
+            }),
+            channels: Some(Channels { max_rx: 1, max_tx: 1, max_combined: 0, rx: 1, tx: 1, combined: 0 }),
+            driver_stats: Some(vec![("peer_ifindex".into(), 3), ("rx_queue_0_drops".into(), 0)]),
+            // veth on 6.18 has no ring parameters.
+            rings: Err("reading the rings of uoda0: Operation not supported (os error 95)".into()),
+            target: None,
+            cloud: None,
+            caps: Ok(caps()),
+            xdp_socket: XdpSocket::Available,
+            bandwidth_bps: None,
+        }
+    }
+
+    /// A physical NIC (`driver`) with `queues` combined channels on a `cpus`-CPU host.
+    pub fn nic_ctx(driver: &str, queues: u32, cpus: u32) -> Context {
+        let mut c = veth_ctx();
+        c.cpus = cpus;
+        c.iface = Some(LinkInfo {
+            name: "eth0".into(),
+            ifindex: 2,
+            mtu: 1500,
+            speed_mbps: Some(100_000),
+            driver: Some(driver.into()),
+            virtual_device: false,
+            tx_queues: queues,
+            rx_queues: queues,
+        });
+        c.ethtool_driver = Some(driver.into());
+        c.channels = Some(Channels { max_combined: 64, combined: queues, ..Default::default() });
+        c.rings = Ok(ethnl::Rings {
+            rx: Some(1024),
+            rx_max: Some(8192),
+            tx: Some(1024),
+            tx_max: Some(8192),
+            header_split: ethnl::HeaderSplit::Disabled,
+        });
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::FakeFs;
+    use super::*;
+
+    #[test]
+    fn report_tally_exit_code_and_renderings() {
+        let ctx = testctx::veth_ctx();
+        let fs = FakeFs::new(&[("/proc/sys/kernel/osrelease", "6.18.0\n")]);
+        let mut report = run_checks(&ctx, &fs);
+        assert_eq!(report.kernel_release, "6.18.0");
+        assert!(report.checks.len() >= 20, "every family contributes: {}", report.checks.len());
+        let ids: Vec<&str> = report.checks.iter().map(|c| c.id).collect();
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "check ids are unique: {ids:?}");
+        for c in &report.checks {
+            if matches!(c.status, Status::Warn | Status::Fail) {
+                assert!(c.fix.is_some(), "{} is {:?} without a fix: {}", c.id, c.status, c.summary);
+            }
+            assert!(!c.summary.contains('\n'), "{}: one line", c.id);
+        }
+        let text = report.render_text(false);
+        assert!(text.contains("interface uoda0 (veth, --iface)"), "{text}");
+        assert!(text.contains("\nnic\n"), "{text}");
+        assert!(!text.contains('\x1b'), "no colour unless asked");
+        assert!(report.render_text(true).contains("\x1b[32mpass"), "colour for terminals");
+        report.checks.push(Check::fail("x.y", "broken").fix("mend it"));
+        assert_eq!(report.exit_code(), 1, "a failed check makes the exit code 1");
+        let doc = report.to_json();
+        assert_eq!(
+            doc["summary"]["fail"].as_u64(),
+            Some(
+                1 + report.checks[..report.checks.len() - 1].iter().filter(|c| c.status == Status::Fail).count() as u64
+            )
+        );
+        assert_eq!(doc["checks"].as_array().unwrap().last().unwrap()["fix"], "mend it");
+        assert_eq!(doc["interface"]["driver"], "veth");
+        assert!(report.render_text(false).contains("fix: mend it"));
+    }
+
+    #[test]
+    fn fake_fs_models_missing_unreadable_and_links() {
+        let fs = FakeFs::new(&[("/a/b/c", "1"), ("/a/b/d", "->../x/drv")]).unreadable("/a/e", libc::EACCES);
+        assert_eq!(fs.list("/a").unwrap(), vec!["b", "e"]);
+        assert_eq!(fs.list("/a/b").unwrap(), vec!["c", "d"]);
+        assert!(fs.read("/a/e").is_err());
+        assert!(fs.read("/nope").is_err());
+        assert_eq!(fs.link("/a/b/d").unwrap(), PathBuf::from("../x/drv"));
+        assert!(read_trimmed(&fs, "/a/e").unwrap_err().contains("/a/e"));
+    }
+}

@@ -1,0 +1,895 @@
+//! The network interface: driver, MTU, queues against CPUs, offloads, where its queue
+//! interrupts land, and RPS/XPS.
+//!
+//! Offloads, channels and the driver name come from the ethtool ioctls (`SIOCETHTOOL`), which
+//! every driver answers without the ethtool binary or generic netlink; everything else is
+//! /sys and /proc.
+
+use super::{read_trimmed, Channels, Check, Context, HostFs, Offloads};
+use crate::placement::parse_cpu_list;
+use serde_json::json;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Drivers we know by name, with what they are (for the summary line).
+const KNOWN_DRIVERS: &[(&str, &str)] = &[
+    ("gve", "Google gVNIC"),
+    ("ena", "AWS Elastic Network Adapter"),
+    ("mlx5_core", "NVIDIA/Mellanox ConnectX"),
+    ("hv_netvsc", "Hyper-V/Azure synthetic NIC"),
+    ("virtio_net", "virtio-net (KVM/QEMU)"),
+    ("veth", "virtual Ethernet pair (software)"),
+    ("loopback", "loopback (software)"),
+    ("ice", "Intel E810"),
+    ("i40e", "Intel X710/XL710"),
+    ("ixgbe", "Intel 82599/X540"),
+    ("bnxt_en", "Broadcom NetXtreme-E"),
+];
+
+pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
+    let Some(link) = &ctx.iface else {
+        return vec![Check::skip("nic.interface", format!("no interface examined: {}", ctx.iface_reason))
+            .facts(json!({"interface": null}))];
+    };
+    let mut out = vec![driver(ctx), mtu(ctx), queues(ctx), rings(ctx), offloads(ctx), driver_counters(ctx)];
+    let irqs = queue_irqs(fs, &link.name);
+    out.push(irq_affinity(ctx, fs, &irqs));
+    out.push(irqbalance(fs, link.virtual_device));
+    out.push(rps(ctx, fs));
+    out.push(xps(ctx, fs));
+    out
+}
+
+fn driver(ctx: &Context) -> Check {
+    let id = "nic.driver";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let facts = json!({"interface": link.name, "driver": ctx.driver(), "virtual_device": link.virtual_device,
+        "speed_mbps": link.speed_mbps});
+    match ctx.driver() {
+        Some(d) => {
+            let what = KNOWN_DRIVERS.iter().find(|(n, _)| *n == d).map_or("", |(_, w)| w);
+            let speed = link.speed_mbps.map(|s| format!(", link {} Gbit/s", f64::from(s) / 1e3)).unwrap_or_default();
+            let what = if what.is_empty() { String::new() } else { format!(": {what}") };
+            Check::pass(id, format!("{}: driver {d}{what}{speed}", link.name)).facts(facts)
+        }
+        None => Check::warn(id, format!("{}: driver unknown (no device/driver link, no ethtool answer)", link.name))
+            .fix(format!("ethtool -i {}", link.name))
+            .facts(facts),
+    }
+}
+
+fn mtu(ctx: &Context) -> Check {
+    let id = "nic.mtu";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let facts = json!({"interface": link.name, "mtu": link.mtu});
+    use crate::hostinfo::Cloud;
+    let (want, why) = match ctx.cloud {
+        Some(Cloud::Gcp) => (8896, "GCP VPCs carry up to 8896"),
+        Some(Cloud::Aws) => (9001, "AWS carries 9001 inside a VPC"),
+        _ => (0, ""),
+    };
+    if link.mtu < want {
+        let fix = match ctx.cloud {
+            Some(Cloud::Gcp) => format!(
+                "gcloud compute networks update NETWORK --mtu=8896   # then, on both VMs: ip link set dev {} mtu 8896",
+                link.name
+            ),
+            _ => format!("ip link set dev {} mtu {want}   # on both hosts", link.name),
+        };
+        return Check::warn(id, format!("{} MTU {}: {why}; bigger frames cost less CPU per byte", link.name, link.mtu))
+            .fix(fix)
+            .facts(facts);
+    }
+    let note = if link.mtu >= 8000 {
+        "jumbo frames"
+    } else {
+        "standard frames (jumbo frames cut per-packet cost where the whole path carries them)"
+    };
+    Check::pass(id, format!("{} MTU {}: {note}", link.name, link.mtu)).facts(facts)
+}
+
+fn queues(ctx: &Context) -> Check {
+    let id = "nic.queues";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let ch = ctx.channels;
+    let facts = json!({"interface": link.name, "rx_queues": link.rx_queues, "tx_queues": link.tx_queues,
+        "cpus": ctx.cpus, "channels": ch});
+    let active = link.rx_queues.min(link.tx_queues).max(ch.map_or(0, |c| c.combined));
+    let summary = format!("{} RX / {} TX queues for {} CPUs", link.rx_queues, link.tx_queues, ctx.cpus);
+    if link.virtual_device {
+        return Check::pass(id, format!("{summary} (software device: no interrupts to spread)")).facts(facts);
+    }
+    let max = ch.map_or(0, |c| c.max_combined.max(c.max_rx.min(c.max_tx)));
+    let reachable = if max > 0 { ctx.cpus.min(max) } else { ctx.cpus };
+    if active >= reachable {
+        return Check::pass(id, format!("{summary}: one per CPU where the NIC allows")).facts(facts);
+    }
+    Check::warn(id, format!("{summary}: receive work lands on {active} CPU(s); the NIC allows {max}"))
+        .fix(format!("ethtool -L {} combined {reachable}", link.name))
+        .facts(facts)
+}
+
+fn rings(ctx: &Context) -> Check {
+    let id = "nic.rings";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let r = match &ctx.rings {
+        Ok(r) => r,
+        Err(e) => return Check::skip(id, format!("{}: no ring parameters ({e})", link.name)),
+    };
+    let facts = json!({"interface": link.name, "rings": r});
+    let show = |v: Option<u32>| v.map_or("?".to_string(), |v| v.to_string());
+    let summary = format!(
+        "{}: RX ring {} of {}, TX ring {} of {}",
+        link.name,
+        show(r.rx),
+        show(r.rx_max),
+        show(r.tx),
+        show(r.tx_max)
+    );
+    let short = |cur: Option<u32>, max: Option<u32>| matches!((cur, max), (Some(c), Some(m)) if c < m);
+    if link.virtual_device || !(short(r.rx, r.rx_max) || short(r.tx, r.tx_max)) {
+        return Check::pass(id, summary).facts(facts);
+    }
+    Check::warn(id, format!("{summary}: short rings overflow on bursts (rx_missed, drops)"))
+        .fix(format!(
+            "ethtool -G {} rx {} tx {}   # or scripts/tune.sh apply",
+            link.name,
+            show(r.rx_max),
+            show(r.tx_max)
+        ))
+        .facts(facts)
+}
+
+fn driver_counters(ctx: &Context) -> Check {
+    let id = "nic.driver_counters";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let Some(stats) = &ctx.driver_stats else {
+        return Check::skip(id, format!("{}: the driver keeps no statistics of its own (ethtool -S)", link.name));
+    };
+    let losses: Vec<&(String, u64)> = stats.iter().filter(|(n, v)| *v > 0 && is_loss_counter(n)).collect();
+    let facts = json!({"interface": link.name, "statistics": stats.len(),
+        "loss_counters": losses.iter().map(|(n, v)| (n.clone(), json!(v))).collect::<serde_json::Map<_, _>>()});
+    if losses.is_empty() {
+        return Check::pass(
+            id,
+            format!(
+                "{}: no drop, miss or allowance counter above 0 among {} driver statistics",
+                link.name,
+                stats.len()
+            ),
+        )
+        .facts(facts);
+    }
+    let shown: Vec<String> = losses.iter().take(4).map(|(n, v)| format!("{n} {v}")).collect();
+    let more = if losses.len() > 4 { format!(" and {} more", losses.len() - 4) } else { String::new() };
+    let aws = losses.iter().any(|(n, _)| n.contains("allowance_exceeded"));
+    let why = if aws {
+        "the instance exceeded its AWS network allowance (bandwidth, PPS or connections)"
+    } else {
+        "the NIC or driver lost packets"
+    };
+    Check::warn(id, format!("{}: {}{more} since boot: {why}", link.name, shown.join(", ")))
+        .fix(format!("watch them across a test: ethtool -S {} | grep -E 'drop|miss|exceeded'   # rings: ethtool -G; AWS: a larger instance or fewer flows per ENA queue", link.name))
+        .facts(facts)
+}
+
+fn offloads(ctx: &Context) -> Check {
+    let id = "nic.offloads";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let Some(o) = &ctx.offloads else {
+        return Check::skip(id, format!("{}: the driver answers no ethtool offload queries", link.name));
+    };
+    let facts = json!({"interface": link.name, "offloads": o});
+    let show = |v: Option<bool>| match v {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "n/a",
+    };
+    let summary = format!(
+        "{}: TSO {}, GSO {}, GRO {}, LRO {}, rx-checksum {}",
+        link.name,
+        show(o.tso),
+        show(o.gso),
+        show(o.gro),
+        show(o.lro),
+        show(o.rx_checksum)
+    );
+    // A software device (veth) hands the sender's TSO/GSO super-packets to the receiver
+    // whole, so GRO has nothing to merge; turning it on there only adds a NAPI pass (on this
+    // project's 2-vCPU veth pair: 5-9% less throughput, 4-10% more CPU per GB).
+    let gro_matters = !link.virtual_device;
+    let off: Vec<&str> = [("tso", o.tso), ("gso", o.gso), ("gro", o.gro.filter(|_| gro_matters))]
+        .iter()
+        .filter(|(_, v)| *v == Some(false))
+        .map(|(n, _)| *n)
+        .collect();
+    if off.is_empty() {
+        let note = if !gro_matters && o.gro == Some(false) {
+            " (GRO off is right on a software device: packets arrive already merged)"
+        } else {
+            ""
+        };
+        return Check::pass(id, format!("{summary}{note}")).facts(facts);
+    }
+    let fix =
+        format!("ethtool -K {} {}", link.name, off.iter().map(|n| format!("{n} on")).collect::<Vec<_>>().join(" "));
+    Check::warn(id, format!("{summary}: every packet crosses the stack alone without {}", off.join("/").to_uppercase()))
+        .fix(fix)
+        .facts(facts)
+}
+
+/// One line of /proc/interrupts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IrqLine {
+    pub irq: u32,
+    /// Interrupts taken per CPU.
+    pub counts: Vec<u64>,
+    /// The action name (`virtio2-input.0`, `mlx5_comp3@pci:0000:00:04.0`, `gve-ntfy-blk0@pci:...`).
+    pub name: String,
+}
+
+/// Parses /proc/interrupts; lines that are not numbered IRQs (NMI, LOC...) are skipped, and
+/// a malformed numbered line is skipped too rather than failing the whole table.
+pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
+    let mut lines = text.lines();
+    let cpus = lines.next().map_or(0, |h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count());
+    lines
+        .filter_map(|line| {
+            let (num, rest) = line.trim_start().split_once(':')?;
+            let irq = num.trim().parse().ok()?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if fields.len() < cpus + 1 {
+                return None;
+            }
+            let counts: Option<Vec<u64>> = fields[..cpus].iter().map(|f| f.parse().ok()).collect();
+            Some(IrqLine { irq, counts: counts?, name: fields.last()?.to_string() })
+        })
+        .collect()
+}
+
+/// Whether an IRQ name is a queue's (not a device's control/config/admin interrupt).
+pub fn is_queue_irq(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    !["config", "async", "ctrl", "mgmnt", "mgmt", "cmd", "admin", "-event"].iter().any(|k| n.contains(k))
+}
+
+/// The queue IRQs of `iface`: the MSI vectors of its device (or of the PCI function above a
+/// virtio device), minus control interrupts, with their names from /proc/interrupts.
+pub fn queue_irqs(fs: &dyn HostFs, iface: &str) -> Vec<IrqLine> {
+    let base = format!("/sys/class/net/{iface}/device");
+    let vectors = fs.list(&format!("{base}/msi_irqs")).or_else(|_| fs.list(&format!("{base}/../msi_irqs")));
+    let Ok(vectors) = vectors else { return Vec::new() };
+    let table = parse_interrupts(&fs.read("/proc/interrupts").unwrap_or_default());
+    let mut irqs: Vec<IrqLine> = vectors
+        .iter()
+        .filter_map(|v| v.parse::<u32>().ok())
+        .filter_map(|irq| table.iter().find(|l| l.irq == irq).cloned())
+        .filter(|l| is_queue_irq(&l.name))
+        .collect();
+    irqs.sort_by_key(|l| l.irq);
+    irqs
+}
+
+/// Where an IRQ is delivered: effective affinity when the kernel tells it, else the mask set.
+fn irq_cpus(fs: &dyn HostFs, irq: u32) -> Option<Vec<usize>> {
+    ["effective_affinity_list", "smp_affinity_list"].iter().find_map(|f| {
+        let text = read_trimmed(fs, &format!("/proc/irq/{irq}/{f}")).ok()?;
+        parse_cpu_list(&text).ok().filter(|c| !c.is_empty())
+    })
+}
+
+fn irq_affinity(ctx: &Context, fs: &dyn HostFs, irqs: &[IrqLine]) -> Check {
+    let id = "nic.irq_affinity";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    if link.virtual_device {
+        return Check::pass(id, format!("{}: software device, no queue interrupts", link.name));
+    }
+    if irqs.is_empty() {
+        return Check::skip(
+            id,
+            format!("{}: no queue interrupts found (no msi_irqs, or /proc/interrupts unreadable)", link.name),
+        );
+    }
+    let placed: Vec<(u32, String, Option<Vec<usize>>)> =
+        irqs.iter().map(|l| (l.irq, l.name.clone(), irq_cpus(fs, l.irq))).collect();
+    let facts = json!({"interface": link.name, "irqs": placed.iter().map(|(irq, name, cpus)|
+        json!({"irq": irq, "name": name, "cpus": cpus})).collect::<Vec<_>>()});
+    // Queues whose IRQs are each pinned to one CPU, by queue: a queue may have several IRQs
+    // (virtio: input.N and output.N) that belong on the same CPU, while different queues
+    // belong on different CPUs.
+    let mut queue_cpu: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    for (n, (_, name, cpus)) in placed.iter().enumerate() {
+        if let Some(cpu) = cpus.as_ref().filter(|c| c.len() == 1).map(|c| c[0]) {
+            queue_cpu.entry(irq_queue_index(name).unwrap_or(n as u32)).or_insert(cpu);
+        }
+    }
+    let queues: std::collections::BTreeSet<u32> =
+        placed.iter().enumerate().map(|(n, (_, name, _))| irq_queue_index(name).unwrap_or(n as u32)).collect();
+    let distinct: std::collections::BTreeSet<usize> = queue_cpu.values().copied().collect();
+    let unknown = placed.iter().filter(|(_, _, c)| c.is_none()).count();
+    let n = irqs.len();
+    let want = queues.len().min(ctx.cpus as usize);
+    if distinct.len() >= want && queue_cpu.len() == queues.len() && unknown == 0 {
+        return Check::pass(
+            id,
+            format!("{n} IRQs of {} queue(s) on {} distinct CPU(s), one per queue", queues.len(), distinct.len()),
+        )
+        .facts(facts);
+    }
+    let fix = format!(
+        "scripts/tune.sh apply --iface {}   # or: echo CPU > /proc/irq/N/smp_affinity_list, queue i's IRQs on CPU i",
+        link.name
+    );
+    Check::warn(
+        id,
+        format!(
+            "{n} IRQs of {} queue(s): {} pinned to one CPU each, on {} distinct CPU(s){}: queues share CPUs or float",
+            queues.len(),
+            queue_cpu.len(),
+            distinct.len(),
+            if unknown > 0 { format!(", {unknown} unreadable") } else { String::new() }
+        ),
+    )
+    .fix(fix)
+    .facts(facts)
+}
+
+/// The queue number in an IRQ name: its trailing digits, before any `@pci:...` suffix
+/// (`virtio2-input.3` → 3, `mlx5_comp3@pci:0000:00:04.0` → 3, `ens5-Tx-Rx-0` → 0).
+pub fn irq_queue_index(name: &str) -> Option<u32> {
+    let base = name.split('@').next().unwrap_or(name);
+    let digits = base.len() - base.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    base[base.len() - digits..].parse().ok()
+}
+
+fn irqbalance(fs: &dyn HostFs, virtual_device: bool) -> Check {
+    let id = "nic.irqbalance";
+    let running = fs
+        .list("/proc")
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        .any(|p| read_trimmed(fs, &format!("/proc/{p}/comm")).is_ok_and(|c| c == "irqbalance"));
+    let facts = json!({"irqbalance_running": running});
+    if running && !virtual_device {
+        Check::warn(id, "irqbalance is running: it moves queue IRQs away from the CPUs tuned for them")
+            .fix("systemctl stop irqbalance   # scripts/tune.sh apply does this and revert restarts it")
+            .facts(facts)
+    } else if running {
+        Check::pass(id, "irqbalance is running (no queue interrupts on this software device)").facts(facts)
+    } else {
+        Check::pass(id, "irqbalance not running: IRQ affinity stays as set").facts(facts)
+    }
+}
+
+/// Number of CPUs in a hex CPU mask as sysfs prints it (`00000000,0000000f`); None if garbled.
+pub fn mask_cpus(mask: &str) -> Option<u32> {
+    let mut n = 0;
+    for word in mask.trim().split(',') {
+        n += u64::from_str_radix(word, 16).ok()?.count_ones();
+    }
+    Some(n)
+}
+
+/// (queue name, CPUs in its mask) for each `rx-N`/`tx-N` of `iface` having file `file`.
+fn queue_masks(fs: &dyn HostFs, iface: &str, prefix: &str, file: &str) -> Vec<(String, Option<u32>)> {
+    let dir = format!("/sys/class/net/{iface}/queues");
+    fs.list(&dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|q| q.starts_with(prefix))
+        .filter_map(|q| {
+            let text = fs.read(&format!("{dir}/{q}/{file}")).ok()?;
+            Some((q, mask_cpus(&text)))
+        })
+        .collect()
+}
+
+fn all_cpus_mask(cpus: u32) -> String {
+    let mut words = Vec::new();
+    let mut left = cpus;
+    while left > 0 {
+        let bits = left.min(32);
+        words.push(if bits == 32 { "ffffffff".to_string() } else { format!("{:x}", (1u64 << bits) - 1) });
+        left -= bits;
+    }
+    words.reverse();
+    if words.is_empty() {
+        "1".into()
+    } else {
+        words.join(",")
+    }
+}
+
+fn rps(ctx: &Context, fs: &dyn HostFs) -> Check {
+    let id = "nic.rps";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    let masks = queue_masks(fs, &link.name, "rx-", "rps_cpus");
+    let facts = json!({"interface": link.name, "rps_cpus": masks.iter().map(|(q, n)| (q.clone(), json!(n))).collect::<serde_json::Map<_, _>>()});
+    if masks.is_empty() {
+        return Check::skip(id, format!("{}: no readable rx-*/rps_cpus (kernel without RPS?)", link.name));
+    }
+    let spread = masks.iter().filter(|(_, n)| n.unwrap_or(0) > 0).count();
+    if link.virtual_device {
+        // A veth's receive work runs in the sender's context; RPS adds a second backlog and
+        // an IPI (on this project's 2-vCPU veth pair: 20-30% less throughput, 30-45% more CPU
+        // per GB with RPS over both CPUs).
+        let state = if spread > 0 { format!("RPS on for {spread} RX queue(s)") } else { "RPS off".to_string() };
+        return Check::pass(
+            id,
+            format!(
+                "{}: software device, {state}: receive work runs on the sending CPU; RPS only adds a hop",
+                link.name
+            ),
+        )
+        .facts(facts);
+    }
+    if link.rx_queues >= ctx.cpus {
+        return Check::pass(id, format!("{} RX queues for {} CPUs: RPS not needed", link.rx_queues, ctx.cpus))
+            .facts(facts);
+    }
+    if spread > 0 {
+        return Check::pass(id, format!("RPS spreads {spread} of {} RX queues over more CPUs", masks.len()))
+            .facts(facts);
+    }
+    Check::warn(
+        id,
+        format!(
+            "{} RX queue(s) for {} CPUs and RPS off: protocol processing stays on the interrupted CPU",
+            link.rx_queues, ctx.cpus
+        ),
+    )
+    .fix(format!(
+        "for q in /sys/class/net/{}/queues/rx-*/rps_cpus; do echo {} > $q; done   # or scripts/tune.sh apply",
+        link.name,
+        all_cpus_mask(ctx.cpus)
+    ))
+    .facts(facts)
+}
+
+fn xps(ctx: &Context, fs: &dyn HostFs) -> Check {
+    let id = "nic.xps";
+    let link = ctx.iface.as_ref().expect("checked by caller");
+    if link.tx_queues <= 1 {
+        return Check::pass(id, format!("{}: one TX queue, XPS does not apply", link.name));
+    }
+    let masks = queue_masks(fs, &link.name, "tx-", "xps_cpus");
+    let facts = json!({"interface": link.name, "xps_cpus": masks.iter().map(|(q, n)| (q.clone(), json!(n))).collect::<serde_json::Map<_, _>>()});
+    if masks.is_empty() {
+        return Check::skip(id, format!("{}: no readable tx-*/xps_cpus", link.name));
+    }
+    let mapped = masks.iter().filter(|(_, n)| n.unwrap_or(0) > 0).count();
+    if mapped == masks.len() {
+        return Check::pass(id, format!("every one of {} TX queues has an XPS CPU map", masks.len())).facts(facts);
+    }
+    Check::warn(
+        id,
+        format!("{mapped} of {} TX queues have an XPS map: senders on different CPUs contend for queues", masks.len()),
+    )
+    .fix(format!("scripts/tune.sh apply --iface {}   # maps tx-N to CPU N", link.name))
+    .facts(facts)
+}
+
+// ---- ethtool ioctls ---------------------------------------------------------------------
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GRXCSUM: u32 = 0x14;
+const ETHTOOL_GTSO: u32 = 0x1e;
+const ETHTOOL_GGSO: u32 = 0x23;
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETHTOOL_GGRO: u32 = 0x2b;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETH_FLAG_LRO: u32 = 1 << 15;
+/// `struct ethtool_drvinfo`: cmd, driver[32], version[32], fw_version[32], bus_info[32],
+/// erom_version[32], reserved2[12], five u32 counts.
+const DRVINFO_LEN: usize = 4 + 5 * 32 + 12 + 5 * 4;
+
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    /// The rest of the ifreq union (it is 24 bytes on 64-bit).
+    _pad: [u8; 16],
+}
+
+/// One SIOCETHTOOL call with `buf` as the command block (its first u32 is the command).
+fn ethtool_ioctl(sock: &OwnedFd, iface: &str, buf: &mut [u8]) -> io::Result<()> {
+    if iface.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: buf.as_mut_ptr().cast(), _pad: [0; 16] };
+    for (d, s) in req.name.iter_mut().zip(iface.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq whose data points at `buf`, which is as large as the
+    // command block the kernel reads and writes for the command in its first word (callers
+    // size it per command), and both outlive the call.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn ethtool_value(sock: &OwnedFd, iface: &str, cmd: u32) -> Option<u32> {
+    let mut buf = [0u8; 8];
+    buf[..4].copy_from_slice(&cmd.to_ne_bytes());
+    ethtool_ioctl(sock, iface, &mut buf).ok()?;
+    Some(u32::from_ne_bytes(buf[4..8].try_into().ok()?))
+}
+
+/// The driver name out of a filled `ethtool_drvinfo` block.
+pub fn drvinfo_driver(buf: &[u8]) -> Option<String> {
+    let field = buf.get(4..36)?;
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    std::str::from_utf8(&field[..end]).ok().filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+/// Channel counts out of a filled `ethtool_channels` block (cmd + 8 u32).
+pub fn parse_channels(buf: &[u8]) -> Option<Channels> {
+    let w = |i: usize| buf.get(4 + 4 * i..8 + 4 * i).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
+    Some(Channels { max_rx: w(0)?, max_tx: w(1)?, max_combined: w(3)?, rx: w(4)?, tx: w(5)?, combined: w(7)? })
+}
+
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
+/// More statistics than any driver has (mlx5 has a few thousand): a bound on what we allocate.
+const MAX_STATS: usize = 65536;
+
+/// The number of driver statistics from a filled `ethtool_sset_info` block (cmd, reserved,
+/// u64 mask, then one u32 per set in the mask); None when the stats set is not supported.
+pub fn parse_sset_count(buf: &[u8]) -> Option<usize> {
+    let mask = u64::from_ne_bytes(buf.get(8..16)?.try_into().ok()?);
+    if mask & (1 << ETH_SS_STATS) == 0 {
+        return None;
+    }
+    Some(u32::from_ne_bytes(buf.get(16..20)?.try_into().ok()?) as usize)
+}
+
+/// The names of a filled `ethtool_gstrings` block (cmd, string_set, len, then 32-byte names).
+pub fn parse_stat_names(buf: &[u8], n: usize) -> Option<Vec<String>> {
+    (0..n)
+        .map(|i| {
+            let field = buf.get(12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN)?;
+            let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+            Some(String::from_utf8_lossy(&field[..end]).trim().to_string())
+        })
+        .collect()
+}
+
+/// The values of a filled `ethtool_stats` block (cmd, n_stats, then u64 values).
+pub fn parse_stat_values(buf: &[u8], n: usize) -> Option<Vec<u64>> {
+    (0..n).map(|i| Some(u64::from_ne_bytes(buf.get(8 + i * 8..16 + i * 8)?.try_into().ok()?))).collect()
+}
+
+/// The driver's statistics (`ethtool -S`) by name; None where the driver has none.
+pub fn driver_stats(iface: &str) -> Option<Vec<(String, u64)>> {
+    // SAFETY: socket() has no memory-safety preconditions; a valid fd is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut info = [0u8; 20];
+    info[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
+    info[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
+    ethtool_ioctl(&sock, iface, &mut info).ok()?;
+    let n = parse_sset_count(&info).filter(|&n| n > 0 && n <= MAX_STATS)?;
+    let mut names = vec![0u8; 12 + n * ETH_GSTRING_LEN];
+    names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+    names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+    names[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
+    ethtool_ioctl(&sock, iface, &mut names).ok()?;
+    let mut values = vec![0u8; 8 + n * 8];
+    values[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
+    values[4..8].copy_from_slice(&(n as u32).to_ne_bytes());
+    ethtool_ioctl(&sock, iface, &mut values).ok()?;
+    Some(parse_stat_names(&names, n)?.into_iter().zip(parse_stat_values(&values, n)?).collect())
+}
+
+/// Whether a driver statistic counts packets lost or refused (drops, misses, a cloud's
+/// allowance), as opposed to traffic or configuration.
+pub fn is_loss_counter(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["drop", "discard", "miss", "allowance_exceeded", "no_buf", "nobuf", "fifo_err", "over_err", "timeout"]
+        .iter()
+        .any(|k| n.contains(k))
+}
+
+/// Driver, offloads and channels of `iface` from the ethtool ioctls; each None where the
+/// driver does not implement the query.
+pub fn ethtool_facts(iface: &str) -> (Option<String>, Option<Offloads>, Option<Channels>) {
+    // SAFETY: socket() has no memory-safety preconditions; a valid fd is owned right away.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return (None, None, None);
+    }
+    // SAFETY: fd was just returned by socket() and nothing else owns it.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut info = [0u8; DRVINFO_LEN];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    let driver = ethtool_ioctl(&sock, iface, &mut info).ok().and_then(|_| drvinfo_driver(&info));
+    let get = |cmd| ethtool_value(&sock, iface, cmd).map(|v| v != 0);
+    let offloads = Offloads {
+        tso: get(ETHTOOL_GTSO),
+        gso: get(ETHTOOL_GGSO),
+        gro: get(ETHTOOL_GGRO),
+        lro: ethtool_value(&sock, iface, ETHTOOL_GFLAGS).map(|f| f & ETH_FLAG_LRO != 0),
+        rx_checksum: get(ETHTOOL_GRXCSUM),
+    };
+    let offloads = (offloads != Offloads::default()).then_some(offloads);
+    let mut ch = [0u8; 36];
+    ch[..4].copy_from_slice(&ETHTOOL_GCHANNELS.to_ne_bytes());
+    let channels = ethtool_ioctl(&sock, iface, &mut ch).ok().and_then(|_| parse_channels(&ch));
+    (driver, offloads, channels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::FakeFs;
+    use super::super::testctx::{nic_ctx, veth_ctx};
+    use super::super::Status;
+    use super::*;
+
+    /// /proc/interrupts of the test machine (2 vCPUs, virtio), trimmed.
+    const INTERRUPTS: &str = "           CPU0       CPU1       
+ 24:          1          0  IO-APIC   5-edge      ACPI:Ged
+ 37:          0          0 PCI-MSIX-0000:00:03.0   0-edge      virtio2-config
+ 38:          0       2264 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0
+ 39:       1995          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0
+ 40:          0          0 PCI-MSIX-0000:00:04.0   0-edge      virtio3-config
+NMI:          0          0   Non-maskable interrupts
+LOC:     585912     612466   Local timer interrupts
+ERR:          0
+";
+
+    #[test]
+    fn interrupts_table() {
+        let t = parse_interrupts(INTERRUPTS);
+        assert_eq!(t.len(), 5, "numbered lines only");
+        assert_eq!(t[2], IrqLine { irq: 38, counts: vec![0, 2264], name: "virtio2-input.0".into() });
+        assert_eq!(parse_interrupts(""), vec![]);
+        let garbled = "           CPU0       CPU1\n 38: x y z name\n 39: 1\n 40: 1 2 PCI ok-0\n";
+        let t = parse_interrupts(garbled);
+        assert_eq!(t.len(), 1, "malformed lines are skipped: {t:?}");
+        assert_eq!(t[0].name, "ok-0");
+    }
+
+    #[test]
+    fn queue_irq_names() {
+        for q in ["virtio2-input.0", "mlx5_comp3@pci:0000:00:04.0", "gve-ntfy-blk0@pci:0000:00:04.0", "ens5-Tx-Rx-0"] {
+            assert!(is_queue_irq(q), "{q}");
+        }
+        for c in ["virtio2-config", "mlx5_async0@pci:0000:00:04.0", "gve-mgmnt@pci:0000:00:04.0"] {
+            assert!(!is_queue_irq(c), "{c}");
+        }
+    }
+
+    fn virtio_fs(affinity: [&str; 2]) -> FakeFs {
+        FakeFs::new(&[
+            ("/proc/interrupts", INTERRUPTS),
+            ("/sys/class/net/eth0/device/../msi_irqs/37", "msix"),
+            ("/sys/class/net/eth0/device/../msi_irqs/38", "msix"),
+            ("/sys/class/net/eth0/device/../msi_irqs/39", "msix"),
+            ("/proc/irq/38/smp_affinity_list", affinity[0]),
+            ("/proc/irq/39/smp_affinity_list", affinity[1]),
+        ])
+    }
+
+    #[test]
+    fn irq_spread() {
+        let ctx = nic_ctx("virtio_net", 1, 2);
+        let fs = virtio_fs(["0\n", "0\n"]);
+        let irqs = queue_irqs(&fs, "eth0");
+        assert_eq!(irqs.iter().map(|l| l.irq).collect::<Vec<_>>(), vec![38, 39], "config IRQ left out");
+        let c = irq_affinity(&ctx, &fs, &irqs);
+        assert_eq!(c.status, Status::Pass, "input.0 and output.0 are one queue: {}", c.summary);
+        let fs = virtio_fs(["0-1\n", "0-1\n"]);
+        let c = irq_affinity(&ctx, &fs, &irqs);
+        assert_eq!(c.status, Status::Warn, "floating over both CPUs: {}", c.summary);
+        let fs = virtio_fs(["0-1\n", "0-1\n"]).with("/proc/irq/38/effective_affinity_list", "1\n");
+        let fs = fs.with("/proc/irq/39/effective_affinity_list", "1\n");
+        assert_eq!(irq_affinity(&ctx, &fs, &irqs).status, Status::Pass, "effective affinity wins");
+        let fs = virtio_fs(["0\n", "0\n"]).unreadable("/proc/irq/38/smp_affinity_list", libc::EACCES);
+        let c = irq_affinity(&ctx, &fs, &irqs);
+        assert!(c.summary.contains("1 unreadable"), "{}", c.summary);
+        // Four mlx5 completion queues on a 4-CPU host, two of them sharing CPU 0.
+        let mlx = nic_ctx("mlx5_core", 4, 4);
+        let lines: Vec<IrqLine> = (0..4)
+            .map(|q| IrqLine { irq: 60 + q, counts: vec![0; 4], name: format!("mlx5_comp{q}@pci:0000:00:04.0") })
+            .collect();
+        let pinned = |cpus: [&str; 4]| {
+            let mut fs = FakeFs::default();
+            for (q, c) in cpus.iter().enumerate() {
+                fs = fs.with(&format!("/proc/irq/{}/smp_affinity_list", 60 + q), c);
+            }
+            fs
+        };
+        assert_eq!(irq_affinity(&mlx, &pinned(["0", "1", "2", "3"]), &lines).status, Status::Pass);
+        let c = irq_affinity(&mlx, &pinned(["0", "0", "2", "3"]), &lines);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.summary.contains("on 3 distinct CPU(s)"), "{}", c.summary);
+        let none = FakeFs::default();
+        assert_eq!(irq_affinity(&ctx, &none, &queue_irqs(&none, "eth0")).status, Status::Skip);
+        assert_eq!(irq_affinity(&veth_ctx(), &none, &[]).status, Status::Pass, "software device");
+    }
+
+    #[test]
+    fn queue_numbers_in_irq_names() {
+        assert_eq!(irq_queue_index("virtio2-input.3"), Some(3));
+        assert_eq!(irq_queue_index("mlx5_comp12@pci:0000:00:04.0"), Some(12));
+        assert_eq!(irq_queue_index("gve-ntfy-blk5@pci:0000:00:04.0"), Some(5));
+        assert_eq!(irq_queue_index("ens5-Tx-Rx-0"), Some(0));
+        assert_eq!(irq_queue_index("eth0"), Some(0), "a bare interface name: its digit");
+        assert_eq!(irq_queue_index("hv_netvsc"), None);
+        assert_eq!(irq_queue_index(""), None);
+    }
+
+    #[test]
+    fn masks() {
+        assert_eq!(mask_cpus("0\n"), Some(0));
+        assert_eq!(mask_cpus("3"), Some(2));
+        assert_eq!(mask_cpus("00000000,0000000f"), Some(4));
+        assert_eq!(mask_cpus("zz"), None);
+        assert_eq!(all_cpus_mask(2), "3");
+        assert_eq!(all_cpus_mask(32), "ffffffff");
+        assert_eq!(all_cpus_mask(36), "f,ffffffff");
+    }
+
+    #[test]
+    fn rps_and_xps() {
+        let ctx = veth_ctx();
+        let fs = FakeFs::new(&[("/sys/class/net/uoda0/queues/rx-0/rps_cpus", "0\n")]);
+        let c = rps(&ctx, &fs);
+        assert_eq!(c.status, Status::Pass, "veth: RPS only adds a hop: {}", c.summary);
+        assert!(c.summary.contains("software device, RPS off"), "{}", c.summary);
+        // A single-queue NIC on 2 CPUs.
+        let mut virtio = nic_ctx("virtio_net", 1, 2);
+        virtio.iface.as_mut().unwrap().name = "uoda0".into();
+        let c = rps(&virtio, &fs);
+        assert_eq!(c.status, Status::Warn, "1 queue, 2 CPUs, RPS off");
+        assert!(c.fix.unwrap().contains("echo 3 >"));
+        let fs = FakeFs::new(&[("/sys/class/net/uoda0/queues/rx-0/rps_cpus", "3\n")]);
+        assert_eq!(rps(&virtio, &fs).status, Status::Pass);
+        let fs = FakeFs::new(&[("/sys/class/net/uoda0/queues/rx-0/rps_cpus", "bogus\n")]);
+        assert_eq!(rps(&virtio, &fs).status, Status::Warn, "garbled mask counts as off");
+        assert_eq!(rps(&ctx, &FakeFs::default()).status, Status::Skip);
+        assert_eq!(xps(&ctx, &FakeFs::default()).status, Status::Pass, "one TX queue");
+        let ctx = nic_ctx("mlx5_core", 2, 2);
+        let q = "/sys/class/net/eth0/queues";
+        let fs = FakeFs::new(&[(&format!("{q}/tx-0/xps_cpus"), "1\n"), (&format!("{q}/tx-1/xps_cpus"), "0\n")]);
+        assert_eq!(xps(&ctx, &fs).status, Status::Warn);
+        let fs = fs.with(&format!("{q}/tx-1/xps_cpus"), "2\n");
+        assert_eq!(xps(&ctx, &fs).status, Status::Pass);
+        assert_eq!(rps(&ctx, &FakeFs::new(&[(&format!("{q}/rx-0/rps_cpus"), "0")])).status, Status::Pass);
+    }
+
+    #[test]
+    fn driver_mtu_queues_offloads() {
+        let ctx = veth_ctx();
+        let d = driver(&ctx);
+        assert!(d.summary.contains("driver veth"), "{}", d.summary);
+        assert_eq!(mtu(&ctx).status, Status::Pass);
+        assert!(mtu(&ctx).summary.contains("MTU 9000"));
+        let q = queues(&ctx);
+        assert_eq!((q.status, q.facts["rx_queues"].as_u64()), (Status::Pass, Some(1)));
+        let o = offloads(&ctx);
+        assert_eq!(o.status, Status::Pass, "GRO off is right on veth: {}", o.summary);
+        assert!(o.summary.contains("packets arrive already merged"), "{}", o.summary);
+        let mut nic = nic_ctx("mlx5_core", 8, 8);
+        nic.offloads = ctx.offloads.clone();
+        let o = offloads(&nic);
+        assert_eq!(o.status, Status::Warn, "GRO off on a NIC");
+        assert_eq!(o.fix.as_deref(), Some("ethtool -K eth0 gro on"));
+        let mut no_gso = veth_ctx();
+        no_gso.offloads.as_mut().unwrap().gso = Some(false);
+        assert_eq!(offloads(&no_gso).fix.as_deref(), Some("ethtool -K uoda0 gso on"), "GSO matters on veth too");
+
+        let mut gcp = nic_ctx("gve", 4, 16);
+        gcp.cloud = Some(crate::hostinfo::Cloud::Gcp);
+        let m = mtu(&gcp);
+        assert_eq!(m.status, Status::Warn);
+        assert!(m.fix.unwrap().contains("--mtu=8896"));
+        let q = queues(&gcp);
+        assert_eq!(q.status, Status::Warn, "{}", q.summary);
+        assert_eq!(q.fix.as_deref(), Some("ethtool -L eth0 combined 16"));
+        assert_eq!(queues(&nic_ctx("gve", 16, 16)).status, Status::Pass);
+        let mut unknown = nic_ctx("x", 1, 1);
+        unknown.ethtool_driver = None;
+        unknown.iface.as_mut().unwrap().driver = None;
+        assert_eq!(driver(&unknown).status, Status::Warn);
+        unknown.offloads = None;
+        assert_eq!(offloads(&unknown).status, Status::Skip);
+    }
+
+    #[test]
+    fn ring_sizes() {
+        assert_eq!(rings(&veth_ctx()).status, Status::Skip, "veth has no rings");
+        let mlx = nic_ctx("mlx5_core", 8, 8);
+        let r = rings(&mlx);
+        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.fix.as_deref(), Some("ethtool -G eth0 rx 8192 tx 8192   # or scripts/tune.sh apply"));
+        let mut full = nic_ctx("mlx5_core", 8, 8);
+        full.rings = Ok(super::super::ethnl::Rings {
+            rx: Some(8192),
+            rx_max: Some(8192),
+            tx: Some(8192),
+            tx_max: Some(8192),
+            header_split: super::super::ethnl::HeaderSplit::Enabled,
+        });
+        assert_eq!(rings(&full).status, Status::Pass);
+        let mut none = nic_ctx("x", 1, 1);
+        none.rings = Err("Operation not supported".into());
+        assert_eq!(rings(&none).status, Status::Skip);
+    }
+
+    #[test]
+    fn stats_blocks_and_loss_counters() {
+        let mut info = [0u8; 20];
+        info[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
+        info[16..20].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(parse_sset_count(&info), Some(3));
+        assert_eq!(parse_sset_count(&[0u8; 20]), None, "stats set not supported");
+        assert_eq!(parse_sset_count(&info[..12]), None, "short block");
+        let mut names = vec![0u8; 12 + 3 * ETH_GSTRING_LEN];
+        for (i, n) in ["peer_ifindex", "rx_queue_0_drops", "bw_out_allowance_exceeded"].iter().enumerate() {
+            names[12 + i * 32..12 + i * 32 + n.len()].copy_from_slice(n.as_bytes());
+        }
+        let parsed = parse_stat_names(&names, 3).unwrap();
+        assert_eq!(parsed, ["peer_ifindex", "rx_queue_0_drops", "bw_out_allowance_exceeded"]);
+        assert_eq!(parse_stat_names(&names, 4), None, "more names than the block holds");
+        let mut values = vec![0u8; 8 + 3 * 8];
+        for (i, v) in [7u64, 0, 1234].iter().enumerate() {
+            values[8 + i * 8..16 + i * 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        assert_eq!(parse_stat_values(&values, 3), Some(vec![7, 0, 1234]));
+        assert_eq!(parse_stat_values(&values[..20], 3), None);
+        assert!(is_loss_counter("rx_queue_0_drops") && is_loss_counter("pps_allowance_exceeded"));
+        assert!(
+            is_loss_counter("rx_missed_errors") && !is_loss_counter("rx_packets") && !is_loss_counter("peer_ifindex")
+        );
+
+        let mut ctx = nic_ctx("ena", 8, 8);
+        ctx.driver_stats = Some(parsed.into_iter().zip([7, 0, 1234]).collect());
+        let c = driver_counters(&ctx);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.summary.contains("bw_out_allowance_exceeded 1234") && c.summary.contains("AWS"), "{}", c.summary);
+        assert_eq!(c.facts["statistics"], 3);
+        ctx.driver_stats = Some(vec![("rx_queue_0_drops".into(), 0), ("peer_ifindex".into(), 7)]);
+        assert_eq!(driver_counters(&ctx).status, Status::Pass);
+        ctx.driver_stats = None;
+        assert_eq!(driver_counters(&ctx).status, Status::Skip);
+    }
+
+    #[test]
+    fn ioctl_blocks() {
+        let mut info = [0u8; DRVINFO_LEN];
+        info[4..8].copy_from_slice(b"veth");
+        assert_eq!(drvinfo_driver(&info).as_deref(), Some("veth"));
+        assert_eq!(drvinfo_driver(&[0u8; DRVINFO_LEN]), None);
+        assert_eq!(drvinfo_driver(&[0u8; 3]), None, "short block");
+        let mut ch = [0u8; 36];
+        for (i, v) in [1u32, 1, 0, 0, 1, 1, 0, 0].iter().enumerate() {
+            ch[4 + 4 * i..8 + 4 * i].copy_from_slice(&v.to_ne_bytes());
+        }
+        assert_eq!(
+            parse_channels(&ch),
+            Some(Channels { max_rx: 1, max_tx: 1, max_combined: 0, rx: 1, tx: 1, combined: 0 })
+        );
+        assert_eq!(parse_channels(&ch[..20]), None);
+    }
+
+    #[test]
+    fn live_ioctls() {
+        assert_eq!(driver_stats("lo"), None, "lo keeps no driver statistics");
+        assert_eq!(driver_stats("no-such-if0"), None);
+        let (d, o, c) = ethtool_facts("no-such-if0");
+        assert_eq!((d, o, c), (None, None, None), "a missing interface answers nothing");
+    }
+}

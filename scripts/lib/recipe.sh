@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Shared steps of the cloud recipes (gcp-tier1.sh, aws-ena.sh, azure-accelnet.sh): build
+# uringbench on two fresh Debian 12 VMs from this checkout, then check and measure between
+# them, collecting every JSON document locally.
+#
+# A recipe sources this file and defines, before calling recipe_run:
+#   on_vm VM CMD...          run CMD on VM ("a" or "b") over ssh; stdout comes back
+#   put_file VM SRC DST      copy a local file to VM
+#   get_file VM SRC DST      copy a file from VM
+# and sets RESULTS (local folder), TARGET_IP (b's internal address), QUEUES, TEST_TIME,
+# SWEEP_QUEUES, SWEEP_REPEAT, IFACE_HINT (a grep pattern for `ethtool -S` counters to keep, or "").
+# Nothing here creates or deletes cloud resources: each recipe does that, and deletes them
+# in its EXIT trap.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+log() {
+    printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
+}
+
+die() {
+    log "error: $*"
+    exit 1
+}
+
+# The build script run as root on each VM: toolchain, release build, binary in /usr/local/bin.
+build_script() {
+    cat <<'BUILD'
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends build-essential pkg-config curl ca-certificates ethtool iproute2 >/dev/null
+if ! [ -x /root/.cargo/bin/cargo ]; then
+    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
+fi
+rm -rf /opt/uringbench && mkdir -p /opt/uringbench
+tar -xzf /tmp/uringbench-src.tar.gz -C /opt/uringbench
+cd /opt/uringbench
+/root/.cargo/bin/cargo build --release -p uringbench-cli
+install -m 0755 target/release/uringbench /usr/local/bin/uringbench
+uringbench --version
+BUILD
+}
+
+# Waits until VM answers over ssh (fresh VMs take a minute or two to boot).
+wait_ssh() {
+    local vm=$1 i
+    for i in $(seq 1 60); do
+        if on_vm "$vm" true >/dev/null 2>&1; then
+            return 0
+        fi
+        log "waiting for ssh on $vm ($i/60)"
+        sleep 10
+    done
+    die "no ssh to $vm after 10 minutes"
+}
+
+recipe_run() {
+    mkdir -p "$RESULTS"
+    local src="$RESULTS/uringbench-src.tar.gz" builder="$RESULTS/build.sh" vm
+    git -C "$REPO_ROOT" archive --format=tar.gz -o "$src" HEAD
+    build_script >"$builder"
+    for vm in a b; do
+        wait_ssh "$vm"
+        log "building uringbench on $vm"
+        put_file "$vm" "$src" /tmp/uringbench-src.tar.gz
+        put_file "$vm" "$builder" /tmp/uringbench-build.sh
+        on_vm "$vm" sudo bash /tmp/uringbench-build.sh >"$RESULTS/build-$vm.log"
+        log "tuning $vm (scripts/tune.sh apply)"
+        on_vm "$vm" sudo /opt/uringbench/scripts/tune.sh apply >"$RESULTS/tune-$vm.log" || log "tune.sh on $vm reported a problem (see tune-$vm.log)"
+    done
+    log "starting the receiver on b"
+    on_vm b sudo systemd-run --unit uringbench-recv /usr/local/bin/uringbench recv >/dev/null
+    sleep 2
+    log "doctor on both hosts"
+    on_vm a sudo uringbench doctor --target "$TARGET_IP" -J >"$RESULTS/doctor-a.json" || true
+    on_vm b sudo uringbench doctor -J >"$RESULTS/doctor-b.json" || true
+    if [ -n "$IFACE_HINT" ]; then
+        on_vm a "sudo ethtool -S \$(ip -o route get $TARGET_IP | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p') | grep -E '$IFACE_HINT'" >"$RESULTS/nic-counters-before.txt" || true
+    fi
+    log "send: $QUEUES queues for $TEST_TIME"
+    on_vm a sudo uringbench send -c "$TARGET_IP" -P "$QUEUES" -t "$TEST_TIME" -i 1s -J >"$RESULTS/send.json" ||
+        log "send reported an incomplete test (see send.json)"
+    log "sweep over queues $SWEEP_QUEUES, $SWEEP_REPEAT runs each"
+    on_vm a sudo uringbench sweep -c "$TARGET_IP" -P "$SWEEP_QUEUES" --repeat "$SWEEP_REPEAT" -t 10s \
+        --json /tmp/sweep.json --csv /tmp/sweep.csv --svg /tmp/sweep.svg >"$RESULTS/sweep.txt" ||
+        log "sweep had incomplete runs (see sweep.txt)"
+    for f in sweep.json sweep.csv sweep.svg; do
+        get_file a "/tmp/$f" "$RESULTS/$f" || log "could not fetch $f"
+    done
+    if [ -n "$IFACE_HINT" ]; then
+        on_vm a "sudo ethtool -S \$(ip -o route get $TARGET_IP | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p') | grep -E '$IFACE_HINT'" >"$RESULTS/nic-counters-after.txt" || true
+    fi
+    log "results in $RESULTS:"
+    ls -l "$RESULTS" >&2
+}
