@@ -3,10 +3,10 @@
 //! [`uringbench::workload::iperf2_compat`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
-use super::{busy, port_or_default, Format, OnOffAuto, ProtoArg, RecvArgs, SendArgs};
+use super::{busy, port_or_default, Format, ProtoArg, RecvArgs, SendArgs};
 use std::io::Write;
 use std::sync::Arc;
-use uringbench::spec::{Proto, ZeroCopyMode};
+use uringbench::spec::Proto;
 use uringbench::units::format_bits_per_second;
 use uringbench::workload::iperf2_compat::{
     bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2SendOptions,
@@ -34,17 +34,13 @@ pub fn send(args: &SendArgs) -> Result<u8, Error> {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
-        time: args.time,
+        time: args.window.time,
         len: len as u32,
         rate_bps: args.rate,
         depth: args.depth,
-        zerocopy: match args.zerocopy {
-            OnOffAuto::Auto => ZeroCopyMode::Auto,
-            OnOffAuto::On => ZeroCopyMode::On,
-            OnOffAuto::Off => ZeroCopyMode::Off,
-        },
+        zerocopy: crate::zerocopy_mode(args.zerocopy),
         gso: !args.no_gso,
-        interval: args.interval,
+        interval: args.window.interval,
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
         busy_poll: busy(args.busy_poll),
     };

@@ -78,14 +78,8 @@ struct RrArgs {
     /// Response size (1 B to 1 MiB).
     #[arg(long, value_parser = size, default_value = "1")]
     resp: u64,
-    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
-    time: std::time::Duration,
-    #[arg(long, value_parser = duration, default_value = "1s")]
-    warmup: std::time::Duration,
-    #[arg(long, value_parser = duration, default_value = "250ms")]
-    cooldown: std::time::Duration,
-    #[arg(short = 'i', long, value_parser = duration)]
-    interval: Option<std::time::Duration>,
+    #[command(flatten)]
+    window: TestWindow,
     #[arg(long, value_parser = cpu_list)]
     cpus: Option<CpuList>,
     /// auto spins on the completion queue while a thread has a CPU of its own.
@@ -97,6 +91,33 @@ struct RrArgs {
     json: bool,
     #[command(flatten)]
     fast: FastPathArgs,
+}
+
+/// How long a test runs and what its headline excludes (send, rr, crr, sweep).
+#[derive(Args)]
+pub(crate) struct TestWindow {
+    /// Measured window, e.g. 10s, 500ms, 2m.
+    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
+    pub time: std::time::Duration,
+    /// Excluded from the headline at the start.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    pub warmup: std::time::Duration,
+    /// Excluded from the headline at the end.
+    #[arg(long, value_parser = duration, default_value = "250ms")]
+    pub cooldown: std::time::Duration,
+    /// Interval report period (receiver-side figures), e.g. 1s.
+    #[arg(short = 'i', long, value_parser = duration)]
+    pub interval: Option<std::time::Duration>,
+}
+
+impl TestWindow {
+    /// Writes the window into a spec (milliseconds on the wire).
+    pub fn apply(&self, spec: &mut TestSpec) {
+        spec.time_ms = self.time.as_millis() as u64;
+        spec.warmup_ms = self.warmup.as_millis() as u64;
+        spec.cooldown_ms = self.cooldown.as_millis() as u64;
+        spec.interval_ms = self.interval.map_or(0, |d| d.as_millis() as u64);
+    }
 }
 
 /// Kernel fast paths, chosen for the whole process (see `uringbench::fastpath`).
@@ -194,18 +215,8 @@ struct SendArgs {
     /// Extra flows per queue.
     #[arg(long, default_value_t = 1)]
     flows_per_queue: u32,
-    /// Measured window, e.g. 10s, 500ms, 2m.
-    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
-    time: std::time::Duration,
-    /// Excluded from the headline at the start.
-    #[arg(long, value_parser = duration, default_value = "1s")]
-    warmup: std::time::Duration,
-    /// Excluded from the headline at the end.
-    #[arg(long, value_parser = duration, default_value = "250ms")]
-    cooldown: std::time::Duration,
-    /// Interval report period (receiver-side figures), e.g. 1s.
-    #[arg(short = 'i', long, value_parser = duration)]
-    interval: Option<std::time::Duration>,
+    #[command(flatten)]
+    window: TestWindow,
     /// Bytes per send (TCP) or per datagram (UDP), binary units [default: 128K TCP, 1470 UDP].
     #[arg(short = 'l', long, value_parser = size)]
     len: Option<u64>,
@@ -345,6 +356,14 @@ fn port_or_default(port: Option<u16>, iperf2: bool) -> u16 {
     port.unwrap_or(if iperf2 { IPERF2_PORT } else { DEFAULT_PORT })
 }
 
+pub(crate) fn zerocopy_mode(z: OnOffAuto) -> ZeroCopyMode {
+    match z {
+        OnOffAuto::Auto => ZeroCopyMode::Auto,
+        OnOffAuto::On => ZeroCopyMode::On,
+        OnOffAuto::Off => ZeroCopyMode::Off,
+    }
+}
+
 fn busy(b: OnOffAuto) -> BusyPoll {
     match b {
         OnOffAuto::Auto => BusyPoll::Auto,
@@ -474,7 +493,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
-    let spec = TestSpec {
+    let mut spec = TestSpec {
         proto: match (args.proto, args.udp) {
             (_, true) | (ProtoArg::Udp, _) => Proto::Udp,
             (ProtoArg::Tcp, false) => Proto::Tcp,
@@ -482,23 +501,12 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         workload: Workload::Stream,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
-        time_ms: args.time.as_millis() as u64,
-        warmup_ms: args.warmup.as_millis() as u64,
-        cooldown_ms: args.cooldown.as_millis() as u64,
-        interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
         len: len as u32,
         rate_bps: args.rate,
-        zerocopy: match args.zerocopy {
-            OnOffAuto::Auto => ZeroCopyMode::Auto,
-            OnOffAuto::On => ZeroCopyMode::On,
-            OnOffAuto::Off => ZeroCopyMode::Off,
-        },
+        zerocopy: zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
         one_way_delay: args.one_way_delay,
-        req_len: 1,
-        resp_len: 1,
-        timeout_ms: 1_000,
         direction: if args.bidir {
             Direction::Bidir
         } else if args.reverse {
@@ -506,7 +514,9 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         } else {
             Direction::Forward
         },
+        ..TestSpec::default()
     };
+    args.window.apply(&mut spec);
     if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
         return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));
     }
@@ -645,26 +655,23 @@ fn render_summary(s: &RepeatSummary) -> String {
 
 fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
     args.fast.apply(None)?;
-    if args.queues == 0 || args.flows_per_queue == 0 || args.time.is_zero() {
+    if args.queues == 0 || args.flows_per_queue == 0 || args.window.time.is_zero() {
         return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
     }
     if workload == Workload::Crr && args.udp {
         return Err(Error::usage("crr opens TCP connections; it has no --udp form"));
     }
-    let spec = TestSpec {
+    let mut spec = TestSpec {
         proto: if args.udp { Proto::Udp } else { Proto::Tcp },
         workload,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
-        time_ms: args.time.as_millis() as u64,
-        warmup_ms: args.warmup.as_millis() as u64,
-        cooldown_ms: args.cooldown.as_millis() as u64,
-        interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
         req_len: u32::try_from(args.req).unwrap_or(u32::MAX),
         resp_len: u32::try_from(args.resp).unwrap_or(u32::MAX),
         timeout_ms: args.timeout.as_millis() as u64,
         ..TestSpec::default()
     };
+    args.window.apply(&mut spec);
     uringbench::transport::rr::check_spec(&spec)?;
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {

@@ -1,12 +1,12 @@
 //! `uringbench sweep` (a series of stream tests with a chart) and `uringbench report`
 //! (re-renders saved results).
 
-use crate::{busy, cpu_list, duration, port_or_default, print_json, CpuList, OnOffAuto, ProtoArg};
+use crate::{busy, cpu_list, port_or_default, print_json, CpuList, OnOffAuto, ProtoArg};
 use clap::{Args, ValueEnum};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use uringbench::saved::SavedResults;
-use uringbench::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
+use uringbench::spec::{Proto, TestSpec, Workload};
 use uringbench::sweep::{self, SweepParam, SweepPlan};
 use uringbench::units::{parse_rate, parse_size};
 use uringbench::workload::stream::SendOptions;
@@ -68,13 +68,8 @@ pub struct SweepArgs {
     /// Runs per point.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
-    /// Measured window of every run.
-    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
-    time: std::time::Duration,
-    #[arg(long, value_parser = duration, default_value = "1s")]
-    warmup: std::time::Duration,
-    #[arg(long, value_parser = duration, default_value = "250ms")]
-    cooldown: std::time::Duration,
+    #[command(flatten)]
+    window: crate::TestWindow,
     #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
     proto: ProtoArg,
     /// Same as --proto udp.
@@ -161,28 +156,21 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let single = |list: &Option<ValueList>| list.as_ref().map(|l| l.0[0]);
     let len = single(&args.len).unwrap_or(if udp { 1470 } else { 128 * 1024 });
-    if args.repeat == 0 || args.flows_per_queue == 0 || args.depth == 0 || args.time.is_zero() {
+    if args.repeat == 0 || args.flows_per_queue == 0 || args.depth == 0 || args.window.time.is_zero() {
         return Err(Error::usage("--repeat, --flows-per-queue, --depth and --time must be at least 1"));
     }
-    let base = TestSpec {
+    let mut base = TestSpec {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
         workload: Workload::Stream,
         queues: u32::try_from(args.queues.0[0]).unwrap_or(0),
         flows_per_queue: args.flows_per_queue,
-        time_ms: args.time.as_millis() as u64,
-        warmup_ms: args.warmup.as_millis() as u64,
-        cooldown_ms: args.cooldown.as_millis() as u64,
-        interval_ms: 0,
         len: u32::try_from(len).unwrap_or(0),
         rate_bps: args.rate.0[0],
-        zerocopy: match args.zerocopy {
-            OnOffAuto::Auto => ZeroCopyMode::Auto,
-            OnOffAuto::On => ZeroCopyMode::On,
-            OnOffAuto::Off => ZeroCopyMode::Off,
-        },
+        zerocopy: crate::zerocopy_mode(args.zerocopy),
         depth: args.depth,
         ..TestSpec::default()
     };
+    args.window.apply(&mut base);
     // The fixed parameters must be valid on their own; the swept one is checked per value.
     for (p, v) in [(SweepParam::Queues, args.queues.0[0]), (SweepParam::Len, len)] {
         if p != param {

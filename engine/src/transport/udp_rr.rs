@@ -145,6 +145,16 @@ pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfi
         f.outstanding = Some(Instant::now());
         rr.send(idx)
     };
+    // After a transaction ended (answered or not): the next one, or the flow's end at the
+    // deadline. Returns whether the flow ended.
+    let next = |rr: &mut UdpRrRing, idx: usize, now: Instant| -> Result<bool> {
+        if now >= cfg.deadline {
+            rr.flows[idx].done = true;
+            return Ok(true);
+        }
+        rr.flows[idx].seq += 1;
+        start(rr, idx).map(|_| false)
+    };
     for idx in 0..rr.flows.len() {
         rr.recv(idx)?;
         start(&mut rr, idx)?;
@@ -201,15 +211,9 @@ pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfi
             if !f.recv_armed {
                 rr.recv(idx)?;
             }
-            let f = &mut rr.flows[idx];
-            if f.outstanding.is_none() && !f.send_inflight {
-                if now >= cfg.deadline {
-                    f.done = true;
-                    active -= 1;
-                } else {
-                    f.seq += 1;
-                    start(&mut rr, idx)?;
-                }
+            let f = &rr.flows[idx];
+            if f.outstanding.is_none() && !f.send_inflight && next(&mut rr, idx, now)? {
+                active -= 1;
             }
         }
         // Unanswered transactions: count them and move on.
@@ -220,15 +224,9 @@ pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfi
             }
             failures.timeouts += 1;
             f.outstanding = None;
-            if f.send_inflight {
-                continue; // Started again once the send completes.
-            }
-            if now >= cfg.deadline {
-                f.done = true;
+            // With its send still in flight, the next one starts once the send completes.
+            if !f.send_inflight && next(&mut rr, idx, now)? {
                 active -= 1;
-            } else {
-                f.seq += 1;
-                start(&mut rr, idx)?;
             }
         }
     }
