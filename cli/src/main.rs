@@ -1,6 +1,7 @@
 //! `uringbench`: parses the command line, calls the engine, prints. Nothing else lives here.
 
 mod iperf2_mode;
+mod xdp_mode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
@@ -14,7 +15,7 @@ use uringbench::report::{Role, SCHEMA_VERSION};
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
 use uringbench::units::{format_bits_per_second, parse_duration, parse_rate, parse_size};
-use uringbench::workload::stream::{run_send, SendOptions};
+use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
 const EXAMPLES: &str = "Examples:
@@ -124,6 +125,15 @@ struct RecvArgs {
     /// Tests served at the same time.
     #[arg(long, default_value_t = 4)]
     max_sessions: usize,
+    /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
+    #[arg(long, value_enum, default_value_t = xdp_mode::Engine::Uring)]
+    engine: xdp_mode::Engine,
+    /// --engine xdp: interface to attach to [default: the one facing each sender].
+    #[arg(long)]
+    iface: Option<String>,
+    /// --engine xdp: where the program runs (auto: native, else generic).
+    #[arg(long, value_enum, default_value_t = xdp_mode::XdpModeArg::Auto)]
+    xdp_mode: xdp_mode::XdpModeArg,
 }
 
 #[derive(Args)]
@@ -197,6 +207,12 @@ struct SendArgs {
     /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
+    #[arg(long, value_enum, default_value_t = xdp_mode::Engine::Uring)]
+    engine: xdp_mode::Engine,
+    /// --engine xdp: egress interface [default: the route's to the target].
+    #[arg(long)]
+    iface: Option<String>,
 }
 
 #[derive(Args)]
@@ -359,6 +375,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             max_sessions: args.max_sessions,
             ..ServerLimits::default()
         },
+        xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)?,
     };
     let listener = server::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
@@ -407,16 +424,14 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::send(&args);
     }
-    let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
+    let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
     let spec = TestSpec {
-        proto: match (args.proto, args.udp) {
-            (_, true) | (ProtoArg::Udp, _) => Proto::Udp,
-            (ProtoArg::Tcp, false) => Proto::Tcp,
-        },
+        proto: if udp { Proto::Udp } else { Proto::Tcp },
         workload: Workload::Stream,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
@@ -469,7 +484,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     }
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
-        let report = match run_send(&opts) {
+        let report = match run_test(&opts) {
             Ok(r) => r,
             Err(e) if run == 1 => return Err(e),
             Err(e) => {

@@ -38,5 +38,6 @@ pub mod udp;
 pub mod units;
 pub mod verdict;
 pub mod workload;
+pub mod xdp;
 
 pub use error::{Error, ErrorKind, Result};

@@ -12,7 +12,7 @@ use crate::placement::{plan, resolve_cpus, BusyPoll};
 use crate::probe::KernelCaps;
 use crate::report::SideReport;
 use crate::ring::BufRing;
-use crate::spec::{Proto, TestSpec};
+use crate::spec::{Direction, Proto, TestSpec};
 use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
 use crate::workload::udp_stream;
 use std::collections::HashMap;
@@ -104,6 +104,9 @@ pub struct ReceiverConfig {
     /// Exit after the first test.
     pub once: bool,
     pub limits: ServerLimits,
+    /// `--engine xdp`: forward UDP tests are received with AF_XDP sockets and uringbench's XDP
+    /// program instead of UDP sockets.
+    pub xdp: Option<crate::xdp::stream::XdpOptions>,
 }
 
 /// What the receiver tells its operator, as it happens.
@@ -375,6 +378,22 @@ fn accept_and_run(
     udp_ports: &[u16],
     placement: &crate::placement::Placement,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    if let Some(xdp) =
+        shared.cfg.xdp.as_ref().filter(|_| spec.proto == Proto::Udp && spec.direction == Direction::Forward)
+    {
+        // Program and sockets first, so the sender's first frames find them; a failure refuses
+        // the test with its reason (and whatever was set up is undone).
+        let reception = match crate::xdp::stream::XdpReception::prepare(ctl, udp_ports, xdp) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = control::write_msg(ctl, &ControlMsg::Refuse { reason: e.message.clone() });
+                return Err(e);
+            }
+        };
+        control::write_msg(ctl, &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone() })?;
+        announce(shared, ctl, spec, placement);
+        return reception.serve(ctl, spec, placement).map(|r| (Some(r), None));
+    }
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).
         let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
