@@ -42,11 +42,11 @@ pub fn recv_options(engine: Engine, iface: Option<String>, mode: XdpModeArg) -> 
     Ok(Some(XdpOptions { iface, program_mode }))
 }
 
+/// Runs one send test.
+pub type SendTest = Box<dyn Fn(&SendOptions) -> Result<StreamReport, Error>>;
+
 /// The function that runs one send test with the chosen engine.
-pub fn sender(
-    engine: Engine,
-    iface: Option<String>,
-) -> Result<Box<dyn Fn(&SendOptions) -> Result<StreamReport, Error>>, Error> {
+pub fn sender(engine: Engine, iface: Option<String>) -> Result<SendTest, Error> {
     match engine {
         Engine::Uring if iface.is_some() => Err(Error::usage("--iface applies to --engine xdp")),
         Engine::Uring => Ok(Box::new(run_send)),

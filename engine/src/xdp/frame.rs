@@ -26,9 +26,16 @@ pub fn header_len(ipv6: bool) -> usize {
 }
 
 /// Adds `bytes` as big-endian 16-bit words to a ones'-complement sum (RFC 1071); an odd
-/// last byte is padded with zero.
+/// last byte is padded with zero. Eight bytes are added per step as two 32-bit halves: since
+/// 2^16 = 1 modulo 0xFFFF, a 32-bit word sums to the same folded value as its two 16-bit
+/// words, and the receiver checks every byte of every frame with this.
 pub fn sum_words(mut acc: u64, bytes: &[u8]) -> u64 {
-    let mut chunks = bytes.chunks_exact(2);
+    let mut wide = bytes.chunks_exact(8);
+    for w in &mut wide {
+        let v = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        acc += (v >> 32) + (v & 0xFFFF_FFFF);
+    }
+    let mut chunks = wide.remainder().chunks_exact(2);
     for w in &mut chunks {
         acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
     }
@@ -158,6 +165,19 @@ impl FrameTemplate {
     }
 }
 
+/// What the UDP checksum of a received frame said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UdpChecksum {
+    /// Present and correct.
+    Verified,
+    /// The field holds only the pseudo-header sum: the sending host left the rest to a NIC
+    /// (`CHECKSUM_PARTIAL`), and the frame crossed a virtual link (veth) that never computed
+    /// it. The bytes cannot be checked; the IPv4 header checksum still was.
+    LeftToOffload,
+    /// Zero: the sender sent none (allowed for IPv4).
+    Absent,
+}
+
 /// The parts of a received frame the receiver accounts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParsedUdp<'a> {
@@ -165,6 +185,7 @@ pub struct ParsedUdp<'a> {
     pub src_port: u16,
     pub dst_port: u16,
     pub payload: &'a [u8],
+    pub checksum: UdpChecksum,
 }
 
 /// Why a frame was not counted as a test datagram.
@@ -221,12 +242,20 @@ pub fn parse_udp(frame: &[u8]) -> Result<ParsedUdp<'_>, FrameError> {
         return Err(FrameError::Truncated);
     }
     let udp = &udp[..udp_len];
-    let checksum = u16::from_be_bytes([udp[6], udp[7]]);
+    let field = u16::from_be_bytes([udp[6], udp[7]]);
     // IPv4 allows "no checksum" (0); IPv6 does not, but we only count, so accept it too.
-    if checksum != 0 && fold(sum_words(pseudo + udp_len as u64, udp)) != 0 {
+    let checksum = if field == 0 {
+        UdpChecksum::Absent
+    } else if fold(sum_words(pseudo + udp_len as u64, udp)) == 0 {
+        UdpChecksum::Verified
+    } else if field == !fold(pseudo + udp_len as u64) {
+        // Linux's udp_set_csum for CHECKSUM_PARTIAL stores the folded pseudo-header sum.
+        UdpChecksum::LeftToOffload
+    } else {
         return Err(FrameError::BadChecksum);
-    }
+    };
     Ok(ParsedUdp {
+        checksum,
         src,
         src_port: u16::from_be_bytes([udp[0], udp[1]]),
         dst_port: u16::from_be_bytes([udp[2], udp[3]]),
@@ -264,6 +293,7 @@ mod tests {
         assert_eq!(fold(sum_words(0, &buf[14..34])), 0, "IPv4 header checksum verifies");
         let p = parse_udp(&buf[..64]).unwrap();
         assert_eq!((p.src, p.src_port, p.dst_port, p.payload.len()), (a.src, 40000, 5300, 22));
+        assert_eq!(p.checksum, UdpChecksum::Verified);
         let d = payload::decode(p.payload).unwrap();
         assert_eq!((d.seq, d.fin, d.sent), (7, false, Some(T)));
         assert!(p.payload[payload::HEADER_LEN..].iter().all(|&b| b == 0), "filler is zeroed");
@@ -305,6 +335,19 @@ mod tests {
     }
 
     #[test]
+    fn wide_sum_equals_the_word_by_word_sum() {
+        let data: Vec<u8> = (0..1500u32).map(|i| (i * 7919 % 251) as u8).collect();
+        for len in [0usize, 1, 2, 7, 8, 9, 15, 16, 17, 63, 1499, 1500] {
+            let slice = &data[..len];
+            let mut naive = 0u64;
+            for (i, b) in slice.iter().enumerate() {
+                naive += if i % 2 == 0 { u64::from(*b) << 8 } else { u64::from(*b) };
+            }
+            assert_eq!(fold(sum_words(0, slice)), fold(naive), "length {len}");
+        }
+    }
+
+    #[test]
     fn damaged_and_foreign_frames_are_refused() {
         let a = addrs(Ipv4Addr::new(10, 0, 0, 1).into(), Ipv4Addr::new(10, 0, 0, 2).into());
         let t = FrameTemplate::new(&a, 100).unwrap();
@@ -314,6 +357,14 @@ mod tests {
         let mut bad = buf.clone();
         bad[60] ^= 1;
         assert_eq!(parse_udp(&bad), Err(FrameError::BadChecksum), "a flipped payload bit");
+        // A checksum left to a NIC that never computed it (kernel sender over veth): the
+        // pseudo-header sum alone, as udp_set_csum writes it for CHECKSUM_PARTIAL.
+        let mut partial = buf.clone();
+        let pseudo = sum_words(0, &buf[26..34]) + 17 + 108;
+        partial[40..42].copy_from_slice(&(!fold(pseudo)).to_be_bytes());
+        assert_eq!(parse_udp(&partial).map(|p| p.checksum), Ok(UdpChecksum::LeftToOffload));
+        partial[40] ^= 0x10;
+        assert_eq!(parse_udp(&partial), Err(FrameError::BadChecksum), "any other wrong value is refused");
         let mut arp = buf.clone();
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
         assert_eq!(parse_udp(&arp), Err(FrameError::NotUdp));

@@ -61,6 +61,10 @@ pub struct XdpFigures {
     /// Receiver: datagrams too short for the sequence header.
     #[serde(default)]
     pub foreign: u64,
+    /// Receiver: datagrams whose UDP checksum was left by the sending host to a NIC offload
+    /// that a virtual link never ran (kernel senders over veth); counted, not verifiable.
+    #[serde(default)]
+    pub checksum_unverified: u64,
     /// Fallbacks and anything else not as asked.
     pub notes: Vec<String>,
 }
@@ -102,6 +106,9 @@ impl XdpFigures {
         }
         if self.strangers + self.malformed + self.foreign > 0 {
             s += &format!("; strangers {} malformed {} foreign {}", self.strangers, self.malformed, self.foreign);
+        }
+        if self.checksum_unverified > 0 {
+            s += &format!("; {} UDP checksums left to offload (unverifiable)", self.checksum_unverified);
         }
         for n in &self.notes {
             s += &format!("; {n}");

@@ -11,8 +11,8 @@
 //! Every flow is tracked by every thread: RSS normally puts a flow on one queue, but nothing
 //! here depends on it; the session merges the threads' figures per flow.
 
-use super::frame::{parse_udp, FrameError};
-use super::socket::{BindMode, SocketCounters, XskQueue, RING_SIZE};
+use super::frame::{parse_udp, FrameError, UdpChecksum};
+use super::socket::{BindMode, SocketCounters, XskQueue};
 use crate::measure::QueueCounters;
 use crate::transport::udp_recv::LiveStats;
 use crate::udp::payload::{self, WireTime};
@@ -69,6 +69,9 @@ pub struct XdpRecvResult {
     pub malformed: u64,
     /// Test-port datagrams too short for the sequence header, or with id 0.
     pub foreign: u64,
+    /// Accounted datagrams whose UDP checksum the sender left to an offload that never ran
+    /// (kernel senders over veth): not verifiable.
+    pub checksum_unverified: u64,
     pub sockets: SocketCounters,
     pub polls: u64,
     pub bind: Option<BindMode>,
@@ -83,16 +86,10 @@ struct QueueState {
 }
 
 impl QueueState {
+    /// Takes a socket whose fill ring was primed ([`XskQueue::prime_fill`]); the frames left
+    /// over are the spares.
     fn new(mut xsk: XskQueue) -> Self {
-        let mut frames = std::mem::take(&mut xsk.frames);
-        let give = frames.len().min(RING_SIZE as usize);
-        let rest = frames.split_off(give);
-        // SAFETY: fresh frames of this UMEM, in no ring yet.
-        let n = unsafe { xsk.fill.produce(&frames) };
-        let mut spare = rest;
-        if n == 0 {
-            spare.extend(frames);
-        }
+        let spare = std::mem::take(&mut xsk.frames);
         Self { xsk, spare }
     }
 
@@ -165,6 +162,9 @@ pub fn run(
                     result.strangers += 1;
                     continue;
                 };
+                if parsed.checksum == UdpChecksum::LeftToOffload {
+                    result.checksum_unverified += 1;
+                }
                 match payload::decode(parsed.payload) {
                     None => result.foreign += 1,
                     Some(d) if d.fin => {

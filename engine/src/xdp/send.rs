@@ -242,8 +242,19 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
             std::thread::sleep(Duration::from_micros(20));
         }
     }
-    // FINs: a few copies per flow, so one lost FIN does not leave the receiver waiting.
+    // Let the kernel finish the data first: a receiver that fell behind drops whatever comes
+    // while its ring is full, and a FIN right behind the data would be dropped with it (the
+    // receiver then waits for the deadline and cannot count the losses at the tail).
     let drain_end = Instant::now() + cfg.drain_limit;
+    for st in states.iter_mut() {
+        while st.completed < st.produced && Instant::now() < drain_end {
+            st.kick();
+            std::thread::sleep(Duration::from_micros(100));
+            st.reclaim();
+        }
+    }
+    std::thread::sleep(cfg.fin_interval);
+    // FINs: a few copies per flow, so one lost FIN does not leave the receiver waiting.
     for copy in 0..cfg.fin_copies {
         for st in states.iter_mut() {
             while !st.send_fins() && Instant::now() < drain_end {

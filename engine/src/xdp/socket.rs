@@ -22,10 +22,12 @@ use xsk_rs::umem::{frame::FrameDesc, CompQueue, FillQueue, Umem};
 pub const UMEM_FRAME_SIZE: u32 = 4096;
 /// The longest Ethernet frame one UMEM frame holds (larger needs AF_XDP multi-buffer).
 pub const MAX_FRAME_LEN: u32 = UMEM_FRAME_SIZE - 256;
-/// Frames per UMEM: 16 MiB per queue, enough to keep the rings full at line rate.
-pub const UMEM_FRAMES: u32 = 4096;
+/// Frames per UMEM: 32 MiB per queue. Half of them sit in the fill ring, so at 1 M frames/s
+/// the receiver can be off its CPU for 4 ms before the kernel runs out of buffers (with 2048
+/// it dropped frames as `fill_ring_empty` on a shared 2-vCPU VM).
+pub const UMEM_FRAMES: u32 = 8192;
 /// Descriptors per ring (fill, completion, RX, TX).
-pub const RING_SIZE: u32 = 2048;
+pub const RING_SIZE: u32 = 4096;
 
 /// How the socket was bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,6 +198,18 @@ impl XskQueue {
     /// The socket's kernel counters (zeros if the kernel cannot give them).
     pub fn counters(&self) -> SocketCounters {
         self.rx.fd().xdp_statistics().map(|s| SocketCounters::from_stats(&s)).unwrap_or_default()
+    }
+    /// Gives the kernel receive buffers: as many frames as the fill ring holds (the rest stay
+    /// in `frames`). Done before the sender is told to start: a frame that arrives while the
+    /// fill ring is empty is dropped (`rx_fill_ring_empty`).
+    pub fn prime_fill(&mut self) {
+        let give = self.frames.len().min(RING_SIZE as usize);
+        let at = self.frames.len() - give;
+        // SAFETY: frames of this UMEM that are in no ring yet.
+        let n = unsafe { self.fill.produce(&self.frames[at..]) };
+        if n == give {
+            self.frames.truncate(at);
+        }
     }
     /// The socket's file descriptor, for the program's XSKMAP.
     pub fn raw_fd(&self) -> std::os::fd::RawFd {

@@ -139,7 +139,7 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions) -> Result<StreamReport
                 deadline: t0 + spec.total(),
                 rate_bps: spec.rate_bps * flows / total_flows,
                 fin_copies: 5,
-                fin_interval: Duration::from_millis(2),
+                fin_interval: Duration::from_millis(5),
                 drain_limit: Duration::from_secs(2),
                 spin: placement.wait == WaitMode::Spin,
             };
@@ -219,7 +219,8 @@ impl XdpReception {
         }
         let mut xsks = Vec::with_capacity(nq as usize);
         for q in 0..nq {
-            let xsk = socket::open(&ifname, q, "rx")?;
+            let mut xsk = socket::open(&ifname, q, "rx")?;
+            xsk.prime_fill();
             program.register_socket(q, xsk.raw_fd())?;
             xsks.push(xsk);
         }
@@ -350,6 +351,7 @@ impl XdpReception {
             strangers: results.iter().map(|r| r.strangers).sum(),
             malformed: results.iter().map(|r| r.malformed).sum(),
             foreign: results.iter().map(|r| r.foreign).sum(),
+            checksum_unverified: results.iter().map(|r| r.checksum_unverified).sum(),
             notes,
         };
         report.placement = placement.summary.clone();
