@@ -226,6 +226,57 @@ fn low_memlock_is_explained_and_leaves_no_program() {
 }
 
 #[test]
+fn ipv6_frames_are_counted() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uxa9");
+    let recv = pair.spawn_recv(&["--engine", "xdp", "--once"]);
+    // 1452 bytes is the largest IPv6 datagram at MTU 1500 (40-byte header); 1470 is refused.
+    let args =
+        ["--target", "fd77::2", "-J", "--engine", "xdp", "-t", "1s", "--warmup", "200ms", "-l", "1400", "-b", "50M"];
+    let (out, _) = pair.send(&args, Duration::from_secs(30));
+    assert!(out.status.success(), "send over IPv6: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let sent = u64_at(&doc, "/sum/sender/datagrams");
+    assert!(sent > 3000);
+    assert_eq!(u64_at(&doc, "/sum/receiver/datagrams"), sent, "every IPv6 frame counted");
+    assert_eq!(u64_at(&doc, "/xdp/receiver/frame_len"), 1400 + 14 + 40 + 8);
+    assert_eq!(u64_at(&doc, "/xdp/receiver/malformed"), 0, "IPv6 UDP checksums verify");
+    recv.finish(Duration::from_secs(10));
+}
+
+/// Runs `uringbench ARGS` in `ns` with no capabilities at all (uid 0 without them is refused
+/// what an unprivileged user is refused).
+fn without_capabilities(pair: &NetnsPair, ns: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--inh-caps=-all", "--bounding-set=-all", bin()];
+    all.extend_from_slice(args);
+    run_bounded(pair.cmd(ns, "setpriv", &all), Duration::from_secs(30)).0
+}
+
+#[test]
+fn missing_privileges_name_the_capabilities() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uxa0");
+    let recv = pair.spawn_recv(&["--once"]);
+    let mut args = vec!["send", "--target", RECV_ADDR, "--engine", "xdp"];
+    args.extend_from_slice(&PACED);
+    one_line_error(&without_capabilities(&pair, &pair.sender_ns(), &args), 1, "CAP_NET_RAW");
+    drop(recv);
+    // A receiver without privileges refuses the test with the reason; the sender prints it.
+    let mut recv_cmd = pair.cmd(&pair.receiver_ns(), "setpriv", &["--inh-caps=-all", "--bounding-set=-all", bin()]);
+    let child = recv_cmd
+        .args(["recv", "--engine", "xdp", "--once"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("recv");
+    pair.wait_listening("5300");
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-u", "-t", "200ms"], Duration::from_secs(20));
+    one_line_error(&out, 1, "CAP_BPF");
+    finish(child, Duration::from_secs(10));
+    assert!(!xdp_attached(&pair));
+}
+
+#[test]
 fn bad_input_is_one_line_naming_the_fix() {
     let _serial = serial();
     let pair = NetnsPair::up("uxa7");
@@ -238,6 +289,8 @@ fn bad_input_is_one_line_naming_the_fix() {
     one_line_error(&send(&["--iface", "nope0"]), 2, "no interface 'nope0'");
     one_line_error(&send(&["-P", "2"]), 2, "tx queue 1 is out of range");
     one_line_error(&send(&["-l", "1473"]), 2, "use --len 1472 or less");
+    let v6 = pair.send(&["--target", "fd77::2", "--engine", "xdp", "-l", "1470"], Duration::from_secs(20)).0;
+    one_line_error(&v6, 2, "use --len 1452 or less");
     one_line_error(&send(&["-l", "12"]), 2, "shorter than the 20-byte sequence header");
     one_line_error(&send(&["--reverse"]), 2, "forward only");
     let out = run_bounded(

@@ -102,7 +102,13 @@ fn memlock_limit() -> Option<u64> {
 fn umem_error(err: Option<&std::io::Error>, bytes: u64) -> Error {
     let limit = memlock_limit().map_or("unlimited".to_string(), |l| format!("{} KiB", l / 1024));
     match err.and_then(|e| e.raw_os_error()) {
-        Some(libc::ENOBUFS) | Some(libc::ENOMEM) | Some(libc::EPERM) => Error::unsupported(format!(
+        // socket(AF_XDP) itself is refused without CAP_NET_RAW.
+        Some(libc::EPERM) | Some(libc::EACCES) => Error::unsupported(format!(
+            "creating an AF_XDP socket was refused ({}): run as root (or with CAP_NET_RAW and CAP_NET_ADMIN)",
+            err.map_or_else(String::new, |e| e.to_string())
+        )),
+        // The UMEM's pages are charged to RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK.
+        Some(libc::ENOBUFS) | Some(libc::ENOMEM) => Error::unsupported(format!(
             "registering a {} MiB AF_XDP UMEM failed ({}): RLIMIT_MEMLOCK is {limit}; raise it (ulimit -l unlimited) or run as root with CAP_IPC_LOCK",
             bytes >> 20,
             err.map_or_else(String::new, |e| e.to_string())
