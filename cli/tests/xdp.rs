@@ -131,7 +131,8 @@ fn mixed_ends_xdp_sender_socket_receiver_and_back() {
 fn ping_and_control_channel_work_while_attached() {
     let _serial = serial();
     let pair = NetnsPair::up("uxa4");
-    let recv = pair.spawn_recv(&["--engine", "xdp", "--once"]);
+    // Not --once, so that a second sender can be turned away while the first runs.
+    let recv = pair.spawn_recv(&["--engine", "xdp"]);
     let mut send = pair.cmd(&pair.sender_ns(), bin(), &["send", "--target", RECV_ADDR, "--engine", "xdp", "-J"]);
     send.args(["-t", "3s", "--warmup", "200ms", "-b", "50M"]).stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = send.spawn().expect("spawn send");
@@ -143,6 +144,9 @@ fn ping_and_control_channel_work_while_attached() {
     let ping =
         pair.cmd(&pair.sender_ns(), "ping", &["-c", "3", "-i", "0.2", "-W", "1", RECV_ADDR]).output().expect("ping");
     assert!(ping.status.success(), "ping during the test: {}", String::from_utf8_lossy(&ping.stdout));
+    // A second UDP test would lose its datagrams to the program: refused with the reason.
+    let (second, _) = pair.send(&["--target", RECV_ADDR, "-u", "-t", "200ms"], Duration::from_secs(10));
+    one_line_error(&second, 1, "UDP tests run one at a time");
     let out = finish(child, Duration::from_secs(20));
     assert!(
         out.status.success(),
@@ -152,8 +156,9 @@ fn ping_and_control_channel_work_while_attached() {
     let doc = json(&out);
     assert_eq!(u64_at(&doc, "/sum/receiver/datagrams"), u64_at(&doc, "/sum/sender/datagrams"));
     assert!(u64_at(&doc, "/xdp/receiver/steer/passed") >= 6, "ICMP echo and TCP passed to the stack");
-    recv.finish(Duration::from_secs(10));
-    assert!(!xdp_attached(&pair));
+    assert!(!xdp_attached(&pair), "detached when the test ended, recv still running");
+    recv.kill();
+    assert!(!our_program_loaded());
 }
 
 #[test]

@@ -308,6 +308,17 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             format!("receiver busy: {running} tests running (limit {max_sessions})"),
         );
     }
+    // With --engine xdp, a forward UDP test's program takes every UDP datagram to the port:
+    // another test that receives UDP here (forward or bidir) must not overlap with it.
+    let udp_in = spec.proto == Proto::Udp && spec.direction != Direction::Reverse;
+    if shared.cfg.xdp.is_some() && udp_in && running > 0 {
+        return refuse(
+            shared,
+            &mut ctl,
+            peer,
+            format!("receiver busy: with --engine xdp, UDP tests run one at a time ({running} other tests running)"),
+        );
+    }
     let threads = (spec.queues as usize).min(shared.cpus.len());
     if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
         let reason =

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use libxdp_sys as sys;
 use serde::{Deserialize, Serialize};
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::Once;
 
 /// The compiled program (see `engine/build.rs`).
@@ -312,10 +312,5 @@ impl XdpProgram {
                 }))
             })
             .collect()
-    }
-
-    /// The descriptor of the attachment (kept open for as long as the program must stay).
-    pub fn link_fd(&self) -> RawFd {
-        self.link.as_ref().map_or(-1, |l| l.as_raw_fd())
     }
 }
