@@ -168,6 +168,10 @@ struct SendArgs {
     /// Total offered rate over all flows in bits/s (25G, 500M); 0 = unlimited.
     #[arg(short = 'b', long, value_parser = rate, default_value = "0")]
     rate: u64,
+    /// Total offered rate in datagrams (UDP frames) per second over all flows (e.g. 1M, 250k),
+    /// instead of --rate: the same as --rate PPS x --len x 8.
+    #[arg(long, value_parser = request_rate, conflicts_with = "rate")]
+    pps: Option<f64>,
     /// Sends in flight per flow.
     #[arg(long, default_value_t = 4)]
     depth: u32,
@@ -440,7 +444,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         cooldown_ms: args.cooldown.as_millis() as u64,
         interval_ms: args.interval.map_or(0, |d| d.as_millis() as u64),
         len: len as u32,
-        rate_bps: args.rate,
+        rate_bps: args.pps.map_or(args.rate, |pps| (pps * len as f64 * 8.0).round() as u64),
         zerocopy: match args.zerocopy {
             OnOffAuto::Auto => ZeroCopyMode::Auto,
             OnOffAuto::On => ZeroCopyMode::On,

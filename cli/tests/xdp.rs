@@ -75,6 +75,22 @@ fn xdp_to_xdp_counts_every_frame_and_detaches_at_the_end() {
 }
 
 #[test]
+fn pps_sets_the_frame_rate() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uxab");
+    let recv = pair.spawn_recv(&["--engine", "xdp", "--once"]);
+    let doc = send_json(
+        &pair,
+        &["--engine", "xdp", "-t", "2s", "--warmup", "0s", "--cooldown", "0s", "-l", "22", "--pps", "20k"],
+    );
+    let sent = u64_at(&doc, "/sum/sender/datagrams") as f64;
+    assert!((sent / 2.0 - 20_000.0).abs() < 1_000.0, "20k frames/s for 2 s, sent {sent}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/datagrams") as f64, sent);
+    assert_eq!(u64_at(&doc, "/test/rate_bps"), 20_000 * 22 * 8, "--pps is carried as the payload bit rate");
+    recv.finish(Duration::from_secs(10));
+}
+
+#[test]
 fn unpaced_losses_appear_in_named_counters() {
     let _serial = serial();
     let pair = NetnsPair::up("uxa2");
