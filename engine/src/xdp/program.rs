@@ -267,6 +267,12 @@ impl XdpProgram {
         })
     }
 
+    /// Detaches the program from the interface now; its maps (counters) stay readable until
+    /// the program is dropped.
+    pub fn detach(&mut self) {
+        drop(self.link.take());
+    }
+
     /// Puts an AF_XDP socket in the program's map at `queue`: test frames arriving on that
     /// receive queue go to it.
     pub fn register_socket(&self, queue: u32, socket_fd: RawFd) -> Result<()> {

@@ -19,7 +19,7 @@ use crate::udp::payload::{self, WireTime};
 use crate::udp::seq::{SeqStats, SeqTracker};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsk_rs::umem::frame::FrameDesc;
@@ -45,13 +45,15 @@ pub struct XdpRecvFlow {
 pub struct XdpRecvConfig {
     pub dst_port: u16,
     pub one_way_delay: bool,
-    /// After every flow's FIN, keep reading until this much silence.
-    pub fin_linger: Duration,
+    /// Raised by the session once the program is detached: read what is left in the RX
+    /// rings, then return. The session decides the end (every FIN seen and a moment of
+    /// silence, or its deadline) from `fins` and `activity`.
     pub stop: Arc<AtomicBool>,
-    /// Per flow, set by whichever thread sees the flow's FIN: a thread whose queues never
-    /// carry a flow must not wait for that flow's FIN until the deadline.
+    /// Per flow, set by whichever thread sees the flow's FIN.
     pub fins: Arc<Vec<AtomicBool>>,
-    pub deadline: Instant,
+    /// When frames last arrived, in nanoseconds since `epoch`, from any thread.
+    pub activity: Arc<AtomicU64>,
+    pub epoch: Instant,
     /// Spin on the RX ring instead of sleeping in poll (a CPU of its own).
     pub spin: bool,
 }
@@ -109,8 +111,9 @@ impl QueueState {
     }
 }
 
-/// Runs one receiving thread until every flow has ended (FIN, then `fin_linger` of silence),
-/// the stop flag, or the deadline.
+/// Runs one receiving thread until the stop flag, then drains its RX rings and returns. The
+/// session raises the flag only after detaching the program, so every frame the program
+/// redirected is read here or counted by the socket (`rx_ring_full`, `rx_dropped`).
 pub fn run(
     queues: Vec<XskQueue>,
     flows: &[XdpRecvFlow],
@@ -136,8 +139,7 @@ pub fn run(
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
     let mut descs = vec![FrameDesc::default(); BATCH];
     let mut last_publish = Instant::now();
-    let mut last_frame = Instant::now();
-    let mut all_fin_at: Option<Instant> = None;
+    let mut draining = false;
     loop {
         let mut got = 0;
         for st in states.iter_mut() {
@@ -201,20 +203,21 @@ pub fn run(
         }
         let now = Instant::now();
         if got > 0 {
-            last_frame = now;
+            cfg.activity.store(now.duration_since(cfg.epoch).as_nanos() as u64, Ordering::Relaxed);
         }
         if now.duration_since(last_publish) >= PUBLISH_EVERY {
             publish(flows, &trackers, &mut touched);
             last_publish = now;
         }
-        if cfg.stop.load(Ordering::Relaxed) || now >= cfg.deadline {
-            break;
-        }
-        if !cfg.fins.is_empty() && cfg.fins.iter().all(|f| f.load(Ordering::Relaxed)) {
-            let since = *all_fin_at.get_or_insert(now);
-            if now.duration_since(since.max(last_frame)) >= cfg.fin_linger {
+        if draining {
+            if got == 0 {
                 break;
             }
+            continue;
+        }
+        if cfg.stop.load(Ordering::Relaxed) {
+            draining = true;
+            continue;
         }
         if got == 0 {
             result.polls += 1;

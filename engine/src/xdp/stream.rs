@@ -28,9 +28,9 @@ use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::udp_recv::LiveStats;
 use crate::transport::FlowOutcome;
 use crate::udp::seq::SeqStats;
-use crate::workload::stream::{SendOptions, SenderSession, END_GRACE};
+use crate::workload::stream::{SendOptions, SenderSession};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,11 @@ pub struct XdpOptions {
     /// Force native or generic mode for the receiver's program (default: native, else generic).
     pub program_mode: Option<AttachMode>,
 }
+
+/// Silence after the last FIN before the receiver calls the flows ended.
+const FIN_LINGER: Duration = Duration::from_millis(20);
+/// How long after the planned end the receiver waits for FINs that never come.
+const RECEIVE_GRACE: Duration = Duration::from_secs(2);
 
 /// How long the sender waits for the kernel to resolve the next hop's MAC.
 const NEIGHBOUR_WAIT: Duration = Duration::from_secs(2);
@@ -230,22 +235,29 @@ impl XdpReception {
     /// Tells the sender to start, receives until every flow's FIN (or the planned end plus a
     /// grace), and returns the receiver's report. The program is detached on return.
     pub fn serve(self, ctl: &mut TcpStream, spec: &TestSpec, placement: &Placement) -> Result<SideReport> {
-        let Self { program, xsks, flows, port } = self;
+        let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
         let nic_queues = xsks.len() as u32;
         control::write_msg(ctl, &ControlMsg::Ready)?;
         let counters = Arc::new(QueueCounters::new(spec.queues as usize));
         let stop = Arc::new(AtomicBool::new(false));
         let fins: Arc<Vec<AtomicBool>> = Arc::new(flows.iter().map(|_| AtomicBool::new(false)).collect());
-        let t_start = Instant::now();
+        let activity = Arc::new(AtomicU64::new(0));
+        let epoch = Instant::now();
         let cfg = XdpRecvConfig {
             dst_port: port,
             one_way_delay: spec.one_way_delay,
-            fin_linger: Duration::from_millis(20),
             stop: Arc::clone(&stop),
-            fins,
-            deadline: t_start + spec.total() + Duration::from_secs(2),
+            fins: Arc::clone(&fins),
+            activity: Arc::clone(&activity),
+            epoch,
             spin: placement.wait == WaitMode::Spin,
+        };
+        // The flows have ended when every FIN was seen and nothing arrived for a moment (the
+        // sender repeats its FIN a few times, 5 ms apart).
+        let ended = || {
+            let quiet = epoch.elapsed().saturating_sub(Duration::from_nanos(activity.load(Ordering::Relaxed)));
+            !fins.is_empty() && fins.iter().all(|f| f.load(Ordering::Relaxed)) && quiet >= FIN_LINGER
         };
         // NIC queue q is served by the thread of test queue q mod queues.
         let dealt = deal_by_queue(&placement.threads, xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect());
@@ -273,11 +285,15 @@ impl XdpReception {
         let t0 = Instant::now();
         let src =
             SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: Some(&ifname), udp: &live };
-        let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
-        let hard_end = t0 + spec.total() + END_GRACE;
-        while !threads.all_finished() && Instant::now() < hard_end {
+        let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &ended);
+        // Datagrams are never retransmitted: nothing arrives long after the sender's end.
+        let hard_end = t0 + spec.total() + RECEIVE_GRACE;
+        while !ended() && Instant::now() < hard_end {
             std::thread::sleep(Duration::from_millis(5));
         }
+        // Detach first, then let the threads empty their rings: the program's `redirected`
+        // then equals what the threads read plus what the sockets dropped, exactly.
+        program.detach();
         stop.store(true, Ordering::Relaxed);
         let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
         let results = threads.join()?;
