@@ -363,6 +363,7 @@ fn main() -> ExitCode {
 }
 
 fn recv(args: RecvArgs) -> Result<u8, Error> {
+    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
         return iperf2_mode::recv(&args);
     }
@@ -425,6 +426,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 }
 
 fn send(args: SendArgs) -> Result<u8, Error> {
+    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
         return iperf2_mode::send(&args);
     }

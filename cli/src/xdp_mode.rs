@@ -56,3 +56,14 @@ pub fn sender(engine: Engine, iface: Option<String>) -> Result<SendTest, Error> 
         }
     }
 }
+
+/// `--iperf2` talks to iperf2 without uringbench's control channel, which the AF_XDP engine
+/// uses to agree on ports and return the receiver's figures.
+pub fn refuse_iperf2(engine: Engine, iperf2: bool) -> Result<(), Error> {
+    if iperf2 && engine == Engine::Xdp {
+        return Err(Error::usage(
+            "--engine xdp works with uringbench at the other end, not with --iperf2 (use --engine uring there)",
+        ));
+    }
+    Ok(())
+}

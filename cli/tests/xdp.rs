@@ -324,6 +324,16 @@ fn bad_input_is_one_line_naming_the_fix() {
     )
     .0;
     one_line_error(&out, 2, "--engine xdp");
+    let out = run_bounded(
+        {
+            let mut c = Command::new(bin());
+            c.args(["send", "-c", RECV_ADDR, "--engine", "xdp", "--iperf2"]);
+            c
+        },
+        Duration::from_secs(5),
+    )
+    .0;
+    one_line_error(&out, 2, "not with --iperf2");
     drop(pair);
     // Jumbo MTU: the path would take it, one UMEM frame would not.
     let jumbo = NetnsPair::up_with_mtu("uxa8", 9000);
