@@ -3,6 +3,7 @@
 mod doctor_cmd;
 mod iperf2_mode;
 mod sweep_cmd;
+mod xdp_mode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::Write;
@@ -16,7 +17,7 @@ use uringbench::report::{Role, SCHEMA_VERSION};
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
 use uringbench::units::{format_bits_per_second, parse_duration, parse_rate, parse_size};
-use uringbench::workload::stream::{run_send, SendOptions};
+use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
 const EXAMPLES: &str = "Examples:
@@ -193,6 +194,15 @@ struct RecvArgs {
     /// Tests served at the same time.
     #[arg(long, default_value_t = 4)]
     max_sessions: usize,
+    /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
+    #[arg(long, value_enum, default_value_t = xdp_mode::Engine::Uring)]
+    engine: xdp_mode::Engine,
+    /// --engine xdp: interface to attach to [default: the one facing each sender].
+    #[arg(long)]
+    iface: Option<String>,
+    /// --engine xdp: where the program runs (auto: native, else generic).
+    #[arg(long, value_enum, default_value_t = xdp_mode::XdpModeArg::Auto)]
+    xdp_mode: xdp_mode::XdpModeArg,
     /// Zero-copy receive (io_uring RECV_ZC) from NIC queue QUEUE.. of IFACE, one queue per
     /// thread; needs header split and flow steering (refused with what is missing).
     #[arg(long, value_name = "IFACE[:QUEUE]")]
@@ -223,6 +233,10 @@ struct SendArgs {
     /// Total offered rate over all flows in bits/s (25G, 500M); 0 = unlimited.
     #[arg(short = 'b', long, value_parser = rate, default_value = "0")]
     rate: u64,
+    /// Total offered rate in datagrams (UDP frames) per second over all flows (e.g. 1M, 250k),
+    /// instead of --rate: the same as --rate PPS x --len x 8.
+    #[arg(long, value_parser = request_rate, conflicts_with = "rate")]
+    pps: Option<f64>,
     /// Sends in flight per flow.
     #[arg(long, default_value_t = 4)]
     depth: u32,
@@ -262,6 +276,12 @@ struct SendArgs {
     /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
+    #[arg(long, value_enum, default_value_t = xdp_mode::Engine::Uring)]
+    engine: xdp_mode::Engine,
+    /// --engine xdp: egress interface [default: the route's to the target].
+    #[arg(long)]
+    iface: Option<String>,
     #[command(flatten)]
     fast: FastPathArgs,
 }
@@ -423,6 +443,7 @@ fn main() -> ExitCode {
 
 fn recv(args: RecvArgs) -> Result<u8, Error> {
     args.fast.apply(args.zc_rx.as_deref())?;
+    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
         return iperf2_mode::recv(&args);
     }
@@ -439,6 +460,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             max_sessions: args.max_sessions,
             ..ServerLimits::default()
         },
+        xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)?,
     };
     let listener = server::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
@@ -485,24 +507,23 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 
 fn send(args: SendArgs) -> Result<u8, Error> {
     args.fast.apply(None)?;
+    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
         return iperf2_mode::send(&args);
     }
-    let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
+    let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
     let mut spec = TestSpec {
-        proto: match (args.proto, args.udp) {
-            (_, true) | (ProtoArg::Udp, _) => Proto::Udp,
-            (ProtoArg::Tcp, false) => Proto::Tcp,
-        },
+        proto: if udp { Proto::Udp } else { Proto::Tcp },
         workload: Workload::Stream,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
         len: len as u32,
-        rate_bps: args.rate,
+        rate_bps: args.pps.map_or(args.rate, |pps| (pps * len as f64 * 8.0).round() as u64),
         zerocopy: zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
@@ -542,7 +563,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     }
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
-        let report = match run_send(&opts) {
+        let report = match run_test(&opts) {
             Ok(r) => r,
             Err(e) if run == 1 => return Err(e),
             Err(e) => {

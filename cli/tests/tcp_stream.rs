@@ -100,14 +100,6 @@ fn recv_serves_consecutive_tests_without_restarting() {
     assert_eq!(log.matches("] done ").count(), 3, "recv reports three finished tests:\n{log}");
 }
 
-fn one_line_error(out: &std::process::Output, code: i32, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "exit code for '{needle}': stderr {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "error must be one line, got:\n{stderr}");
-    assert!(stderr.contains(needle), "error should mention '{needle}': {stderr}");
-    assert!(!stderr.contains("panicked"), "no panics: {stderr}");
-}
-
 #[test]
 fn usage_errors_exit_2_with_one_line() {
     let run = |args: &[&str]| {
@@ -299,15 +291,6 @@ fn reverse_and_bidir_count_every_byte_each_way() {
     }
     let (out, _) = pair.send(&["--target", RECV_ADDR, "-R", "--bidir"], Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(2), "--reverse and --bidir together is a usage error");
-}
-
-/// Runs `uringbench ARGS` without CAP_IPC_LOCK and with RLIMIT_MEMLOCK = `bytes`, as an
-/// unprivileged user would (root's capability otherwise lifts the limit).
-fn low_memlock(pair: &NetnsPair, ns: &str, bytes: &str, args: &[&str]) -> std::process::Output {
-    let limit = format!("--memlock={bytes}:{bytes}");
-    let mut all = vec!["--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", "prlimit", limit.as_str(), bin()];
-    all.extend_from_slice(args);
-    run_bounded(pair.cmd(ns, "setpriv", &all), Duration::from_secs(30)).0
 }
 
 #[test]

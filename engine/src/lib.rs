@@ -46,6 +46,7 @@ pub mod udp;
 pub mod units;
 pub mod verdict;
 pub mod workload;
+pub mod xdp;
 pub mod zcrx;
 
 pub use error::{Error, ErrorKind, Result};

@@ -151,6 +151,9 @@ pub struct SideReport {
     /// UDP tests only.
     pub udp: Option<UdpFigures>,
     pub zerocopy: Option<ZeroCopyFigures>,
+    /// AF_XDP engine (`--engine xdp`): modes obtained and the program's and sockets' counters.
+    #[serde(default)]
+    pub xdp: Option<crate::xdp::XdpFigures>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
     pub errors: Vec<String>,
@@ -222,6 +225,7 @@ impl SideReport {
             host,
             udp: None,
             zerocopy: None,
+            xdp: None,
             complete,
             errors,
         }
@@ -490,6 +494,7 @@ impl StreamReport {
             "path": self.path,
             "host": {"sender": self.sender.host, "receiver": recv.map(|r| &r.host)},
             "zerocopy": self.sender.zerocopy,
+            "xdp": {"sender": self.sender.xdp, "receiver": recv.and_then(|r| r.xdp.as_ref())},
             "sender": {"placement": self.sender.placement, "path": self.sender.path, "complete": self.sender.complete, "errors": self.sender.errors},
             "receiver": recv.map(|r| json!({"placement": r.placement, "path": r.path, "complete": r.complete, "errors": r.errors})),
             "verdict": verdict,

@@ -12,7 +12,7 @@ use crate::placement::{plan, resolve_cpus, BusyPoll};
 use crate::probe::KernelCaps;
 use crate::report::SideReport;
 use crate::ring::BufRing;
-use crate::spec::{Proto, TestSpec, Workload};
+use crate::spec::{Direction, Proto, TestSpec, Workload};
 use crate::transport::tcp_crr;
 use crate::workload::rr::{self, ServerFlows};
 use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
@@ -105,6 +105,9 @@ pub struct ReceiverConfig {
     /// Exit after the first test.
     pub once: bool,
     pub limits: ServerLimits,
+    /// `--engine xdp`: forward UDP tests are received with AF_XDP sockets and uringbench's XDP
+    /// program instead of UDP sockets.
+    pub xdp: Option<crate::xdp::stream::XdpOptions>,
 }
 
 /// What the receiver tells its operator, as it happens.
@@ -306,6 +309,17 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             format!("receiver busy: {running} tests running (limit {max_sessions})"),
         );
     }
+    // With --engine xdp, a forward UDP test's program takes every UDP datagram to the port:
+    // another test that receives UDP here (forward or bidir) must not overlap with it.
+    let udp_in = spec.proto == Proto::Udp && spec.direction != Direction::Reverse;
+    if shared.cfg.xdp.is_some() && udp_in && running > 0 {
+        return refuse(
+            shared,
+            &mut ctl,
+            peer,
+            format!("receiver busy: with --engine xdp, UDP tests run one at a time ({running} other tests running)"),
+        );
+    }
     let threads = (spec.queues as usize).min(shared.cpus.len());
     if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
         let reason =
@@ -385,6 +399,25 @@ fn accept_and_run(
         control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
         return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners, spread), placement).map(|r| (Some(r), None));
+    }
+    if let Some(xdp) = shared.cfg.xdp.as_ref().filter(|_| {
+        spec.proto == Proto::Udp && spec.workload == Workload::Stream && spec.direction == Direction::Forward
+    }) {
+        // Program and sockets first, so the sender's first frames find them; a failure refuses
+        // the test with its reason (and whatever was set up is undone).
+        let reception = match crate::xdp::stream::XdpReception::prepare(ctl, udp_ports, xdp) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = control::write_msg(ctl, &ControlMsg::Refuse { reason: e.message.clone() });
+                return Err(e);
+            }
+        };
+        control::write_msg(
+            ctl,
+            &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: None },
+        )?;
+        announce(shared, ctl, spec, placement);
+        return reception.serve(ctl, spec, placement).map(|r| (Some(r), None));
     }
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).

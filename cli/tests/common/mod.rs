@@ -211,3 +211,21 @@ pub fn u64_at(v: &serde_json::Value, path: &str) -> u64 {
 pub fn f64_at(v: &serde_json::Value, path: &str) -> f64 {
     v.pointer(path).and_then(|x| x.as_f64()).unwrap_or_else(|| panic!("missing number at {path} in {v}"))
 }
+
+/// Asserts a failed command's exit code and that its error is one line naming `needle`, no panic.
+pub fn one_line_error(out: &std::process::Output, code: i32, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "exit code for '{needle}': stderr {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "error must be one line, got:\n{stderr}");
+    assert!(stderr.contains(needle), "error should mention '{needle}': {stderr}");
+    assert!(!stderr.contains("panicked"), "no panics: {stderr}");
+}
+
+/// Runs `uringbench ARGS` without CAP_IPC_LOCK and with RLIMIT_MEMLOCK = `bytes`, as an
+/// unprivileged user would (root's capability otherwise lifts the limit).
+pub fn low_memlock(pair: &NetnsPair, ns: &str, bytes: &str, args: &[&str]) -> std::process::Output {
+    let limit = format!("--memlock={bytes}:{bytes}");
+    let mut all = vec!["--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", "prlimit", limit.as_str(), bin()];
+    all.extend_from_slice(args);
+    run_bounded(pair.cmd(ns, "setpriv", &all), Duration::from_secs(30)).0
+}

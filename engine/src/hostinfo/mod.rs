@@ -17,6 +17,7 @@
 
 pub mod cloud;
 pub mod ifstats;
+pub mod neigh;
 pub(crate) mod netlink;
 pub mod qdisc;
 pub mod route;

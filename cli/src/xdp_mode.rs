@@ -1,0 +1,69 @@
+//! `--engine xdp` on `send` and `recv`: the options that choose the AF_XDP engine and its
+//! interface, turned into the engine's [`XdpOptions`].
+
+use clap::ValueEnum;
+use uringbench::report::StreamReport;
+use uringbench::workload::stream::{run_send, SendOptions};
+use uringbench::xdp::stream::{run_send_xdp, XdpOptions};
+use uringbench::xdp::AttachMode;
+use uringbench::Error;
+
+/// Which engine moves the datagrams.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Engine {
+    /// io_uring over sockets (TCP and UDP).
+    Uring,
+    /// AF_XDP sockets on NIC queues with uringbench's XDP program (UDP).
+    Xdp,
+}
+
+/// Where the receiver's XDP program runs.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpModeArg {
+    /// Native (driver) mode, generic when the driver has no XDP support.
+    Auto,
+    Native,
+    Generic,
+}
+
+/// The receiver's AF_XDP options, or `None` for the socket engine.
+pub fn recv_options(engine: Engine, iface: Option<String>, mode: XdpModeArg) -> Result<Option<XdpOptions>, Error> {
+    if engine == Engine::Uring {
+        if iface.is_some() || mode != XdpModeArg::Auto {
+            return Err(Error::usage("--iface and --xdp-mode apply to --engine xdp"));
+        }
+        return Ok(None);
+    }
+    let program_mode = match mode {
+        XdpModeArg::Auto => None,
+        XdpModeArg::Native => Some(AttachMode::Native),
+        XdpModeArg::Generic => Some(AttachMode::Generic),
+    };
+    Ok(Some(XdpOptions { iface, program_mode }))
+}
+
+/// Runs one send test.
+pub type SendTest = Box<dyn Fn(&SendOptions) -> Result<StreamReport, Error>>;
+
+/// The function that runs one send test with the chosen engine.
+pub fn sender(engine: Engine, iface: Option<String>) -> Result<SendTest, Error> {
+    match engine {
+        Engine::Uring if iface.is_some() => Err(Error::usage("--iface applies to --engine xdp")),
+        Engine::Uring => Ok(Box::new(run_send)),
+        Engine::Xdp => {
+            let xdp = XdpOptions { iface, program_mode: None };
+            Ok(Box::new(move |opts: &SendOptions| run_send_xdp(opts, &xdp)))
+        }
+    }
+}
+
+/// `--iperf2` talks to iperf2 without uringbench's control channel, which the AF_XDP engine
+/// uses to agree on ports and return the receiver's figures.
+pub fn refuse_iperf2(engine: Engine, iperf2: bool) -> Result<(), Error> {
+    if iperf2 && engine == Engine::Xdp {
+        return Err(Error::usage(
+            "--engine xdp works with uringbench at the other end, not with --iperf2 (use --engine uring there)",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! Compiles uringbench's XDP program (`../xdp-prog/uringbench_xdp.c`) to BPF with clang, so
+//! the engine can embed the object (`include_bytes!` in `src/xdp/program.rs`) and no separate
+//! build step or installed file is needed at run time.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let source = manifest.join("../xdp-prog/uringbench_xdp.c");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("uringbench_xdp.o");
+    println!("cargo:rerun-if-changed={}", source.display());
+    println!("cargo:rerun-if-env-changed=CLANG");
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    // The kernel UAPI headers include <asm/types.h>, which Debian keeps under the multiarch
+    // directory; `-target bpf` does not search it by itself.
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let multiarch = format!("/usr/include/{arch}-linux-gnu");
+    let result = Command::new(&clang)
+        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I", &multiarch, "-c"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&out)
+        .output();
+    match result {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "building the XDP program {} with {clang} failed (needs the kernel headers: apt-get install linux-libc-dev):\n{}",
+            source.display(),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!(
+            "cannot run '{clang}' to build the XDP program {} ({e}): install clang (apt-get install clang) or set CLANG to its path",
+            source.display()
+        ),
+    }
+}
