@@ -115,6 +115,26 @@ pub struct UdpFigures {
     pub delay_us: Option<[f64; 3]>,
 }
 
+impl UdpFigures {
+    /// A receiver's figures from its flows' sequence accounting: counts summed, jitter the
+    /// mean of the flows' estimates.
+    pub fn received(flows: &[&crate::udp::seq::SeqStats]) -> Self {
+        let stats = crate::udp::seq::SeqStats::sum(flows.iter().copied());
+        let jitter_us =
+            if flows.is_empty() { 0.0 } else { flows.iter().map(|s| s.jitter_us).sum::<f64>() / flows.len() as f64 };
+        Self {
+            datagrams: stats.received,
+            lost: stats.lost,
+            out_of_order: stats.out_of_order,
+            duplicates: stats.duplicates,
+            expected: stats.expected,
+            jitter_us,
+            refused: 0,
+            delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
+        }
+    }
+}
+
 /// Zero-copy truth for one side (DESIGN §5).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZeroCopyFigures {

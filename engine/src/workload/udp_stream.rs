@@ -288,19 +288,10 @@ fn udp_receive_side(
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.stats.bytes, error: f.error.clone() }).collect();
     let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
-    let stats = SeqStats::sum(flows.iter().map(|f| &f.stats));
-    let jitter =
-        if flows.is_empty() { 0.0 } else { flows.iter().map(|f| f.stats.jitter_us).sum::<f64>() / flows.len() as f64 };
-    report.udp = Some(UdpFigures {
-        datagrams: stats.received,
-        lost: stats.lost,
-        out_of_order: stats.out_of_order,
-        duplicates: stats.duplicates,
-        expected: stats.expected,
-        jitter_us: jitter,
-        refused: 0,
-        delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
-    });
+    let flow_stats: Vec<&SeqStats> = flows.iter().map(|f| &f.stats).collect();
+    let received = UdpFigures::received(&flow_stats);
+    let datagrams = received.datagrams;
+    report.udp = Some(received);
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let coalesced: u64 = results.iter().map(|r| r.coalesced).sum();
     let gro_on = results.iter().all(|r| r.gro);
@@ -309,7 +300,7 @@ fn udp_receive_side(
         "io_uring multishot RECVMSG, {}, SO_RCVBUF {} KiB, {} datagrams in {} completions ({} coalesced)",
         if gro_on { "UDP GRO on" } else { "no GRO: one datagram per completion" },
         rcvbuf / 1024,
-        stats.received,
+        datagrams,
         completions,
         coalesced
     );

@@ -318,22 +318,9 @@ impl XdpReception {
             .map(|(i, s)| FlowOutcome { queue: spec.queue_of_flow(i as u32), bytes: s.bytes, error: None })
             .collect();
         let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
-        let stats = SeqStats::sum(per_flow.iter());
-        let jitter = if per_flow.is_empty() {
-            0.0
-        } else {
-            per_flow.iter().map(|s| s.jitter_us).sum::<f64>() / per_flow.len() as f64
-        };
-        report.udp = Some(UdpFigures {
-            datagrams: stats.received,
-            lost: stats.lost,
-            out_of_order: stats.out_of_order,
-            duplicates: stats.duplicates,
-            expected: stats.expected,
-            jitter_us: jitter,
-            refused: 0,
-            delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
-        });
+        let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>());
+        let datagrams = received.datagrams;
+        report.udp = Some(received);
         let mut sockets = SocketCounters::default();
         let mut notes: Vec<String> = program_note.into_iter().collect();
         for r in &results {
@@ -371,7 +358,7 @@ impl XdpReception {
             notes,
         };
         report.placement = placement.summary.clone();
-        report.path = format!("{}, {} datagrams accounted", figures.describe(), stats.received);
+        report.path = format!("{}, {} datagrams accounted", figures.describe(), datagrams);
         report.xdp = Some(figures);
         Ok(report)
     }
