@@ -186,3 +186,24 @@ fn crr_opens_one_connection_per_transaction_and_counts_failures_by_cause() {
     let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
     assert_eq!(log.matches("answered").count(), 3, "recv served all three crr tests:\n{log}");
 }
+
+#[test]
+fn crr_receiver_out_of_descriptors_pauses_accepting_and_says_so() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubr-emf");
+    // 40 descriptors: the receiver's own plus a few dozen connections, fewer than the 64
+    // the client keeps connecting at once.
+    let recv = pair.spawn_recv_under(&["prlimit", "--nofile=40"], &["--cpus", "1"]);
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["crr", "--target", RECV_ADDR, "-t", "1"]);
+    c.args(["--warmup", "200ms", "-J", "--cpus", "0", "--flows-per-queue", "64", "--timeout", "2s"]);
+    let (out, took) = run_bounded(c, Duration::from_secs(40));
+    assert!(took < Duration::from_secs(15), "bounded, no spin or hang: {took:?}");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let client = u64_at(&doc, "/sum/client/total_transactions");
+    assert!(client > 100, "accepting resumed after each shortage: {client} transactions");
+    assert_eq!(u64_at(&doc, "/sum/server/total_transactions"), client, "no transaction lost on either side");
+    let errors = doc["server"]["errors"].to_string();
+    assert!(errors.contains("ulimit -n"), "the receiver names the fix: {errors}");
+    drop(recv);
+}

@@ -67,7 +67,19 @@ impl NetnsPair {
 
     /// `uringbench recv ARGS` in the receiver namespace, stdout captured; killed when dropped.
     pub fn spawn_recv(&self, args: &[&str]) -> Recv {
-        let mut c = self.cmd(&self.receiver_ns(), bin(), &["recv"]);
+        self.spawn_recv_under(&[], args)
+    }
+
+    /// `uringbench recv ARGS` run by `wrapper` (e.g. `prlimit --nofile=40`).
+    pub fn spawn_recv_under(&self, wrapper: &[&str], args: &[&str]) -> Recv {
+        let mut c = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = self.cmd(&self.receiver_ns(), program, rest);
+                c.args([bin(), "recv"]);
+                c
+            }
+            None => self.cmd(&self.receiver_ns(), bin(), &["recv"]),
+        };
         c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         let child = c.spawn().expect("spawn recv");
         let port = args.iter().position(|a| *a == "--port").map_or("5300", |i| args[i + 1]);

@@ -403,6 +403,9 @@ pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &R
     let mut free: Vec<usize> = Vec::new();
     let mut answered = vec![0u64; listeners.len()];
     let mut errors: Vec<Option<String>> = vec![None; listeners.len()];
+    // Connections open now, and listeners whose accept waits for one of them to close.
+    let mut open_conns = 0usize;
+    let mut paused: Vec<usize> = Vec::new();
     let accept = |cr: &mut CrrRing, l: usize| {
         let entry = opcode::AcceptMulti::new(types::Fd(listeners[l].listener.as_raw_fd())).build();
         cr.push(entry, user_data(l, 0, ACCEPT))
@@ -432,6 +435,7 @@ pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &R
                     let fd = unsafe { OwnedFd::from_raw_fd(res) };
                     let raw = fd.as_raw_fd();
                     let conn = ServerConn { fd, listener: idx, req_done: 0, resp_done: 0 };
+                    open_conns += 1;
                     let slot = match free.pop() {
                         Some(s) => {
                             slots[s] = Some(conn);
@@ -443,11 +447,26 @@ pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &R
                         }
                     };
                     cr.recv(raw, cfg.req_len, user_data(slot, 0, RECV))?;
+                } else if res == -libc::EMFILE || res == -libc::ENFILE {
+                    errors[idx].get_or_insert_with(|| {
+                        format!(
+                            "accept failed: {}: raise the receiver's open-file limit (ulimit -n); accepting \
+                             resumed as connections closed",
+                            errno_text(res)
+                        )
+                    });
                 } else if res != -libc::ECANCELED {
                     errors[idx].get_or_insert_with(|| format!("accept failed: {}", errno_text(res)));
                 }
+                // Out of descriptors (or memory): accepting again at once would only fail
+                // again, in a loop. Wait until a connection of this thread closes.
+                let exhausted = matches!(-res, libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM);
                 if !cqueue::more(flags) && res != -libc::ECANCELED {
-                    accept(&mut cr, idx)?;
+                    if exhausted && open_conns > 0 {
+                        paused.push(idx);
+                    } else {
+                        accept(&mut cr, idx)?;
+                    }
                 }
                 continue;
             }
@@ -475,6 +494,10 @@ pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &R
                 // Dropping the descriptor closes it: the FIN follows the answer.
                 slots[idx] = None;
                 free.push(idx);
+                open_conns -= 1;
+                for l in paused.drain(..) {
+                    accept(&mut cr, l)?;
+                }
             }
         }
     }
