@@ -341,3 +341,21 @@ fn bad_input_is_one_line_naming_the_fix() {
     let (out, _) = jumbo.send(&["--target", RECV_ADDR, "--engine", "xdp", "-l", "5000"], Duration::from_secs(20));
     one_line_error(&out, 2, "UMEM frame");
 }
+
+#[test]
+fn a_spinning_receiver_busy_polls_its_sockets_and_says_so() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uxbp");
+    let recv = pair.spawn_recv(&["--engine", "xdp", "--busy-poll", "on", "--cpus", "1", "--once"]);
+    let mut args = vec!["--engine", "xdp", "--cpus", "0"];
+    args.extend_from_slice(&PACED);
+    let doc = send_json(&pair, &args);
+    let sent = u64_at(&doc, "/sum/sender/datagrams");
+    assert!(sent > 3000, "about 5000 datagrams expected, got {sent}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/datagrams"), sent, "every frame counted: {}", doc["receiver"]);
+    let notes = doc["xdp"]["receiver"]["notes"].to_string();
+    assert!(notes.contains("busy polling: SO_PREFER_BUSY_POLL"), "the kernel took the options: {notes}");
+    let out = recv.finish(Duration::from_secs(10));
+    assert!(out.status.success(), "recv --once: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!xdp_attached(&pair), "program detached after the test");
+}

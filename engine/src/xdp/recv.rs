@@ -40,6 +40,10 @@ pub struct XdpRecvFlow {
     pub live: Option<LiveStats>,
 }
 
+/// Busy-poll time and budget per poll of a spinning receiver's sockets.
+const BUSY_POLL_US: u32 = 20;
+const BUSY_POLL_BUDGET: u32 = 64;
+
 /// How a receiving thread runs.
 #[derive(Clone)]
 pub struct XdpRecvConfig {
@@ -137,6 +141,19 @@ pub fn run(
     let mut batch_bytes = vec![0u64; flows.len()];
     let mut last: Option<((IpAddr, u16), usize)> = None;
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
+    // A spinning thread also has the kernel busy-poll its queues' NAPI from its polls.
+    let mut busy_poll = false;
+    if cfg.spin {
+        let refused: Vec<String> =
+            states.iter().filter_map(|st| st.xsk.enable_busy_poll(BUSY_POLL_US, BUSY_POLL_BUDGET).err()).collect();
+        busy_poll = refused.is_empty();
+        result.notes.push(match refused.first() {
+            None => {
+                format!("busy polling: SO_PREFER_BUSY_POLL, SO_BUSY_POLL {BUSY_POLL_US} us, budget {BUSY_POLL_BUDGET}")
+            }
+            Some(e) => format!("busy polling refused ({e}): spinning on the rings only"),
+        });
+    }
     let mut descs = vec![FrameDesc::default(); BATCH];
     let mut last_publish = Instant::now();
     let mut draining = false;
@@ -222,7 +239,8 @@ pub fn run(
         if got == 0 {
             result.polls += 1;
             for st in states.iter_mut() {
-                if st.xsk.fill.needs_wakeup() {
+                // With busy polling, the poll itself runs the NAPI that fills the RX ring.
+                if busy_poll || st.xsk.fill.needs_wakeup() {
                     // Copy mode on most drivers, and zero-copy with need_wakeup: the kernel
                     // refills only after a poll/recvfrom on the socket.
                     let _ = st.xsk.fill.wakeup(st.xsk.rx.fd_mut(), 0);

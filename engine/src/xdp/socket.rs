@@ -217,6 +217,26 @@ impl XskQueue {
             self.frames.truncate(at);
         }
     }
+    /// Turns on the kernel's busy polling for this socket (SO_PREFER_BUSY_POLL,
+    /// SO_BUSY_POLL `usecs`, SO_BUSY_POLL_BUDGET `budget`): a poll or recvfrom on it then runs
+    /// the queue's NAPI in the caller's context instead of waiting for its interrupt. The
+    /// error names the option the kernel refused (raising SO_BUSY_POLL above
+    /// net.core.busy_read needs CAP_NET_ADMIN).
+    pub fn enable_busy_poll(&self, usecs: u32, budget: u32) -> std::result::Result<(), String> {
+        // asm-generic/socket.h; the libc crate lacks the last two.
+        const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+        const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+        let fd = self.raw_fd();
+        for (name, opt, value) in [
+            ("SO_PREFER_BUSY_POLL", SO_PREFER_BUSY_POLL, 1),
+            ("SO_BUSY_POLL", libc::SO_BUSY_POLL, usecs as libc::c_int),
+            ("SO_BUSY_POLL_BUDGET", SO_BUSY_POLL_BUDGET, budget as libc::c_int),
+        ] {
+            crate::sockopt::set_int(fd, libc::SOL_SOCKET, opt, value).map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// The socket's file descriptor, for the program's XSKMAP.
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
