@@ -56,6 +56,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stream_vs_iperf2 as sv  # noqa: E402
 from stream_vs_iperf2 import (  # noqa: E402  (helpers only; no side effects on import)
     CLK_TCK, Interrupted, _on_sigterm, cpu_busy_jiffies, environment_line, fmt_num,
     fmt_stat, log, parse_json_doc, read_text, summarize, tail_line)
@@ -574,18 +575,11 @@ def parse_args(argv):
     ap.add_argument("--time", type=int, default=10, help="seconds per run (default 10)")
     ap.add_argument("--connections", "-c", type=int, default=64,
                     help="connections for both clients (default 64)")
-    ap.add_argument("--binary", default=DEFAULT_BINARY,
-                    help="uringbench binary (default %s; built with cargo build --release "
-                         "if missing)" % DEFAULT_BINARY)
-    ap.add_argument("--no-build", action="store_true",
-                    help="do not run cargo build --release when the binary is missing")
+    sv.add_common_args(ap)
     ap.add_argument("--wrk", default="wrk", help="wrk binary (default: wrk from PATH)")
     ap.add_argument("--nginx", default="nginx", help="nginx binary (default: nginx)")
     ap.add_argument("--ub-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench http`")
-    ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
-    ap.add_argument("--markdown", action="store_true",
-                    help="print the final table as Markdown (for the README)")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be >= 1")

@@ -513,19 +513,13 @@ def parse_args(argv):
         epilog="Example: sudo python3 benches/rr_vs_peers.py --runs 5 --time 10 --markdown")
     ap.add_argument("--runs", type=int, default=5, help="interleaved runs per tool (default 5)")
     ap.add_argument("--time", type=float, default=10.0, help="seconds per run (default 10)")
-    ap.add_argument("--binary", default=DEFAULT_BINARY,
-                    help="uringbench binary (default %s; built with cargo build --release if "
-                         "missing)" % DEFAULT_BINARY)
-    ap.add_argument("--no-build", action="store_true",
-                    help="do not run cargo build --release when the binary is missing")
+    sv.add_common_args(ap)
     ap.add_argument("--ub-recv-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench recv`")
     ap.add_argument("--ub-rr-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench rr`, e.g. '--busy-poll off'")
     ap.add_argument("--udp", action="store_true",
                     help="UDP request/response: uringbench rr -u vs sockperf (iperf2 sits out)")
-    ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
-    ap.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be >= 1")

@@ -580,6 +580,18 @@ def environment_line():
 # setup
 
 
+def add_common_args(ap):
+    """The options every benchmark script takes: which binary, and the output forms."""
+    ap.add_argument("--binary", default=DEFAULT_BINARY,
+                    help="uringbench binary (default %s; built with cargo build --release "
+                         "if missing)" % DEFAULT_BINARY)
+    ap.add_argument("--no-build", action="store_true",
+                    help="do not run cargo build --release when the binary is missing")
+    ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the final table as Markdown (for the README)")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="uringbench TCP stream vs iperf2 on a local netns pair (needs root).",
@@ -591,19 +603,12 @@ def parse_args(argv):
     ap.add_argument("--queues", default="1,16",
                     help="comma-separated queue counts (= iperf2 -P), default 1,16")
     ap.add_argument("--len", default="128K", help="write/read length, default 128K")
-    ap.add_argument("--binary", default=DEFAULT_BINARY,
-                    help="uringbench binary (default %s; built with cargo build --release "
-                         "if missing)" % DEFAULT_BINARY)
-    ap.add_argument("--no-build", action="store_true",
-                    help="do not run cargo build --release when the binary is missing")
+    add_common_args(ap)
     ap.add_argument("--ub-recv-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench recv`, e.g. '--busy-poll on'")
     ap.add_argument("--ub-send-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench send`")
     ap.add_argument("--mtu", type=int, default=1500, help="veth MTU, default 1500")
-    ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
-    ap.add_argument("--markdown", action="store_true",
-                    help="print the final table as Markdown (for the README)")
     args = ap.parse_args(argv)
     try:
         args.queues = [int(x) for x in args.queues.split(",") if x.strip()]

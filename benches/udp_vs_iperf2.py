@@ -623,19 +623,12 @@ def parse_args(argv):
                          "(uringbench -b, iperf2 -b); default: unpaced")
     ap.add_argument("--tools", default="gso,nogso,iperf2",
                     help="which of gso,nogso,iperf2 to run (default all three)")
-    ap.add_argument("--binary", default=DEFAULT_BINARY,
-                    help="uringbench binary (default %s; built with cargo build --release "
-                         "if missing)" % DEFAULT_BINARY)
-    ap.add_argument("--no-build", action="store_true",
-                    help="do not run cargo build --release when the binary is missing")
+    sv.add_common_args(ap)
     ap.add_argument("--ub-recv-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench recv`")
     ap.add_argument("--ub-send-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench send`")
     ap.add_argument("--mtu", type=int, default=1500, help="veth MTU, default 1500")
-    ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
-    ap.add_argument("--markdown", action="store_true",
-                    help="print the final table as Markdown (for the README)")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be >= 1")

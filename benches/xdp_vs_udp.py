@@ -183,10 +183,7 @@ def parse_args(argv):
     ap.add_argument("--lens", default="22,1470",
                     help="UDP payload lengths (default 22,1470: 64- and 1512-byte frames)")
     ap.add_argument("--tools", default="xdp,xdpg,nogso,iperf2", help="subset of xdp,xdpg,nogso,iperf2")
-    ap.add_argument("--binary", default=DEFAULT_BINARY, help="uringbench binary")
-    ap.add_argument("--no-build", action="store_true", help="do not build a missing binary")
-    ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
-    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    sv.add_common_args(ap)
     args = ap.parse_args(argv)
     if args.runs < 1 or not (0 < args.time <= 600):
         ap.error("--runs >= 1 and --time in (0, 600]")
