@@ -606,32 +606,6 @@ def check_prereqs(args):
     return problems
 
 
-def prepare_binary(args):
-    path = args.binary if os.path.isabs(args.binary) else os.path.join(REPO, args.binary)
-    args.binary_ok, args.binary_problem = False, None
-    if not os.access(path, os.X_OK) and args.binary == DEFAULT_BINARY and not args.no_build:
-        log("%s missing: running cargo build --release (max 30 min)" % args.binary)
-        try:
-            r = subprocess.run(["cargo", "build", "--release"], cwd=REPO, timeout=1800,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            if r.returncode != 0:
-                lines = r.stderr.strip().splitlines()
-                errors = [l.strip() for l in lines if l.startswith("error")] or lines[-2:]
-                args.binary_problem = "cargo build --release failed: %s" % (
-                    " | ".join(errors[:2])[:300])
-        except FileNotFoundError:
-            args.binary_problem = "binary missing and cargo not found"
-        except subprocess.TimeoutExpired:
-            args.binary_problem = "cargo build --release timed out"
-    if os.access(path, os.X_OK):
-        args.binary, args.binary_ok = path, True
-    elif args.binary_problem is None:
-        args.binary_problem = "binary not found: %s" % path
-    if not args.binary_ok:
-        log("uringbench unavailable (%s): its runs will be reported as failed"
-            % args.binary_problem)
-
-
 def wrk_version(wrk):
     try:
         r = subprocess.run([wrk, "-v"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -640,16 +614,6 @@ def wrk_version(wrk):
         return ("wrk " + m.group(1)) if m else None
     except (OSError, subprocess.TimeoutExpired):
         return None
-
-
-def idle_check():
-    a = cpu_busy_jiffies()
-    time.sleep(1.0)
-    b = cpu_busy_jiffies()
-    busy = {c: (b[c] - a[c]) / CLK_TCK for c in a if (b[c] - a[c]) / CLK_TCK > 0.15}
-    if busy:
-        log("warning: machine not idle before the benchmark (%s busy in 1 s): numbers will "
-            "be noisy" % ", ".join("cpu%d %.0f%%" % (c, v * 100) for c, v in sorted(busy.items())))
 
 
 def progress(res, total_runs):
@@ -687,8 +651,8 @@ def main(argv):
     rc = 0
     nginx = None
     try:
-        prepare_binary(args)
-        idle_check()
+        sv.prepare_binary(args)
+        sv.idle_check()
         with tempfile.TemporaryDirectory(prefix="ubhttp-") as tmp:
             nginx = Nginx(args.nginx, tmp)
             nginx.start()
