@@ -589,18 +589,9 @@ def main(argv):
         log("error: %s" % e)
         rc = 1
     finally:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            sv.stop_all()
-            if pair_up or rc in (1, 130):
-                try:
-                    sv.pair("down")
-                except (RuntimeError, subprocess.TimeoutExpired) as e:
-                    log("warning: could not remove netns pair %s: %s" % (PAIR, e))
-                    rc = rc or 1
-        finally:
-            signal.signal(signal.SIGINT, old)
+        down = (lambda: sv.pair("down")) if pair_up or rc in (1, 130) else None
+        if not sv.teardown(down, PAIR):
+            rc = rc or 1
 
     if rc == 0 and not any(r["ok"] for r in results):
         rc = 1

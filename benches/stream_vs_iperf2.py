@@ -671,8 +671,9 @@ def prepare_binary(args):
             args.binary_problem)
 
 
-def pair(action, mtu=None):
-    cmd = ["bash", PAIR_SCRIPT, action, "--name", PAIR]
+def pair(action, mtu=None, name=None):
+    """scripts/netns-pair.sh ACTION for the pair `name` (default: this module's PAIR)."""
+    cmd = ["bash", PAIR_SCRIPT, action, "--name", name or PAIR]
     if mtu is not None:
         cmd += ["--mtu", str(mtu)]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -681,6 +682,25 @@ def pair(action, mtu=None):
         raise RuntimeError("%s failed (rc %d): %s" % (shlex.join(cmd), r.returncode,
                                                       r.stdout.strip()))
     return r.stdout.strip()
+
+
+def teardown(pair_down, name):
+    """Ends a benchmark run however it ended: stops every child process, then calls
+    `pair_down` (None when no netns pair was set up), with Ctrl-C and SIGTERM ignored so the
+    cleanup completes. Returns False when the pair could not be removed."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        stop_all()
+        if pair_down is not None:
+            try:
+                pair_down()
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+                log("warning: could not remove netns pair %s: %s" % (name, e))
+                return False
+        return True
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def idle_check():
@@ -754,19 +774,9 @@ def main(argv):
         log("error: %s" % e)
         rc = 1
     finally:
-        # ignore further Ctrl-C while cleaning up, so cleanup completes
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            stop_all()
-            if pair_up or rc == 130:
-                try:
-                    pair("down")
-                except (RuntimeError, subprocess.TimeoutExpired) as e:
-                    log("warning: could not remove netns pair %s: %s" % (PAIR, e))
-                    rc = rc or 1
-        finally:
-            signal.signal(signal.SIGINT, old)
+        down = (lambda: pair("down")) if pair_up or rc == 130 else None
+        if not teardown(down, PAIR):
+            rc = rc or 1
 
     table = build_summary(results, args.queues)
     if args.json_out:

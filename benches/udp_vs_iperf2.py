@@ -80,7 +80,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stream_vs_iperf2 as sv  # noqa: E402  (shared helpers; not modified)
 
 from stream_vs_iperf2 import (  # noqa: E402
-    log, spawn, stop, stop_all, run_bounded, read_text, tail_line, cpu_busy_jiffies, parse_json_doc,
+    log, spawn, stop, run_bounded, read_text, tail_line, cpu_busy_jiffies, parse_json_doc,
     cpu_delta_s, summarize, fmt_num, fmt_stat, time_arg, environment_line, idle_check,
     check_prereqs, prepare_binary, Interrupted, CLK_TCK, REPO, PAIR_SCRIPT,
     DEFAULT_BINARY, CPU_SEND, CPU_RECV, ADDR_RECV,
@@ -116,15 +116,8 @@ def label(tool):
 
 
 def pair(action, mtu=None):
-    cmd = ["bash", PAIR_SCRIPT, action, "--name", PAIR]
-    if mtu is not None:
-        cmd += ["--mtu", str(mtu)]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError("%s failed (rc %d): %s" % (shlex.join(cmd), r.returncode,
-                                                      r.stdout.strip()))
-    return r.stdout.strip()
+    # PAIR is read at call time: xdp_vs_udp.py points it at its own pair.
+    return sv.pair(action, mtu, name=PAIR)
 
 
 def port_listening(port, proto):
@@ -702,18 +695,8 @@ def main(argv):
         log("error: %s" % e)
         rc = 1
     finally:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            stop_all()
-            if pair_tried:
-                try:
-                    pair("down")
-                except (RuntimeError, subprocess.TimeoutExpired) as e:
-                    log("warning: could not remove netns pair %s: %s" % (PAIR, e))
-                    rc = rc or 1
-        finally:
-            signal.signal(signal.SIGINT, old)
+        if not sv.teardown((lambda: pair("down")) if pair_tried else None, PAIR):
+            rc = rc or 1
 
     summary = build_summary(results, args.tools, args.rate_bps)
     if args.json_out:

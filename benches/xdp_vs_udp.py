@@ -55,7 +55,7 @@ import stream_vs_iperf2 as sv  # noqa: E402  (shared process/CPU/formatting help
 import udp_vs_iperf2 as uv  # noqa: E402  (UDP runners and parsers, reused as they are)
 
 from stream_vs_iperf2 import (  # noqa: E402
-    log, stop_all, summarize, fmt_num, fmt_stat, environment_line, idle_check,
+    log, summarize, fmt_num, fmt_stat, environment_line, idle_check,
     check_prereqs, prepare_binary, Interrupted, REPO, DEFAULT_BINARY, CPU_SEND, CPU_RECV,
 )
 
@@ -239,17 +239,8 @@ def main(argv):
         log("error: %s" % e)
         rc = 1
     finally:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            stop_all()
-            if pair_tried:
-                try:
-                    uv.pair("down")
-                except Exception as e:  # noqa: BLE001  (report, keep the results)
-                    log("warning: could not remove netns pair %s: %s" % (uv.PAIR, e))
-                    rc = rc or 1
-        finally:
-            signal.signal(signal.SIGINT, old)
+        if not sv.teardown((lambda: uv.pair("down")) if pair_tried else None, uv.PAIR):
+            rc = rc or 1
     summary = build_summary(results, args.lens, args.tools)
     if args.json_out:
         with open(args.json_out, "w") as f:
