@@ -35,32 +35,14 @@ SWEEP_REPEAT=3
 RESULTS=""
 KEEP=0
 
-usage() {
-    sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
-}
-
-while [ $# -gt 0 ]; do
+RECIPE_OPTIONS="--region --instance-type"
+recipe_option() {
     case "$1" in
-        --region|--instance-type|--prefix|--queues|--time|--sweep|--repeat|--out)
-            [ $# -ge 2 ] || { echo "$PROG: $1 needs a value" >&2; exit 2; }
-            case "$1" in
-                --region) REGION=$2 ;;
-                --instance-type) INSTANCE_TYPE=$2 ;;
-                --prefix) PREFIX=$2 ;;
-                --queues) QUEUES=$2 ;;
-                --time) TEST_TIME=$2 ;;
-                --sweep) SWEEP_QUEUES=$2 ;;
-                --repeat) SWEEP_REPEAT=$2 ;;
-                --out) RESULTS=$2 ;;
-            esac
-            shift
-            ;;
-        --keep) KEEP=1 ;;
-        -h|--help) usage; exit 0 ;;
-        *) echo "$PROG: unknown argument '$1'" >&2; usage; exit 2 ;;
+        --region) REGION=$2 ;;
+        --instance-type) INSTANCE_TYPE=$2 ;;
     esac
-    shift
-done
+}
+recipe_parse_args "$@"
 
 [[ "$PREFIX" =~ ^[A-Za-z][A-Za-z0-9-]{0,40}$ ]] || { echo "$PROG: bad --prefix" >&2; exit 2; }
 command -v aws >/dev/null || die "aws CLI not found"

@@ -23,6 +23,43 @@ die() {
     exit 1
 }
 
+usage() {
+    sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
+}
+
+# Parses a recipe's command line: the options every recipe takes (--prefix, --queues,
+# --time, --sweep, --repeat, --out, --keep, --help) and the recipe's own, which it lists in
+# RECIPE_OPTIONS and sets in its recipe_option NAME VALUE. Bad input: one line, exit 2.
+# shellcheck disable=SC2034  # the variables are the recipe's settings, read there
+recipe_parse_args() {
+    local prog=${0##*/}
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --keep) KEEP=1; shift; continue ;;
+            -h|--help) usage; exit 0 ;;
+            --prefix|--queues|--time|--sweep|--repeat|--out) ;;
+            *)
+                if ! [[ " $RECIPE_OPTIONS " == *" $1 "* ]]; then
+                    echo "$prog: unknown argument '$1'" >&2
+                    usage
+                    exit 2
+                fi
+                ;;
+        esac
+        [ $# -ge 2 ] || { echo "$prog: $1 needs a value" >&2; exit 2; }
+        case "$1" in
+            --prefix) PREFIX=$2 ;;
+            --queues) QUEUES=$2 ;;
+            --time) TEST_TIME=$2 ;;
+            --sweep) SWEEP_QUEUES=$2 ;;
+            --repeat) SWEEP_REPEAT=$2 ;;
+            --out) RESULTS=$2 ;;
+            *) recipe_option "$1" "$2" ;;
+        esac
+        shift 2
+    done
+}
+
 # The build script run as root on each VM: toolchain, release build, binary in /usr/local/bin.
 build_script() {
     cat <<'BUILD'
