@@ -274,6 +274,14 @@ fn path_text(spec: &TestSpec, client: bool) -> String {
     }
 }
 
+/// The client's flows of a transaction test, by transport, with the queue of each.
+enum ClientFlows {
+    Tcp(Vec<(u32, RrFlow)>),
+    Udp(Vec<(u32, UdpRrFlow)>),
+    /// crr: flow slots, and the server's listening address for the test.
+    Crr(Vec<(u32, CrrFlow)>, SocketAddr),
+}
+
 /// Spawns one client thread per planned CPU over `items`, dealt by queue.
 fn spawn<T, F>(placement: &Placement, items: Vec<(u32, T)>, body: F) -> Result<QueueThreads<RrClientResult>>
 where
@@ -294,18 +302,15 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
     let worker_counters = Arc::clone(&counters);
     let placement = session.placement.clone();
     let queue_of = |flow: u32| spec.queue_of_flow(flow);
-    let (threads, t0) = match (spec.workload, spec.proto) {
+    // Open (or announce) the flows the server waits for, by transport.
+    let flows = match (spec.workload, spec.proto) {
         (Workload::Crr, _) => {
             session.negotiate(spec, Vec::new())?;
             let port = session.data_port.ok_or_else(|| {
                 Error::protocol(format!("receiver {peer} accepted a crr test without a port to connect to"))
             })?;
-            let target = SocketAddr::new(session.target_ip, port);
             let items = (0..spec.flows()).map(|f| (queue_of(f), CrrFlow { queue: queue_of(f) })).collect();
-            session.wait_ready()?;
-            let t0 = Instant::now();
-            let cfg = config(spec, &placement, t0, &stop);
-            (spawn(&placement, items, move |flows| tcp_crr::run_client(flows, target, &worker_counters, &cfg))?, t0)
+            ClientFlows::Crr(items, SocketAddr::new(session.target_ip, port))
         }
         (_, Proto::Udp) => {
             let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
@@ -317,10 +322,7 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
                 socket.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
                 items.push((queue_of(flow), UdpRrFlow { socket, queue: queue_of(flow) }));
             }
-            session.wait_ready()?;
-            let t0 = Instant::now();
-            let cfg = config(spec, &placement, t0, &stop);
-            (spawn(&placement, items, move |flows| udp_rr::run_client(flows, &worker_counters, &cfg))?, t0)
+            ClientFlows::Udp(items)
         }
         (_, Proto::Tcp) => {
             session.negotiate(spec, Vec::new())?;
@@ -333,10 +335,21 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
                     .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
                 items.push((queue_of(flow), RrFlow { stream, queue: queue_of(flow) }));
             }
-            session.wait_ready()?;
-            let t0 = Instant::now();
-            let cfg = config(spec, &placement, t0, &stop);
-            (spawn(&placement, items, move |flows| tcp_rr::run_client(flows, &worker_counters, &cfg))?, t0)
+            ClientFlows::Tcp(items)
+        }
+    };
+    session.wait_ready()?;
+    let t0 = Instant::now();
+    let cfg = config(spec, &placement, t0, &stop);
+    let threads = match flows {
+        ClientFlows::Tcp(items) => {
+            spawn(&placement, items, move |flows| tcp_rr::run_client(flows, &worker_counters, &cfg))?
+        }
+        ClientFlows::Udp(items) => {
+            spawn(&placement, items, move |flows| udp_rr::run_client(flows, &worker_counters, &cfg))?
+        }
+        ClientFlows::Crr(items, target) => {
+            spawn(&placement, items, move |flows| tcp_crr::run_client(flows, target, &worker_counters, &cfg))?
         }
     };
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
