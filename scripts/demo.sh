@@ -6,11 +6,14 @@
 # Creates the netns pair "ubdemo" (scripts/netns-pair.sh), runs `uringbench recv --once` in
 # ubdemo-b and a 5 s `uringbench send` from ubdemo-a, prints the report, removes the pair.
 # Receiver and sender get a CPU each when the machine has two or more.
-# Needs root and iproute2.
+# Needs root and a Rust toolchain; the system packages it lacks (compilers and headers for the
+# build, iproute2) are installed first by scripts/install-deps.sh, which says what it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export PATH="$HOME/.cargo/bin:$PATH"
+command -v cargo >/dev/null || { echo "demo.sh: cargo not found: install Rust first (https://rustup.rs)" >&2; exit 1; }
+scripts/install-deps.sh --build --quiet
 cargo build --release --quiet
 bin=target/release/uringbench
 name=ubdemo

@@ -12,8 +12,38 @@ use std::time::{Duration, Instant};
 /// Traffic tests share two CPUs; running them one at a time keeps timings meaningful.
 static TRAFFIC: Mutex<()> = Mutex::new(());
 
-pub fn serial() -> MutexGuard<'static, ()> {
-    TRAFFIC.lock().unwrap_or_else(|p| p.into_inner())
+/// Held while a traffic test runs: one at a time in this process (the mutex) and across
+/// processes (an exclusive flock), so test runs from two checkouts on one machine do not share
+/// the CPUs either.
+pub struct Serial {
+    _lock: FileLock,
+    _guard: MutexGuard<'static, ()>,
+}
+
+pub fn serial() -> Serial {
+    let guard = TRAFFIC.lock().unwrap_or_else(|p| p.into_inner());
+    Serial { _lock: FileLock::exclusive("traffic"), _guard: guard }
+}
+
+/// An exclusive `flock` on /tmp/uringbench-test-NAME.lock, released when dropped (or when the
+/// process dies, so a killed test run never leaves it held).
+pub struct FileLock(std::fs::File);
+
+impl FileLock {
+    pub fn exclusive(name: &str) -> Self {
+        use std::os::fd::AsRawFd;
+        let path = format!("/tmp/uringbench-test-{name}.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("open {path}: {e}"));
+        // SAFETY: flock on a descriptor this function owns; blocking is intended.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock {path}: {}", std::io::Error::last_os_error());
+        Self(file)
+    }
 }
 
 pub const RECV_ADDR: &str = "10.77.0.2";
@@ -26,9 +56,11 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/netns-pair.sh")
 }
 
-/// A netns pair that removes itself when dropped.
+/// A netns pair that removes itself when dropped. While it exists it holds a lock on its
+/// name, so two test runs on one machine never build or remove the same pair at once.
 pub struct NetnsPair {
     pub name: String,
+    _lock: FileLock,
 }
 
 impl NetnsPair {
@@ -39,13 +71,14 @@ impl NetnsPair {
     pub fn up_with_mtu(name: &str, mtu: u32) -> Self {
         // SAFETY: geteuid has no preconditions.
         assert_eq!(unsafe { libc::geteuid() }, 0, "netns tests need root (CI runs as root)");
+        let lock = FileLock::exclusive(&format!("netns-{name}"));
         let out = Command::new("bash")
             .arg(script())
             .args(["up", "--name", name, "--mtu", &mtu.to_string()])
             .output()
             .expect("run netns-pair.sh");
         assert!(out.status.success(), "netns-pair.sh up failed: {}", String::from_utf8_lossy(&out.stderr));
-        Self { name: name.to_string() }
+        Self { name: name.to_string(), _lock: lock }
     }
 
     pub fn sender_ns(&self) -> String {

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# install-deps.sh: the one list of system packages uringbench needs, and their installer.
+#
+#   scripts/install-deps.sh [--build] [--test] [--peers] [--lab] [--fleet] [--list] [--quiet]
+#
+# Groups (the run group is always included):
+#   run      what the binary uses at run time: iproute2, ethtool, libelf, zlib
+#   --build  compile uringbench: clang and llvm (the XDP program, built to BPF), libelf and
+#            zlib headers, m4 and make (libxdp and libbpf are built from source), libpcap,
+#            the kernel UAPI headers, pkg-config, a C toolchain
+#   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2,
+#            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check)
+#   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
+#   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client
+#   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
+#
+# Debian and Ubuntu (apt) and Fedora, RHEL and their rebuilds (dnf). Installs only what is
+# missing, says what it installs, and changes nothing when all is present (so it is safe to
+# run before every build). With --list it prints the missing packages and installs nothing.
+# On another distribution it stops with one line naming the packages to install by hand.
+# Installing needs root (or sudo).
+set -euo pipefail
+prog=${0##*/}
+
+groups=(run)
+list_only=0
+quiet=0
+for arg in "$@"; do
+    case "$arg" in
+        --build | --test | --peers | --lab | --fleet) groups+=("${arg#--}") ;;
+        --list) list_only=1 ;;
+        --quiet) quiet=1 ;;
+        -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "$prog: unknown argument '$arg' (see $prog --help)" >&2; exit 2 ;;
+    esac
+done
+
+# One table: group, Debian package, Fedora/RHEL package ("-" where the distribution has none
+# or another package of the list already provides it).
+packages() {
+    cat <<'TABLE'
+run    iproute2          iproute
+run    ethtool           ethtool
+run    libelf1           elfutils-libelf
+run    zlib1g            zlib
+build  build-essential   gcc
+build  make              make
+build  clang             clang
+build  llvm              llvm
+build  libelf-dev        elfutils-libelf-devel
+build  zlib1g-dev        zlib-devel
+build  pkg-config        pkgconf-pkg-config
+build  m4                m4
+build  libpcap-dev       libpcap-devel
+build  linux-libc-dev    kernel-headers
+test   iputils-ping      iputils
+test   iptables          iptables
+test   procps            procps-ng
+test   python3           python3
+test   iperf             iperf
+test   nginx-light       nginx
+test   bpftool           bpftool
+test   shellcheck        ShellCheck
+test   ruby              ruby
+test   man-db            man-db
+test   debootstrap       debootstrap
+test   systemd           systemd
+test   xz-utils          xz
+peers  iperf             iperf
+peers  iperf3            iperf3
+peers  sockperf          sockperf
+peers  wrk               wrk
+peers  nginx-light       nginx
+lab    qemu-system-x86   qemu-system-x86-core
+lab    debootstrap       debootstrap
+lab    openssh-client    openssh-clients
+lab    xz-utils          xz
+fleet  openssh-server    openssh-server
+fleet  openssh-client    openssh-clients
+fleet  python3-venv      python3
+TABLE
+}
+
+distro=unknown
+if [ -r /etc/os-release ]; then
+    # shellcheck disable=SC1091
+    . /etc/os-release
+    case " ${ID:-} ${ID_LIKE:-} " in
+        *" debian "* | *" ubuntu "*) distro=debian ;;
+        *" fedora "* | *" rhel "* | *" centos "*) distro=fedora ;;
+    esac
+fi
+
+wanted=()
+while read -r group deb rpm; do
+    [[ " ${groups[*]} " == *" $group "* ]] || continue
+    pkg=$deb
+    [ "$distro" = fedora ] && pkg=$rpm
+    [ "$pkg" = - ] && continue
+    [[ " ${wanted[*]} " == *" $pkg "* ]] || wanted+=("$pkg")
+done < <(packages)
+
+if [ "$distro" = unknown ]; then
+    echo "$prog: unknown distribution '${ID:-?}' (no apt or dnf); install by hand (Debian names): ${wanted[*]}" >&2
+    exit 2
+fi
+
+installed() {
+    if [ "$distro" = debian ]; then
+        [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+    else
+        rpm -q --whatprovides "$1" >/dev/null 2>&1
+    fi
+}
+
+missing=()
+for pkg in "${wanted[@]}"; do
+    installed "$pkg" || missing+=("$pkg")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    [ "$quiet" = 1 ] || echo "$prog: all ${#wanted[@]} packages for ${groups[*]} are installed"
+    exit 0
+fi
+if [ "$list_only" = 1 ]; then
+    printf '%s\n' "${missing[@]}"
+    exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "$prog: not root and no sudo; as root install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+fi
+echo "$prog: installing ${missing[*]} (missing for ${groups[*]})"
+if [ "$distro" = debian ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    # The BPF tool and a few test tools live in EPEL on RHEL and its rebuilds.
+    "${sudo[@]}" dnf install -y -q "${missing[@]}"
+fi
+still=()
+for pkg in "${missing[@]}"; do
+    installed "$pkg" || still+=("$pkg")
+done
+if [ "${#still[@]}" -gt 0 ]; then
+    echo "$prog: the package manager finished but these are still missing: ${still[*]}" >&2
+    exit 1
+fi
