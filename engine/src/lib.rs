@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod error;
 pub mod export;
 pub mod fastpath;
+pub mod fleet;
 pub mod hostinfo;
 pub mod http1;
 pub mod iperf2;
