@@ -148,14 +148,9 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
 /// `report --fleet DIR`: the merged tables on stdout, the merged files in the folder, and
 /// exit 1 when a planned run failed (the text lists them).
 fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
-    let attributes: Vec<String> = if args.by.is_empty() {
-        fleet::DEFAULT_ATTRIBUTES.iter().map(|a| a.to_string()).collect()
-    } else {
-        let mut v: Vec<String> = args.by.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
-        v.dedup();
-        v
-    };
-    let report = FleetReport::load(dir, &attributes)?;
+    let mut asked: Vec<String> = args.by.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+    asked.dedup();
+    let report = FleetReport::load(dir, (!asked.is_empty()).then_some(asked.as_slice()))?;
     let out_dir = args.out.as_deref().unwrap_or(dir);
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
     let doc = serde_json::to_string_pretty(&report.to_json())
@@ -164,7 +159,7 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
     write_file(&written[0], &format!("{doc}\n"))?;
     write_file(&written[1], &fleet::csv::to_csv(&report))?;
     write_file(&written[2], &fleet::heatmap::to_svg(&report))?;
-    for attr in attributes.iter().filter(|a| *a != "address") {
+    for attr in report.summaries.iter().map(|s| &s.attribute).filter(|a| *a != "address" && *a != "entry") {
         let name: String = attr.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let path = out_dir.join(format!("by-{name}.svg"));
         write_file(&path, &report.attribute_chart(attr).to_svg())?;

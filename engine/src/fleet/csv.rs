@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn one_row_per_planned_run_with_fact_columns() {
         let (plan, records) = plan_and_records();
-        let report = FleetReport::merge(&plan, &records, &[]).unwrap();
+        let report = FleetReport::merge(&plan, &records, None).unwrap();
         let csv = to_csv(&report);
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 25, "header and 24 runs");

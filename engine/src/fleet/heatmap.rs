@@ -1,5 +1,6 @@
 //! The fleet matrix as an SVG heatmap: senders down, receivers across, one matrix per kind of
-//! address, each cell the median received Gbit/s of that ordered pair. Failed pairs are
+//! address (and per plan entry, when there are several), each cell the median received
+//! Gbit/s of that ordered pair. Failed pairs are
 //! marked, the diagonal (a host to itself) is greyed out. Cells carry `data-*` attributes so
 //! tests and scripts can read the figures back.
 
@@ -28,15 +29,16 @@ pub fn to_svg(report: &FleetReport) -> String {
             }
         }
     }
-    let mut addresses: Vec<&str> = Vec::new();
+    let mut blocks: Vec<(&str, &str)> = Vec::new();
     for p in &report.pairs {
-        if !addresses.contains(&p.address.as_str()) {
-            addresses.push(&p.address);
+        if !blocks.contains(&(p.entry.as_str(), p.address.as_str())) {
+            blocks.push((&p.entry, &p.address));
         }
     }
+    let several_entries = blocks.iter().any(|b| b.0 != blocks[0].0);
     let n = hosts.len() as f64;
     let block = LABEL + n * CELL + GAP;
-    let width = (block * addresses.len().max(1) as f64).max(360.0);
+    let width = (block * blocks.len().max(1) as f64).max(360.0);
     let height = TOP + LABEL + n * CELL + 40.0;
     let max = report
         .pairs
@@ -55,11 +57,19 @@ pub fn to_svg(report: &FleetReport) -> String {
         r#"<text id="title" x="10" y="24" font-size="16">uringbench fleet: median received Gbit/s, sender (rows) to receiver (columns), {} runs</text>"#,
         report.runs.len()
     );
-    for (b, addr) in addresses.iter().enumerate() {
+    for (b, (entry, addr)) in blocks.iter().enumerate() {
         let x0 = b as f64 * block + LABEL;
         let y0 = TOP + LABEL;
-        let _ = writeln!(s, r#"<g class="heatmap" id="heatmap-{0}" data-address="{0}">"#, escape(addr));
-        let _ = writeln!(s, r#"<text x="{x0}" y="{}" font-size="14">{} address</text>"#, TOP - 10.0, escape(addr));
+        let id = if several_entries { format!("{entry}-{addr}") } else { addr.to_string() };
+        let _ = writeln!(
+            s,
+            r#"<g class="heatmap" id="heatmap-{}" data-entry="{}" data-address="{}">"#,
+            escape(&id),
+            escape(entry),
+            escape(addr)
+        );
+        let caption = if several_entries { format!("{entry}, {addr} address") } else { format!("{addr} address") };
+        let _ = writeln!(s, r#"<text x="{x0}" y="{}" font-size="14">{}</text>"#, TOP - 10.0, escape(&caption));
         for (i, h) in hosts.iter().enumerate() {
             let h = escape(h);
             let _ = writeln!(
@@ -79,7 +89,10 @@ pub fn to_svg(report: &FleetReport) -> String {
         for (i, snd) in hosts.iter().enumerate() {
             for (j, rcv) in hosts.iter().enumerate() {
                 let (x, y) = (x0 + j as f64 * CELL, y0 + i as f64 * CELL);
-                let pair = report.pairs.iter().find(|p| p.sender == *snd && p.receiver == *rcv && p.address == *addr);
+                let pair = report
+                    .pairs
+                    .iter()
+                    .find(|p| p.entry == *entry && p.sender == *snd && p.receiver == *rcv && p.address == *addr);
                 let attrs = format!(r#"data-sender="{}" data-receiver="{}""#, escape(snd), escape(rcv));
                 let Some(p) = pair else {
                     let _ = writeln!(
@@ -136,7 +149,7 @@ mod tests {
     #[test]
     fn one_matrix_per_address_with_a_cell_per_pair() {
         let (plan, records) = plan_and_records();
-        let report = FleetReport::merge(&plan, &records, &[]).unwrap();
+        let report = FleetReport::merge(&plan, &records, None).unwrap();
         let svg = to_svg(&report);
         assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches(r#"class="heatmap""#).count(), 2);

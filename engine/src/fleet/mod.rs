@@ -1,5 +1,5 @@
 //! `uringbench report --fleet DIR`: merges what the Ansible `run` role collected from many
-//! hosts into one report: a row per pair (sender, receiver, address), summaries by a host
+//! hosts into one report: a row per pair (plan entry, sender, receiver, address), summaries by a host
 //! attribute (vCPUs, machine type, ...) and by address, the failed runs, and the merged data
 //! as JSON ([`FleetReport::to_json`]), CSV ([`csv`]) and SVG ([`heatmap`], plus
 //! [`FleetReport::attribute_chart`]).
@@ -59,11 +59,20 @@ impl FleetRun {
         self.error.is_some()
     }
 
+    /// Whether the run belongs to the pair: the same plan entry (the same options), the same
+    /// two hosts in the same direction, the same kind of address.
+    pub fn of_pair(&self, p: &PairSummary) -> bool {
+        self.entry == p.entry && self.sender == p.sender && self.receiver == p.receiver && self.address == p.address
+    }
+
     /// A host attribute: `NAME` is the sender's fact, `receiver.NAME` the receiver's, and
-    /// `address` the address kind. None when the host did not report it.
+    /// `address` the address kind, `entry` the plan entry. None when the host did not
+    /// report it.
     pub fn attribute(&self, attr: &str) -> Option<String> {
-        if attr == "address" {
-            return Some(self.address.clone());
+        match attr {
+            "address" => return Some(self.address.clone()),
+            "entry" => return Some(self.entry.clone()),
+            _ => {}
         }
         let (facts, name) = match attr.strip_prefix("receiver.") {
             Some(name) => (&self.receiver_facts, name),
@@ -115,9 +124,10 @@ impl Aggregate {
     }
 }
 
-/// One ordered pair over one kind of address.
+/// One ordered pair over one kind of address, in one plan entry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairSummary {
+    pub entry: String,
     pub sender: String,
     pub receiver: String,
     pub address: String,
@@ -158,8 +168,9 @@ pub struct FleetReport {
 pub const DEFAULT_ATTRIBUTES: &[&str] = &["address", "vcpus"];
 
 impl FleetReport {
-    /// Reads `DIR/plan.json` and `DIR/runs/*.json` and summarises by `attributes`.
-    pub fn load(dir: &Path, attributes: &[String]) -> Result<Self> {
+    /// Reads `DIR/plan.json` and `DIR/runs/*.json` and summarises by `attributes` (None:
+    /// those of [`DEFAULT_ATTRIBUTES`] that some host reported).
+    pub fn load(dir: &Path, attributes: Option<&[String]>) -> Result<Self> {
         let read = |p: &Path| -> Result<Value> {
             let text = std::fs::read_to_string(p).map_err(|e| Error::usage(format!("{}: {e}", p.display())))?;
             serde_json::from_str(&text).map_err(|e| Error::usage(format!("{}: not JSON: {e}", p.display())))
@@ -193,7 +204,7 @@ impl FleetReport {
     }
 
     /// Merges a plan with the run records (by run id).
-    pub fn merge(plan: &Value, records: &BTreeMap<String, Value>, attributes: &[String]) -> Result<Self> {
+    pub fn merge(plan: &Value, records: &BTreeMap<String, Value>, attributes: Option<&[String]>) -> Result<Self> {
         if plan["kind"] != "fleet-plan" {
             return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
         }
@@ -208,38 +219,42 @@ impl FleetReport {
         Self::of_runs(runs, attributes)
     }
 
-    pub fn of_runs(runs: Vec<FleetRun>, attributes: &[String]) -> Result<Self> {
-        let mut keys: Vec<(String, String, String)> = Vec::new();
+    /// An attribute asked for that no run has is a usage error (a typo, most likely).
+    pub fn of_runs(runs: Vec<FleetRun>, attributes: Option<&[String]>) -> Result<Self> {
+        let mut pairs: Vec<PairSummary> = Vec::new();
         for r in &runs {
-            let k = (r.sender.clone(), r.receiver.clone(), r.address.clone());
-            if !keys.contains(&k) {
-                keys.push(k);
+            if !pairs.iter().any(|p| r.of_pair(p)) {
+                let mut p = PairSummary {
+                    entry: r.entry.clone(),
+                    sender: r.sender.clone(),
+                    receiver: r.receiver.clone(),
+                    address: r.address.clone(),
+                    figures: Aggregate::of(std::iter::empty()),
+                };
+                p.figures = Aggregate::of(runs.iter().filter(|x| x.of_pair(&p)));
+                pairs.push(p);
             }
         }
-        let pairs = keys
-            .into_iter()
-            .map(|(s, d, a)| PairSummary {
-                figures: Aggregate::of(runs.iter().filter(|r| r.sender == s && r.receiver == d && r.address == a)),
-                sender: s,
-                receiver: d,
-                address: a,
-            })
-            .collect();
         let addresses: Vec<String> = distinct(runs.iter().map(|r| r.address.clone()));
         let mut summaries = Vec::new();
-        for attr in attributes {
-            if attr != "address" && runs.iter().all(|r| r.attribute(attr).is_none()) {
+        let defaults: Vec<String> = DEFAULT_ATTRIBUTES
+            .iter()
+            .map(|a| a.to_string())
+            .filter(|a| runs.iter().any(|r| r.attribute(a).is_some()))
+            .collect();
+        for attr in attributes.unwrap_or(&defaults) {
+            if runs.iter().all(|r| r.attribute(attr).is_none()) {
                 let mut known: Vec<String> = runs.iter().flat_map(|r| r.sender_facts.keys().cloned()).collect();
                 known.sort();
                 known.dedup();
                 return Err(Error::usage(format!(
-                    "no host has the attribute '{attr}' (known: address, {}; receiver.NAME for the receiver's)",
+                    "no host has the attribute '{attr}' (known: address, entry, {}; receiver.NAME for the receiver's)",
                     known.join(", ")
                 )));
             }
             let groups = attribute_groups(runs.iter(), attr);
             let mut by_address = BTreeMap::new();
-            if addresses.len() > 1 && attr != "address" {
+            if addresses.len() > 1 && attr != "address" && attr != "entry" {
                 for a in &addresses {
                     by_address.insert(a.clone(), attribute_groups(runs.iter().filter(|r| &r.address == a), attr));
                 }
@@ -286,17 +301,22 @@ impl FleetReport {
             self.pairs.len()
         );
         let w = self.pairs.iter().map(|p| p.sender.len() + p.receiver.len() + 4).max().unwrap_or(4).max(4);
+        // The entry column only when the plan had several (their options differ).
+        let entries = distinct(self.pairs.iter().map(|p| p.entry.clone()));
+        let ew = if entries.len() > 1 { entries.iter().map(String::len).max().unwrap_or(0).max(5) + 2 } else { 0 };
         let _ = writeln!(
             out,
-            "{:<w$}  {:<10} {:>5}  {:<28} {:<24} {:<6} verdict",
-            "pair", "address", "runs", "Gbit/s median [min-max]", "CPU-s/GB median [min-max]", "exact"
+            "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<24} {:<6} verdict",
+            if ew > 0 { "entry" } else { "" },
+            "pair",
+            "address",
+            "runs",
+            "Gbit/s median [min-max]",
+            "CPU-s/GB median [min-max]",
+            "exact"
         );
         for p in &self.pairs {
-            let runs: Vec<&FleetRun> = self
-                .runs
-                .iter()
-                .filter(|r| r.sender == p.sender && r.receiver == p.receiver && r.address == p.address)
-                .collect();
+            let runs: Vec<&FleetRun> = self.runs.iter().filter(|r| r.of_pair(p)).collect();
             let exact = match runs.iter().filter_map(|r| r.exact).collect::<Vec<bool>>() {
                 v if v.is_empty() => "-",
                 v if v.iter().all(|e| *e) => "yes",
@@ -304,7 +324,8 @@ impl FleetReport {
             };
             let _ = writeln!(
                 out,
-                "{:<w$}  {:<10} {:>5}  {:<28} {:<24} {:<6} {}",
+                "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<24} {:<6} {}",
+                if ew > 0 { p.entry.as_str() } else { "" },
                 format!("{} -> {}", p.sender, p.receiver),
                 p.address,
                 format!("{}/{}", p.figures.complete_runs, p.figures.runs),
@@ -403,7 +424,7 @@ fn key_of(text: &str) -> String {
 fn attribute_title(attr: &str) -> String {
     match attr.strip_prefix("receiver.") {
         Some(name) => format!("receiver {name}"),
-        None if attr == "address" => "address".into(),
+        None if attr == "address" || attr == "entry" => attr.into(),
         None => format!("sender {}", attr.strip_prefix("sender.").unwrap_or(attr)),
     }
 }
@@ -441,7 +462,9 @@ fn attribute_groups<'a>(runs: impl Iterator<Item = &'a FleetRun>, attr: &str) ->
         .map(|v| {
             let members: Vec<&FleetRun> =
                 runs.iter().copied().filter(|r| r.attribute(attr).unwrap_or_else(|| UNKNOWN.into()) == v).collect();
-            let pairs = distinct(members.iter().map(|r| format!("{}\n{}\n{}", r.sender, r.receiver, r.address))).len();
+            let pairs =
+                distinct(members.iter().map(|r| format!("{}\n{}\n{}\n{}", r.entry, r.sender, r.receiver, r.address)))
+                    .len();
             AttributeGroup { value: v, pairs, figures: Aggregate::of(members) }
         })
         .collect()
@@ -614,7 +637,7 @@ pub(crate) mod tests {
     fn report() -> FleetReport {
         let (plan, records) = plan_and_records();
         let attrs: Vec<String> = ["address", "vcpus", "receiver.machine_type"].map(String::from).to_vec();
-        FleetReport::merge(&plan, &records, &attrs).unwrap()
+        FleetReport::merge(&plan, &records, Some(&attrs)).unwrap()
     }
 
     #[test]
@@ -678,7 +701,7 @@ pub(crate) mod tests {
             ("2".to_string(), json!({"id": "2", "rc": 1, "document": incomplete})),
         ]
         .into();
-        let r = FleetReport::merge(&plan, &records, &[]).unwrap();
+        let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
         assert_eq!(r.runs[0].exact, Some(false));
         assert_eq!(r.runs[0].error.as_deref(), Some("sender wrote 100 bytes, receiver counted 99"));
         assert_eq!(r.runs[1].error.as_deref(), Some("the receiver vanished"));
@@ -686,9 +709,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn entries_with_other_options_are_pairs_of_their_own() {
+        let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": [
+            {"id": "1", "entry": "p16", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1},
+            {"id": "2", "entry": "p32", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1}]});
+        let records: BTreeMap<String, Value> = [
+            ("1".to_string(), json!({"id": "1", "rc": 0, "document": doc(40.0, 7, 7)})),
+            ("2".to_string(), json!({"id": "2", "rc": 0, "document": doc(60.0, 9, 9)})),
+        ]
+        .into();
+        let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
+        assert_eq!(r.pairs.len(), 2);
+        assert_eq!(r.pairs[1].figures.receiver_bits_per_second.unwrap().median, 60e9);
+        let text = r.render_text();
+        assert!(text.starts_with("fleet: 2 planned runs") && text.contains("\nentry  pair"), "{text}");
+        assert!(text.contains("p32    a -> b"), "{text}");
+        assert_eq!(r.summaries[0].groups.len(), 2);
+        let svg = heatmap::to_svg(&r);
+        assert!(svg.contains(r#"id="heatmap-p16-internal""#) && svg.contains(r#"id="heatmap-p32-internal""#));
+    }
+
+    #[test]
     fn bad_inputs_are_usage_errors() {
         let (plan, records) = plan_and_records();
-        let e = FleetReport::merge(&plan, &records, &["vcpu".into()]).unwrap_err();
+        let e = FleetReport::merge(&plan, &records, Some(&["vcpu".into()])).unwrap_err();
         assert!(e.message.contains("no host has the attribute 'vcpu'") && e.message.contains("vcpus"), "{e}");
         assert_eq!(e.exit_code(), 2);
         for (p, want) in [
@@ -697,10 +741,15 @@ pub(crate) mod tests {
             (json!({"kind": "fleet-plan", "schema_version": 1}), "no runs[]"),
             (json!({"kind": "fleet-plan", "schema_version": 1, "runs": [{"id": "1"}]}), "without 'sender'"),
         ] {
-            let e = FleetReport::merge(&p, &BTreeMap::new(), &[]).unwrap_err();
+            let e = FleetReport::merge(&p, &BTreeMap::new(), None).unwrap_err();
             assert!(e.message.contains(want), "{want}: {e}");
         }
-        let e = FleetReport::load(Path::new("/nonexistent-fleet-dir"), &[]).unwrap_err();
+        let e = FleetReport::load(Path::new("/nonexistent-fleet-dir"), None).unwrap_err();
+        // Without records no host reported its vCPUs: the default summaries skip them.
+        let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": [
+            {"id": "1", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1}]});
+        let r = FleetReport::merge(&plan, &BTreeMap::new(), None).unwrap();
+        assert_eq!(r.summaries.iter().map(|s| s.attribute.as_str()).collect::<Vec<_>>(), ["address"]);
         assert!(e.message.contains("no plan.json"), "{e}");
     }
 }
