@@ -87,9 +87,10 @@ TABLE
 }
 
 distro=unknown
-if [ -r /etc/os-release ]; then
-    # shellcheck disable=SC1091
-    . /etc/os-release
+os_release=${URINGBENCH_OS_RELEASE:-/etc/os-release}   # another file only in tests
+if [ -r "$os_release" ]; then
+    # shellcheck disable=SC1090
+    . "$os_release"
     case " ${ID:-} ${ID_LIKE:-} " in
         *" debian "* | *" ubuntu "*) distro=debian ;;
         *" fedora "* | *" rhel "* | *" centos "*) distro=fedora ;;
@@ -126,7 +127,7 @@ for pkg in "${wanted[@]}"; do
 done
 
 if [ "${#missing[@]}" -eq 0 ]; then
-    [ "$quiet" = 1 ] || echo "$prog: all ${#wanted[@]} packages for ${groups[*]} are installed"
+    [ "$quiet" = 1 ] || [ "$list_only" = 1 ] || echo "$prog: all ${#wanted[@]} packages for ${groups[*]} are installed"
     exit 0
 fi
 if [ "$list_only" = 1 ]; then
