@@ -78,6 +78,8 @@ fi
 [ -f "$deb" ] || { echo "$prog: no such package: $deb" >&2; exit 1; }
 log "installing ${deb##*/}"
 deb=$(cd "$(dirname "$deb")" && pwd)/${deb##*/}
+# A fresh VM's package lists may be missing or stale, and the Depends come from them.
+apt-get update -qq
 apt-get install -y -qq --no-install-recommends --reinstall "$deb" >/dev/null
 uringbench --version
 
