@@ -84,6 +84,7 @@ apt-get install -y -qq --no-install-recommends --reinstall "$deb" >/dev/null
 uringbench --version
 
 if [ "$service" = 1 ]; then
+    command -v systemctl >/dev/null || { echo "$prog: --recv-service needs systemd, and this host has no systemctl; start 'uringbench recv' another way" >&2; exit 1; }
     systemctl enable uringbench-recv.service >/dev/null 2>&1 || {
         echo "$prog: systemctl enable uringbench-recv.service failed" >&2
         exit 1
