@@ -236,6 +236,18 @@ impl FleetReport {
             }
         }
         let addresses: Vec<String> = distinct(runs.iter().map(|r| r.address.clone()));
+        // Rows by plan entry and address as planned, then by sender and receiver (parallel
+        // batches run the pairs out of that order).
+        let entries: Vec<String> = distinct(runs.iter().map(|r| r.entry.clone()));
+        let rank = |list: &[String], v: &str| list.iter().position(|x| x == v).unwrap_or(0);
+        pairs.sort_by(|a, b| {
+            (rank(&entries, &a.entry), rank(&addresses, &a.address), &a.sender, &a.receiver).cmp(&(
+                rank(&entries, &b.entry),
+                rank(&addresses, &b.address),
+                &b.sender,
+                &b.receiver,
+            ))
+        });
         let mut summaries = Vec::new();
         let defaults: Vec<String> = DEFAULT_ATTRIBUTES
             .iter()
@@ -306,7 +318,7 @@ impl FleetReport {
         let ew = if entries.len() > 1 { entries.iter().map(String::len).max().unwrap_or(0).max(5) + 2 } else { 0 };
         let _ = writeln!(
             out,
-            "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<24} {:<6} verdict",
+            "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<26} {:<6} verdict",
             if ew > 0 { "entry" } else { "" },
             "pair",
             "address",
@@ -324,7 +336,7 @@ impl FleetReport {
             };
             let _ = writeln!(
                 out,
-                "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<24} {:<6} {}",
+                "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<26} {:<6} {}",
                 if ew > 0 { p.entry.as_str() } else { "" },
                 format!("{} -> {}", p.sender, p.receiver),
                 p.address,
@@ -482,13 +494,13 @@ fn render_groups(out: &mut String, attr: &str, groups: &[AttributeGroup]) {
     let w = groups.iter().map(|g| g.value.len()).max().unwrap_or(0).max(attr.len()).max(5);
     let _ = writeln!(
         out,
-        "{:<w$}  {:>5} {:>7}  {:<28} {:<24} verdicts",
+        "{:<w$}  {:>5} {:>7}  {:<28} {:<26} verdicts",
         attr, "pairs", "runs", "Gbit/s median [min-max]", "CPU-s/GB median [min-max]"
     );
     for g in groups {
         let _ = writeln!(
             out,
-            "{:<w$}  {:>5} {:>7}  {:<28} {:<24} {}",
+            "{:<w$}  {:>5} {:>7}  {:<28} {:<26} {}",
             g.value,
             g.pairs,
             format!("{}/{}", g.figures.complete_runs, g.figures.runs),
