@@ -202,7 +202,7 @@ fn playbooks_pass_the_syntax_check() {
 
 #[test]
 fn the_planner_passes_its_unit_tests() {
-    let dir = root().join("deploy/ansible/filter_plugins");
+    let dir = root().join("deploy/ansible/tests");
     let mut c = Command::new("python3");
     c.args(["-B", "-m", "unittest", "discover", "-s"]).arg(&dir);
     let (out, _) = run_bounded(c, Duration::from_secs(60));
