@@ -7,8 +7,18 @@
 //! feed the verdict.
 
 use crate::hostinfo::{self, LinkInfo, Route};
-use crate::verdict::PathLimit;
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+
+/// A rate limit found on the path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathLimit {
+    /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.
+    pub what: String,
+    pub bits_per_second: f64,
+    /// Where the figure comes from (vendor documentation for cloud caps).
+    pub source: Option<String>,
+}
 
 /// The path to one target as the kernel sees it.
 #[derive(Debug, Clone, Default)]

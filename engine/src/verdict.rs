@@ -10,6 +10,9 @@
 use crate::report::{HostCpu, ThreadCpu};
 use crate::tcpinfo::TcpWindow;
 use crate::units::format_bits_per_second;
+// relayer: compat re-export (PathLimit is what the path probe finds; the refactoring tool
+// rewrites `verdict::PathLimit` users and drops this line).
+pub use crate::netpath::PathLimit;
 use serde::{Deserialize, Serialize};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
@@ -31,16 +34,6 @@ pub struct Verdict {
     /// `softirq-bound cpu`, `sender cpu`, `receiver cpu`, `incomplete`, `no clear bottleneck`.
     pub bottleneck: String,
     pub evidence: String,
-}
-
-/// A rate limit found on the path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PathLimit {
-    /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.
-    pub what: String,
-    pub bits_per_second: f64,
-    /// Where the figure comes from (vendor documentation for cloud caps).
-    pub source: Option<String>,
 }
 
 /// Everything the rules look at, gathered from both sides of a run.

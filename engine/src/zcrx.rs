@@ -13,11 +13,19 @@
 //! [`probe`] turns into the list of prerequisites.
 
 use crate::error::{Error, Result};
-use crate::fastpath::ZcRx;
 use crate::ring::AlignedBuf;
 use io_uring::types::{io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_ifq_reg, io_uring_zcrx_rqe};
 use io_uring::{cqueue, squeue, IoUring};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Zero-copy receive into memory this process registered, from NIC receive queues
+/// `first_queue..` of `iface` (one per receiving thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZcRx {
+    pub iface: String,
+    pub ifindex: u32,
+    pub first_queue: u32,
+}
 
 /// Memory registered per receive queue for the NIC to write into.
 pub const AREA_BYTES: usize = 64 << 20;
