@@ -7,7 +7,7 @@
 //! which are on, so a result is never read without knowing how it was obtained.
 //!
 //! Each is probed before it is accepted. Zero-copy receive in particular needs a NIC with
-//! TCP header/data split, a dedicated receive queue and flow steering (KERNEL-NOTES,
+//! TCP header/data split, a dedicated receive queue and flow steering (the kernel's
 //! Documentation/networking/iou-zcrx.rst): on veth and loopback the kernel answers
 //! EOPNOTSUPP, and [`configure`] refuses with the exact missing prerequisite instead of
 //! silently copying.

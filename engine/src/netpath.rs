@@ -3,7 +3,7 @@
 //!
 //! Zero-copy send only pays when a real NIC DMAs straight from user pages: on loopback and on
 //! virtual devices (veth, bridges, tunnels) the kernel copies at local delivery anyway
-//! (KERNEL-NOTES), so `--zerocopy auto` asks [`PathProbe::local_delivery`]. The rate limits
+//! (the zero-copy notifications report "copied"), so `--zerocopy auto` asks [`PathProbe::local_delivery`]. The rate limits
 //! feed the verdict.
 
 use crate::hostinfo::{self, LinkInfo, Route};
@@ -83,7 +83,7 @@ impl PathProbe {
     }
 }
 
-/// The vendor's egress caps when this VM runs in a cloud we recognise (DESIGN §10).
+/// The vendor's egress caps when this VM runs in a cloud we recognise (engine/data/cloud-egress.json).
 fn cloud_limits(flows: u32) -> Vec<PathLimit> {
     let Some(cloud) = hostinfo::Dmi::read().as_ref().and_then(hostinfo::cloud::detect) else { return Vec::new() };
     let vcpus = hostinfo::cloud::online_cpus().unwrap_or(1);

@@ -1,6 +1,6 @@
 //! Which CPU each queue runs on, and whether its thread may spin.
 //!
-//! DESIGN §2: a queue thread busy-polls only when it has a CPU of its own. We never put two
+//! A queue thread busy-polls only when it has a CPU of its own. We never put two
 //! worker threads of one test on the same CPU: when queues outnumber CPUs, one thread per CPU
 //! serves several queues on one ring (a sleeping thread per queue would cost a context switch
 //! per wakeup, which is what makes iperf2 at -P 16 on few cores measure itself).

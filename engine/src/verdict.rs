@@ -1,5 +1,5 @@
 //! The bottleneck verdict: one line naming what most likely limited a run, with the figure
-//! behind it (DESIGN §5, §10).
+//! behind it (the `verdict` key of docs/output.md).
 //!
 //! Rules run from the most specific explanation to the most generic: UDP datagram loss, a
 //! limit the user set (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
