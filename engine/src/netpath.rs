@@ -10,9 +10,22 @@ use crate::hostinfo::{self, LinkInfo, Route};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
+/// What kind of device or rule sets a path limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The egress root qdisc's rate (tbf, htb default class).
+    Qdisc,
+    /// The link speed of a physical NIC.
+    Link,
+    /// A cloud vendor's egress cap (per VM or per flow).
+    CloudCap,
+}
+
 /// A rate limit found on the path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathLimit {
+    pub kind: LimitKind,
     /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.
     pub what: String,
     pub bits_per_second: f64,
@@ -38,6 +51,7 @@ impl PathProbe {
         if let Some(r) = &route {
             if let Ok(Some(q)) = hostinfo::root_rate_limit(r.ifindex) {
                 limits.push(PathLimit {
+                    kind: LimitKind::Qdisc,
                     what: format!("qdisc {} on {}", q.kind, r.ifname),
                     bits_per_second: q.rate_bps as f64,
                     source: None,
@@ -46,6 +60,7 @@ impl PathProbe {
         }
         if let Some(speed) = link.as_ref().and_then(|l| l.speed_mbps.map(|s| (l, s))) {
             limits.push(PathLimit {
+                kind: LimitKind::Link,
                 what: format!("link {} ({} Mbit/s)", speed.0.name, speed.1),
                 bits_per_second: f64::from(speed.1) * 1e6,
                 source: Some(format!("/sys/class/net/{}/speed", speed.0.name)),
@@ -91,6 +106,7 @@ fn cloud_limits(flows: u32) -> Vec<PathLimit> {
     let mut limits = Vec::new();
     if let Some(gbps) = cap.gbps {
         limits.push(PathLimit {
+            kind: LimitKind::CloudCap,
             what: format!("{} egress cap for {vcpus} vCPUs", cloud.key()),
             bits_per_second: gbps * 1e9,
             source: Some(cap.source.clone()),
@@ -98,6 +114,7 @@ fn cloud_limits(flows: u32) -> Vec<PathLimit> {
     }
     if let Some(per_flow) = cap.per_flow_gbps {
         limits.push(PathLimit {
+            kind: LimitKind::CloudCap,
             what: format!("{} per-flow cap x {flows} flows", cloud.key()),
             bits_per_second: per_flow * 1e9 * f64::from(flows),
             source: Some(cap.source),
