@@ -118,7 +118,7 @@ impl RunFigures {
             receiver_bits_per_second: r.receiver.as_ref().map(|x| x.bits_per_second()),
             sender_bits_per_second: Some(r.sender.bits_per_second()),
             cpu_seconds_per_gb: r.receiver_cpu_seconds_per_gb(),
-            verdict: Some(r.verdict().bottleneck),
+            verdict: Some(r.verdict().bottleneck.to_string()),
             error: r.error.clone(),
         }
     }

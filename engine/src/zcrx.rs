@@ -13,11 +13,19 @@
 //! [`probe`] turns into the list of prerequisites.
 
 use crate::error::{Error, Result};
-use crate::fastpath::ZcRx;
 use crate::ring::AlignedBuf;
 use io_uring::types::{io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_ifq_reg, io_uring_zcrx_rqe};
 use io_uring::{cqueue, squeue, IoUring};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Zero-copy receive into memory this process registered, from NIC receive queues
+/// `first_queue..` of `iface` (one per receiving thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZcRx {
+    pub iface: String,
+    pub ifindex: u32,
+    pub first_queue: u32,
+}
 
 /// Memory registered per receive queue for the NIC to write into.
 pub const AREA_BYTES: usize = 64 << 20;
@@ -175,7 +183,8 @@ mod tests {
     fn loopback_is_refused_with_its_prerequisites() {
         let z = crate::fastpath::parse_zc_rx("lo").unwrap();
         let e = probe(&z).unwrap_err();
-        // EOPNOTSUPP on this machine's kernel (KERNEL-NOTES); an older kernel lacks the opcode.
+        // lo has no header split, so a kernel with the opcode answers EOPNOTSUPP; an older one
+        // lacks the opcode.
         assert!(e.message.contains("tcp-data-split") || e.message.contains("RECV_ZC"), "names what is missing: {e}");
         assert_ne!(e.exit_code(), 0);
     }
