@@ -11,7 +11,8 @@
 #   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2,
 #            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check)
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
-#   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client
+#   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client, e2fsprogs (the guest disk),
+#            ruby (reads the Vagrantfile's provisioners)
 #   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
 #   --bootstrap  what fetching a Rust toolchain with rustup needs: curl, CA certificates
 #
@@ -76,6 +77,8 @@ lab    qemu-system-x86   qemu-system-x86-core
 lab    debootstrap       debootstrap
 lab    openssh-client    openssh-clients
 lab    xz-utils          xz
+lab    e2fsprogs         e2fsprogs
+lab    ruby              ruby
 fleet  openssh-server    openssh-server
 fleet  openssh-client    openssh-clients
 fleet  python3-venv      python3

@@ -5,6 +5,7 @@
 #   scripts/vmlab.sh up      boot the lab (guest a and guest b), provision uringbench in both
 #   scripts/vmlab.sh run     up, the lab tests (cargo test --test vmlab), down; exit 1 on failure
 #   scripts/vmlab.sh ssh NAME [CMD...]   a command (or a shell) in guest NAME (a or b), as root
+#   scripts/vmlab.sh status  "up: ACCEL, booted in N s" (exit 0) or "down" (exit 1)
 #   scripts/vmlab.sh down    stop both guests, remove the lab's network namespace
 #   scripts/vmlab.sh image   only build (or find) the cached guest image; prints its directory
 #
@@ -19,8 +20,8 @@
 #          the lab namespace: the command channel
 # The disk image is shared read-only (snapshot=on): every boot starts from the same pristine
 # image. KVM is used when it boots a kernel, else TCG (software emulation); `up` says which.
-# Provisioning is scripts/provision.sh from this checkout, the script the Vagrantfile and the
-# cloud recipes run, with the .deb when one is built (target/debian), else the release binary.
+# Provisioning is the Vagrantfile's (scripts/provision.sh with the package cargo-deb built in
+# target/debian): a broken provisioning step fails the lab.
 #
 # Bounded: every wait has a deadline, the guests stop after VMLAB_LIFETIME seconds (default
 # 1800) even if `down` never comes, and `run` tears everything down however it ends.
@@ -265,38 +266,33 @@ wait_ssh() {
     done
 }
 
-# The payload: scripts/ of this checkout and the .deb when one was built for this version,
-# else the release binary.
+# Provisions guest NAME the way the Vagrantfile does: this checkout (tracked files, local
+# changes included) at /vagrant as Vagrant shares it, the package where the Vagrantfile's
+# guest a leaves it for b, and then b runs the Vagrantfile's own provisioner line for b
+# (read by scripts/lib/vagrant-provisioners.rb); a installs the same package without the
+# service (a's Vagrantfile line builds from source, which emulated CPUs cannot do in time).
 provision_guest() {
-    local g=$1 deb=$2 args=()
-    [ "$g" = b ] && args+=(--recv-service)
-    guest_ssh "$g" 'rm -rf /root/uringbench && mkdir -p /root/uringbench'
-    git ls-files -z scripts | tar --null -T - -cf - | guest_ssh "$g" 'tar -C /root/uringbench -xf -'
-    if [ -n "$deb" ]; then
-        guest_ssh "$g" 'cat >/root/uringbench/uringbench.deb' <"$deb"
-        args=(--deb /root/uringbench/uringbench.deb "${args[@]}")
+    local g=$1 deb=$2 line
+    guest_ssh "$g" 'rm -rf /vagrant && mkdir -p /vagrant/target/vagrant-deb'
+    git ls-files -z | tar --null -T - -cf - | guest_ssh "$g" 'tar -C /vagrant -xf -'
+    guest_ssh "$g" "cat >/vagrant/target/vagrant-deb/${deb##*/}" <"$deb"
+    if [ "$g" = b ]; then
+        line=$(ruby scripts/lib/vagrant-provisioners.rb Vagrantfile | awk -F '\t' '$1 == "b" { print $2 }')
+        [ -n "$line" ] || die "the Vagrantfile has no provisioner for b"
     else
-        guest_ssh "$g" 'cat >/root/uringbench/uringbench && chmod 0755 /root/uringbench/uringbench' <target/release/uringbench
+        line="bash scripts/provision.sh --deb /vagrant/target/vagrant-deb"
     fi
-    if [ -x scripts/provision.sh ]; then
-        guest_ssh "$g" "cd /root/uringbench && scripts/provision.sh ${args[*]}" >"$RUN/provision-$g.log" 2>&1 ||
-            { tail -n 20 "$RUN/provision-$g.log" >&2; die "guest $g: scripts/provision.sh ${args[*]} failed"; }
-        echo "$PROG: guest $g provisioned by scripts/provision.sh ${args[*]}" >&2
-    else
-        # No provision script in this checkout: the binary alone.
-        guest_ssh "$g" 'install -m 0755 /root/uringbench/uringbench /usr/local/bin/uringbench'
-        echo "$PROG: guest $g: no scripts/provision.sh in this checkout; installed the binary only" >&2
-    fi
+    guest_ssh "$g" "cd /vagrant && $line" >"$RUN/provision-$g.log" 2>&1 ||
+        { tail -n 20 "$RUN/provision-$g.log" >&2; die "guest $g: provisioning failed: $line (log: $RUN/provision-$g.log)"; }
+    echo "$PROG: guest $g provisioned: $line" >&2
 }
 
-# The .deb cargo-deb built for the version in Cargo.toml, if there is one that is not older
-# than the release binary.
+# The newest package cargo-deb built for the version in Cargo.toml.
 find_deb() {
-    local version deb
+    local version
     version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
-    deb=$(ls -t target/debian/uringbench_"${version}"*_amd64.deb 2>/dev/null | head -n 1 || true)
-    [ -n "$deb" ] && [ -f target/release/uringbench ] && [ "$deb" -ot target/release/uringbench ] && deb=
-    echo "$deb"
+    # shellcheck disable=SC2012 # names are uringbench_VERSION_amd64.deb: no odd characters
+    ls -t target/debian/uringbench_"${version}"_amd64.deb 2>/dev/null | head -n 1
 }
 
 cmd_up() {
@@ -306,8 +302,9 @@ cmd_up() {
     cmd_down 2>/dev/null || true
     local image accel start g deb
     image=$(vmlab_image)
-    [ -x target/release/uringbench ] || die "no target/release/uringbench (cargo build --release -p uringbench-cli)"
     deb=$(find_deb)
+    [ -n "$deb" ] || die "no target/debian/uringbench_*_amd64.deb for this version (cargo deb -p uringbench-cli)"
+    command -v ruby >/dev/null || die "ruby missing: it reads the Vagrantfile's provisioners (scripts/install-deps.sh --lab)"
     mkdir -p "$RUN"
     rm -f "$RUN"/*
     accel=$(choose_accel "$image")
@@ -371,7 +368,8 @@ cmd_down() {
 cmd_run() {
     local start status=0 log
     start=$(date +%s)
-    cargo build --release -q -p uringbench-cli
+    # The package the guests are provisioned with (it builds the release binary too).
+    cargo deb -q -p uringbench-cli >/dev/null
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
     cmd_up
@@ -393,7 +391,16 @@ case "${1:-}" in
         [ $# -ge 1 ] || usage
         [[ " ${GUESTS[*]} " == *" $1 "* ]] || { echo "$PROG: no guest '$1' (a or b)" >&2; exit 2; }
         lab_is_up || die "the lab is not up (scripts/vmlab.sh up)"
-        guest_ssh "$@"
+        # exec: a timeout or kill aimed at this script reaches ssh itself.
+        exec ip netns exec "$NETNS" ssh -F "$RUN/ssh_config" "$@"
+        ;;
+    status)
+        if lab_is_up; then
+            echo "up: $(cat "$RUN/accel"), booted in $(cat "$RUN/boot_seconds") s"
+        else
+            echo "down"
+            exit 1
+        fi
         ;;
     -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) usage ;;
