@@ -87,8 +87,10 @@ vmlab_configure_root() {
     cat >"$root/usr/local/sbin/vmlab-net" <<'NET'
 #!/bin/sh
 # Names the lab NICs by MAC (lab0, mgmt0) and addresses them from the kernel command line
-# (vmlab.lab=MAC/ADDR vmlab.mgmt=MAC); waits up to 30 s for the devices.
+# (vmlab.lab=MAC/ADDR vmlab.mgmt=MAC); waits up to 60 s for the devices.
 set -eu
+# Now, not when udev's coldplug gets to it (tens of seconds later under emulation).
+modprobe virtio_net
 arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^vmlab\.$1=//p"; }
 lab=$(arg lab) mgmt=$(arg mgmt)
 find_mac() {
@@ -101,7 +103,7 @@ for name in lab0 mgmt0; do
     case $name in lab0) mac=${lab%%/*} ;; *) mac=$mgmt ;; esac
     i=0
     while ! dev=$(find_mac "$mac"); do
-        i=$((i + 1)); [ "$i" -le 300 ] || { echo "vmlab-net: no NIC with MAC $mac" >&2; exit 1; }
+        i=$((i + 1)); [ "$i" -le 600 ] || { echo "vmlab-net: no NIC with MAC $mac" >&2; exit 1; }
         sleep 0.1
     done
     [ "$dev" = "$name" ] || ip link set dev "$dev" name "$name"
@@ -129,6 +131,8 @@ ExecStart=/usr/local/sbin/vmlab-net
 WantedBy=multi-user.target network-online.target
 UNIT
     ln -sf /etc/systemd/system/vmlab-net.service "$root/etc/systemd/system/multi-user.target.wants/vmlab-net.service"
+    # A scrub of LVM snapshots the guest has none of: seconds of emulated boot for nothing.
+    ln -sf /dev/null "$root/etc/systemd/system/e2scrub_reap.service"
     mkdir -p "$root/etc/systemd/system/network-online.target.wants"
     ln -sf /etc/systemd/system/vmlab-net.service "$root/etc/systemd/system/network-online.target.wants/vmlab-net.service"
 }
@@ -300,13 +304,15 @@ cmd_up() {
     command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing (scripts/install-deps.sh --lab)"
     lab_is_up && { echo "$PROG: the lab is already up (scripts/vmlab.sh down first)" >&2; return 0; }
     cmd_down 2>/dev/null || true
-    local image accel start g deb
+    local image accel start g deb t0
+    t0=$(date +%s)
     image=$(vmlab_image)
     deb=$(find_deb)
     [ -n "$deb" ] || die "no target/debian/uringbench_*_amd64.deb for this version (cargo deb -p uringbench-cli)"
     command -v ruby >/dev/null || die "ruby missing: it reads the Vagrantfile's provisioners (scripts/install-deps.sh --lab)"
     mkdir -p "$RUN"
     rm -f "$RUN"/*
+    echo "image $(($(date +%s) - t0))" >"$RUN/timings"
     accel=$(choose_accel "$image")
     echo "$accel" >"$RUN/accel"
     ip netns add "$NETNS"
@@ -329,9 +335,12 @@ cmd_up() {
     boot=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
     echo "$boot" >"$RUN/boot_seconds"
     echo "$PROG: guests a and b up in $boot s under ${accel^^} ($(cat "$image/kernel"); $(guest_ssh a systemd-analyze 2>/dev/null | head -n 1 || echo 'no systemd-analyze'))" >&2
+    t0=$(date +%s)
     for g in "${GUESTS[@]}"; do
         provision_guest "$g" "$deb"
     done
+    echo "boot $boot" >>"$RUN/timings"
+    echo "provision $(($(date +%s) - t0))" >>"$RUN/timings"
     guest_ssh a "ping -c 1 -W 5 ${ADDR[b]}" >/dev/null || die "guest a cannot reach guest b over lab0"
     echo "$PROG: lab up: a ${ADDR[a]}, b ${ADDR[b]} on lab0 (virtio_net, $QUEUES queue pairs); scripts/vmlab.sh ssh a|b CMD" >&2
 }
@@ -368,16 +377,21 @@ cmd_down() {
 cmd_run() {
     local start status=0 log
     start=$(date +%s)
+    scripts/install-deps.sh --lab --quiet
     # The package the guests are provisioned with (it builds the release binary too).
     cargo deb -q -p uringbench-cli >/dev/null
+    echo "$PROG: package built in $(($(date +%s) - start)) s" >&2
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
     cmd_up
+    local t0 accel
+    t0=$(date +%s)
+    accel=$(cat "$RUN/accel")
     log="$RUN/tests.log"
     URINGBENCH_VMLAB="$PWD/scripts/vmlab.sh" URINGBENCH_VMLAB_REQUIRED=1 \
         timeout 900 cargo test -q -p uringbench-cli --test vmlab -- --test-threads=1 2>&1 | tee "$log" || status=$?
     [ "$status" = 0 ] && grep -q '^test result: ok\.' "$log" || status=1
-    echo "$PROG: lab tests $([ "$status" = 0 ] && echo passed || echo FAILED) in $(($(date +%s) - start)) s in all (boot $(cat "$RUN/boot_seconds") s, $(cat "$RUN/accel"))" >&2
+    echo "$PROG: lab tests $([ "$status" = 0 ] && echo passed || echo FAILED) under ${accel^^}; seconds: $(tr '\n' ' ' <"$RUN/timings")tests $(($(date +%s) - t0)), all $(($(date +%s) - start))" >&2
     return "$status"
 }
 
