@@ -54,7 +54,7 @@ die() {
 }
 
 usage() {
-    sed -n '2,/^$/s/^# \{0,1\}//p' "$0" >&2
+    echo "$PROG: $* (see $PROG --help)" >&2
     exit 2
 }
 
@@ -377,12 +377,17 @@ cmd_down() {
 cmd_run() {
     local start status=0 log
     start=$(date +%s)
+    # One lab per machine: a second run (another checkout) waits for this one.
+    exec 9>/run/lock/uringbench-vmlab.lock
+    flock -w 1800 9 || die "another scripts/vmlab.sh run held the lab for 30 minutes"
     scripts/install-deps.sh --lab --quiet
     # The package the guests are provisioned with (it builds the release binary too).
     cargo deb -q -p uringbench-cli >/dev/null
     echo "$PROG: package built in $(($(date +%s) - start)) s" >&2
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
+    # A lab left up by `up` has an older provisioning: start afresh.
+    cmd_down
     cmd_up
     local t0 accel
     t0=$(date +%s)
@@ -402,8 +407,8 @@ case "${1:-}" in
     image) vmlab_image ;;
     ssh)
         shift
-        [ $# -ge 1 ] || usage
-        [[ " ${GUESTS[*]} " == *" $1 "* ]] || { echo "$PROG: no guest '$1' (a or b)" >&2; exit 2; }
+        [ $# -ge 1 ] || usage "ssh needs a guest name (a or b)"
+        [[ " ${GUESTS[*]} " == *" $1 "* ]] || usage "no guest '$1' (a or b)"
         lab_is_up || die "the lab is not up (scripts/vmlab.sh up)"
         # exec: a timeout or kill aimed at this script reaches ssh itself.
         exec ip netns exec "$NETNS" ssh -F "$RUN/ssh_config" "$@"
@@ -417,5 +422,6 @@ case "${1:-}" in
         fi
         ;;
     -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) usage ;;
+    "") usage "no command (up, run, ssh, status, down, image)" ;;
+    *) usage "unknown command '$1'" ;;
 esac

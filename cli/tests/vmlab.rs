@@ -462,3 +462,13 @@ fn provisioning_installed_the_package_and_the_receiver_service() {
     let listening = lab.ok("b", "ss -Hltn sport = :5300");
     assert!(!listening.trim().is_empty(), "the service listens on 5300");
 }
+
+#[test]
+fn vmlab_usage_errors_are_one_line_exit_2() {
+    for args in [&[][..], &["sideways"], &["ssh"], &["ssh", "c", "true"]] {
+        let out = Command::new("bash").arg(script()).args(args).output().expect("run vmlab.sh");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+    }
+}
