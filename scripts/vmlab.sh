@@ -181,8 +181,9 @@ lab_is_up() {
     done
 }
 
-# KVM when /dev/kvm opens and a guest kernel gets as far as its first messages on it (on
-# this project's CI host /dev/kvm exists, yet nested KVM never boots), else TCG.
+# KVM when /dev/kvm opens and the guest kernel boots with it as far as its panic for want of
+# a root file system, within 15 s (on this project's CI host /dev/kvm exists, yet nested KVM
+# never prints a line), else TCG.
 choose_accel() {
     local image=$1 log="$RUN/kvm-probe.log"
     if [ -n "${VMLAB_ACCEL:-}" ]; then
