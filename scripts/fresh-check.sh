@@ -21,8 +21,9 @@
 #            for VM a, then VM b, each in its own pristine root with the checkout at /vagrant:
 #            both end with a working `uringbench`, b with uringbench-recv.service enabled
 #   recipes  the cloud recipes' provisioning (recipe_provision in scripts/lib/recipe.sh) with
-#            on_vm/put_file/get_file mapped onto two pristine roots that have what every
-#            cloud image has (sudo, curl, CA certificates): the same checks as vagrant
+#            on_vm/put_file/get_file mapped onto two pristine roots: the same checks
+# The VM stand-ins get what every cloud image and Vagrant box has and minbase lacks (systemd,
+# sudo, curl, CA certificates), nothing more.
 #
 # The provisioning stages start their cargo target folder from the demo's (registry crates
 # only; the workspace itself rebuilds), which saves minutes and hides nothing: the system
@@ -72,14 +73,24 @@ fail() {
     exit 1
 }
 
-# A pristine root named NAME, with the checkout's tracked files (and their local changes) at DEST.
+# ROOT becomes a pristine root named NAME, with the checkout's tracked files (and their local
+# changes) at DEST. (Not a command substitution: the cleanup list must be kept.)
 fresh_root() {
-    local name=$1 dest=$2 root="$work/$1"
-    debroot_restore "$tarball" "$root"
-    [[ " ${roots[*]} " == *" $root "* ]] || roots+=("$root")
-    mkdir -p "$root$dest"
-    git -C "$repo" ls-files -z | tar -C "$repo" --null -T - -cf - | tar -C "$root$dest" -xf -
-    echo "$root"
+    local name=$1 dest=$2
+    ROOT="$work/$name"
+    debroot_restore "$tarball" "$ROOT"
+    [[ " ${roots[*]} " == *" $ROOT "* ]] || roots+=("$ROOT")
+    mkdir -p "$ROOT$dest"
+    git -C "$repo" ls-files -z | tar -C "$repo" --null -T - -cf - | tar -C "$ROOT$dest" -xf -
+}
+
+# ROOT becomes a pristine root plus what every cloud image and Vagrant box has and minbase
+# lacks: systemd, sudo, curl, CA certificates.
+vm_root() {
+    fresh_root "$1" "$2"
+    in_root "$ROOT" "$work/$1-image.log" 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq
+        apt-get install -y -qq --no-install-recommends systemd sudo curl ca-certificates >/dev/null' ||
+        fail "preparing the VM stand-in $1 (log: $work/$1-image.log)"
 }
 
 # Runs CMD in ROOT; output to LOG; the last lines of the log on failure.
@@ -113,7 +124,8 @@ check_installed() {
 
 stage_demo() {
     local root log="$work/demo.log" status=0 last
-    root=$(fresh_root demo /src/uringbench)
+    fresh_root demo /src/uringbench
+    root=$ROOT
     say "demo: scripts/demo.sh in a fresh root"
     debroot_chroot "$root" bash -c 'cd /src/uringbench && scripts/demo.sh' >"$log" 2>&1 || status=$?
     tail -n 12 "$log"
@@ -136,7 +148,8 @@ stage_deb() {
     cp "$pkg" "$work/"
     pkg="$work/${pkg##*/}"
     say "deb: ${pkg##*/} is $(du -k "$pkg" | cut -f1) KiB; installing it into a fresh root"
-    root=$(fresh_root deb /src/unused)
+    fresh_root deb /src/unused
+    root=$ROOT
     cp "$pkg" "$root/tmp.deb"
     in_root "$root" "$work/deb.log" '
         export DEBIAN_FRONTEND=noninteractive
@@ -156,7 +169,8 @@ stage_vagrant() {
     local lines vm cmd root
     lines=$(ruby scripts/lib/vagrant-provisioners.rb Vagrantfile) || fail "vagrant: cannot read the Vagrantfile's provisioners"
     for vm in a b; do
-        root=$(fresh_root "vagrant-$vm" /vagrant)
+        vm_root "vagrant-$vm" /vagrant
+        root=$ROOT
         # The shared folder: b sees what a left in it (the package a built).
         if [ "$vm" = b ]; then
             cp -a "$work/vagrant-a/vagrant/." "$root/vagrant/"
@@ -176,9 +190,7 @@ stage_vagrant() {
 stage_recipes() {
     local vm root
     for vm in a b; do
-        root=$(fresh_root "recipe-$vm" /unused)
-        in_root "$root" "$work/recipe-$vm-image.log" 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; apt-get install -y -qq --no-install-recommends sudo curl ca-certificates >/dev/null' ||
-            fail "recipes: preparing the cloud-image stand-in $vm"
+        vm_root "recipe-$vm" /unused
     done
     seed_target "$work/recipe-a" /opt/uringbench/target
     say "recipes: recipe_provision onto two fresh roots"

@@ -78,10 +78,13 @@ fi
 [ -f "$deb" ] || { echo "$prog: no such package: $deb" >&2; exit 1; }
 log "installing ${deb##*/}"
 deb=$(cd "$(dirname "$deb")" && pwd)/${deb##*/}
+# A fresh VM's package lists may be missing or stale, and the Depends come from them.
+apt-get update -qq
 apt-get install -y -qq --no-install-recommends --reinstall "$deb" >/dev/null
 uringbench --version
 
 if [ "$service" = 1 ]; then
+    command -v systemctl >/dev/null || { echo "$prog: --recv-service needs systemd, and this host has no systemctl; start 'uringbench recv' another way" >&2; exit 1; }
     systemctl enable uringbench-recv.service >/dev/null 2>&1 || {
         echo "$prog: systemctl enable uringbench-recv.service failed" >&2
         exit 1

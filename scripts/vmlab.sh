@@ -21,7 +21,7 @@
 # The disk image is shared read-only (snapshot=on): every boot starts from the same pristine
 # image. KVM is used when it boots a kernel, else TCG (software emulation); `up` says which.
 # Provisioning is the Vagrantfile's (scripts/provision.sh with the package cargo-deb built in
-# target/debian): a broken provisioning step fails the lab.
+# $CARGO_TARGET_DIR/debian, default target/debian): a broken provisioning step fails the lab.
 #
 # Bounded: every wait has a deadline, the guests stop after VMLAB_LIFETIME seconds (default
 # 1800) even if `down` never comes, and `run` tears everything down however it ends.
@@ -297,7 +297,7 @@ find_deb() {
     local version
     version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
     # shellcheck disable=SC2012 # names are uringbench_VERSION_amd64.deb: no odd characters
-    ls -t target/debian/uringbench_"${version}"_amd64.deb 2>/dev/null | head -n 1
+    ls -t "${CARGO_TARGET_DIR:-target}"/debian/uringbench_"${version}"_amd64.deb 2>/dev/null | head -n 1
 }
 
 cmd_up() {
@@ -309,7 +309,7 @@ cmd_up() {
     t0=$(date +%s)
     image=$(vmlab_image)
     deb=$(find_deb)
-    [ -n "$deb" ] || die "no target/debian/uringbench_*_amd64.deb for this version (cargo deb -p uringbench-cli)"
+    [ -n "$deb" ] || die "no ${CARGO_TARGET_DIR:-target}/debian/uringbench_*_amd64.deb for this version (cargo deb -p uringbench-cli)"
     command -v ruby >/dev/null || die "ruby missing: it reads the Vagrantfile's provisioners (scripts/install-deps.sh --lab)"
     mkdir -p "$RUN"
     rm -f "$RUN"/*
