@@ -162,8 +162,19 @@ pub fn explain(z: &ZcRx, rxq: u32, err: &std::io::Error) -> Error {
 pub fn probe(z: &ZcRx) -> Result<()> {
     let caps = crate::probe::KernelCaps::detect()?;
     if !caps.recv_zc {
+        // A newer kernel alone would not do on most NICs: say so now, not after the upgrade.
+        let driver = crate::hostinfo::ifstats::LinkInfo::read(&z.iface).ok().and_then(|l| l.driver);
+        let nic = match driver {
+            Some(d) if crate::doctor::fastpath::ZCRX_DRIVERS.contains(&d.as_str()) => String::new(),
+            Some(d) => format!(
+                "; and {} ({d}) could not use it either: its driver lacks the netdev queue API with TCP \
+                 header/data split (zcrx needs mlx5, bnxt or gve DQO-RDA)",
+                z.iface
+            ),
+            None => format!("; {} has no driver to check (not a NIC)", z.iface),
+        };
         return Err(Error::unsupported(format!(
-            "--zc-rx: this kernel ({}) lacks IORING_OP_RECV_ZC (Linux 6.15+ with CONFIG_IO_URING_ZCRX)",
+            "--zc-rx: this kernel ({}) lacks IORING_OP_RECV_ZC (Linux 6.15+ with CONFIG_IO_URING_ZCRX){nic}",
             caps.kernel_release
         )));
     }
