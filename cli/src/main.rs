@@ -496,6 +496,9 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             ServerEvent::Dropped { peer, reason } => {
                 format!("dropped connection from {peer}: {reason}")
             }
+            ServerEvent::Stopping { signal, running } => {
+                format!("uringbench recv: {signal}: accepting no more tests, ending {running} running")
+            }
         };
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
@@ -563,7 +566,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     }
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
-        let report = match run_test(&opts) {
+        let report = match run_test(&opts, Arc::new(uringbench::workload::live::Quiet)) {
             Ok(r) => r,
             Err(e) if run == 1 => return Err(e),
             Err(e) => {

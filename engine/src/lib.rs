@@ -27,6 +27,7 @@ pub mod export;
 pub mod fastpath;
 pub mod hostinfo;
 pub mod http1;
+pub mod interrupt;
 pub mod iperf2;
 pub mod measure;
 pub mod netpath;

@@ -113,12 +113,39 @@ pub struct ReceiverConfig {
 /// What the receiver tells its operator, as it happens.
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
-    Listening { addr: SocketAddr },
-    SessionStarted { id: u64, peer: SocketAddr, spec: TestSpec, placement: String },
-    SessionEnded { id: u64, peer: SocketAddr, workload: crate::spec::Workload, report: Box<SideReport> },
-    SessionFailed { id: u64, peer: SocketAddr, error: String },
-    Refused { peer: SocketAddr, reason: String },
-    Dropped { peer: SocketAddr, reason: String },
+    Listening {
+        addr: SocketAddr,
+    },
+    SessionStarted {
+        id: u64,
+        peer: SocketAddr,
+        spec: TestSpec,
+        placement: String,
+    },
+    SessionEnded {
+        id: u64,
+        peer: SocketAddr,
+        workload: crate::spec::Workload,
+        report: Box<SideReport>,
+    },
+    SessionFailed {
+        id: u64,
+        peer: SocketAddr,
+        error: String,
+    },
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+    /// A signal arrived: no new tests; the running ones end now, each with its report.
+    Stopping {
+        signal: &'static str,
+        running: usize,
+    },
+    Dropped {
+        peer: SocketAddr,
+        reason: String,
+    },
 }
 
 type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
@@ -139,6 +166,8 @@ struct Shared {
 }
 
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `recv` waits, after a signal, for its running tests to report.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds the port; fails with a clear message when it is taken.
@@ -184,6 +213,18 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
     loop {
         if shared.once_done.load(Ordering::Acquire) {
             return Ok(shared.once_ok.load(Ordering::Acquire));
+        }
+        if let Some(signal) = crate::interrupt::signal_name() {
+            drop(listener);
+            let running = shared.active.load(Ordering::Acquire);
+            (shared.events)(ServerEvent::Stopping { signal, running });
+            // Each running test sees the signal in its sampler, stops its flows, tells its
+            // sender and returns its report; the bound covers a sender that never answers.
+            let deadline = Instant::now() + STOP_GRACE;
+            while shared.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return Ok(true);
         }
         if !wait_readable(&listener, 200) {
             continue;

@@ -168,18 +168,12 @@ impl TestSpec {
     }
     /// Offsets from the start at which counters are sampled: window start, each interval
     /// boundary inside the window, window end. Consecutive samples bound one interval, so
-    /// the interval figures add up exactly to the window's.
-    pub fn sample_offsets(&self) -> Vec<Duration> {
-        let mut offsets = vec![self.warmup_ms];
-        if self.interval_ms > 0 {
-            let mut at = self.warmup_ms + self.interval_ms;
-            while at < self.warmup_ms + self.time_ms {
-                offsets.push(at);
-                at += self.interval_ms;
-            }
-        }
-        offsets.push(self.warmup_ms + self.time_ms);
-        offsets.into_iter().map(Duration::from_millis).collect()
+    /// the interval figures add up exactly to the window's. Computed as they are needed: a
+    /// test of a million intervals holds none of them in memory.
+    pub fn sample_offsets(&self) -> impl Iterator<Item = Duration> + use<> {
+        let (start, end, step) = (self.warmup_ms, self.warmup_ms + self.time_ms, self.interval_ms);
+        let inner = (step > 0).then(|| (1..).map(move |n| start + n * step).take_while(move |&at| at < end));
+        std::iter::once(start).chain(inner.into_iter().flatten()).chain(std::iter::once(end)).map(Duration::from_millis)
     }
 }
 
@@ -190,12 +184,12 @@ mod tests {
     #[test]
     fn sample_offsets_cover_the_window_only() {
         let spec = TestSpec { warmup_ms: 2000, time_ms: 3000, interval_ms: 1000, ..TestSpec::default() };
-        let got: Vec<u64> = spec.sample_offsets().iter().map(|d| d.as_millis() as u64).collect();
+        let got: Vec<u64> = spec.sample_offsets().map(|d| d.as_millis() as u64).collect();
         assert_eq!(got, vec![2000, 3000, 4000, 5000], "warm-up excluded, one sample per boundary");
         let no_interval = TestSpec { interval_ms: 0, ..spec.clone() };
-        assert_eq!(no_interval.sample_offsets().len(), 2, "without --interval only start and end");
+        assert_eq!(no_interval.sample_offsets().count(), 2, "without --interval only start and end");
         let ragged = TestSpec { interval_ms: 2000, ..spec };
-        let got: Vec<u64> = ragged.sample_offsets().iter().map(|d| d.as_millis() as u64).collect();
+        let got: Vec<u64> = ragged.sample_offsets().map(|d| d.as_millis() as u64).collect();
         assert_eq!(got, vec![2000, 4000, 5000], "a short last interval ends at the window end");
     }
 

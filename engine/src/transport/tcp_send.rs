@@ -13,6 +13,8 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `IORING_SEND_ZC_REPORT_USAGE`: ask the kernel whether it copied anyway (the crate keeps
@@ -42,6 +44,8 @@ pub struct SendWorkerConfig {
     pub zerocopy: bool,
     /// Stop issuing new sends at this instant.
     pub deadline: Instant,
+    /// Raised to stop before the deadline (the test was stopped early).
+    pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of `--rate` in bits/s; 0 = unlimited.
     pub rate_bps: u64,
     /// How long in-flight sends may take to complete after the deadline.
@@ -129,9 +133,14 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize);
 
+    let mut stop_from: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        let stopping = now >= cfg.deadline;
+        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
+        let stopping = now >= cfg.deadline || halted;
+        if stopping && stop_from.is_none() {
+            stop_from = Some(now.min(cfg.deadline));
+        }
         let mut pace_wait: Option<Duration> = None;
         if !stopping {
             for (idx, flow) in state.iter_mut().enumerate() {
@@ -165,11 +174,12 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
         if inflight == 0 && notifs_pending == 0 && (stopping || all_failed) {
             break;
         }
-        if stopping && now > cfg.deadline + cfg.drain_limit {
+        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
             result.stuck = inflight;
             break;
         }
-        let until_deadline = if stopping { Duration::from_millis(50) } else { cfg.deadline - now };
+        let until_deadline =
+            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
         let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
         wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
 

@@ -7,6 +7,7 @@
 //! and both ends count transactions per queue, so the client can print both sides. Latency
 //! is the client's: from a request's submission to the last byte of its response.
 
+use super::live::{Live, Observer, Quiet, ServerLive};
 use super::stream::{SendOptions, SenderSession};
 use super::udp_stream;
 use crate::control::{self, ControlMsg};
@@ -293,6 +294,12 @@ where
 
 /// Runs the client side of an rr or crr test against `recv`.
 pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
+    run_rr_live(opts, Arc::new(Quiet))
+}
+
+/// [`run_rr`], with `observer` told of the start and of each client interval as it closes
+/// (`bytes` count transactions).
+pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<RrReport> {
     let spec = &opts.spec;
     check_spec(spec)?;
     let mut session = SenderSession::connect(opts)?;
@@ -339,6 +346,7 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
         }
     };
     session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
     let t0 = Instant::now();
     let cfg = config(spec, &placement, t0, &stop);
     let threads = match flows {
@@ -353,7 +361,12 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
         }
     };
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    if live.stopped().is_some() {
+        // Stopped early: the flows end now, not at the planned end.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let mut latency = latency_histogram();
@@ -363,19 +376,31 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
         failures.add(&r.failures);
     }
     let outcomes: Vec<_> = results.into_iter().flat_map(|r| r.flows).collect();
-    let mut client = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    let mut client = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    let stopped = live.stopped();
+    if let Some(reason) = &stopped {
+        client.stopped_early(spec, reason);
+    }
+    live.attach((Some(&mut client), None), (None, None));
     client.placement = placement.summary.clone();
     client.path = path_text(spec, true);
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&mut session.ctl, &ControlMsg::Finished);
     }
-    let (server, error) = match control::read_msg(&mut session.ctl, super::stream::END_GRACE + Duration::from_secs(5)) {
+    let (server, mut error) = match live.watch.recv(super::stream::END_GRACE + Duration::from_secs(5)) {
         Ok(ControlMsg::Result { report, .. }) => (report.map(|r| *r), None),
         Ok(ControlMsg::Abort { reason }) => (None, Some(format!("server aborted: {reason}"))),
         Ok(other) => (None, Some(format!("server sent {other:?} instead of its report"))),
         Err(e) => (None, Some(format!("server {peer} vanished before reporting: {e}"))),
     };
+    if let Some(reason) = stopped {
+        error = Some(format!(
+            "interrupted at {:.1} s of {:.1} s ({reason})",
+            client.window_seconds,
+            spec.time_ms as f64 / 1e3
+        ));
+    }
     Ok(RrReport {
         spec: spec.clone(),
         target: peer,
@@ -410,6 +435,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let worker_counters = Arc::clone(&counters);
+    let live = ServerLive::start(ctl)?;
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     let cfg = config(spec, placement, t0, &stop);
@@ -445,7 +471,9 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
         }
     };
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    // The report shows the client's intervals: the server's are not kept or sent.
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |_| {});
     let mut errors = Vec::new();
     if ends_with_its_flows(spec) {
         let hard_end = t0 + spec.total() + super::stream::END_GRACE;
@@ -454,7 +482,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
         }
     } else {
         // The client finishes its last transactions (up to one timeout), then says so.
-        match control::read_msg(ctl, spec.timeout() + super::stream::END_GRACE) {
+        match live.watch.recv(spec.timeout() + super::stream::END_GRACE) {
             Ok(ControlMsg::Finished) => {}
             Ok(other) => errors.push(format!("client sent {other:?} instead of finished")),
             Err(e) => errors.push(format!("client vanished before finishing: {e}")),
@@ -463,7 +491,10 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let outcomes: Vec<_> = threads.join()?.into_iter().flatten().collect();
-    let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        report.stopped_early(spec, &reason);
+    }
     report.placement = placement.summary.clone();
     report.path = path;
     if !errors.is_empty() {

@@ -7,6 +7,7 @@
 //! control port (SO_REUSEPORT), each connected to one of the sender's source ports, which the
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
 
+use super::live::{Live, Observer, ServerLive};
 use super::stream::{split_by_direction, SendOptions, SenderSession, END_GRACE};
 use crate::control::{self, ControlMsg};
 use crate::error::{Error, Result};
@@ -68,7 +69,7 @@ pub fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec
 }
 
 /// Runs a UDP stream test against `recv`, in the direction the spec asks.
-pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
+pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
@@ -91,24 +92,26 @@ pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
         }
     }
     session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
     let iface = session.path.interface().map(str::to_string);
     let placement = &session.placement;
     match spec.direction {
         Direction::Forward => {
-            let sender = udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now())?;
-            Ok(session.finish(spec, sender))
+            let sender = udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now(), &live)?;
+            Ok(session.finish(spec, sender, live))
         }
         Direction::Reverse => {
-            let receiver = udp_receive_side(spec, reverse, placement, iface.as_deref())?;
-            Ok(session.finish_reverse(spec, receiver))
+            let receiver = udp_receive_side(spec, reverse, placement, iface.as_deref(), &live)?;
+            Ok(session.finish_reverse(spec, receiver, live))
         }
         Direction::Bidir => {
             let (sender, receiver) = std::thread::scope(|scope| {
-                let tx = scope.spawn(|| udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now()));
-                let rx = udp_receive_side(spec, reverse, placement, iface.as_deref());
+                let tx =
+                    scope.spawn(|| udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now(), &live));
+                let rx = udp_receive_side(spec, reverse, placement, iface.as_deref(), &live);
                 (tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())), rx)
             });
-            Ok(session.finish_bidir(spec, sender?, receiver?))
+            Ok(session.finish_bidir(spec, sender?, receiver?, live))
         }
     }
 }
@@ -127,7 +130,9 @@ fn udp_send_side(
     placement: &Placement,
     iface: Option<&str>,
     t0: Instant,
+    live: &dyn Live,
 ) -> Result<SideReport> {
+    let halt = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let flows: Vec<(u32, UdpSendFlow)> = sockets
         .into_iter()
@@ -148,6 +153,7 @@ fn udp_send_side(
                 gso: spec.gso,
                 inflight,
                 deadline: t0 + spec.total(),
+                halt: Some(Arc::clone(&halt)),
                 rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
                 max_datagrams: 0,
                 drain_limit: Duration::from_secs(2),
@@ -161,14 +167,20 @@ fn udp_send_side(
         udp_send::run(flows, &worker_counters, &cfg)
     })?;
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    // Stopped early: the flows send their FINs now.
+    halt.store(true, Ordering::Relaxed);
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
 
     let sent: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        sender.stopped_early(spec, &reason);
+    }
     let path = results.first().map_or_else(String::new, |r| r.path.describe());
     sender.placement = placement.summary.clone();
     sender.path = format!("io_uring UDP {path}, {} B datagrams", spec.len);
@@ -218,15 +230,16 @@ pub fn serve_udp(
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
     let iface = peer_ip.and_then(|ip| crate::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
     let iface = iface.as_deref();
+    let live = ServerLive::start(ctl)?;
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     match spec.direction {
-        Direction::Forward => udp_receive_side(spec, forward, placement, iface).map(|r| (Some(r), None)),
-        Direction::Reverse => udp_send_side(spec, reverse, placement, iface, t0).map(|s| (None, Some(s))),
+        Direction::Forward => udp_receive_side(spec, forward, placement, iface, &live).map(|r| (Some(r), None)),
+        Direction::Reverse => udp_send_side(spec, reverse, placement, iface, t0, &live).map(|s| (None, Some(s))),
         Direction::Bidir => {
             let (received, sent) = std::thread::scope(|scope| {
-                let tx = scope.spawn(|| udp_send_side(spec, reverse, placement, iface, t0));
-                let rx = udp_receive_side(spec, forward, placement, iface);
+                let tx = scope.spawn(|| udp_send_side(spec, reverse, placement, iface, t0, &live));
+                let rx = udp_receive_side(spec, forward, placement, iface, &live);
                 (rx, tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())))
             });
             Ok((Some(received?), Some(sent?)))
@@ -241,15 +254,16 @@ fn udp_receive_side(
     sockets: Vec<(u32, UdpSocket)>,
     placement: &Placement,
     iface: Option<&str>,
+    live: &dyn Live,
 ) -> Result<SideReport> {
     let gro = spec.gso;
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
-    let live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
+    let flow_live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
     let items: Vec<(u32, UdpRecvFlow)> = sockets
         .into_iter()
-        .zip(&live)
+        .zip(&flow_live)
         .map(|((i, socket), live)| {
             let queue = spec.queue_of_flow(i);
             (queue, UdpRecvFlow { socket, queue, live: Some(Arc::clone(live)) })
@@ -275,8 +289,9 @@ fn udp_receive_side(
         udp_recv::run(flows, &worker_counters, &cfg)
     })?;
     let t0 = Instant::now();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &live };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &flow_live };
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
         std::thread::sleep(Duration::from_millis(5));
@@ -287,7 +302,10 @@ fn udp_receive_side(
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.stats.bytes, error: f.error.clone() }).collect();
-    let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        report.stopped_early(spec, &reason);
+    }
     let flow_stats: Vec<&SeqStats> = flows.iter().map(|f| &f.stats).collect();
     let received = UdpFigures::received(&flow_stats);
     let datagrams = received.datagrams;
