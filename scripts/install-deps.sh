@@ -13,6 +13,7 @@
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
 #   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client
 #   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
+#   --bootstrap  what fetching a Rust toolchain with rustup needs: curl, CA certificates
 #
 # Debian and Ubuntu (apt) and Fedora, RHEL and their rebuilds (dnf). Installs only what is
 # missing, says what it installs, and changes nothing when all is present (so it is safe to
@@ -27,7 +28,7 @@ list_only=0
 quiet=0
 for arg in "$@"; do
     case "$arg" in
-        --build | --test | --peers | --lab | --fleet) groups+=("${arg#--}") ;;
+        --build | --test | --peers | --lab | --fleet | --bootstrap) groups+=("${arg#--}") ;;
         --list) list_only=1 ;;
         --quiet) quiet=1 ;;
         -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
@@ -78,6 +79,8 @@ lab    xz-utils          xz
 fleet  openssh-server    openssh-server
 fleet  openssh-client    openssh-clients
 fleet  python3-venv      python3
+bootstrap curl          curl
+bootstrap ca-certificates ca-certificates
 TABLE
 }
 
