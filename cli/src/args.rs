@@ -80,7 +80,24 @@ pub struct RrArgs {
     #[arg(short = 'J', long)]
     pub json: bool,
     #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
     pub fast: FastPathArgs,
+}
+
+/// Where the report goes and how it is labelled (send, rr, crr).
+#[derive(Args)]
+pub struct OutputArgs {
+    /// One JSON object per line as the test runs: a start event, one interval event per
+    /// interval as it closes, and an end event with the whole report (see docs/output.md).
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
+    /// Prefix every text line with TEXT (stored in JSON as `title`).
+    #[arg(short = 'T', long, value_name = "TEXT")]
+    pub title: Option<String>,
+    /// Write the report to FILE (appended) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
 }
 
 /// How long a test runs and what its headline excludes (send, rr, crr, sweep).
@@ -234,6 +251,8 @@ pub struct SendArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,

@@ -3,11 +3,13 @@
 mod args;
 mod doctor_cmd;
 mod iperf2_mode;
+mod live_out;
 mod sweep_cmd;
 mod xdp_mode;
 
 use args::*;
 use clap::Parser;
+use live_out::{LiveOut, Out, Style};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,10 +17,12 @@ use uringbench::control::DEFAULT_PORT;
 use uringbench::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
 use uringbench::iperf2::IPERF2_PORT;
 use uringbench::placement::BusyPoll;
+use uringbench::report::end_event;
 use uringbench::report::{Role, SCHEMA_VERSION};
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
 use uringbench::units::{self, format_bits_per_second};
+use uringbench::workload::live::{Observer, Quiet};
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
@@ -126,6 +130,8 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::recv(&args);
     }
+    // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
+    uringbench::interrupt::install();
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
@@ -236,16 +242,33 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
     };
+    uringbench::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
+    if args.output.json_stream && format == Format::Csv {
+        return Err(Error::usage("--json-stream writes JSON; it does not combine with --format csv"));
+    }
     let repeat = args.repeat as usize;
+    let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
+    // One test in text prints as it runs; --json-stream always does.
+    let live = if args.output.json_stream {
+        Some(Style::JsonStream)
+    } else if format == Format::Text && repeat == 1 {
+        Some(Style::Text)
+    } else {
+        None
+    };
+    let title = args.output.title.clone();
     let mut reports = Vec::with_capacity(repeat);
-    let mut out = std::io::stdout().lock();
     if format == Format::Csv {
-        let _ = writeln!(out, "{CSV_HEADER}");
+        out.raw(&format!("{CSV_HEADER}\n"));
     }
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
-        let report = match run_test(&opts, Arc::new(uringbench::workload::live::Quiet)) {
+        let observer: Arc<dyn Observer> = match live {
+            Some(style) => LiveOut::new(&out, style),
+            None => Arc::new(Quiet),
+        };
+        let report = match run_test(&opts, observer) {
             Ok(r) => r,
             Err(e) if run == 1 => return Err(e),
             Err(e) => {
@@ -253,34 +276,29 @@ fn send(args: SendArgs) -> Result<u8, Error> {
                 break;
             }
         };
-        match format {
-            Format::Text if repeat == 1 => {
-                let _ = write!(out, "{}", report.render_text());
-            }
-            Format::Text => {
-                let _ = writeln!(out, "run {run}/{repeat}: {}", report.summary_line());
-            }
-            Format::Csv => {
-                let _ = write!(out, "{}", csv_rows(run, &report));
-            }
-            Format::Json => {}
+        match (live, format) {
+            (Some(Style::JsonStream), _) => out.json_line(&end_event(with_title(report.to_json(), &title))),
+            (Some(Style::Text), _) => out.text(&report.render_after_live()),
+            (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
+            (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
+            (None, Format::Json) => {}
         }
-        let _ = out.flush();
         reports.push(report);
+        if uringbench::interrupt::requested() {
+            break; // The partial run is reported; no more runs.
+        }
     }
     let summary = RepeatSummary::of(&reports);
     match format {
-        Format::Json if repeat == 1 => print_json(&mut out, &reports[0].to_json())?,
+        _ if args.output.json_stream => {}
+        Format::Json if repeat == 1 => out.json_doc(&with_title(reports[0].to_json(), &title))?,
         Format::Json => {
-            let runs: Vec<_> = reports.iter().map(|r| r.to_json()).collect();
-            print_json(
-                &mut out,
+            let runs: Vec<_> = reports.iter().map(|r| with_title(r.to_json(), &title)).collect();
+            out.json_doc(
                 &serde_json::json!({"schema_version": SCHEMA_VERSION, "repeat": repeat, "runs": runs, "summary": summary}),
             )?;
         }
-        Format::Text if repeat > 1 => {
-            let _ = write!(out, "{}", render_summary(&summary));
-        }
+        Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
     }
     if let Some(e) = &stopped {
@@ -288,7 +306,8 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
         eprintln!("uringbench: {e}");
     }
-    let all_complete = stopped.is_none() && reports.iter().all(|r| r.complete());
+    let interrupted_early = uringbench::interrupt::requested() && reports.len() < repeat;
+    let all_complete = stopped.is_none() && !interrupted_early && reports.iter().all(|r| r.complete());
     Ok(if all_complete { 0 } else { 1 })
 }
 
@@ -329,6 +348,14 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         eprintln!("uringbench: incomplete: {} responses, {} failed requests", report.requests, report.errors.total());
     }
     Ok(if report.complete { 0 } else { 1 })
+}
+
+/// A report document with `title` (`--title`) added when one was given.
+fn with_title(mut doc: serde_json::Value, title: &Option<String>) -> serde_json::Value {
+    if let (Some(t), Some(map)) = (title, doc.as_object_mut()) {
+        map.insert("title".into(), serde_json::json!(t));
+    }
+    doc
 }
 
 fn print_json(out: &mut impl Write, doc: &serde_json::Value) -> Result<(), Error> {
@@ -387,12 +414,19 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
     };
-    let report = uringbench::workload::rr::run_rr(&opts)?;
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        print_json(&mut out, &report.to_json())?;
-    } else {
-        let _ = write!(out, "{}", report.render_text());
+    uringbench::interrupt::install();
+    let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
+    let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
+    let observer: Arc<dyn Observer> = if format == Format::Json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
+    let report = uringbench::workload::rr::run_rr_live(&opts, observer)?;
+    let title = args.output.title.clone();
+    match (format, style) {
+        (Format::Json, _) => out.json_doc(&with_title(report.to_json(), &title))?,
+        (_, Style::JsonStream) => out.json_line(&end_event(with_title(report.to_json(), &title))),
+        _ => out.text(&report.render_after_live()),
+    }
+    if let Some(e) = report.error.as_ref().filter(|_| format == Format::Json || args.output.json_stream) {
+        eprintln!("uringbench: {e}");
     }
     Ok(if report.succeeded() { 0 } else { 1 })
 }

@@ -200,7 +200,15 @@ pub fn sample_window(
     let mut window = Window::default();
     let mut prev: Option<Sample> = None;
     let mut offsets = offsets.into_iter().peekable();
-    let mut close = |window: &mut Window, prev: &mut Option<Sample>, sample: Sample| {
+    let mut close = |window: &mut Window, prev: &mut Option<Sample>, mut sample: Sample| {
+        if let Some(p) = prev.as_ref() {
+            // A thread that has exited (its flows ended first) keeps its last CPU reading.
+            for t in &p.cpu.threads {
+                if !sample.cpu.threads.iter().any(|s| s.0 == t.0) {
+                    sample.cpu.threads.push(*t);
+                }
+            }
+        }
         if let (Some(first), Some(p)) = (window.first.as_ref(), prev.as_ref()) {
             sink(IntervalFigures::between(first, p, &sample));
         }

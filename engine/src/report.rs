@@ -378,6 +378,37 @@ pub fn interval_json(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Value
                "out_of_order": u.out_of_order, "duplicates": u.duplicates, "jitter_us": u.jitter_us}))})
 }
 
+/// Version of the `--json-stream` events (one JSON object per line); bumped when a key of an
+/// event changes meaning.
+pub const STREAM_SCHEMA_VERSION: u32 = 1;
+
+/// `{"event":"start",...}`: the agreed test and both ends' placement, as it starts.
+pub fn start_event(start: &crate::workload::live::StartInfo) -> Value {
+    json!({"event": "start", "stream_schema_version": STREAM_SCHEMA_VERSION, "schema_version": SCHEMA_VERSION,
+           "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+           "target": start.target, "test": start.spec,
+           "sender": {"placement": start.sender_placement}, "receiver": {"placement": start.receiver_placement}})
+}
+
+/// `{"event":"interval",...}`: one interval as it closed, with the keys of `intervals[]`.
+pub fn interval_event(direction: crate::spec::Direction, n: usize, entry: Value) -> Value {
+    let mut v = json!({"event": "interval", "stream_schema_version": STREAM_SCHEMA_VERSION,
+                       "direction": direction, "n": n});
+    if let (Value::Object(event), Value::Object(entry)) = (&mut v, entry) {
+        event.extend(entry);
+    }
+    v
+}
+
+/// `{"event":"end",...}`: the whole report, the document `-J` writes, with `event` first.
+pub fn end_event(doc: Value) -> Value {
+    let mut v = json!({"event": "end", "stream_schema_version": STREAM_SCHEMA_VERSION});
+    if let (Value::Object(event), Value::Object(doc)) = (&mut v, doc) {
+        event.extend(doc);
+    }
+    v
+}
+
 /// The first line of a stream report: the agreed test.
 pub fn header_line(s: &TestSpec, target: &str) -> String {
     let mut out = format!(
@@ -799,10 +830,14 @@ impl StreamReport {
                 }
             );
         }
+        let mut shown: Vec<&String> = Vec::new();
         for err in
             self.error.iter().chain(&self.sender.errors).chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
         {
-            let _ = writeln!(out, "error: {err}");
+            if !shown.contains(&err) {
+                let _ = writeln!(out, "error: {err}");
+                shown.push(err);
+            }
         }
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);

@@ -14,7 +14,7 @@ use crate::control::{self, ControlMsg};
 use crate::error::{Error, Result};
 use crate::measure::{sample_window, QueueCounters, SampleSources};
 use crate::placement::Placement;
-use crate::report::{cpu_evidence, Role, SideReport};
+use crate::report::{cpu_evidence, IntervalFigures, Role, SideReport};
 use crate::spec::{Proto, TestSpec, Workload};
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
@@ -63,6 +63,47 @@ impl LatencySummary {
     }
 }
 
+/// "TCP rr", "UDP rr" or "TCP crr".
+fn workload_name(spec: &TestSpec) -> String {
+    let proto = if spec.proto == Proto::Udp { "UDP" } else { "TCP" };
+    let workload = if spec.workload == Workload::Crr { "crr" } else { "rr" };
+    format!("{proto} {workload}")
+}
+
+/// The first line of an rr or crr report: the agreed test.
+pub fn rr_header(s: &TestSpec, target: &str) -> String {
+    format!(
+        "uringbench {}: {} to {}, {} queue{} x {} flow{}, {} B request / {} B response, {:.1} s window\n",
+        env!("CARGO_PKG_VERSION"),
+        workload_name(s),
+        target,
+        s.queues,
+        if s.queues == 1 { "" } else { "s" },
+        s.flows_per_queue,
+        if s.flows_per_queue == 1 { "" } else { "s" },
+        s.req_len,
+        s.resp_len,
+        s.time_ms as f64 / 1e3
+    )
+}
+
+/// One client interval of an rr or crr test (`bytes` count transactions).
+pub fn rr_interval_line(i: &IntervalFigures) -> String {
+    format!(
+        "[SUM] {:5.2}-{:<5.2} sec  {:>10} transactions  {:>12.0} trans/s\n",
+        i.start,
+        i.end,
+        i.sum(),
+        i.sum() as f64 / (i.end - i.start).max(1e-9)
+    )
+}
+
+/// One entry of an rr report's `intervals[]` (and of a `--json-stream` interval event).
+pub fn rr_interval_json(i: &IntervalFigures) -> Value {
+    json!({"start": i.start, "end": i.end, "transactions": i.sum(),
+           "transactions_per_second": i.sum() as f64 / (i.end - i.start).max(1e-9)})
+}
+
 /// Both sides of an rr test. In the side reports, `bytes` counts transactions.
 #[derive(Debug, Clone)]
 pub struct RrReport {
@@ -89,9 +130,7 @@ impl RrReport {
 
     /// "TCP rr", "UDP rr", "TCP crr".
     pub fn name(&self) -> String {
-        let proto = if self.spec.proto == Proto::Udp { "UDP" } else { "TCP" };
-        let workload = if self.spec.workload == Workload::Crr { "crr" } else { "rr" };
-        format!("{proto} {workload}")
+        workload_name(&self.spec)
     }
 
     /// Transactions per second over the client's window.
@@ -133,15 +172,7 @@ impl RrReport {
                            .map(|s| json!({"transactions": s.bytes, "total_transactions": s.total_bytes}))})
             })
             .collect();
-        let intervals: Vec<Value> = self
-            .client
-            .intervals
-            .iter()
-            .map(|i| {
-                json!({"start": i.start, "end": i.end, "transactions": i.sum(),
-                            "transactions_per_second": i.sum() as f64 / (i.end - i.start).max(1e-9)})
-            })
-            .collect();
+        let intervals: Vec<Value> = self.client.intervals.iter().map(rr_interval_json).collect();
         json!({
             "schema_version": crate::report::SCHEMA_VERSION,
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
@@ -169,36 +200,34 @@ impl RrReport {
 
     pub fn render_text(&self) -> String {
         use std::fmt::Write as _;
-        let mut out = String::new();
-        let s = &self.spec;
-        let _ = writeln!(
-            out,
-            "uringbench {}: {} to {}, {} queue{} x {} flow{}, {} B request / {} B response, {:.1} s window",
-            env!("CARGO_PKG_VERSION"),
-            self.name(),
-            self.target,
-            s.queues,
-            if s.queues == 1 { "" } else { "s" },
-            s.flows_per_queue,
-            if s.flows_per_queue == 1 { "" } else { "s" },
-            s.req_len,
-            s.resp_len,
-            s.time_ms as f64 / 1e3
-        );
+        let mut out = rr_header(&self.spec, &self.target);
         let _ = writeln!(out, "client: {} | {}", self.client.placement, self.client.path);
         if let Some(srv) = &self.server {
             let _ = writeln!(out, "server: {} | {}", srv.placement, srv.path);
         }
         for i in &self.client.intervals {
-            let _ = writeln!(
-                out,
-                "[SUM] {:5.2}-{:<5.2} sec  {:>10} transactions  {:>12.0} trans/s",
-                i.start,
-                i.end,
-                i.sum(),
-                i.sum() as f64 / (i.end - i.start).max(1e-9)
-            );
+            out.push_str(&rr_interval_line(i));
         }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// The text that follows lines printed live (header, placement, intervals): each side's
+    /// path, then the summary.
+    pub fn render_after_live(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("client path: {}\n", self.client.path);
+        if let Some(srv) = &self.server {
+            let _ = writeln!(out, "server path: {}", srv.path);
+        }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// Transactions, latency, failures, CPU, errors and the verdict.
+    fn render_summary(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
         let l = &self.latency;
         let _ = writeln!(
             out,
