@@ -331,9 +331,26 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         threads: args.threads,
     };
+    uringbench::interrupt::install();
+    let format = if args.json { Format::Json } else { args.format };
+    if format == Format::Text {
+        // The summary comes at the end; say at once what runs, and for how long at most.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "{} {}: {} connections, running {}...",
+            opts.method,
+            opts.url,
+            opts.connections,
+            match opts.requests {
+                Some(n) => format!("{n} requests (at most {:.0} s)", opts.duration.as_secs_f64()),
+                None => format!("{:.1} s", opts.duration.as_secs_f64()),
+            }
+        );
+        let _ = out.flush();
+    }
     let report = run_http(&opts)?;
     let mut out = std::io::stdout().lock();
-    let format = if args.json { Format::Json } else { args.format };
     match format {
         Format::Text => {
             let _ = write!(out, "{}", report.render_text());
@@ -344,7 +361,9 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         }
     }
     let _ = out.flush();
-    if !report.complete && format != Format::Text {
+    if let Some(i) = report.interrupted.as_ref().filter(|_| format != Format::Text) {
+        eprintln!("uringbench: {i}");
+    } else if !report.complete && format != Format::Text {
         eprintln!("uringbench: incomplete: {} responses, {} failed requests", report.requests, report.errors.total());
     }
     Ok(if report.complete { 0 } else { 1 })
