@@ -20,7 +20,8 @@ use uringbench::placement::BusyPoll;
 use uringbench::report::end_event;
 use uringbench::report::{Role, SCHEMA_VERSION};
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
-use uringbench::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
+use uringbench::sockopt::LocalEnd;
+use uringbench::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
 use uringbench::units::{self, format_bits_per_second};
 use uringbench::workload::live::{Observer, Quiet};
 use uringbench::workload::stream::SendOptions;
@@ -135,6 +136,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
+        device: args.bind_dev.clone(),
         port: port_or_default(args.port, args.iperf2),
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
@@ -226,6 +228,13 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         ..TestSpec::default()
     };
     args.window.apply(&mut spec);
+    let (tuning, local) = tuning_of(&args.tuning)?;
+    if tuning.bytes.is_some() {
+        // The whole transfer is the window, as iperf measures `-n`.
+        spec.warmup_ms = 0;
+        spec.cooldown_ms = 0;
+    }
+    spec.tuning = tuning;
     if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
         return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));
     }
@@ -241,6 +250,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
+        local,
     };
     uringbench::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
@@ -369,6 +379,60 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
     Ok(if report.complete { 0 } else { 1 })
 }
 
+/// The knobs of `-C`, `-w`, `-M`... checked before any traffic, and where this side's sockets
+/// leave from.
+fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
+    if let Some(w) = t.window {
+        if w == 0 || w > 1 << 31 {
+            return Err(Error::usage(format!("-w/--window {w} out of range: 1 byte to 2 GiB")));
+        }
+    }
+    if t.mss.is_some_and(|m| m < 88) {
+        return Err(Error::usage(format!(
+            "-M/--mss {} is below 88, the smallest MSS the kernel takes",
+            t.mss.unwrap_or(0)
+        )));
+    }
+    if t.bytes == Some(0) {
+        return Err(Error::usage("-n/--bytes must be at least 1"));
+    }
+    if t.fq_rate == Some(0) {
+        return Err(Error::usage("--fq-rate must be above 0"));
+    }
+    if let Some(c) = &t.congestion {
+        uringbench::sockopt::check_congestion(c).map_err(Error::usage)?;
+    }
+    let (bind, bind_dev) = match t.bind.as_deref().map(|b| b.split_once('%').map_or((b, None), |(a, d)| (a, Some(d)))) {
+        Some((addr, dev)) => {
+            let ip = addr.parse().map_err(|_| Error::usage(format!("invalid --bind address '{addr}'")))?;
+            (Some(ip), dev.map(str::to_string))
+        }
+        None => (None, None),
+    };
+    let tuning = Tuning {
+        congestion: t.congestion.clone(),
+        window: t.window.map(|w| w as u32),
+        mss: t.mss,
+        nodelay: t.no_delay,
+        tos: t.tos.or(t.dscp),
+        fq_rate_bps: t.fq_rate,
+        bytes: t.bytes,
+        skip_rx_copy: t.skip_rx_copy,
+    };
+    let local = LocalEnd {
+        family: if t.ipv4 {
+            Some(4)
+        } else if t.ipv6 {
+            Some(6)
+        } else {
+            None
+        },
+        bind,
+        device: t.bind_dev.clone().or(bind_dev),
+    };
+    Ok((tuning, local))
+}
+
 /// A report document with `title` (`--title`) added when one was given.
 fn with_title(mut doc: serde_json::Value, title: &Option<String>) -> serde_json::Value {
     if let (Some(t), Some(map)) = (title, doc.as_object_mut()) {
@@ -421,6 +485,11 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         ..TestSpec::default()
     };
     args.window.apply(&mut spec);
+    let (tuning, local) = tuning_of(&args.tuning)?;
+    if tuning.bytes.is_some() || tuning.skip_rx_copy {
+        return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
+    }
+    spec.tuning = tuning;
     uringbench::transport::rr::check_spec(&spec)?;
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
@@ -432,6 +501,7 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
+        local,
     };
     uringbench::interrupt::install();
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);

@@ -81,6 +81,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             spec: base,
             cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),
+            local: Default::default(),
         },
         param,
         values,

@@ -11,7 +11,8 @@
 
 use crate::error::{Error, Result};
 use crate::report::{IntervalFigures, Role, SideReport};
-use crate::spec::TestSpec;
+use crate::sockopt::LocalEnd;
+use crate::spec::{TestSpec, Tuning};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -308,13 +309,46 @@ pub fn new_cookie() -> SessionCookie {
 
 /// Resolves `host` and connects to `port`, with errors that say what to do.
 pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream> {
+    connect_from(host, port, timeout, &LocalEnd::default(), None)
+}
+
+/// [`connect`] from `local` (address family, local address, device), with the flow knobs
+/// that must be set before the handshake.
+pub fn connect_from(
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    local: &LocalEnd,
+    tuning: Option<&Tuning>,
+) -> Result<TcpStream> {
     use std::net::ToSocketAddrs;
     let addrs: Vec<std::net::SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| Error::usage(format!("cannot resolve target '{host}': {e}")))?
+        .filter(|a| match local.family {
+            Some(4) => a.is_ipv4() || a.ip().to_canonical().is_ipv4(),
+            Some(6) => a.is_ipv6() && a.ip().to_canonical().is_ipv6(),
+            _ => true,
+        })
+        .filter(|a| local.bind.is_none_or(|b| b.is_ipv4() == a.is_ipv4()))
         .collect();
-    let addr = *addrs.first().ok_or_else(|| Error::usage(format!("target '{host}' has no address")))?;
-    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| match e.raw_os_error() {
+    let addr = *addrs.first().ok_or_else(|| match (local.family, local.bind) {
+        (Some(f), _) => Error::usage(format!("target '{host}' has no IPv{f} address (-{f})")),
+        (None, Some(b)) => Error::usage(format!("target '{host}' has no address of --bind {b}'s family")),
+        _ => Error::usage(format!("target '{host}' has no address")),
+    })?;
+    let stream = crate::sockopt::connect_tcp(addr, local, tuning, timeout).map_err(|e| match e.raw_os_error() {
+        Some(libc::EADDRNOTAVAIL) if local.bind.is_some() => Error::usage(format!(
+            "cannot bind {}: no local interface has that address",
+            local.bind.map_or(String::new(), |b| b.to_string())
+        )),
+        Some(libc::ENODEV) if local.device.is_some() => {
+            Error::usage(format!("--bind-dev {}: no such device", local.device.as_deref().unwrap_or("")))
+        }
+        Some(libc::EPERM) if local.device.is_some() => Error::usage(format!(
+            "--bind-dev {}: SO_BINDTODEVICE needs CAP_NET_RAW",
+            local.device.as_deref().unwrap_or("")
+        )),
         Some(libc::ECONNREFUSED) => Error::peer(format!(
             "nothing listens on {addr} (connection refused): start `uringbench recv --port {port}` there"
         )),
@@ -324,7 +358,10 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream> {
         }
         _ => Error::peer(format!("cannot connect to {addr}: {e}")),
     })?;
-    let _ = stream.set_nodelay(true);
+    // Control messages go out at once; a data flow has TCP_NODELAY only when asked (`-N`).
+    if tuning.is_none() {
+        let _ = stream.set_nodelay(true);
+    }
     Ok(stream)
 }
 

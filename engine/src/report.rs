@@ -191,6 +191,9 @@ pub struct SideReport {
     pub tcp: TcpWindow,
     /// TCP_INFO of each flow after the test ended, in flow order.
     pub tcp_flows_end: Vec<Option<TcpInfo>>,
+    /// The knobs of each flow as the kernel reported them at the end, in flow order.
+    #[serde(default)]
+    pub flow_sockets: Vec<crate::sockopt::FlowSocket>,
     /// Interface, SNMP and softnet counters over the window (interface: the one facing the peer).
     pub host: Option<HostDelta>,
     /// UDP tests only.
@@ -244,10 +247,12 @@ impl SideReport {
             tcp = TcpWindow::between(&first.tcp, &last.tcp);
             host = first.host.as_ref().zip(last.host.as_ref()).map(|(a, b)| HostDelta::between(a, b));
         }
-        if !window_complete {
+        // With `-n` the test ends when the bytes are delivered, before the planned window.
+        let ends_by_bytes = spec.tuning.bytes.is_some();
+        if !window_complete && !ends_by_bytes {
             errors.push(ENDED_EARLY.into());
         }
-        let complete = window_complete && errors.is_empty();
+        let complete = (window_complete || ends_by_bytes) && errors.is_empty();
         Self {
             role,
             placement: String::new(),
@@ -258,6 +263,7 @@ impl SideReport {
             cpu,
             tcp,
             tcp_flows_end: Vec::new(),
+            flow_sockets: Vec::new(),
             host,
             udp: None,
             zerocopy: None,
@@ -368,6 +374,25 @@ fn rate(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
+/// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.
+fn flows_end_json(side: &SideReport) -> Value {
+    let entries: Vec<Value> = side
+        .tcp_flows_end
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            let mut v = serde_json::to_value(info).unwrap_or(Value::Null);
+            if let (Value::Object(map), Some(Value::Object(sock))) =
+                (&mut v, side.flow_sockets.get(i).map(|s| serde_json::to_value(s).unwrap_or(Value::Null)))
+            {
+                map.extend(sock);
+            }
+            v
+        })
+        .collect();
+    Value::Array(entries)
+}
+
 /// One entry of `intervals[]` (and of a `--json-stream` interval event): the receiver's
 /// figures for the stretch, with the sender's view of it beside them.
 pub fn interval_json(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Value {
@@ -427,6 +452,10 @@ pub fn header_line(s: &TestSpec, target: &str) -> String {
     );
     if s.direction == crate::spec::Direction::Reverse {
         let _ = writeln!(out, "reverse: {target} sends, this side receives");
+    }
+    let tuning = s.tuning.describe();
+    if !tuning.is_empty() {
+        let _ = writeln!(out, "tuning: {tuning} (both ends)");
     }
     out
 }
@@ -645,8 +674,8 @@ impl StreamReport {
             "tcp": {
                 "sender": self.sender.tcp,
                 "receiver": recv.map(|r| &r.tcp),
-                "sender_flows_end": self.sender.tcp_flows_end,
-                "receiver_flows_end": recv.map(|r| &r.tcp_flows_end),
+                "sender_flows_end": flows_end_json(&self.sender),
+                "receiver_flows_end": recv.map(flows_end_json),
             },
             "path": self.path,
             "host": {"sender": self.sender.host, "receiver": recv.map(|r| &r.host)},

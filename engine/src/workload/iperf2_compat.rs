@@ -744,7 +744,7 @@ fn send_tcp(
     let mut flows = Vec::with_capacity(opts.flows() as usize);
     for flow in 0..opts.flows() {
         let queue = flow % opts.queues;
-        flows.push((queue, SendFlow { stream: connect_tcp(target)?, queue }));
+        flows.push((queue, SendFlow { stream: connect_tcp(target)?, queue, budget: None }));
     }
     let t0 = Instant::now();
     let counters = Arc::new(QueueCounters::new(opts.queues as usize));
@@ -1531,6 +1531,7 @@ fn serve_tcp(shared: &Shared, mut stream: TcpStream, peer: SocketAddr, accepted:
         bundle: shared.caps.recvsend_bundle,
         rcvlowat,
         stop,
+        skip_copy: false,
     };
     let counters = QueueCounters::new(1);
     let mut end =

@@ -364,7 +364,13 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
             session.negotiate(spec, Vec::new())?;
             let mut items = Vec::with_capacity(spec.flows() as usize);
             for flow in 0..spec.flows() {
-                let mut stream = control::connect(&opts.target, opts.port, Duration::from_secs(3))?;
+                let mut stream = control::connect_from(
+                    &opts.target,
+                    opts.port,
+                    Duration::from_secs(3),
+                    &opts.local,
+                    Some(&spec.tuning),
+                )?;
                 let _ = stream.set_nodelay(true);
                 stream
                     .write_all(&control::data_hello(&session.cookie, flow))

@@ -13,6 +13,7 @@ use crate::placement::{plan, resolve_cpus, BusyPoll, Placement, WaitMode};
 use crate::probe::KernelCaps;
 use crate::report::{PathFacts, Role, SideReport, StreamReport};
 use crate::ring::WakeBatch;
+use crate::sockopt::{self, FlowSocket};
 use crate::spec::{Direction, TestSpec, ZeroCopyMode};
 use crate::tcpinfo::TcpInfo;
 use crate::threads::{deal_by_queue, QueueThreads};
@@ -71,6 +72,8 @@ pub struct SendOptions {
     pub spec: TestSpec,
     pub cpus: Option<Vec<usize>>,
     pub busy_poll: BusyPoll,
+    /// Where this side's sockets leave from (`-4`/`-6`, `--bind`, `--bind-dev`).
+    pub local: crate::sockopt::LocalEnd,
 }
 
 /// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
@@ -144,11 +147,23 @@ impl SenderSession {
         let shared = opts.spec.direction == Direction::Bidir;
         let latency_bound = opts.spec.workload.latency_bound();
         let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound)?;
-        let ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+        let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, None)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
             ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
         let path = PathProbe::to(target_ip, opts.spec.flows());
+        if let (Some(mss), Some(iface)) = (opts.spec.tuning.mss, path.interface()) {
+            let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse::<u32>().ok());
+            let headers = if target_ip.is_ipv4() { 40 } else { 60 };
+            if let Some(mtu) = mtu.filter(|&m| mss + headers > m) {
+                return Err(Error::usage(format!(
+                    "-M/--mss {mss} does not fit the path: {iface} has MTU {mtu}, so at most {} (MTU - {headers} bytes of headers)",
+                    mtu.saturating_sub(headers)
+                )));
+            }
+        }
         Ok(Self {
             ctl,
             peer,
@@ -343,7 +358,8 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     let peer = session.peer.clone();
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.data_connections() {
-        let mut stream = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+        let mut stream =
+            control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, Some(&spec.tuning))?;
         stream
             .write_all(&control::data_hello(&session.cookie, flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
@@ -410,13 +426,14 @@ pub fn send_side(
 ) -> Result<SideReport> {
     let zerocopy = zc.0;
     let halt = Arc::new(AtomicBool::new(false));
+    tune_flows(spec, &flows, true)?;
     let probes = sampler_sockets(flows.iter().map(|(_, f)| f))?;
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let items = flows
         .into_iter()
         .map(|(flow, stream)| {
             let queue = spec.queue_of_flow(flow);
-            (queue, SendFlow { stream, queue })
+            (queue, SendFlow { stream, queue, budget: spec.tuning.flow_bytes(flow, spec.flows()) })
         })
         .collect();
     let per_thread = deal_by_queue(&placement.threads, items);
@@ -451,6 +468,7 @@ pub fn send_side(
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
+    let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
 
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
@@ -461,6 +479,8 @@ pub fn send_side(
         sender.stopped_early(spec, &reason);
     }
     sender.tcp_flows_end = tcp_end;
+    let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
+    sender.flow_sockets = flow_sockets;
     sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B, {} in flight per flow{}",
@@ -468,7 +488,8 @@ pub fn send_side(
         spec.len,
         spec.depth,
         if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
-    ) + &wake_note(placement.wait, send_batch(spec.depth), caps);
+    ) + &wake_note(placement.wait, send_batch(spec.depth), caps)
+        + &window_note.map_or(String::new(), |n| format!("; {n}"));
     // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
     let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
     let reason = match results.iter().find_map(|r| r.note.clone()) {
@@ -540,6 +561,7 @@ pub fn receive_side(
 ) -> Result<SideReport> {
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
+    tune_flows(spec, &flows, false)?;
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
     let items = flows
         .into_iter()
@@ -556,6 +578,7 @@ pub fn receive_side(
         bundle: caps.recvsend_bundle,
         rcvlowat: recv_lowat(spec),
         stop: Arc::clone(&stop),
+        skip_copy: spec.tuning.skip_rx_copy,
     };
     let worker_counters = Arc::clone(&counters);
     let zc_rx = crate::fastpath::current().zc_rx.as_ref();
@@ -580,6 +603,7 @@ pub fn receive_side(
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
+    let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let completions: u64 = results.iter().map(|r| r.completions).sum();
@@ -589,6 +613,8 @@ pub fn receive_side(
         report.stopped_early(spec, &reason);
     }
     report.tcp_flows_end = tcp_end;
+    let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
+    report.flow_sockets = flow_sockets;
     report.placement = placement.summary.clone();
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
     report.path = match zc_rx {
@@ -602,8 +628,9 @@ pub fn receive_side(
             rearms,
         ),
         None => format!(
-            "io_uring multishot RECV{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
+            "io_uring multishot RECV{}{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
             if caps.recvsend_bundle { " bundles" } else { "" },
+            if spec.tuning.skip_rx_copy { " with MSG_TRUNC (payload discarded in the kernel, not copied)" } else { "" },
             RECV_BUF_COUNT,
             RECV_BUF_SIZE / 1024,
             recv_lowat(spec).map_or("default".to_string(), |b| format!("{} KiB", b / 1024)),
@@ -616,7 +643,20 @@ pub fn receive_side(
         report.path.push_str("; ");
         report.path.push_str(&napi);
     }
+    if let Some(note) = window_note {
+        report.path.push_str("; ");
+        report.path.push_str(&note);
+    }
     Ok(report)
+}
+
+/// Applies the test's knobs to each flow this side holds (`sends`: the flows it sends on).
+fn tune_flows(spec: &TestSpec, flows: &[(u32, TcpStream)], sends: bool) -> Result<()> {
+    for (flow, stream) in flows {
+        sockopt::apply_tuning(stream, &spec.tuning, sends)
+            .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
+    }
+    Ok(())
 }
 
 /// Says how sleeping threads are woken, when they sleep at all.

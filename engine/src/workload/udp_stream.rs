@@ -76,6 +76,7 @@ pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<S
     let local_ip = local_ip.to_canonical();
     let (sockets, ports) = flow_sockets(local_ip, spec.data_connections())?;
     let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
+    mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
     let (forward, reverse) = split_by_direction(spec, indexed);
     // Receiving sockets get GRO and their buffer before the far side is told to start.
     for (_, s) in &reverse {
@@ -114,6 +115,17 @@ pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<S
             Ok(session.finish_bidir(spec, sender?, receiver?, live))
         }
     }
+}
+
+/// Marks every flow socket with the test's TOS (`-S`, `--dscp`), on either end.
+fn mark_flows<'a>(spec: &TestSpec, sockets: impl Iterator<Item = &'a UdpSocket>) -> Result<()> {
+    let Some(tos) = spec.tuning.tos else { return Ok(()) };
+    for s in sockets {
+        let v6 = s.local_addr().map_err(|e| Error::io("reading a UDP flow address", e))?.is_ipv6();
+        sockopt::set_tos(&socket2::SockRef::from(s), tos, v6)
+            .map_err(|e| Error::io("setting the TOS of a UDP flow", e))?;
+    }
+    Ok(())
 }
 
 /// Turns on GRO (when the test uses GSO) and the large receive buffer.
@@ -223,6 +235,7 @@ pub fn serve_udp(
     sockets: Vec<UdpSocket>,
     placement: &Placement,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    mark_flows(spec, sockets.iter())?;
     let (forward, reverse) = split_by_direction(spec, (0..).zip(sockets).collect());
     for (_, s) in &forward {
         prepare_receiver(s, spec)?;
