@@ -379,12 +379,9 @@ mod tests {
 
     #[test]
     fn frames_round_trip() {
-        let (mut a, mut b) = pair();
-        write_msg(
-            &mut a,
-            &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: TestSpec::default(), udp_ports: vec![] },
-        )
-        .unwrap();
+        let (a, mut b) = pair();
+        write_msg(&a, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: TestSpec::default(), udp_ports: vec![] })
+            .unwrap();
         match read_msg(&mut b, Duration::from_secs(2)).unwrap() {
             ControlMsg::Hello { version, spec, .. } => {
                 assert_eq!(version, PROTOCOL_VERSION);
@@ -396,9 +393,9 @@ mod tests {
 
     #[test]
     fn a_message_larger_than_a_frame_travels_in_pieces() {
-        let (mut a, mut b) = pair();
+        let (a, mut b) = pair();
         let reason = "x".repeat(3 * MAX_FRAME + 17);
-        let writer = std::thread::spawn(move || write_msg(&mut a, &ControlMsg::Abort { reason }).map(|_| a));
+        let writer = std::thread::spawn(move || write_msg(&a, &ControlMsg::Abort { reason }).map(|_| a));
         match read_reply(&mut b, Duration::from_secs(5)).unwrap() {
             ControlMsg::Abort { reason } => assert_eq!(reason.len(), 3 * MAX_FRAME + 17, "reassembled whole"),
             other => panic!("expected Abort, got {other:?}"),
@@ -410,10 +407,10 @@ mod tests {
 
     #[test]
     fn a_multi_frame_message_over_the_limit_is_refused() {
-        let (mut a, mut b) = pair();
+        let (a, mut b) = pair();
         let reason = "y".repeat(MAX_FRAME + 1);
         let writer = std::thread::spawn(move || {
-            let _ = write_msg(&mut a, &ControlMsg::Abort { reason });
+            let _ = write_msg(&a, &ControlMsg::Abort { reason });
             a
         });
         let err = read_msg(&mut b, Duration::from_secs(5)).unwrap_err();
@@ -424,7 +421,7 @@ mod tests {
 
     #[test]
     fn the_watch_raises_stop_and_queues_the_rest() {
-        let (mut a, b) = pair();
+        let (a, b) = pair();
         let got = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&got);
         let watch =
@@ -438,9 +435,9 @@ mod tests {
             tcp_flows: vec![],
             udp: None,
         };
-        write_msg(&mut a, &ControlMsg::Interval { role: Role::Receiver, interval: iv }).unwrap();
-        write_msg(&mut a, &ControlMsg::Stop { reason: "SIGINT".into() }).unwrap();
-        write_msg(&mut a, &ControlMsg::Finished).unwrap();
+        write_msg(&a, &ControlMsg::Interval { role: Role::Receiver, interval: iv }).unwrap();
+        write_msg(&a, &ControlMsg::Stop { reason: "SIGINT".into() }).unwrap();
+        write_msg(&a, &ControlMsg::Finished).unwrap();
         assert!(matches!(watch.recv(Duration::from_secs(5)).unwrap(), ControlMsg::Finished));
         assert!(watch.stop_requested());
         assert_eq!(watch.stop_reason().as_deref(), Some("SIGINT"));

@@ -416,7 +416,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             let ok = received.as_ref().is_none_or(|r| r.complete) && sent.as_ref().is_none_or(|r| r.complete);
             let msg =
                 ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
-            let delivered = control::write_msg(&mut ctl, &msg);
+            let delivered = control::write_msg(&ctl, &msg);
             for report in received.into_iter().chain(sent) {
                 (shared.events)(ServerEvent::SessionEnded {
                     id,
@@ -435,7 +435,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             shared.once_ok.store(ok, Ordering::Release);
         }
         Err(e) => {
-            let _ = control::write_msg(&mut ctl, &ControlMsg::Abort { reason: e.message.clone() });
+            let _ = control::write_msg(&ctl, &ControlMsg::Abort { reason: e.message.clone() });
             (shared.events)(ServerEvent::SessionFailed { id, peer, error: e.message });
         }
     }

@@ -421,7 +421,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     client.path = path_text(spec, true);
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
-        let _ = control::write_msg(&mut session.ctl, &ControlMsg::Finished);
+        let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
     }
     let (server, mut error) = match live.watch.recv(super::stream::END_GRACE + Duration::from_secs(5)) {
         Ok(ControlMsg::Result { report, .. }) => (report.map(|r| *r), None),
