@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Where a connecting side's sockets leave from (`-4`/`-6`, `-B ADDR[%DEV]`, `--bind-dev`).
@@ -188,16 +188,10 @@ pub fn window_note(t: &Tuning, flows: &[FlowSocket]) -> Option<String> {
     (!notes.is_empty()).then(|| notes.join("; "))
 }
 
-/// A new close-on-exec socket of `kind` (`SOCK_STREAM`, `SOCK_DGRAM`) in `addr`'s family.
+/// A new close-on-exec socket of `kind` (`SOCK_STREAM`, `SOCK_DGRAM`) in `addr`'s family,
+/// not yet bound (so options such as `SO_REUSEPORT` can be set first).
 pub fn socket_for(addr: &SocketAddr, kind: libc::c_int) -> io::Result<OwnedFd> {
-    let family = if addr.is_ipv6() { libc::AF_INET6 } else { libc::AF_INET };
-    // SAFETY: socket(2) with constant arguments; the result is checked before use.
-    let fd = unsafe { libc::socket(family, kind | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(Socket::new(Domain::for_address(*addr), Type::from(kind).cloexec(), None)?.into())
 }
 
 /// Sets an integer socket option.
@@ -220,13 +214,8 @@ pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_
 }
 
 /// Binds `fd` to `addr`.
-pub fn bind(fd: &impl AsRawFd, addr: &SocketAddr) -> io::Result<()> {
-    let (sa, len) = sockaddr(addr);
-    // SAFETY: sa is a valid sockaddr of len bytes that lives across the call.
-    if unsafe { libc::bind(fd.as_raw_fd(), (&sa as *const libc::sockaddr_storage).cast(), len) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+pub fn bind(fd: &impl std::os::fd::AsFd, addr: &SocketAddr) -> io::Result<()> {
+    SockRef::from(fd).bind(&(*addr).into())
 }
 
 /// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h); the libc crate has it only for Android.
@@ -272,36 +261,9 @@ pub fn attach_cpu_steering(fd: RawFd, cpu_to_socket: &[(usize, u32)], group_size
     }
 }
 
-/// `addr` as a `sockaddr_storage` and the length of the part that matters.
-pub fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero is a valid sockaddr_storage.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
+/// `addr` as a raw `sockaddr` for io_uring operations (`as_ptr()`, `len()`).
+pub fn sockaddr(addr: &SocketAddr) -> socket2::SockAddr {
+    (*addr).into()
 }
 
 #[cfg(test)]
@@ -338,7 +300,7 @@ mod tests {
         let group: Vec<std::net::UdpSocket> = (0..2)
             .map(|_| {
                 let fd = socket_for(&addr, libc::SOCK_DGRAM).unwrap();
-                set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1).unwrap();
+                SockRef::from(&fd).set_reuse_port(true).unwrap();
                 bind(&fd, &addr).unwrap();
                 let s = std::net::UdpSocket::from(fd);
                 s.set_nonblocking(true).unwrap();

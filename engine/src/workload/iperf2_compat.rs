@@ -1087,17 +1087,17 @@ pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
 fn udp_listener(addr: SocketAddr, exclusive: bool) -> io::Result<UdpSocket> {
     let fd = sockopt::socket_for(&addr, libc::SOCK_DGRAM)?;
     if !exclusive {
-        sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        socket2::SockRef::from(&fd).set_reuse_address(true)?;
     }
     sockopt::bind(&fd, &addr)?;
     let socket = UdpSocket::from(fd);
     let fd = socket.as_raw_fd();
     if exclusive {
-        sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        socket2::SockRef::from(&socket).set_reuse_address(true)?;
     }
     // Root may size the buffer past rmem_max: a burst at the start of a fast test fits.
     if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
-        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+        let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(8 << 20);
     }
     udp_recv::prepare_socket(&socket, true, true)?;
     socket.set_nonblocking(true)?;

@@ -43,19 +43,12 @@ const UDP_RCVBUF: usize = 16 << 20;
 /// Raises SO_RCVBUF to `bytes`: SO_RCVBUFFORCE where allowed (CAP_NET_ADMIN), else as far
 /// as net.core.rmem_max lets SO_RCVBUF go. Returns the size the kernel granted.
 fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
-    let fd = socket.as_raw_fd();
-    let value = bytes as libc::c_int;
-    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).is_err() {
-        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, value);
+    let s = socket2::SockRef::from(socket);
+    // socket2 has no SO_RCVBUFFORCE.
+    if sockopt::set_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes as libc::c_int).is_err() {
+        let _ = s.set_recv_buffer_size(bytes);
     }
-    let mut got: libc::c_int = 0;
-    let mut got_len = len;
-    // SAFETY: valid fd; the kernel writes one c_int.
-    unsafe {
-        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut got as *mut libc::c_int).cast(), &mut got_len)
-    };
-    got.max(0) as usize
+    s.recv_buffer_size().unwrap_or(0)
 }
 
 /// The sender's flow sockets, bound to the address its control connection left from, with
@@ -218,7 +211,8 @@ pub fn receiver_sockets(ctl: &TcpStream, ports: &[u16]) -> Result<Vec<UdpSocket>
 
 fn reuseport_socket(local: SocketAddr, peer: SocketAddr) -> Result<UdpSocket> {
     let fd = sockopt::socket_for(&local, libc::SOCK_DGRAM).map_err(|e| Error::io("creating a UDP flow socket", e))?;
-    sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)
+    socket2::SockRef::from(&fd)
+        .set_reuse_port(true)
         .map_err(|e| Error::io("setting SO_REUSEPORT on a UDP flow socket", e))?;
     sockopt::bind(&fd, &local).map_err(|e| Error::io(format!("binding UDP {local}"), e))?;
     let socket = UdpSocket::from(fd);
