@@ -198,11 +198,12 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 fn send(args: SendArgs) -> Result<u8, Error> {
     args.fast.apply(None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
+    refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
     if args.iperf2 {
         return iperf2_mode::send(&args);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
-    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
@@ -433,6 +434,35 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
     Ok((tuning, local))
 }
 
+/// Refuses the flow knobs where they cannot apply: TCP-only knobs on UDP (or on crr's
+/// short-lived connections), any knob on the paths that do not carry them (`--iperf2`,
+/// `--engine xdp`).
+fn refuse_knobs(t: &TuningArgs, no_tcp_flows: bool, no_knobs: bool) -> Result<(), Error> {
+    let tcp_only = [
+        ("-C/--congestion", t.congestion.is_some()),
+        ("-w/--window", t.window.is_some()),
+        ("-M/--mss", t.mss.is_some()),
+        ("-N/--no-delay", t.no_delay),
+        ("--fq-rate", t.fq_rate.is_some()),
+        ("-n/--bytes", t.bytes.is_some()),
+        ("--skip-rx-copy", t.skip_rx_copy),
+    ];
+    let marks = [("-S/--tos", t.tos.is_some()), ("--dscp", t.dscp.is_some())];
+    if no_knobs {
+        if let Some((name, _)) = tcp_only.iter().chain(&marks).find(|(_, set)| *set) {
+            return Err(Error::usage(format!(
+                "{name} applies to uringbench's own engine, not to --iperf2 or --engine xdp"
+            )));
+        }
+    }
+    if no_tcp_flows {
+        if let Some((name, _)) = tcp_only.iter().find(|(_, set)| *set) {
+            return Err(Error::usage(format!("{name} applies to TCP streams and TCP rr")));
+        }
+    }
+    Ok(())
+}
+
 /// A report document with `title` (`--title`) added when one was given.
 fn with_title(mut doc: serde_json::Value, title: &Option<String>) -> serde_json::Value {
     if let (Some(t), Some(map)) = (title, doc.as_object_mut()) {
@@ -489,6 +519,8 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
     if tuning.bytes.is_some() || tuning.skip_rx_copy {
         return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
     }
+    // rr over TCP keeps its flows for the whole test; crr's come and go, UDP rr has none.
+    refuse_knobs(&args.tuning, args.udp || workload == Workload::Crr, false)?;
     spec.tuning = tuning;
     uringbench::transport::rr::check_spec(&spec)?;
     let format = if args.json { Format::Json } else { args.format };

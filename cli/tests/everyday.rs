@@ -382,6 +382,8 @@ fn bad_knobs_exit_2_before_any_traffic() {
         (&["-6"], "no IPv6 address"),
         (&["--bind", "10.99.99.99"], "no local interface has that address"),
         (&["--bind-dev", "nosuchdev0"], "no such device"),
+        (&["-u", "-n", "1M"], "applies to TCP"),
+        (&["--iperf2", "-C", "reno"], "not to --iperf2"),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["-c", RECV_ADDR, "-t", "1"];

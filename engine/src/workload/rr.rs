@@ -371,6 +371,8 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
                     &opts.local,
                     Some(&spec.tuning),
                 )?;
+                crate::sockopt::apply_tuning(&stream, &spec.tuning, true)
+                    .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
                 let _ = stream.set_nodelay(true);
                 stream
                     .write_all(&control::data_hello(&session.cookie, flow))
@@ -481,6 +483,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
                 .into_iter()
                 .map(|(flow, stream)| {
                     let _ = stream.set_nodelay(true);
+                    let _ = crate::sockopt::apply_tuning(&stream, &spec.tuning, true);
                     (spec.queue_of_flow(flow), RrFlow { stream, queue: spec.queue_of_flow(flow) })
                 })
                 .collect();
