@@ -463,8 +463,10 @@ pub fn send_side(
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
     let finished = || threads.all_finished() || live.stopped().is_some();
     let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    // Stopped early: the flows end now (drained and half-closed), not at the planned end.
-    halt.store(true, std::sync::atomic::Ordering::Relaxed);
+    if live.stopped().is_some() {
+        // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
+        halt.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();

@@ -174,8 +174,10 @@ fn udp_send_side(
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
     let finished = || threads.all_finished() || live.stopped().is_some();
     let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    // Stopped early: the flows send their FINs now.
-    halt.store(true, Ordering::Relaxed);
+    if live.stopped().is_some() {
+        // Stopped early: the flows send their FINs now, not after the cool-down.
+        halt.store(true, Ordering::Relaxed);
+    }
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
 
