@@ -246,18 +246,23 @@ def time_arg(t):
     return ("%ds" % t) if float(t).is_integer() else ("%dms" % round(t * 1000))
 
 
-def run_uringbench(args, q, run, tmp):
-    tag = "ub-q%d-r%d" % (q, run)
-    send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), args.binary,
+def run_uringbench(args, q, run, tmp, binary=None, tool="uringbench"):
+    """One uringbench run; `binary`/`tool` name another build (--prev-binary)."""
+    binary = binary or args.binary
+    tag = "%s-q%d-r%d" % (tool, q, run)
+    send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), binary,
                 "send", "--target", ADDR_RECV, "--port", str(UB_PORT), "--queues", str(q),
                 "--time", time_arg(args.time), "--len", args.len, "--format", "json"]
     send_cmd += shlex.split(args.ub_send_args)
-    recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), args.binary,
+    recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), binary,
                 "recv", "--once", "--port", str(UB_PORT)] + shlex.split(args.ub_recv_args)
-    res = new_result("uringbench", q, run, shlex.join(send_cmd))
+    res = new_result(tool, q, run, shlex.join(send_cmd))
     res["server_cmd"] = shlex.join(recv_cmd)
-    if not args.binary_ok:
+    if binary == args.binary and not args.binary_ok:
         res["error"] = args.binary_problem
+        return res
+    if not os.access(binary, os.X_OK):
+        res["error"] = "%s is not an executable" % binary
         return res
 
     srv_out, srv_err = [os.path.join(tmp, tag + x) for x in (".recv.out", ".recv.err")]
@@ -467,7 +472,7 @@ def build_summary(results, queues):
         if not any(r["queues"] == q for r in results):
             continue
         row = {"queues": q, "tools": {}}
-        for tool in ("uringbench", "iperf2"):
+        for tool in tools_of(results):
             rs = [r for r in results if r["queues"] == q and r["tool"] == tool]
             ok = [r for r in rs if r["ok"]]
             row["tools"][tool] = {
@@ -481,8 +486,21 @@ def build_summary(results, queues):
                                    if u["gbps"] and i["gbps"] and i["gbps"]["median"] else None)
         row["cpu_ratio"] = (u["cpu"]["median"] / i["cpu"]["median"]
                             if u["cpu"] and i["cpu"] and i["cpu"]["median"] else None)
+        p = row["tools"].get("uringbench-prev")
+        row["prev_ratio"] = (u["gbps"]["median"] / p["gbps"]["median"]
+                             if p and u["gbps"] and p["gbps"] and p["gbps"]["median"] else None)
+        row["prev_cpu_ratio"] = (u["cpu"]["median"] / p["cpu"]["median"]
+                                 if p and u["cpu"] and p["cpu"] and p["cpu"]["median"] else None)
         table.append(row)
     return table
+
+
+def tools_of(results):
+    """The tools of a run: uringbench and iperf2, and the previous build when compared."""
+    tools = ["uringbench", "iperf2"]
+    if any(r["tool"] == "uringbench-prev" for r in results):
+        tools.insert(1, "uringbench-prev")
+    return tools
 
 
 def explain_header(args):
@@ -505,8 +523,13 @@ def ratio_lines(row):
     cr = row["cpu_ratio"]
     why = "n/a (no successful runs of %s)" % " and ".join(
         t for t in ("uringbench", "iperf2") if not row["tools"][t]["ok"])
-    return ["uringbench/iperf2 throughput %s" % (("x%.2f (median)" % tr) if tr else why),
-            "CPU-s/GB ratio %s" % (("%.2f" % cr) if cr else why)]
+    lines = ["uringbench/iperf2 throughput %s" % (("x%.2f (median)" % tr) if tr else why),
+             "CPU-s/GB ratio %s" % (("%.2f" % cr) if cr else why)]
+    if "uringbench-prev" in row["tools"]:
+        pr, pc = row.get("prev_ratio"), row.get("prev_cpu_ratio")
+        lines.append("this build / previous build: throughput %s, CPU-s/GB %s"
+                     % (("x%.3f" % pr) if pr else "n/a", ("x%.3f" % pc) if pc else "n/a"))
+    return lines
 
 
 def print_text(table, args, environment):
@@ -520,14 +543,14 @@ def print_text(table, args, environment):
     print(hdr)
     print("-" * len(hdr))
     for row in table:
-        for tool in ("uringbench", "iperf2"):
+        for tool in row["tools"]:
             t = row["tools"][tool]
             print("%-7d %-11s %-26s %-26s %d/%d" % (row["queues"], tool,
                                                     fmt_stat(t["gbps"], 2),
                                                     fmt_stat(t["cpu"], 3), t["ok"], t["runs"]))
         for line in ratio_lines(row):
             print("%-7s %s" % ("", line))
-        for tool in ("uringbench", "iperf2"):
+        for tool in row["tools"]:
             for e in row["tools"][tool]["errors"]:
                 print("%-7s %s failed: %s" % ("", tool, e))
         print()
@@ -543,7 +566,7 @@ def print_markdown(table, args, environment, cmdline):
     print("| queues | tool | Gbit/s median (min–max) | CPU-s/GB median (min–max) | runs ok |")
     print("|---:|---|---:|---:|---:|")
     for row in table:
-        for tool in ("uringbench", "iperf2"):
+        for tool in row["tools"]:
             t = row["tools"][tool]
             print("| %d | %s | %s | %s | %d/%d |" % (row["queues"], tool,
                                                     fmt_stat(t["gbps"], 2),
@@ -551,9 +574,13 @@ def print_markdown(table, args, environment, cmdline):
         tr, cr = row["throughput_ratio"], row["cpu_ratio"]
         print("| %d | **uringbench/iperf2** | %s | %s | |" % (
             row["queues"], ("**x%.2f**" % tr) if tr else "n/a", ("**%.2f**" % cr) if cr else "n/a"))
+        if "uringbench-prev" in row["tools"]:
+            pr, pc = row.get("prev_ratio"), row.get("prev_cpu_ratio")
+            print("| %d | **this/previous build** | %s | %s | |" % (
+                row["queues"], ("x%.3f" % pr) if pr else "n/a", ("x%.3f" % pc) if pc else "n/a"))
     print()
     print("Command: `%s`" % cmdline)
-    failures = [(row["queues"], tool, e) for row in table for tool in ("uringbench", "iperf2")
+    failures = [(row["queues"], tool, e) for row in table for tool in row["tools"]
                 for e in row["tools"][tool]["errors"]]
     if failures:
         print()
@@ -608,11 +635,16 @@ def parse_args(argv):
     ap.add_argument("--ub-send-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench send`")
     ap.add_argument("--mtu", type=int, default=1500, help="veth MTU, default 1500")
+    ap.add_argument("--prev-binary", metavar="PATH",
+                    help="a previous uringbench build, run interleaved with the others "
+                         "(reported as uringbench-prev, with this/previous ratios)")
     args = ap.parse_args(argv)
     try:
         args.queues = [int(x) for x in args.queues.split(",") if x.strip()]
     except ValueError:
         ap.error("--queues: expected comma-separated integers, got %r" % args.queues)
+    if args.prev_binary:
+        args.prev_binary = os.path.abspath(args.prev_binary)
     if not args.queues or any(q < 1 or q > 1024 for q in args.queues):
         ap.error("--queues: each value must be 1..1024")
     if args.runs < 1:
@@ -753,8 +785,12 @@ def main(argv):
             for q in args.queues:
                 for run in range(1, args.runs + 1):
                     tools = [("uringbench", run_uringbench), ("iperf2", run_iperf2)]
-                    if slot % 2:
-                        tools.reverse()
+                    if args.prev_binary:
+                        tools.insert(1, ("uringbench-prev", lambda a, q_, r_, t_: run_uringbench(
+                            a, q_, r_, t_, binary=args.prev_binary, tool="uringbench-prev")))
+                    # Rotate the order from slot to slot: each tool goes first in turn.
+                    k = slot % len(tools)
+                    tools = tools[k:] + tools[:k]
                     slot += 1
                     slot_ok = False
                     for _name, fn in tools:
@@ -784,7 +820,7 @@ def main(argv):
                        "explanation": explain_header(args),
                        "settings": {"runs": args.runs, "time_s": args.time,
                                     "queues": args.queues, "len": args.len, "mtu": args.mtu,
-                                    "binary": args.binary, "clk_tck": CLK_TCK},
+                                    "binary": args.binary, "prev_binary": args.prev_binary, "clk_tck": CLK_TCK},
                        "results": results, "summary": table, "exit_status": rc}, f, indent=2)
         log("raw results written to %s" % args.json_out)
     if results:

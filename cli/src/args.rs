@@ -80,7 +80,72 @@ pub struct RrArgs {
     #[arg(short = 'J', long)]
     pub json: bool,
     #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+    #[command(flatten)]
     pub fast: FastPathArgs,
+}
+
+/// Kernel knobs of the data flows, applied on both ends (send; rr and crr where they apply),
+/// and where this side's sockets leave from.
+#[derive(Args)]
+pub struct TuningArgs {
+    /// TCP congestion control, e.g. cubic, reno, bbr (TCP_CONGESTION, both ends).
+    #[arg(short = 'C', long, value_name = "ALGO")]
+    pub congestion: Option<String>,
+    /// Socket buffers SO_SNDBUF and SO_RCVBUF, e.g. 64K, 4M (both ends; at most 2G).
+    #[arg(short = 'w', long, value_name = "BYTES", value_parser = size)]
+    pub window: Option<u64>,
+    /// TCP maximum segment size (TCP_MAXSEG, set before connecting; 88 to the path MTU).
+    #[arg(short = 'M', long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// TCP_NODELAY on both ends (the sending end of a stream has it by default).
+    #[arg(short = 'N', long)]
+    pub no_delay: bool,
+    /// IPv4 TOS byte / IPv6 traffic class, e.g. 0x28 or 40 (TCP and UDP, both ends).
+    #[arg(short = 'S', long, value_name = "VALUE", value_parser = tos)]
+    pub tos: Option<u8>,
+    /// DSCP by name (EF, AF11..AF43, CS0..CS7, VA) or number 0..63, instead of --tos.
+    #[arg(long, value_name = "NAME|NUMBER", value_parser = dscp, conflicts_with = "tos")]
+    pub dscp: Option<u8>,
+    /// Per-flow kernel pacing (SO_MAX_PACING_RATE, 64-bit) instead of user-space --rate, e.g. 500M.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub fq_rate: Option<u64>,
+    /// Only IPv4 addresses of the target.
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Only IPv6 addresses of the target.
+    #[arg(short = '6', long = "ipv6")]
+    pub ipv6: bool,
+    /// Local address (and device, ADDR%DEV) for this side's sockets.
+    #[arg(short = 'B', long = "bind", value_name = "ADDR[%DEV]")]
+    pub bind: Option<String>,
+    /// Send from this device only (SO_BINDTODEVICE).
+    #[arg(long, value_name = "DEV")]
+    pub bind_dev: Option<String>,
+    /// Send exactly this many bytes over all flows (K/M/G, binary); the test ends when they
+    /// are delivered, with --time as an upper bound.
+    #[arg(short = 'n', long, value_name = "N", value_parser = size)]
+    pub bytes: Option<u64>,
+    /// The receiver discards TCP payload in the kernel (MSG_TRUNC) instead of copying it.
+    #[arg(long)]
+    pub skip_rx_copy: bool,
+}
+
+/// Where the report goes and how it is labelled (send, rr, crr).
+#[derive(Args)]
+pub struct OutputArgs {
+    /// One JSON object per line as the test runs: a start event, one interval event per
+    /// interval as it closes, and an end event with the whole report (see docs/output.md).
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
+    /// Prefix every text line with TEXT (stored in JSON as `title`).
+    #[arg(short = 'T', long, value_name = "TEXT")]
+    pub title: Option<String>,
+    /// Write the report to FILE (appended) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<PathBuf>,
 }
 
 /// How long a test runs and what its headline excludes (send, rr, crr, sweep).
@@ -130,6 +195,9 @@ pub struct RecvArgs {
     /// Local address to listen on.
     #[arg(long, default_value = "::")]
     pub bind: String,
+    /// Listen on this device only (SO_BINDTODEVICE); the test's flows stay on it.
+    #[arg(long, value_name = "DEV")]
+    pub bind_dev: Option<String>,
     /// Port for control and data connections.
     /// Port [default: 5300, or 5001 with --iperf2].
     #[arg(short = 'p', long)]
@@ -234,6 +302,10 @@ pub struct SendArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
     /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
@@ -318,6 +390,44 @@ pub enum ProtoArg {
 /// A `--cpus` value; a newtype so clap takes it as one value, not a list of values.
 #[derive(Clone)]
 pub struct CpuList(pub Vec<usize>);
+
+/// A TOS byte: decimal, 0x hex or 0 octal, 0 to 255.
+fn tos(s: &str) -> Result<u8, String> {
+    let t = s.trim();
+    let v = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16)
+    } else if t.len() > 1 && t.starts_with('0') {
+        u32::from_str_radix(&t[1..], 8)
+    } else {
+        t.parse::<u32>()
+    };
+    match v {
+        Ok(v) if v <= 255 => Ok(v as u8),
+        Ok(v) => Err(format!("TOS {v} out of range: 0 to 255 (0xff)")),
+        Err(_) => Err(format!("invalid TOS '{s}': expected a number, e.g. 0x28 or 40")),
+    }
+}
+
+/// A DSCP name or number, as the TOS byte it makes (DSCP << 2).
+fn dscp(s: &str) -> Result<u8, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let code = match t.as_str() {
+        "EF" => Some(46),
+        "VA" | "VOICE-ADMIT" => Some(44),
+        "BE" | "DF" => Some(0),
+        _ => {
+            if let Some(cs) = t.strip_prefix("CS").and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 7) {
+                Some(cs * 8)
+            } else if let Some(af) = t.strip_prefix("AF").filter(|n| n.len() == 2) {
+                let (class, drop) = (af.as_bytes()[0].wrapping_sub(b'0'), af.as_bytes()[1].wrapping_sub(b'0'));
+                ((1..=4).contains(&class) && (1..=3).contains(&drop)).then_some(class * 8 + drop * 2)
+            } else {
+                t.parse::<u8>().ok().filter(|n| *n <= 63)
+            }
+        }
+    };
+    code.map(|c| c << 2).ok_or_else(|| format!("invalid DSCP '{s}': EF, AF11..AF43, CS0..CS7, VA, or 0 to 63"))
+}
 
 fn cpu_list(s: &str) -> Result<CpuList, String> {
     units::parse_cpu_list(s).map(CpuList).map_err(|e| e.message)

@@ -3,11 +3,13 @@
 mod args;
 mod doctor_cmd;
 mod iperf2_mode;
+mod live_out;
 mod sweep_cmd;
 mod xdp_mode;
 
 use args::*;
 use clap::Parser;
+use live_out::{LiveOut, Out, Style};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,10 +17,13 @@ use uringbench::control::DEFAULT_PORT;
 use uringbench::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
 use uringbench::iperf2::IPERF2_PORT;
 use uringbench::placement::BusyPoll;
+use uringbench::report::end_event;
 use uringbench::report::{Role, SCHEMA_VERSION};
 use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
-use uringbench::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
+use uringbench::sockopt::LocalEnd;
+use uringbench::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
 use uringbench::units::{self, format_bits_per_second};
+use uringbench::workload::live::{Observer, Quiet};
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
@@ -126,9 +131,12 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::recv(&args);
     }
+    // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
+    uringbench::interrupt::install();
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
+        device: args.bind_dev.clone(),
         port: port_or_default(args.port, args.iperf2),
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
@@ -175,6 +183,9 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             ServerEvent::Dropped { peer, reason } => {
                 format!("dropped connection from {peer}: {reason}")
             }
+            ServerEvent::Stopping { signal, running } => {
+                format!("uringbench recv: {signal}: accepting no more tests, ending {running} running")
+            }
         };
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
@@ -187,11 +198,12 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 fn send(args: SendArgs) -> Result<u8, Error> {
     args.fast.apply(None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
+    refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
     if args.iperf2 {
         return iperf2_mode::send(&args);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
-    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
@@ -217,6 +229,13 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         ..TestSpec::default()
     };
     args.window.apply(&mut spec);
+    let (tuning, local) = tuning_of(&args.tuning)?;
+    if tuning.bytes.is_some() {
+        // The whole transfer is the window, as iperf measures `-n`.
+        spec.warmup_ms = 0;
+        spec.cooldown_ms = 0;
+    }
+    spec.tuning = tuning;
     if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
         return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));
     }
@@ -232,17 +251,35 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
+        local,
     };
+    uringbench::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
+    if args.output.json_stream && format == Format::Csv {
+        return Err(Error::usage("--json-stream writes JSON; it does not combine with --format csv"));
+    }
     let repeat = args.repeat as usize;
+    let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
+    // One test in text prints as it runs; --json-stream always does.
+    let live = if args.output.json_stream {
+        Some(Style::JsonStream)
+    } else if format == Format::Text && repeat == 1 {
+        Some(Style::Text)
+    } else {
+        None
+    };
+    let title = args.output.title.clone();
     let mut reports = Vec::with_capacity(repeat);
-    let mut out = std::io::stdout().lock();
     if format == Format::Csv {
-        let _ = writeln!(out, "{CSV_HEADER}");
+        out.raw(&format!("{CSV_HEADER}\n"));
     }
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
-        let report = match run_test(&opts) {
+        let observer: Arc<dyn Observer> = match live {
+            Some(style) => LiveOut::new(&out, style),
+            None => Arc::new(Quiet),
+        };
+        let report = match run_test(&opts, observer) {
             Ok(r) => r,
             Err(e) if run == 1 => return Err(e),
             Err(e) => {
@@ -250,34 +287,29 @@ fn send(args: SendArgs) -> Result<u8, Error> {
                 break;
             }
         };
-        match format {
-            Format::Text if repeat == 1 => {
-                let _ = write!(out, "{}", report.render_text());
-            }
-            Format::Text => {
-                let _ = writeln!(out, "run {run}/{repeat}: {}", report.summary_line());
-            }
-            Format::Csv => {
-                let _ = write!(out, "{}", csv_rows(run, &report));
-            }
-            Format::Json => {}
+        match (live, format) {
+            (Some(Style::JsonStream), _) => out.json_line(&end_event(with_title(report.to_json(), &title))),
+            (Some(Style::Text), _) => out.text(&report.render_after_live()),
+            (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
+            (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
+            (None, Format::Json) => {}
         }
-        let _ = out.flush();
         reports.push(report);
+        if uringbench::interrupt::requested() {
+            break; // The partial run is reported; no more runs.
+        }
     }
     let summary = RepeatSummary::of(&reports);
     match format {
-        Format::Json if repeat == 1 => print_json(&mut out, &reports[0].to_json())?,
+        _ if args.output.json_stream => {}
+        Format::Json if repeat == 1 => out.json_doc(&with_title(reports[0].to_json(), &title))?,
         Format::Json => {
-            let runs: Vec<_> = reports.iter().map(|r| r.to_json()).collect();
-            print_json(
-                &mut out,
+            let runs: Vec<_> = reports.iter().map(|r| with_title(r.to_json(), &title)).collect();
+            out.json_doc(
                 &serde_json::json!({"schema_version": SCHEMA_VERSION, "repeat": repeat, "runs": runs, "summary": summary}),
             )?;
         }
-        Format::Text if repeat > 1 => {
-            let _ = write!(out, "{}", render_summary(&summary));
-        }
+        Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
     }
     if let Some(e) = &stopped {
@@ -285,7 +317,8 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
         eprintln!("uringbench: {e}");
     }
-    let all_complete = stopped.is_none() && reports.iter().all(|r| r.complete());
+    let interrupted_early = uringbench::interrupt::requested() && reports.len() < repeat;
+    let all_complete = stopped.is_none() && !interrupted_early && reports.iter().all(|r| r.complete());
     Ok(if all_complete { 0 } else { 1 })
 }
 
@@ -309,9 +342,26 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         threads: args.threads,
     };
+    uringbench::interrupt::install();
+    let format = if args.json { Format::Json } else { args.format };
+    if format == Format::Text {
+        // The summary comes at the end; say at once what runs, and for how long at most.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "{} {}: {} connections, running {}...",
+            opts.method,
+            opts.url,
+            opts.connections,
+            match opts.requests {
+                Some(n) => format!("{n} requests (at most {:.0} s)", opts.duration.as_secs_f64()),
+                None => format!("{:.1} s", opts.duration.as_secs_f64()),
+            }
+        );
+        let _ = out.flush();
+    }
     let report = run_http(&opts)?;
     let mut out = std::io::stdout().lock();
-    let format = if args.json { Format::Json } else { args.format };
     match format {
         Format::Text => {
             let _ = write!(out, "{}", report.render_text());
@@ -322,10 +372,103 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         }
     }
     let _ = out.flush();
-    if !report.complete && format != Format::Text {
+    if let Some(i) = report.interrupted.as_ref().filter(|_| format != Format::Text) {
+        eprintln!("uringbench: {i}");
+    } else if !report.complete && format != Format::Text {
         eprintln!("uringbench: incomplete: {} responses, {} failed requests", report.requests, report.errors.total());
     }
     Ok(if report.complete { 0 } else { 1 })
+}
+
+/// The knobs of `-C`, `-w`, `-M`... checked before any traffic, and where this side's sockets
+/// leave from.
+fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
+    if let Some(w) = t.window {
+        if w == 0 || w > 1 << 31 {
+            return Err(Error::usage(format!("-w/--window {w} out of range: 1 byte to 2 GiB")));
+        }
+    }
+    if t.mss.is_some_and(|m| m < 88) {
+        return Err(Error::usage(format!(
+            "-M/--mss {} is below 88, the smallest MSS the kernel takes",
+            t.mss.unwrap_or(0)
+        )));
+    }
+    if t.bytes == Some(0) {
+        return Err(Error::usage("-n/--bytes must be at least 1"));
+    }
+    if t.fq_rate == Some(0) {
+        return Err(Error::usage("--fq-rate must be above 0"));
+    }
+    if let Some(c) = &t.congestion {
+        uringbench::sockopt::check_congestion(c).map_err(Error::usage)?;
+    }
+    let (bind, bind_dev) = match t.bind.as_deref().map(|b| b.split_once('%').map_or((b, None), |(a, d)| (a, Some(d)))) {
+        Some((addr, dev)) => {
+            let ip = addr.parse().map_err(|_| Error::usage(format!("invalid --bind address '{addr}'")))?;
+            (Some(ip), dev.map(str::to_string))
+        }
+        None => (None, None),
+    };
+    let tuning = Tuning {
+        congestion: t.congestion.clone(),
+        window: t.window.map(|w| w as u32),
+        mss: t.mss,
+        nodelay: t.no_delay,
+        tos: t.tos.or(t.dscp),
+        fq_rate_bps: t.fq_rate,
+        bytes: t.bytes,
+        skip_rx_copy: t.skip_rx_copy,
+    };
+    let local = LocalEnd {
+        family: if t.ipv4 {
+            Some(4)
+        } else if t.ipv6 {
+            Some(6)
+        } else {
+            None
+        },
+        bind,
+        device: t.bind_dev.clone().or(bind_dev),
+    };
+    Ok((tuning, local))
+}
+
+/// Refuses the flow knobs where they cannot apply: TCP-only knobs on UDP (or on crr's
+/// short-lived connections), any knob on the paths that do not carry them (`--iperf2`,
+/// `--engine xdp`).
+fn refuse_knobs(t: &TuningArgs, no_tcp_flows: bool, no_knobs: bool) -> Result<(), Error> {
+    let tcp_only = [
+        ("-C/--congestion", t.congestion.is_some()),
+        ("-w/--window", t.window.is_some()),
+        ("-M/--mss", t.mss.is_some()),
+        ("-N/--no-delay", t.no_delay),
+        ("--fq-rate", t.fq_rate.is_some()),
+        ("-n/--bytes", t.bytes.is_some()),
+        ("--skip-rx-copy", t.skip_rx_copy),
+    ];
+    let marks = [("-S/--tos", t.tos.is_some()), ("--dscp", t.dscp.is_some())];
+    if no_knobs {
+        if let Some((name, _)) = tcp_only.iter().chain(&marks).find(|(_, set)| *set) {
+            return Err(Error::usage(format!(
+                "{name} applies to uringbench's own engine, not to --iperf2 or --engine xdp"
+            )));
+        }
+    }
+    if no_tcp_flows {
+        if let Some((name, _)) = tcp_only.iter().find(|(_, set)| *set) {
+            return Err(Error::usage(format!("{name} applies to TCP streams and TCP rr")));
+        }
+    }
+    Ok(())
+}
+
+/// A report document with `title` (`--title`) added when one was given.
+fn with_title(mut doc: serde_json::Value, title: &Option<String>) -> serde_json::Value {
+    if let (Some(t), Some(map)) = (title, doc.as_object_mut()) {
+        map.insert("title".into(), serde_json::json!(t));
+    }
+    doc
 }
 
 fn print_json(out: &mut impl Write, doc: &serde_json::Value) -> Result<(), Error> {
@@ -372,6 +515,13 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         ..TestSpec::default()
     };
     args.window.apply(&mut spec);
+    let (tuning, local) = tuning_of(&args.tuning)?;
+    if tuning.bytes.is_some() || tuning.skip_rx_copy {
+        return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
+    }
+    // rr over TCP keeps its flows for the whole test; crr's come and go, UDP rr has none.
+    refuse_knobs(&args.tuning, args.udp || workload == Workload::Crr, false)?;
+    spec.tuning = tuning;
     uringbench::transport::rr::check_spec(&spec)?;
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
@@ -383,13 +533,21 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
+        local,
     };
-    let report = uringbench::workload::rr::run_rr(&opts)?;
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        print_json(&mut out, &report.to_json())?;
-    } else {
-        let _ = write!(out, "{}", report.render_text());
+    uringbench::interrupt::install();
+    let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
+    let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
+    let observer: Arc<dyn Observer> = if format == Format::Json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
+    let report = uringbench::workload::rr::run_rr_live(&opts, observer)?;
+    let title = args.output.title.clone();
+    match (format, style) {
+        (Format::Json, _) => out.json_doc(&with_title(report.to_json(), &title))?,
+        (_, Style::JsonStream) => out.json_line(&end_event(with_title(report.to_json(), &title))),
+        _ => out.text(&report.render_after_live()),
+    }
+    if let Some(e) = report.error.as_ref().filter(|_| format == Format::Json || args.output.json_stream) {
+        eprintln!("uringbench: {e}");
     }
     Ok(if report.succeeded() { 0 } else { 1 })
 }

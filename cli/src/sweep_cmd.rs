@@ -82,6 +82,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             spec: base,
             cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),
+            local: Default::default(),
         },
         param,
         values,
@@ -91,6 +92,8 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
+    // The first signal ends the running test early and stops the sweep after it.
+    uringbench::interrupt::install();
     let result = sweep::run(&plan, |done| {
         if text {
             let mut out = std::io::stdout().lock();
@@ -115,6 +118,10 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
         }
     }
     let _ = out.flush();
+    if let Some(signal) = uringbench::interrupt::signal_name() {
+        eprintln!("uringbench: sweep stopped by {signal}; the runs so far are reported and saved");
+        return Ok(1);
+    }
     if !result.complete() {
         eprintln!("uringbench: some runs were incomplete (see the table or the runs' errors)");
         return Ok(1);

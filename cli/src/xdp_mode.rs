@@ -2,8 +2,10 @@
 //! interface, turned into the engine's [`XdpOptions`].
 
 pub use crate::args::{Engine, XdpModeArg};
+use std::sync::Arc;
 use uringbench::report::StreamReport;
-use uringbench::workload::stream::{run_send, SendOptions};
+use uringbench::workload::live::Observer;
+use uringbench::workload::stream::{run_send_live, SendOptions};
 use uringbench::xdp::stream::{run_send_xdp, XdpOptions};
 use uringbench::xdp::AttachMode;
 use uringbench::Error;
@@ -24,17 +26,17 @@ pub fn recv_options(engine: Engine, iface: Option<String>, mode: XdpModeArg) -> 
     Ok(Some(XdpOptions { iface, program_mode }))
 }
 
-/// Runs one send test.
-pub type SendTest = Box<dyn Fn(&SendOptions) -> Result<StreamReport, Error>>;
+/// Runs one send test, telling the observer of its progress.
+pub type SendTest = Box<dyn Fn(&SendOptions, Arc<dyn Observer>) -> Result<StreamReport, Error>>;
 
 /// The function that runs one send test with the chosen engine.
 pub fn sender(engine: Engine, iface: Option<String>) -> Result<SendTest, Error> {
     match engine {
         Engine::Uring if iface.is_some() => Err(Error::usage("--iface applies to --engine xdp")),
-        Engine::Uring => Ok(Box::new(run_send)),
+        Engine::Uring => Ok(Box::new(run_send_live)),
         Engine::Xdp => {
             let xdp = XdpOptions { iface, program_mode: None };
-            Ok(Box::new(move |opts: &SendOptions| run_send_xdp(opts, &xdp)))
+            Ok(Box::new(move |opts: &SendOptions, observer| run_send_xdp(opts, &xdp, observer)))
         }
     }
 }

@@ -195,12 +195,12 @@ fn program_is_detached_after_sigint() {
     // `ip netns exec` execs the program: the child's pid is uringbench's.
     // SAFETY: plain kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let out = finish(child, Duration::from_secs(5));
-    assert!(!out.status.success(), "recv ended by SIGINT");
+    let out = finish(child, Duration::from_secs(10));
+    assert!(out.status.success(), "recv ends its running test with a report on SIGINT, then exits 0");
     assert!(!xdp_attached(&pair), "no program left on the interface after SIGINT");
     assert!(!our_program_loaded(), "no program left loaded after SIGINT");
     let out = finish(sender, Duration::from_secs(30));
-    assert_eq!(out.status.code(), Some(1), "the sender reports the vanished receiver");
+    assert_eq!(out.status.code(), Some(1), "the sender reports the test the receiver stopped");
 }
 
 #[test]

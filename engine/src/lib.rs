@@ -28,6 +28,7 @@ pub mod fastpath;
 pub mod fleet;
 pub mod hostinfo;
 pub mod http1;
+pub mod interrupt;
 pub mod iperf2;
 pub mod measure;
 pub mod netpath;

@@ -7,6 +7,7 @@
 //! nothing.
 
 use crate::hostinfo::HostSnapshot;
+use crate::report::IntervalFigures;
 use crate::tcpinfo::TcpInfo;
 use crate::transport::udp_recv::LiveStats;
 use crate::udp::seq::SeqStats;
@@ -174,17 +175,49 @@ impl Sample {
     }
 }
 
+/// What a side keeps of its samples: the window's first and last, nothing in between. Every
+/// interval goes to the sampler's sink as it closes, so memory does not grow with the test's
+/// length.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    pub first: Option<Sample>,
+    pub last: Option<Sample>,
+    /// Whether the whole planned window was sampled (false: the flows ended, or the test was
+    /// stopped, before its end).
+    pub complete: bool,
+}
+
 /// Sleeps until each offset after `t0` and samples; stops early (with a final sample) once
-/// `finished()` says the workers are done. Returns the samples and whether the whole window
-/// was covered.
+/// `finished()` says the workers are done or the test must end. Each interval (two
+/// consecutive samples) goes to `sink` as it closes.
 pub fn sample_window(
     t0: Instant,
-    offsets: &[Duration],
+    offsets: impl IntoIterator<Item = Duration>,
     src: &SampleSources,
     finished: &dyn Fn() -> bool,
-) -> (Vec<Sample>, bool) {
-    let mut samples = Vec::with_capacity(offsets.len());
-    for &offset in offsets {
+    sink: &mut dyn FnMut(IntervalFigures),
+) -> Window {
+    let mut window = Window::default();
+    let mut prev: Option<Sample> = None;
+    let mut offsets = offsets.into_iter().peekable();
+    let mut close = |window: &mut Window, prev: &mut Option<Sample>, mut sample: Sample| {
+        if let Some(p) = prev.as_ref() {
+            // A thread that has exited (its flows ended first) keeps its last CPU reading.
+            for t in &p.cpu.threads {
+                if !sample.cpu.threads.iter().any(|s| s.0 == t.0) {
+                    sample.cpu.threads.push(*t);
+                }
+            }
+        }
+        if let (Some(first), Some(p)) = (window.first.as_ref(), prev.as_ref()) {
+            sink(IntervalFigures::between(first, p, &sample));
+        }
+        if window.first.is_none() {
+            window.first = Some(sample.clone());
+        }
+        *prev = Some(sample);
+    };
+    while let Some(offset) = offsets.next() {
         let due = t0 + offset;
         loop {
             let now = Instant::now();
@@ -193,17 +226,25 @@ pub fn sample_window(
             }
             if finished() {
                 // The flows ended before the window did: keep what was measured.
-                if !samples.is_empty() {
-                    samples.push(Sample::take(src, true));
+                if window.first.is_some() {
+                    close(&mut window, &mut prev, Sample::take(src, true));
                 }
-                return (samples, false);
+                window.last = prev;
+                return window;
             }
             std::thread::sleep((due - now).min(Duration::from_millis(20)));
         }
-        let edge = samples.is_empty() || samples.len() + 1 == offsets.len();
-        samples.push(Sample::take(src, edge));
+        let edge = window.first.is_none() || offsets.peek().is_none();
+        close(&mut window, &mut prev, Sample::take(src, edge));
     }
-    (samples, true)
+    window.last = prev;
+    window.complete = true;
+    window
+}
+
+/// A sink that keeps every interval, for sides whose intervals stay in their own report.
+pub fn keep(into: &mut Vec<IntervalFigures>) -> impl FnMut(IntervalFigures) + '_ {
+    move |iv| into.push(iv)
 }
 
 #[cfg(test)]
@@ -259,8 +300,26 @@ intr 12345\n";
         let t0 = Instant::now();
         let offsets = [Duration::ZERO, Duration::from_secs(30)];
         let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
-        let (samples, complete) = sample_window(t0, &offsets, &src, &|| true);
-        assert!(!complete, "finished workers cut the window short");
-        assert_eq!(samples.len(), 2, "first boundary sampled, plus a final sample at the early end");
+        let mut intervals = Vec::new();
+        let window = sample_window(t0, offsets, &src, &|| true, &mut keep(&mut intervals));
+        assert!(!window.complete, "finished workers cut the window short");
+        assert!(window.first.is_some() && window.last.is_some(), "first boundary sampled, plus a final sample");
+        assert_eq!(intervals.len(), 1, "the early end closes one interval");
+    }
+
+    #[test]
+    fn a_long_window_keeps_two_samples_and_streams_the_rest() {
+        let counters = QueueCounters::new(1);
+        let offsets = (0..200).map(|n| Duration::from_micros(n * 100));
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
+        let mut seen = 0usize;
+        let mut ends = Vec::new();
+        let window = sample_window(Instant::now(), offsets, &src, &|| false, &mut |iv| {
+            seen += 1;
+            ends.push(iv.end);
+        });
+        assert!(window.complete);
+        assert_eq!(seen, 199, "one interval per pair of consecutive samples, each handed over once");
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]), "intervals arrive in order");
     }
 }

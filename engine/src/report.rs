@@ -5,7 +5,7 @@
 //! iperf2-like text or as the JSON document whose keys DESIGN §6 fixes.
 
 use crate::hostinfo::HostDelta;
-use crate::measure::{clock_ticks, Sample};
+use crate::measure::{clock_ticks, Sample, Window};
 use crate::placement::ThreadPlan;
 use crate::spec::TestSpec;
 use crate::tcpinfo::{TcpInfo, TcpWindow};
@@ -20,6 +20,20 @@ use std::fmt::Write as _;
 
 /// Version of the JSON document; bumped when a fixed key changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// A side's error when its flows ended before its window did.
+const ENDED_EARLY: &str = "the flows ended before the measured window did";
+
+/// A test stopped before its planned end, by a signal at either end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interruption {
+    /// How much of the measured window had run (the receiver's figure when it reported).
+    pub at_seconds: f64,
+    /// The planned window.
+    pub of_seconds: f64,
+    /// Which signal, on which end.
+    pub reason: String,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +70,17 @@ pub struct IntervalFigures {
 }
 
 impl IntervalFigures {
+    /// The stretch between samples `a` and `b`, timed from the window's `first` sample.
+    pub fn between(first: &Sample, a: &Sample, b: &Sample) -> Self {
+        Self {
+            start: (a.at - first.at).as_secs_f64(),
+            end: (b.at - first.at).as_secs_f64(),
+            bytes: b.bytes.iter().zip(&a.bytes).map(|(b, a)| b - a).collect(),
+            tcp: TcpWindow::between(&a.tcp, &b.tcp),
+            tcp_flows: b.tcp.clone(),
+            udp: (!b.udp.is_empty()).then(|| SeqStats::sum(&b.udp).delta(&SeqStats::sum(&a.udp))),
+        }
+    }
     pub fn sum(&self) -> u64 {
         self.bytes.iter().sum()
     }
@@ -166,6 +191,9 @@ pub struct SideReport {
     pub tcp: TcpWindow,
     /// TCP_INFO of each flow after the test ended, in flow order.
     pub tcp_flows_end: Vec<Option<TcpInfo>>,
+    /// The knobs of each flow as the kernel reported them at the end, in flow order.
+    #[serde(default)]
+    pub flow_sockets: Vec<crate::sockopt::FlowSocket>,
     /// Interface, SNMP and softnet counters over the window (interface: the one facing the peer).
     pub host: Option<HostDelta>,
     /// UDP tests only.
@@ -180,12 +208,13 @@ pub struct SideReport {
 }
 
 impl SideReport {
-    /// Builds a side's report from its window samples and its flows' outcomes.
+    /// Builds a side's report from its window's first and last samples and its flows'
+    /// outcomes. Intervals are not in it: they went to the sampler's sink, and whoever kept
+    /// them puts them in `intervals`.
     pub fn build(
         role: Role,
         spec: &TestSpec,
-        samples: &[Sample],
-        window_complete: bool,
+        window: &Window,
         outcomes: &[FlowOutcome],
         threads: &[(ThreadPlan, i32)],
     ) -> Self {
@@ -203,35 +232,27 @@ impl SideReport {
                 errors.push(o.clone());
             }
         }
+        let window_complete = window.complete;
         let mut window_seconds = 0.0;
-        let mut intervals = Vec::new();
+        let intervals = Vec::new();
         let mut tcp = TcpWindow::default();
         let mut host = None;
         let mut cpu = CpuFigures { nominal_hz: crate::measure::nominal_cpu_hz(), ..CpuFigures::default() };
-        if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
+        if let (Some(first), Some(last)) = (window.first.as_ref(), window.last.as_ref()) {
             window_seconds = (last.at - first.at).as_secs_f64();
             for (q, fig) in queues.iter_mut().enumerate() {
                 fig.bytes = last.bytes[q] - first.bytes[q];
-            }
-            for pair in samples.windows(2) {
-                intervals.push(IntervalFigures {
-                    start: (pair[0].at - first.at).as_secs_f64(),
-                    end: (pair[1].at - first.at).as_secs_f64(),
-                    bytes: pair[1].bytes.iter().zip(&pair[0].bytes).map(|(b, a)| b - a).collect(),
-                    tcp: TcpWindow::between(&pair[0].tcp, &pair[1].tcp),
-                    tcp_flows: pair[1].tcp.clone(),
-                    udp: (!pair[1].udp.is_empty())
-                        .then(|| SeqStats::sum(&pair[1].udp).delta(&SeqStats::sum(&pair[0].udp))),
-                });
             }
             cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
             tcp = TcpWindow::between(&first.tcp, &last.tcp);
             host = first.host.as_ref().zip(last.host.as_ref()).map(|(a, b)| HostDelta::between(a, b));
         }
-        if !window_complete {
-            errors.push("the flows ended before the measured window did".into());
+        // With `-n` the test ends when the bytes are delivered, before the planned window.
+        let ends_by_bytes = spec.tuning.bytes.is_some();
+        if !window_complete && !ends_by_bytes {
+            errors.push(ENDED_EARLY.into());
         }
-        let complete = window_complete && errors.is_empty();
+        let complete = (window_complete || ends_by_bytes) && errors.is_empty();
         Self {
             role,
             placement: String::new(),
@@ -242,6 +263,7 @@ impl SideReport {
             cpu,
             tcp,
             tcp_flows_end: Vec::new(),
+            flow_sockets: Vec::new(),
             host,
             udp: None,
             zerocopy: None,
@@ -259,6 +281,18 @@ impl SideReport {
     }
     pub fn bits_per_second(&self) -> f64 {
         rate(self.bytes(), self.window_seconds)
+    }
+
+    /// The test was stopped before its planned end (`reason`: who stopped it): says how far
+    /// it got instead of blaming the flows.
+    pub fn stopped_early(&mut self, spec: &TestSpec, reason: &str) {
+        self.errors.retain(|e| e != ENDED_EARLY);
+        self.errors.push(format!(
+            "interrupted at {:.1} s of {:.1} s ({reason})",
+            self.window_seconds,
+            spec.time_ms as f64 / 1e3
+        ));
+        self.complete = false;
     }
 
     pub fn set_zerocopy(&mut self, requested: &str, used: bool, reason: String, counts: &ZeroCopyCounts) {
@@ -340,6 +374,132 @@ fn rate(bytes: u64, seconds: f64) -> f64 {
     }
 }
 
+/// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.
+fn flows_end_json(side: &SideReport) -> Value {
+    let entries: Vec<Value> = side
+        .tcp_flows_end
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            let mut v = serde_json::to_value(info).unwrap_or(Value::Null);
+            if let (Value::Object(map), Some(Value::Object(sock))) =
+                (&mut v, side.flow_sockets.get(i).map(|s| serde_json::to_value(s).unwrap_or(Value::Null)))
+            {
+                map.extend(sock);
+            }
+            v
+        })
+        .collect();
+    Value::Array(entries)
+}
+
+/// One entry of `intervals[]` (and of a `--json-stream` interval event): the receiver's
+/// figures for the stretch, with the sender's view of it beside them.
+pub fn interval_json(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Value {
+    json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(),
+           "queues": i.bytes, "sender_bytes": si.map(|s| s.sum()),
+           "tcp": si.map(|s| &s.tcp), "tcp_flows": si.map(|s| &s.tcp_flows),
+           "udp": i.udp.map(|u| json!({"datagrams": u.received, "lost": u.lost,
+               "out_of_order": u.out_of_order, "duplicates": u.duplicates, "jitter_us": u.jitter_us}))})
+}
+
+/// Version of the `--json-stream` events (one JSON object per line); bumped when a key of an
+/// event changes meaning.
+pub const STREAM_SCHEMA_VERSION: u32 = 1;
+
+/// `{"event":"start",...}`: the agreed test and both ends' placement, as it starts.
+pub fn start_event(start: &crate::workload::live::StartInfo) -> Value {
+    json!({"event": "start", "stream_schema_version": STREAM_SCHEMA_VERSION, "schema_version": SCHEMA_VERSION,
+           "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+           "target": start.target, "test": start.spec,
+           "sender": {"placement": start.sender_placement}, "receiver": {"placement": start.receiver_placement}})
+}
+
+/// `{"event":"interval",...}`: one interval as it closed, with the keys of `intervals[]`.
+pub fn interval_event(direction: crate::spec::Direction, n: usize, entry: Value) -> Value {
+    let mut v = json!({"event": "interval", "stream_schema_version": STREAM_SCHEMA_VERSION,
+                       "direction": direction, "n": n});
+    if let (Value::Object(event), Value::Object(entry)) = (&mut v, entry) {
+        event.extend(entry);
+    }
+    v
+}
+
+/// `{"event":"end",...}`: the whole report, the document `-J` writes, with `event` first.
+pub fn end_event(doc: Value) -> Value {
+    let mut v = json!({"event": "end", "stream_schema_version": STREAM_SCHEMA_VERSION});
+    if let (Value::Object(event), Value::Object(doc)) = (&mut v, doc) {
+        event.extend(doc);
+    }
+    v
+}
+
+/// The first line of a stream report: the agreed test.
+pub fn header_line(s: &TestSpec, target: &str) -> String {
+    let mut out = format!(
+        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)\n",
+        env!("CARGO_PKG_VERSION"),
+        s.proto,
+        target,
+        s.queues,
+        if s.queues == 1 { "" } else { "s" },
+        s.flows_per_queue,
+        if s.flows_per_queue == 1 { "" } else { "s" },
+        format_bytes(u64::from(s.len)),
+        s.time_ms as f64 / 1e3,
+        s.warmup_ms as f64 / 1e3,
+        s.cooldown_ms as f64 / 1e3,
+    );
+    if s.direction == crate::spec::Direction::Reverse {
+        let _ = writeln!(out, "reverse: {target} sends, this side receives");
+    }
+    let tuning = s.tuning.describe();
+    if !tuning.is_empty() {
+        let _ = writeln!(out, "tuning: {tuning} (both ends)");
+    }
+    out
+}
+
+/// Column titles of interval and window lines.
+pub const INTERVAL_TITLES: &str = "[ ID] Interval           Offered (sender)               Received (receiver)";
+
+/// The lines of one interval: one per queue (when there are several) and a `[SUM]` line, each
+/// with the sender's offered figures (when known) beside the receiver's.
+pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&IntervalFigures>) -> String {
+    let mut out = String::new();
+    let secs = i.end - i.start;
+    let side = |bytes: Option<u64>, secs: f64| {
+        bytes.map_or(format!("{:>12} {:>16}", "-", "-"), |b| {
+            format!("{:>12} {:>16}", format_bytes(b), format_bits_per_second(rate(b, secs)))
+        })
+    };
+    let offered_secs = offered.map_or(secs, |o| o.end - o.start);
+    if queues > 1 {
+        for (q, b) in i.bytes.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "[{q:>3}] {:5.2}-{:<5.2} sec  {}   {}",
+                i.start,
+                i.end,
+                side(offered.and_then(|o| o.bytes.get(q).copied()), offered_secs),
+                side(Some(*b), secs)
+            );
+        }
+    }
+    let udp = i.udp.map_or(String::new(), |u| {
+        format!("  lost {}/{} jitter {:.3} ms", u.lost, u.received + u.lost, u.jitter_us / 1000.0)
+    });
+    let _ = writeln!(
+        out,
+        "[SUM] {:5.2}-{:<5.2} sec  {}   {}{udp}",
+        i.start,
+        i.end,
+        side(offered.map(|o| o.sum()), offered_secs),
+        side(Some(i.sum()), secs)
+    );
+    out
+}
+
 /// Both sides of a stream test, as the sender prints it.
 #[derive(Debug, Clone)]
 pub struct StreamReport {
@@ -354,6 +514,8 @@ pub struct StreamReport {
     pub path: PathFacts,
     /// `--bidir`: the test of the other direction (the far side sending to this one).
     pub reverse: Option<Box<StreamReport>>,
+    /// Set when a signal at either end stopped the test early.
+    pub interrupted: Option<Interruption>,
 }
 
 /// Facts about the network path gathered by the sender around the window.
@@ -376,6 +538,16 @@ impl PathFacts {
 }
 
 impl StreamReport {
+    /// Records that the test was stopped early (`reason`, when it was): the error says how
+    /// far it got, in the receiver's window when there is one.
+    pub fn mark_interrupted(&mut self, reason: Option<String>) {
+        let Some(reason) = reason else { return };
+        let at = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let of = self.spec.time_ms as f64 / 1e3;
+        self.error = Some(format!("interrupted at {at:.1} s of {of:.1} s ({reason})"));
+        self.interrupted = Some(Interruption { at_seconds: at, of_seconds: of, reason });
+    }
+
     pub fn complete(&self) -> bool {
         self.error.is_none()
             && self.sender.complete
@@ -456,16 +628,9 @@ impl StreamReport {
             .unwrap_or_default()
             .iter()
             .enumerate()
-            .map(|(n, i)| {
-                // The sender samples the same offsets on its own clock: its interval n is the
-                // same stretch of the test, and carries the TCP view (RTT, retransmits, limits).
-                let si = self.sender.intervals.get(n);
-                json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(),
-                       "queues": i.bytes, "sender_bytes": si.map(|s| s.sum()),
-                       "tcp": si.map(|s| &s.tcp), "tcp_flows": si.map(|s| &s.tcp_flows),
-                       "udp": i.udp.map(|u| json!({"datagrams": u.received, "lost": u.lost,
-                           "out_of_order": u.out_of_order, "duplicates": u.duplicates, "jitter_us": u.jitter_us}))})
-            })
+            // The sender samples the same offsets on its own clock: its interval n is the same
+            // stretch of the test, and carries the TCP view (RTT, retransmits, limits).
+            .map(|(n, i)| interval_json(i, self.sender.intervals.get(n)))
             .collect();
         let verdict = self.verdict();
         json!({
@@ -475,6 +640,7 @@ impl StreamReport {
             "test": self.spec,
             "complete": self.complete(),
             "error": self.error,
+            "interrupted": self.interrupted,
             "queues": queues,
             "sum": {
                 "window_seconds": window,
@@ -508,8 +674,8 @@ impl StreamReport {
             "tcp": {
                 "sender": self.sender.tcp,
                 "receiver": recv.map(|r| &r.tcp),
-                "sender_flows_end": self.sender.tcp_flows_end,
-                "receiver_flows_end": recv.map(|r| &r.tcp_flows_end),
+                "sender_flows_end": flows_end_json(&self.sender),
+                "receiver_flows_end": recv.map(flows_end_json),
             },
             "path": self.path,
             "host": {"sender": self.sender.host, "receiver": recv.map(|r| &r.host)},
@@ -537,61 +703,38 @@ impl StreamReport {
 
     /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict.
     pub fn render_text(&self) -> String {
-        let mut out = String::new();
-        let s = &self.spec;
-        let _ = writeln!(
-            out,
-            "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)",
-            env!("CARGO_PKG_VERSION"),
-            s.proto,
-            self.target,
-            s.queues,
-            if s.queues == 1 { "" } else { "s" },
-            s.flows_per_queue,
-            if s.flows_per_queue == 1 { "" } else { "s" },
-            format_bytes(u64::from(s.len)),
-            s.time_ms as f64 / 1e3,
-            s.warmup_ms as f64 / 1e3,
-            s.cooldown_ms as f64 / 1e3,
-        );
-        if s.direction == crate::spec::Direction::Reverse {
-            let _ = writeln!(out, "reverse: {} sends, this side receives", self.target);
-        }
+        let mut out = header_line(&self.spec, &self.target);
         let _ = writeln!(out, "sender:   {} | {}", self.sender.placement, self.sender.path);
         if let Some(r) = &self.receiver {
             let _ = writeln!(out, "receiver: {} | {}", r.placement, r.path);
         }
-        let recv = self.receiver.as_ref();
-        if let Some(r) = recv.filter(|r| r.intervals.len() > 1) {
-            let _ = writeln!(out, "[ ID] Interval           Received         Bandwidth (receiver)");
-            for i in &r.intervals {
-                if s.queues > 1 {
-                    for (q, b) in i.bytes.iter().enumerate() {
-                        let _ = writeln!(
-                            out,
-                            "[{q:>3}] {:5.2}-{:<5.2} sec  {:>12}  {:>16}",
-                            i.start,
-                            i.end,
-                            format_bytes(*b),
-                            format_bits_per_second(rate(*b, i.end - i.start))
-                        );
-                    }
-                }
-                let udp = i.udp.map_or(String::new(), |u| {
-                    format!("  lost {}/{} jitter {:.3} ms", u.lost, u.received + u.lost, u.jitter_us / 1000.0)
-                });
-                let _ = writeln!(
-                    out,
-                    "[SUM] {:5.2}-{:<5.2} sec  {:>12}  {:>16}{udp}",
-                    i.start,
-                    i.end,
-                    format_bytes(i.sum()),
-                    format_bits_per_second(i.bits_per_second())
-                );
+        if let Some(r) = self.receiver.as_ref().filter(|r| r.intervals.len() > 1) {
+            let _ = writeln!(out, "{INTERVAL_TITLES}");
+            for (n, i) in r.intervals.iter().enumerate() {
+                out.push_str(&interval_lines(self.spec.queues, i, self.sender.intervals.get(n)));
             }
         }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// The text that follows lines printed live (header, placement and intervals, as the test
+    /// ran): each side's data path, then the summary.
+    pub fn render_after_live(&self) -> String {
+        let mut out = format!("sender path:   {}\n", self.sender.path);
+        if let Some(r) = &self.receiver {
+            let _ = writeln!(out, "receiver path: {}", r.path);
+        }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// Window lines, totals, CPU, path, TCP, zero-copy, errors and the verdict.
+    fn render_summary(&self) -> String {
+        let mut out = String::new();
+        let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
-        let _ = writeln!(out, "[ ID] Interval           Offered (sender)               Received (receiver)");
+        let _ = writeln!(out, "{INTERVAL_TITLES}");
         for sq in &self.sender.queues {
             let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
             let _ = writeln!(
@@ -716,10 +859,14 @@ impl StreamReport {
                 }
             );
         }
+        let mut shown: Vec<&String> = Vec::new();
         for err in
             self.error.iter().chain(&self.sender.errors).chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
         {
-            let _ = writeln!(out, "error: {err}");
+            if !shown.contains(&err) {
+                let _ = writeln!(out, "error: {err}");
+                shown.push(err);
+            }
         }
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);

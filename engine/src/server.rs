@@ -68,6 +68,15 @@ impl ServerLimits {
         if spec.flows_per_queue == 0 || flows > self.max_flows {
             return Err(format!("{flows} flows requested, this receiver allows at most {}", self.max_flows));
         }
+        if let Some(c) = &spec.tuning.congestion {
+            crate::sockopt::check_congestion(c)?;
+        }
+        if spec.tuning.mss.is_some_and(|m| !(88..=65535).contains(&m)) {
+            return Err(format!("MSS {} outside 88..65535", spec.tuning.mss.unwrap_or(0)));
+        }
+        if spec.tuning.window.is_some_and(|w| w > 1 << 31) {
+            return Err("socket buffer above 2 GiB requested".into());
+        }
         let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
         if spec.time_ms == 0 || total > self.max_total_ms {
             return Err(format!(
@@ -99,6 +108,8 @@ impl ServerLimits {
 #[derive(Debug, Clone)]
 pub struct ReceiverConfig {
     pub bind: IpAddr,
+    /// SO_BINDTODEVICE on the listener (`--bind-dev`): accepted flows stay on that device.
+    pub device: Option<String>,
     pub port: u16,
     pub cpus: Option<Vec<usize>>,
     pub busy_poll: BusyPoll,
@@ -113,12 +124,39 @@ pub struct ReceiverConfig {
 /// What the receiver tells its operator, as it happens.
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
-    Listening { addr: SocketAddr },
-    SessionStarted { id: u64, peer: SocketAddr, spec: TestSpec, placement: String },
-    SessionEnded { id: u64, peer: SocketAddr, workload: crate::spec::Workload, report: Box<SideReport> },
-    SessionFailed { id: u64, peer: SocketAddr, error: String },
-    Refused { peer: SocketAddr, reason: String },
-    Dropped { peer: SocketAddr, reason: String },
+    Listening {
+        addr: SocketAddr,
+    },
+    SessionStarted {
+        id: u64,
+        peer: SocketAddr,
+        spec: TestSpec,
+        placement: String,
+    },
+    SessionEnded {
+        id: u64,
+        peer: SocketAddr,
+        workload: crate::spec::Workload,
+        report: Box<SideReport>,
+    },
+    SessionFailed {
+        id: u64,
+        peer: SocketAddr,
+        error: String,
+    },
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+    /// A signal arrived: no new tests; the running ones end now, each with its report.
+    Stopping {
+        signal: &'static str,
+        running: usize,
+    },
+    Dropped {
+        peer: SocketAddr,
+        reason: String,
+    },
 }
 
 type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
@@ -139,12 +177,32 @@ struct Shared {
 }
 
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `recv` waits, after a signal, for its running tests to report.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
-    TcpListener::bind(addr).map_err(|e| match e.kind() {
+    let listen = || -> std::io::Result<TcpListener> {
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            // "::" serves IPv4 peers too (as v4-mapped addresses), as std's listener does.
+            let _ = socket.set_only_v6(false);
+        }
+        if let Some(dev) = &cfg.device {
+            socket.bind_device(Some(dev.as_bytes()))?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        Ok(socket.into())
+    };
+    listen().map_err(|e| match e.kind() {
+        _ if e.raw_os_error() == Some(libc::ENODEV) => {
+            Error::usage(format!("--bind-dev {}: no such device", cfg.device.as_deref().unwrap_or("")))
+        }
         std::io::ErrorKind::AddrInUse => Error::usage(format!(
             "port {} is already in use on {}: stop the other listener or pick another --port",
             cfg.port, cfg.bind
@@ -184,6 +242,18 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
     loop {
         if shared.once_done.load(Ordering::Acquire) {
             return Ok(shared.once_ok.load(Ordering::Acquire));
+        }
+        if let Some(signal) = crate::interrupt::signal_name() {
+            drop(listener);
+            let running = shared.active.load(Ordering::Acquire);
+            (shared.events)(ServerEvent::Stopping { signal, running });
+            // Each running test sees the signal in its sampler, stops its flows, tells its
+            // sender and returns its report; the bound covers a sender that never answers.
+            let deadline = Instant::now() + STOP_GRACE;
+            while shared.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return Ok(true);
         }
         if !wait_readable(&listener, 200) {
             continue;
@@ -346,7 +416,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             let ok = received.as_ref().is_none_or(|r| r.complete) && sent.as_ref().is_none_or(|r| r.complete);
             let msg =
                 ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
-            let delivered = control::write_msg(&mut ctl, &msg);
+            let delivered = control::write_msg(&ctl, &msg);
             for report in received.into_iter().chain(sent) {
                 (shared.events)(ServerEvent::SessionEnded {
                     id,
@@ -365,7 +435,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             shared.once_ok.store(ok, Ordering::Release);
         }
         Err(e) => {
-            let _ = control::write_msg(&mut ctl, &ControlMsg::Abort { reason: e.message.clone() });
+            let _ = control::write_msg(&ctl, &ControlMsg::Abort { reason: e.message.clone() });
             (shared.events)(ServerEvent::SessionFailed { id, peer, error: e.message });
         }
     }
@@ -493,6 +563,13 @@ mod tests {
             (TestSpec { depth: 10_000, ..ok.clone() }, "depth"),
             (TestSpec { proto: Proto::Udp, len: 10, ..ok.clone() }, "UDP datagram length"),
             (TestSpec { proto: Proto::Udp, len: 70_000, ..ok.clone() }, "UDP datagram length"),
+            (
+                TestSpec {
+                    tuning: crate::spec::Tuning { congestion: Some("no-such-cc".into()), ..Default::default() },
+                    ..ok.clone()
+                },
+                "tcp_available_congestion_control",
+            ),
         ];
         for (spec, expect) in cases {
             let reason = limits.check(&spec, 1).expect_err(expect);

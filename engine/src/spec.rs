@@ -95,6 +95,79 @@ pub struct TestSpec {
     /// as a failure and the flow moves on.
     #[serde(default = "second")]
     pub timeout_ms: u64,
+    /// Socket and kernel knobs applied to every data flow on both ends (`-C`, `-w`, `-M`...).
+    #[serde(flatten)]
+    pub tuning: Tuning,
+}
+
+/// Kernel knobs of a test's data flows, applied by both ends to each flow they hold, and
+/// read back from the kernel afterwards. Absent keys mean the kernel's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// TCP congestion control algorithm (`-C`), TCP_CONGESTION.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// SO_SNDBUF and SO_RCVBUF in bytes (`-w`), as asked (the kernel doubles and caps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    /// TCP_MAXSEG (`-M`), set by the connecting side before it connects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
+    /// TCP_NODELAY on the stream's flows (`-N`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodelay: bool,
+    /// IPv4 TOS byte or IPv6 traffic class (`-S`, `--dscp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// SO_MAX_PACING_RATE per flow in bits/s (`--fq-rate`): the kernel paces each flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fq_rate_bps: Option<u64>,
+    /// Bytes to send in total over all flows (`-n`); the test ends when they are delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The receiver discards TCP payload in the kernel (MSG_TRUNC) instead of copying it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_rx_copy: bool,
+}
+
+impl Tuning {
+    /// The knobs that are set, in words, for the report's header; empty when none are.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = &self.congestion {
+            parts.push(format!("congestion {c}"));
+        }
+        if let Some(w) = self.window {
+            parts.push(format!("window {}", crate::units::format_bytes(u64::from(w))));
+        }
+        if let Some(m) = self.mss {
+            parts.push(format!("MSS {m}"));
+        }
+        if self.nodelay {
+            parts.push("TCP_NODELAY".into());
+        }
+        if let Some(t) = self.tos {
+            parts.push(format!("TOS 0x{t:02x} (DSCP {})", t >> 2));
+        }
+        if let Some(r) = self.fq_rate_bps {
+            parts.push(format!("fq pacing {} per flow", crate::units::format_bits_per_second(r as f64)));
+        }
+        if let Some(n) = self.bytes {
+            parts.push(format!("{n} bytes in total"));
+        }
+        if self.skip_rx_copy {
+            parts.push("receive without copy (MSG_TRUNC)".into());
+        }
+        parts.join(", ")
+    }
+
+    /// Bytes flow `flow` of `flows` sends under `-n`: an equal share, the remainder spread
+    /// over the first flows, so the shares add up to the total exactly.
+    pub fn flow_bytes(&self, flow: u32, flows: u32) -> Option<u64> {
+        let total = self.bytes?;
+        let flows = u64::from(flows.max(1));
+        Some(total / flows + u64::from(u64::from(flow) < total % flows))
+    }
 }
 
 fn second() -> u64 {
@@ -130,6 +203,7 @@ impl Default for TestSpec {
             req_len: 1,
             resp_len: 1,
             timeout_ms: 1_000,
+            tuning: Tuning::default(),
         }
     }
 }
@@ -168,18 +242,12 @@ impl TestSpec {
     }
     /// Offsets from the start at which counters are sampled: window start, each interval
     /// boundary inside the window, window end. Consecutive samples bound one interval, so
-    /// the interval figures add up exactly to the window's.
-    pub fn sample_offsets(&self) -> Vec<Duration> {
-        let mut offsets = vec![self.warmup_ms];
-        if self.interval_ms > 0 {
-            let mut at = self.warmup_ms + self.interval_ms;
-            while at < self.warmup_ms + self.time_ms {
-                offsets.push(at);
-                at += self.interval_ms;
-            }
-        }
-        offsets.push(self.warmup_ms + self.time_ms);
-        offsets.into_iter().map(Duration::from_millis).collect()
+    /// the interval figures add up exactly to the window's. Computed as they are needed: a
+    /// test of a million intervals holds none of them in memory.
+    pub fn sample_offsets(&self) -> impl Iterator<Item = Duration> + use<> {
+        let (start, end, step) = (self.warmup_ms, self.warmup_ms + self.time_ms, self.interval_ms);
+        let inner = (step > 0).then(|| (1..).map(move |n| start + n * step).take_while(move |&at| at < end));
+        std::iter::once(start).chain(inner.into_iter().flatten()).chain(std::iter::once(end)).map(Duration::from_millis)
     }
 }
 
@@ -190,13 +258,37 @@ mod tests {
     #[test]
     fn sample_offsets_cover_the_window_only() {
         let spec = TestSpec { warmup_ms: 2000, time_ms: 3000, interval_ms: 1000, ..TestSpec::default() };
-        let got: Vec<u64> = spec.sample_offsets().iter().map(|d| d.as_millis() as u64).collect();
+        let got: Vec<u64> = spec.sample_offsets().map(|d| d.as_millis() as u64).collect();
         assert_eq!(got, vec![2000, 3000, 4000, 5000], "warm-up excluded, one sample per boundary");
         let no_interval = TestSpec { interval_ms: 0, ..spec.clone() };
-        assert_eq!(no_interval.sample_offsets().len(), 2, "without --interval only start and end");
+        assert_eq!(no_interval.sample_offsets().count(), 2, "without --interval only start and end");
         let ragged = TestSpec { interval_ms: 2000, ..spec };
-        let got: Vec<u64> = ragged.sample_offsets().iter().map(|d| d.as_millis() as u64).collect();
+        let got: Vec<u64> = ragged.sample_offsets().map(|d| d.as_millis() as u64).collect();
         assert_eq!(got, vec![2000, 4000, 5000], "a short last interval ends at the window end");
+    }
+
+    #[test]
+    fn byte_shares_add_up_to_the_total() {
+        let t = Tuning { bytes: Some(1_073_741_824 + 5), ..Tuning::default() };
+        let shares: Vec<u64> = (0..7).map(|f| t.flow_bytes(f, 7).unwrap()).collect();
+        assert_eq!(shares.iter().sum::<u64>(), 1_073_741_829);
+        assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
+        assert_eq!(Tuning::default().flow_bytes(0, 1), None);
+    }
+
+    #[test]
+    fn tuning_keys_sit_in_the_test_object_only_when_set() {
+        let plain = serde_json::to_value(TestSpec::default()).unwrap();
+        assert!(plain.get("congestion").is_none() && plain.get("nodelay").is_none());
+        let spec = TestSpec {
+            tuning: Tuning { congestion: Some("reno".into()), tos: Some(0x28), ..Tuning::default() },
+            ..TestSpec::default()
+        };
+        let v = serde_json::to_value(&spec).unwrap();
+        assert_eq!(v["congestion"], "reno");
+        assert_eq!(v["tos"], 0x28);
+        let back: TestSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(back, spec, "the knobs survive the wire");
     }
 
     #[test]

@@ -265,6 +265,10 @@ pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepR
                 report: report.as_ref(),
                 sweep: &result,
             });
+            if crate::interrupt::requested() {
+                // The run that saw the signal was reported as far as it got; no more runs.
+                return Ok(result);
+            }
         }
     }
     Ok(result)

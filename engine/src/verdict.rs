@@ -204,7 +204,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         return verdict(
             Bottleneck::ReceiveWindow,
             format!(
-                "senders were limited by the receiver's advertised window {} of their busy time (raise the receiver's buffer: net.ipv4.tcp_rmem / SO_RCVBUF)",
+                "senders were limited by the receiver's advertised window {} of their busy time (raise the receiver's buffer: net.ipv4.tcp_rmem, or -w to set SO_RCVBUF on both ends)",
                 pct(t.rwnd_limited_share())
             ),
         );
@@ -213,7 +213,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         return verdict(
             Bottleneck::SendBuffer,
             format!(
-                "senders were limited by their send buffer {} of their busy time (raise net.ipv4.tcp_wmem / SO_SNDBUF)",
+                "senders were limited by their send buffer {} of their busy time (raise net.ipv4.tcp_wmem, or -w to set SO_SNDBUF on both ends)",
                 pct(t.sndbuf_limited_share())
             ),
         );

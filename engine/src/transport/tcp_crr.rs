@@ -19,6 +19,7 @@ use crate::measure::QueueCounters;
 use crate::ring::{build_ring, cancel_all, push, wait_for_completions, AlignedBuf, WakeBatch};
 use crate::sockopt;
 use io_uring::{cqueue, opcode, types, IoUring};
+use socket2::SockRef;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -148,7 +149,7 @@ fn classify(failures: &mut RrFailures, res: i32) {
 struct Client<'a> {
     cr: CrrRing,
     conns: Vec<ClientConn>,
-    addr: Box<(libc::sockaddr_storage, libc::socklen_t)>,
+    addr: Box<socket2::SockAddr>,
     target: SocketAddr,
     cfg: &'a RrConfig,
     failures: RrFailures,
@@ -177,13 +178,8 @@ impl Client<'_> {
                 return Ok(());
             }
         };
-        let _ = sockopt::set_int(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
-        let entry = opcode::Connect::new(
-            types::Fd(fd.as_raw_fd()),
-            (&self.addr.0 as *const libc::sockaddr_storage).cast(),
-            self.addr.1,
-        )
-        .build();
+        let _ = SockRef::from(&fd).set_tcp_nodelay(true);
+        let entry = opcode::Connect::new(types::Fd(fd.as_raw_fd()), self.addr.as_ptr().cast(), self.addr.len()).build();
         c.fd = Some(fd);
         c.phase = Phase::Connecting;
         c.started = now;
@@ -358,10 +354,9 @@ pub fn listeners(ip: std::net::IpAddr, queues: u32, steer: &[(usize, u32)]) -> R
         let addr = SocketAddr::new(ip, port);
         let fd = sockopt::socket_for(&addr, libc::SOCK_STREAM).map_err(|e| Error::io("creating a crr listener", e))?;
         let raw = fd.as_raw_fd();
-        sockopt::set_int(raw, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)
-            .map_err(|e| Error::io("setting SO_REUSEPORT on a crr listener", e))?;
+        SockRef::from(&fd).set_reuse_port(true).map_err(|e| Error::io("setting SO_REUSEPORT on a crr listener", e))?;
         // Accepted sockets inherit it: answers leave at once.
-        let _ = sockopt::set_int(raw, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+        let _ = SockRef::from(&fd).set_tcp_nodelay(true);
         sockopt::bind(&fd, &addr).map_err(|e| Error::io(format!("binding a crr listener on {addr}"), e))?;
         // SAFETY: a bound socket we own.
         if unsafe { libc::listen(raw, 4096) } != 0 {

@@ -40,6 +40,9 @@ pub struct RecvWorkerConfig {
     pub rcvlowat: Option<u32>,
     /// Raised by the session when the test must end regardless of the flows.
     pub stop: Arc<AtomicBool>,
+    /// Receive with MSG_TRUNC: the kernel counts and discards the payload without copying
+    /// it into the buffer ring (`--skip-rx-copy`).
+    pub skip_copy: bool,
 }
 
 /// Result of one receiving thread.
@@ -68,11 +71,12 @@ struct RecvRing {
 
 const BUF_GROUP: u16 = 0;
 
-fn arm(ring: &mut IoUring, fd: i32, idx: usize, bundle: bool) -> Result<()> {
+fn arm(ring: &mut IoUring, fd: i32, idx: usize, bundle: bool, skip_copy: bool) -> Result<()> {
+    let flags = if skip_copy { libc::MSG_TRUNC } else { 0 };
     let entry = if bundle {
-        opcode::RecvMultiBundle::new(types::Fd(fd), BUF_GROUP).build()
+        opcode::RecvMultiBundle::new(types::Fd(fd), BUF_GROUP).flags(flags).build()
     } else {
-        opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP).build()
+        opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP).flags(flags).build()
     };
     push(ring, &entry.user_data(idx as u64))
 }
@@ -111,7 +115,7 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
         }
     }
     for (idx, flow) in state.iter().enumerate() {
-        arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle)?;
+        arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle, cfg.skip_copy)?;
     }
     let mut result = RecvWorkerResult::default();
     let mut open = state.len();
@@ -138,7 +142,7 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
                 }
                 if !cqueue::more(flags) {
                     result.rearms += 1;
-                    arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle)?;
+                    arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle, cfg.skip_copy)?;
                 }
             } else if res == 0 {
                 if flow.open {
@@ -148,7 +152,7 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
             } else if res == -libc::ENOBUFS || res == -libc::EINTR || res == -libc::EAGAIN {
                 if !cqueue::more(flags) {
                     result.rearms += 1;
-                    arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle)?;
+                    arm(&mut rr.ring, flow.stream.as_raw_fd(), idx, cfg.bundle, cfg.skip_copy)?;
                 }
             } else if flow.open {
                 flow.error = Some(format!("receive failed: {}", errno_text(res)));

@@ -13,6 +13,8 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `IORING_SEND_ZC_REPORT_USAGE`: ask the kernel whether it copied anyway (the crate keeps
@@ -29,6 +31,8 @@ pub const PAYLOAD_FILL: u8 = b'0';
 pub struct SendFlow {
     pub stream: TcpStream,
     pub queue: u32,
+    /// Bytes this flow sends in all (`-n`); `None`: until the deadline.
+    pub budget: Option<u64>,
 }
 
 /// How a sending thread runs.
@@ -42,6 +46,8 @@ pub struct SendWorkerConfig {
     pub zerocopy: bool,
     /// Stop issuing new sends at this instant.
     pub deadline: Instant,
+    /// Raised to stop before the deadline (the test was stopped early).
+    pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of `--rate` in bits/s; 0 = unlimited.
     pub rate_bps: u64,
     /// How long in-flight sends may take to complete after the deadline.
@@ -82,8 +88,29 @@ struct FlowState {
     stream: TcpStream,
     queue: u32,
     inflight: u32,
+    /// Bytes of the sends in flight (as submitted).
+    inflight_bytes: u64,
     bytes: u64,
+    budget: Option<u64>,
     error: Option<String>,
+}
+
+impl FlowState {
+    /// The length of the next send: a whole message, or what is left of the budget.
+    fn next_len(&self, len: u32) -> u32 {
+        match self.budget {
+            Some(b) => b.saturating_sub(self.bytes + self.inflight_bytes).min(u64::from(len)) as u32,
+            None => len,
+        }
+    }
+    fn done(&self) -> bool {
+        self.error.is_some() || self.budget.is_some_and(|b| self.bytes >= b)
+    }
+}
+
+/// A send's user data: the flow's index, and the length submitted (to account short sends).
+fn send_tag(idx: usize, len: u32) -> u64 {
+    idx as u64 | (u64::from(len) << 32)
 }
 
 // Drop order matters: the ring is declared first so it is torn down before the payload
@@ -121,7 +148,15 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
 
     let mut state: Vec<FlowState> = flows
         .into_iter()
-        .map(|f| FlowState { stream: f.stream, queue: f.queue, inflight: 0, bytes: 0, error: None })
+        .map(|f| FlowState {
+            stream: f.stream,
+            queue: f.queue,
+            inflight: 0,
+            inflight_bytes: 0,
+            bytes: 0,
+            budget: f.budget,
+            error: None,
+        })
         .collect();
     let start = Instant::now();
     let mut issued: u64 = 0;
@@ -129,13 +164,22 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize);
 
+    let mut stop_from: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        let stopping = now >= cfg.deadline;
+        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
+        let stopping = now >= cfg.deadline || halted;
+        if stopping && stop_from.is_none() {
+            stop_from = Some(now.min(cfg.deadline));
+        }
         let mut pace_wait: Option<Duration> = None;
         if !stopping {
             for (idx, flow) in state.iter_mut().enumerate() {
                 while flow.error.is_none() && flow.inflight < cfg.depth {
+                    let len = flow.next_len(cfg.len);
+                    if len == 0 {
+                        break; // The whole budget is in flight or sent.
+                    }
                     if cfg.rate_bps > 0 {
                         let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
                         if issued as f64 >= allowed {
@@ -146,30 +190,33 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
                     }
                     let fd = types::Fd(flow.stream.as_raw_fd());
                     let entry = if zerocopy {
-                        let op = opcode::SendZc::new(fd, sr.payload.as_ptr(), cfg.len)
+                        let op = opcode::SendZc::new(fd, sr.payload.as_ptr(), len)
                             .zc_flags(SEND_ZC_REPORT_USAGE)
                             .buf_index(Some(0));
                         result.zerocopy.sends += 1;
                         op.build()
                     } else {
-                        opcode::Send::new(fd, sr.payload.as_ptr(), cfg.len).build()
+                        opcode::Send::new(fd, sr.payload.as_ptr(), len).build()
                     };
-                    push(&mut sr.ring, &entry.user_data(idx as u64))?;
+                    push(&mut sr.ring, &entry.user_data(send_tag(idx, len)))?;
                     flow.inflight += 1;
-                    issued += u64::from(cfg.len);
+                    flow.inflight_bytes += u64::from(len);
+                    issued += u64::from(len);
                 }
             }
         }
         let inflight: u32 = state.iter().map(|f| f.inflight).sum();
-        let all_failed = state.iter().all(|f| f.error.is_some());
+        // Every flow failed or sent its whole budget (`-n`).
+        let all_failed = state.iter().all(FlowState::done);
         if inflight == 0 && notifs_pending == 0 && (stopping || all_failed) {
             break;
         }
-        if stopping && now > cfg.deadline + cfg.drain_limit {
+        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
             result.stuck = inflight;
             break;
         }
-        let until_deadline = if stopping { Duration::from_millis(50) } else { cfg.deadline - now };
+        let until_deadline =
+            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
         let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
         wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
 
@@ -190,8 +237,9 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
             if cqueue::more(flags) {
                 notifs_pending += 1;
             }
-            let flow = &mut state[ud as usize];
+            let flow = &mut state[(ud & 0xffff_ffff) as usize];
             flow.inflight -= 1;
+            flow.inflight_bytes -= ud >> 32;
             if res > 0 {
                 flow.bytes += res as u64;
                 counters.add(flow.queue as usize, res as u64);

@@ -31,6 +31,8 @@ use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Most datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older kernels,
@@ -88,6 +90,8 @@ pub struct UdpSendConfig {
     pub inflight: u32,
     /// Stop issuing new sends at this instant.
     pub deadline: Instant,
+    /// Raised to stop before the deadline (the test was stopped early).
+    pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of `--rate` in bits/s (payload bytes); 0 = unlimited.
     pub rate_bps: u64,
     /// Datagrams per flow after which the flow stops (0 = until the deadline).
@@ -319,9 +323,14 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(entries as usize);
 
+    let mut stop_from: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        let stopping = now >= cfg.deadline;
+        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
+        let stopping = now >= cfg.deadline || halted;
+        if stopping && stop_from.is_none() {
+            stop_from = Some(now.min(cfg.deadline));
+        }
         let mut pace_wait: Option<Duration> = None;
         if !stopping {
             let want = if gso { segments } else { 1 };
@@ -382,11 +391,12 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
         if inflight == 0 && (stopping || all_done) {
             break;
         }
-        if stopping && now > cfg.deadline + cfg.drain_limit {
+        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
             stuck = inflight as u32;
             break;
         }
-        let until_deadline = if stopping { Duration::from_millis(50) } else { cfg.deadline - now };
+        let until_deadline =
+            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
         let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
         wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
 
@@ -594,6 +604,7 @@ mod tests {
             gso: true,
             inflight: 4,
             deadline: Instant::now(),
+            halt: None,
             rate_bps: 0,
             max_datagrams: 0,
             drain_limit: Duration::from_millis(10),
@@ -619,6 +630,7 @@ mod tests {
             gso: false,
             inflight: 1,
             deadline: Instant::now() + Duration::from_millis(200),
+            halt: None,
             rate_bps: 8 * 200 * 1000, // 1000 datagrams/s: room for the ICMP errors to come back
             max_datagrams: 50,
             drain_limit: Duration::from_millis(200),

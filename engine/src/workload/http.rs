@@ -268,6 +268,8 @@ pub struct HttpReport {
     pub cpu: ClientCpu,
     /// Whether the run went as asked: no request failed and at least one response came back.
     pub complete: bool,
+    /// Set when a signal ended the run before `-d` or `-n`: how far it got.
+    pub interrupted: Option<String>,
     #[serde(skip)]
     histogram: Option<Histogram<u64>>,
 }
@@ -447,7 +449,9 @@ fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<Threa
         latency_us,
         status,
         non_2xx,
-        complete: errors.total() == 0 && requests > 0,
+        complete: errors.total() == 0 && requests > 0 && !crate::interrupt::requested(),
+        interrupted: crate::interrupt::signal_name()
+            .map(|signal| format!("interrupted at {secs:.1} s of {:.1} s ({signal})", opts.duration.as_secs_f64())),
         errors,
         connections_opened: opened,
         cpu,
@@ -615,7 +619,7 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
     let mut busy = 0;
     loop {
         let now = Instant::now();
-        if now >= sh.end {
+        if now >= sh.end || crate::interrupt::requested() {
             break;
         }
         let quota_left = sh.quota.is_none_or(|q| sh.issued.load(Ordering::Relaxed) < q);
@@ -676,7 +680,11 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
         if !quota_left && (rescan && busy == 0 || conns.iter().all(|c| !matches!(c.state, ConnState::Busy(_)))) {
             break;
         }
-        let limit = next_event.min(sh.end).saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
+        // At most 100 ms, so that a signal is noticed promptly.
+        let limit = next_event
+            .min(sh.end)
+            .saturating_duration_since(Instant::now())
+            .clamp(Duration::from_micros(50), Duration::from_millis(100));
         wait_for_completions(&mut hr.ring, WaitMode::Sleep, last_activity, limit, batch)?;
         cqes.clear();
         cqes.extend(hr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
@@ -929,7 +937,9 @@ impl HttpReport {
             "  client CPU {:.2} s user, {:.2} s system: {:.1} us per request",
             self.cpu.user_seconds, self.cpu.system_seconds, self.cpu.us_per_request
         );
-        if !self.complete {
+        if let Some(i) = &self.interrupted {
+            let _ = writeln!(out, "incomplete: {i}");
+        } else if !self.complete {
             let _ = writeln!(
                 out,
                 "incomplete: {}",

@@ -54,7 +54,7 @@ use crate::iperf2::{
     TcpClientHeader, TcpClientKind, TestAmount, UdpClientHeader, HEADER32_SMALL_TRIPTIMES, HEADER_EXTEND,
     HEADER_VERSION1, IPERF2_PORT, IPERF_2_1_8_VERSION, SERVER_ACKFIN_SILENCE,
 };
-use crate::measure::{clock_ticks, nominal_cpu_hz, sample_window, QueueCounters, Sample, SampleSources};
+use crate::measure::{clock_ticks, nominal_cpu_hz, sample_window, QueueCounters, Sample, SampleSources, Window};
 use crate::netpath::PathProbe;
 use crate::placement::{pin_current_thread, plan, resolve_cpus, BusyPoll, WaitMode};
 use crate::probe::KernelCaps;
@@ -683,8 +683,9 @@ pub fn run_send(opts: &Iperf2SendOptions) -> Result<Iperf2SendReport> {
 struct SendRun {
     t0: Instant,
     end: Instant,
-    samples: Vec<Sample>,
+    window: Window,
     window_complete: bool,
+    intervals: Vec<SendInterval>,
 }
 
 impl SendRun {
@@ -697,30 +698,26 @@ impl SendRun {
     ) -> SendRun {
         let src = SampleSources { counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
         let offsets = window_offsets(opts.time, opts.interval);
-        let (samples, window_complete) = sample_window(t0, &offsets, &src, &|| threads.all_finished());
+        let mut intervals = Vec::new();
+        let window = sample_window(t0, offsets, &src, &|| threads.all_finished(), &mut |iv| {
+            intervals.push(SendInterval { start: iv.start, end: iv.end, bytes: iv.sum() })
+        });
+        let window_complete = window.complete;
         // Every sending thread stops issuing at the deadline and gives up on in-flight sends
         // after DRAIN_LIMIT; this wait is a second bound.
         let hard = Instant::now() + DRAIN_LIMIT + Duration::from_secs(2);
         while !threads.all_finished() && Instant::now() < hard {
             std::thread::sleep(Duration::from_millis(1));
         }
-        SendRun { t0, end: Instant::now(), samples, window_complete }
+        SendRun { t0, end: Instant::now(), window, window_complete, intervals }
     }
 
     fn intervals(&self) -> Vec<SendInterval> {
-        let Some(first) = self.samples.first() else { return Vec::new() };
-        self.samples
-            .windows(2)
-            .map(|w| SendInterval {
-                start: (w[0].at - first.at).as_secs_f64(),
-                end: (w[1].at - first.at).as_secs_f64(),
-                bytes: w[1].bytes.iter().sum::<u64>() - w[0].bytes.iter().sum::<u64>(),
-            })
-            .collect()
+        self.intervals.clone()
     }
 
     fn cpu(&self, threads: Vec<ThreadCpuTime>) -> SenderCpu {
-        let host = match (self.samples.first(), self.samples.last()) {
+        let host = match (self.window.first.as_ref(), self.window.last.as_ref()) {
             (Some(a), Some(b)) => host_cpu_between(a, b),
             _ => Vec::new(),
         };
@@ -728,7 +725,7 @@ impl SendRun {
     }
 
     fn window_seconds(&self) -> f64 {
-        match (self.samples.first(), self.samples.last()) {
+        match (self.window.first.as_ref(), self.window.last.as_ref()) {
             (Some(a), Some(b)) => (b.at - a.at).as_secs_f64(),
             _ => 0.0,
         }
@@ -747,7 +744,7 @@ fn send_tcp(
     let mut flows = Vec::with_capacity(opts.flows() as usize);
     for flow in 0..opts.flows() {
         let queue = flow % opts.queues;
-        flows.push((queue, SendFlow { stream: connect_tcp(target)?, queue }));
+        flows.push((queue, SendFlow { stream: connect_tcp(target)?, queue, budget: None }));
     }
     let t0 = Instant::now();
     let counters = Arc::new(QueueCounters::new(opts.queues as usize));
@@ -762,6 +759,7 @@ fn send_tcp(
                 depth: opts.depth,
                 zerocopy,
                 deadline: t0 + opts.time,
+                halt: None,
                 rate_bps: opts.rate_bps * flows.len() as u64 / total_flows,
                 drain_limit: DRAIN_LIMIT,
             };
@@ -862,6 +860,7 @@ fn send_udp(
                 gso: opts.gso,
                 inflight,
                 deadline: t0 + opts.time,
+                halt: None,
                 rate_bps: opts.rate_bps * n / total_flows,
                 max_datagrams: 0,
                 drain_limit: DRAIN_LIMIT,
@@ -1088,17 +1087,17 @@ pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
 fn udp_listener(addr: SocketAddr, exclusive: bool) -> io::Result<UdpSocket> {
     let fd = sockopt::socket_for(&addr, libc::SOCK_DGRAM)?;
     if !exclusive {
-        sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        socket2::SockRef::from(&fd).set_reuse_address(true)?;
     }
     sockopt::bind(&fd, &addr)?;
     let socket = UdpSocket::from(fd);
     let fd = socket.as_raw_fd();
     if exclusive {
-        sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        socket2::SockRef::from(&socket).set_reuse_address(true)?;
     }
     // Root may size the buffer past rmem_max: a burst at the start of a fast test fits.
     if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
-        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+        let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(8 << 20);
     }
     udp_recv::prepare_socket(&socket, true, true)?;
     socket.set_nonblocking(true)?;
@@ -1532,6 +1531,7 @@ fn serve_tcp(shared: &Shared, mut stream: TcpStream, peer: SocketAddr, accepted:
         bundle: shared.caps.recvsend_bundle,
         rcvlowat,
         stop,
+        skip_copy: false,
     };
     let counters = QueueCounters::new(1);
     let mut end =
@@ -1983,6 +1983,7 @@ mod tests {
             gso: true,
             inflight: 4,
             deadline: Instant::now() + Duration::from_secs(10),
+            halt: None,
             rate_bps: 200_000_000,
             max_datagrams: 2000,
             drain_limit: Duration::from_secs(1),

@@ -3,6 +3,7 @@
 
 pub mod http;
 pub mod iperf2_compat;
+pub mod live;
 pub mod rr;
 pub mod stream;
 pub mod udp_stream;

@@ -7,13 +7,14 @@
 //! and both ends count transactions per queue, so the client can print both sides. Latency
 //! is the client's: from a request's submission to the last byte of its response.
 
+use super::live::{Live, Observer, Quiet, ServerLive};
 use super::stream::{SendOptions, SenderSession};
 use super::udp_stream;
 use crate::control::{self, ControlMsg};
 use crate::error::{Error, Result};
 use crate::measure::{sample_window, QueueCounters, SampleSources};
 use crate::placement::Placement;
-use crate::report::{cpu_evidence, Role, SideReport};
+use crate::report::{cpu_evidence, IntervalFigures, Role, SideReport};
 use crate::spec::{Proto, TestSpec, Workload};
 use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
@@ -62,6 +63,47 @@ impl LatencySummary {
     }
 }
 
+/// "TCP rr", "UDP rr" or "TCP crr".
+fn workload_name(spec: &TestSpec) -> String {
+    let proto = if spec.proto == Proto::Udp { "UDP" } else { "TCP" };
+    let workload = if spec.workload == Workload::Crr { "crr" } else { "rr" };
+    format!("{proto} {workload}")
+}
+
+/// The first line of an rr or crr report: the agreed test.
+pub fn rr_header(s: &TestSpec, target: &str) -> String {
+    format!(
+        "uringbench {}: {} to {}, {} queue{} x {} flow{}, {} B request / {} B response, {:.1} s window\n",
+        env!("CARGO_PKG_VERSION"),
+        workload_name(s),
+        target,
+        s.queues,
+        if s.queues == 1 { "" } else { "s" },
+        s.flows_per_queue,
+        if s.flows_per_queue == 1 { "" } else { "s" },
+        s.req_len,
+        s.resp_len,
+        s.time_ms as f64 / 1e3
+    )
+}
+
+/// One client interval of an rr or crr test (`bytes` count transactions).
+pub fn rr_interval_line(i: &IntervalFigures) -> String {
+    format!(
+        "[SUM] {:5.2}-{:<5.2} sec  {:>10} transactions  {:>12.0} trans/s\n",
+        i.start,
+        i.end,
+        i.sum(),
+        i.sum() as f64 / (i.end - i.start).max(1e-9)
+    )
+}
+
+/// One entry of an rr report's `intervals[]` (and of a `--json-stream` interval event).
+pub fn rr_interval_json(i: &IntervalFigures) -> Value {
+    json!({"start": i.start, "end": i.end, "transactions": i.sum(),
+           "transactions_per_second": i.sum() as f64 / (i.end - i.start).max(1e-9)})
+}
+
 /// Both sides of an rr test. In the side reports, `bytes` counts transactions.
 #[derive(Debug, Clone)]
 pub struct RrReport {
@@ -88,9 +130,7 @@ impl RrReport {
 
     /// "TCP rr", "UDP rr", "TCP crr".
     pub fn name(&self) -> String {
-        let proto = if self.spec.proto == Proto::Udp { "UDP" } else { "TCP" };
-        let workload = if self.spec.workload == Workload::Crr { "crr" } else { "rr" };
-        format!("{proto} {workload}")
+        workload_name(&self.spec)
     }
 
     /// Transactions per second over the client's window.
@@ -132,15 +172,7 @@ impl RrReport {
                            .map(|s| json!({"transactions": s.bytes, "total_transactions": s.total_bytes}))})
             })
             .collect();
-        let intervals: Vec<Value> = self
-            .client
-            .intervals
-            .iter()
-            .map(|i| {
-                json!({"start": i.start, "end": i.end, "transactions": i.sum(),
-                            "transactions_per_second": i.sum() as f64 / (i.end - i.start).max(1e-9)})
-            })
-            .collect();
+        let intervals: Vec<Value> = self.client.intervals.iter().map(rr_interval_json).collect();
         json!({
             "schema_version": crate::report::SCHEMA_VERSION,
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
@@ -168,36 +200,34 @@ impl RrReport {
 
     pub fn render_text(&self) -> String {
         use std::fmt::Write as _;
-        let mut out = String::new();
-        let s = &self.spec;
-        let _ = writeln!(
-            out,
-            "uringbench {}: {} to {}, {} queue{} x {} flow{}, {} B request / {} B response, {:.1} s window",
-            env!("CARGO_PKG_VERSION"),
-            self.name(),
-            self.target,
-            s.queues,
-            if s.queues == 1 { "" } else { "s" },
-            s.flows_per_queue,
-            if s.flows_per_queue == 1 { "" } else { "s" },
-            s.req_len,
-            s.resp_len,
-            s.time_ms as f64 / 1e3
-        );
+        let mut out = rr_header(&self.spec, &self.target);
         let _ = writeln!(out, "client: {} | {}", self.client.placement, self.client.path);
         if let Some(srv) = &self.server {
             let _ = writeln!(out, "server: {} | {}", srv.placement, srv.path);
         }
         for i in &self.client.intervals {
-            let _ = writeln!(
-                out,
-                "[SUM] {:5.2}-{:<5.2} sec  {:>10} transactions  {:>12.0} trans/s",
-                i.start,
-                i.end,
-                i.sum(),
-                i.sum() as f64 / (i.end - i.start).max(1e-9)
-            );
+            out.push_str(&rr_interval_line(i));
         }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// The text that follows lines printed live (header, placement, intervals): each side's
+    /// path, then the summary.
+    pub fn render_after_live(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("client path: {}\n", self.client.path);
+        if let Some(srv) = &self.server {
+            let _ = writeln!(out, "server path: {}", srv.path);
+        }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// Transactions, latency, failures, CPU, errors and the verdict.
+    fn render_summary(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
         let l = &self.latency;
         let _ = writeln!(
             out,
@@ -293,6 +323,12 @@ where
 
 /// Runs the client side of an rr or crr test against `recv`.
 pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
+    run_rr_live(opts, Arc::new(Quiet))
+}
+
+/// [`run_rr`], with `observer` told of the start and of each client interval as it closes
+/// (`bytes` count transactions).
+pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<RrReport> {
     let spec = &opts.spec;
     check_spec(spec)?;
     let mut session = SenderSession::connect(opts)?;
@@ -328,7 +364,15 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
             session.negotiate(spec, Vec::new())?;
             let mut items = Vec::with_capacity(spec.flows() as usize);
             for flow in 0..spec.flows() {
-                let mut stream = control::connect(&opts.target, opts.port, Duration::from_secs(3))?;
+                let mut stream = control::connect_from(
+                    &opts.target,
+                    opts.port,
+                    Duration::from_secs(3),
+                    &opts.local,
+                    Some(&spec.tuning),
+                )?;
+                crate::sockopt::apply_tuning(&stream, &spec.tuning, true)
+                    .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
                 let _ = stream.set_nodelay(true);
                 stream
                     .write_all(&control::data_hello(&session.cookie, flow))
@@ -339,6 +383,7 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
         }
     };
     session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
     let t0 = Instant::now();
     let cfg = config(spec, &placement, t0, &stop);
     let threads = match flows {
@@ -353,7 +398,12 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
         }
     };
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    if live.stopped().is_some() {
+        // Stopped early: the flows end now, not at the planned end.
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let mut latency = latency_histogram();
@@ -363,19 +413,31 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
         failures.add(&r.failures);
     }
     let outcomes: Vec<_> = results.into_iter().flat_map(|r| r.flows).collect();
-    let mut client = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    let mut client = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    let stopped = live.stopped();
+    if let Some(reason) = &stopped {
+        client.stopped_early(spec, reason);
+    }
+    live.attach((Some(&mut client), None), (None, None));
     client.placement = placement.summary.clone();
     client.path = path_text(spec, true);
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
-        let _ = control::write_msg(&mut session.ctl, &ControlMsg::Finished);
+        let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
     }
-    let (server, error) = match control::read_msg(&mut session.ctl, super::stream::END_GRACE + Duration::from_secs(5)) {
+    let (server, mut error) = match live.watch.recv(super::stream::END_GRACE + Duration::from_secs(5)) {
         Ok(ControlMsg::Result { report, .. }) => (report.map(|r| *r), None),
         Ok(ControlMsg::Abort { reason }) => (None, Some(format!("server aborted: {reason}"))),
         Ok(other) => (None, Some(format!("server sent {other:?} instead of its report"))),
         Err(e) => (None, Some(format!("server {peer} vanished before reporting: {e}"))),
     };
+    if let Some(reason) = stopped {
+        error = Some(format!(
+            "interrupted at {:.1} s of {:.1} s ({reason})",
+            client.window_seconds,
+            spec.time_ms as f64 / 1e3
+        ));
+    }
     Ok(RrReport {
         spec: spec.clone(),
         target: peer,
@@ -410,6 +472,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let worker_counters = Arc::clone(&counters);
+    let live = ServerLive::start(ctl)?;
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     let cfg = config(spec, placement, t0, &stop);
@@ -420,6 +483,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
                 .into_iter()
                 .map(|(flow, stream)| {
                     let _ = stream.set_nodelay(true);
+                    let _ = crate::sockopt::apply_tuning(&stream, &spec.tuning, true);
                     (spec.queue_of_flow(flow), RrFlow { stream, queue: spec.queue_of_flow(flow) })
                 })
                 .collect();
@@ -445,7 +509,9 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
         }
     };
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    // The report shows the client's intervals: the server's are not kept or sent.
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |_| {});
     let mut errors = Vec::new();
     if ends_with_its_flows(spec) {
         let hard_end = t0 + spec.total() + super::stream::END_GRACE;
@@ -454,7 +520,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
         }
     } else {
         // The client finishes its last transactions (up to one timeout), then says so.
-        match control::read_msg(ctl, spec.timeout() + super::stream::END_GRACE) {
+        match live.watch.recv(spec.timeout() + super::stream::END_GRACE) {
             Ok(ControlMsg::Finished) => {}
             Ok(other) => errors.push(format!("client sent {other:?} instead of finished")),
             Err(e) => errors.push(format!("client vanished before finishing: {e}")),
@@ -463,7 +529,10 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let outcomes: Vec<_> = threads.join()?.into_iter().flatten().collect();
-    let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        report.stopped_early(spec, &reason);
+    }
     report.placement = placement.summary.clone();
     report.path = path;
     if !errors.is_empty() {

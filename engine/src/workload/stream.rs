@@ -4,6 +4,7 @@
 //! `Ready`, measure their own window by their own clock, and the receiver's figures travel
 //! back so the sender prints both sides. The headline is the receiver's.
 
+use super::live::{Live, Observer, Quiet, SenderLive, ServerLive, StartInfo};
 use crate::control::{self, ControlMsg, PROTOCOL_VERSION};
 use crate::error::{Error, Result};
 use crate::measure::{sample_window, QueueCounters, SampleSources};
@@ -12,6 +13,7 @@ use crate::placement::{plan, resolve_cpus, BusyPoll, Placement, WaitMode};
 use crate::probe::KernelCaps;
 use crate::report::{PathFacts, Role, SideReport, StreamReport};
 use crate::ring::WakeBatch;
+use crate::sockopt::{self, FlowSocket};
 use crate::spec::{Direction, TestSpec, ZeroCopyMode};
 use crate::tcpinfo::TcpInfo;
 use crate::threads::{deal_by_queue, QueueThreads};
@@ -70,6 +72,8 @@ pub struct SendOptions {
     pub spec: TestSpec,
     pub cpus: Option<Vec<usize>>,
     pub busy_poll: BusyPoll,
+    /// Where this side's sockets leave from (`-4`/`-6`, `--bind`, `--bind-dev`).
+    pub local: crate::sockopt::LocalEnd,
 }
 
 /// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
@@ -128,6 +132,8 @@ pub struct SenderSession {
     pub cookie: control::SessionCookie,
     /// crr: the receiver's listening port for the test's connections.
     pub data_port: Option<u16>,
+    /// The receiver's placement line, from its accept.
+    pub receiver_placement: String,
 }
 
 impl SenderSession {
@@ -141,12 +147,34 @@ impl SenderSession {
         let shared = opts.spec.direction == Direction::Bidir;
         let latency_bound = opts.spec.workload.latency_bound();
         let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound)?;
-        let ctl = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+        let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, None)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
             ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
         let path = PathProbe::to(target_ip, opts.spec.flows());
-        Ok(Self { ctl, peer, target_ip, path, caps, placement, cookie: [0; 16], data_port: None })
+        if let (Some(mss), Some(iface)) = (opts.spec.tuning.mss, path.interface()) {
+            let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse::<u32>().ok());
+            let headers = if target_ip.is_ipv4() { 40 } else { 60 };
+            if let Some(mtu) = mtu.filter(|&m| mss + headers > m) {
+                return Err(Error::usage(format!(
+                    "-M/--mss {mss} does not fit the path: {iface} has MTU {mtu}, so at most {} (MTU - {headers} bytes of headers)",
+                    mtu.saturating_sub(headers)
+                )));
+            }
+        }
+        Ok(Self {
+            ctl,
+            peer,
+            target_ip,
+            path,
+            caps,
+            placement,
+            cookie: [0; 16],
+            data_port: None,
+            receiver_placement: String::new(),
+        })
     }
 
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
@@ -155,13 +183,11 @@ impl SenderSession {
         self.ctl
             .write_all(&control::CONTROL_MAGIC)
             .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
-        control::write_msg(
-            &mut self.ctl,
-            &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports },
-        )?;
-        self.cookie = match control::read_msg(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, .. } => {
+        control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
+        self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
+            ControlMsg::Accept { cookie, data_port, placement } => {
                 self.data_port = data_port;
+                self.receiver_placement = placement;
                 cookie
             }
             ControlMsg::Refuse { reason } => {
@@ -177,18 +203,34 @@ impl SenderSession {
     /// Waits for the receiver to say every flow is in place.
     pub fn wait_ready(&mut self) -> Result<()> {
         let peer = &self.peer;
-        match control::read_msg(&mut self.ctl, REPLY_TIMEOUT)? {
+        match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
             ControlMsg::Ready => Ok(()),
             ControlMsg::Abort { reason } => Err(Error::peer(format!("receiver {peer} aborted the test: {reason}"))),
             other => Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
         }
     }
 
+    /// The test starts: the far end's messages are watched from now on, and the observer
+    /// hears of the start.
+    pub fn start_live(&self, spec: &TestSpec, observer: Arc<dyn Observer>) -> Result<SenderLive> {
+        // Streams show each interval once both ends' figures are in; transaction tests show
+        // the client's alone.
+        let paired = spec.workload == crate::spec::Workload::Stream;
+        let live = SenderLive::start(&self.ctl, Arc::clone(&observer), paired)?;
+        observer.started(&StartInfo {
+            spec: spec.clone(),
+            target: self.peer.clone(),
+            sender_placement: self.placement.summary.clone(),
+            receiver_placement: self.receiver_placement.clone(),
+        });
+        Ok(live)
+    }
+
     /// Reads the far side's reports: what it received (forward flows) and what it sent
     /// (reverse flows).
-    fn remote_reports(&mut self) -> (Option<SideReport>, Option<SideReport>, Option<String>) {
+    fn remote_reports(&mut self, live: &SenderLive) -> (Option<SideReport>, Option<SideReport>, Option<String>) {
         let peer = &self.peer;
-        match control::read_msg(&mut self.ctl, END_GRACE + Duration::from_secs(5)) {
+        match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
             Ok(ControlMsg::Result { report, reverse }) => (report.map(|r| *r), reverse.map(|r| *r), None),
             Ok(ControlMsg::Abort { reason }) => (None, None, Some(format!("receiver aborted: {reason}"))),
             Ok(other) => (None, None, Some(format!("receiver sent {other:?} instead of its report"))),
@@ -208,26 +250,50 @@ impl SenderSession {
     }
 
     /// Forward test: collects the receiver's report and puts both sides together.
-    pub fn finish(mut self, spec: &TestSpec, sender: SideReport) -> StreamReport {
-        let (receiver, _, error) = self.remote_reports();
+    pub fn finish(mut self, spec: &TestSpec, mut sender: SideReport, live: SenderLive) -> StreamReport {
+        let (mut receiver, _, error) = self.remote_reports(&live);
+        live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
         let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
         let path = self.path_facts(&sender);
-        StreamReport { spec: spec.clone(), target: self.peer, sender, receiver, error, path, reverse: None }
+        let mut report = StreamReport {
+            spec: spec.clone(),
+            target: self.peer,
+            sender,
+            receiver,
+            error,
+            path,
+            reverse: None,
+            interrupted: None,
+        };
+        report.mark_interrupted(live.stopped());
+        report
     }
 
     /// Reverse test: this side received; the far side's report is the sender's.
-    pub fn finish_reverse(mut self, spec: &TestSpec, receiver: SideReport) -> StreamReport {
-        let (_, remote_sender, error) = self.remote_reports();
+    pub fn finish_reverse(mut self, spec: &TestSpec, mut receiver: SideReport, live: SenderLive) -> StreamReport {
+        let (_, mut remote_sender, error) = self.remote_reports(&live);
+        live.attach((None, None), (remote_sender.as_mut(), Some(&mut receiver)));
         let path = self.path_facts(&receiver);
-        reverse_report(spec, &self.peer, remote_sender, receiver, error, path)
+        let mut report = reverse_report(spec, &self.peer, remote_sender, receiver, error, path);
+        report.mark_interrupted(live.stopped());
+        report
     }
 
     /// Both directions: the forward report carries the reverse one.
-    pub fn finish_bidir(mut self, spec: &TestSpec, sender: SideReport, receiver: SideReport) -> StreamReport {
-        let (remote_receiver, remote_sender, error) = self.remote_reports();
+    pub fn finish_bidir(
+        mut self,
+        spec: &TestSpec,
+        mut sender: SideReport,
+        mut receiver: SideReport,
+        live: SenderLive,
+    ) -> StreamReport {
+        let (mut remote_receiver, mut remote_sender, error) = self.remote_reports(&live);
+        live.attach((Some(&mut sender), remote_receiver.as_mut()), (remote_sender.as_mut(), Some(&mut receiver)));
         let path = self.path_facts(&sender);
-        let reverse = reverse_report(spec, &self.peer, remote_sender, receiver, error.clone(), path.clone());
-        StreamReport {
+        let mut reverse = reverse_report(spec, &self.peer, remote_sender, receiver, error.clone(), path.clone());
+        let stopped = live.stopped();
+        reverse.mark_interrupted(stopped.clone());
+        let mut report = StreamReport {
             spec: spec.clone(),
             target: self.peer,
             sender,
@@ -235,7 +301,10 @@ impl SenderSession {
             error,
             path,
             reverse: Some(Box::new(reverse)),
-        }
+            interrupted: None,
+        };
+        report.mark_interrupted(stopped);
+        report
     }
 }
 
@@ -250,7 +319,7 @@ fn reverse_report(
     path: PathFacts,
 ) -> StreamReport {
     let error = error.or_else(|| remote_sender.is_none().then(|| "the far side returned no sender report".to_string()));
-    let sender = remote_sender.unwrap_or_else(|| SideReport::build(Role::Sender, spec, &[], false, &[], &[]));
+    let sender = remote_sender.unwrap_or_else(|| SideReport::build(Role::Sender, spec, &Default::default(), &[], &[]));
     StreamReport {
         spec: spec.clone(),
         target: peer.to_string(),
@@ -259,10 +328,9 @@ fn reverse_report(
         error,
         path,
         reverse: None,
+        interrupted: None,
     }
 }
-
-impl SenderSession {}
 
 /// Runs a stream test against `recv` at `opts.target` (TCP or UDP), in the direction the spec
 /// asks: forward (this side sends), reverse (the receiver's host sends back over flows this
@@ -272,8 +340,13 @@ impl SenderSession {}
 /// data flows, problems are recorded in the report (`complete() == false`) so the partial
 /// figures are still shown.
 pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
+    run_send_live(opts, Arc::new(Quiet))
+}
+
+/// [`run_send`], with `observer` told of the start and of each interval as it closes.
+pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
     if opts.spec.proto == crate::spec::Proto::Udp {
-        return super::udp_stream::run_send_udp(opts);
+        return super::udp_stream::run_send_udp(opts, observer);
     }
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
@@ -282,34 +355,39 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
     let peer = session.peer.clone();
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.data_connections() {
-        let mut stream = control::connect(&opts.target, opts.port, CONNECT_TIMEOUT)?;
+        let mut stream =
+            control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, Some(&spec.tuning))?;
         stream
             .write_all(&control::data_hello(&session.cookie, flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
         flows.push((flow, stream));
     }
     session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
     let iface = session.path.interface().map(str::to_string);
     let (forward, reverse) = split_by_direction(spec, flows);
     let sending = |flows: Vec<(u32, TcpStream)>| {
-        send_side(spec, flows, &session.placement, &session.caps, &zc, iface.as_deref(), Instant::now())
+        send_side(spec, flows, &session.placement, &session.caps, &zc, iface.as_deref(), Instant::now(), &live)
+    };
+    let receiving = |flows: Vec<(u32, TcpStream)>| {
+        receive_side(spec, flows, &session.placement, &session.caps, iface.as_deref(), &live)
     };
     match spec.direction {
         Direction::Forward => {
             let sender = sending(forward)?;
-            Ok(session.finish(spec, sender))
+            Ok(session.finish(spec, sender, live))
         }
         Direction::Reverse => {
-            let receiver = receive_side(spec, reverse, &session.placement, &session.caps, iface.as_deref())?;
-            Ok(session.finish_reverse(spec, receiver))
+            let receiver = receiving(reverse)?;
+            Ok(session.finish_reverse(spec, receiver, live))
         }
         Direction::Bidir => {
             let (sender, receiver) = std::thread::scope(|scope| {
                 let tx = scope.spawn(|| sending(forward));
-                let rx = receive_side(spec, reverse, &session.placement, &session.caps, iface.as_deref());
+                let rx = receiving(reverse);
                 (tx.join().unwrap_or_else(|_| Err(tcp_send::worker_panicked())), rx)
             });
-            Ok(session.finish_bidir(spec, sender?, receiver?))
+            Ok(session.finish_bidir(spec, sender?, receiver?, live))
         }
     }
 }
@@ -333,6 +411,9 @@ pub fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<In
 
 /// The sending half of a test over connected TCP flows: queue threads write until the
 /// planned end, the sampler measures the window, the flows are half-closed.
+// One argument per thing a sending side needs from its caller; bundling them would only
+// move the list into a struct used here alone.
+#[allow(clippy::too_many_arguments)]
 pub fn send_side(
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,
@@ -341,15 +422,18 @@ pub fn send_side(
     zc: &(bool, String),
     iface: Option<&str>,
     t0: Instant,
+    live: &dyn Live,
 ) -> Result<SideReport> {
     let zerocopy = zc.0;
+    let halt = Arc::new(AtomicBool::new(false));
+    tune_flows(spec, &flows, true)?;
     let probes = sampler_sockets(flows.iter().map(|(_, f)| f))?;
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let items = flows
         .into_iter()
         .map(|(flow, stream)| {
             let queue = spec.queue_of_flow(flow);
-            (queue, SendFlow { stream, queue })
+            (queue, SendFlow { stream, queue, budget: spec.tuning.flow_bytes(flow, spec.flows()) })
         })
         .collect();
     let per_thread = deal_by_queue(&placement.threads, items);
@@ -364,6 +448,7 @@ pub fn send_side(
                 depth: spec.depth,
                 zerocopy,
                 deadline: t0 + spec.total(),
+                halt: Some(Arc::clone(&halt)),
                 rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
                 drain_limit: Duration::from_secs(5),
             };
@@ -376,17 +461,28 @@ pub fn send_side(
     })?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    if live.stopped().is_some() {
+        // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
+        halt.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
+    let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
 
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let mut zc_counts = ZeroCopyCounts::default();
     results.iter().for_each(|r| zc_counts.merge(&r.zerocopy));
-    let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        sender.stopped_early(spec, &reason);
+    }
     sender.tcp_flows_end = tcp_end;
+    let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
+    sender.flow_sockets = flow_sockets;
     sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B, {} in flight per flow{}",
@@ -394,7 +490,8 @@ pub fn send_side(
         spec.len,
         spec.depth,
         if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
-    ) + &wake_note(placement.wait, send_batch(spec.depth), caps);
+    ) + &wake_note(placement.wait, send_batch(spec.depth), caps)
+        + &window_note.map_or(String::new(), |n| format!("; {n}"));
     // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
     let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
     let reason = match results.iter().find_map(|r| r.note.clone()) {
@@ -413,12 +510,13 @@ pub fn run_receive(
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,
     caps: &KernelCaps,
+    live: &ServerLive,
 ) -> Result<SideReport> {
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let iface = ctl.peer_addr().ok().and_then(|a| crate::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
-    receive_side(spec, flows, placement, caps, iface.as_deref())
+    receive_side(spec, flows, placement, caps, iface.as_deref(), live)
 }
 
 /// The serving side of an accepted test on `recv`, whatever its direction: receives forward
@@ -431,8 +529,9 @@ pub fn serve_test(
     placement: &Placement,
     caps: &KernelCaps,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    let live = ServerLive::start(ctl)?;
     if spec.direction == Direction::Forward {
-        return run_receive(ctl, spec, flows, placement, caps).map(|r| (Some(r), None));
+        return run_receive(ctl, spec, flows, placement, caps, &live).map(|r| (Some(r), None));
     }
     let peer_ip = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
     let path = PathProbe::to(peer_ip, spec.flows());
@@ -442,11 +541,11 @@ pub fn serve_test(
     let iface = path.interface();
     let (forward, reverse) = split_by_direction(spec, flows);
     if spec.direction == Direction::Reverse {
-        return send_side(spec, reverse, placement, caps, &zc, iface, t0).map(|s| (None, Some(s)));
+        return send_side(spec, reverse, placement, caps, &zc, iface, t0, &live).map(|s| (None, Some(s)));
     }
     let (received, sent) = std::thread::scope(|scope| {
-        let tx = scope.spawn(|| send_side(spec, reverse, placement, caps, &zc, iface, t0));
-        let rx = receive_side(spec, forward, placement, caps, iface);
+        let tx = scope.spawn(|| send_side(spec, reverse, placement, caps, &zc, iface, t0, &live));
+        let rx = receive_side(spec, forward, placement, caps, iface, &live);
         (rx, tx.join().unwrap_or_else(|_| Err(tcp_send::worker_panicked())))
     });
     Ok((Some(received?), Some(sent?)))
@@ -460,9 +559,11 @@ pub fn receive_side(
     placement: &Placement,
     caps: &KernelCaps,
     iface: Option<&str>,
+    live: &dyn Live,
 ) -> Result<SideReport> {
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
+    tune_flows(spec, &flows, false)?;
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
     let items = flows
         .into_iter()
@@ -479,6 +580,7 @@ pub fn receive_side(
         bundle: caps.recvsend_bundle,
         rcvlowat: recv_lowat(spec),
         stop: Arc::clone(&stop),
+        skip_copy: spec.tuning.skip_rx_copy,
     };
     let worker_counters = Arc::clone(&counters);
     let zc_rx = crate::fastpath::current().zc_rx.as_ref();
@@ -492,7 +594,9 @@ pub fn receive_side(
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
     let napi = crate::fastpath::napi_evidence(&fds);
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));
+    // Stopped early, the far sender ends its flows too: they reach EOF within the grace.
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
         std::thread::sleep(Duration::from_millis(5));
@@ -501,12 +605,18 @@ pub fn receive_side(
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
+    let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let rearms: u64 = results.iter().map(|r| r.rearms).sum();
-    let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        report.stopped_early(spec, &reason);
+    }
     report.tcp_flows_end = tcp_end;
+    let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
+    report.flow_sockets = flow_sockets;
     report.placement = placement.summary.clone();
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
     report.path = match zc_rx {
@@ -520,8 +630,9 @@ pub fn receive_side(
             rearms,
         ),
         None => format!(
-            "io_uring multishot RECV{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
+            "io_uring multishot RECV{}{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
             if caps.recvsend_bundle { " bundles" } else { "" },
+            if spec.tuning.skip_rx_copy { " with MSG_TRUNC (payload discarded in the kernel, not copied)" } else { "" },
             RECV_BUF_COUNT,
             RECV_BUF_SIZE / 1024,
             recv_lowat(spec).map_or("default".to_string(), |b| format!("{} KiB", b / 1024)),
@@ -534,7 +645,20 @@ pub fn receive_side(
         report.path.push_str("; ");
         report.path.push_str(&napi);
     }
+    if let Some(note) = window_note {
+        report.path.push_str("; ");
+        report.path.push_str(&note);
+    }
     Ok(report)
+}
+
+/// Applies the test's knobs to each flow this side holds (`sends`: the flows it sends on).
+fn tune_flows(spec: &TestSpec, flows: &[(u32, TcpStream)], sends: bool) -> Result<()> {
+    for (flow, stream) in flows {
+        sockopt::apply_tuning(stream, &spec.tuning, sends)
+            .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
+    }
+    Ok(())
 }
 
 /// Says how sleeping threads are woken, when they sleep at all.

@@ -7,6 +7,7 @@
 //! control port (SO_REUSEPORT), each connected to one of the sender's source ports, which the
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
 
+use super::live::{Live, Observer, ServerLive};
 use super::stream::{split_by_direction, SendOptions, SenderSession, END_GRACE};
 use crate::control::{self, ControlMsg};
 use crate::error::{Error, Result};
@@ -42,19 +43,12 @@ const UDP_RCVBUF: usize = 16 << 20;
 /// Raises SO_RCVBUF to `bytes`: SO_RCVBUFFORCE where allowed (CAP_NET_ADMIN), else as far
 /// as net.core.rmem_max lets SO_RCVBUF go. Returns the size the kernel granted.
 fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
-    let fd = socket.as_raw_fd();
-    let value = bytes as libc::c_int;
-    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    if sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value).is_err() {
-        let _ = sockopt::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, value);
+    let s = socket2::SockRef::from(socket);
+    // socket2 has no SO_RCVBUFFORCE.
+    if sockopt::set_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, bytes as libc::c_int).is_err() {
+        let _ = s.set_recv_buffer_size(bytes);
     }
-    let mut got: libc::c_int = 0;
-    let mut got_len = len;
-    // SAFETY: valid fd; the kernel writes one c_int.
-    unsafe {
-        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut got as *mut libc::c_int).cast(), &mut got_len)
-    };
-    got.max(0) as usize
+    s.recv_buffer_size().unwrap_or(0)
 }
 
 /// The sender's flow sockets, bound to the address its control connection left from, with
@@ -68,13 +62,14 @@ pub fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec
 }
 
 /// Runs a UDP stream test against `recv`, in the direction the spec asks.
-pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
+pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
     let local_ip = local_ip.to_canonical();
     let (sockets, ports) = flow_sockets(local_ip, spec.data_connections())?;
     let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
+    mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
     let (forward, reverse) = split_by_direction(spec, indexed);
     // Receiving sockets get GRO and their buffer before the far side is told to start.
     for (_, s) in &reverse {
@@ -91,26 +86,39 @@ pub fn run_send_udp(opts: &SendOptions) -> Result<StreamReport> {
         }
     }
     session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
     let iface = session.path.interface().map(str::to_string);
     let placement = &session.placement;
     match spec.direction {
         Direction::Forward => {
-            let sender = udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now())?;
-            Ok(session.finish(spec, sender))
+            let sender = udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now(), &live)?;
+            Ok(session.finish(spec, sender, live))
         }
         Direction::Reverse => {
-            let receiver = udp_receive_side(spec, reverse, placement, iface.as_deref())?;
-            Ok(session.finish_reverse(spec, receiver))
+            let receiver = udp_receive_side(spec, reverse, placement, iface.as_deref(), &live)?;
+            Ok(session.finish_reverse(spec, receiver, live))
         }
         Direction::Bidir => {
             let (sender, receiver) = std::thread::scope(|scope| {
-                let tx = scope.spawn(|| udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now()));
-                let rx = udp_receive_side(spec, reverse, placement, iface.as_deref());
+                let tx =
+                    scope.spawn(|| udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now(), &live));
+                let rx = udp_receive_side(spec, reverse, placement, iface.as_deref(), &live);
                 (tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())), rx)
             });
-            Ok(session.finish_bidir(spec, sender?, receiver?))
+            Ok(session.finish_bidir(spec, sender?, receiver?, live))
         }
     }
+}
+
+/// Marks every flow socket with the test's TOS (`-S`, `--dscp`), on either end.
+fn mark_flows<'a>(spec: &TestSpec, sockets: impl Iterator<Item = &'a UdpSocket>) -> Result<()> {
+    let Some(tos) = spec.tuning.tos else { return Ok(()) };
+    for s in sockets {
+        let v6 = s.local_addr().map_err(|e| Error::io("reading a UDP flow address", e))?.is_ipv6();
+        sockopt::set_tos(&socket2::SockRef::from(s), tos, v6)
+            .map_err(|e| Error::io("setting the TOS of a UDP flow", e))?;
+    }
+    Ok(())
 }
 
 /// Turns on GRO (when the test uses GSO) and the large receive buffer.
@@ -127,7 +135,9 @@ fn udp_send_side(
     placement: &Placement,
     iface: Option<&str>,
     t0: Instant,
+    live: &dyn Live,
 ) -> Result<SideReport> {
+    let halt = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let flows: Vec<(u32, UdpSendFlow)> = sockets
         .into_iter()
@@ -148,6 +158,7 @@ fn udp_send_side(
                 gso: spec.gso,
                 inflight,
                 deadline: t0 + spec.total(),
+                halt: Some(Arc::clone(&halt)),
                 rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
                 max_datagrams: 0,
                 drain_limit: Duration::from_secs(2),
@@ -161,14 +172,22 @@ fn udp_send_side(
         udp_send::run(flows, &worker_counters, &cfg)
     })?;
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    if live.stopped().is_some() {
+        // Stopped early: the flows send their FINs now, not after the cool-down.
+        halt.store(true, Ordering::Relaxed);
+    }
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
 
     let sent: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        sender.stopped_early(spec, &reason);
+    }
     let path = results.first().map_or_else(String::new, |r| r.path.describe());
     sender.placement = placement.summary.clone();
     sender.path = format!("io_uring UDP {path}, {} B datagrams", spec.len);
@@ -194,7 +213,8 @@ pub fn receiver_sockets(ctl: &TcpStream, ports: &[u16]) -> Result<Vec<UdpSocket>
 
 fn reuseport_socket(local: SocketAddr, peer: SocketAddr) -> Result<UdpSocket> {
     let fd = sockopt::socket_for(&local, libc::SOCK_DGRAM).map_err(|e| Error::io("creating a UDP flow socket", e))?;
-    sockopt::set_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)
+    socket2::SockRef::from(&fd)
+        .set_reuse_port(true)
         .map_err(|e| Error::io("setting SO_REUSEPORT on a UDP flow socket", e))?;
     sockopt::bind(&fd, &local).map_err(|e| Error::io(format!("binding UDP {local}"), e))?;
     let socket = UdpSocket::from(fd);
@@ -211,6 +231,7 @@ pub fn serve_udp(
     sockets: Vec<UdpSocket>,
     placement: &Placement,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    mark_flows(spec, sockets.iter())?;
     let (forward, reverse) = split_by_direction(spec, (0..).zip(sockets).collect());
     for (_, s) in &forward {
         prepare_receiver(s, spec)?;
@@ -218,15 +239,16 @@ pub fn serve_udp(
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
     let iface = peer_ip.and_then(|ip| crate::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
     let iface = iface.as_deref();
+    let live = ServerLive::start(ctl)?;
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     match spec.direction {
-        Direction::Forward => udp_receive_side(spec, forward, placement, iface).map(|r| (Some(r), None)),
-        Direction::Reverse => udp_send_side(spec, reverse, placement, iface, t0).map(|s| (None, Some(s))),
+        Direction::Forward => udp_receive_side(spec, forward, placement, iface, &live).map(|r| (Some(r), None)),
+        Direction::Reverse => udp_send_side(spec, reverse, placement, iface, t0, &live).map(|s| (None, Some(s))),
         Direction::Bidir => {
             let (received, sent) = std::thread::scope(|scope| {
-                let tx = scope.spawn(|| udp_send_side(spec, reverse, placement, iface, t0));
-                let rx = udp_receive_side(spec, forward, placement, iface);
+                let tx = scope.spawn(|| udp_send_side(spec, reverse, placement, iface, t0, &live));
+                let rx = udp_receive_side(spec, forward, placement, iface, &live);
                 (rx, tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())))
             });
             Ok((Some(received?), Some(sent?)))
@@ -241,15 +263,16 @@ fn udp_receive_side(
     sockets: Vec<(u32, UdpSocket)>,
     placement: &Placement,
     iface: Option<&str>,
+    live: &dyn Live,
 ) -> Result<SideReport> {
     let gro = spec.gso;
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
-    let live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
+    let flow_live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
     let items: Vec<(u32, UdpRecvFlow)> = sockets
         .into_iter()
-        .zip(&live)
+        .zip(&flow_live)
         .map(|((i, socket), live)| {
             let queue = spec.queue_of_flow(i);
             (queue, UdpRecvFlow { socket, queue, live: Some(Arc::clone(live)) })
@@ -275,8 +298,9 @@ fn udp_receive_side(
         udp_recv::run(flows, &worker_counters, &cfg)
     })?;
     let t0 = Instant::now();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &live };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &flow_live };
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));
     let hard_end = t0 + spec.total() + END_GRACE;
     while !threads.all_finished() && Instant::now() < hard_end {
         std::thread::sleep(Duration::from_millis(5));
@@ -287,7 +311,10 @@ fn udp_receive_side(
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.stats.bytes, error: f.error.clone() }).collect();
-    let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        report.stopped_early(spec, &reason);
+    }
     let flow_stats: Vec<&SeqStats> = flows.iter().map(|f| &f.stats).collect();
     let received = UdpFigures::received(&flow_stats);
     let datagrams = received.datagrams;

@@ -28,6 +28,7 @@ use crate::threads::{deal_by_queue, QueueThreads};
 use crate::transport::udp_recv::LiveStats;
 use crate::transport::FlowOutcome;
 use crate::udp::seq::SeqStats;
+use crate::workload::live::{Live, Observer, ServerLive};
 use crate::workload::stream::{SendOptions, SenderSession};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -86,7 +87,7 @@ pub fn check_len(len: u32, ipv6: bool, ifname: &str, mtu: u32) -> Result<u32> {
 }
 
 /// Runs a forward UDP test from this host's AF_XDP sockets to `recv` at `opts.target`.
-pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions) -> Result<StreamReport> {
+pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
     let spec = &opts.spec;
     if spec.proto != Proto::Udp {
         return Err(Error::usage("--engine xdp sends UDP only (add -u)"));
@@ -130,6 +131,7 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions) -> Result<StreamReport
     }
     session.negotiate(spec, ports)?;
     session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
     let placement = &session.placement;
     let t0 = Instant::now();
     let items: Vec<(u32, XdpSendQueue)> =
@@ -158,14 +160,20 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions) -> Result<StreamReport
     })?;
     let iface = Some(ifname.as_str());
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
-    let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &|| threads.all_finished());
+    // A stop ends the window and the far end's reception; AF_XDP queues send until the
+    // planned end (they have no early stop of their own).
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
     let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     drop(reserved);
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = SideReport::build(Role::Sender, spec, &samples, window_complete, &outcomes, &plans);
+    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        sender.stopped_early(spec, &reason);
+    }
     sender.placement = placement.summary.clone();
     let mut figures = XdpFigures {
         interface: ifname.clone(),
@@ -191,7 +199,7 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions) -> Result<StreamReport
     sender.path = format!("{}, {} B datagrams", figures.describe(), spec.len);
     sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
     sender.xdp = Some(figures);
-    Ok(session.finish(spec, sender))
+    Ok(session.finish(spec, sender, live))
 }
 
 /// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its
@@ -238,6 +246,7 @@ impl XdpReception {
         let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
         let nic_queues = xsks.len() as u32;
+        let ctl_live = ServerLive::start(ctl)?;
         control::write_msg(ctl, &ControlMsg::Ready)?;
         let counters = Arc::new(QueueCounters::new(spec.queues as usize));
         let stop = Arc::new(AtomicBool::new(false));
@@ -285,10 +294,13 @@ impl XdpReception {
         let t0 = Instant::now();
         let src =
             SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: Some(&ifname), udp: &live };
-        let (samples, window_complete) = sample_window(t0, &spec.sample_offsets(), &src, &ended);
+        let finished = || ended() || ctl_live.stopped().is_some();
+        let window =
+            sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| ctl_live.interval(Role::Receiver, iv));
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
         let hard_end = t0 + spec.total() + RECEIVE_GRACE;
-        while !ended() && Instant::now() < hard_end {
+        // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
+        while !ended() && ctl_live.stopped().is_none() && Instant::now() < hard_end {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Detach first, then let the threads empty their rings: the program's `redirected`
@@ -317,7 +329,10 @@ impl XdpReception {
             .enumerate()
             .map(|(i, s)| FlowOutcome { queue: spec.queue_of_flow(i as u32), bytes: s.bytes, error: None })
             .collect();
-        let mut report = SideReport::build(Role::Receiver, spec, &samples, window_complete, &outcomes, &plans);
+        let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+        if let Some(reason) = ctl_live.stopped() {
+            report.stopped_early(spec, &reason);
+        }
         let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>());
         let datagrams = received.datagrams;
         report.udp = Some(received);
