@@ -2,7 +2,7 @@
 //!
 //! Queue threads only store their running byte totals (one cache line per queue, single
 //! writer, no locked instruction on the hot path). A separate sampler wakes at the window's
-//! boundaries (DESIGN §5: after warm-up, each interval, before cool-down), snapshots every
+//! boundaries (after warm-up, each interval, before cool-down; see docs/output.md), snapshots every
 //! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
 //! nothing.
 
@@ -75,7 +75,8 @@ impl CpuSnapshot {
 
 /// Per-CPU ticks from /proc/stat. Busy is user+nice+system+irq+softirq+steal: on this kind of
 /// machine a softirq tick is charged both to the task it interrupted and to softirq, so adding
-/// process time to softirq would count it twice (KERNEL-NOTES).
+/// process time to softirq would count it twice (seen on 2-vCPU cloud VMs: the sum exceeded
+/// 100% of a CPU).
 pub fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
     text.lines()
         .filter_map(|line| {

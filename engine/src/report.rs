@@ -1,8 +1,8 @@
-//! What a test measured, on each side, and how it is shown (DESIGN §5, §6).
+//! What a test measured, on each side, and how it is shown (docs/output.md).
 //!
 //! Each side builds a [`SideReport`] from its own samples; the receiver's travels back over
 //! the control channel, and the sender combines both into a [`StreamReport`] that renders as
-//! iperf2-like text or as the JSON document whose keys DESIGN §6 fixes.
+//! iperf2-like text or as the JSON document whose keys docs/output.md fixes.
 
 use crate::hostinfo::HostDelta;
 use crate::measure::{clock_ticks, Sample, Window};
@@ -160,7 +160,7 @@ impl UdpFigures {
     }
 }
 
-/// Zero-copy truth for one side (DESIGN §5).
+/// Zero-copy truth for one side: requested, used, and what the kernel reported.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZeroCopyFigures {
     /// `--zerocopy` as given.
@@ -603,7 +603,7 @@ impl StreamReport {
         })
     }
 
-    /// The JSON document of DESIGN §6.
+    /// The JSON document that docs/output.md describes.
     pub fn to_json(&self) -> Value {
         let recv = self.receiver.as_ref();
         let queues: Vec<Value> = self

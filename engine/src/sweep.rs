@@ -3,7 +3,7 @@
 //!
 //! Runs are interleaved (point 1, 2, 3, then point 1, 2, 3 again...) rather than grouped,
 //! so that a slow drift of the host (another tenant, thermal state, the bimodal softirq
-//! placement of KERNEL-NOTES) spreads over every point instead of biasing one.
+//! placement of softirq work on a 2-vCPU VM) spreads over every point instead of biasing one.
 //!
 //! Saved results (`--json`) hold every run's figures; [`SweepResult::from_json`] reads them
 //! back and recomputes the summaries, so `uringbench report` charts old sweeps the same way.
@@ -135,7 +135,7 @@ impl RunFigures {
         }
     }
 
-    /// The figures of one run out of a saved `send -J` document (DESIGN §6 keys).
+    /// The figures of one run out of a saved `send -J` document (the keys docs/output.md fixes).
     pub fn of_json(run: u32, doc: &Value) -> Self {
         let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
         Self {

@@ -4,7 +4,7 @@
 //! completion carries many buffers). The payload is counted, never read, and its buffers go
 //! straight back to the ring. A multishot request ends when the ring runs dry (ENOBUFS, or
 //! a bundle completion without `F_MORE`); any completion without `F_MORE` that is not EOF
-//! or a hard error re-arms it (KERNEL-NOTES).
+//! or a hard error re-arms it (the kernel may end a multishot receive at any time).
 
 use super::{errno_text, FlowOutcome};
 use crate::error::Result;
