@@ -160,7 +160,8 @@ pub fn cancel_all(
         return Ok(());
     }
     let cancel = io_uring::opcode::AsyncCancel2::new(io_uring::types::CancelBuilder::any()).build();
-    push(ring, &cancel.user_data(CANCEL_ALL_TAG))?;
+    // SAFETY: a cancel points at no memory.
+    unsafe { push(ring, &cancel.user_data(CANCEL_ALL_TAG)) }?;
     let end = Instant::now() + limit;
     while inflight > 0 && Instant::now() < end {
         let ts = Timespec::from(Duration::from_millis(10));
@@ -192,13 +193,20 @@ pub fn submit_now<C: io_uring::cqueue::EntryMarker>(ring: &mut IoUring<io_uring:
 }
 
 /// Pushes an entry, submitting first when the submission queue is full.
-pub fn push<C: io_uring::cqueue::EntryMarker>(
+///
+/// # Safety
+///
+/// The kernel reads and writes what `entry` points at (buffers, iovecs, msghdrs, file
+/// descriptors) until the operation completes or is cancelled and reaped, after this call
+/// returns. The caller keeps every one of them valid and unmoved, and does not touch a buffer
+/// the kernel writes into, until then: in practice, they belong to the same struct as the ring
+/// and are declared after it, so they drop after it.
+pub unsafe fn push<C: io_uring::cqueue::EntryMarker>(
     ring: &mut IoUring<io_uring::squeue::Entry, C>,
     entry: &io_uring::squeue::Entry,
 ) -> Result<()> {
     loop {
-        // SAFETY: every entry we build points at memory that outlives the operation: buffers
-        // owned by the worker (dropped after the ring) or sockets kept open until completion.
+        // SAFETY: the caller's contract above (what the entry points at outlives the operation).
         if unsafe { ring.submission().push(entry) }.is_ok() {
             return Ok(());
         }

@@ -75,7 +75,10 @@ impl CrrRing {
 
     fn push(&mut self, entry: io_uring::squeue::Entry, ud: u64) -> Result<()> {
         self.inflight += 1;
-        push(&mut self.ring, &entry.user_data(ud))
+        // SAFETY: every entry this loop builds points at self.send_buf or self.scratch
+        // (dropped after self.ring) or at a connection's socket, closed only after its
+        // operations are reaped.
+        unsafe { push(&mut self.ring, &entry.user_data(ud)) }
     }
 
     fn send(&mut self, fd: i32, len: u32, ud: u64) -> Result<()> {
@@ -270,7 +273,8 @@ impl Client<'_> {
             }
             let target = user_data(idx, c.generation, c.pending_op());
             let cancel = opcode::AsyncCancel::new(target).build().user_data(TIMEOUT_CANCEL);
-            push(&mut self.cr.ring, &cancel)?;
+            // SAFETY: a cancel points at no memory, only at another operation's user_data.
+            unsafe { push(&mut self.cr.ring, &cancel) }?;
             self.start(idx, now)?;
         }
         Ok(())

@@ -78,7 +78,9 @@ fn arm(ring: &mut IoUring, fd: i32, idx: usize, bundle: bool, skip_copy: bool) -
     } else {
         opcode::RecvMulti::new(types::Fd(fd), BUF_GROUP).flags(flags).build()
     };
-    push(ring, &entry.user_data(idx as u64))
+    // SAFETY: a multishot receive into the provided-buffer ring, which the caller's RecvRing
+    // drops after the ring; fd stays open until the flow's completions end.
+    unsafe { push(ring, &entry.user_data(idx as u64)) }
 }
 
 fn set_rcvlowat(stream: &TcpStream, bytes: u32) -> Result<()> {

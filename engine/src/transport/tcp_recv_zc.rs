@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 fn arm(zr: &mut ZcrxRing, fd: i32, idx: usize) -> Result<()> {
     let entry = opcode::RecvZc::new(types::Fd(fd), 0).ifq(zr.ifq_id).build();
-    push(&mut zr.ring, &entry.user_data(idx as u64))
+    // SAFETY: the kernel writes into the registered area of zr, which drops after zr.ring
+    // (ZcrxRing's field order); fd stays open until the flow's completions end.
+    unsafe { push(&mut zr.ring, &entry.user_data(idx as u64)) }
 }
 
 /// Runs until every flow reached EOF or failed, or `cfg.stop` is raised. `rxq` is the NIC

@@ -72,12 +72,15 @@ impl RrRing {
 
     fn send(&mut self, idx: usize, fd: i32, len: u32) -> Result<()> {
         let entry = opcode::Send::new(types::Fd(fd), self.send_buf.as_ptr(), len).build();
-        push(&mut self.ring, &entry.user_data(user_data(idx, SEND)))
+        // SAFETY: self.send_buf is only read by the kernel and drops after self.ring.
+        unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, SEND))) }
     }
 
     fn recv(&mut self, idx: usize, fd: i32, remaining: u32) -> Result<()> {
         let entry = opcode::Recv::new(types::Fd(fd), self.scratch.as_ptr(), remaining.min(SCRATCH)).build();
-        push(&mut self.ring, &entry.user_data(user_data(idx, RECV)))
+        // SAFETY: self.scratch is written only by the kernel (never read) and drops after
+        // self.ring.
+        unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, RECV))) }
     }
 }
 

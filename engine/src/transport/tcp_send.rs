@@ -198,7 +198,9 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
                     } else {
                         opcode::Send::new(fd, sr.payload.as_ptr(), len).build()
                     };
-                    push(&mut sr.ring, &entry.user_data(send_tag(idx, len)))?;
+                    // SAFETY: sr.payload is only read by the kernel and drops after sr.ring; the
+                    // flow's socket stays open until its sends complete.
+                    unsafe { push(&mut sr.ring, &entry.user_data(send_tag(idx, len))) }?;
                     flow.inflight += 1;
                     flow.inflight_bytes += u64::from(len);
                     issued += u64::from(len);

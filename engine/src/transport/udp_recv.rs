@@ -161,7 +161,9 @@ const BUF_GROUP: u16 = 0;
 
 fn arm(rr: &mut RecvRing, fd: i32, idx: usize) -> Result<()> {
     let entry = opcode::RecvMsgMulti::new(types::Fd(fd), &*rr.msg, BUF_GROUP).build();
-    push(&mut rr.ring, &entry.user_data(idx as u64))
+    // SAFETY: rr.msg and rr.bufs drop after rr.ring (RecvRing's field order); fd stays open
+    // until the flow's completions end.
+    unsafe { push(&mut rr.ring, &entry.user_data(idx as u64)) }
 }
 
 fn set_int_opt(socket: &UdpSocket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> std::io::Result<()> {

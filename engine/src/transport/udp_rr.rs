@@ -94,7 +94,8 @@ impl UdpRrRing {
         let f = &mut self.flows[idx];
         let entry = opcode::Send::new(types::Fd(f.socket.as_raw_fd()), f.send.as_ptr(), f.send.len() as u32).build();
         f.send_inflight = true;
-        push(&mut self.ring, &entry.user_data(user_data(idx, SEND)))
+        // SAFETY: f.send and f.socket live in self.flows, which drops after self.ring.
+        unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, SEND))) }
     }
 
     fn recv(&mut self, idx: usize) -> Result<()> {
@@ -102,7 +103,9 @@ impl UdpRrRing {
         let entry =
             opcode::Recv::new(types::Fd(f.socket.as_raw_fd()), f.recv.as_mut_ptr(), f.recv.len() as u32).build();
         f.recv_armed = true;
-        push(&mut self.ring, &entry.user_data(user_data(idx, RECV)))
+        // SAFETY: f.recv is written only by the kernel while recv_armed, and lives in
+        // self.flows, which drops after self.ring.
+        unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, RECV))) }
     }
 
     fn inflight(&self) -> usize {

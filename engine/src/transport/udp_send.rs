@@ -381,7 +381,9 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
                     } else {
                         opcode::Send::new(fd, slot.buf.as_ptr(), cfg.len).build()
                     };
-                    push(&mut sr.ring, &entry.user_data(idx as u64))?;
+                    // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
+                    // drops after sr.ring, and is not reused until its completion is reaped.
+                    unsafe { push(&mut sr.ring, &entry.user_data(idx as u64)) }?;
                     issued += bytes;
                 }
             }

@@ -517,7 +517,9 @@ fn user_data(idx: usize, generation: u32, send: bool) -> u64 {
 fn arm_recv(ring: &mut IoUring, conn: &mut Conn, idx: usize) -> Result<()> {
     if let Some(s) = &conn.stream {
         let entry = opcode::RecvMulti::new(types::Fd(s.as_raw_fd()), BUF_GROUP).build();
-        push(ring, &entry.user_data(user_data(idx, conn.generation, false)))?;
+        // SAFETY: a multishot receive into the provided-buffer ring, which drops after the
+        // ring; the connection's socket is closed only after its operations are reaped.
+        unsafe { push(ring, &entry.user_data(user_data(idx, conn.generation, false))) }?;
         conn.armed = true;
     }
     Ok(())
@@ -529,7 +531,10 @@ fn push_send(ring: &mut IoUring, conn: &Conn, idx: usize, request: &[u8], from: 
         let entry = opcode::Send::new(types::Fd(s.as_raw_fd()), rest.as_ptr(), rest.len() as u32)
             .flags(libc::MSG_NOSIGNAL)
             .build();
-        push(ring, &entry.user_data(user_data(idx, conn.generation, true)))?;
+        // SAFETY: `request` is the threads' shared request (`sh.request`), alive until every
+        // queue thread has joined and never written; the socket is closed only after its
+        // operations are reaped.
+        unsafe { push(ring, &entry.user_data(user_data(idx, conn.generation, true))) }?;
     }
     Ok(())
 }
