@@ -20,6 +20,7 @@
 //! are explained in the report, never silently assumed.
 
 pub mod chart;
+pub mod compare;
 pub mod control;
 pub mod doctor;
 pub mod error;
@@ -38,6 +39,7 @@ pub mod saved;
 pub mod server;
 pub mod sockopt;
 pub mod spec;
+pub mod stats;
 pub mod sweep;
 pub mod tcpinfo;
 pub mod threads;
