@@ -36,6 +36,7 @@ pub mod probe;
 pub mod report;
 pub mod ring;
 pub mod saved;
+pub mod search;
 pub mod server;
 pub mod sockopt;
 pub mod spec;
