@@ -1,118 +1,15 @@
 //! `uringbench sweep` (a series of stream tests with a chart) and `uringbench report`
 //! (re-renders saved results).
 
-use crate::{busy, cpu_list, port_or_default, print_json, CpuList, OnOffAuto, ProtoArg};
-use clap::{Args, ValueEnum};
+use crate::args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList};
+use crate::{busy, port_or_default, print_json};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use uringbench::saved::SavedResults;
 use uringbench::spec::{Proto, TestSpec, Workload};
 use uringbench::sweep::{self, SweepParam, SweepPlan};
-use uringbench::units::{parse_rate, parse_size};
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
-
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum SweepFormat {
-    Text,
-    Json,
-    Csv,
-}
-
-/// A comma-separated list as typed (`1,2,4`, `64K,128K`); a newtype so clap keeps it whole.
-#[derive(Clone)]
-pub struct ValueList(Vec<u64>);
-
-fn list_of(text: &str, parse: impl Fn(&str) -> Result<u64, Error>) -> Result<ValueList, String> {
-    let values: Result<Vec<u64>, Error> = text.split(',').map(|v| parse(v.trim())).collect();
-    let values = values.map_err(|e| e.message)?;
-    if values.is_empty() {
-        return Err(format!("empty list '{text}'"));
-    }
-    Ok(ValueList(values))
-}
-fn counts(s: &str) -> Result<ValueList, String> {
-    list_of(s, |v| v.parse::<u64>().map_err(|_| Error::usage(format!("invalid count '{v}': expected a whole number"))))
-}
-fn sizes(s: &str) -> Result<ValueList, String> {
-    list_of(s, parse_size)
-}
-fn rates(s: &str) -> Result<ValueList, String> {
-    list_of(s, parse_rate)
-}
-
-#[derive(Args)]
-#[command(after_help = "Exactly one of --queues, --len, --rate is a list of several values; it is the swept parameter.
-Runs are interleaved over the points (1,2,4,1,2,4,...) so slow drifts of the host spread evenly.
-
-Examples:
-  uringbench sweep -c 10.0.0.2 -P 1,2,4,8,16 --repeat 5 --svg queues.svg --csv queues.csv --json queues.json
-  uringbench sweep -c 10.0.0.2 -l 4K,16K,64K,256K -t 5s --svg len.svg
-  uringbench sweep -c 10.0.0.2 -u -l 1470 -b 1G,2G,4G,8G --format csv > udp.csv")]
-pub struct SweepArgs {
-    /// Host running `uringbench recv` (keep it running: no --once).
-    #[arg(short = 'c', long)]
-    target: String,
-    /// Port [default: 5300].
-    #[arg(short = 'p', long)]
-    port: Option<u16>,
-    /// Queue counts, e.g. 1,2,4,8,16.
-    #[arg(short = 'P', long, value_parser = counts, default_value = "1")]
-    queues: ValueList,
-    /// Bytes per send / datagram, e.g. 16K,64K,256K [default: 128K TCP, 1470 UDP].
-    #[arg(short = 'l', long, value_parser = sizes)]
-    len: Option<ValueList>,
-    /// Total offered rates in bits/s, e.g. 1G,5G,10G (0 = unlimited).
-    #[arg(short = 'b', long, value_parser = rates, default_value = "0")]
-    rate: ValueList,
-    /// Runs per point.
-    #[arg(long, default_value_t = 3)]
-    repeat: u32,
-    #[command(flatten)]
-    window: crate::TestWindow,
-    #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
-    proto: ProtoArg,
-    /// Same as --proto udp.
-    #[arg(short = 'u', long)]
-    udp: bool,
-    #[arg(long, default_value_t = 1)]
-    flows_per_queue: u32,
-    #[arg(long, default_value_t = 4)]
-    depth: u32,
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    zerocopy: OnOffAuto,
-    #[arg(long, value_parser = cpu_list)]
-    cpus: Option<CpuList>,
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    busy_poll: OnOffAuto,
-    /// Write the CSV (one row per run, min/median/mean/max/stdev rows per point) here.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// Write the chart (Gbit/s and CPU-s/GB against the swept parameter) here.
-    #[arg(long)]
-    svg: Option<PathBuf>,
-    /// Save the results (re-render later with `uringbench report FILE`).
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// What goes to stdout: progress and a table, the JSON document, or the CSV.
-    #[arg(long, value_enum, default_value_t = SweepFormat::Text)]
-    format: SweepFormat,
-}
-
-#[derive(Args)]
-#[command(after_help = "Examples:
-  uringbench report queues.json --svg queues.svg     # a saved sweep
-  uringbench send -c 10.0.0.2 -i 1s -J > run.json && uringbench report run.json --svg run.svg")]
-pub struct ReportArgs {
-    /// A saved sweep (`sweep --json`), `send -J` or `send --repeat N -J` document.
-    file: PathBuf,
-    /// Write the chart here.
-    #[arg(long)]
-    svg: Option<PathBuf>,
-    /// Sweeps: write the CSV here.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-}
 
 /// The one swept parameter and its values, the other two fixed.
 fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {

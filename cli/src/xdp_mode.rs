@@ -1,30 +1,12 @@
 //! `--engine xdp` on `send` and `recv`: the options that choose the AF_XDP engine and its
 //! interface, turned into the engine's [`XdpOptions`].
 
-use clap::ValueEnum;
+pub use crate::args::{Engine, XdpModeArg};
 use uringbench::report::StreamReport;
 use uringbench::workload::stream::{run_send, SendOptions};
 use uringbench::xdp::stream::{run_send_xdp, XdpOptions};
 use uringbench::xdp::AttachMode;
 use uringbench::Error;
-
-/// Which engine moves the datagrams.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Engine {
-    /// io_uring over sockets (TCP and UDP).
-    Uring,
-    /// AF_XDP sockets on NIC queues with uringbench's XDP program (UDP).
-    Xdp,
-}
-
-/// Where the receiver's XDP program runs.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum XdpModeArg {
-    /// Native (driver) mode, generic when the driver has no XDP support.
-    Auto,
-    Native,
-    Generic,
-}
 
 /// The receiver's AF_XDP options, or `None` for the socket engine.
 pub fn recv_options(engine: Engine, iface: Option<String>, mode: XdpModeArg) -> Result<Option<XdpOptions>, Error> {

@@ -139,35 +139,6 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Parses a CPU list as the kernel prints them: `0-3,8,10-11`.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>> {
-    let bad = || Error::usage(format!("invalid CPU list '{text}': expected e.g. 0-3,8"));
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => {
-                (a.trim().parse::<usize>().map_err(|_| bad())?, b.trim().parse::<usize>().map_err(|_| bad())?)
-            }
-            None => {
-                let cpu = part.trim().parse::<usize>().map_err(|_| bad())?;
-                (cpu, cpu)
-            }
-        };
-        if lo > hi || hi >= 4096 {
-            return Err(bad());
-        }
-        for cpu in lo..=hi {
-            if !cpus.contains(&cpu) {
-                cpus.push(cpu);
-            }
-        }
-    }
-    if cpus.is_empty() {
-        return Err(bad());
-    }
-    Ok(cpus)
-}
-
 /// CPUs this process may run on (its affinity mask, as set by taskset or cgroups).
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>().
@@ -215,16 +186,6 @@ pub fn pin_current_thread(cpu: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
-        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert_eq!(parse_cpu_list("2,2,1").unwrap(), vec![2, 1], "duplicates dropped, order kept");
-        for bad in ["", "a", "3-1", "1-", "99999"] {
-            assert!(parse_cpu_list(bad).is_err(), "'{bad}' must be refused");
-        }
-    }
 
     #[test]
     fn one_thread_per_queue_when_cpus_suffice() {

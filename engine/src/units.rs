@@ -77,6 +77,35 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Parses a CPU list as the kernel prints them: `0-3,8,10-11`.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>> {
+    let bad = || Error::usage(format!("invalid CPU list '{text}': expected e.g. 0-3,8"));
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => {
+                (a.trim().parse::<usize>().map_err(|_| bad())?, b.trim().parse::<usize>().map_err(|_| bad())?)
+            }
+            None => {
+                let cpu = part.trim().parse::<usize>().map_err(|_| bad())?;
+                (cpu, cpu)
+            }
+        };
+        if lo > hi || hi >= 4096 {
+            return Err(bad());
+        }
+        for cpu in lo..=hi {
+            if !cpus.contains(&cpu) {
+                cpus.push(cpu);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return Err(bad());
+    }
+    Ok(cpus)
+}
+
 /// Formats bits per second the way iperf does: `21.4 Gbits/sec`.
 pub fn format_bits_per_second(bps: f64) -> String {
     let (value, unit) = if bps >= 1e9 {
@@ -109,6 +138,16 @@ pub fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("2,2,1").unwrap(), vec![2, 1], "duplicates dropped, order kept");
+        for bad in ["", "a", "3-1", "1-", "99999"] {
+            assert!(parse_cpu_list(bad).is_err(), "'{bad}' must be refused");
+        }
+    }
 
     #[test]
     fn sizes_are_binary() {

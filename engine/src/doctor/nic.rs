@@ -6,7 +6,7 @@
 //! /sys and /proc.
 
 use super::{read_trimmed, Channels, Check, Context, HostFs, Offloads};
-use crate::placement::parse_cpu_list;
+use crate::units::parse_cpu_list;
 use serde_json::json;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

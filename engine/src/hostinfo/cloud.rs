@@ -105,7 +105,7 @@ pub fn aws_instance_type(dmi: &Dmi) -> Option<&str> {
 /// The number of online CPUs (vCPUs on a VM), from /sys/devices/system/cpu/online.
 pub fn online_cpus() -> Option<u32> {
     let list = fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
-    crate::placement::parse_cpu_list(&list).ok().map(|cpus| cpus.len() as u32)
+    crate::units::parse_cpu_list(&list).ok().map(|cpus| cpus.len() as u32)
 }
 
 /// What a vendor says about a VM's egress, for the verdict to compare with.

@@ -100,7 +100,7 @@ pub fn queue_count(ifname: &str, kind: &str) -> u32 {
 fn possible_cpus() -> Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
         .map_err(|e| Error::io("reading /sys/devices/system/cpu/possible", e))?;
-    let cpus = crate::placement::parse_cpu_list(text.trim())?;
+    let cpus = crate::units::parse_cpu_list(text.trim())?;
     Ok(cpus.iter().max().map_or(1, |m| m + 1))
 }
 

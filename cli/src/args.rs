@@ -1,0 +1,485 @@
+//! Every command-line definition of `uringbench`: subcommands, options, their help and
+//! their value parsers. Nothing here runs a test.
+//!
+//! This file is compiled twice: into the binary, and into `build.rs`, which renders the man
+//! pages and shell completions from the same definitions. So it may use only clap, std and
+//! `crate::units` (the engine's `units.rs`, which `build.rs` includes by path).
+
+use crate::units;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+pub const EXAMPLES: &str = "Examples:
+  uringbench recv                                  # serve tests on port 5300, one after another
+  uringbench send --target 10.0.0.2 -P 16 -t 30s   # 16 queues for 30 s, receiver-verified report
+  uringbench send --target 10.0.0.2 -J > run.json  # machine-readable report
+  uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test";
+
+#[derive(Parser)]
+#[command(name = "uringbench", version, about = "io_uring network traffic engine: receiver-verified throughput, CPU per byte, zero-copy truth", after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Receive tests: counts what senders deliver and reports it back.
+    Recv(RecvArgs),
+    /// Send a test to a running `uringbench recv` and print both sides' figures.
+    Send(SendArgs),
+    /// HTTP/1.1 load on a web server, like wrk/wrk2: latency percentiles, requests/s, errors.
+    Http(HttpArgs),
+    /// Request/response against `uringbench recv`: transactions/s and latency percentiles.
+    Rr(RrArgs),
+    /// Connect/request/response/close against `uringbench recv`: connections/s, latency, failures.
+    Crr(RrArgs),
+    /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.
+    Doctor(DoctorArgs),
+    /// A series of stream tests over queues, lengths or rates: CSV, JSON and an SVG chart.
+    Sweep(SweepArgs),
+    /// Re-render saved results (sweep JSON, send -J): text summary and an SVG chart.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+pub struct RrArgs {
+    /// Host running `uringbench recv`.
+    #[arg(short = 'c', long)]
+    pub target: String,
+    /// Port [default: 5300].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Queues (one pinned thread each while CPUs last); one flow each.
+    #[arg(short = 'P', long, default_value_t = 1)]
+    pub queues: u32,
+    /// Flows per queue, each with one transaction (crr: one connection) in flight.
+    #[arg(long, default_value_t = 1)]
+    pub flows_per_queue: u32,
+    /// rr over UDP: one datagram each way per transaction (sizes up to 65507 B).
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// UDP rr and crr: a transaction unanswered this long is counted as failed.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    pub timeout: std::time::Duration,
+    /// Request size (1 B to 1 MiB).
+    #[arg(long, value_parser = size, default_value = "1")]
+    pub req: u64,
+    /// Response size (1 B to 1 MiB).
+    #[arg(long, value_parser = size, default_value = "1")]
+    pub resp: u64,
+    #[command(flatten)]
+    pub window: TestWindow,
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    /// auto spins on the completion queue while a thread has a CPU of its own.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub busy_poll: OnOffAuto,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[arg(short = 'J', long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub fast: FastPathArgs,
+}
+
+/// How long a test runs and what its headline excludes (send, rr, crr, sweep).
+#[derive(Args)]
+pub struct TestWindow {
+    /// Measured window, e.g. 10s, 500ms, 2m.
+    #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
+    pub time: std::time::Duration,
+    /// Excluded from the headline at the start.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    pub warmup: std::time::Duration,
+    /// Excluded from the headline at the end.
+    #[arg(long, value_parser = duration, default_value = "250ms")]
+    pub cooldown: std::time::Duration,
+    /// Interval report period (receiver-side figures), e.g. 1s.
+    #[arg(short = 'i', long, value_parser = duration)]
+    pub interval: Option<std::time::Duration>,
+}
+
+/// Kernel fast paths, chosen for the whole process (see `uringbench::fastpath`).
+#[derive(Args, Default)]
+pub struct FastPathArgs {
+    /// io_uring SQPOLL: a kernel thread submits; optional idle time before it sleeps.
+    #[arg(long, value_name = "IDLE", value_parser = duration, num_args = 0..=1, default_missing_value = "100ms")]
+    pub sqpoll: Option<std::time::Duration>,
+    /// io_uring NAPI busy polling (Linux 6.9+) for this long per wait [default: 50us].
+    #[arg(long, value_name = "TIME", value_parser = duration, num_args = 0..=1, default_missing_value = "50us")]
+    pub napi: Option<std::time::Duration>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum OnOffAuto {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+}
+
+#[derive(Args)]
+pub struct RecvArgs {
+    /// Local address to listen on.
+    #[arg(long, default_value = "::")]
+    pub bind: String,
+    /// Port for control and data connections.
+    /// Port [default: 5300, or 5001 with --iperf2].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// CPUs for queue threads, e.g. 0-3,8 (default: all this process may use).
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    /// Busy-poll the completion queues: auto spins briefly when a thread has its own CPU.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub busy_poll: OnOffAuto,
+    /// Exit after one test (exit code 1 if it was incomplete).
+    #[arg(long)]
+    pub once: bool,
+    /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on the port (default 5001).
+    #[arg(long)]
+    pub iperf2: bool,
+    /// Longest test a sender may request (warm-up and cool-down included).
+    #[arg(long, value_parser = duration, default_value = "1h")]
+    pub max_time: std::time::Duration,
+    /// Most queues a sender may request.
+    #[arg(long, default_value_t = 256)]
+    pub max_queues: u32,
+    /// Tests served at the same time.
+    #[arg(long, default_value_t = 4)]
+    pub max_sessions: usize,
+    /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
+    #[arg(long, value_enum, default_value_t = Engine::Uring)]
+    pub engine: Engine,
+    /// --engine xdp: interface to attach to [default: the one facing each sender].
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// --engine xdp: where the program runs (auto: native, else generic).
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+    pub xdp_mode: XdpModeArg,
+    /// Zero-copy receive (io_uring RECV_ZC) from NIC queue QUEUE.. of IFACE, one queue per
+    /// thread; needs header split and flow steering (refused with what is missing).
+    #[arg(long, value_name = "IFACE[:QUEUE]")]
+    pub zc_rx: Option<String>,
+    #[command(flatten)]
+    pub fast: FastPathArgs,
+}
+
+#[derive(Args)]
+pub struct SendArgs {
+    /// Host running `uringbench recv`.
+    #[arg(short = 'c', long)]
+    pub target: String,
+    /// Port [default: 5300, or 5001 with --iperf2].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Queues (one pinned thread each while CPUs last); at least one flow each.
+    #[arg(short = 'P', long, default_value_t = 1)]
+    pub queues: u32,
+    /// Extra flows per queue.
+    #[arg(long, default_value_t = 1)]
+    pub flows_per_queue: u32,
+    #[command(flatten)]
+    pub window: TestWindow,
+    /// Bytes per send (TCP) or per datagram (UDP), binary units [default: 128K TCP, 1470 UDP].
+    #[arg(short = 'l', long, value_parser = size)]
+    pub len: Option<u64>,
+    /// Total offered rate over all flows in bits/s (25G, 500M); 0 = unlimited.
+    #[arg(short = 'b', long, value_parser = rate, default_value = "0")]
+    pub rate: u64,
+    /// Total offered rate in datagrams (UDP frames) per second over all flows (e.g. 1M, 250k),
+    /// instead of --rate: the same as --rate PPS x --len x 8.
+    #[arg(long, value_parser = request_rate, conflicts_with = "rate")]
+    pub pps: Option<f64>,
+    /// Sends in flight per flow.
+    #[arg(long, default_value_t = 4)]
+    pub depth: u32,
+    /// Protocol of the data flows.
+    #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
+    pub proto: ProtoArg,
+    /// Same as --proto udp.
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// The receiver's host sends, this one receives (over connections this side opens).
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once, one set of flows each way.
+    #[arg(long)]
+    pub bidir: bool,
+    /// UDP: one datagram per send instead of GSO batches (for comparison).
+    #[arg(long)]
+    pub no_gso: bool,
+    /// UDP: also report one-way delay (both ends must share a clock: same host, or PTP).
+    #[arg(long)]
+    pub one_way_delay: bool,
+    /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
+    #[arg(long)]
+    pub iperf2: bool,
+    /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub zerocopy: OnOffAuto,
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub busy_poll: OnOffAuto,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+    /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
+    #[arg(long, value_enum, default_value_t = Engine::Uring)]
+    pub engine: Engine,
+    /// --engine xdp: egress interface [default: the route's to the target].
+    #[arg(long)]
+    pub iface: Option<String>,
+    #[command(flatten)]
+    pub fast: FastPathArgs,
+}
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  uringbench http http://127.0.0.1:8080/ -c 64 -d 30s          # closed loop, as fast as responses come
+  uringbench http http://127.0.0.1:8080/ -c 64 -d 30s -R 20000 # fixed rate, latency from scheduled sends
+  uringbench http http://[::1]:8080/api -n 1000 --method POST --body '{}' -H 'Content-Type: application/json'")]
+pub struct HttpArgs {
+    /// Target URL, http:// only (https is not supported).
+    pub url: String,
+    /// Connections, spread over the threads.
+    #[arg(short = 'c', long, default_value_t = 16)]
+    pub connections: u32,
+    /// Run length, e.g. 30s [default: 10s; with -n an upper bound, default 10m].
+    #[arg(short = 'd', long, value_parser = duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Stop after this many requests instead of after -d.
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Request method (GET, HEAD, POST, ...).
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// Extra request header 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request body (sent with a Content-Length).
+    #[arg(long)]
+    pub body: Option<String>,
+    /// One request per connection (`Connection: close`).
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Total requests/s over all connections (1000, 20k); latency is then measured from each
+    /// request's scheduled send time, as wrk2 does (coordinated-omission correction).
+    #[arg(short = 'R', long, value_parser = request_rate)]
+    pub rate: Option<f64>,
+    /// Longest wait for a connect or a complete response.
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    pub timeout: std::time::Duration,
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    /// Threads, one io_uring each [default: one per allowed CPU, at most one per connection].
+    #[arg(short = 't', long)]
+    pub threads: Option<u32>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+}
+
+/// Requests per second: a number with an optional k or M.
+fn request_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
+        _ => Err(format!("invalid rate '{s}': expected requests per second, e.g. 5000 or 20k")),
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ProtoArg {
+    Tcp,
+    Udp,
+}
+
+/// A `--cpus` value; a newtype so clap takes it as one value, not a list of values.
+#[derive(Clone)]
+pub struct CpuList(pub Vec<usize>);
+
+fn cpu_list(s: &str) -> Result<CpuList, String> {
+    units::parse_cpu_list(s).map(CpuList).map_err(|e| e.message)
+}
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    units::parse_duration(s).map_err(|e| e.message)
+}
+fn size(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.message)
+}
+fn rate(s: &str) -> Result<u64, String> {
+    units::parse_rate(s).map_err(|e| e.message)
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum DoctorFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  uringbench doctor                             # this host, the interface of the default route
+  uringbench doctor --target 10.0.0.2           # plus the path: address, reachability, RTT, path MTU
+  uringbench doctor --iface eth0 --bandwidth 100G -J
+
+Exit code: 0 when no check failed (warnings allowed), 1 when one did, 2 for a usage error.")]
+pub struct DoctorArgs {
+    /// The receiver's host: checks the path to it (address kind, handshake RTT, path MTU).
+    #[arg(short = 'c', long)]
+    pub target: Option<String>,
+    /// Control port on the target [default: 5300].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Interface to examine [default: the route to --target, else the default route's].
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Bandwidth to size socket buffers for, bits/s (25G, 100G) [default: link speed, cloud cap or 25G].
+    #[arg(long, value_parser = rate)]
+    pub bandwidth: Option<u64>,
+    #[arg(long, value_enum, default_value_t = DoctorFormat::Text)]
+    pub format: DoctorFormat,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum SweepFormat {
+    Text,
+    Json,
+    Csv,
+}
+
+/// A comma-separated list as typed (`1,2,4`, `64K,128K`); a newtype so clap keeps it whole.
+#[derive(Clone)]
+pub struct ValueList(pub Vec<u64>);
+
+fn list_of(text: &str, parse: impl Fn(&str) -> Result<u64, String>) -> Result<ValueList, String> {
+    let values: Vec<u64> = text.split(',').map(|v| parse(v.trim())).collect::<Result<_, _>>()?;
+    if values.is_empty() {
+        return Err(format!("empty list '{text}'"));
+    }
+    Ok(ValueList(values))
+}
+fn counts(s: &str) -> Result<ValueList, String> {
+    list_of(s, |v| v.parse::<u64>().map_err(|_| format!("invalid count '{v}': expected a whole number")))
+}
+fn sizes(s: &str) -> Result<ValueList, String> {
+    list_of(s, size)
+}
+fn rates(s: &str) -> Result<ValueList, String> {
+    list_of(s, rate)
+}
+
+#[derive(Args)]
+#[command(after_help = "Exactly one of --queues, --len, --rate is a list of several values; it is the swept parameter.
+Runs are interleaved over the points (1,2,4,1,2,4,...) so slow drifts of the host spread evenly.
+
+Examples:
+  uringbench sweep -c 10.0.0.2 -P 1,2,4,8,16 --repeat 5 --svg queues.svg --csv queues.csv --json queues.json
+  uringbench sweep -c 10.0.0.2 -l 4K,16K,64K,256K -t 5s --svg len.svg
+  uringbench sweep -c 10.0.0.2 -u -l 1470 -b 1G,2G,4G,8G --format csv > udp.csv")]
+pub struct SweepArgs {
+    /// Host running `uringbench recv` (keep it running: no --once).
+    #[arg(short = 'c', long)]
+    pub target: String,
+    /// Port [default: 5300].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Queue counts, e.g. 1,2,4,8,16.
+    #[arg(short = 'P', long, value_parser = counts, default_value = "1")]
+    pub queues: ValueList,
+    /// Bytes per send / datagram, e.g. 16K,64K,256K [default: 128K TCP, 1470 UDP].
+    #[arg(short = 'l', long, value_parser = sizes)]
+    pub len: Option<ValueList>,
+    /// Total offered rates in bits/s, e.g. 1G,5G,10G (0 = unlimited).
+    #[arg(short = 'b', long, value_parser = rates, default_value = "0")]
+    pub rate: ValueList,
+    /// Runs per point.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    #[command(flatten)]
+    pub window: TestWindow,
+    #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
+    pub proto: ProtoArg,
+    /// Same as --proto udp.
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    #[arg(long, default_value_t = 1)]
+    pub flows_per_queue: u32,
+    #[arg(long, default_value_t = 4)]
+    pub depth: u32,
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub zerocopy: OnOffAuto,
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub busy_poll: OnOffAuto,
+    /// Write the CSV (one row per run, min/median/mean/max/stdev rows per point) here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write the chart (Gbit/s and CPU-s/GB against the swept parameter) here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Save the results (re-render later with `uringbench report FILE`).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// What goes to stdout: progress and a table, the JSON document, or the CSV.
+    #[arg(long, value_enum, default_value_t = SweepFormat::Text)]
+    pub format: SweepFormat,
+}
+
+#[derive(Args)]
+#[command(after_help = "Examples:
+  uringbench report queues.json --svg queues.svg     # a saved sweep
+  uringbench send -c 10.0.0.2 -i 1s -J > run.json && uringbench report run.json --svg run.svg")]
+pub struct ReportArgs {
+    /// A saved sweep (`sweep --json`), `send -J` or `send --repeat N -J` document.
+    pub file: PathBuf,
+    /// Write the chart here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Sweeps: write the CSV here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+}
+
+/// Which engine moves the datagrams.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Engine {
+    /// io_uring over sockets (TCP and UDP).
+    Uring,
+    /// AF_XDP sockets on NIC queues with uringbench's XDP program (UDP).
+    Xdp,
+}
+
+/// Where the receiver's XDP program runs.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpModeArg {
+    /// Native (driver) mode, generic when the driver has no XDP support.
+    Auto,
+    Native,
+    Generic,
+}
