@@ -77,6 +77,38 @@ impl Change {
         Ok(Change::File { path: format!("/proc/sys/{}", name.replace('.', "/")), value: value.to_owned() })
     }
 
+    /// A change as `uringbench settings apply` takes it: `KIND:TARGET=VALUE` (see its help).
+    pub fn parse(text: &str) -> Result<Self> {
+        let bad = || {
+            Error::usage(format!(
+                "bad change '{text}': KIND:TARGET=VALUE with KIND sysctl, file, ethtool-k, ethtool-l, ethtool-g, ethtool-c, mtu or qdisc"
+            ))
+        };
+        let (kind, rest) = text.split_once(':').ok_or_else(bad)?;
+        let (target, value) = rest.split_once('=').ok_or_else(bad)?;
+        let change = match kind {
+            "sysctl" => Change::sysctl(target, value)?,
+            "file" => Change::File { path: target.into(), value: value.into() },
+            "mtu" => Change::Mtu {
+                iface: target.into(),
+                mtu: value.parse().map_err(|_| Error::usage(format!("MTU '{value}' is not a number")))?,
+            },
+            "qdisc" => Change::Qdisc { iface: target.into(), spec: value.into() },
+            "ethtool-k" | "ethtool-l" | "ethtool-g" | "ethtool-c" => {
+                let (iface, name) = target.split_once(':').ok_or_else(bad)?;
+                let flag = kind.as_bytes()[8] as char;
+                if flag == 'k' {
+                    Change::EthtoolFeature { iface: iface.into(), feature: name.into(), value: value.into() }
+                } else {
+                    Change::EthtoolParam { iface: iface.into(), flag, name: name.into(), value: value.into() }
+                }
+            }
+            _ => return Err(bad()),
+        };
+        change.validate()?;
+        Ok(change)
+    }
+
     /// How the change reads in a report.
     pub fn describe(&self) -> String {
         match self {
@@ -543,6 +575,18 @@ impl Journal {
         Ok(Self { path: path.to_owned(), header: header.to_owned(), entries: Vec::new() })
     }
 
+    /// The state file to add to: an existing one (a run of `settings apply` per change, as
+    /// `scripts/tune.sh` makes them), else a new one.
+    pub fn append_to(path: &Path, header: &str) -> Result<Self> {
+        if path.exists() {
+            let mut j = Self::open(path)?;
+            j.header = header.to_owned();
+            Ok(j)
+        } else {
+            Self::create(path, header)
+        }
+    }
+
     /// An existing state file, to revert.
     pub fn open(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
@@ -836,6 +880,24 @@ mod tests {
         assert!(bad("[iface.eth0]\nfeatures = { gro = \"maybe\" }").unwrap_err().contains("not on or off"));
         assert!(bad("[iface.eth0]\nmtu = 10").unwrap_err().contains("MTU"));
         assert!(bad("colour = 1").unwrap_err().contains("unknown field"));
+    }
+
+    #[test]
+    fn command_line_changes() {
+        assert_eq!(
+            Change::parse("sysctl:net.core.rmem_max=1024").unwrap().describe(),
+            "sysctl net.core.rmem_max = 1024"
+        );
+        assert_eq!(Change::parse("ethtool-k:eth0:gso=off").unwrap().describe(), "ethtool -K eth0 gso off");
+        assert_eq!(Change::parse("ethtool-l:eth0:combined=4").unwrap().describe(), "ethtool -L eth0 combined 4");
+        assert_eq!(
+            Change::parse("qdisc:eth0=tbf rate 1gbit burst 32k latency 5ms").unwrap().describe(),
+            "tc qdisc replace dev eth0 root tbf rate 1gbit burst 32k latency 5ms"
+        );
+        assert_eq!(Change::parse("mtu:eth0=9000").unwrap(), Change::Mtu { iface: "eth0".into(), mtu: 9000 });
+        for bad in ["sysctl", "nope:x=1", "file:/etc/shadow=x", "ethtool-k:eth0=on", "mtu:eth0=big"] {
+            assert_eq!(Change::parse(bad).unwrap_err().exit_code(), 2, "{bad}");
+        }
     }
 
     #[test]
