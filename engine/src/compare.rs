@@ -423,13 +423,20 @@ pub fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) -> Comp
 }
 
 fn fmt_value(v: f64) -> String {
-    if v.abs() >= 1000.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.2}")
+    fmt_like(v, v)
+}
+
+/// `v` with as many decimals as suit `reference`, so a row's figures line up.
+fn fmt_like(v: f64, reference: f64) -> String {
+    let r = reference.abs();
+    let decimals = if r >= 1000.0 || v.fract() == 0.0 && r >= 10.0 {
+        0
+    } else if r >= 10.0 {
+        2
     } else {
-        format!("{v:.4}")
-    }
+        4
+    };
+    format!("{v:.decimals$}")
 }
 
 impl CompareReport {
@@ -459,10 +466,10 @@ impl CompareReport {
                         v.name,
                         s.n,
                         fmt_value(s.median),
-                        fmt_value(s.min),
-                        fmt_value(s.max),
-                        fmt_value(s.ci95[0]),
-                        fmt_value(s.ci95[1])
+                        fmt_like(s.min, s.median),
+                        fmt_like(s.max, s.median),
+                        fmt_like(s.ci95[0], s.median),
+                        fmt_like(s.ci95[1], s.median)
                     );
                 }
             }
