@@ -283,8 +283,8 @@ fn failed_run(e: &Error) -> Value {
 }
 
 /// Runs the experiment. `run_test` runs one test (a stream, rr or crr) and returns its JSON
-/// document. The first run failing ends the experiment (nothing to compare against, or the
-/// receiver refused a variant); later failures are kept as incomplete runs. The journal is
+/// document. A variant's first run failing ends the experiment (nothing to compare against,
+/// or the receiver refused its variant); later failures are kept as incomplete runs. The journal is
 /// left empty (everything reverted) however this returns.
 pub fn run(
     plan: &Plan,
@@ -313,7 +313,9 @@ pub fn run(
         }
         Ok(())
     };
-    let mut first = true;
+    // A variant whose first run fails ends the experiment: there would be nothing to compare
+    // (the receiver refused its variant, or the variant broke the path).
+    let mut tried = vec![false; plan.variants.len()];
     for (b, order) in orders.iter().enumerate() {
         for &vi in order {
             let v = &plan.variants[vi];
@@ -345,7 +347,7 @@ pub fn run(
                 let warmup = n < plan.warmup_runs;
                 let doc = match run_test(&opts) {
                     Ok(doc) => doc,
-                    Err(e) if first => {
+                    Err(e) if !tried[vi] => {
                         let undo = lock().revert();
                         return Err(match undo {
                             Ok(_) => Error { message: format!("variant {}: {}", v.name, e.message), ..e },
@@ -356,7 +358,7 @@ pub fn run(
                     }
                     Err(e) => failed_run(&e),
                 };
-                first = false;
+                tried[vi] = true;
                 progress(Progress::Run { block: b as u32 + 1, blocks: plan.runs, variant: &v.name, warmup, doc: &doc });
                 if !warmup {
                     variants[vi].runs.push(doc);
