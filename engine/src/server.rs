@@ -524,8 +524,12 @@ fn accept_and_run(
         let local = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
         let steer: Vec<(usize, u32)> = placement.threads.iter().map(|t| (t.cpu, t.queues[0])).collect();
         let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
-        let accept =
-            ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: Some(port) };
+        let accept = ControlMsg::Accept {
+            cookie: [0; 16],
+            placement: placement.summary.clone(),
+            data_port: Some(port),
+            variant: spec.variant.clone(),
+        };
         control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
         return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners, spread), placement).map(|r| (Some(r), None));
@@ -544,7 +548,12 @@ fn accept_and_run(
         };
         control::write_msg(
             ctl,
-            &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: None },
+            &ControlMsg::Accept {
+                cookie: [0; 16],
+                placement: placement.summary.clone(),
+                data_port: None,
+                variant: spec.variant.clone(),
+            },
         )?;
         announce(shared, ctl, spec, placement);
         return reception.serve(ctl, spec, placement).map(|r| (Some(r), None));
@@ -552,7 +561,12 @@ fn accept_and_run(
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).
         let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
-        let accept = ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: None };
+        let accept = ControlMsg::Accept {
+            cookie: [0; 16],
+            placement: placement.summary.clone(),
+            data_port: None,
+            variant: spec.variant.clone(),
+        };
         control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
         if spec.workload == Workload::Rr {
@@ -566,9 +580,15 @@ fn accept_and_run(
     let unregister = || {
         shared.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
     };
-    if let Err(e) =
-        control::write_msg(ctl, &ControlMsg::Accept { cookie, placement: placement.summary.clone(), data_port: None })
-    {
+    if let Err(e) = control::write_msg(
+        ctl,
+        &ControlMsg::Accept {
+            cookie,
+            placement: placement.summary.clone(),
+            data_port: None,
+            variant: spec.variant.clone(),
+        },
+    ) {
         unregister();
         return Err(e);
     }

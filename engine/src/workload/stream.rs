@@ -160,7 +160,13 @@ impl SenderSession {
             &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports },
         )?;
         self.cookie = match control::read_msg(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, .. } => {
+            ControlMsg::Accept { cookie, data_port, variant, .. } => {
+                if variant != spec.variant {
+                    return Err(Error::peer(format!(
+                        "receiver {peer} did not apply receiver variant '{}' (a uringbench recv without --variants support)",
+                        spec.variant.as_deref().unwrap_or("")
+                    )));
+                }
                 self.data_port = data_port;
                 cookie
             }
