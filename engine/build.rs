@@ -25,12 +25,12 @@ fn main() {
     match result {
         Ok(o) if o.status.success() => {}
         Ok(o) => panic!(
-            "building the XDP program {} with {clang} failed (needs the kernel headers: apt-get install linux-libc-dev):\n{}",
+            "building the XDP program {} with {clang} failed (needs the kernel headers: scripts/install-deps.sh --build):\n{}",
             source.display(),
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) => panic!(
-            "cannot run '{clang}' to build the XDP program {} ({e}): install clang (apt-get install clang) or set CLANG to its path",
+            "cannot run '{clang}' to build the XDP program {} ({e}): install clang (scripts/install-deps.sh --build) or set CLANG to its path",
             source.display()
         ),
     }

@@ -1,82 +1,175 @@
 #!/usr/bin/env bash
-# fresh-check.sh: the README's first command on a machine that has nothing but Rust.
+# fresh-check.sh: what a new user and a new VM go through, on Debian 12 roots with nothing on
+# them but the host's Rust toolchain.
 #
-#   scripts/fresh-check.sh [--keep] [--deb]
+#   scripts/fresh-check.sh [--only preflight|demo|deb|vagrant|recipes] [--keep]
 #
-# Restores a pristine Debian 12 root (debootstrap --variant=minbase, made once and cached as a
-# tarball by scripts/lib/debroot.sh, the mirror taken from this host's apt sources), copies
-# this checkout's tracked files into it, bind-mounts only this host's Rust toolchain, and runs
-# `scripts/demo.sh` inside, as root, as a new user would. Passes only when the demo's report
-# ends in an exact byte match ("total: sender wrote N bytes, receiver counted N bytes (exact
-# match)"). The root is restored from the tarball on every run, so nothing an earlier run
-# installed can hide a missing step.
+# Every stage starts from a pristine Debian 12 root (debootstrap --variant=minbase, made once
+# and cached as a tarball by scripts/lib/debroot.sh, the mirror taken from this host's apt
+# sources) into which this checkout's tracked files are copied; only the Rust toolchain is
+# bind-mounted. The root is restored from the tarball for every stage, so nothing an earlier
+# stage or run installed can hide a missing step.
 #
-# --deb   also builds the Debian package inside the root (cargo deb), installs it there with
-#         apt (dpkg -i plus its Depends) and checks `uringbench --version`, `man -w
-#         uringbench-send`, the bash completion and `systemd-analyze verify` on the unit
-# --keep  leave the root in place afterwards (for a look inside)
+#   preflight  `cargo build` with no build packages installed stops with uringbench's one line
+#            naming scripts/install-deps.sh --build, before libbpf's own build can fail
+#   demo     the README's first command, `scripts/demo.sh`, as root; passes only when the
+#            report ends in an exact byte match ("total: sender wrote N bytes, receiver
+#            counted N bytes (exact match)")
+#   deb      `cargo deb -p uringbench-cli` where the demo built, then the package installed
+#            into a pristine root (dpkg -i with its Depends from the mirror): `uringbench
+#            --version`, `man -w uringbench-send`, the bash completion loads, `systemd-analyze
+#            verify` passes on uringbench-recv.service
+#   vagrant  the Vagrantfile's shell provisioners (read by scripts/lib/vagrant-provisioners.rb)
+#            for VM a, then VM b, each in its own pristine root with the checkout at /vagrant:
+#            both end with a working `uringbench`, b with uringbench-recv.service enabled
+#   recipes  the cloud recipes' provisioning (recipe_provision in scripts/lib/recipe.sh) with
+#            on_vm/put_file/get_file mapped onto two pristine roots: the same checks
+# The VM stand-ins get what every cloud image and Vagrant box has and minbase lacks (systemd,
+# sudo, curl, CA certificates), nothing more.
 #
-# Needs root, debootstrap, unshare (util-linux). Logs: $URINGBENCH_CACHE/fresh-check/*.log.
+# The provisioning stages start their cargo target folder from the demo's (registry crates
+# only; the workspace itself rebuilds), which saves minutes and hides nothing: the system
+# packages still come from the scripts under test.
+#
+# --keep leaves the last root in place. Needs root, debootstrap, unshare, ruby (for the
+# Vagrantfile). Logs: $URINGBENCH_CACHE/fresh-check/*.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$(pwd)
 # shellcheck source=scripts/lib/debroot.sh
 . scripts/lib/debroot.sh
 
+only=""
 keep=0
-deb=0
-for arg in "$@"; do
-    case "$arg" in
-        --keep) keep=1 ;;
-        --deb) deb=1 ;;
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --only)
+            [ $# -ge 2 ] || { echo "fresh-check.sh: --only needs a stage" >&2; exit 2; }
+            case "$2" in preflight | demo | deb | vagrant | recipes) only=$2 ;; *) echo "fresh-check.sh: unknown stage '$2'" >&2; exit 2 ;; esac
+            shift 2
+            ;;
+        --keep) keep=1; shift ;;
         -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-        *) echo "fresh-check.sh: unknown argument '$arg'" >&2; exit 2 ;;
+        *) echo "fresh-check.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "fresh-check.sh: needs root (chroot, mounts, network namespaces)" >&2; exit 1; }
 
 work="$DEBROOT_CACHE/fresh-check"
-root="$work/root"
 mkdir -p "$work"
-start=$(date +%s)
-tarball=$(debroot_tarball debian12-minbase)
-debroot_restore "$tarball" "$root"
+roots=()
 cleanup() {
-    [ "$keep" = 1 ] || rm -rf --one-file-system "$root"
+    local r
+    [ "$keep" = 1 ] && return 0
+    for r in "${roots[@]}"; do
+        rm -rf --one-file-system "$r"
+    done
 }
 trap cleanup EXIT
+start=$(date +%s)
+tarball=$(debroot_tarball debian12-minbase)
 
-# The checkout as a clone would have it: tracked files (with their local changes), no target/.
-mkdir -p "$root/src/uringbench"
-git ls-files -z | tar --null -T - -cf - | tar -C "$root/src/uringbench" -xf -
-
-echo "== fresh Debian 12 root ready in $(($(date +%s) - start)) s; running scripts/demo.sh inside"
-log="$work/demo.log"
-status=0
-debroot_chroot "$root" bash -c 'cd /src/uringbench && scripts/demo.sh' >"$log" 2>&1 || status=$?
-tail -n 12 "$log"
-last=$(grep -E '^total: ' "$log" | tail -n 1 || true)
-if [ "$status" != 0 ] || ! [[ "$last" =~ ^total:\ sender\ wrote\ ([0-9]+)\ bytes,\ receiver\ counted\ ([0-9]+)\ bytes\ \(exact\ match\)$ ]] ||
-    [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ] || [ "${BASH_REMATCH[1]}" = 0 ]; then
-    echo "fresh-check.sh: FAILED: scripts/demo.sh exited $status; its last total line: '${last:-none}' (log: $log)" >&2
+say() { echo "== [$(($(date +%s) - start)) s] $*"; }
+fail() {
+    echo "fresh-check.sh: FAILED: $*" >&2
     exit 1
-fi
-echo "== demo on a fresh root: exact byte match (${BASH_REMATCH[1]} bytes)"
+}
 
-if [ "$deb" = 1 ]; then
-    # Built where the demo built, installed into a pristine root again, so the package's
-    # Depends, not what the build installed, make it work.
-    debroot_chroot "$root" bash -euc '
-        cd /src/uringbench
-        command -v cargo-deb >/dev/null || { echo "cargo-deb is not installed (cargo install cargo-deb)"; exit 1; }
-        cargo deb -p uringbench-cli --quiet
-    ' >"$work/deb-build.log" 2>&1 || { tail -n 20 "$work/deb-build.log" >&2; echo "fresh-check.sh: FAILED: cargo deb (log: $work/deb-build.log)" >&2; exit 1; }
+# ROOT becomes a pristine root named NAME, with the checkout's tracked files (and their local
+# changes) at DEST. (Not a command substitution: the cleanup list must be kept.)
+fresh_root() {
+    local name=$1 dest=$2
+    ROOT="$work/$name"
+    debroot_restore "$tarball" "$ROOT"
+    [[ " ${roots[*]} " == *" $ROOT "* ]] || roots+=("$ROOT")
+    mkdir -p "$ROOT$dest"
+    git -C "$repo" ls-files -z | tar -C "$repo" --null -T - -cf - | tar -C "$ROOT$dest" -xf -
+}
+
+# ROOT becomes a pristine root plus what every cloud image and Vagrant box has and minbase
+# lacks: systemd, sudo, curl, CA certificates.
+vm_root() {
+    fresh_root "$1" "$2"
+    in_root "$ROOT" "$work/$1-image.log" 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq
+        apt-get install -y -qq --no-install-recommends systemd sudo curl ca-certificates >/dev/null' ||
+        fail "preparing the VM stand-in $1 (log: $work/$1-image.log)"
+}
+
+# Runs CMD in ROOT; output to LOG; the last lines of the log on failure.
+in_root() {
+    local root=$1 log=$2
+    shift 2
+    debroot_chroot "$root" bash -euc "$*" >"$log" 2>&1 || {
+        tail -n 15 "$log" >&2
+        return 1
+    }
+}
+
+# The cargo target folder of the demo root, copied to DEST in ROOT (see the header).
+seed_target() {
+    local root=$1 dest=$2
+    [ -d "$work/demo/src/uringbench/target" ] || return 0
+    mkdir -p "$root$dest"
+    cp -a "$work/demo/src/uringbench/target/." "$root$dest/"
+    rm -rf "$root$dest"/debian "$root$dest"/release/uringbench
+}
+
+# uringbench works in ROOT; with "service", uringbench-recv.service is enabled there.
+check_installed() {
+    local root=$1 what=$2
+    debroot_chroot "$root" uringbench --version >/dev/null || fail "$what: no working uringbench"
+    if [ "${3:-}" = service ]; then
+        [ -L "$root/etc/systemd/system/multi-user.target.wants/uringbench-recv.service" ] ||
+            fail "$what: uringbench-recv.service is not enabled"
+    fi
+}
+
+stage_preflight() {
+    local root log="$work/preflight.log" line
+    fresh_root preflight /src/uringbench
+    root=$ROOT
+    say "preflight: cargo build with no build packages"
+    if debroot_chroot "$root" bash -c 'cd /src/uringbench && cargo build --release -p uringbench-cli' >"$log" 2>&1; then
+        fail "preflight: the build succeeded without the build packages (log: $log)"
+    fi
+    line=$(grep -m 1 'uringbench cannot be built here: missing' "$log" || true)
+    [ -n "$line" ] && [[ "$line" == *"scripts/install-deps.sh --build"* ]] ||
+        { tail -n 20 "$log" >&2; fail "preflight: no line naming scripts/install-deps.sh --build (log: $log)"; }
+    ! grep -q 'failed to run custom build command for `libbpf-sys' "$log" ||
+        fail "preflight: libbpf-sys's build ran and failed too (log: $log)"
+    say "preflight: $(echo "$line" | sed 's/^ *//')"
+}
+
+stage_demo() {
+    local root log="$work/demo.log" status=0 last
+    fresh_root demo /src/uringbench
+    root=$ROOT
+    say "demo: scripts/demo.sh in a fresh root"
+    debroot_chroot "$root" bash -c 'cd /src/uringbench && scripts/demo.sh' >"$log" 2>&1 || status=$?
+    tail -n 12 "$log"
+    last=$(grep -E '^total: ' "$log" | tail -n 1 || true)
+    if [ "$status" != 0 ] || ! [[ "$last" =~ ^total:\ sender\ wrote\ ([0-9]+)\ bytes,\ receiver\ counted\ ([0-9]+)\ bytes\ \(exact\ match\)$ ]] ||
+        [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ] || [ "${BASH_REMATCH[1]}" = 0 ]; then
+        fail "demo: scripts/demo.sh exited $status; its last total line: '${last:-none}' (log: $log)"
+    fi
+    say "demo: exact byte match (${BASH_REMATCH[1]} bytes)"
+}
+
+stage_deb() {
+    local root pkg
+    root="$work/demo"
+    [ -d "$root/src/uringbench/target" ] || stage_demo
+    say "deb: cargo deb -p uringbench-cli"
+    in_root "$root" "$work/deb-build.log" 'cd /src/uringbench && cargo deb -p uringbench-cli --quiet' ||
+        fail "deb: cargo deb (log: $work/deb-build.log)"
     pkg=$(ls "$root"/src/uringbench/target/debian/uringbench_*_amd64.deb)
     cp "$pkg" "$work/"
     pkg="$work/${pkg##*/}"
-    echo "== built ${pkg##*/}: $(du -k "$pkg" | cut -f1) KiB; installing it into a pristine root"
-    debroot_restore "$tarball" "$root"
+    say "deb: ${pkg##*/} is $(du -k "$pkg" | cut -f1) KiB; installing it into a fresh root"
+    fresh_root deb /src/unused
+    root=$ROOT
     cp "$pkg" "$root/tmp.deb"
-    debroot_chroot "$root" bash -euc '
+    in_root "$root" "$work/deb.log" '
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
         # dpkg -i with the Depends resolved from the mirror: what `apt install ./x.deb` does.
@@ -86,8 +179,63 @@ if [ "$deb" = 1 ]; then
         bash -c ". /usr/share/bash-completion/completions/uringbench && complete -p uringbench"
         dpkg -L uringbench | sort
         systemd-analyze verify /lib/systemd/system/uringbench-recv.service
-        echo "package checks passed"
-    ' >"$work/deb.log" 2>&1 || { cat "$work/deb.log" >&2; echo "fresh-check.sh: FAILED: the Debian package checks (log: $work/deb.log)" >&2; exit 1; }
+        echo "package checks passed"' || fail "deb: the package checks (log: $work/deb.log)"
     cat "$work/deb.log"
-fi
-echo "== fresh-check passed in $(($(date +%s) - start)) s"
+}
+
+stage_vagrant() {
+    local lines vm cmd root
+    lines=$(ruby scripts/lib/vagrant-provisioners.rb Vagrantfile) || fail "vagrant: cannot read the Vagrantfile's provisioners"
+    for vm in a b; do
+        vm_root "vagrant-$vm" /vagrant
+        root=$ROOT
+        # The shared folder: b sees what a left in it (the package a built).
+        if [ "$vm" = b ]; then
+            cp -a "$work/vagrant-a/vagrant/." "$root/vagrant/"
+        else
+            seed_target "$root" /root/uringbench-target
+        fi
+        while IFS=$'\t' read -r name cmd; do
+            [ "$name" = "$vm" ] || continue
+            say "vagrant: VM $vm: $cmd"
+            in_root "$root" "$work/vagrant-$vm.log" "cd /vagrant && $cmd" || fail "vagrant: VM $vm provisioning (log: $work/vagrant-$vm.log)"
+        done <<<"$lines"
+        if [ "$vm" = b ]; then check_installed "$root" "vagrant VM b" service; else check_installed "$root" "vagrant VM a"; fi
+    done
+    say "vagrant: both VMs provisioned"
+}
+
+stage_recipes() {
+    local vm root
+    for vm in a b; do
+        vm_root "recipe-$vm" /unused
+    done
+    seed_target "$work/recipe-a" /opt/uringbench/target
+    say "recipes: recipe_provision onto two fresh roots"
+    (
+        # shellcheck source=scripts/lib/recipe.sh
+        . scripts/lib/recipe.sh
+        # shellcheck disable=SC2317,SC2329  # called by recipe_provision
+        on_vm() {
+            local vm=$1
+            shift
+            debroot_chroot "$work/recipe-$vm" bash -c "$*"
+        }
+        # shellcheck disable=SC2317,SC2329
+        put_file() { cp "$2" "$work/recipe-$1$3"; }
+        # shellcheck disable=SC2317,SC2329
+        get_file() { cp "$work/recipe-$1$2" "$3"; }
+        RESULTS="$work/recipe-results"
+        rm -rf "$RESULTS"
+        recipe_provision
+    ) >"$work/recipes.log" 2>&1 || { tail -n 15 "$work/recipes.log" >&2; fail "recipes: recipe_provision (log: $work/recipes.log)"; }
+    check_installed "$work/recipe-a" "recipes VM a"
+    check_installed "$work/recipe-b" "recipes VM b" service
+    say "recipes: both VMs provisioned"
+}
+
+for stage in preflight demo deb vagrant recipes; do
+    [ -z "$only" ] || [ "$only" = "$stage" ] || continue
+    "stage_$stage"
+done
+say "fresh-check passed"

@@ -9,10 +9,12 @@
 #            zlib headers, m4 and make (libxdp and libbpf are built from source), libpcap,
 #            the kernel UAPI headers, pkg-config, a C toolchain
 #   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2,
-#            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check)
+#            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
+#            and cargo-deb (from crates.io, with `cargo install --locked`)
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
 #   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client
 #   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
+#   --bootstrap  what fetching a Rust toolchain with rustup needs: curl, CA certificates
 #
 # Debian and Ubuntu (apt) and Fedora, RHEL and their rebuilds (dnf). Installs only what is
 # missing, says what it installs, and changes nothing when all is present (so it is safe to
@@ -27,7 +29,7 @@ list_only=0
 quiet=0
 for arg in "$@"; do
     case "$arg" in
-        --build | --test | --peers | --lab | --fleet) groups+=("${arg#--}") ;;
+        --build | --test | --peers | --lab | --fleet | --bootstrap) groups+=("${arg#--}") ;;
         --list) list_only=1 ;;
         --quiet) quiet=1 ;;
         -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
@@ -36,7 +38,7 @@ for arg in "$@"; do
 done
 
 # One table: group, Debian package, Fedora/RHEL package ("-" where the distribution has none
-# or another package of the list already provides it).
+# or another package of the list already provides it). "cargo:NAME" is a tool from crates.io.
 packages() {
     cat <<'TABLE'
 run    iproute2          iproute
@@ -66,6 +68,7 @@ test   man-db            man-db
 test   debootstrap       debootstrap
 test   systemd           systemd
 test   xz-utils          xz
+test   cargo:cargo-deb   cargo:cargo-deb
 peers  iperf             iperf
 peers  iperf3            iperf3
 peers  sockperf          sockperf
@@ -78,13 +81,16 @@ lab    xz-utils          xz
 fleet  openssh-server    openssh-server
 fleet  openssh-client    openssh-clients
 fleet  python3-venv      python3
+bootstrap curl          curl
+bootstrap ca-certificates ca-certificates
 TABLE
 }
 
 distro=unknown
-if [ -r /etc/os-release ]; then
-    # shellcheck disable=SC1091
-    . /etc/os-release
+os_release=${URINGBENCH_OS_RELEASE:-/etc/os-release}   # another file only in tests
+if [ -r "$os_release" ]; then
+    # shellcheck disable=SC1090
+    . "$os_release"
     case " ${ID:-} ${ID_LIKE:-} " in
         *" debian "* | *" ubuntu "*) distro=debian ;;
         *" fedora "* | *" rhel "* | *" centos "*) distro=fedora ;;
@@ -106,7 +112,9 @@ if [ "$distro" = unknown ]; then
 fi
 
 installed() {
-    if [ "$distro" = debian ]; then
+    if [[ "$1" == cargo:* ]]; then
+        command -v "${1#cargo:}" >/dev/null || [ -x "$HOME/.cargo/bin/${1#cargo:}" ]
+    elif [ "$distro" = debian ]; then
         [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
     else
         rpm -q --whatprovides "$1" >/dev/null 2>&1
@@ -119,13 +127,28 @@ for pkg in "${wanted[@]}"; do
 done
 
 if [ "${#missing[@]}" -eq 0 ]; then
-    [ "$quiet" = 1 ] || echo "$prog: all ${#wanted[@]} packages for ${groups[*]} are installed"
+    [ "$quiet" = 1 ] || [ "$list_only" = 1 ] || echo "$prog: all ${#wanted[@]} packages for ${groups[*]} are installed"
     exit 0
 fi
 if [ "$list_only" = 1 ]; then
     printf '%s\n' "${missing[@]}"
     exit 0
 fi
+
+# Tools from crates.io go in with cargo, as the user running this (no sudo).
+crates=()
+system=()
+for pkg in "${missing[@]}"; do
+    if [[ "$pkg" == cargo:* ]]; then crates+=("${pkg#cargo:}"); else system+=("$pkg"); fi
+done
+missing=("${system[@]}")
+if [ "${#crates[@]}" -gt 0 ]; then
+    cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+    [ -x "$cargo" ] || { echo "$prog: cargo not found; install Rust (rustup), then: cargo install --locked ${crates[*]}" >&2; exit 1; }
+    echo "$prog: installing ${crates[*]} from crates.io (cargo install --locked)"
+    "$cargo" install --locked --quiet "${crates[@]}"
+fi
+[ "${#missing[@]}" -gt 0 ] || exit 0
 
 sudo=()
 if [ "$(id -u)" != 0 ]; then

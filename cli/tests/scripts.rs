@@ -107,3 +107,56 @@ fn recipes_refuse_without_their_cloud_cli_and_create_nothing() {
     assert_eq!(left, ["date", "dirname", "sed"], "no results folder or key file was created");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// scripts/install-deps.sh with `/etc/os-release` replaced by one that says `text`.
+fn install_deps_on(text: &str, args: &[&str]) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("uringbench-osrel-{}-{}", std::process::id(), text.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("os-release");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("scripts/install-deps.sh"))
+        .args(args)
+        .env("URINGBENCH_OS_RELEASE", &file)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    out
+}
+
+#[test]
+fn install_deps_refuses_an_unknown_distribution_in_one_line_naming_the_packages() {
+    let out = install_deps_on("ID=arch\nNAME=\"Arch Linux\"\n", &["--build"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("unknown distribution 'arch'"), "{err}");
+    for pkg in ["clang", "llvm", "libelf-dev", "zlib1g-dev", "m4", "libpcap-dev", "iproute2"] {
+        assert!(err.split_whitespace().any(|w| w == pkg), "names {pkg}: {err}");
+    }
+    assert_eq!(install_deps_on("ID=debian\n", &["--bogus"]).status.code(), Some(2), "unknown option");
+}
+
+#[test]
+fn install_deps_uses_the_distributions_own_names() {
+    // Fedora: with no rpm database here every package counts as missing, so --list prints
+    // the whole --build list in Fedora's names (and installs nothing).
+    let has_rpm = Command::new("sh").args(["-c", "command -v rpm"]).output().unwrap().status.success();
+    if !has_rpm {
+        let out = install_deps_on("ID=fedora\nID_LIKE=\"rhel centos\"\n", &["--build", "--list"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let listed = String::from_utf8_lossy(&out.stdout);
+        for pkg in ["elfutils-libelf-devel", "zlib-devel", "pkgconf-pkg-config", "kernel-headers", "clang"] {
+            assert!(listed.lines().any(|l| l == pkg), "fedora name {pkg} listed: {listed}");
+        }
+        assert!(!listed.lines().any(|l| l == "libelf-dev"), "no Debian names on Fedora: {listed}");
+    }
+    // Ubuntu is Debian-like: on this (Debian) host the tests run after install-deps.sh
+    // --build, so --list finds nothing missing, and without --list it says so.
+    let out = install_deps_on("ID=ubuntu\nID_LIKE=debian\n", &["--build", "--list"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "nothing missing");
+    let out = install_deps_on("ID=ubuntu\nID_LIKE=debian\n", &["--build"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("packages for run build are installed"), "{said}");
+}

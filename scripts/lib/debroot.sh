@@ -7,7 +7,7 @@
 #                                        extra packages), made on first use
 #   debroot_restore TARBALL DIR          DIR becomes exactly the tarball's root (old DIR removed)
 #   debroot_chroot DIR CMD...            runs CMD as root in DIR, in a private mount namespace
-#                                        with /proc, /sys, /dev, a fresh /run and /tmp, the
+#                                        with /proc, /sys, /dev, a fresh /run, the
 #                                        host's resolv.conf and the host's Rust toolchain
 #                                        (RUSTUP_HOME, CARGO_HOME) bind-mounted; every mount
 #                                        ends with CMD
@@ -92,11 +92,12 @@ debroot_chroot() {
     unshare --mount --propagation private -- bash -euc '
         dir=$1 rustup=$2 cargo_home=$3
         shift 3
+        # The root must be a mount point: `ip netns exec` remounts / as a slave.
+        mount --bind "$dir" "$dir"
         mount -t proc proc "$dir/proc"
         mount --rbind /sys "$dir/sys"
         mount --rbind /dev "$dir/dev"
         mount -t tmpfs tmpfs "$dir/run"
-        mount -t tmpfs tmpfs "$dir/tmp"
         cp -L /etc/resolv.conf "$dir/etc/resolv.conf"
         mkdir -p "$dir$rustup" "$dir$cargo_home"
         mount --bind "$rustup" "$dir$rustup"

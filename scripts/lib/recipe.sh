@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Shared steps of the cloud recipes (gcp-tier1.sh, aws-ena.sh, azure-accelnet.sh): build
-# uringbench on two fresh Debian 12 VMs from this checkout, then check and measure between
-# them, collecting every JSON document locally.
+# Shared steps of the cloud recipes (gcp-tier1.sh, aws-ena.sh, azure-accelnet.sh): put
+# uringbench on two fresh Debian 12 VMs from this checkout (recipe_provision: the Debian
+# package built on a, installed on both, the receiver as the packaged service on b), then
+# check and measure between them, collecting every JSON document locally.
 #
 # A recipe sources this file and defines, before calling recipe_run:
 #   on_vm VM CMD...          run CMD on VM ("a" or "b") over ssh; stdout comes back
@@ -60,23 +61,37 @@ recipe_parse_args() {
     done
 }
 
-# The build script run as root on each VM: toolchain, release build, binary in /usr/local/bin.
-build_script() {
-    cat <<'BUILD'
-set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends build-essential pkg-config curl ca-certificates ethtool iproute2 >/dev/null
-if ! [ -x /root/.cargo/bin/cargo ]; then
-    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal >/dev/null
-fi
-rm -rf /opt/uringbench && mkdir -p /opt/uringbench
-tar -xzf /tmp/uringbench-src.tar.gz -C /opt/uringbench
-cd /opt/uringbench
-/root/.cargo/bin/cargo build --release -p uringbench-cli
-install -m 0755 target/release/uringbench /usr/local/bin/uringbench
-uringbench --version
-BUILD
+# The package's file name for this checkout's version (cargo-deb: name_version_arch.deb).
+deb_name() {
+    local version
+    version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO_ROOT/Cargo.toml" | head -n 1)
+    echo "uringbench_${version}_amd64.deb"
+}
+
+# Provisioning, the same scripts/provision.sh the Vagrantfile runs: a builds the Debian package
+# from this checkout (build packages, a Rust toolchain and cargo-deb installed first) and
+# installs it; the package comes back here and goes to b, which installs it and runs the
+# receiver as the packaged uringbench-recv.service. tune.sh goes to both.
+recipe_provision() {
+    mkdir -p "$RESULTS"
+    local src="$RESULTS/uringbench-src.tar.gz" deb vm
+    deb=$(deb_name)
+    git -C "$REPO_ROOT" archive --format=tar.gz -o "$src" HEAD
+    wait_ssh a
+    log "building the package on a"
+    put_file a "$src" /tmp/uringbench-src.tar.gz
+    # The sources are replaced; target/ stays, so a second run on the same VM builds incrementally.
+    on_vm a "sudo mkdir -p /opt/uringbench && sudo find /opt/uringbench -mindepth 1 -maxdepth 1 ! -name target -exec rm -rf {} + && sudo tar -xzf /tmp/uringbench-src.tar.gz -C /opt/uringbench"
+    on_vm a sudo /opt/uringbench/scripts/provision.sh --src /opt/uringbench --deb-out /tmp/uringbench-deb >"$RESULTS/provision-a.log"
+    get_file a "/tmp/uringbench-deb/$deb" "$RESULTS/$deb"
+    wait_ssh b
+    log "installing $deb on b (receiver as uringbench-recv.service)"
+    put_file b "$RESULTS/$deb" "/tmp/$deb"
+    put_file b "$REPO_ROOT/scripts/provision.sh" /tmp/uringbench-provision.sh
+    on_vm b sudo bash /tmp/uringbench-provision.sh --deb "/tmp/$deb" --recv-service >"$RESULTS/provision-b.log"
+    for vm in a b; do
+        put_file "$vm" "$REPO_ROOT/scripts/tune.sh" /tmp/uringbench-tune.sh
+    done
 }
 
 # Waits until VM answers over ssh (fresh VMs take a minute or two to boot).
@@ -93,21 +108,12 @@ wait_ssh() {
 }
 
 recipe_run() {
-    mkdir -p "$RESULTS"
-    local src="$RESULTS/uringbench-src.tar.gz" builder="$RESULTS/build.sh" vm
-    git -C "$REPO_ROOT" archive --format=tar.gz -o "$src" HEAD
-    build_script >"$builder"
+    local vm
+    recipe_provision
     for vm in a b; do
-        wait_ssh "$vm"
-        log "building uringbench on $vm"
-        put_file "$vm" "$src" /tmp/uringbench-src.tar.gz
-        put_file "$vm" "$builder" /tmp/uringbench-build.sh
-        on_vm "$vm" sudo bash /tmp/uringbench-build.sh >"$RESULTS/build-$vm.log"
         log "tuning $vm (scripts/tune.sh apply)"
-        on_vm "$vm" sudo /opt/uringbench/scripts/tune.sh apply >"$RESULTS/tune-$vm.log" || log "tune.sh on $vm reported a problem (see tune-$vm.log)"
+        on_vm "$vm" sudo bash /tmp/uringbench-tune.sh apply >"$RESULTS/tune-$vm.log" || log "tune.sh on $vm reported a problem (see tune-$vm.log)"
     done
-    log "starting the receiver on b"
-    on_vm b sudo systemd-run --unit uringbench-recv /usr/local/bin/uringbench recv >/dev/null
     sleep 2
     log "doctor on both hosts"
     on_vm a sudo uringbench doctor --target "$TARGET_IP" -J >"$RESULTS/doctor-a.json" || true

@@ -158,6 +158,10 @@ impl Drop for NetnsPair {
 pub struct Recv(Option<Child>);
 
 impl Recv {
+    /// Its process id (wrappers like `ip netns exec` and `setpriv` exec, so it is uringbench's).
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().expect("recv child").id()
+    }
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
         self.0.as_mut().is_some_and(|c| c.try_wait().expect("try_wait").is_none())
