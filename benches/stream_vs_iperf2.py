@@ -28,8 +28,7 @@ What the numbers mean
         uringbench look slightly worse, never better);
       - iperf2: the server's total bytes (sum of the per-stream final reports).
     /proc/stat is used rather than per-process times because on this kind of VM softirq
-    ticks are charged both to the interrupted task and to softirq (see
-    shared/KERNEL-NOTES.md, "Measurement"); the per-CPU totals count each tick once.
+    ticks are charged both to the interrupted task and to softirq; the per-CPU totals count each tick once.
     The window includes process start-up, connection set-up and warm-up for both tools,
     and anything else running on the machine: keep the machine idle while benchmarking.
   * On veth the receive-side stack work runs in softirq on the sender's CPU and results are

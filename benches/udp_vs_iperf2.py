@@ -50,8 +50,8 @@ What the numbers mean
     datagrams" (else the server's total), ÷ the same duration.
   * CPU-s/GB: busy jiffies (user+nice+system+irq+softirq+steal) of cpu0 and cpu1 from
     /proc/stat, read right before the sender starts and right after it exits, ÷ the
-    received payload bytes of the whole test / 1e9 (see stream_vs_iperf2.py and
-    shared/KERNEL-NOTES.md "Measurement" for why /proc/stat).
+    received payload bytes of the whole test / 1e9 (see stream_vs_iperf2.py for
+    why /proc/stat).
   * On veth the receive-side stack work runs in softirq on the sender's CPU and results
     are bimodal: use >= 5 runs and read the medians.
   * Targets (issue 4), reported, not asserted: received datagrams/s of (a) >= 10x

@@ -2,7 +2,7 @@
 # fresh-check.sh: what a new user and a new VM go through, on Debian 12 roots with nothing on
 # them but the host's Rust toolchain.
 #
-#   scripts/fresh-check.sh [--only preflight|demo|deb|vagrant|recipes] [--keep]
+#   scripts/fresh-check.sh [--only demo|deb|vagrant|recipes] [--keep]
 #
 # Every stage starts from a pristine Debian 12 root (debootstrap --variant=minbase, made once
 # and cached as a tarball by scripts/lib/debroot.sh, the mirror taken from this host's apt
@@ -10,8 +10,6 @@
 # bind-mounted. The root is restored from the tarball for every stage, so nothing an earlier
 # stage or run installed can hide a missing step.
 #
-#   preflight  `cargo build` with no build packages installed stops with uringbench's one line
-#            naming scripts/install-deps.sh --build, before libbpf's own build can fail
 #   demo     the README's first command, `scripts/demo.sh`, as root; passes only when the
 #            report ends in an exact byte match ("total: sender wrote N bytes, receiver
 #            counted N bytes (exact match)")
@@ -45,7 +43,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --only)
             [ $# -ge 2 ] || { echo "fresh-check.sh: --only needs a stage" >&2; exit 2; }
-            case "$2" in preflight | demo | deb | vagrant | recipes) only=$2 ;; *) echo "fresh-check.sh: unknown stage '$2'" >&2; exit 2 ;; esac
+            case "$2" in demo | deb | vagrant | recipes) only=$2 ;; *) echo "fresh-check.sh: unknown stage '$2'" >&2; exit 2 ;; esac
             shift 2
             ;;
         --keep) keep=1; shift ;;
@@ -122,22 +120,6 @@ check_installed() {
         [ -L "$root/etc/systemd/system/multi-user.target.wants/uringbench-recv.service" ] ||
             fail "$what: uringbench-recv.service is not enabled"
     fi
-}
-
-stage_preflight() {
-    local root log="$work/preflight.log" line
-    fresh_root preflight /src/uringbench
-    root=$ROOT
-    say "preflight: cargo build with no build packages"
-    if debroot_chroot "$root" bash -c 'cd /src/uringbench && cargo build --release -p uringbench-cli' >"$log" 2>&1; then
-        fail "preflight: the build succeeded without the build packages (log: $log)"
-    fi
-    line=$(grep -m 1 'uringbench cannot be built here: missing' "$log" || true)
-    [ -n "$line" ] && [[ "$line" == *"scripts/install-deps.sh --build"* ]] ||
-        { tail -n 20 "$log" >&2; fail "preflight: no line naming scripts/install-deps.sh --build (log: $log)"; }
-    ! grep -q 'failed to run custom build command for `libbpf-sys' "$log" ||
-        fail "preflight: libbpf-sys's build ran and failed too (log: $log)"
-    say "preflight: $(echo "$line" | sed 's/^ *//')"
 }
 
 stage_demo() {
@@ -234,7 +216,7 @@ stage_recipes() {
     say "recipes: both VMs provisioned"
 }
 
-for stage in preflight demo deb vagrant recipes; do
+for stage in demo deb vagrant recipes; do
     [ -z "$only" ] || [ "$only" = "$stage" ] || continue
     "stage_$stage"
 done

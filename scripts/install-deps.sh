@@ -12,7 +12,8 @@
 #            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
 #            and cargo-deb (from crates.io, with `cargo install --locked`)
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
-#   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client
+#   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client, e2fsprogs (the guest disk),
+#            ruby (reads the Vagrantfile's provisioners)
 #   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
 #   --bootstrap  what fetching a Rust toolchain with rustup needs: curl, CA certificates
 #
@@ -78,6 +79,8 @@ lab    qemu-system-x86   qemu-system-x86-core
 lab    debootstrap       debootstrap
 lab    openssh-client    openssh-clients
 lab    xz-utils          xz
+lab    e2fsprogs         e2fsprogs
+lab    ruby              ruby
 fleet  openssh-server    openssh-server
 fleet  openssh-client    openssh-clients
 fleet  python3-venv      python3

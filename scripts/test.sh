@@ -3,7 +3,7 @@
 #
 #   scripts/test.sh [cargo test arguments, e.g. -p uringbench-engine, or a test name]
 #
-# Installs what the tests need and lacks (scripts/install-deps.sh --build --test, which says
+# Installs what the tests need and lacks (scripts/install-deps.sh --build --test --fleet, which says
 # what it installs), then runs `cargo test --workspace`: unit tests, and real-traffic tests
 # between network namespaces the tests create and remove. Needs root (namespaces, XDP,
 # iptables) and a Rust toolchain. Prints one summary line; exits non-zero when a test fails.
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 command -v cargo >/dev/null || { echo "test.sh: cargo not found: install Rust first (https://rustup.rs)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "test.sh: run as root: the tests create network namespaces and attach XDP programs" >&2; exit 1; }
-scripts/install-deps.sh --build --test --quiet
+scripts/install-deps.sh --build --test --fleet --quiet
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -247,6 +247,21 @@ queue_irqs() {
 
 # The queue number in an IRQ name: trailing digits before any "@pci:..." suffix
 # (virtio2-input.3 -> 3, mlx5_comp3@pci:0000:00:04.0 -> 3); empty when there are none.
+# Records the queue IRQs' affinity and the RPS/XPS maps of $IFACE as they are, changing
+# nothing: some drivers (virtio_net) rewrite them on a channel change, so revert must put them
+# back after it has restored the channel count (state lines are undone last to first).
+record_queue_maps() {
+    local line path
+    while read -r line; do
+        path=/proc/irq/${line%% *}/smp_affinity_list
+        [ -r "$path" ] && record file "$path" "$(tr '\t' ' ' <"$path")"
+    done < <(queue_irqs)
+    for path in "/sys/class/net/$IFACE"/queues/*/rps_cpus "/sys/class/net/$IFACE"/queues/*/xps_cpus; do
+        [ -r "$path" ] && record file "$path" "$(tr '\t' ' ' <"$path")"
+    done
+    return 0
+}
+
 irq_queue_index() {
     local base=${1%%@*}
     [[ "$base" =~ ([0-9]+)$ ]] && echo "$((10#${BASH_REMATCH[1]}))"
@@ -327,6 +342,7 @@ do_apply() {
                 echo "  ethtool -L $IFACE combined $want (was $cur_comb)"
                 CHANGES=$((CHANGES + 1))
                 if [ "$DRY_RUN" = 0 ]; then
+                    record_queue_maps
                     settings_apply "ethtool-l:$IFACE:combined=$want" >/dev/null || { CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -L failed" >&2; }
                 fi
             fi

@@ -466,16 +466,31 @@ pub struct SweepArgs {
 #[derive(Args)]
 #[command(after_help = "Examples:
   uringbench report queues.json --svg queues.svg     # a saved sweep
-  uringbench send -c 10.0.0.2 -i 1s -J > run.json && uringbench report run.json --svg run.svg")]
+  uringbench send -c 10.0.0.2 -i 1s -J > run.json && uringbench report run.json --svg run.svg
+  uringbench report --fleet results/fleet --by vcpus --by machine_type   # what deploy/ansible collected
+
+With --fleet, the merged report goes into the folder (or --out): fleet.json, fleet.csv,
+heatmap.svg and by-ATTR.svg for each --by; the exit code is 1 when a planned run failed.")]
 pub struct ReportArgs {
     /// A saved sweep (`sweep --json`), `send -J` or `send --repeat N -J` document.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
+    pub file: Option<PathBuf>,
     /// Write the chart here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
     /// Sweeps: write the CSV here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Merge a fleet run: the folder the Ansible `run` role wrote (plan.json, runs/).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["svg", "csv"])]
+    pub fleet: Option<PathBuf>,
+    /// Fleet: summarise by this host fact (the sender's; `receiver.NAME` for the
+    /// receiver's; `address` for the address kind); repeat or comma-separate [default: address,vcpus].
+    #[arg(long, value_name = "ATTR", value_delimiter = ',', requires = "fleet")]
+    pub by: Vec<String>,
+    /// Fleet: write the merged files here instead of into the fleet folder.
+    #[arg(long, value_name = "DIR", requires = "fleet")]
+    pub out: Option<PathBuf>,
 }
 
 /// Which engine moves the datagrams.

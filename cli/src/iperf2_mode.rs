@@ -1,5 +1,5 @@
 //! `send --iperf2` and `recv --iperf2`: uringbench against an unmodified iperf 2.1.8, one side
-//! at a time (DESIGN §7). Turns the command line into the engine's
+//! at a time. Turns the command line into the engine's
 //! [`uringbench::workload::iperf2_compat`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 

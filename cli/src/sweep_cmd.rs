@@ -5,6 +5,7 @@ use crate::args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList};
 use crate::{busy, port_or_default, print_json};
 use std::io::Write;
 use std::path::Path;
+use uringbench::fleet::{self, FleetReport};
 use uringbench::saved::SavedResults;
 use uringbench::spec::{Proto, TestSpec, Workload};
 use uringbench::sweep::{self, SweepParam, SweepPlan};
@@ -122,10 +123,14 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
 }
 
 pub fn report(args: ReportArgs) -> Result<u8, Error> {
-    let text =
-        std::fs::read_to_string(&args.file).map_err(|e| Error::usage(format!("{}: {e}", args.file.display())))?;
-    let saved =
-        SavedResults::parse(&text).map_err(|e| Error::usage(format!("{}: {}", args.file.display(), e.message)))?;
+    if let Some(dir) = &args.fleet {
+        return fleet_report(dir, &args);
+    }
+    let Some(file) = &args.file else {
+        return Err(Error::usage("give a saved document, or --fleet DIR"));
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| Error::usage(format!("{}: {e}", file.display())))?;
+    let saved = SavedResults::parse(&text).map_err(|e| Error::usage(format!("{}: {}", file.display(), e.message)))?;
     if let Some(path) = &args.svg {
         write_file(path, &saved.chart().to_svg())?;
     }
@@ -137,5 +142,38 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     }
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{}", saved.render_text());
+    Ok(0)
+}
+
+/// `report --fleet DIR`: the merged tables on stdout, the merged files in the folder, and
+/// exit 1 when a planned run failed (the text lists them).
+fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
+    let mut asked: Vec<String> = args.by.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
+    asked.dedup();
+    let report = FleetReport::load(dir, (!asked.is_empty()).then_some(asked.as_slice()))?;
+    let out_dir = args.out.as_deref().unwrap_or(dir);
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
+    let doc = serde_json::to_string_pretty(&report.to_json())
+        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
+    let mut written = vec![out_dir.join("fleet.json"), out_dir.join("fleet.csv"), out_dir.join("heatmap.svg")];
+    write_file(&written[0], &format!("{doc}\n"))?;
+    write_file(&written[1], &fleet::csv::to_csv(&report))?;
+    write_file(&written[2], &fleet::heatmap::to_svg(&report))?;
+    for attr in report.summaries.iter().map(|s| &s.attribute).filter(|a| *a != "address" && *a != "entry") {
+        let name: String = attr.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let path = out_dir.join(format!("by-{name}.svg"));
+        write_file(&path, &report.attribute_chart(attr).to_svg())?;
+        written.push(path);
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{}", report.render_text());
+    let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    let _ = writeln!(out, "\nwrote {}", names.join(", "));
+    let _ = out.flush();
+    let failed = report.failed().len();
+    if failed > 0 {
+        eprintln!("uringbench: {failed} of {} planned runs failed (listed above)", report.runs.len());
+        return Ok(1);
+    }
     Ok(0)
 }

@@ -250,11 +250,7 @@ fn zerocopy_truth_is_reported() {
     let notifications = zc["notifications"].as_u64().unwrap();
     assert!(sends > 100, "SEND_ZC sends counted: {zc}");
     assert!(notifications > 0 && notifications <= sends, "notifications reported: {zc}");
-    assert_eq!(
-        zc["copied"].as_u64().unwrap(),
-        notifications,
-        "veth delivers locally: the kernel copies every one (KERNEL-NOTES)"
-    );
+    assert_eq!(zc["copied"].as_u64().unwrap(), notifications, "veth delivers locally: the kernel copies every one");
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
 
     let (out, _) = pair.send(&["--target", RECV_ADDR, "-t", "500ms", "--warmup", "0s", "-J"], Duration::from_secs(30));

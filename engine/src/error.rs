@@ -1,6 +1,6 @@
 //! One error type for the whole engine, carrying the exit code the CLI should use.
 //!
-//! DESIGN §3 fixes the exit codes: 0 success, 1 test failed or incomplete, 2 usage error.
+//! The exit codes are part of the command's contract (README): 0 success, 1 test failed or incomplete, 2 usage error.
 //! Every error is a single human sentence; the CLI prints it on one line.
 
 use std::fmt;
@@ -46,7 +46,7 @@ impl Error {
         Self { kind: ErrorKind::Io, message: format!("{context}: {err}") }
     }
 
-    /// The process exit code DESIGN §3 assigns to this error.
+    /// The process exit code for this error (0 success, 1 test failed or incomplete, 2 usage).
     pub fn exit_code(&self) -> i32 {
         match self.kind {
             ErrorKind::Usage => 2,

@@ -7,7 +7,7 @@
 //! which are on, so a result is never read without knowing how it was obtained.
 //!
 //! Each is probed before it is accepted. Zero-copy receive in particular needs a NIC with
-//! TCP header/data split, a dedicated receive queue and flow steering (KERNEL-NOTES,
+//! TCP header/data split, a dedicated receive queue and flow steering (the kernel's
 //! Documentation/networking/iou-zcrx.rst): on veth and loopback the kernel answers
 //! EOPNOTSUPP, and [`configure`] refuses with the exact missing prerequisite instead of
 //! silently copying.
@@ -31,14 +31,9 @@ pub struct NapiPoll {
     pub prefer_busy_poll: bool,
 }
 
-/// Zero-copy receive into memory this process registered, from NIC receive queues
-/// `first_queue..` of `iface` (one per receiving thread).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ZcRx {
-    pub iface: String,
-    pub ifindex: u32,
-    pub first_queue: u32,
-}
+// relayer: compat re-export (ZcRx lives with the zero-copy receive it configures; the
+// refactoring tool rewrites `fastpath::ZcRx` users and drops this line).
+pub use crate::zcrx::ZcRx;
 
 /// The fast paths of this process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

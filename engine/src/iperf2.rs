@@ -1,5 +1,5 @@
 //! iperf2 wire formats, so uringbench can be compared against an unmodified iperf 2.1.8 in
-//! both directions (DESIGN §7): our sender against `iperf -s`, `iperf -c` against our
+//! both directions: our sender against `iperf -s`, `iperf -c` against our
 //! receiver.
 //!
 //! Everything here was read from the iperf2 sources at the 2.1.8 release (commit 4660704b of

@@ -27,6 +27,7 @@ pub mod error;
 pub mod experiment;
 pub mod export;
 pub mod fastpath;
+pub mod fleet;
 pub mod hostinfo;
 pub mod http1;
 pub mod iperf2;

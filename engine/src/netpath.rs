@@ -3,12 +3,35 @@
 //!
 //! Zero-copy send only pays when a real NIC DMAs straight from user pages: on loopback and on
 //! virtual devices (veth, bridges, tunnels) the kernel copies at local delivery anyway
-//! (KERNEL-NOTES), so `--zerocopy auto` asks [`PathProbe::local_delivery`]. The rate limits
+//! (the zero-copy notifications report "copied"), so `--zerocopy auto` asks [`PathProbe::local_delivery`]. The rate limits
 //! feed the verdict.
 
 use crate::hostinfo::{self, LinkInfo, Route};
-use crate::verdict::PathLimit;
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+
+/// What kind of device or rule sets a path limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The egress root qdisc's rate (tbf, htb default class).
+    Qdisc,
+    /// The link speed of a physical NIC.
+    Link,
+    /// A cloud vendor's egress cap (per VM or per flow).
+    CloudCap,
+}
+
+/// A rate limit found on the path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathLimit {
+    pub kind: LimitKind,
+    /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.
+    pub what: String,
+    pub bits_per_second: f64,
+    /// Where the figure comes from (vendor documentation for cloud caps).
+    pub source: Option<String>,
+}
 
 /// The path to one target as the kernel sees it.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +51,7 @@ impl PathProbe {
         if let Some(r) = &route {
             if let Ok(Some(q)) = hostinfo::root_rate_limit(r.ifindex) {
                 limits.push(PathLimit {
+                    kind: LimitKind::Qdisc,
                     what: format!("qdisc {} on {}", q.kind, r.ifname),
                     bits_per_second: q.rate_bps as f64,
                     source: None,
@@ -36,6 +60,7 @@ impl PathProbe {
         }
         if let Some(speed) = link.as_ref().and_then(|l| l.speed_mbps.map(|s| (l, s))) {
             limits.push(PathLimit {
+                kind: LimitKind::Link,
                 what: format!("link {} ({} Mbit/s)", speed.0.name, speed.1),
                 bits_per_second: f64::from(speed.1) * 1e6,
                 source: Some(format!("/sys/class/net/{}/speed", speed.0.name)),
@@ -73,7 +98,7 @@ impl PathProbe {
     }
 }
 
-/// The vendor's egress caps when this VM runs in a cloud we recognise (DESIGN §10).
+/// The vendor's egress caps when this VM runs in a cloud we recognise (engine/data/cloud-egress.json).
 fn cloud_limits(flows: u32) -> Vec<PathLimit> {
     let Some(cloud) = hostinfo::Dmi::read().as_ref().and_then(hostinfo::cloud::detect) else { return Vec::new() };
     let vcpus = hostinfo::cloud::online_cpus().unwrap_or(1);
@@ -81,6 +106,7 @@ fn cloud_limits(flows: u32) -> Vec<PathLimit> {
     let mut limits = Vec::new();
     if let Some(gbps) = cap.gbps {
         limits.push(PathLimit {
+            kind: LimitKind::CloudCap,
             what: format!("{} egress cap for {vcpus} vCPUs", cloud.key()),
             bits_per_second: gbps * 1e9,
             source: Some(cap.source.clone()),
@@ -88,6 +114,7 @@ fn cloud_limits(flows: u32) -> Vec<PathLimit> {
     }
     if let Some(per_flow) = cap.per_flow_gbps {
         limits.push(PathLimit {
+            kind: LimitKind::CloudCap,
             what: format!("{} per-flow cap x {flows} flows", cloud.key()),
             bits_per_second: per_flow * 1e9 * f64::from(flows),
             source: Some(cap.source),

@@ -6,11 +6,43 @@
 //! [`WaitMode`].
 
 use crate::error::{Error, Result};
-use crate::placement::WaitMode;
 use io_uring::types::{BufRingEntry, SubmitArgs, Timespec};
 use io_uring::IoUring;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::time::{Duration, Instant};
+
+/// How a worker waits for completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    /// Never sleep: poll the completion queue in a loop.
+    Spin,
+    /// Poll for `spin_us` after the last completion, then sleep in the kernel.
+    Adaptive { spin_us: u32 },
+    /// Sleep in the kernel until a completion arrives.
+    Sleep,
+}
+
+impl WaitMode {
+    pub fn describe(&self) -> String {
+        match self {
+            WaitMode::Spin => "busy-poll (spin)".into(),
+            WaitMode::Adaptive { spin_us } => {
+                format!("adaptive busy-poll (spin {spin_us} us, then sleep)")
+            }
+            WaitMode::Sleep => "sleep-wait".into(),
+        }
+    }
+    /// How long to keep polling after the last completion before sleeping.
+    pub fn spin_window(&self) -> Option<Duration> {
+        match self {
+            WaitMode::Spin => None,
+            WaitMode::Adaptive { spin_us } => Some(Duration::from_micros(u64::from(*spin_us))),
+            WaitMode::Sleep => Some(Duration::ZERO),
+        }
+    }
+}
 
 /// Builds a ring for one queue thread; falls back to a plain ring on kernels without
 /// DEFER_TASKRUN (6.1). TASKRUN_FLAG makes the kernel raise `IORING_SQ_TASKRUN` in shared

@@ -1,7 +1,7 @@
 //! The agreed description of one test: what the sender asks for and the receiver accepts.
 //!
-//! A `TestSpec` travels over the control channel (DESIGN §4) and is echoed in every report
-//! as the `test` key (DESIGN §6), so it holds only what both ends must agree on. Local
+//! A `TestSpec` travels over the control channel ([`crate::control`]) and is echoed in
+//! every report as the `test` key (docs/output.md), so it holds only what both ends must agree on. Local
 //! choices (which CPUs, busy polling) stay out of it.
 
 use serde::{Deserialize, Serialize};

@@ -118,7 +118,7 @@ impl RunFigures {
             receiver_bits_per_second: r.receiver.as_ref().map(|x| x.bits_per_second()),
             sender_bits_per_second: Some(r.sender.bits_per_second()),
             cpu_seconds_per_gb: r.receiver_cpu_seconds_per_gb(),
-            verdict: Some(r.verdict().bottleneck),
+            verdict: Some(r.verdict().bottleneck.to_string()),
             error: r.error.clone(),
         }
     }
@@ -210,7 +210,7 @@ pub struct RunDone<'a> {
 pub const SWEEP_CSV_HEADER: &str =
     "kind,parameter,value,label,run,complete,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,verdict";
 
-fn csv_field(text: &str) -> String {
+pub(crate) fn csv_field(text: &str) -> String {
     if text.contains([',', '"', '\n']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {
@@ -219,11 +219,11 @@ fn csv_field(text: &str) -> String {
 }
 
 /// Bits per second as a whole number.
-fn opt_bps(v: Option<f64>) -> String {
+pub(crate) fn opt_bps(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.0}"))
 }
 
-fn opt(v: Option<f64>) -> String {
+pub(crate) fn opt(v: Option<f64>) -> String {
     v.map_or(String::new(), |v| format!("{v:.6}").trim_end_matches('0').trim_end_matches('.').to_string())
 }
 

@@ -1,4 +1,4 @@
-//! `TCP_INFO`: what the kernel's TCP thinks of each flow (DESIGN §5).
+//! `TCP_INFO`: what the kernel's TCP thinks of each flow (the `tcp` keys of docs/output.md).
 //!
 //! The `libc` crate's `tcp_info` stops at `tcpi_total_retrans`; the fields that explain a
 //! slow flow (pacing and delivery rates, and the time spent limited by the receive window or

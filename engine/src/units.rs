@@ -1,6 +1,6 @@
 //! Parsing and printing of the quantities users type: sizes, rates and durations.
 //!
-//! DESIGN §3: lengths are binary (`128K` = 131072 bytes), rates are decimal bits
+//! Lengths are binary (`128K` = 131072 bytes), rates are decimal bits
 //! (`25G` = 25 Gbit/s), durations accept `s`, `ms` and `m` (a bare number means seconds).
 
 use crate::error::{Error, Result};

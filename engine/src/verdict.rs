@@ -1,5 +1,5 @@
 //! The bottleneck verdict: one line naming what most likely limited a run, with the figure
-//! behind it (DESIGN §5, §10).
+//! behind it (the `verdict` key of docs/output.md).
 //!
 //! Rules run from the most specific explanation to the most generic: UDP datagram loss, a
 //! limit the user set (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
@@ -7,9 +7,13 @@
 //! figure crosses its threshold wins; none crossing gives "no clear bottleneck". Thresholds are
 //! constants here so the docs and the tests quote the same numbers.
 
+use crate::netpath::LimitKind;
 use crate::report::{HostCpu, ThreadCpu};
 use crate::tcpinfo::TcpWindow;
 use crate::units::format_bits_per_second;
+// relayer: compat re-export (PathLimit is what the path probe finds; the refactoring tool
+// rewrites `verdict::PathLimit` users and drops this line).
+pub use crate::netpath::PathLimit;
 use serde::{Deserialize, Serialize};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
@@ -23,24 +27,101 @@ pub const CPU_SATURATED: f64 = 0.95;
 /// A queue thread below this share on a saturated CPU was starved by other work.
 pub const THREAD_STARVED: f64 = 0.8;
 
+/// What most likely limited a run. Serialized (and shown) as its short name, the
+/// `verdict.bottleneck` values of docs/output.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bottleneck {
+    #[serde(rename = "incomplete")]
+    Incomplete,
+    #[serde(rename = "datagram loss")]
+    DatagramLoss,
+    #[serde(rename = "configured rate")]
+    ConfiguredRate,
+    #[serde(rename = "qdisc")]
+    Qdisc,
+    #[serde(rename = "link speed")]
+    LinkSpeed,
+    #[serde(rename = "cloud egress cap")]
+    CloudEgressCap,
+    #[serde(rename = "receive window")]
+    ReceiveWindow,
+    #[serde(rename = "send buffer")]
+    SendBuffer,
+    #[serde(rename = "softirq-bound cpu")]
+    SoftirqBoundCpu,
+    #[serde(rename = "cpu contention")]
+    CpuContention,
+    #[serde(rename = "retransmissions")]
+    Retransmissions,
+    #[serde(rename = "interface drops")]
+    InterfaceDrops,
+    #[serde(rename = "sender cpu")]
+    SenderCpu,
+    #[serde(rename = "receiver cpu")]
+    ReceiverCpu,
+    #[serde(rename = "no clear bottleneck")]
+    NoClearBottleneck,
+}
+
+impl Bottleneck {
+    /// The short name users see (the same string as the JSON value).
+    pub fn name(self) -> &'static str {
+        match self {
+            Bottleneck::Incomplete => "incomplete",
+            Bottleneck::DatagramLoss => "datagram loss",
+            Bottleneck::ConfiguredRate => "configured rate",
+            Bottleneck::Qdisc => "qdisc",
+            Bottleneck::LinkSpeed => "link speed",
+            Bottleneck::CloudEgressCap => "cloud egress cap",
+            Bottleneck::ReceiveWindow => "receive window",
+            Bottleneck::SendBuffer => "send buffer",
+            Bottleneck::SoftirqBoundCpu => "softirq-bound cpu",
+            Bottleneck::CpuContention => "cpu contention",
+            Bottleneck::Retransmissions => "retransmissions",
+            Bottleneck::InterfaceDrops => "interface drops",
+            Bottleneck::SenderCpu => "sender cpu",
+            Bottleneck::ReceiverCpu => "receiver cpu",
+            Bottleneck::NoClearBottleneck => "no clear bottleneck",
+        }
+    }
+
+    /// The limit a path limit names when it is reached.
+    pub fn of_limit(kind: LimitKind) -> Self {
+        match kind {
+            LimitKind::Qdisc => Bottleneck::Qdisc,
+            LimitKind::Link => Bottleneck::LinkSpeed,
+            LimitKind::CloudCap => Bottleneck::CloudEgressCap,
+        }
+    }
+
+    /// A saturated CPU on one side: `sender cpu` or `receiver cpu`.
+    fn cpu_of(side: &str) -> Self {
+        if side == "sender" {
+            Bottleneck::SenderCpu
+        } else {
+            Bottleneck::ReceiverCpu
+        }
+    }
+}
+
+impl std::fmt::Display for Bottleneck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Lets tests and callers compare with the name users see.
+impl PartialEq<&str> for Bottleneck {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
 /// The likely limit of a run, with the figure behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// Short name of the limit: `configured rate`, `qdisc`, `link speed`, `cloud egress cap`,
-    /// `receive window`, `send buffer`, `retransmissions`, `interface drops`, `cpu contention`,
-    /// `softirq-bound cpu`, `sender cpu`, `receiver cpu`, `incomplete`, `no clear bottleneck`.
-    pub bottleneck: String,
+    pub bottleneck: Bottleneck,
     pub evidence: String,
-}
-
-/// A rate limit found on the path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PathLimit {
-    /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.
-    pub what: String,
-    pub bits_per_second: f64,
-    /// Where the figure comes from (vendor documentation for cloud caps).
-    pub source: Option<String>,
 }
 
 /// Everything the rules look at, gathered from both sides of a run.
@@ -68,14 +149,14 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-fn verdict(bottleneck: &str, evidence: String) -> Verdict {
-    Verdict { bottleneck: bottleneck.into(), evidence }
+fn verdict(bottleneck: Bottleneck, evidence: String) -> Verdict {
+    Verdict { bottleneck, evidence }
 }
 
 /// Applies the rules in order.
 pub fn diagnose(e: &Evidence) -> Verdict {
     if let Some(why) = &e.incomplete {
-        return verdict("incomplete", why.clone());
+        return verdict(Bottleneck::Incomplete, why.clone());
     }
     // Lost datagrams explain a shortfall better than any limit they fall short of.
     if let Some((lost, expected, rcvbuf_errors)) =
@@ -87,14 +168,14 @@ pub fn diagnose(e: &Evidence) -> Verdict {
             String::new()
         };
         return verdict(
-            "datagram loss",
+            Bottleneck::DatagramLoss,
             format!("{lost} of {expected} datagrams lost ({}){why}", pct(lost as f64 / expected as f64)),
         );
     }
     let got = e.received_bps;
     if e.configured_rate_bps > 0 && got >= RATE_SHARE * e.configured_rate_bps as f64 {
         return verdict(
-            "configured rate",
+            Bottleneck::ConfiguredRate,
             format!(
                 "--rate {} and {} received ({} of it)",
                 format_bits_per_second(e.configured_rate_bps as f64),
@@ -105,16 +186,9 @@ pub fn diagnose(e: &Evidence) -> Verdict {
     }
     for limit in &e.path_limits {
         if limit.bits_per_second > 0.0 && got >= RATE_SHARE * limit.bits_per_second {
-            let name = if limit.what.starts_with("qdisc") {
-                "qdisc"
-            } else if limit.what.starts_with("link") {
-                "link speed"
-            } else {
-                "cloud egress cap"
-            };
             let source = limit.source.as_ref().map_or(String::new(), |s| format!("; source: {s}"));
             return verdict(
-                name,
+                Bottleneck::of_limit(limit.kind),
                 format!(
                     "{} allows {} and {} was received ({}){source}",
                     limit.what,
@@ -128,7 +202,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
     let t = &e.tcp;
     if t.flows > 0 && t.rwnd_limited_share() >= TCP_LIMITED_SHARE {
         return verdict(
-            "receive window",
+            Bottleneck::ReceiveWindow,
             format!(
                 "senders were limited by the receiver's advertised window {} of their busy time (raise the receiver's buffer: net.ipv4.tcp_rmem / SO_RCVBUF)",
                 pct(t.rwnd_limited_share())
@@ -137,7 +211,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
     }
     if t.flows > 0 && t.sndbuf_limited_share() >= TCP_LIMITED_SHARE {
         return verdict(
-            "send buffer",
+            Bottleneck::SendBuffer,
             format!(
                 "senders were limited by their send buffer {} of their busy time (raise net.ipv4.tcp_wmem / SO_SNDBUF)",
                 pct(t.sndbuf_limited_share())
@@ -157,7 +231,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         let softirq_share = h.softirq_seconds / h.busy_seconds.max(1e-9);
         if softirq_share >= 0.5 {
             return verdict(
-                "softirq-bound cpu",
+                Bottleneck::SoftirqBoundCpu,
                 format!(
                     "CPU {} of the {side} was {} busy, {} of it in softirq (packet processing); its queue thread got {}",
                     h.cpu,
@@ -168,7 +242,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
             );
         }
         return verdict(
-            "cpu contention",
+            Bottleneck::CpuContention,
             format!(
                 "CPU {} of the {side} was {} busy but its queue thread got only {}: other work competes for that CPU",
                 h.cpu,
@@ -179,7 +253,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
     }
     if t.flows > 0 && t.retrans_share() >= RETRANS_SHARE {
         return verdict(
-            "retransmissions",
+            Bottleneck::Retransmissions,
             format!(
                 "{} segments retransmitted, {} of the bytes sent (loss on the path)",
                 t.retransmitted_segments,
@@ -189,7 +263,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
     }
     if e.drops > 0 {
         return verdict(
-            "interface drops",
+            Bottleneck::InterfaceDrops,
             format!("{} packets dropped by interfaces or softnet backlogs during the window", e.drops),
         );
     }
@@ -199,7 +273,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
         if h.utilization >= CPU_SATURATED && thread.utilization >= THREAD_STARVED {
             return verdict(
-                if *side == "sender" { "sender cpu" } else { "receiver cpu" },
+                Bottleneck::cpu_of(side),
                 format!(
                     "CPU {} of the {side} was {} busy: its queue thread {}, softirq {}; more queues or CPUs would help",
                     h.cpu,
@@ -214,7 +288,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
     if let Some((side, t)) = busiest.filter(|(_, t)| t.utilization >= CPU_SATURATED) {
         let sys = t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9);
         return verdict(
-            if *side == "sender" { "sender cpu" } else { "receiver cpu" },
+            Bottleneck::cpu_of(side),
             format!(
                 "{side} queue thread on CPU {} was {} busy ({} in the kernel): more queues or CPUs would help",
                 t.cpu,
@@ -224,7 +298,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         );
     }
     verdict(
-        "no clear bottleneck",
+        Bottleneck::NoClearBottleneck,
         "no limit reached its threshold: no saturated CPU, window, loss or rate limit".into(),
     )
 }
@@ -263,7 +337,8 @@ mod tests {
 
     #[test]
     fn path_limits_are_named_by_kind() {
-        let qdisc = PathLimit { what: "qdisc tbf on uba0".into(), bits_per_second: 1e9, source: None };
+        let qdisc =
+            PathLimit { kind: LimitKind::Qdisc, what: "qdisc tbf on uba0".into(), bits_per_second: 1e9, source: None };
         let e = Evidence { received_bps: 0.93e9, path_limits: vec![qdisc.clone()], ..Default::default() };
         let v = diagnose(&e);
         assert_eq!(v.bottleneck, "qdisc");
@@ -274,8 +349,12 @@ mod tests {
             "no clear bottleneck",
             "a limit far above the rate is not the limit"
         );
-        let cloud =
-            PathLimit { what: "GCP egress cap for 4 vCPUs".into(), bits_per_second: 8e9, source: Some("docs".into()) };
+        let cloud = PathLimit {
+            kind: LimitKind::CloudCap,
+            what: "GCP egress cap for 4 vCPUs".into(),
+            bits_per_second: 8e9,
+            source: Some("docs".into()),
+        };
         let e = Evidence { received_bps: 7.9e9, path_limits: vec![cloud], ..Default::default() };
         assert_eq!(diagnose(&e).bottleneck, "cloud egress cap");
     }

@@ -13,11 +13,19 @@
 //! [`probe`] turns into the list of prerequisites.
 
 use crate::error::{Error, Result};
-use crate::fastpath::ZcRx;
 use crate::ring::AlignedBuf;
 use io_uring::types::{io_uring_region_desc, io_uring_zcrx_area_reg, io_uring_zcrx_ifq_reg, io_uring_zcrx_rqe};
 use io_uring::{cqueue, squeue, IoUring};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Zero-copy receive into memory this process registered, from NIC receive queues
+/// `first_queue..` of `iface` (one per receiving thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZcRx {
+    pub iface: String,
+    pub ifindex: u32,
+    pub first_queue: u32,
+}
 
 /// Memory registered per receive queue for the NIC to write into.
 pub const AREA_BYTES: usize = 64 << 20;
@@ -154,8 +162,19 @@ pub fn explain(z: &ZcRx, rxq: u32, err: &std::io::Error) -> Error {
 pub fn probe(z: &ZcRx) -> Result<()> {
     let caps = crate::probe::KernelCaps::detect()?;
     if !caps.recv_zc {
+        // A newer kernel alone would not do on most NICs: say so now, not after the upgrade.
+        let driver = crate::hostinfo::ifstats::LinkInfo::read(&z.iface).ok().and_then(|l| l.driver);
+        let nic = match driver {
+            Some(d) if crate::doctor::fastpath::ZCRX_DRIVERS.contains(&d.as_str()) => String::new(),
+            Some(d) => format!(
+                "; and {} ({d}) could not use it either: its driver lacks the netdev queue API with TCP \
+                 header/data split (zcrx needs mlx5, bnxt or gve DQO-RDA)",
+                z.iface
+            ),
+            None => format!("; {} has no driver to check (not a NIC)", z.iface),
+        };
         return Err(Error::unsupported(format!(
-            "--zc-rx: this kernel ({}) lacks IORING_OP_RECV_ZC (Linux 6.15+ with CONFIG_IO_URING_ZCRX)",
+            "--zc-rx: this kernel ({}) lacks IORING_OP_RECV_ZC (Linux 6.15+ with CONFIG_IO_URING_ZCRX){nic}",
             caps.kernel_release
         )));
     }
@@ -175,7 +194,8 @@ mod tests {
     fn loopback_is_refused_with_its_prerequisites() {
         let z = crate::fastpath::parse_zc_rx("lo").unwrap();
         let e = probe(&z).unwrap_err();
-        // EOPNOTSUPP on this machine's kernel (KERNEL-NOTES); an older kernel lacks the opcode.
+        // lo has no header split, so a kernel with the opcode answers EOPNOTSUPP; an older one
+        // lacks the opcode.
         assert!(e.message.contains("tcp-data-split") || e.message.contains("RECV_ZC"), "names what is missing: {e}");
         assert_ne!(e.exit_code(), 0);
     }

@@ -1,4 +1,4 @@
-//! The cloud the host runs in (from DMI), its egress cap for this vCPU count (DESIGN §10,
+//! The cloud the host runs in (from DMI), its egress cap for this vCPU count (the
 //! figures from `engine/data/cloud-egress.json`), and whether the NIC is the one that cloud's
 //! fast path needs (gVNIC, ENA, an accelerated-networking VF).
 

@@ -1,6 +1,7 @@
 //! Ring sizes and TCP header split from the ethtool generic-netlink family
 //! (`ETHTOOL_MSG_RINGS_GET`), which the old ioctl cannot report: header split is the first
-//! prerequisite of io_uring zero-copy receive (KERNEL-NOTES), and small rings drop bursts.
+//! prerequisite of io_uring zero-copy receive (the NIC must put payload in pages of
+//! its own, apart from the headers the kernel parses), and small rings drop bursts.
 //!
 //! Two requests: the generic-netlink controller resolves the family id of "ethtool", then
 //! the rings of one device are asked for by name. Parsers are separate from the socket and

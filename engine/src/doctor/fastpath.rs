@@ -1,16 +1,16 @@
 //! Readiness of the kernel fast paths beyond plain io_uring sockets: AF_XDP (the `xdp`
 //! engine) and io_uring zero-copy receive (zcrx, `RECV_ZC`). Both depend on the NIC driver
-//! as much as on the kernel (DESIGN §9, KERNEL-NOTES): on veth and lo AF_XDP runs in copy
+//! as much as on the kernel: on veth and lo AF_XDP runs in copy
 //! mode and zcrx is refused outright, and doctor says which prerequisite is missing.
 
 use super::ethnl::HeaderSplit;
 use super::{kernel::parse_release, Check, Context, HostFs, XdpSocket};
 use serde_json::json;
 
-/// Drivers with AF_XDP zero-copy (DESIGN §9; gve from 6.17 in DQO-RDA queue format).
+/// Drivers with AF_XDP zero-copy (gve from 6.17, in DQO-RDA queue format).
 const XSK_ZEROCOPY_DRIVERS: &[&str] = &["ice", "i40e", "ixgbe", "igc", "mlx5_core", "gve"];
 /// Drivers with the queue API and header split that zcrx needs (iou-zcrx.rst; gve from 6.18).
-const ZCRX_DRIVERS: &[&str] = &["mlx5_core", "bnxt_en", "gve"];
+pub(crate) const ZCRX_DRIVERS: &[&str] = &["mlx5_core", "bnxt_en", "gve"];
 /// UMEM size the xdp engine registers.
 const UMEM_BYTES: u64 = 64 << 20;
 

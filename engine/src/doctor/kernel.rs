@@ -17,7 +17,8 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// io_uring features by the kernel that brought them (DESIGN §9), for the version check.
+/// io_uring features by the kernel release that brought them, for the version check (the
+/// engine still probes each one at run time: a distribution kernel may backport or disable it).
 const FEATURES_BY_VERSION: &[((u32, u32), &str)] = &[
     ((5, 19), "provided-buffer rings"),
     ((6, 0), "SEND_ZC and multishot recv"),

@@ -2,7 +2,7 @@
 //!
 //! On a cloud VM the first bottleneck is often neither CPU nor NIC but the vendor's meter: a
 //! GCP VM gets about 2 Gbps per vCPU, an AWS flow 5 Gbps outside a cluster placement group
-//! (DESIGN §10). The verdict can only say "you hit the cloud's cap" if it knows the cloud and
+//! (vendor documentation, cited per figure in the data file). The verdict can only say "you hit the cloud's cap" if it knows the cloud and
 //! the figure. The cloud comes from the DMI strings the hypervisor sets (readable without
 //! root and without the metadata service, which tests may not reach); the figures live in
 //! `engine/data/cloud-egress.json`, with their sources, so they can be corrected without

@@ -1,6 +1,6 @@
 //! Interface counters and what kind of link an interface is.
 //!
-//! DESIGN §5 asks for /sys/class/net/IF/statistics before and after a test, to cross-check
+//! /sys/class/net/IF/statistics is read before and after a test, to cross-check
 //! the bytes the transport counted and to see drops and errors the sockets never hear of.
 //! The verdict also needs to know what it is looking at: a NIC and its driver (with a link
 //! speed and a number of queues to spread flows over), or a software device (veth, loopback,

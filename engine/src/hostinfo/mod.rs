@@ -1,7 +1,7 @@
 //! Facts about the host and the network path that the bottleneck verdict needs.
 //!
-//! A throughput figure alone does not say what held it back. The verdict line (DESIGN §6)
-//! and `doctor` (§10) need to know which interface carries the test ([`route`]), what that
+//! A throughput figure alone does not say what held it back. The verdict line and
+//! `doctor` need to know which interface carries the test ([`route`]), what that
 //! interface is ([`ifstats::LinkInfo`]), whether a shaper caps it ([`qdisc`]), whether the
 //! host dropped or retransmitted on the way ([`ifstats`], [`snmp`], [`softnet`]), and whether
 //! a cloud vendor meters the VM's egress ([`cloud`]).

@@ -2,7 +2,7 @@
 //!
 //! Per-flow TCP_INFO tells about the test's own flows; these counters tell whether the host
 //! as a whole retransmitted or dropped datagrams in the window (a full receive buffer shows
-//! up as `RcvbufErrors` long before anything else does, KERNEL-NOTES § UDP). They belong to
+//! up as `RcvbufErrors` long before anything else does). They belong to
 //! the network namespace of the reading process: read them in the namespace the test's
 //! sockets live in.
 //!

@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Largest request or response over TCP: DESIGN's rr sizes go from 1 byte to 1 MiB.
+/// Largest request or response over TCP: `--req` and `--resp` go from 1 byte to 1 MiB.
 pub const MAX_MESSAGE: u32 = 1 << 20;
 /// Largest request or response over UDP: one IPv4 datagram.
 pub const MAX_UDP_MESSAGE: u32 = 65_507;

@@ -1,7 +1,7 @@
 //! The UDP sending queue thread: numbered, timestamped datagrams on connected UDP sockets.
 //!
-//! Two paths, and the result says which one ran (KERNEL-NOTES: a GSO send crosses veth as
-//! one packet, ~10x the datagram rate of one send per datagram):
+//! Two paths, and the result says which one ran (a GSO send crosses veth as one packet,
+//! ~10x the datagram rate of one send per datagram):
 //! - **GSO**: one `SendMsg` carries up to [`MAX_GSO_SEGMENTS`] datagrams (at most
 //!   [`MAX_GSO_BYTES`] bytes) with a `SOL_UDP/UDP_SEGMENT` cmsg; the kernel cuts it into
 //!   datagrams of `len` bytes. Each datagram still gets its own header, sequence number and

@@ -1,7 +1,7 @@
 //! The header at the front of every uringbench UDP datagram.
 //!
-//! DESIGN §5 asks for a 64-bit sequence number and a send timestamp in every datagram, and
-//! §7 asks that iperf2 can account our datagrams and we can account its. iperf2 already
+//! Every datagram carries a 64-bit sequence number and a send timestamp, and iperf2 must be
+//! able to account our datagrams as we account its. iperf2 already
 //! carries both in its `struct UDP_datagram` (include/payloads.h), so we use its layout,
 //! big-endian, instead of inventing one:
 //!

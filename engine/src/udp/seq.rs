@@ -1,5 +1,5 @@
 //! Per-flow receive accounting for UDP: received, lost, out-of-order, duplicates, jitter and
-//! one-way delay (DESIGN §5).
+//! one-way delay (the `udp` keys of docs/output.md).
 //!
 //! ## Counting rules, and how they relate to iperf2
 //! iperf2 2.1.8 (src/Reporter.c `reporter_handle_packet_server_udp`) keeps the highest id

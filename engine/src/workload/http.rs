@@ -1,8 +1,8 @@
 //! The `http` workload: an HTTP/1.1 load generator (like wrk and wrk2) on io_uring.
 //!
 //! It exists so a web server can be loaded by the same pinned, one-ring-per-thread engine that
-//! moves bulk traffic, and measured the same way: latency per request into an HdrHistogram
-//! (DESIGN §5), and the client's own CPU per request, so a saturated client is visible instead
+//! moves bulk traffic, and measured the same way: latency per request into an HdrHistogram,
+//! and the client's own CPU per request, so a saturated client is visible instead
 //! of being mistaken for a slow server.
 //!
 //! Each thread owns one io_uring, one provided-buffer ring, and its share of the connections.
@@ -222,7 +222,7 @@ impl ErrorCounts {
     }
 }
 
-/// Latency percentiles in microseconds (DESIGN §6 key `latency_us`).
+/// Latency percentiles in microseconds (key `latency_us` of docs/output.md).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct LatencyUs {
     pub p50: u64,
@@ -943,7 +943,7 @@ impl HttpReport {
         out
     }
 
-    /// The JSON document (DESIGN §6 keys `latency_us` and `transactions_per_second`).
+    /// The JSON document (keys `latency_us` and `transactions_per_second` of docs/output.md).
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {

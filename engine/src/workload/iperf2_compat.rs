@@ -1,4 +1,4 @@
-//! iperf2 compatibility (DESIGN §7): uringbench against an unmodified iperf 2.1.8, one side
+//! iperf2 compatibility: uringbench against an unmodified iperf 2.1.8, one side
 //! at a time, so users can compare a uringbench figure with the iperf2 baseline they already
 //! have without installing uringbench on both hosts.
 //!
@@ -478,7 +478,7 @@ impl Iperf2SendReport {
         out
     }
 
-    /// A JSON document with the DESIGN §6 keys that apply (`sum.sender.bytes`, ...).
+    /// A JSON document with the docs/output.md keys that apply (`sum.sender.bytes`, ...).
     pub fn to_json(&self) -> Value {
         let report_json = |r: &ServerReport| {
             json!({"bytes": r.bytes, "seconds": r.stop.as_secs_f64(),
@@ -628,7 +628,7 @@ fn host_cpu_between(first: &Sample, last: &Sample) -> Vec<HostCpuTime> {
         .collect()
 }
 
-/// Whether to use SEND_ZC, and why not when not (the stream workload's rule, DESIGN §5).
+/// Whether to use SEND_ZC, and why not when not (the stream workload's rule).
 fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
     match mode {
         ZeroCopyMode::Off => Ok((false, "--zerocopy off".into())),

@@ -118,7 +118,7 @@ impl RrReport {
         diagnose(&Evidence { incomplete, threads, host, udp_loss, ..Evidence::default() })
     }
 
-    /// JSON with DESIGN §6's latency keys: `latency_us` and `transactions_per_second`.
+    /// JSON with the latency keys of docs/output.md: `latency_us` and `transactions_per_second`.
     pub fn to_json(&self) -> Value {
         let server = self.server.as_ref();
         let queues: Vec<Value> = self

@@ -5,7 +5,7 @@
 //! (`bpf_link_create(BPF_XDP)`), not with `bpf_xdp_attach`: a link belongs to its file
 //! descriptor, so the kernel detaches the program when the last descriptor closes, whether
 //! uringbench ends normally, on an error, on SIGINT or SIGKILL. Nothing is pinned in bpffs
-//! (which `ip netns exec` hides anyway, see KERNEL-NOTES), so nothing can be left behind.
+//! (which `ip netns exec` hides anyway: it mounts a fresh /sys), so nothing can be left behind.
 //!
 //! Native (driver) mode is tried first; if the driver has no XDP support the generic (skb)
 //! mode is used, and [`XdpProgram::mode`] says which one the kernel accepted.

@@ -1,0 +1,238 @@
+//! Many hosts: the Ansible playbooks in deploy/ansible against the local fleet of
+//! scripts/fleet-lab.sh (namespaces with their own sshd), with real ssh, real
+//! ansible-playbook (ansible-core from scripts/ansible-venv.sh) and real traffic, then
+//! `uringbench report --fleet`. Plus the playbooks' syntax check, the planner's unit tests
+//! and `report --fleet`'s refusals. Needs root, sshd and python3-venv (CI installs them).
+
+mod common;
+
+use common::{one_line_error, run_bounded, serial};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn uringbench() -> &'static str {
+    env!("CARGO_BIN_EXE_uringbench")
+}
+
+/// The bin folder of the pinned ansible-core venv (installed from PyPI when missing).
+fn ansible_bin() -> PathBuf {
+    let out = Command::new("bash").arg(root().join("scripts/ansible-venv.sh")).output().expect("ansible-venv.sh");
+    assert!(out.status.success(), "ansible-venv.sh: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).lines().last().expect("a bin folder").trim())
+}
+
+/// `fleet-lab.sh test` with this build's binary: the output, and the merged document whose
+/// path the script prints last.
+fn fleet_test(name: &str, args: &[&str], limit: Duration) -> (Output, Value, PathBuf) {
+    ansible_bin();
+    let mut c = Command::new("bash");
+    c.arg(root().join("scripts/fleet-lab.sh")).args(["test", "--name", name]).args(args);
+    c.env("URINGBENCH_BIN", uringbench());
+    let (out, took) = run_bounded(c, limit);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    eprintln!("fleet-lab.sh test {args:?}: {:.0} s, exit {:?}", took.as_secs_f64(), out.status.code());
+    let last = stdout.lines().last().unwrap_or_else(|| panic!("no output; stderr:\n{stderr}"));
+    let path = PathBuf::from(last.trim());
+    assert!(path.ends_with("fleet.json"), "last line is the merged JSON's path, got '{last}'; stderr:\n{stderr}");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}; stderr:\n{stderr}", path.display()));
+    let doc: Value = serde_json::from_str(&text).expect("merged JSON");
+    let dir = path.parent().unwrap().to_path_buf();
+    (out, doc, dir)
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    let mut out: Vec<(String, Value)> = std::fs::read_dir(dir.join("runs"))
+        .expect("runs/")
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.display().to_string(), serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Parses an SVG with Python's XML parser and counts the elements of a class.
+fn svg_count(path: &Path, class: &str) -> usize {
+    let script = format!(
+        "import sys, xml.etree.ElementTree as E\nt = E.parse(sys.argv[1])\nprint(sum(1 for e in t.iter() if e.get('class') == '{class}'))"
+    );
+    let out = Command::new("python3").args(["-c", &script]).arg(path).output().expect("python3");
+    assert!(out.status.success(), "{} does not parse: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn summary_group<'a>(doc: &'a Value, attribute: &str, value: &str) -> &'a Value {
+    let s = doc["summaries"].as_array().unwrap().iter().find(|s| s["attribute"] == attribute).expect("summary");
+    s["groups"].as_array().unwrap().iter().find(|g| g["value"] == value).unwrap_or_else(|| panic!("{value} in {s}"))
+}
+
+#[test]
+fn a_mesh_of_four_hosts_collects_24_byte_exact_documents() {
+    let _s = serial();
+    let (out, doc, dir) = fleet_test("fm", &["--hosts", "4"], Duration::from_secs(600));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "every planned run ran and was exact:\n{stderr}");
+    assert_eq!((doc["planned_runs"].as_u64(), doc["complete_runs"].as_u64()), (Some(24), Some(24)));
+    assert_eq!(doc["failed_runs"].as_array().unwrap().len(), 0);
+    let pairs = doc["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 12, "12 ordered pairs");
+    assert!(pairs.iter().all(|p| p["runs"] == 2 && p["complete_runs"] == 2), "{pairs:?}");
+    assert!(stderr.contains("fleet: 24 planned runs, 24 complete, 0 failed, 12 pairs"), "{stderr}");
+
+    // Every document came from its sender's namespace and matches to the byte.
+    let recs = records(&dir);
+    assert_eq!(recs.len(), 24);
+    for r in &recs {
+        let d = &r["document"];
+        let sent = d.pointer("/sum/sender/total_bytes").and_then(Value::as_u64).expect("sender total");
+        let counted = d.pointer("/sum/receiver/total_bytes").and_then(Value::as_u64).expect("receiver total");
+        assert!(sent > 0 && sent == counted, "{}: sender {sent} receiver {counted}", r["id"]);
+        assert_eq!(d["complete"], true);
+        assert_eq!(d.pointer("/path/egress_interface").and_then(Value::as_str), Some("eth0"), "sent from the host");
+        let n: u64 = r["receiver"].as_str().unwrap().trim_start_matches("host").parse().unwrap();
+        assert_eq!(r["target"], format!("10.78.0.{n}"));
+    }
+    // The CPU masks show up as the hosts' vCPUs.
+    let two = Command::new("nproc").arg("--all").output().unwrap();
+    if String::from_utf8_lossy(&two.stdout).trim().parse::<u32>().unwrap() >= 2 {
+        for r in &recs {
+            let want = if ["host1", "host2"].contains(&r["sender"].as_str().unwrap()) { 1 } else { 2 };
+            assert_eq!(r["sender_facts"]["vcpus"].as_u64(), Some(want), "{}", r["sender_facts"]);
+        }
+        assert_eq!(summary_group(&doc, "vcpus", "1")["runs"], 12);
+    }
+    assert_eq!(svg_count(&dir.join("heatmap.svg"), "cell"), 12);
+    assert_eq!(svg_count(&dir.join("by-vcpus.svg"), "series"), 1);
+    let csv = std::fs::read_to_string(dir.join("fleet.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 25, "a header and 24 runs");
+    for h in 1..=4 {
+        let facts: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("hosts/host{h}.json"))).unwrap()).unwrap();
+        assert_eq!((facts["driver"].as_str(), facts["mtu"].as_u64()), (Some("veth"), Some(1500)), "{facts}");
+        assert!(dir.join(format!("hosts/host{h}.doctor.json")).exists());
+    }
+}
+
+#[test]
+fn external_addresses_are_capped_and_internal_ones_are_not() {
+    let _s = serial();
+    let plan = root().join("deploy/ansible/examples/lab-addresses.yml");
+    let (out, doc, dir) =
+        fleet_test("fx", &["--hosts", "4", "--plan", plan.to_str().unwrap()], Duration::from_secs(400));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let external = summary_group(&doc, "address", "external");
+    let internal = summary_group(&doc, "address", "internal");
+    assert_eq!((external["complete_runs"].as_u64(), internal["complete_runs"].as_u64()), (Some(4), Some(4)));
+    let ext_max = external["receiver_bits_per_second"]["max"].as_f64().unwrap();
+    let int_median = internal["receiver_bits_per_second"]["median"].as_f64().unwrap();
+    assert!(ext_max < 1.1e9, "external (tbf 1 Gbit/s) max {ext_max}");
+    assert!(int_median > 5e9, "internal median {int_median}");
+    assert_eq!(external["verdicts"][0], "qdisc", "{external}");
+    for r in records(&dir) {
+        let egress = r["document"].pointer("/path/egress_interface").and_then(Value::as_str).unwrap().to_string();
+        assert_eq!(egress, if r["address"] == "external" { "ext0" } else { "eth0" }, "{}", r["id"]);
+    }
+}
+
+#[test]
+fn a_host_that_is_down_fails_its_pairs_and_only_those() {
+    let _s = serial();
+    let plan = root().join("deploy/ansible/examples/lab-parallel.yml");
+    let (out, doc, dir) = fleet_test(
+        "fd",
+        &["--hosts", "4", "--plan", plan.to_str().unwrap(), "--down", "host4"],
+        Duration::from_secs(400),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(doc["planned_runs"], 12);
+    let failed = doc["failed_runs"].as_array().unwrap();
+    assert_eq!(failed.len(), 6, "the 6 ordered pairs with host4: {failed:?}");
+    for f in failed {
+        let error = f["error"].as_str().unwrap();
+        if f["sender"] == "host4" {
+            assert!(error.starts_with("host4 unreachable"), "{error}");
+        } else {
+            assert_eq!(f["receiver"], "host4");
+            assert!(error.contains("nothing listens on 10.78.0.4:5300"), "{error}");
+        }
+    }
+    assert!(stderr.contains("failed runs (6 of 12):") && stderr.contains("6 of 12 planned runs failed"), "{stderr}");
+    for r in records(&dir) {
+        let involved = r["sender"] == "host4" || r["receiver"] == "host4";
+        assert_eq!(r["document"].is_object() && r["error"].is_null(), !involved, "{}", r["id"]);
+    }
+    // The plan ran in batches of two disjoint pairs where it could.
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    let runs = plan["runs"].as_array().unwrap();
+    let mut batches: std::collections::BTreeMap<u64, Vec<&str>> = Default::default();
+    for r in runs {
+        let b = batches.entry(r["batch"].as_u64().unwrap()).or_default();
+        b.push(r["sender"].as_str().unwrap());
+        b.push(r["receiver"].as_str().unwrap());
+    }
+    assert!(batches.len() < 12, "some runs shared a batch");
+    for hosts in batches.values() {
+        let mut h = hosts.clone();
+        h.sort_unstable();
+        h.dedup();
+        assert_eq!(h.len(), hosts.len(), "disjoint hosts in a batch: {hosts:?}");
+    }
+    assert_eq!(svg_count(&dir.join("heatmap.svg"), "cell"), 12);
+}
+
+#[test]
+fn playbooks_pass_the_syntax_check() {
+    let bin = ansible_bin();
+    let dir = root().join("deploy/ansible");
+    let mut c = Command::new(bin.join("ansible-playbook"));
+    c.current_dir(&dir).env("ANSIBLE_CONFIG", dir.join("ansible.cfg")).args(["-i", "localhost,", "--syntax-check"]);
+    c.args(["site.yml", "install.yml", "recv.yml", "run.yml", "stop.yml", "cleanup.yml"]);
+    let (out, _) = run_bounded(c, Duration::from_secs(120));
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn the_planner_passes_its_unit_tests() {
+    let dir = root().join("deploy/ansible/tests");
+    let mut c = Command::new("python3");
+    c.args(["-B", "-m", "unittest", "discover", "-s"]).arg(&dir);
+    let (out, _) = run_bounded(c, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ran: u32 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Ran ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no test summary: {stderr}"));
+    assert!(out.status.success() && ran >= 6 && stderr.trim_end().ends_with("OK"), "{stderr}");
+}
+
+#[test]
+fn report_fleet_refuses_bad_input() {
+    let run = |args: &[&str]| Command::new(uringbench()).arg("report").args(args).output().unwrap();
+    one_line_error(&run(&["--fleet", "/nonexistent-fleet"]), 2, "no plan.json");
+    let tmp = std::env::temp_dir().join(format!("uringbench-fleet-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("plan.json"), "{\"kind\": \"sweep\"}").unwrap();
+    one_line_error(&run(&["--fleet", tmp.to_str().unwrap()]), 2, "not a fleet plan");
+    std::fs::write(
+        tmp.join("plan.json"),
+        r#"{"kind": "fleet-plan", "schema_version": 1, "runs": [{"id": "0001", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1}]}"#,
+    )
+    .unwrap();
+    one_line_error(&run(&["--fleet", tmp.to_str().unwrap(), "--by", "zone"]), 2, "no host has the attribute 'zone'");
+    // A planned run without a record is a failed run: exit 1, listed.
+    let out = run(&["--fleet", tmp.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0001 a -> b internal repeat 1: no result was collected"));
+    std::fs::remove_dir_all(&tmp).unwrap();
+    let out = run(&["--by", "vcpus", "x.json"]);
+    assert_eq!(out.status.code(), Some(2), "--by needs --fleet");
+}
