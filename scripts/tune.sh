@@ -24,7 +24,9 @@
 # Every previous value is written to the state file *before* the change, so `revert`
 # restores exactly what was there, in reverse order, even after a partial apply. `apply`
 # refuses to run while a state file exists (revert first), so a second apply cannot save
-# tuned values as the "previous" ones.
+# tuned values as the "previous" ones. Recording, changing and restoring are done by
+# `uringbench settings` (the same code `uringbench experiment` uses); this script decides
+# what to change. It finds uringbench as $URINGBENCH, on PATH, or in this checkout's target/.
 #
 # The default state file is per interface and per network namespace:
 #   /var/lib/uringbench/tune-<netns inode>-<IF>.state
@@ -107,6 +109,27 @@ if [ "$ACTION" != apply ] && { [ -n "$IFACE" ] || [ "$DRY_RUN" = 1 ] || [ "$BUFF
 fi
 
 have_ethtool() { command -v ethtool >/dev/null 2>&1; }
+
+# The uringbench binary that records and reverts the changes.
+find_uringbench() {
+    local here candidate
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    for candidate in "${URINGBENCH:-}" "$(command -v uringbench 2>/dev/null || true)" \
+        "$here/../target/release/uringbench" "$here/../target/debug/uringbench"; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+            UB=$candidate
+            return 0
+        fi
+    done
+    die "uringbench not found: build it (cargo build --release -p uringbench-cli) or set URINGBENCH"
+}
+
+# Records the previous value in the state file, then makes one change
+# (uringbench settings syntax: KIND:TARGET=VALUE). Prints what it did; fails when the
+# change could not be made, with nothing recorded for it.
+settings_apply() {
+    "$UB" settings apply --state "$STATE" "$1" 2>&1
+}
 ncpus() { getconf _NPROCESSORS_ONLN; }
 
 # The state file names the network namespace by the inode of /proc/self/ns/net.
@@ -122,20 +145,16 @@ default_iface() {
 }
 
 # ---- state file ------------------------------------------------------------------------
-# One change per line, tab-separated: KIND KEY PREVIOUS-VALUE
+# One change per line, tab-separated: KIND KEY PREVIOUS-VALUE (written by uringbench
+# settings, which documents the kinds; this script adds only the service line)
 #   file       PATH         previous content (tabs turned into spaces; the kernel accepts both)
 #   ethtool-k  IF           "FEATURE on|off"
 #   ethtool-l  IF           "combined N"
-#   ethtool-g  IF           "rx N tx N"
+#   ethtool-g  IF           "rx N" or "tx N"
 #   service    NAME         "active"
 
 record() {
     printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$STATE"
-}
-
-# Drops the line just recorded, when the change it prepared for did not happen.
-unrecord_last() {
-    sed -i '$d' "$STATE"
 }
 
 CHANGES=0
@@ -153,12 +172,10 @@ set_file() {
         CHANGES=$((CHANGES + 1))
         return 0
     fi
-    record file "$path" "$old"
-    if { printf '%s\n' "$value" >"$path"; } 2>/dev/null; then
+    if settings_apply "file:$path=$value" >/dev/null; then
         echo "  $path: $old -> $value"
         CHANGES=$((CHANGES + 1))
     else
-        unrecord_last
         echo "  skip $path: not writable here (read-only in a network namespace?)"
     fi
 }
@@ -282,6 +299,7 @@ do_apply() {
     [ -e "/sys/class/net/$IFACE/device" ] || software=1
     echo "$PROG: tuning $IFACE ($cpus CPUs)$([ "$DRY_RUN" = 1 ] && echo ', dry run: nothing is changed')"
     if [ "$DRY_RUN" = 0 ]; then
+        find_uringbench
         mkdir -p "$(dirname "$STATE")"
         printf '# uringbench tune.sh state: iface %s, netns %s, %s\n' "$IFACE" "$(netns_id)" "$(date -u +%FT%TZ)" >"$STATE"
     fi
@@ -311,8 +329,7 @@ do_apply() {
                 echo "  ethtool -K $IFACE $short on (was off)"
                 CHANGES=$((CHANGES + 1))
                 if [ "$DRY_RUN" = 0 ]; then
-                    record ethtool-k "$IFACE" "$short off"
-                    ethtool -K "$IFACE" "$short" on || { unrecord_last; CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -K $IFACE $short on failed" >&2; }
+                    settings_apply "ethtool-k:$IFACE:$short=on" >/dev/null || { CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -K $IFACE $short on failed" >&2; }
                 fi
             fi
         done
@@ -326,8 +343,7 @@ do_apply() {
                 CHANGES=$((CHANGES + 1))
                 if [ "$DRY_RUN" = 0 ]; then
                     record_queue_maps
-                    record ethtool-l "$IFACE" "combined $cur_comb"
-                    ethtool -L "$IFACE" combined "$want" || { unrecord_last; CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -L failed" >&2; }
+                    settings_apply "ethtool-l:$IFACE:combined=$want" >/dev/null || { CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -L failed" >&2; }
                 fi
             fi
         fi
@@ -340,8 +356,8 @@ do_apply() {
                 echo "  ethtool -G $IFACE rx $max_rx tx $max_tx (was rx $cur_rx tx $cur_tx)"
                 CHANGES=$((CHANGES + 1))
                 if [ "$DRY_RUN" = 0 ]; then
-                    record ethtool-g "$IFACE" "rx $cur_rx tx $cur_tx"
-                    ethtool -G "$IFACE" rx "$max_rx" tx "$max_tx" || { unrecord_last; CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -G failed" >&2; }
+                    { settings_apply "ethtool-g:$IFACE:rx=$max_rx" >/dev/null && settings_apply "ethtool-g:$IFACE:tx=$max_tx" >/dev/null; } ||
+                        { CHANGES=$((CHANGES - 1)); echo "  warning: ethtool -G failed" >&2; }
                 fi
             fi
         fi
@@ -434,39 +450,8 @@ do_revert() {
     [ "$(id -u)" = 0 ] || die "revert needs root"
     find_state
     [ -e "$STATE" ] || die "nothing to revert: $STATE does not exist"
-    local lines=() line kind key value failed=0 n
-    mapfile -t lines < <(grep -v '^#' "$STATE")
-    echo "$PROG: restoring ${#lines[@]} setting(s) from $STATE"
-    for ((n = ${#lines[@]} - 1; n >= 0; n--)); do
-        line=${lines[$n]}
-        IFS=$'\t' read -r kind key value <<<"$line"
-        case "$kind" in
-            file)
-                echo "  $key <- $value"
-                { printf '%s\n' "$value" >"$key"; } 2>/dev/null || { echo "  failed: $key" >&2; failed=1; }
-                ;;
-            ethtool-k|ethtool-l|ethtool-g)
-                local flag
-                case $kind in ethtool-k) flag=-K ;; ethtool-l) flag=-L ;; ethtool-g) flag=-G ;; esac
-                echo "  ethtool $flag $key $value"
-                # shellcheck disable=SC2086 # $value is "NAME VALUE ..." pairs, split on purpose
-                ethtool "$flag" "$key" $value || { echo "  failed: ethtool $flag $key $value" >&2; failed=1; }
-                ;;
-            service)
-                echo "  systemctl start $key"
-                systemctl start "$key" || { echo "  failed: systemctl start $key" >&2; failed=1; }
-                ;;
-            *)
-                echo "  skipping unknown state line: $line" >&2
-                failed=1
-                ;;
-        esac
-    done
-    if [ "$failed" = 1 ]; then
-        die "some settings could not be restored; $STATE kept"
-    fi
-    rm -f "$STATE"
-    echo "$PROG: reverted; $STATE removed"
+    find_uringbench
+    "$UB" settings revert --state "$STATE" | sed "s/^/$PROG: /" || die "some settings could not be restored; $STATE kept"
 }
 
 do_show() {

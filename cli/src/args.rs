@@ -40,6 +40,14 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Re-render saved results (sweep JSON, send -J): text summary and an SVG chart.
     Report(ReportArgs),
+    /// A/B comparison of saved runs: medians, bootstrap 95% intervals, Mann-Whitney p, a verdict.
+    Compare(CompareArgs),
+    /// Highest rate with loss at or below a threshold (RFC 2544 binary search over trials).
+    Search(SearchArgs),
+    /// Named variants of host settings, applied and reverted around interleaved runs, compared.
+    Experiment(ExperimentArgs),
+    /// Apply settings with their previous values recorded, or revert a state file exactly.
+    Settings(SettingsArgs),
 }
 
 #[derive(Args)]
@@ -236,6 +244,10 @@ pub struct RecvArgs {
     /// thread; needs header split and flow steering (refused with what is missing).
     #[arg(long, value_name = "IFACE[:QUEUE]")]
     pub zc_rx: Option<String>,
+    /// Receiver-side variants a sender may ask for by name (TOML: `[NAME]` tables of settings);
+    /// applied for that test only and reverted after it. Without it every variant is refused.
+    #[arg(long, value_name = "FILE")]
+    pub variants: Option<PathBuf>,
     #[command(flatten)]
     pub fast: FastPathArgs,
 }
@@ -607,4 +619,174 @@ pub enum XdpModeArg {
     Auto,
     Native,
     Generic,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum TextOrJson {
+    Text,
+    Json,
+}
+
+#[derive(Args)]
+#[command(
+    after_help = "Each operand is one variant: a send --repeat N -J, send -J, rr/crr/http -J document, or several
+joined with commas (NAME=a1.json,a2.json); a sweep or experiment document gives one variant per point
+or variant. Every variant is compared with the first.
+
+Examples:
+  uringbench compare base.json tuned.json
+  uringbench compare cubic=cubic.json bbr=bbr.json --metric received_gbps,cpu_seconds_per_gb --svg ab.svg
+  uringbench compare experiment.json -J"
+)]
+pub struct CompareArgs {
+    /// Variants: [NAME=]FILE[,FILE...].
+    #[arg(required = true, value_name = "[NAME=]FILE")]
+    pub variants: Vec<String>,
+    /// Metrics to compare (comma-separated): received_gbps, cpu_seconds_per_gb, retransmits,
+    /// loss_percent, transactions_per_second, p99_us [default: every one all variants have].
+    #[arg(long, value_delimiter = ',')]
+    pub metric: Vec<String>,
+    /// Seed of the bootstrap (the same seed and files always give the same intervals).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the per-variant distributions of the primary metric as an SVG here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+}
+
+/// A share: `0.1%`, `1%` or a fraction `0.001`.
+fn share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if v.is_finite() && (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!("invalid share '{s}': a percentage such as 0.1% or 1%, below 100%")),
+    }
+}
+
+#[derive(Args)]
+#[command(after_help = "Each trial is a test of --trial; the first is unpaced (what the sender can offer), then the
+rate is bisected until the step is below --resolution, and the best rate is repeated --confirm times.
+Exit 1 if even the lowest rate tried loses more than --loss.
+
+Examples:
+  uringbench search -c 10.0.0.2 -u -l 1470                  # highest lossless UDP rate (GSO)
+  uringbench search -c 10.0.0.2 -u -l 1470 --no-gso --loss 0.1%
+  uringbench search -c 10.0.0.2 --engine xdp -l 22 --trial 5s -J
+  uringbench search -c 10.0.0.2 -P 4 --loss 0.01%           # TCP: retransmitted bytes as the loss")]
+pub struct SearchArgs {
+    /// Host running `uringbench recv` (keep it running: no --once).
+    #[arg(short = 'c', long)]
+    pub target: String,
+    /// Port [default: 5300].
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    #[arg(short = 'P', long, default_value_t = 1)]
+    pub queues: u32,
+    #[arg(long, default_value_t = 1)]
+    pub flows_per_queue: u32,
+    /// Bytes per datagram (UDP) or send (TCP) [default: 1470 UDP, 128K TCP].
+    #[arg(short = 'l', long, value_parser = size)]
+    pub len: Option<u64>,
+    #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
+    pub proto: ProtoArg,
+    /// Same as --proto udp.
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// UDP: one datagram per send instead of GSO batches.
+    #[arg(long)]
+    pub no_gso: bool,
+    /// Highest loss that passes (UDP: lost datagrams; TCP: retransmitted bytes), e.g. 0.1%.
+    #[arg(long, value_parser = share, default_value = "0")]
+    pub loss: f64,
+    /// Length of each trial's measured window.
+    #[arg(long, value_parser = duration, default_value = "2s")]
+    pub trial: std::time::Duration,
+    /// Before each trial's window (its datagrams count towards the loss).
+    #[arg(long, value_parser = duration, default_value = "500ms")]
+    pub warmup: std::time::Duration,
+    #[arg(long, value_parser = duration, default_value = "250ms")]
+    pub cooldown: std::time::Duration,
+    /// Stop when the search interval is below this share of the upper bound.
+    #[arg(long, value_parser = share, default_value = "1%")]
+    pub resolution: f64,
+    /// Trials at the final rate, all of which must pass.
+    #[arg(long, default_value_t = 3)]
+    pub confirm: u32,
+    /// Upper bound of the search [default: the sender's unpaced rate, from a first trial].
+    #[arg(long, value_parser = rate)]
+    pub max_rate: Option<u64>,
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub busy_poll: OnOffAuto,
+    /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
+    #[arg(long, value_enum, default_value_t = Engine::Uring)]
+    pub engine: Engine,
+    /// --engine xdp: egress interface [default: the route's to the target].
+    #[arg(long)]
+    pub iface: Option<String>,
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
+    /// Same as --format json.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+#[command(after_help = "The plan (TOML) names the test and the variants; see the README's \"Tuning experiments\".
+Settings are recorded in --state before each change and reverted after each run, also on an
+error or Ctrl-C; `uringbench settings revert --state FILE` undoes a run that was killed.
+
+Example:
+  uringbench experiment tbf.toml --json tbf.json --svg tbf.svg")]
+pub struct ExperimentArgs {
+    /// The plan.
+    pub plan: PathBuf,
+    /// State file of the changes in force [default: /var/lib/uringbench/experiment-<netns>.state].
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Save the whole result (every run, the settings, the comparison) here.
+    #[arg(long = "json", value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
+    /// Write the comparison's SVG here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
+}
+
+#[derive(Args)]
+#[command(after_help = "A change is KIND:TARGET=VALUE:
+  sysctl:net.core.rmem_max=67108864     file:/sys/class/net/eth0/queues/rx-0/rps_cpus=3
+  ethtool-k:eth0:gro=on                 ethtool-l:eth0:combined=4   ethtool-g:eth0:rx=4096
+  ethtool-c:eth0:rx-usecs=50            mtu:eth0=9000               qdisc:eth0=fq
+The state file is scripts/tune.sh's: one KIND<TAB>KEY<TAB>PREVIOUS line per change.")]
+pub struct SettingsArgs {
+    #[arg(value_enum)]
+    pub action: SettingsAction,
+    /// The state file.
+    #[arg(long)]
+    pub state: PathBuf,
+    /// apply: the changes.
+    #[arg(value_name = "CHANGE")]
+    pub changes: Vec<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum SettingsAction {
+    /// Record each previous value in the state file, then make the change.
+    Apply,
+    /// Restore every value in the state file, newest first, and remove it.
+    Revert,
+    /// Print the state file's changes.
+    Show,
 }

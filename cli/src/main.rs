@@ -5,6 +5,7 @@ mod doctor_cmd;
 mod iperf2_mode;
 mod live_out;
 mod sweep_cmd;
+mod tuning_cmd;
 mod xdp_mode;
 
 use args::*;
@@ -115,6 +116,10 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor_cmd::doctor(args),
         Command::Sweep(args) => sweep_cmd::sweep(args),
         Command::Report(args) => sweep_cmd::report(args),
+        Command::Compare(args) => tuning_cmd::compare(args),
+        Command::Search(args) => tuning_cmd::search(args),
+        Command::Experiment(args) => tuning_cmd::experiment(args),
+        Command::Settings(args) => tuning_cmd::settings(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -148,7 +153,12 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             ..ServerLimits::default()
         },
         xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)?,
+        variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
     };
+    if cfg.variants.is_some() {
+        // Before any other thread: a variant's settings are reverted on Ctrl-C or a kill.
+        uringbench::settings::revert_on_interrupt()?;
+    }
     let listener = server::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
         let line = match event {
@@ -186,6 +196,13 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             ServerEvent::Stopping { signal, running } => {
                 format!("uringbench recv: {signal}: accepting no more tests, ending {running} running")
             }
+            ServerEvent::VariantApplied { name, applied } => {
+                format!(
+                    "receiver variant {name}: {}",
+                    if applied.is_empty() { "no settings".into() } else { applied.join("; ") }
+                )
+            }
+            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: revert failed: {error}"),
         };
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");

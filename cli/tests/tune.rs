@@ -26,7 +26,8 @@ fn ethtool_features(pair: &NetnsPair) -> Option<String> {
 fn tune(pair: &NetnsPair, args: &[&str]) -> std::process::Output {
     let script = tune_script();
     let mut c = pair.cmd(&pair.sender_ns(), "bash", &[script.to_str().unwrap()]);
-    c.args(args);
+    // tune.sh records and reverts through `uringbench settings`: this build's binary.
+    c.args(args).env("URINGBENCH", bin());
     run_bounded(c, std::time::Duration::from_secs(60)).0
 }
 

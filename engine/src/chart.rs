@@ -105,8 +105,18 @@ impl Chart {
         LEFT + (RIGHT - LEFT) * (i as f64 + 0.5) / n
     }
 
-    /// The chart as a standalone SVG document.
+    /// The chart as a standalone SVG document, each series a line through its points.
     pub fn to_svg(&self) -> String {
+        self.render(true)
+    }
+
+    /// The same without lines: for categories that are not a scale (variants of a
+    /// comparison), where a series may hold several points per category (one per run).
+    pub fn to_svg_points(&self) -> String {
+        self.render(false)
+    }
+
+    fn render(&self, lines: bool) -> String {
         let mut s = String::new();
         let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
         let _ = writeln!(
@@ -227,7 +237,7 @@ impl Chart {
                     );
                 }
             }
-            if points.len() > 1 {
+            if lines && points.len() > 1 {
                 let coords: Vec<String> =
                     points.iter().map(|p| format!("{:.1},{:.1}", self.x_of(p.x), y_of(p.y, top))).collect();
                 let _ = writeln!(s, r#"<polyline fill="none" stroke-width="2" points="{}"/>"#, coords.join(" "));

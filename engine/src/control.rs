@@ -63,6 +63,10 @@ pub enum ControlMsg {
         placement: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data_port: Option<u16>,
+        /// The receiver variant (`TestSpec::variant`) now applied, echoed so that a sender
+        /// can tell a receiver that applied it from one too old to know the field.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        variant: Option<String>,
     },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },

@@ -20,9 +20,11 @@
 //! are explained in the report, never silently assumed.
 
 pub mod chart;
+pub mod compare;
 pub mod control;
 pub mod doctor;
 pub mod error;
+pub mod experiment;
 pub mod export;
 pub mod fastpath;
 pub mod fleet;
@@ -37,9 +39,12 @@ pub mod probe;
 pub mod report;
 pub mod ring;
 pub mod saved;
+pub mod search;
 pub mod server;
+pub mod settings;
 pub mod sockopt;
 pub mod spec;
+pub mod stats;
 pub mod sweep;
 pub mod tcpinfo;
 pub mod threads;

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// A saved document, by kind.
 #[derive(Debug, Clone)]
 pub enum SavedResults {
-    Sweep(SweepResult),
+    Sweep(Box<SweepResult>),
     /// `send --repeat N -J`: the run documents.
     Repeat(Vec<Value>),
     /// `send -J`: one test.
@@ -27,7 +27,7 @@ impl SavedResults {
     pub fn parse(text: &str) -> Result<Self> {
         let doc: Value = serde_json::from_str(text).map_err(|e| Error::usage(format!("not JSON: {e}")))?;
         if doc["kind"] == "sweep" {
-            return SweepResult::from_json(&doc).map(SavedResults::Sweep);
+            return SweepResult::from_json(&doc).map(|s| SavedResults::Sweep(Box::new(s)));
         }
         if let Some(runs) = doc["runs"].as_array().filter(|_| doc.get("repeat").is_some()) {
             if runs.is_empty() || !runs.iter().all(is_send_doc) {

@@ -12,6 +12,7 @@ use crate::placement::{plan, resolve_cpus, BusyPoll};
 use crate::probe::KernelCaps;
 use crate::report::SideReport;
 use crate::ring::BufRing;
+use crate::settings::{self, Journal, ReceiverVariants, SharedJournal};
 use crate::spec::{Direction, Proto, TestSpec, Workload};
 use crate::transport::tcp_crr;
 use crate::workload::rr::{self, ServerFlows};
@@ -119,6 +120,9 @@ pub struct ReceiverConfig {
     /// `--engine xdp`: forward UDP tests are received with AF_XDP sockets and uringbench's XDP
     /// program instead of UDP sockets.
     pub xdp: Option<crate::xdp::stream::XdpOptions>,
+    /// `--variants FILE`: receiver-side settings a sender may ask for by name, applied for
+    /// that test only.
+    pub variants: Option<Arc<ReceiverVariants>>,
 }
 
 /// What the receiver tells its operator, as it happens.
@@ -157,6 +161,16 @@ pub enum ServerEvent {
         peer: SocketAddr,
         reason: String,
     },
+    /// A receiver variant's settings were applied for the next test.
+    VariantApplied {
+        name: String,
+        applied: Vec<String>,
+    },
+    /// A receiver variant's settings could not all be reverted (they stay in its state file).
+    VariantFailed {
+        name: String,
+        error: String,
+    },
 }
 
 type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
@@ -174,6 +188,8 @@ struct Shared {
     once_ok: AtomicBool,
     /// Connection threads alive (classifying, or running a control session).
     classifying: AtomicUsize,
+    /// A test runs under a receiver variant: no other test may share the host with it.
+    variant_active: AtomicBool,
 }
 
 const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -238,6 +254,7 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
         once_done: AtomicBool::new(false),
         once_ok: AtomicBool::new(false),
         classifying: AtomicUsize::new(0),
+        variant_active: AtomicBool::new(false),
     });
     loop {
         if shared.once_done.load(Ordering::Acquire) {
@@ -390,6 +407,24 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             format!("receiver busy: with --engine xdp, UDP tests run one at a time ({running} other tests running)"),
         );
     }
+    // The test before may still be reverting its variant (or ending) when a sender starts the
+    // next one at once: wait a little for the host rather than refuse.
+    if !wait_for_host(shared, spec.variant.is_some()) {
+        let reason = if spec.variant.is_some() {
+            "receiver busy: a receiver variant needs the host to itself, and other tests are running"
+        } else {
+            "receiver busy: a test runs under a receiver variant"
+        };
+        return refuse(shared, &mut ctl, peer, reason.into());
+    }
+    // The variant's settings stay applied until this guard drops at the end of the session.
+    let _variant = match spec.variant.as_deref() {
+        None => None,
+        Some(name) => match apply_variant(shared, name) {
+            Ok(guard) => Some(guard),
+            Err(reason) => return refuse(shared, &mut ctl, peer, reason),
+        },
+    };
     let threads = (spec.queues as usize).min(shared.cpus.len());
     if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
         let reason =
@@ -444,6 +479,79 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     }
 }
 
+/// Receiver-side settings applied for one test; reverted when dropped.
+struct VariantGuard<'a> {
+    journal: SharedJournal,
+    active: &'a AtomicBool,
+    name: String,
+    events: EventSink,
+}
+
+impl Drop for VariantGuard<'_> {
+    fn drop(&mut self) {
+        let outcome = self.journal.lock().unwrap_or_else(|p| p.into_inner()).revert();
+        if let Err(e) = outcome {
+            (self.events)(ServerEvent::VariantFailed { name: self.name.clone(), error: e.message });
+        }
+        self.active.store(false, Ordering::Release);
+    }
+}
+
+/// How long a new test waits for a variant's revert, or for the tests a variant must not
+/// share the host with, to end.
+const VARIANT_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (bounded) until no variant is applied and, with `alone`, this is the only test.
+fn wait_for_host(shared: &Shared, alone: bool) -> bool {
+    let deadline = Instant::now() + VARIANT_WAIT;
+    loop {
+        let free =
+            !shared.variant_active.load(Ordering::Acquire) && (!alone || shared.active.load(Ordering::Acquire) <= 1);
+        if free || Instant::now() > deadline {
+            return free;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Applies receiver variant `name` from `--variants`, or says why not (the refusal's reason).
+fn apply_variant<'a>(shared: &'a Shared, name: &str) -> std::result::Result<VariantGuard<'a>, String> {
+    let Some(variants) = shared.cfg.variants.as_ref() else {
+        return Err(format!("receiver variant '{name}' asked for, but this receiver has no --variants file"));
+    };
+    let changes = variants.get(name)?;
+    let others = shared.active.load(Ordering::Acquire).saturating_sub(1);
+    if others > 0 || shared.variant_active.swap(true, Ordering::AcqRel) {
+        return Err(format!("receiver busy: variant '{name}' needs the host to itself ({others} other tests running)"));
+    }
+    let state = settings::default_state(&format!("recv-variant-{}", shared.cfg.port));
+    let journal = match Journal::create(&state, &format!("uringbench recv variant {name}")) {
+        Ok(j) => settings::register(j),
+        Err(e) => {
+            shared.variant_active.store(false, Ordering::Release);
+            return Err(e.message);
+        }
+    };
+    let guard = VariantGuard {
+        journal,
+        active: &shared.variant_active,
+        name: name.to_owned(),
+        events: Arc::clone(&shared.events),
+    };
+    let mut applied = Vec::new();
+    for change in changes {
+        let outcome = guard.journal.lock().unwrap_or_else(|p| p.into_inner()).apply(change);
+        match outcome {
+            Ok(Some(what)) => applied.push(what),
+            Ok(None) => applied.push(format!("{} (already so)", change.describe())),
+            // Dropping the guard reverts what was applied so far.
+            Err(e) => return Err(format!("receiver variant '{name}' could not be applied: {}", e.message)),
+        }
+    }
+    (shared.events)(ServerEvent::VariantApplied { name: name.to_owned(), applied });
+    Ok(guard)
+}
+
 fn announce(shared: &Shared, ctl: &TcpStream, spec: &TestSpec, placement: &crate::placement::Placement) {
     (shared.events)(ServerEvent::SessionStarted {
         id: shared.next_id.load(Ordering::Relaxed) - 1,
@@ -464,8 +572,12 @@ fn accept_and_run(
         let local = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
         let steer: Vec<(usize, u32)> = placement.threads.iter().map(|t| (t.cpu, t.queues[0])).collect();
         let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
-        let accept =
-            ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: Some(port) };
+        let accept = ControlMsg::Accept {
+            cookie: [0; 16],
+            placement: placement.summary.clone(),
+            data_port: Some(port),
+            variant: spec.variant.clone(),
+        };
         control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
         return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners, spread), placement).map(|r| (Some(r), None));
@@ -484,7 +596,12 @@ fn accept_and_run(
         };
         control::write_msg(
             ctl,
-            &ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: None },
+            &ControlMsg::Accept {
+                cookie: [0; 16],
+                placement: placement.summary.clone(),
+                data_port: None,
+                variant: spec.variant.clone(),
+            },
         )?;
         announce(shared, ctl, spec, placement);
         return reception.serve(ctl, spec, placement).map(|r| (Some(r), None));
@@ -492,7 +609,12 @@ fn accept_and_run(
     if spec.proto == Proto::Udp {
         // Sockets first, so the sender's first datagrams find them (with GRO on).
         let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
-        let accept = ControlMsg::Accept { cookie: [0; 16], placement: placement.summary.clone(), data_port: None };
+        let accept = ControlMsg::Accept {
+            cookie: [0; 16],
+            placement: placement.summary.clone(),
+            data_port: None,
+            variant: spec.variant.clone(),
+        };
         control::write_msg(ctl, &accept)?;
         announce(shared, ctl, spec, placement);
         if spec.workload == Workload::Rr {
@@ -506,9 +628,15 @@ fn accept_and_run(
     let unregister = || {
         shared.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
     };
-    if let Err(e) =
-        control::write_msg(ctl, &ControlMsg::Accept { cookie, placement: placement.summary.clone(), data_port: None })
-    {
+    if let Err(e) = control::write_msg(
+        ctl,
+        &ControlMsg::Accept {
+            cookie,
+            placement: placement.summary.clone(),
+            data_port: None,
+            variant: spec.variant.clone(),
+        },
+    ) {
         unregister();
         return Err(e);
     }

@@ -95,6 +95,11 @@ pub struct TestSpec {
     /// as a failure and the flow moves on.
     #[serde(default = "second")]
     pub timeout_ms: u64,
+    /// A receiver-side variant to run under: a name from the receiver's `recv --variants`
+    /// file, whose settings the receiver applies for this test and reverts after it. The
+    /// sender only names it; what it changes is the receiver's own file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// Socket and kernel knobs applied to every data flow on both ends (`-C`, `-w`, `-M`...).
     #[serde(flatten)]
     pub tuning: Tuning,
@@ -203,6 +208,7 @@ impl Default for TestSpec {
             req_len: 1,
             resp_len: 1,
             timeout_ms: 1_000,
+            variant: None,
             tuning: Tuning::default(),
         }
     }

@@ -185,7 +185,13 @@ impl SenderSession {
             .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement } => {
+            ControlMsg::Accept { cookie, data_port, placement, variant } => {
+                if variant != spec.variant {
+                    return Err(Error::peer(format!(
+                        "receiver {peer} did not apply receiver variant '{}' (a uringbench recv without --variants support)",
+                        spec.variant.as_deref().unwrap_or("")
+                    )));
+                }
                 self.data_port = data_port;
                 self.receiver_placement = placement;
                 cookie

@@ -1,0 +1,270 @@
+//! Tuning experiments: `uringbench compare`, `search`, `experiment` and `settings`.
+
+use crate::args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson};
+use crate::{busy, port_or_default, print_json, xdp_mode};
+use std::io::Write;
+use std::path::Path;
+use uringbench::compare::{self, Metric};
+use uringbench::experiment::{self, Plan, Progress};
+use uringbench::search::{self, SearchPlan, SearchResult, TrialFigures};
+use uringbench::settings::{self, Change, Journal};
+use uringbench::spec::{Proto, TestSpec, Workload};
+use uringbench::stats::DEFAULT_SEED;
+use uringbench::workload::stream::SendOptions;
+use uringbench::Error;
+
+fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+fn json_text(doc: &serde_json::Value) -> Result<String, Error> {
+    serde_json::to_string_pretty(doc)
+        .map(|t| t + "\n")
+        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
+}
+
+pub fn compare(args: CompareArgs) -> Result<u8, Error> {
+    let mut variants = Vec::new();
+    for operand in &args.variants {
+        variants.extend(compare::load_operand(operand)?);
+    }
+    let metrics = if args.metric.is_empty() {
+        None
+    } else {
+        Some(args.metric.iter().map(|m| Metric::parse(m.trim())).collect::<Result<Vec<_>, _>>()?)
+    };
+    let report = compare::compare(variants, metrics, args.seed.unwrap_or(DEFAULT_SEED))?;
+    if let Some(path) = &args.svg {
+        write_file(path, &report.chart().to_svg_points())?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json || args.format == TextOrJson::Json {
+        print_json(&mut out, &report.to_json())?;
+    } else {
+        let _ = write!(out, "{}", report.render_text());
+    }
+    Ok(0)
+}
+
+pub fn search(args: SearchArgs) -> Result<u8, Error> {
+    let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
+    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    let len =
+        u32::try_from(len).ok().filter(|&l| l > 0).ok_or_else(|| Error::usage(format!("--len {len} out of range")))?;
+    if args.queues == 0 || args.flows_per_queue == 0 || args.trial.is_zero() {
+        return Err(Error::usage("--queues, --flows-per-queue and --trial must be at least 1"));
+    }
+    let spec = TestSpec {
+        proto: if udp { Proto::Udp } else { Proto::Tcp },
+        workload: Workload::Stream,
+        queues: args.queues,
+        flows_per_queue: args.flows_per_queue,
+        len,
+        gso: !args.no_gso,
+        time_ms: args.trial.as_millis() as u64,
+        warmup_ms: args.warmup.as_millis() as u64,
+        cooldown_ms: args.cooldown.as_millis() as u64,
+        ..TestSpec::default()
+    };
+    let base = SendOptions {
+        target: args.target.clone(),
+        port: port_or_default(args.port, false),
+        spec: spec.clone(),
+        cpus: args.cpus.map(|c| c.0),
+        busy_poll: busy(args.busy_poll),
+        local: Default::default(),
+    };
+    let plan = SearchPlan {
+        spec: spec.clone(),
+        loss_threshold: args.loss,
+        resolution: args.resolution,
+        confirm: args.confirm,
+        max_rate_bps: args.max_rate.filter(|&r| r > 0),
+    };
+    let json = args.json || args.format == TextOrJson::Json;
+    if !json {
+        println!(
+            "search: highest rate to {} with {} <= {:.3}%: {} {} B{}, {:.1} s trials, resolution {:.1}%, {} confirmations",
+            args.target,
+            if udp { "loss" } else { "retransmitted bytes" },
+            args.loss * 100.0,
+            if udp { "UDP" } else { "TCP" },
+            len,
+            if udp && args.no_gso { " without GSO" } else { "" },
+            args.trial.as_secs_f64(),
+            args.resolution * 100.0,
+            args.confirm
+        );
+        println!("{}", SearchResult::STEP_HEADER);
+    }
+    let result = search::search(
+        &plan,
+        |spec| {
+            let opts = SendOptions { spec: spec.clone(), ..base.clone() };
+            run_test(&opts, std::sync::Arc::new(uringbench::workload::live::Quiet)).map(|r| TrialFigures::of_report(&r))
+        },
+        |step| {
+            if !json {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}", SearchResult::step_line(step));
+                let _ = out.flush();
+            }
+        },
+    )?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        print_json(&mut out, &result.to_json(&spec, &args.target))?;
+    } else {
+        let text = result.render_text(&spec);
+        let _ = write!(out, "{}", text.lines().last().map(|l| format!("{l}\n")).unwrap_or_default());
+    }
+    Ok(if result.found() { 0 } else { 1 })
+}
+
+pub fn experiment(args: ExperimentArgs) -> Result<u8, Error> {
+    let text =
+        std::fs::read_to_string(&args.plan).map_err(|e| Error::usage(format!("{}: {e}", args.plan.display())))?;
+    let plan =
+        Plan::parse(&text).map_err(|e| Error { message: format!("{}: {}", args.plan.display(), e.message), ..e })?;
+    // Before any other thread exists: Ctrl-C and kills are turned into a revert and exit 130.
+    settings::revert_on_interrupt()?;
+    let state = args.state.clone().unwrap_or_else(|| settings::default_state("experiment"));
+    let journal =
+        settings::register(Journal::create(&state, &format!("uringbench experiment {}", args.plan.display()))?);
+    let json = args.format == TextOrJson::Json;
+    let say = |line: String| {
+        if !json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    };
+    say(format!(
+        "experiment {}: {} variants x {} runs ({} warm-up run(s) after each change), block order seed {}, state {}",
+        args.plan.display(),
+        plan.variants.len(),
+        plan.runs,
+        plan.warmup_runs,
+        plan.seed,
+        state.display()
+    ));
+    let outcome = experiment::run(
+        &plan,
+        &journal,
+        |opts| match opts.spec.workload {
+            Workload::Stream => uringbench::workload::stream::run_send(opts).map(|r| r.to_json()),
+            Workload::Rr | Workload::Crr => uringbench::workload::rr::run_rr(opts).map(|r| r.to_json()),
+        },
+        |p| match p {
+            Progress::Applied { variant, what } => say(format!("{variant}: {}", what.join("; "))),
+            Progress::Run { block, blocks, variant, warmup, doc } => say(format!(
+                "block {block}/{blocks} {variant}{}: {}",
+                if warmup { " (warm-up)" } else { "" },
+                run_summary(doc)
+            )),
+            Progress::Reverted { variant, count } => say(format!("{variant}: reverted {count} setting(s)")),
+        },
+    );
+    // Whatever happened, nothing may stay changed: the engine reverts; say so if it could not.
+    let leftover = journal.lock().unwrap_or_else(|p| p.into_inner()).entries().len();
+    if leftover > 0 {
+        let revert = journal.lock().unwrap_or_else(|p| p.into_inner()).revert();
+        revert?;
+    }
+    let result = outcome?;
+    let comparison = result.compare(plan.seed)?;
+    let doc = result.to_json(Some(&comparison));
+    if let Some(path) = &args.json_file {
+        write_file(path, &json_text(&doc)?)?;
+    }
+    if let Some(path) = &args.svg {
+        write_file(path, &comparison.chart().to_svg_points())?;
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        print_json(&mut out, &doc)?;
+    } else {
+        let _ = writeln!(out, "\nsettings per variant:");
+        for v in &result.variants {
+            let mut what = v.applied.clone();
+            if let Some(r) = &v.receiver {
+                what.push(format!("receiver variant {r}"));
+            }
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                v.name,
+                if what.is_empty() { "as the host was".into() } else { what.join("; ") }
+            );
+        }
+        let _ = write!(out, "\n{}", comparison.render_text());
+    }
+    let incomplete = result.variants.iter().flat_map(|v| &v.runs).filter(|r| r["complete"] == false).count();
+    if incomplete > 0 {
+        eprintln!("uringbench: {incomplete} run(s) were incomplete (left out of the comparison)");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// One run in a progress line.
+fn run_summary(doc: &serde_json::Value) -> String {
+    if doc["complete"] == false && doc.get("test").is_none() {
+        return format!("failed: {}", doc["error"].as_str().unwrap_or("?"));
+    }
+    let mut parts = Vec::new();
+    for m in compare::ALL_METRICS {
+        if let Some(v) = m.of_doc(doc) {
+            parts.push(format!("{} {}", if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") }, m.title()));
+        }
+    }
+    if doc["complete"] == false {
+        parts.push(format!("incomplete: {}", doc["error"].as_str().unwrap_or("?")));
+    }
+    parts.join(", ")
+}
+
+pub fn settings(args: SettingsArgs) -> Result<u8, Error> {
+    if args.action != SettingsAction::Apply && !args.changes.is_empty() {
+        return Err(Error::usage("only apply takes changes"));
+    }
+    match args.action {
+        SettingsAction::Apply => {
+            if args.changes.is_empty() {
+                return Err(Error::usage("apply: no change given (e.g. sysctl:net.core.rmem_max=67108864)"));
+            }
+            let changes: Vec<Change> = args.changes.iter().map(|c| Change::parse(c)).collect::<Result<_, _>>()?;
+            let mut journal = Journal::append_to(&args.state, "uringbench settings")?;
+            for change in &changes {
+                match journal.apply(change)? {
+                    Some(what) => println!("  {what}"),
+                    None => println!("  {} (already so)", change.describe()),
+                }
+            }
+            Ok(0)
+        }
+        SettingsAction::Revert => {
+            let mut journal = Journal::open(&args.state)?;
+            println!("restoring {} setting(s) from {}", journal.entries().len(), args.state.display());
+            let done = journal.revert();
+            match done {
+                Ok(done) => {
+                    for d in done {
+                        println!("  {d}");
+                    }
+                    println!("reverted; {} removed", args.state.display());
+                    Ok(0)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        SettingsAction::Show => {
+            let journal = Journal::open(&args.state)?;
+            for e in journal.entries() {
+                println!("{}\t{}\t{}", e.kind, e.key, e.previous);
+            }
+            Ok(0)
+        }
+    }
+}
