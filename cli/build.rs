@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 #[path = "src/args.rs"]
 mod args;
 #[allow(dead_code)]
-#[path = "../engine/src/error.rs"]
+#[path = "../engine/src/base/error.rs"]
 mod error;
 #[allow(dead_code)]
-#[path = "../engine/src/units.rs"]
+#[path = "../engine/src/base/units.rs"]
 mod units;
 
 fn main() {
-    for input in ["src/args.rs", "../engine/src/units.rs", "../engine/src/error.rs"] {
+    for input in ["src/args.rs", "../engine/src/base/units.rs", "../engine/src/base/error.rs"] {
         println!("cargo:rerun-if-changed={input}");
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -1,5 +1,5 @@
 //! Compiles uringbench's XDP program (`../xdp-prog/uringbench_xdp.c`) to BPF with clang, so
-//! the engine can embed the object (`include_bytes!` in `src/xdp/program.rs`) and no separate
+//! the engine can embed the object (`include_bytes!` in `src/sys/xdp/program.rs`) and no separate
 //! build step or installed file is needed at run time.
 
 use std::path::PathBuf;

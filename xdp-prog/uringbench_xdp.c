@@ -5,7 +5,7 @@
  * channel, other UDP) to the kernel, so the host stays reachable during a test.
  *
  * Built by engine/build.rs with `clang -O2 -g -target bpf` and embedded in the engine, which
- * loads it with libbpf (engine/src/xdp/program.rs). No libbpf headers are needed: the few
+ * loads it with libbpf (engine/src/sys/xdp/program.rs). No libbpf headers are needed: the few
  * macros and helpers used are declared below, so the build depends only on clang and the
  * kernel's UAPI headers (linux-libc-dev).
  *
@@ -37,7 +37,7 @@
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)BPF_FUNC_redirect_map;
 
-/* Queues a program can serve; the loader refuses more (engine/src/xdp/program.rs MAX_QUEUES). */
+/* Queues a program can serve; the loader refuses more (engine/src/sys/xdp/program.rs MAX_QUEUES). */
 #define MAX_QUEUES 256
 
 struct {

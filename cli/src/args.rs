@@ -173,7 +173,7 @@ pub struct TestWindow {
     pub interval: Option<std::time::Duration>,
 }
 
-/// Kernel fast paths, chosen for the whole process (see `uringbench::fastpath`).
+/// Kernel fast paths, chosen for the whole process (see `uringbench::uring::fastpath`).
 #[derive(Args, Default)]
 pub struct FastPathArgs {
     /// io_uring SQPOLL: a kernel thread submits; optional idle time before it sleeps.

@@ -3,8 +3,8 @@
 use crate::args::{DoctorArgs, DoctorFormat};
 use crate::print_json;
 use std::io::{IsTerminal, Write};
-use uringbench::control::DEFAULT_PORT;
 use uringbench::doctor::{self, DoctorOptions};
+use uringbench::session::control::DEFAULT_PORT;
 use uringbench::Error;
 
 pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {

@@ -1,14 +1,14 @@
 //! `send --iperf2` and `recv --iperf2`: uringbench against an unmodified iperf 2.1.8, one side
 //! at a time. Turns the command line into the engine's
-//! [`uringbench::workload::iperf2_compat`] options and prints what comes back; the modes
+//! [`uringbench::compat::iperf2`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
 use super::{busy, port_or_default, Format, ProtoArg, RecvArgs, SendArgs};
 use std::io::Write;
 use std::sync::Arc;
-use uringbench::spec::Proto;
-use uringbench::units::format_bits_per_second;
-use uringbench::workload::iperf2_compat::{
+use uringbench::base::spec::Proto;
+use uringbench::base::units::format_bits_per_second;
+use uringbench::compat::iperf2::{
     bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2SendOptions,
     Iperf2TestSummary,
 };

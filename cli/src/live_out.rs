@@ -6,9 +6,9 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use uringbench::report::{self, interval_event, start_event};
-use uringbench::spec::{Direction, TestSpec};
-use uringbench::workload::live::{Observer, StartInfo};
+use uringbench::base::spec::{Direction, TestSpec};
+use uringbench::report::stream::{self as report, interval_event, start_event};
+use uringbench::session::live::{Observer, StartInfo};
 use uringbench::workload::rr;
 use uringbench::Error;
 

@@ -14,17 +14,17 @@ use live_out::{LiveOut, Out, Style};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use uringbench::control::DEFAULT_PORT;
-use uringbench::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
-use uringbench::iperf2::IPERF2_PORT;
-use uringbench::placement::BusyPoll;
-use uringbench::report::end_event;
-use uringbench::report::{Role, SCHEMA_VERSION};
-use uringbench::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
-use uringbench::sockopt::LocalEnd;
-use uringbench::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
-use uringbench::units::{self, format_bits_per_second};
-use uringbench::workload::live::{Observer, Quiet};
+use uringbench::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
+use uringbench::base::units::{self, format_bits_per_second};
+use uringbench::report::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
+use uringbench::report::stream::end_event;
+use uringbench::report::stream::{Role, SCHEMA_VERSION};
+use uringbench::runtime::placement::BusyPoll;
+use uringbench::session::control::DEFAULT_PORT;
+use uringbench::session::live::{Observer, Quiet};
+use uringbench::sys::sockopt::LocalEnd;
+use uringbench::wire::iperf2::IPERF2_PORT;
+use uringbench::workload::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
@@ -41,7 +41,7 @@ impl TestWindow {
 impl FastPathArgs {
     /// Probes and turns on what was asked, before any ring exists.
     fn apply(&self, zc_rx: Option<&str>) -> Result<(), Error> {
-        use uringbench::fastpath::{self, FastPaths, NapiPoll, SqPoll};
+        use uringbench::uring::fastpath::{self, FastPaths, NapiPoll, SqPoll};
         let paths = FastPaths {
             sqpoll: self.sqpoll.map(|d| SqPoll { idle_ms: d.as_millis().clamp(1, 60_000) as u32 }),
             napi: self
@@ -137,7 +137,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
         return iperf2_mode::recv(&args);
     }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
-    uringbench::interrupt::install();
+    uringbench::sys::interrupt::install();
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
@@ -153,11 +153,16 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             ..ServerLimits::default()
         },
         xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)?,
-        variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
+        variants: args
+            .variants
+            .as_deref()
+            .map(uringbench::sys::settings::ReceiverVariants::load)
+            .transpose()?
+            .map(Arc::new),
     };
     if cfg.variants.is_some() {
         // Before any other thread: a variant's settings are reverted on Ctrl-C or a kill.
-        uringbench::settings::revert_on_interrupt()?;
+        uringbench::sys::settings::revert_on_interrupt()?;
     }
     let listener = server::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
@@ -270,7 +275,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local,
     };
-    uringbench::interrupt::install();
+    uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
     if args.output.json_stream && format == Format::Csv {
         return Err(Error::usage("--json-stream writes JSON; it does not combine with --format csv"));
@@ -312,7 +317,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
             (None, Format::Json) => {}
         }
         reports.push(report);
-        if uringbench::interrupt::requested() {
+        if uringbench::sys::interrupt::requested() {
             break; // The partial run is reported; no more runs.
         }
     }
@@ -334,7 +339,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
         eprintln!("uringbench: {e}");
     }
-    let interrupted_early = uringbench::interrupt::requested() && reports.len() < repeat;
+    let interrupted_early = uringbench::sys::interrupt::requested() && reports.len() < repeat;
     let all_complete = stopped.is_none() && !interrupted_early && reports.iter().all(|r| r.complete());
     Ok(if all_complete { 0 } else { 1 })
 }
@@ -359,7 +364,7 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         threads: args.threads,
     };
-    uringbench::interrupt::install();
+    uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Text {
         // The summary comes at the end; say at once what runs, and for how long at most.
@@ -418,7 +423,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
         return Err(Error::usage("--fq-rate must be above 0"));
     }
     if let Some(c) = &t.congestion {
-        uringbench::sockopt::check_congestion(c).map_err(Error::usage)?;
+        uringbench::sys::sockopt::check_congestion(c).map_err(Error::usage)?;
     }
     let (bind, bind_dev) = match t.bind.as_deref().map(|b| b.split_once('%').map_or((b, None), |(a, d)| (a, Some(d)))) {
         Some((addr, dev)) => {
@@ -552,7 +557,7 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local,
     };
-    uringbench::interrupt::install();
+    uringbench::sys::interrupt::install();
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
     let observer: Arc<dyn Observer> = if format == Format::Json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };

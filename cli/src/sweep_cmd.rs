@@ -5,11 +5,11 @@ use crate::args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList};
 use crate::{busy, port_or_default, print_json};
 use std::io::Write;
 use std::path::Path;
-use uringbench::fleet::{self, FleetReport};
-use uringbench::saved::SavedResults;
-use uringbench::spec::{Proto, TestSpec, Workload};
-use uringbench::sweep::{self, SweepParam, SweepPlan};
+use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::report::fleet::{self, FleetReport};
+use uringbench::report::saved::SavedResults;
 use uringbench::workload::stream::SendOptions;
+use uringbench::workload::sweep::{self, SweepParam, SweepPlan};
 use uringbench::Error;
 
 /// The one swept parameter and its values, the other two fixed.
@@ -93,7 +93,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
     // The first signal ends the running test early and stops the sweep after it.
-    uringbench::interrupt::install();
+    uringbench::sys::interrupt::install();
     let result = sweep::run(&plan, |done| {
         if text {
             let mut out = std::io::stdout().lock();
@@ -118,7 +118,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
         }
     }
     let _ = out.flush();
-    if let Some(signal) = uringbench::interrupt::signal_name() {
+    if let Some(signal) = uringbench::sys::interrupt::signal_name() {
         eprintln!("uringbench: sweep stopped by {signal}; the runs so far are reported and saved");
         return Ok(1);
     }

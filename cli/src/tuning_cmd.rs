@@ -4,12 +4,12 @@ use crate::args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAct
 use crate::{busy, port_or_default, print_json, xdp_mode};
 use std::io::Write;
 use std::path::Path;
-use uringbench::compare::{self, Metric};
-use uringbench::experiment::{self, Plan, Progress};
-use uringbench::search::{self, SearchPlan, SearchResult, TrialFigures};
-use uringbench::settings::{self, Change, Journal};
-use uringbench::spec::{Proto, TestSpec, Workload};
-use uringbench::stats::DEFAULT_SEED;
+use uringbench::analysis::compare::{self, Metric};
+use uringbench::analysis::stats::DEFAULT_SEED;
+use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::sys::settings::{self, Change, Journal};
+use uringbench::workload::experiment::{self, Plan, Progress};
+use uringbench::workload::search::{self, SearchPlan, SearchResult, TrialFigures};
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
@@ -102,7 +102,7 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         &plan,
         |spec| {
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
-            run_test(&opts, std::sync::Arc::new(uringbench::workload::live::Quiet)).map(|r| TrialFigures::of_report(&r))
+            run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet)).map(|r| TrialFigures::of_report(&r))
         },
         |step| {
             if !json {

@@ -3,11 +3,11 @@
 
 pub use crate::args::{Engine, XdpModeArg};
 use std::sync::Arc;
-use uringbench::report::StreamReport;
-use uringbench::workload::live::Observer;
+use uringbench::metrics::xdp::AttachMode;
+use uringbench::report::stream::StreamReport;
+use uringbench::session::live::Observer;
 use uringbench::workload::stream::{run_send_live, SendOptions};
-use uringbench::xdp::stream::{run_send_xdp, XdpOptions};
-use uringbench::xdp::AttachMode;
+use uringbench::workload::xdp_stream::{run_send_xdp, XdpOptions};
 use uringbench::Error;
 
 /// The receiver's AF_XDP options, or `None` for the socket engine.

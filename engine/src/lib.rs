@@ -2,58 +2,42 @@
 //!
 //! The traffic engine behind the `uringbench` command: it moves bytes with io_uring, one
 //! pinned queue thread per CPU, and reports what the *receiver* counted, where the CPU went
-//! and what the kernel really did (zero-copy or not). It exists because socket-per-call tools
-//! (iperf2, iperf3, netperf) spend their CPU on syscalls and wake-ups at high rates, and then
-//! measure themselves instead of the path.
+//! and what the kernel really did (zero-copy or not).
 //!
-//! The crate is split the way neper splits a benchmark:
-//! - **transport** ([`transport`]): per-thread io_uring loops that move bytes
-//!   ([`transport::tcp_send`], [`transport::tcp_recv`], the request/response loops of
-//!   [`transport::rr`]), with [`ring`] for set-up and waiting;
-//! - **workload** ([`workload`]): what runs over the flows and how both ends agree on it
-//!   ([`workload::stream`], [`workload::rr`], [`workload::http`]), over the [`control`]
-//!   channel, served by [`server`];
-//! - **measurement** ([`measure`]): counters and window sampling, CPU clocks;
-//! - **report** ([`report`]): the figures of each side, text and JSON.
+//! The crate is cut into layers; a layer imports only the layers above it in this table
+//! (`layer_rules` enforces it, docs/architecture.md explains it):
 //!
-//! Capabilities are probed at run time ([`probe`]) and placement decisions ([`placement`])
-//! are explained in the report, never silently assumed.
+//! | layer | holds |
+//! |---|---|
+//! | [`base`] | errors, units, the test spec |
+//! | [`sys`] | socket options, TCP_INFO, probes, /proc and /sys, netlink, BPF, AF_XDP sockets, signals, host settings |
+//! | [`doctor`] | host readiness checks |
+//! | [`wire`] | byte formats: UDP payload header, iperf2, HTTP/1.1, frames |
+//! | [`uring`] | rings, waiting, registered memory, fast paths, zcrx |
+//! | [`metrics`] | counters, sampling, sequence tracking, figure types |
+//! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`] |
+//! | [`runtime`] | placement, queue threads |
+//! | [`session`] | the control channel, the live test |
+//! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, the receiver |
+//! | [`compat`] | iperf2 interoperability |
+//! | [`analysis`] | the bottleneck verdict, A/B comparisons |
+//! | [`report`] | text, JSON, CSV, charts, saved results |
 
-pub mod chart;
-pub mod compare;
-pub mod control;
+pub mod analysis;
+pub mod base;
+pub mod compat;
 pub mod doctor;
-pub mod error;
-pub mod experiment;
-pub mod export;
-pub mod fastpath;
-pub mod fleet;
-pub mod hostinfo;
-pub mod http1;
-pub mod interrupt;
-pub mod iperf2;
-pub mod measure;
-pub mod netpath;
-pub mod placement;
-pub mod probe;
+pub mod metrics;
 pub mod report;
-pub mod ring;
-pub mod saved;
-pub mod search;
-pub mod server;
-pub mod settings;
-pub mod sockopt;
-pub mod spec;
-pub mod stats;
-pub mod sweep;
-pub mod tcpinfo;
-pub mod threads;
+pub mod runtime;
+pub mod session;
+pub mod sys;
 pub mod transport;
-pub mod udp;
-pub mod units;
-pub mod verdict;
+pub mod uring;
+pub mod wire;
 pub mod workload;
-pub mod xdp;
-pub mod zcrx;
 
-pub use error::{Error, ErrorKind, Result};
+#[cfg(test)]
+mod layer_rules;
+
+pub use crate::base::error::{Error, ErrorKind, Result};

@@ -3,7 +3,7 @@
 //! fast path needs (gVNIC, ENA, an accelerated-networking VF).
 
 use super::{Check, Context, HostFs};
-use crate::hostinfo::{egress_cap, Cloud};
+use crate::sys::hostinfo::{egress_cap, Cloud};
 use serde_json::json;
 
 pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
@@ -57,7 +57,7 @@ fn all_drivers(fs: &dyn HostFs) -> Vec<(String, String)> {
         .into_iter()
         .filter_map(|n| {
             let target = fs.link(&format!("/sys/class/net/{n}/device/driver")).ok()?;
-            Some((n, crate::hostinfo::ifstats::driver_name(&target)?))
+            Some((n, crate::sys::hostinfo::ifstats::driver_name(&target)?))
         })
         .collect()
 }

@@ -7,7 +7,7 @@
 //! the rings of one device are asked for by name. Parsers are separate from the socket and
 //! tested on replies captured on Linux 6.18.
 
-use crate::hostinfo::netlink::{self, attr_str, attrs, data_messages, find, push_attr, u16_at, u32_at, Socket};
+use crate::sys::netlink::{self, attr_str, attrs, data_messages, find, push_attr, u16_at, u32_at, Socket};
 use crate::Result;
 use serde::Serialize;
 

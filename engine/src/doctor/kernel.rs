@@ -2,7 +2,7 @@
 //! RLIMIT_MEMLOCK, and the CPU frequency governor.
 
 use super::{read_trimmed, Check, Context, HostFs};
-use crate::probe::KernelCaps;
+use crate::sys::probe::KernelCaps;
 use serde_json::json;
 
 /// Pinned memory a full test may want: a 64 MiB AF_XDP UMEM, or buffer rings and registered

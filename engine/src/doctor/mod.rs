@@ -24,8 +24,8 @@ pub mod nic;
 pub mod path;
 pub mod tcp;
 
-use crate::hostinfo::{self, Cloud, LinkInfo};
-use crate::probe::KernelCaps;
+use crate::sys::hostinfo::{self, Cloud, LinkInfo};
+use crate::sys::probe::KernelCaps;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -510,7 +510,7 @@ pub(crate) mod fake {
 #[cfg(test)]
 pub(crate) mod testctx {
     use super::*;
-    use crate::probe::KernelCaps;
+    use crate::sys::probe::KernelCaps;
 
     /// The kernel facts of the test machine (Linux 6.18 in a VM, root).
     pub fn caps() -> KernelCaps {

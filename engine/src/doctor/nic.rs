@@ -6,7 +6,7 @@
 //! /sys and /proc.
 
 use super::{read_trimmed, Channels, Check, Context, HostFs, Offloads};
-use crate::units::parse_cpu_list;
+use crate::base::units::parse_cpu_list;
 use serde_json::json;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -62,7 +62,7 @@ fn mtu(ctx: &Context) -> Check {
     let id = "nic.mtu";
     let link = ctx.iface.as_ref().expect("checked by caller");
     let facts = json!({"interface": link.name, "mtu": link.mtu});
-    use crate::hostinfo::Cloud;
+    use crate::sys::hostinfo::Cloud;
     let (want, why) = match ctx.cloud {
         Some(Cloud::Gcp) => (8896, "GCP VPCs carry up to 8896"),
         Some(Cloud::Aws) => (9001, "AWS carries 9001 inside a VPC"),
@@ -792,7 +792,7 @@ ERR:          0
         assert_eq!(offloads(&no_gso).fix.as_deref(), Some("ethtool -K uoda0 gso on"), "GSO matters on veth too");
 
         let mut gcp = nic_ctx("gve", 4, 16);
-        gcp.cloud = Some(crate::hostinfo::Cloud::Gcp);
+        gcp.cloud = Some(crate::sys::hostinfo::Cloud::Gcp);
         let m = mtu(&gcp);
         assert_eq!(m.status, Status::Warn);
         assert!(m.fix.unwrap().contains("--mtu=8896"));

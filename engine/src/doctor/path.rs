@@ -87,7 +87,7 @@ fn path_mtu(ctx: &Context, t: &TargetFacts) -> Check {
     let Some(pmtu) = t.path_mtu else {
         return Check::skip(id, "the kernel gave no path MTU for the target").facts(facts);
     };
-    if ctx.cloud == Some(crate::hostinfo::Cloud::Gcp) && pmtu < 8896 {
+    if ctx.cloud == Some(crate::sys::hostinfo::Cloud::Gcp) && pmtu < 8896 {
         return Check::warn(id, format!("path MTU {pmtu} to {}: GCP VPCs carry 8896", t.addr))
             .fix("gcloud compute networks update NETWORK --mtu=8896   # and the MTU on both VMs' interfaces")
             .facts(facts);
@@ -108,7 +108,7 @@ fn path_mtu(ctx: &Context, t: &TargetFacts) -> Check {
 /// Resolves `host` and finds out how it answers; only an unresolvable name is an error.
 pub fn probe_target(host: &str, port: u16) -> Result<TargetFacts> {
     let addr = resolve(host, port)?;
-    let local = crate::hostinfo::route_to(addr.ip()).is_ok_and(|r| r.local);
+    let local = crate::sys::hostinfo::route_to(addr.ip()).is_ok_and(|r| r.local);
     let (reach, rtt) = handshakes(addr);
     Ok(TargetFacts {
         host: host.to_owned(),
@@ -147,7 +147,7 @@ fn handshakes(addr: SocketAddr) -> (Reach, Option<Duration>) {
                 // The kernel's own RTT sample of the handshake (TCP_INFO) excludes the time
                 // this process took to get scheduled around connect(), which on a first
                 // connect in a fresh namespace is several times the wire RTT.
-                let kernel_rtt = crate::tcpinfo::TcpInfo::read(stream.as_raw_fd())
+                let kernel_rtt = crate::sys::tcpinfo::TcpInfo::read(stream.as_raw_fd())
                     .map(|i| Duration::from_micros(u64::from(i.rtt_us)))
                     .filter(|d| !d.is_zero());
                 drop(stream);
@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, Some(1400))).status, Status::Warn);
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, None)).status, Status::Skip);
         let mut gcp = veth_ctx();
-        gcp.cloud = Some(crate::hostinfo::Cloud::Gcp);
+        gcp.cloud = Some(crate::sys::hostinfo::Cloud::Gcp);
         assert_eq!(path_mtu(&gcp, &target("10.0.0.2", Reach::Listening, Some(1460))).status, Status::Warn);
     }
 

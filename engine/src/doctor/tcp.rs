@@ -7,8 +7,8 @@
 //! also keeps part of the buffer for overhead, hence the factor of two.
 
 use super::{sysctl, Check, Context, HostFs};
-use crate::hostinfo::softnet::parse_softnet_stat;
-use crate::units::format_bits_per_second;
+use crate::base::units::format_bits_per_second;
+use crate::sys::hostinfo::softnet::parse_softnet_stat;
 use serde_json::json;
 
 /// Bandwidth assumed when neither `--bandwidth`, a link speed nor a cloud cap says more.
@@ -34,7 +34,7 @@ pub fn planned_bandwidth(ctx: &Context) -> (u64, String) {
     if let Some(s) = ctx.iface.as_ref().and_then(|l| l.speed_mbps) {
         return (u64::from(s) * 1_000_000, "link speed".into());
     }
-    if let Some(cap) = ctx.cloud.and_then(|c| crate::hostinfo::egress_cap(c, ctx.cpus)).and_then(|c| c.gbps) {
+    if let Some(cap) = ctx.cloud.and_then(|c| crate::sys::hostinfo::egress_cap(c, ctx.cpus)).and_then(|c| c.gbps) {
         return ((cap * 1e9) as u64, "cloud egress cap".into());
     }
     (DEFAULT_BANDWIDTH_BPS, "assumed; give --bandwidth".into())

@@ -1,18 +1,13 @@
 //! Transport loops: what one queue thread does with its ring and its flows.
 //!
 //! A transport loop owns an io_uring and moves bytes; it knows nothing about control
-//! messages or reports. It publishes running totals through [`crate::measure::QueueCounters`]
+//! messages or reports. It publishes running totals through [`crate::metrics::measure::QueueCounters`]
 //! and returns per-flow outcomes when its flows end.
 
 pub mod rr;
-pub mod tcp_crr;
-pub mod tcp_recv;
-pub mod tcp_recv_zc;
-pub mod tcp_rr;
-pub mod tcp_send;
-pub mod udp_recv;
-pub mod udp_rr;
-pub mod udp_send;
+pub mod tcp;
+pub mod udp;
+pub mod xdp;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,14 +1,14 @@
 //! What every request/response transport loop shares: its configuration, the round-trip
 //! histogram, the failure counts, and the size rules.
 //!
-//! Three loops use it: [`super::tcp_rr`] (one long-lived connection per flow),
-//! [`super::udp_rr`] (one connected datagram socket per flow, with loss) and
-//! [`super::tcp_crr`] (a new connection per transaction).
+//! Three loops use it: [`crate::transport::tcp::rr`] (one long-lived connection per flow),
+//! [`crate::transport::udp::rr`] (one connected datagram socket per flow, with loss) and
+//! [`crate::transport::tcp::crr`] (a new connection per transaction).
 
 use super::FlowOutcome;
-use crate::error::{Error, Result};
-use crate::placement::WaitMode;
-use crate::spec::{Proto, TestSpec, Workload};
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Proto, TestSpec, Workload};
+use crate::uring::ring::WaitMode;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;

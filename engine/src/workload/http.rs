@@ -8,17 +8,18 @@
 //! Each thread owns one io_uring, one provided-buffer ring, and its share of the connections.
 //! A connection is opened with a blocking connect (bounded by `--timeout`), then carries one
 //! request at a time: a `SEND` of the request, a multishot `RECV` feeding
-//! [`crate::http1::ResponseParser`]. Any transport or protocol error is counted by kind and the
+//! [`crate::wire::http1::ResponseParser`]. Any transport or protocol error is counted by kind and the
 //! connection is reopened. With `--rate`, requests follow a fixed schedule per connection and
 //! latency is measured from the *scheduled* send time, as wrk2 does, so a stalled server is
 //! not hidden by the client waiting for it (coordinated omission).
 
-use crate::error::{Error, Result};
-use crate::http1::{ParseError, ResponseParser};
-use crate::measure::{clock_ticks, parse_task_stat};
-use crate::placement::{resolve_cpus, ThreadPlan, WaitMode};
-use crate::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
-use crate::threads::QueueThreads;
+use crate::base::error::{Error, Result};
+use crate::metrics::measure::{clock_ticks, parse_task_stat};
+use crate::runtime::placement::{resolve_cpus, ThreadPlan};
+use crate::runtime::threads::QueueThreads;
+use crate::uring::ring::WaitMode;
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
+use crate::wire::http1::{ParseError, ResponseParser};
 use hdrhistogram::Histogram;
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::Serialize;
@@ -449,8 +450,8 @@ fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<Threa
         latency_us,
         status,
         non_2xx,
-        complete: errors.total() == 0 && requests > 0 && !crate::interrupt::requested(),
-        interrupted: crate::interrupt::signal_name()
+        complete: errors.total() == 0 && requests > 0 && !crate::sys::interrupt::requested(),
+        interrupted: crate::sys::interrupt::signal_name()
             .map(|signal| format!("interrupted at {secs:.1} s of {:.1} s ({signal})", opts.duration.as_secs_f64())),
         errors,
         connections_opened: opened,
@@ -624,7 +625,7 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
     let mut busy = 0;
     loop {
         let now = Instant::now();
-        if now >= sh.end || crate::interrupt::requested() {
+        if now >= sh.end || crate::sys::interrupt::requested() {
             break;
         }
         let quota_left = sh.quota.is_none_or(|q| sh.issued.load(Ordering::Relaxed) < q);
@@ -900,8 +901,8 @@ impl HttpReport {
             "  requests   {} ({:.1}/s), {} read ({}/s), {} connections opened",
             self.requests,
             self.transactions_per_second,
-            crate::units::format_bytes(self.bytes_read),
-            crate::units::format_bytes(self.bytes_per_second as u64),
+            crate::base::units::format_bytes(self.bytes_read),
+            crate::base::units::format_bytes(self.bytes_per_second as u64),
             self.connections_opened
         );
         let l = &self.latency_us;
@@ -962,7 +963,7 @@ impl HttpReport {
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {
-            obj.insert("schema_version".into(), serde_json::json!(crate::report::SCHEMA_VERSION));
+            obj.insert("schema_version".into(), serde_json::json!(crate::report::stream::SCHEMA_VERSION));
             obj.insert("test".into(), serde_json::json!({"workload": "http", "url": self.url}));
             obj.insert("errors_total".into(), serde_json::json!(self.errors.total()));
         }

@@ -1,9 +1,12 @@
 //! Workloads: what runs over the flows, one file per workload (as neper does), each owning
 //! both ends of its test and the report it produces.
 
+pub mod experiment;
 pub mod http;
-pub mod iperf2_compat;
-pub mod live;
 pub mod rr;
+pub mod search;
+pub mod server;
 pub mod stream;
+pub mod sweep;
 pub mod udp_stream;
+pub mod xdp_stream;

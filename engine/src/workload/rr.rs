@@ -7,21 +7,21 @@
 //! and both ends count transactions per queue, so the client can print both sides. Latency
 //! is the client's: from a request's submission to the last byte of its response.
 
-use super::live::{Live, Observer, Quiet, ServerLive};
 use super::stream::{SendOptions, SenderSession};
 use super::udp_stream;
-use crate::control::{self, ControlMsg};
-use crate::error::{Error, Result};
-use crate::measure::{sample_window, QueueCounters, SampleSources};
-use crate::placement::Placement;
-use crate::report::{cpu_evidence, IntervalFigures, Role, SideReport};
-use crate::spec::{Proto, TestSpec, Workload};
-use crate::threads::{deal_by_queue, QueueThreads};
+use crate::analysis::verdict::{diagnose, Evidence, Verdict};
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Proto, TestSpec, Workload};
+use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::report::stream::{cpu_evidence, IntervalFigures, Role, SideReport};
+use crate::runtime::placement::Placement;
+use crate::runtime::threads::{deal_by_queue, QueueThreads};
+use crate::session::control::{self, ControlMsg};
+use crate::session::live::{Live, Observer, Quiet, ServerLive};
 use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
-use crate::transport::tcp_crr::{self, CrrFlow, CrrListener};
-use crate::transport::tcp_rr::{self, RrFlow};
-use crate::transport::udp_rr::{self, UdpRrFlow};
-use crate::verdict::{diagnose, Evidence, Verdict};
+use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
+use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
+use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -174,7 +174,7 @@ impl RrReport {
             .collect();
         let intervals: Vec<Value> = self.client.intervals.iter().map(rr_interval_json).collect();
         json!({
-            "schema_version": crate::report::SCHEMA_VERSION,
+            "schema_version": crate::report::stream::SCHEMA_VERSION,
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "target": self.target,
             "test": self.spec,
@@ -371,7 +371,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
                     &opts.local,
                     Some(&spec.tuning),
                 )?;
-                crate::sockopt::apply_tuning(&stream, &spec.tuning, true)
+                crate::sys::sockopt::apply_tuning(&stream, &spec.tuning, true)
                     .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
                 let _ = stream.set_nodelay(true);
                 stream
@@ -483,7 +483,7 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
                 .into_iter()
                 .map(|(flow, stream)| {
                     let _ = stream.set_nodelay(true);
-                    let _ = crate::sockopt::apply_tuning(&stream, &spec.tuning, true);
+                    let _ = crate::sys::sockopt::apply_tuning(&stream, &spec.tuning, true);
                     (spec.queue_of_flow(flow), RrFlow { stream, queue: spec.queue_of_flow(flow) })
                 })
                 .collect();

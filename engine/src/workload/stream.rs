@@ -4,22 +4,23 @@
 //! `Ready`, measure their own window by their own clock, and the receiver's figures travel
 //! back so the sender prints both sides. The headline is the receiver's.
 
-use super::live::{Live, Observer, Quiet, SenderLive, ServerLive, StartInfo};
-use crate::control::{self, ControlMsg, PROTOCOL_VERSION};
-use crate::error::{Error, Result};
-use crate::measure::{sample_window, QueueCounters, SampleSources};
-use crate::netpath::PathProbe;
-use crate::placement::{plan, resolve_cpus, BusyPoll, Placement, WaitMode};
-use crate::probe::KernelCaps;
-use crate::report::{PathFacts, Role, SideReport, StreamReport};
-use crate::ring::WakeBatch;
-use crate::sockopt::{self, FlowSocket};
-use crate::spec::{Direction, TestSpec, ZeroCopyMode};
-use crate::tcpinfo::TcpInfo;
-use crate::threads::{deal_by_queue, QueueThreads};
-use crate::transport::tcp_recv::{self, RecvFlow, RecvWorkerConfig};
-use crate::transport::tcp_recv_zc;
-use crate::transport::tcp_send::{self, SendFlow, SendWorkerConfig, ZeroCopyCounts};
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Direction, TestSpec, ZeroCopyMode};
+use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::report::stream::{PathFacts, Role, SideReport, StreamReport};
+use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
+use crate::runtime::threads::{deal_by_queue, QueueThreads};
+use crate::session::control::{self, ControlMsg, PROTOCOL_VERSION};
+use crate::session::live::{Live, Observer, Quiet, SenderLive, ServerLive, StartInfo};
+use crate::sys::netpath::PathProbe;
+use crate::sys::probe::KernelCaps;
+use crate::sys::sockopt::{self, FlowSocket};
+use crate::sys::tcpinfo::TcpInfo;
+use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
+use crate::transport::tcp::recv_zc as tcp_recv_zc;
+use crate::transport::tcp::send::{self as tcp_send, SendFlow, SendWorkerConfig, ZeroCopyCounts};
+use crate::uring::ring::WaitMode;
+use crate::uring::ring::WakeBatch;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -73,7 +74,7 @@ pub struct SendOptions {
     pub cpus: Option<Vec<usize>>,
     pub busy_poll: BusyPoll,
     /// Where this side's sockets leave from (`-4`/`-6`, `--bind`, `--bind-dev`).
-    pub local: crate::sockopt::LocalEnd,
+    pub local: crate::sys::sockopt::LocalEnd,
 }
 
 /// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
@@ -221,7 +222,7 @@ impl SenderSession {
     pub fn start_live(&self, spec: &TestSpec, observer: Arc<dyn Observer>) -> Result<SenderLive> {
         // Streams show each interval once both ends' figures are in; transaction tests show
         // the client's alone.
-        let paired = spec.workload == crate::spec::Workload::Stream;
+        let paired = spec.workload == crate::base::spec::Workload::Stream;
         let live = SenderLive::start(&self.ctl, Arc::clone(&observer), paired)?;
         observer.started(&StartInfo {
             spec: spec.clone(),
@@ -351,7 +352,7 @@ pub fn run_send(opts: &SendOptions) -> Result<StreamReport> {
 
 /// [`run_send`], with `observer` told of the start and of each interval as it closes.
 pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
-    if opts.spec.proto == crate::spec::Proto::Udp {
+    if opts.spec.proto == crate::base::spec::Proto::Udp {
         return super::udp_stream::run_send_udp(opts, observer);
     }
     let spec = &opts.spec;
@@ -521,7 +522,7 @@ pub fn run_receive(
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
     control::write_msg(ctl, &ControlMsg::Ready)?;
-    let iface = ctl.peer_addr().ok().and_then(|a| crate::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
+    let iface = ctl.peer_addr().ok().and_then(|a| crate::sys::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
     receive_side(spec, flows, placement, caps, iface.as_deref(), live)
 }
 
@@ -589,7 +590,7 @@ pub fn receive_side(
         skip_copy: spec.tuning.skip_rx_copy,
     };
     let worker_counters = Arc::clone(&counters);
-    let zc_rx = crate::fastpath::current().zc_rx.as_ref();
+    let zc_rx = crate::uring::fastpath::current().zc_rx.as_ref();
     // With --zc-rx, thread i receives from NIC queue first_queue + i.
     let inputs: Vec<(u32, Vec<RecvFlow>)> = (0..).zip(deal_by_queue(&placement.threads, items)).collect();
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(thread, flows)| match zc_rx {
@@ -598,7 +599,7 @@ pub fn receive_side(
     })?;
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let napi = crate::fastpath::napi_evidence(&fds);
+    let napi = crate::uring::fastpath::napi_evidence(&fds);
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
     let finished = || threads.all_finished() || live.stopped().is_some();
     let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));
@@ -631,7 +632,7 @@ pub fn receive_side(
             zc.iface,
             zc.first_queue,
             zc.first_queue + placement.threads.len() as u32 - 1,
-            crate::zcrx::AREA_BYTES >> 20,
+            crate::uring::zcrx::AREA_BYTES >> 20,
             total as f64 / completions.max(1) as f64 / 1024.0,
             rearms,
         ),

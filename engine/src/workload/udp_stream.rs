@@ -7,21 +7,21 @@
 //! control port (SO_REUSEPORT), each connected to one of the sender's source ports, which the
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
 
-use super::live::{Live, Observer, ServerLive};
 use super::stream::{split_by_direction, SendOptions, SenderSession, END_GRACE};
-use crate::control::{self, ControlMsg};
-use crate::error::{Error, Result};
-use crate::measure::{sample_window, QueueCounters, SampleSources};
-use crate::placement::Placement;
-use crate::report::{Role, SideReport, StreamReport, UdpFigures};
-use crate::ring::WakeBatch;
-use crate::sockopt;
-use crate::spec::{Direction, TestSpec};
-use crate::threads::{deal_by_queue, QueueThreads};
-use crate::transport::udp_recv::{self, LiveStats, UdpRecvConfig, UdpRecvFlow};
-use crate::transport::udp_send::{self, FinConfig, UdpSendConfig, UdpSendFlow};
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Direction, TestSpec};
+use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::metrics::seq::SeqStats;
+use crate::report::stream::{Role, SideReport, StreamReport, UdpFigures};
+use crate::runtime::placement::Placement;
+use crate::runtime::threads::{deal_by_queue, QueueThreads};
+use crate::session::control::{self, ControlMsg};
+use crate::session::live::{Live, Observer, ServerLive};
+use crate::sys::sockopt;
+use crate::transport::udp::recv::{self as udp_recv, LiveStats, UdpRecvConfig, UdpRecvFlow};
+use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
-use crate::udp::seq::SeqStats;
+use crate::uring::ring::WakeBatch;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -237,7 +237,7 @@ pub fn serve_udp(
         prepare_receiver(s, spec)?;
     }
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
-    let iface = peer_ip.and_then(|ip| crate::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
+    let iface = peer_ip.and_then(|ip| crate::sys::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
     let iface = iface.as_deref();
     let live = ServerLive::start(ctl)?;
     control::write_msg(ctl, &ControlMsg::Ready)?;

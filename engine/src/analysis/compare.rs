@@ -1,0 +1,651 @@
+//! `uringbench compare`: did a change help? Per variant the median, min–max and a bootstrap
+//! interval of the median; per variant against the first, the ratio of medians with its
+//! bootstrap interval, a Mann–Whitney p-value and a one-line verdict that says either how large
+//! the change is or how large a change the runs' spread could hide.
+//!
+//! Variants come from saved documents: `send -J` and `send --repeat N -J` (one variant per
+//! file, or several files joined into one), `rr`/`crr`/`http -J`, a sweep (one variant per
+//! point) and an `experiment` result (one variant per named variant).
+
+use crate::analysis::stats::{self, MannWhitney};
+use crate::report::chart::{Axis, Chart, Point, Series};
+use crate::report::export::Stats;
+use crate::report::stream::SCHEMA_VERSION;
+use crate::{Error, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// A figure compared between variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// `sum.receiver.bits_per_second`, in Gbit/s.
+    ReceivedGbps,
+    /// `cpu.receiver_per_byte.cpu_seconds_per_gb`.
+    CpuSecondsPerGb,
+    /// `tcp.sender.retransmitted_segments` (TCP streams).
+    Retransmits,
+    /// `sum.receiver.loss_ratio` × 100 (UDP streams).
+    LossPercent,
+    /// `transactions_per_second` (rr, crr, http).
+    TransactionsPerSecond,
+    /// `latency_us.p99` (rr, crr, http).
+    P99Us,
+}
+
+pub const ALL_METRICS: [Metric; 6] = [
+    Metric::ReceivedGbps,
+    Metric::CpuSecondsPerGb,
+    Metric::Retransmits,
+    Metric::LossPercent,
+    Metric::TransactionsPerSecond,
+    Metric::P99Us,
+];
+
+impl Metric {
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::ReceivedGbps => "received_gbps",
+            Metric::CpuSecondsPerGb => "cpu_seconds_per_gb",
+            Metric::Retransmits => "retransmits",
+            Metric::LossPercent => "loss_percent",
+            Metric::TransactionsPerSecond => "transactions_per_second",
+            Metric::P99Us => "p99_us",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        ALL_METRICS.into_iter().find(|m| m.key() == text).ok_or_else(|| {
+            let keys: Vec<&str> = ALL_METRICS.iter().map(|m| m.key()).collect();
+            Error::usage(format!("unknown metric '{text}': one of {}", keys.join(", ")))
+        })
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::ReceivedGbps => "received Gbit/s",
+            Metric::CpuSecondsPerGb => "CPU-s/GB",
+            Metric::Retransmits => "retransmits",
+            Metric::LossPercent => "loss %",
+            Metric::TransactionsPerSecond => "transactions/s",
+            Metric::P99Us => "p99 latency us",
+        }
+    }
+
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Metric::ReceivedGbps | Metric::TransactionsPerSecond)
+    }
+
+    /// The figure of one run document, when that run has it.
+    pub fn of_doc(self, doc: &Value) -> Option<f64> {
+        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64).filter(|v| v.is_finite());
+        let transactional = doc.get("transactions_per_second").is_some();
+        match self {
+            Metric::ReceivedGbps if !transactional => f("/sum/receiver/bits_per_second").map(|b| b / 1e9),
+            Metric::CpuSecondsPerGb if !transactional => f("/cpu/receiver_per_byte/cpu_seconds_per_gb"),
+            Metric::Retransmits if !transactional && doc.pointer("/test/proto") == Some(&json!("tcp")) => {
+                f("/tcp/sender/retransmitted_segments")
+            }
+            Metric::LossPercent if !transactional && doc.pointer("/test/proto") == Some(&json!("udp")) => {
+                f("/sum/receiver/loss_ratio").map(|r| r * 100.0)
+            }
+            Metric::TransactionsPerSecond => f("/transactions_per_second"),
+            Metric::P99Us => f("/latency_us/p99"),
+            _ => None,
+        }
+    }
+}
+
+/// One variant: its name, where its runs came from, and the run documents.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub name: String,
+    pub sources: Vec<String>,
+    pub runs: Vec<Value>,
+}
+
+impl Variant {
+    /// Runs that completed (a document without `complete` counts as complete).
+    pub fn complete_runs(&self) -> impl Iterator<Item = &Value> {
+        self.runs.iter().filter(|d| d["complete"].as_bool() != Some(false))
+    }
+
+    pub fn samples(&self, metric: Metric) -> Vec<f64> {
+        self.complete_runs().filter_map(|d| metric.of_doc(d)).collect()
+    }
+}
+
+fn is_run_doc(doc: &Value) -> bool {
+    doc.get("test").is_some()
+        && (doc.pointer("/sum/receiver").is_some() || doc.get("transactions_per_second").is_some())
+        || (doc.get("url").is_some() && doc.get("transactions_per_second").is_some())
+}
+
+/// The variants in one saved document. `name` names a single-variant document (a sweep or an
+/// experiment names its own variants).
+pub fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Variant>> {
+    let one = |runs: Vec<Value>| Ok(vec![Variant { name: name.to_owned(), sources: vec![source.to_owned()], runs }]);
+    match doc["kind"].as_str() {
+        Some("sweep") => {
+            let sweep = crate::workload::sweep::SweepResult::from_json(doc)?;
+            let runs_of = |i: usize| -> Vec<Value> {
+                doc["points"][i]["runs"].as_array().cloned().unwrap_or_default().into_iter().map(sweep_run).collect()
+            };
+            return Ok(sweep
+                .points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Variant {
+                    name: format!("{}={}", sweep.parameter.key(), p.label),
+                    sources: vec![source.to_owned()],
+                    runs: runs_of(i),
+                })
+                .collect());
+        }
+        Some("experiment") => {
+            let variants = doc["variants"]
+                .as_array()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| Error::usage("experiment document without variants"))?;
+            return variants
+                .iter()
+                .map(|v| {
+                    let runs = v["runs"].as_array().cloned().unwrap_or_default();
+                    if !runs.iter().all(is_run_doc) {
+                        return Err(Error::usage("experiment document whose runs are not test reports"));
+                    }
+                    Ok(Variant {
+                        name: v["name"].as_str().unwrap_or("?").to_owned(),
+                        sources: vec![source.to_owned()],
+                        runs,
+                    })
+                })
+                .collect();
+        }
+        _ => {}
+    }
+    if let Some(runs) = doc["runs"].as_array().filter(|_| doc.get("repeat").is_some()) {
+        if runs.is_empty() || !runs.iter().all(is_run_doc) {
+            return Err(Error::usage("a --repeat document whose runs are not test reports"));
+        }
+        return one(runs.clone());
+    }
+    if is_run_doc(doc) {
+        return one(vec![doc.clone()]);
+    }
+    Err(Error::usage("not a uringbench send, send --repeat, rr, crr, http, sweep or experiment JSON document"))
+}
+
+/// A sweep keeps each run's figures, not its document: the figures as the paths `Metric`
+/// reads.
+fn sweep_run(r: Value) -> Value {
+    json!({
+        "complete": r["complete"],
+        "sum": {"receiver": {"bits_per_second": r["receiver_bits_per_second"]}},
+        "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": r["cpu_seconds_per_gb"]}},
+    })
+}
+
+/// A command-line operand: `[NAME=]FILE[,FILE...]`. Several files make one variant; the name
+/// defaults to the first file's name without `.json`.
+pub fn load_operand(operand: &str) -> Result<Vec<Variant>> {
+    let (name, files) = match operand.split_once('=') {
+        Some((n, f)) if !n.is_empty() && !n.contains('/') && !n.contains(',') => (Some(n.to_owned()), f),
+        _ => (None, operand),
+    };
+    let files: Vec<&str> = files.split(',').filter(|f| !f.is_empty()).collect();
+    if files.is_empty() {
+        return Err(Error::usage(format!("'{operand}': no file")));
+    }
+    let name = name.unwrap_or_else(|| {
+        let base = files[0].rsplit('/').next().unwrap_or(files[0]);
+        base.strip_suffix(".json").unwrap_or(base).to_owned()
+    });
+    let mut merged: Option<Variant> = None;
+    let mut out = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::usage(format!("{file}: {e}")))?;
+        let doc: Value = serde_json::from_str(&text).map_err(|e| Error::usage(format!("{file}: not JSON: {e}")))?;
+        let vs = variants_of_doc(&name, file, &doc).map_err(|e| Error::usage(format!("{file}: {}", e.message)))?;
+        if files.len() == 1 {
+            return Ok(vs);
+        }
+        if vs.len() != 1 {
+            return Err(Error::usage(format!("{file}: holds several variants; give it on its own")));
+        }
+        let v = vs.into_iter().next().expect("one variant");
+        match merged.as_mut() {
+            None => merged = Some(v),
+            Some(m) => {
+                m.sources.extend(v.sources);
+                m.runs.extend(v.runs);
+            }
+        }
+    }
+    out.extend(merged);
+    Ok(out)
+}
+
+/// A variant's statistics for one metric.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricSummary {
+    pub n: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub ci95: [f64; 2],
+    /// Standard deviation over the mean.
+    pub relative_spread: f64,
+}
+
+/// One variant against the first, on one metric.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub metric: Metric,
+    pub n_a: usize,
+    pub n_b: usize,
+    pub median_a: f64,
+    pub median_b: f64,
+    /// median(b) ÷ median(a); null when median(a) is 0.
+    pub ratio: Option<f64>,
+    pub ci95: Option<[f64; 2]>,
+    pub p_value: Option<f64>,
+    /// p < 0.05 and, where the ratio exists, its interval excludes 1.
+    pub significant: bool,
+    /// The smallest relative change these runs would find four times in five (0.2 = 20%).
+    pub min_detectable_effect: f64,
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompareReport {
+    pub variants: Vec<Variant>,
+    pub metrics: Vec<Metric>,
+    pub primary: Metric,
+    pub seed: u64,
+    /// Per variant, per metric (same order as `metrics`).
+    pub summaries: Vec<Vec<Option<MetricSummary>>>,
+    pub comparisons: Vec<Comparison>,
+}
+
+/// A seed of its own for every (pair, metric), so adding a metric does not shift the others.
+fn sub_seed(seed: u64, pair: usize, metric: Metric) -> u64 {
+    let m = ALL_METRICS.iter().position(|x| *x == metric).unwrap_or(0) as u64;
+    seed ^ (pair as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (m + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+fn summarize(xs: &[f64], seed: u64) -> Option<MetricSummary> {
+    let s = Stats::of(xs)?;
+    let (lo, hi) = stats::median_ci(xs, seed);
+    Some(MetricSummary {
+        n: s.n,
+        median: s.median,
+        min: s.min,
+        max: s.max,
+        ci95: [lo, hi],
+        relative_spread: stats::relative_spread(xs),
+    })
+}
+
+fn fmt_p(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={p:.3}")
+    }
+}
+
+/// Compares every variant with the first. `metrics`: those asked for, else every metric all
+/// variants have.
+pub fn compare(variants: Vec<Variant>, metrics: Option<Vec<Metric>>, seed: u64) -> Result<CompareReport> {
+    if variants.len() < 2 {
+        return Err(Error::usage("compare needs at least two variants (two files, or a sweep or experiment)"));
+    }
+    for v in &variants {
+        if v.complete_runs().next().is_none() {
+            return Err(Error::usage(format!("variant '{}' has no complete run", v.name)));
+        }
+    }
+    let available: Vec<Metric> =
+        ALL_METRICS.into_iter().filter(|m| variants.iter().all(|v| !v.samples(*m).is_empty())).collect();
+    let metrics = match metrics {
+        Some(asked) => {
+            if let Some(m) = asked.iter().find(|m| !available.contains(m)) {
+                return Err(Error::usage(format!("metric {} is missing from some variant's runs", m.key())));
+            }
+            asked
+        }
+        None => available,
+    };
+    let primary = *metrics
+        .first()
+        .ok_or_else(|| Error::usage("the variants share no metric (a stream against an rr or http test?)"))?;
+    let primary =
+        if metrics.contains(&Metric::TransactionsPerSecond) { Metric::TransactionsPerSecond } else { primary };
+    let summaries = variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| metrics.iter().map(|m| summarize(&v.samples(*m), sub_seed(seed, 1000 + i, *m))).collect())
+        .collect();
+    let mut comparisons = Vec::new();
+    for (i, b) in variants.iter().enumerate().skip(1) {
+        for &m in &metrics {
+            comparisons.push(compare_pair(&variants[0], b, m, sub_seed(seed, i, m)));
+        }
+    }
+    Ok(CompareReport { variants, metrics, primary, seed, summaries, comparisons })
+}
+
+/// One pair on one metric, with its verdict.
+pub fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) -> Comparison {
+    let (xa, xb) = (a.samples(metric), b.samples(metric));
+    let (ma, mb) = (stats::median(&xa), stats::median(&xb));
+    let ratio = (ma != 0.0).then(|| mb / ma);
+    let ci95 = stats::ratio_ci(&xa, &xb, seed).map(|(lo, hi)| [lo, hi]);
+    let mw: Option<MannWhitney> = stats::mann_whitney(&xa, &xb);
+    let p_value = mw.map(|m| m.p_value);
+    let excludes_one = ci95.is_none_or(|[lo, hi]| lo > 1.0 || hi < 1.0);
+    let significant = p_value.is_some_and(|p| p < stats::ALPHA) && excludes_one && ma != mb;
+    let mde = stats::min_detectable_effect(&xa, &xb);
+    let spread = stats::relative_spread(&xa).max(stats::relative_spread(&xb));
+    let runs = format!("{} vs {} runs", xa.len(), xb.len());
+    let p_text = p_value.map_or("no test".into(), fmt_p);
+    let verdict = if significant {
+        let up = mb > ma;
+        // The size of the change and its interval, as magnitudes in the change's direction.
+        let (size, detail) = match (ratio, ci95) {
+            (Some(r), Some([lo, hi])) => {
+                let (clo, chi) = if up {
+                    ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+                } else {
+                    ((1.0 - hi) * 100.0, (1.0 - lo) * 100.0)
+                };
+                (format!("{:.1}% ", (r - 1.0).abs() * 100.0), format!("95% CI {clo:.1}–{chi:.1}%, {p_text}, {runs}"))
+            }
+            _ => (String::new(), format!("{} against {}, {p_text}, {runs}", fmt_value(mb), fmt_value(ma))),
+        };
+        match metric {
+            Metric::ReceivedGbps | Metric::TransactionsPerSecond => {
+                format!("{} is {size}{} than {} ({detail})", b.name, if up { "faster" } else { "slower" }, a.name)
+            }
+            _ => format!(
+                "{} has {size}{} {} than {} ({}; {detail})",
+                b.name,
+                if up { "more" } else { "less" },
+                metric.title(),
+                a.name,
+                if up == metric.higher_is_better() { "better" } else { "worse" }
+            ),
+        }
+    } else if xa.len() < 2 || xb.len() < 2 {
+        format!(
+            "no significant difference in {} between {} and {} ({p_text}): {runs} cannot show one; run each variant 5 times or more",
+            metric.title(),
+            a.name,
+            b.name
+        )
+    } else if spread == 0.0 && ma == mb {
+        format!(
+            "no difference in {}: every run of {} and {} gave {} ({runs})",
+            metric.title(),
+            a.name,
+            b.name,
+            fmt_value(ma)
+        )
+    } else {
+        format!(
+            "no significant difference in {} between {} and {} ({p_text}): the runs' spread (±{:.0}%) hides changes under ~{:.0}% ({runs})",
+            metric.title(),
+            a.name,
+            b.name,
+            spread * 100.0,
+            (mde * 100.0).ceil()
+        )
+    };
+    Comparison {
+        a: a.name.clone(),
+        b: b.name.clone(),
+        metric,
+        n_a: xa.len(),
+        n_b: xb.len(),
+        median_a: ma,
+        median_b: mb,
+        ratio,
+        ci95,
+        p_value,
+        significant,
+        min_detectable_effect: mde,
+        verdict,
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    fmt_like(v, v)
+}
+
+/// `v` with as many decimals as suit `reference`, so a row's figures line up.
+fn fmt_like(v: f64, reference: f64) -> String {
+    let r = reference.abs();
+    let decimals = if r >= 1000.0 || v.fract() == 0.0 && r >= 10.0 {
+        0
+    } else if r >= 10.0 {
+        2
+    } else {
+        4
+    };
+    format!("{v:.decimals$}")
+}
+
+impl CompareReport {
+    /// The verdict lines on the primary metric, one per pair.
+    pub fn verdicts(&self) -> Vec<&Comparison> {
+        self.comparisons.iter().filter(|c| c.metric == self.primary).collect()
+    }
+
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "compare: {} variants against {}; 95% intervals from {} bootstrap resamples (seed {}), p from Mann-Whitney U",
+            self.variants.len(),
+            self.variants[0].name,
+            stats::BOOTSTRAP_ROUNDS,
+            self.seed
+        );
+        let width = self.variants.iter().map(|v| v.name.len()).max().unwrap_or(4).max(8);
+        for (mi, m) in self.metrics.iter().enumerate() {
+            let _ = writeln!(out, "\n{}", m.title());
+            for (vi, v) in self.variants.iter().enumerate() {
+                if let Some(s) = &self.summaries[vi][mi] {
+                    let _ = writeln!(
+                        out,
+                        "  {:<width$}  {:>3} runs  median {:>10}  [{} - {}]  95% CI {} - {}",
+                        v.name,
+                        s.n,
+                        fmt_value(s.median),
+                        fmt_like(s.min, s.median),
+                        fmt_like(s.max, s.median),
+                        fmt_like(s.ci95[0], s.median),
+                        fmt_like(s.ci95[1], s.median)
+                    );
+                }
+            }
+            for c in self.comparisons.iter().filter(|c| c.metric == *m) {
+                let ratio = c.ratio.map_or("ratio n/a (median 0)".into(), |r| format!("ratio {r:.3}"));
+                let ci = c.ci95.map_or(String::new(), |[lo, hi]| format!("  95% CI {lo:.3} - {hi:.3}"));
+                let _ = writeln!(
+                    out,
+                    "  {} vs {}: {ratio}{ci}  {}  {}",
+                    c.b,
+                    c.a,
+                    c.p_value.map_or("no test".into(), fmt_p),
+                    if c.significant { "significant" } else { "not significant" }
+                );
+            }
+        }
+        let _ = writeln!(out, "\nverdict ({}):", self.primary.title());
+        for c in self.verdicts() {
+            let _ = writeln!(out, "  {}", c.verdict);
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> Value {
+        let variants: Vec<Value> = self
+            .variants
+            .iter()
+            .enumerate()
+            .map(|(vi, v)| {
+                let metrics: serde_json::Map<String, Value> = self
+                    .metrics
+                    .iter()
+                    .enumerate()
+                    .map(|(mi, m)| (m.key().to_owned(), json!(self.summaries[vi][mi])))
+                    .collect();
+                json!({"name": v.name, "sources": v.sources, "runs": v.runs.len(),
+                       "complete_runs": v.complete_runs().count(), "metrics": metrics})
+            })
+            .collect();
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "kind": "compare",
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "seed": self.seed,
+            "bootstrap_rounds": stats::BOOTSTRAP_ROUNDS,
+            "alpha": stats::ALPHA,
+            "primary_metric": self.primary,
+            "metrics": self.metrics,
+            "variants": variants,
+            "comparisons": self.comparisons,
+        })
+    }
+
+    /// Per-variant distributions of the primary metric: every run as a dot, the median with its
+    /// 95% interval, and the min–max.
+    pub fn chart(&self) -> Chart {
+        let mi = self.metrics.iter().position(|m| *m == self.primary).unwrap_or(0);
+        let mut runs = Vec::new();
+        let mut medians = Vec::new();
+        let mut ranges = Vec::new();
+        for (x, v) in self.variants.iter().enumerate() {
+            runs.extend(v.samples(self.primary).into_iter().map(|y| Point { x, y, min: None, max: None }));
+            if let Some(s) = &self.summaries[x][mi] {
+                medians.push(Point { x, y: s.median, min: Some(s.ci95[0]), max: Some(s.ci95[1]) });
+                ranges.push(Point { x, y: s.median, min: Some(s.min), max: Some(s.max) });
+            }
+        }
+        Chart {
+            title: format!("uringbench compare: {} per variant", self.primary.title()),
+            x_label: "variant".into(),
+            categories: self.variants.iter().map(|v| v.name.clone()).collect(),
+            left_label: self.primary.title().into(),
+            right_label: None,
+            series: vec![
+                Series { key: "runs".into(), name: "runs".into(), axis: Axis::Left, points: runs },
+                Series { key: "median_ci95".into(), name: "median, 95% CI".into(), axis: Axis::Left, points: medians },
+                Series { key: "min_max".into(), name: "min-max".into(), axis: Axis::Left, points: ranges },
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::stats::normal_samples;
+
+    fn variant(name: &str, gbps: &[f64]) -> Variant {
+        let runs = gbps
+            .iter()
+            .map(|g| {
+                json!({"test": {"proto": "tcp"}, "complete": true,
+                       "sum": {"receiver": {"bits_per_second": g * 1e9}},
+                       "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 1.0 / g}},
+                       "tcp": {"sender": {"retransmitted_segments": 0}}})
+            })
+            .collect();
+        Variant { name: name.into(), sources: vec![], runs }
+    }
+
+    #[test]
+    fn equal_distributions_are_not_significant_in_19_of_20_seeds() {
+        let mut significant = 0;
+        for seed in 0..20u64 {
+            let a = variant("a", &normal_samples(10, 20.0, 2.0, 100 + seed));
+            let b = variant("b", &normal_samples(10, 20.0, 2.0, 200 + seed));
+            let c = compare_pair(&a, &b, Metric::ReceivedGbps, seed);
+            if c.significant {
+                significant += 1;
+            } else {
+                assert!(c.verdict.starts_with("no significant difference"), "{}", c.verdict);
+                assert!(c.verdict.contains("hides changes under ~"), "{}", c.verdict);
+            }
+        }
+        assert!(significant <= 1, "{significant} of 20 equal pairs called significant");
+    }
+
+    #[test]
+    fn a_twenty_percent_shift_is_found_with_its_sign_and_size() {
+        for seed in 0..5u64 {
+            let a = variant("base", &normal_samples(10, 20.0, 1.0, 300 + seed));
+            let b = variant("tuned", &normal_samples(10, 24.0, 1.2, 400 + seed));
+            let c = compare_pair(&a, &b, Metric::ReceivedGbps, seed);
+            let [lo, hi] = c.ci95.unwrap();
+            assert!(c.significant && c.p_value.unwrap() < 0.01, "{c:?}");
+            assert!(lo < 1.2 && 1.2 < hi, "CI {lo}-{hi} covers +20%");
+            assert!(c.verdict.starts_with("tuned is ") && c.verdict.contains("% faster than base"), "{}", c.verdict);
+            let down = compare_pair(&b, &a, Metric::ReceivedGbps, seed);
+            assert!(down.significant && down.verdict.contains("slower"), "{}", down.verdict);
+            // CPU per GB fell: less is better.
+            let cpu = compare_pair(&a, &b, Metric::CpuSecondsPerGb, seed);
+            assert!(cpu.verdict.contains("less CPU-s/GB") && cpu.verdict.contains("(better;"), "{}", cpu.verdict);
+        }
+    }
+
+    #[test]
+    fn report_is_reproducible_and_renders() {
+        let vs = || vec![variant("a", &[10.0, 11.0, 10.5, 9.8]), variant("b", &[12.0, 12.5, 11.9, 12.2])];
+        let r1 = compare(vs(), None, 42).unwrap();
+        let r2 = compare(vs(), None, 42).unwrap();
+        assert_eq!(r1.to_json(), r2.to_json(), "seeded: the same input gives the same document");
+        assert_eq!(r1.metrics, vec![Metric::ReceivedGbps, Metric::CpuSecondsPerGb, Metric::Retransmits]);
+        let doc = r1.to_json();
+        let c = &doc["comparisons"][0];
+        assert_eq!(
+            (c["a"].as_str(), c["b"].as_str(), c["metric"].as_str()),
+            (Some("a"), Some("b"), Some("received_gbps"))
+        );
+        assert!(c["ratio"].as_f64().unwrap() > 1.1 && c["ci95"].as_array().unwrap().len() == 2);
+        assert!(c["p_value"].as_f64().is_some() && c["significant"].is_boolean());
+        // All-zero retransmits: no ratio, no difference.
+        let r = doc["comparisons"].as_array().unwrap().iter().find(|c| c["metric"] == "retransmits").unwrap();
+        assert!(r["ratio"].is_null() && r["significant"] == false, "{r}");
+        let text = r1.render_text();
+        assert!(text.contains("verdict (received Gbit/s):") && text.contains("b vs a: ratio"), "{text}");
+        let svg = r1.chart().to_svg_points();
+        assert_eq!(svg.matches(r#"class="point""#).count(), 8 + 2 + 2);
+        assert!(!svg.contains("<polyline"));
+    }
+
+    #[test]
+    fn documents_of_each_kind_give_variants() {
+        let run = variant("x", &[5.0]).runs[0].clone();
+        let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [run.clone(), run.clone()]});
+        assert_eq!(variants_of_doc("r", "f", &repeat).unwrap()[0].runs.len(), 2);
+        let rr = json!({"test": {"proto": "tcp", "workload": "rr"}, "complete": true, "transactions_per_second": 1e5, "latency_us": {"p99": 9.0}});
+        let v = &variants_of_doc("rr", "f", &rr).unwrap()[0];
+        assert_eq!((v.samples(Metric::TransactionsPerSecond), v.samples(Metric::ReceivedGbps)), (vec![1e5], vec![]));
+        let exp = json!({"kind": "experiment", "variants": [{"name": "gro-on", "runs": [run.clone()]}, {"name": "gro-off", "runs": [run]}]});
+        let names: Vec<String> = variants_of_doc("e", "f", &exp).unwrap().into_iter().map(|v| v.name).collect();
+        assert_eq!(names, ["gro-on", "gro-off"]);
+        assert!(variants_of_doc("n", "f", &json!({"a": 1})).unwrap_err().message.contains("not a uringbench"));
+        assert!(compare(vec![variant("a", &[1.0])], None, 1).unwrap_err().message.contains("two variants"));
+        let rrv = variants_of_doc("rr", "f", &rr).unwrap().remove(0);
+        let e = compare(vec![variant("a", &[1.0]), rrv], None, 1).unwrap_err();
+        assert!(e.message.contains("share no metric"), "{e}");
+        assert!(Metric::parse("gbps").unwrap_err().message.contains("received_gbps"));
+    }
+}

@@ -1,0 +1,445 @@
+//! The bottleneck verdict: one line naming what most likely limited a run, with the figure
+//! behind it (the `verdict` key of docs/output.md).
+//!
+//! Rules run from the most specific explanation to the most generic: UDP datagram loss, a
+//! limit the user set (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
+//! us it waited (receive window, send buffer, retransmissions), then CPU. The first rule whose
+//! figure crosses its threshold wins; none crossing gives "no clear bottleneck". Thresholds are
+//! constants here so the docs and the tests quote the same numbers.
+
+use crate::base::units::format_bits_per_second;
+use crate::report::stream::{HostCpu, ThreadCpu};
+use crate::sys::netpath::LimitKind;
+use crate::sys::netpath::PathLimit;
+use crate::sys::tcpinfo::TcpWindow;
+use serde::{Deserialize, Serialize};
+
+/// Received share of a configured or path rate at which that rate is named the limit.
+pub const RATE_SHARE: f64 = 0.85;
+/// Share of TCP busy time limited by the receive window or send buffer that names it.
+pub const TCP_LIMITED_SHARE: f64 = 0.2;
+/// Retransmitted share of bytes that names loss.
+pub const RETRANS_SHARE: f64 = 0.01;
+/// Queue thread or host CPU busy share that counts as saturated.
+pub const CPU_SATURATED: f64 = 0.95;
+/// A queue thread below this share on a saturated CPU was starved by other work.
+pub const THREAD_STARVED: f64 = 0.8;
+
+/// What most likely limited a run. Serialized (and shown) as its short name, the
+/// `verdict.bottleneck` values of docs/output.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bottleneck {
+    #[serde(rename = "incomplete")]
+    Incomplete,
+    #[serde(rename = "datagram loss")]
+    DatagramLoss,
+    #[serde(rename = "configured rate")]
+    ConfiguredRate,
+    #[serde(rename = "qdisc")]
+    Qdisc,
+    #[serde(rename = "link speed")]
+    LinkSpeed,
+    #[serde(rename = "cloud egress cap")]
+    CloudEgressCap,
+    #[serde(rename = "receive window")]
+    ReceiveWindow,
+    #[serde(rename = "send buffer")]
+    SendBuffer,
+    #[serde(rename = "softirq-bound cpu")]
+    SoftirqBoundCpu,
+    #[serde(rename = "cpu contention")]
+    CpuContention,
+    #[serde(rename = "retransmissions")]
+    Retransmissions,
+    #[serde(rename = "interface drops")]
+    InterfaceDrops,
+    #[serde(rename = "sender cpu")]
+    SenderCpu,
+    #[serde(rename = "receiver cpu")]
+    ReceiverCpu,
+    #[serde(rename = "no clear bottleneck")]
+    NoClearBottleneck,
+}
+
+impl Bottleneck {
+    /// The short name users see (the same string as the JSON value).
+    pub fn name(self) -> &'static str {
+        match self {
+            Bottleneck::Incomplete => "incomplete",
+            Bottleneck::DatagramLoss => "datagram loss",
+            Bottleneck::ConfiguredRate => "configured rate",
+            Bottleneck::Qdisc => "qdisc",
+            Bottleneck::LinkSpeed => "link speed",
+            Bottleneck::CloudEgressCap => "cloud egress cap",
+            Bottleneck::ReceiveWindow => "receive window",
+            Bottleneck::SendBuffer => "send buffer",
+            Bottleneck::SoftirqBoundCpu => "softirq-bound cpu",
+            Bottleneck::CpuContention => "cpu contention",
+            Bottleneck::Retransmissions => "retransmissions",
+            Bottleneck::InterfaceDrops => "interface drops",
+            Bottleneck::SenderCpu => "sender cpu",
+            Bottleneck::ReceiverCpu => "receiver cpu",
+            Bottleneck::NoClearBottleneck => "no clear bottleneck",
+        }
+    }
+
+    /// The limit a path limit names when it is reached.
+    pub fn of_limit(kind: LimitKind) -> Self {
+        match kind {
+            LimitKind::Qdisc => Bottleneck::Qdisc,
+            LimitKind::Link => Bottleneck::LinkSpeed,
+            LimitKind::CloudCap => Bottleneck::CloudEgressCap,
+        }
+    }
+
+    /// A saturated CPU on one side: `sender cpu` or `receiver cpu`.
+    fn cpu_of(side: &str) -> Self {
+        if side == "sender" {
+            Bottleneck::SenderCpu
+        } else {
+            Bottleneck::ReceiverCpu
+        }
+    }
+}
+
+impl std::fmt::Display for Bottleneck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Lets tests and callers compare with the name users see.
+impl PartialEq<&str> for Bottleneck {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+/// The likely limit of a run, with the figure behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub bottleneck: Bottleneck,
+    pub evidence: String,
+}
+
+/// Everything the rules look at, gathered from both sides of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub incomplete: Option<String>,
+    pub received_bps: f64,
+    pub configured_rate_bps: u64,
+    /// Limits in the order they are checked: qdisc, link speed, cloud cap.
+    pub path_limits: Vec<PathLimit>,
+    /// Sender-side TCP over the window.
+    pub tcp: TcpWindow,
+    /// Drops counted by the interfaces and softnet backlogs on the path during the window.
+    pub drops: u64,
+    /// UDP: (lost, expected) datagrams over the test, and the receiver's socket-buffer drops
+    /// (UDP RcvbufErrors) in its window.
+    pub udp_loss: Option<(u64, u64, u64)>,
+    /// Queue threads of each side ("sender"/"receiver").
+    pub threads: Vec<(&'static str, ThreadCpu)>,
+    /// Host CPUs of each side.
+    pub host: Vec<(&'static str, HostCpu)>,
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn verdict(bottleneck: Bottleneck, evidence: String) -> Verdict {
+    Verdict { bottleneck, evidence }
+}
+
+/// Applies the rules in order.
+pub fn diagnose(e: &Evidence) -> Verdict {
+    if let Some(why) = &e.incomplete {
+        return verdict(Bottleneck::Incomplete, why.clone());
+    }
+    // Lost datagrams explain a shortfall better than any limit they fall short of.
+    if let Some((lost, expected, rcvbuf_errors)) =
+        e.udp_loss.filter(|(l, x, _)| *x > 0 && *l as f64 / *x as f64 >= RETRANS_SHARE)
+    {
+        let why = if rcvbuf_errors > 0 {
+            format!("; the receiver's socket buffer overflowed {rcvbuf_errors} times: the receiver could not keep up (pace the sender with --rate, or add queues)")
+        } else {
+            String::new()
+        };
+        return verdict(
+            Bottleneck::DatagramLoss,
+            format!("{lost} of {expected} datagrams lost ({}){why}", pct(lost as f64 / expected as f64)),
+        );
+    }
+    let got = e.received_bps;
+    if e.configured_rate_bps > 0 && got >= RATE_SHARE * e.configured_rate_bps as f64 {
+        return verdict(
+            Bottleneck::ConfiguredRate,
+            format!(
+                "--rate {} and {} received ({} of it)",
+                format_bits_per_second(e.configured_rate_bps as f64),
+                format_bits_per_second(got),
+                pct(got / e.configured_rate_bps as f64)
+            ),
+        );
+    }
+    for limit in &e.path_limits {
+        if limit.bits_per_second > 0.0 && got >= RATE_SHARE * limit.bits_per_second {
+            let source = limit.source.as_ref().map_or(String::new(), |s| format!("; source: {s}"));
+            return verdict(
+                Bottleneck::of_limit(limit.kind),
+                format!(
+                    "{} allows {} and {} was received ({}){source}",
+                    limit.what,
+                    format_bits_per_second(limit.bits_per_second),
+                    format_bits_per_second(got),
+                    pct(got / limit.bits_per_second)
+                ),
+            );
+        }
+    }
+    let t = &e.tcp;
+    if t.flows > 0 && t.rwnd_limited_share() >= TCP_LIMITED_SHARE {
+        return verdict(
+            Bottleneck::ReceiveWindow,
+            format!(
+                "senders were limited by the receiver's advertised window {} of their busy time (raise the receiver's buffer: net.ipv4.tcp_rmem, or -w to set SO_RCVBUF on both ends)",
+                pct(t.rwnd_limited_share())
+            ),
+        );
+    }
+    if t.flows > 0 && t.sndbuf_limited_share() >= TCP_LIMITED_SHARE {
+        return verdict(
+            Bottleneck::SendBuffer,
+            format!(
+                "senders were limited by their send buffer {} of their busy time (raise net.ipv4.tcp_wmem, or -w to set SO_SNDBUF on both ends)",
+                pct(t.sndbuf_limited_share())
+            ),
+        );
+    }
+    // A saturated CPU whose queue thread got little of it: someone else used it (softirq or
+    // another process). Checked before loss, because a starved CPU also drops packets.
+    for (side, h) in &e.host {
+        if h.utilization < CPU_SATURATED {
+            continue;
+        }
+        let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
+        if thread.utilization >= THREAD_STARVED {
+            continue; // the queue thread itself used the CPU: named below
+        }
+        let softirq_share = h.softirq_seconds / h.busy_seconds.max(1e-9);
+        if softirq_share >= 0.5 {
+            return verdict(
+                Bottleneck::SoftirqBoundCpu,
+                format!(
+                    "CPU {} of the {side} was {} busy, {} of it in softirq (packet processing); its queue thread got {}",
+                    h.cpu,
+                    pct(h.utilization),
+                    pct(softirq_share),
+                    pct(thread.utilization)
+                ),
+            );
+        }
+        return verdict(
+            Bottleneck::CpuContention,
+            format!(
+                "CPU {} of the {side} was {} busy but its queue thread got only {}: other work competes for that CPU",
+                h.cpu,
+                pct(h.utilization),
+                pct(thread.utilization)
+            ),
+        );
+    }
+    if t.flows > 0 && t.retrans_share() >= RETRANS_SHARE {
+        return verdict(
+            Bottleneck::Retransmissions,
+            format!(
+                "{} segments retransmitted, {} of the bytes sent (loss on the path)",
+                t.retransmitted_segments,
+                pct(t.retrans_share())
+            ),
+        );
+    }
+    if e.drops > 0 {
+        return verdict(
+            Bottleneck::InterfaceDrops,
+            format!("{} packets dropped by interfaces or softnet backlogs during the window", e.drops),
+        );
+    }
+    // A saturated CPU whose queue thread did most of the work (system time includes the
+    // kernel's packet processing charged to it), then a saturated thread.
+    for (side, h) in &e.host {
+        let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
+        if h.utilization >= CPU_SATURATED && thread.utilization >= THREAD_STARVED {
+            return verdict(
+                Bottleneck::cpu_of(side),
+                format!(
+                    "CPU {} of the {side} was {} busy: its queue thread {}, softirq {}; more queues or CPUs would help",
+                    h.cpu,
+                    pct(h.utilization),
+                    pct(thread.utilization),
+                    pct(h.softirq_seconds / h.busy_seconds.max(1e-9) * h.utilization)
+                ),
+            );
+        }
+    }
+    let busiest = e.threads.iter().max_by(|a, b| a.1.utilization.total_cmp(&b.1.utilization));
+    if let Some((side, t)) = busiest.filter(|(_, t)| t.utilization >= CPU_SATURATED) {
+        let sys = t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9);
+        return verdict(
+            Bottleneck::cpu_of(side),
+            format!(
+                "{side} queue thread on CPU {} was {} busy ({} in the kernel): more queues or CPUs would help",
+                t.cpu,
+                pct(t.utilization),
+                pct(sys)
+            ),
+        );
+    }
+    verdict(
+        Bottleneck::NoClearBottleneck,
+        "no limit reached its threshold: no saturated CPU, window, loss or rate limit".into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(cpu: usize, utilization: f64) -> ThreadCpu {
+        ThreadCpu { cpu, queues: vec![0], user_seconds: 0.1, system_seconds: utilization - 0.1, utilization }
+    }
+    fn host(cpu: usize, utilization: f64, softirq: f64) -> HostCpu {
+        HostCpu { cpu, busy_seconds: utilization, softirq_seconds: softirq, utilization }
+    }
+
+    #[test]
+    fn nothing_stands_out() {
+        let e = Evidence { received_bps: 5e9, ..Default::default() };
+        assert_eq!(diagnose(&e).bottleneck, "no clear bottleneck");
+    }
+
+    #[test]
+    fn configured_rate_wins_over_everything_but_incomplete() {
+        let e = Evidence {
+            received_bps: 1.98e9,
+            configured_rate_bps: 2_000_000_000,
+            threads: vec![("sender", thread(0, 0.99))],
+            ..Default::default()
+        };
+        let v = diagnose(&e);
+        assert_eq!(v.bottleneck, "configured rate");
+        assert!(v.evidence.contains("99%"), "evidence quotes the share: {}", v.evidence);
+        let broken = Evidence { incomplete: Some("receiver vanished".into()), ..e };
+        assert_eq!(diagnose(&broken).bottleneck, "incomplete");
+    }
+
+    #[test]
+    fn path_limits_are_named_by_kind() {
+        let qdisc =
+            PathLimit { kind: LimitKind::Qdisc, what: "qdisc tbf on uba0".into(), bits_per_second: 1e9, source: None };
+        let e = Evidence { received_bps: 0.93e9, path_limits: vec![qdisc.clone()], ..Default::default() };
+        let v = diagnose(&e);
+        assert_eq!(v.bottleneck, "qdisc");
+        assert!(v.evidence.contains("tbf") && v.evidence.contains("1.00 Gbits/sec"), "{}", v.evidence);
+        let far_below = Evidence { received_bps: 0.3e9, path_limits: vec![qdisc], ..Default::default() };
+        assert_eq!(
+            diagnose(&far_below).bottleneck,
+            "no clear bottleneck",
+            "a limit far above the rate is not the limit"
+        );
+        let cloud = PathLimit {
+            kind: LimitKind::CloudCap,
+            what: "GCP egress cap for 4 vCPUs".into(),
+            bits_per_second: 8e9,
+            source: Some("docs".into()),
+        };
+        let e = Evidence { received_bps: 7.9e9, path_limits: vec![cloud], ..Default::default() };
+        assert_eq!(diagnose(&e).bottleneck, "cloud egress cap");
+    }
+
+    #[test]
+    fn tcp_limits() {
+        let rwnd =
+            TcpWindow { flows: 1, busy_time_us: 1000, rwnd_limited_us: 600, bytes_sent: 1, ..Default::default() };
+        let e = Evidence { received_bps: 1e9, tcp: rwnd, ..Default::default() };
+        assert_eq!(diagnose(&e).bottleneck, "receive window");
+        let sndbuf = TcpWindow { flows: 1, busy_time_us: 1000, sndbuf_limited_us: 300, ..Default::default() };
+        assert_eq!(diagnose(&Evidence { tcp: sndbuf, ..Default::default() }).bottleneck, "send buffer");
+        let lossy = TcpWindow {
+            flows: 2,
+            bytes_sent: 1_000_000,
+            bytes_retrans: 50_000,
+            retransmitted_segments: 35,
+            ..Default::default()
+        };
+        let v = diagnose(&Evidence { tcp: lossy, ..Default::default() });
+        assert_eq!(v.bottleneck, "retransmissions");
+        assert!(v.evidence.contains("35 segments"), "{}", v.evidence);
+    }
+
+    #[test]
+    fn udp_loss_names_the_receiver_buffer() {
+        let e = Evidence {
+            udp_loss: Some((1400, 10_000, 37)),
+            threads: vec![("sender", thread(0, 0.99))],
+            ..Default::default()
+        };
+        let v = diagnose(&e);
+        assert_eq!(v.bottleneck, "datagram loss", "{v:?}");
+        assert!(v.evidence.contains("14%") && v.evidence.contains("overflowed 37 times"), "{}", v.evidence);
+        let paced = Evidence {
+            udp_loss: Some((1000, 10_000, 0)),
+            received_bps: 0.9e9,
+            configured_rate_bps: 1_000_000_000,
+            ..Default::default()
+        };
+        assert_eq!(
+            diagnose(&paced).bottleneck,
+            "datagram loss",
+            "10% loss explains 90% of --rate better than the rate"
+        );
+        let tiny = Evidence { udp_loss: Some((1, 10_000, 0)), ..Default::default() };
+        assert_eq!(diagnose(&tiny).bottleneck, "no clear bottleneck", "0.01% loss is not the limit");
+    }
+
+    #[test]
+    fn cpu_rules() {
+        let contended = Evidence {
+            threads: vec![("sender", thread(0, 0.45))],
+            host: vec![("sender", host(0, 1.0, 0.1))],
+            ..Default::default()
+        };
+        let v = diagnose(&contended);
+        assert_eq!(v.bottleneck, "cpu contention", "{v:?}");
+        assert!(v.evidence.contains("CPU 0") && v.evidence.contains("45%"), "{}", v.evidence);
+        let softirq = Evidence { host: vec![("sender", host(0, 1.0, 0.7))], ..contended.clone() };
+        assert_eq!(diagnose(&softirq).bottleneck, "softirq-bound cpu");
+        let bound = Evidence {
+            threads: vec![("sender", thread(0, 0.6)), ("receiver", thread(1, 0.97))],
+            host: vec![("receiver", host(1, 0.99, 0.0))],
+            ..Default::default()
+        };
+        let v = diagnose(&bound);
+        assert_eq!(v.bottleneck, "receiver cpu", "{v:?}");
+        assert!(v.evidence.contains("97%"));
+        let saturated_host = Evidence {
+            threads: vec![("sender", thread(0, 0.9))],
+            host: vec![("sender", host(0, 0.99, 0.1))],
+            ..Default::default()
+        };
+        let v = diagnose(&saturated_host);
+        assert_eq!(v.bottleneck, "sender cpu", "a saturated CPU mostly used by its queue thread: {v:?}");
+        assert!(v.evidence.contains("99% busy"), "{}", v.evidence);
+    }
+
+    #[test]
+    fn starved_cpu_is_named_before_the_loss_it_causes() {
+        let e = Evidence {
+            tcp: TcpWindow { flows: 1, bytes_sent: 100, bytes_retrans: 5, ..Default::default() },
+            threads: vec![("sender", thread(0, 0.5))],
+            host: vec![("sender", host(0, 1.0, 0.1))],
+            ..Default::default()
+        };
+        assert_eq!(diagnose(&e).bottleneck, "cpu contention");
+    }
+}

@@ -1,0 +1,5 @@
+//! Plain data and helpers with no I/O: errors, units, the test spec.
+
+pub mod error;
+pub mod spec;
+pub mod units;

@@ -1,0 +1,307 @@
+//! The agreed description of one test: what the sender asks for and the receiver accepts.
+//!
+//! A `TestSpec` travels over the control channel ([`crate::session::control`]) and is echoed in
+//! every report as the `test` key (docs/output.md), so it holds only what both ends must agree on. Local
+//! choices (which CPUs, busy polling) stay out of it.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Transport protocol of the data flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// Whether the sender uses `IORING_OP_SEND_ZC`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroCopyMode {
+    /// Zero-copy only where it pays: never when the kernel would copy anyway (local delivery).
+    Auto,
+    On,
+    Off,
+}
+
+/// Which way the data flows, seen from the side that runs `send`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// `send` sends, `recv` receives.
+    #[default]
+    Forward,
+    /// `recv` sends back over flows `send` opened (`--reverse`), so a sender behind NAT or a
+    /// firewall can still measure the other way.
+    Reverse,
+    /// Both at once, one set of flows each way (`--bidir`).
+    Bidir,
+}
+
+/// Workload run over the flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    Stream,
+    /// Request/response: `req_len` bytes out, `resp_len` bytes back, one at a time per flow.
+    Rr,
+    /// Connect, request, response, close: one new TCP connection per transaction.
+    Crr,
+}
+
+impl Workload {
+    /// Transaction workloads measure latency: their threads spin while they have a CPU.
+    pub fn latency_bound(self) -> bool {
+        matches!(self, Workload::Rr | Workload::Crr)
+    }
+}
+
+/// One test as agreed by both ends. Durations are in milliseconds on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    pub proto: Proto,
+    pub workload: Workload,
+    pub queues: u32,
+    pub flows_per_queue: u32,
+    /// Length of the measured window.
+    pub time_ms: u64,
+    pub warmup_ms: u64,
+    pub cooldown_ms: u64,
+    /// Interval report period; 0 means no interval lines.
+    pub interval_ms: u64,
+    /// Bytes per send call.
+    pub len: u32,
+    /// Total offered rate over all flows in bits/s; 0 means unlimited.
+    pub rate_bps: u64,
+    pub zerocopy: ZeroCopyMode,
+    /// Sends in flight per flow.
+    pub depth: u32,
+    /// UDP: batch datagrams with GSO (false: one datagram per send).
+    #[serde(default = "yes")]
+    pub gso: bool,
+    #[serde(default)]
+    pub direction: Direction,
+    /// UDP: also measure one-way delay (only meaningful when both ends share a clock: the
+    /// same host, or clocks synchronised by PTP).
+    #[serde(default)]
+    pub one_way_delay: bool,
+    /// rr: request and response sizes in bytes.
+    #[serde(default = "one")]
+    pub req_len: u32,
+    #[serde(default = "one")]
+    pub resp_len: u32,
+    /// rr over UDP and crr: a transaction (or connect) not answered within this long counts
+    /// as a failure and the flow moves on.
+    #[serde(default = "second")]
+    pub timeout_ms: u64,
+    /// A receiver-side variant to run under: a name from the receiver's `recv --variants`
+    /// file, whose settings the receiver applies for this test and reverts after it. The
+    /// sender only names it; what it changes is the receiver's own file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Socket and kernel knobs applied to every data flow on both ends (`-C`, `-w`, `-M`...).
+    #[serde(flatten)]
+    pub tuning: Tuning,
+}
+
+/// Kernel knobs of a test's data flows, applied by both ends to each flow they hold, and
+/// read back from the kernel afterwards. Absent keys mean the kernel's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tuning {
+    /// TCP congestion control algorithm (`-C`), TCP_CONGESTION.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// SO_SNDBUF and SO_RCVBUF in bytes (`-w`), as asked (the kernel doubles and caps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    /// TCP_MAXSEG (`-M`), set by the connecting side before it connects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u32>,
+    /// TCP_NODELAY on the stream's flows (`-N`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nodelay: bool,
+    /// IPv4 TOS byte or IPv6 traffic class (`-S`, `--dscp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// SO_MAX_PACING_RATE per flow in bits/s (`--fq-rate`): the kernel paces each flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fq_rate_bps: Option<u64>,
+    /// Bytes to send in total over all flows (`-n`); the test ends when they are delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The receiver discards TCP payload in the kernel (MSG_TRUNC) instead of copying it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_rx_copy: bool,
+}
+
+impl Tuning {
+    /// The knobs that are set, in words, for the report's header; empty when none are.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = &self.congestion {
+            parts.push(format!("congestion {c}"));
+        }
+        if let Some(w) = self.window {
+            parts.push(format!("window {}", crate::base::units::format_bytes(u64::from(w))));
+        }
+        if let Some(m) = self.mss {
+            parts.push(format!("MSS {m}"));
+        }
+        if self.nodelay {
+            parts.push("TCP_NODELAY".into());
+        }
+        if let Some(t) = self.tos {
+            parts.push(format!("TOS 0x{t:02x} (DSCP {})", t >> 2));
+        }
+        if let Some(r) = self.fq_rate_bps {
+            parts.push(format!("fq pacing {} per flow", crate::base::units::format_bits_per_second(r as f64)));
+        }
+        if let Some(n) = self.bytes {
+            parts.push(format!("{n} bytes in total"));
+        }
+        if self.skip_rx_copy {
+            parts.push("receive without copy (MSG_TRUNC)".into());
+        }
+        parts.join(", ")
+    }
+
+    /// Bytes flow `flow` of `flows` sends under `-n`: an equal share, the remainder spread
+    /// over the first flows, so the shares add up to the total exactly.
+    pub fn flow_bytes(&self, flow: u32, flows: u32) -> Option<u64> {
+        let total = self.bytes?;
+        let flows = u64::from(flows.max(1));
+        Some(total / flows + u64::from(u64::from(flow) < total % flows))
+    }
+}
+
+fn second() -> u64 {
+    1_000
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        Self {
+            proto: Proto::Tcp,
+            workload: Workload::Stream,
+            queues: 1,
+            flows_per_queue: 1,
+            time_ms: 10_000,
+            warmup_ms: 1_000,
+            cooldown_ms: 250,
+            interval_ms: 0,
+            len: 128 * 1024,
+            rate_bps: 0,
+            zerocopy: ZeroCopyMode::Auto,
+            depth: 4,
+            gso: true,
+            direction: Direction::Forward,
+            one_way_delay: false,
+            req_len: 1,
+            resp_len: 1,
+            timeout_ms: 1_000,
+            variant: None,
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+impl TestSpec {
+    pub fn flows(&self) -> u32 {
+        self.queues * self.flows_per_queue
+    }
+    /// Data connections of a test: one set of flows per direction; none for crr, whose
+    /// connections come and go during the test.
+    pub fn data_connections(&self) -> u32 {
+        if self.workload == Workload::Crr {
+            0
+        } else if self.direction == Direction::Bidir {
+            2 * self.flows()
+        } else {
+            self.flows()
+        }
+    }
+    /// Queue that owns flow `flow`: flows are dealt out round-robin.
+    pub fn queue_of_flow(&self, flow: u32) -> u32 {
+        flow % self.queues
+    }
+    pub fn time(&self) -> Duration {
+        Duration::from_millis(self.time_ms)
+    }
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.max(1))
+    }
+    pub fn warmup(&self) -> Duration {
+        Duration::from_millis(self.warmup_ms)
+    }
+    /// Warm-up + window + cool-down: how long the sender keeps sending.
+    pub fn total(&self) -> Duration {
+        Duration::from_millis(self.warmup_ms + self.time_ms + self.cooldown_ms)
+    }
+    /// Offsets from the start at which counters are sampled: window start, each interval
+    /// boundary inside the window, window end. Consecutive samples bound one interval, so
+    /// the interval figures add up exactly to the window's. Computed as they are needed: a
+    /// test of a million intervals holds none of them in memory.
+    pub fn sample_offsets(&self) -> impl Iterator<Item = Duration> + use<> {
+        let (start, end, step) = (self.warmup_ms, self.warmup_ms + self.time_ms, self.interval_ms);
+        let inner = (step > 0).then(|| (1..).map(move |n| start + n * step).take_while(move |&at| at < end));
+        std::iter::once(start).chain(inner.into_iter().flatten()).chain(std::iter::once(end)).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_offsets_cover_the_window_only() {
+        let spec = TestSpec { warmup_ms: 2000, time_ms: 3000, interval_ms: 1000, ..TestSpec::default() };
+        let got: Vec<u64> = spec.sample_offsets().map(|d| d.as_millis() as u64).collect();
+        assert_eq!(got, vec![2000, 3000, 4000, 5000], "warm-up excluded, one sample per boundary");
+        let no_interval = TestSpec { interval_ms: 0, ..spec.clone() };
+        assert_eq!(no_interval.sample_offsets().count(), 2, "without --interval only start and end");
+        let ragged = TestSpec { interval_ms: 2000, ..spec };
+        let got: Vec<u64> = ragged.sample_offsets().map(|d| d.as_millis() as u64).collect();
+        assert_eq!(got, vec![2000, 4000, 5000], "a short last interval ends at the window end");
+    }
+
+    #[test]
+    fn byte_shares_add_up_to_the_total() {
+        let t = Tuning { bytes: Some(1_073_741_824 + 5), ..Tuning::default() };
+        let shares: Vec<u64> = (0..7).map(|f| t.flow_bytes(f, 7).unwrap()).collect();
+        assert_eq!(shares.iter().sum::<u64>(), 1_073_741_829);
+        assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
+        assert_eq!(Tuning::default().flow_bytes(0, 1), None);
+    }
+
+    #[test]
+    fn tuning_keys_sit_in_the_test_object_only_when_set() {
+        let plain = serde_json::to_value(TestSpec::default()).unwrap();
+        assert!(plain.get("congestion").is_none() && plain.get("nodelay").is_none());
+        let spec = TestSpec {
+            tuning: Tuning { congestion: Some("reno".into()), tos: Some(0x28), ..Tuning::default() },
+            ..TestSpec::default()
+        };
+        let v = serde_json::to_value(&spec).unwrap();
+        assert_eq!(v["congestion"], "reno");
+        assert_eq!(v["tos"], 0x28);
+        let back: TestSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(back, spec, "the knobs survive the wire");
+    }
+
+    #[test]
+    fn flows_are_dealt_round_robin() {
+        let spec = TestSpec { queues: 4, flows_per_queue: 2, ..TestSpec::default() };
+        assert_eq!(spec.flows(), 8);
+        let queues: Vec<u32> = (0..8).map(|f| spec.queue_of_flow(f)).collect();
+        assert_eq!(queues, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,195 @@
+//! Parsing and printing of the quantities users type: sizes, rates and durations.
+//!
+//! Lengths are binary (`128K` = 131072 bytes), rates are decimal bits
+//! (`25G` = 25 Gbit/s), durations accept `s`, `ms` and `m` (a bare number means seconds).
+
+use super::error::{Error, Result};
+use std::time::Duration;
+
+fn split_suffix(text: &str) -> (&str, &str) {
+    let at = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    (&text[..at], &text[at..])
+}
+
+fn parse_number(digits: &str, what: &str, original: &str) -> Result<f64> {
+    let value: f64 = digits
+        .parse()
+        .map_err(|_| Error::usage(format!("invalid {what} '{original}': expected a number with an optional unit")))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(Error::usage(format!("invalid {what} '{original}': must be a non-negative number")));
+    }
+    Ok(value)
+}
+
+/// Parses a byte count with binary multipliers: `1470`, `64K`, `1.5M`, `1G` (also `KiB`, `k`).
+pub fn parse_size(text: &str) -> Result<u64> {
+    let trimmed = text.trim();
+    let (digits, suffix) = split_suffix(trimmed);
+    let value = parse_number(digits, "size", text)?;
+    let multiplier: f64 = match suffix.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(Error::usage(format!("invalid size '{text}': unit must be K, M or G"))),
+    };
+    let bytes = value * multiplier;
+    if bytes.fract() != 0.0 || bytes > u64::MAX as f64 {
+        return Err(Error::usage(format!("invalid size '{text}': not a whole number of bytes")));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses a rate in bits per second with decimal multipliers: `500M`, `25G`, `0` (unlimited).
+pub fn parse_rate(text: &str) -> Result<u64> {
+    let trimmed = text.trim();
+    let (digits, suffix) = split_suffix(trimmed);
+    let value = parse_number(digits, "rate", text)?;
+    let lower = suffix.to_ascii_lowercase();
+    let unit = lower.trim_end_matches("bps").trim_end_matches("bit/s").trim_end_matches("bit");
+    let multiplier: f64 = match unit {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        "t" => 1e12,
+        _ => return Err(Error::usage(format!("invalid rate '{text}': unit must be K, M, G or T (bits/s)"))),
+    };
+    Ok((value * multiplier).round() as u64)
+}
+
+/// Parses a duration: `10` or `10s`, `250ms`, `2m`.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let trimmed = text.trim();
+    let (digits, suffix) = split_suffix(trimmed);
+    let value = parse_number(digits, "duration", text)?;
+    let seconds = match suffix.to_ascii_lowercase().as_str() {
+        "" | "s" | "sec" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(Error::usage(format!("invalid duration '{text}': unit must be ms, s, m or h"))),
+    };
+    if seconds > 30.0 * 24.0 * 3600.0 {
+        return Err(Error::usage(format!("invalid duration '{text}': longer than 30 days")));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses a CPU list as the kernel prints them: `0-3,8,10-11`.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>> {
+    let bad = || Error::usage(format!("invalid CPU list '{text}': expected e.g. 0-3,8"));
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => {
+                (a.trim().parse::<usize>().map_err(|_| bad())?, b.trim().parse::<usize>().map_err(|_| bad())?)
+            }
+            None => {
+                let cpu = part.trim().parse::<usize>().map_err(|_| bad())?;
+                (cpu, cpu)
+            }
+        };
+        if lo > hi || hi >= 4096 {
+            return Err(bad());
+        }
+        for cpu in lo..=hi {
+            if !cpus.contains(&cpu) {
+                cpus.push(cpu);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return Err(bad());
+    }
+    Ok(cpus)
+}
+
+/// Formats bits per second the way iperf does: `21.4 Gbits/sec`.
+pub fn format_bits_per_second(bps: f64) -> String {
+    let (value, unit) = if bps >= 1e9 {
+        (bps / 1e9, "Gbits/sec")
+    } else if bps >= 1e6 {
+        (bps / 1e6, "Mbits/sec")
+    } else if bps >= 1e3 {
+        (bps / 1e3, "Kbits/sec")
+    } else {
+        (bps, "bits/sec")
+    };
+    format!("{value:.2} {unit}")
+}
+
+/// Formats a byte count with binary units, as iperf's transfer column: `24.9 GBytes`.
+pub fn format_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    let (value, unit) = if b >= 1024.0 * 1024.0 * 1024.0 {
+        (b / (1024.0 * 1024.0 * 1024.0), "GBytes")
+    } else if b >= 1024.0 * 1024.0 {
+        (b / (1024.0 * 1024.0), "MBytes")
+    } else if b >= 1024.0 {
+        (b / 1024.0, "KBytes")
+    } else {
+        (b, "Bytes")
+    };
+    format!("{value:.2} {unit}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("2,2,1").unwrap(), vec![2, 1], "duplicates dropped, order kept");
+        for bad in ["", "a", "3-1", "1-", "99999"] {
+            assert!(parse_cpu_list(bad).is_err(), "'{bad}' must be refused");
+        }
+    }
+
+    #[test]
+    fn sizes_are_binary() {
+        assert_eq!(parse_size("128K").unwrap(), 131072, "K must mean 1024");
+        assert_eq!(parse_size("1470").unwrap(), 1470);
+        assert_eq!(parse_size("1.5M").unwrap(), 1572864);
+        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+    }
+
+    #[test]
+    fn malformed_sizes_are_usage_errors() {
+        for bad in ["", "K", "12Q", "-5", "1.3", "abc", "1e9"] {
+            let err = parse_size(bad).expect_err(bad);
+            assert_eq!(err.exit_code(), 2, "'{bad}' must be a usage error, got {err}");
+        }
+    }
+
+    #[test]
+    fn rates_are_decimal_bits() {
+        assert_eq!(parse_rate("25G").unwrap(), 25_000_000_000);
+        assert_eq!(parse_rate("500m").unwrap(), 500_000_000);
+        assert_eq!(parse_rate("0").unwrap(), 0, "0 means unlimited");
+        assert_eq!(parse_rate("10Gbps").unwrap(), 10_000_000_000);
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("10X").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("99999h").is_err(), "absurd durations are refused");
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(format_bits_per_second(21.4e9), "21.40 Gbits/sec");
+        assert_eq!(format_bits_per_second(940e6), "940.00 Mbits/sec");
+        assert_eq!(format_bytes(3 << 30), "3.00 GBytes");
+    }
+}

@@ -1,0 +1,3 @@
+//! Other tools' protocols over our loops.
+
+pub mod iperf2;

@@ -1,0 +1,5 @@
+//! Counters, window sampling, CPU clocks, sequence tracking and the figure types.
+
+pub mod measure;
+pub mod seq;
+pub mod xdp;

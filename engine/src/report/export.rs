@@ -1,0 +1,158 @@
+//! Exports beyond the single-run report: statistics over `--repeat` runs, and CSV.
+//!
+//! CSV has one row per queue and per sum, for every interval and for the whole window, so a
+//! spreadsheet gets the same figures as the text report. The columns are fixed (see
+//! [`CSV_HEADER`]) and documented in the README.
+
+use crate::report::stream::StreamReport;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Summary statistics of one figure over several runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stats {
+    pub n: usize,
+    pub min: f64,
+    pub median: f64,
+    pub mean: f64,
+    pub max: f64,
+    /// Sample standard deviation (n − 1); 0 for a single run.
+    pub stdev: f64,
+}
+
+impl Stats {
+    /// `None` for an empty set.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        Some(Self { n, min: v[0], median, mean, max: v[n - 1], stdev: var.sqrt() })
+    }
+}
+
+/// Figures over the runs of `--repeat N`. Only complete runs enter the statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepeatSummary {
+    pub runs: usize,
+    pub complete_runs: usize,
+    pub receiver_bits_per_second: Option<Stats>,
+    pub sender_bits_per_second: Option<Stats>,
+    /// Receiver-side host CPU-seconds per GB.
+    pub cpu_seconds_per_gb: Option<Stats>,
+}
+
+impl RepeatSummary {
+    pub fn of(reports: &[StreamReport]) -> Self {
+        let complete: Vec<&StreamReport> = reports.iter().filter(|r| r.complete()).collect();
+        let recv: Vec<f64> = complete.iter().filter_map(|r| r.receiver.as_ref().map(|x| x.bits_per_second())).collect();
+        let send: Vec<f64> = complete.iter().map(|r| r.sender.bits_per_second()).collect();
+        let cpu: Vec<f64> = complete.iter().filter_map(|r| r.receiver_cpu_seconds_per_gb()).collect();
+        Self {
+            runs: reports.len(),
+            complete_runs: complete.len(),
+            receiver_bits_per_second: Stats::of(&recv),
+            sender_bits_per_second: Stats::of(&send),
+            cpu_seconds_per_gb: Stats::of(&cpu),
+        }
+    }
+}
+
+/// Columns of the CSV export.
+pub const CSV_HEADER: &str = "run,kind,start,end,queue,receiver_bytes,receiver_bits_per_second,sender_bytes,sender_bits_per_second,retransmits,rtt_us,cwnd";
+
+/// CSV rows of one run (without the header). `run` numbers runs from 1.
+pub fn csv_rows(run: usize, report: &StreamReport) -> String {
+    let mut out = String::new();
+    let recv = report.receiver.as_ref();
+    let send = &report.sender;
+    let rate = |bytes: u64, secs: f64| if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 };
+    let nq = report.spec.queues as usize;
+    let intervals = recv.map(|r| r.intervals.as_slice()).unwrap_or_default();
+    for (i, iv) in intervals.iter().enumerate() {
+        let siv = send.intervals.get(i);
+        let len = iv.end - iv.start;
+        let tcp = siv.map(|s| &s.tcp);
+        for q in 0..nq {
+            let sb = siv.map_or(0, |s| s.bytes[q]);
+            let _ = writeln!(
+                out,
+                "{run},interval,{:.3},{:.3},{q},{},{:.0},{sb},{:.0},,,",
+                iv.start,
+                iv.end,
+                iv.bytes[q],
+                rate(iv.bytes[q], len),
+                rate(sb, siv.map_or(0.0, |s| s.end - s.start))
+            );
+        }
+        let sb: u64 = siv.map_or(0, |s| s.sum());
+        let _ = writeln!(
+            out,
+            "{run},interval,{:.3},{:.3},sum,{},{:.0},{sb},{:.0},{},{:.0},{:.1}",
+            iv.start,
+            iv.end,
+            iv.sum(),
+            iv.bits_per_second(),
+            siv.map_or(0.0, |s| s.bits_per_second()),
+            tcp.map_or(0, |t| t.retransmitted_segments),
+            tcp.map_or(0.0, |t| t.rtt_mean_us),
+            tcp.map_or(0.0, |t| t.cwnd_mean),
+        );
+    }
+    let window = recv.map_or(send.window_seconds, |r| r.window_seconds);
+    for q in 0..nq {
+        let rb = recv.map_or(0, |r| r.queues[q].bytes);
+        let sb = send.queues[q].bytes;
+        let _ = writeln!(
+            out,
+            "{run},window,0.000,{window:.3},{q},{rb},{:.0},{sb},{:.0},,,",
+            rate(rb, window),
+            rate(sb, send.window_seconds)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{run},window,0.000,{window:.3},sum,{},{:.0},{},{:.0},{},{:.0},{:.1}",
+        recv.map_or(0, |r| r.bytes()),
+        recv.map_or(0.0, |r| r.bits_per_second()),
+        send.bytes(),
+        send.bits_per_second(),
+        send.tcp.retransmitted_segments,
+        send.tcp.rtt_mean_us,
+        send.tcp.cwnd_mean,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_known_values() {
+        let s = Stats::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!(
+            (s.n, s.min, s.median, s.max),
+            (4, 1.0, 2.5, 10.0),
+            "even count: median is the mean of the middle two"
+        );
+        assert!((s.mean - 4.0).abs() < 1e-12);
+        assert!((s.stdev - 4.0824829).abs() < 1e-6, "sample stdev, got {}", s.stdev);
+        let one = Stats::of(&[5.0]).unwrap();
+        assert_eq!((one.median, one.stdev), (5.0, 0.0));
+        assert_eq!(Stats::of(&[]), None);
+    }
+
+    #[test]
+    fn header_and_rows_have_the_same_number_of_columns() {
+        let columns = CSV_HEADER.split(',').count();
+        assert_eq!(columns, 12);
+        let row = "1,interval,0.000,1.000,0,10,80,10,80,,,";
+        assert_eq!(row.split(',').count(), columns, "empty TCP columns still count");
+    }
+}

@@ -1,0 +1,87 @@
+//! The merged fleet data as CSV: one row per planned run, failed ones included, with both
+//! hosts' facts as `sender_NAME` / `receiver_NAME` columns (the union of the facts reported).
+
+use super::{FleetReport, FleetRun};
+use crate::workload::sweep::{csv_field, opt, opt_bps};
+use std::fmt::Write as _;
+
+/// The fixed columns; the fact columns follow them.
+pub const FLEET_CSV_COLUMNS: &str = "id,entry,sender,receiver,address,target,repeat,complete,exact,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,sender_total_bytes,receiver_total_bytes,verdict,error";
+
+fn fact_names(runs: &[FleetRun], pick: fn(&FleetRun) -> &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    let mut names: Vec<String> = runs.iter().flat_map(|r| pick(r).keys().cloned()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+pub fn to_csv(report: &FleetReport) -> String {
+    let sender = fact_names(&report.runs, |r| &r.sender_facts);
+    let receiver = fact_names(&report.runs, |r| &r.receiver_facts);
+    let mut out = FLEET_CSV_COLUMNS.to_string();
+    for n in &sender {
+        let _ = write!(out, ",sender_{}", csv_field(n));
+    }
+    for n in &receiver {
+        let _ = write!(out, ",receiver_{}", csv_field(n));
+    }
+    out.push('\n');
+    let num = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+    for r in &report.runs {
+        let _ = write!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.id),
+            csv_field(&r.entry),
+            csv_field(&r.sender),
+            csv_field(&r.receiver),
+            csv_field(&r.address),
+            csv_field(r.target.as_deref().unwrap_or("")),
+            r.repeat,
+            !r.failed(),
+            r.exact.map_or(String::new(), |e| e.to_string()),
+            opt_bps(r.receiver_bits_per_second),
+            opt_bps(r.sender_bits_per_second),
+            opt(r.cpu_seconds_per_gb),
+            num(r.sender_total_bytes),
+            num(r.receiver_total_bytes),
+            csv_field(r.verdict.as_deref().unwrap_or("")),
+            csv_field(r.error.as_deref().unwrap_or(""))
+        );
+        for (names, facts) in [(&sender, &r.sender_facts), (&receiver, &r.receiver_facts)] {
+            for n in names {
+                let _ = write!(out, ",{}", csv_field(&facts.get(n).and_then(super::fact_text).unwrap_or_default()));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::plan_and_records;
+    use super::*;
+
+    #[test]
+    fn one_row_per_planned_run_with_fact_columns() {
+        let (plan, records) = plan_and_records();
+        let report = FleetReport::merge(&plan, &records, None).unwrap();
+        let csv = to_csv(&report);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 25, "header and 24 runs");
+        let header: Vec<&str> = lines[0].split(',').collect();
+        assert!(lines[0].starts_with(FLEET_CSV_COLUMNS));
+        assert!(header.contains(&"sender_vcpus") && header.contains(&"receiver_machine_type"), "{}", lines[0]);
+        let cols = header.len();
+        for l in &lines[1..] {
+            if !l.contains('"') {
+                assert_eq!(l.split(',').count(), cols, "{l}");
+            }
+        }
+        let first: Vec<&str> = lines[1].split(',').collect();
+        assert_eq!(&first[..9], ["0001", "mesh", "h1", "h2", "internal", "10.0.0.2", "1", "true", "true"]);
+        assert_eq!(first[9], "11000000000");
+        assert!(csv.contains("no result was collected"));
+    }
+}

@@ -1,0 +1,164 @@
+//! The fleet matrix as an SVG heatmap: senders down, receivers across, one matrix per kind of
+//! address (and per plan entry, when there are several), each cell the median received
+//! Gbit/s of that ordered pair. Failed pairs are
+//! marked, the diagonal (a host to itself) is greyed out. Cells carry `data-*` attributes so
+//! tests and scripts can read the figures back.
+
+use super::FleetReport;
+use crate::report::chart::escape;
+use std::fmt::Write as _;
+
+const CELL: f64 = 64.0;
+const LABEL: f64 = 120.0;
+const TOP: f64 = 60.0;
+const GAP: f64 = 50.0;
+
+/// Blue, lighter for lower rates (white at 0, full at `max`).
+fn shade(value: f64, max: f64) -> String {
+    let t = if max > 0.0 { (value / max).clamp(0.0, 1.0) } else { 0.0 };
+    let mix = |full: f64| (255.0 - (255.0 - full) * t).round() as u8;
+    format!("#{:02x}{:02x}{:02x}", mix(31.0), mix(119.0), mix(180.0))
+}
+
+pub fn to_svg(report: &FleetReport) -> String {
+    let mut hosts: Vec<&str> = Vec::new();
+    for p in &report.pairs {
+        for h in [p.sender.as_str(), p.receiver.as_str()] {
+            if !hosts.contains(&h) {
+                hosts.push(h);
+            }
+        }
+    }
+    let mut blocks: Vec<(&str, &str)> = Vec::new();
+    for p in &report.pairs {
+        if !blocks.contains(&(p.entry.as_str(), p.address.as_str())) {
+            blocks.push((&p.entry, &p.address));
+        }
+    }
+    let several_entries = blocks.iter().any(|b| b.0 != blocks[0].0);
+    let n = hosts.len() as f64;
+    let block = LABEL + n * CELL + GAP;
+    let width = (block * blocks.len().max(1) as f64).max(360.0);
+    let height = TOP + LABEL + n * CELL + 40.0;
+    let max = report
+        .pairs
+        .iter()
+        .filter_map(|p| p.figures.receiver_bits_per_second.map(|s| s.median / 1e9))
+        .fold(0.0, f64::max);
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text id="title" x="10" y="24" font-size="16">uringbench fleet: median received Gbit/s, sender (rows) to receiver (columns), {} runs</text>"#,
+        report.runs.len()
+    );
+    for (b, (entry, addr)) in blocks.iter().enumerate() {
+        let x0 = b as f64 * block + LABEL;
+        let y0 = TOP + LABEL;
+        let id = if several_entries { format!("{entry}-{addr}") } else { addr.to_string() };
+        let _ = writeln!(
+            s,
+            r#"<g class="heatmap" id="heatmap-{}" data-entry="{}" data-address="{}">"#,
+            escape(&id),
+            escape(entry),
+            escape(addr)
+        );
+        let caption = if several_entries { format!("{entry}, {addr} address") } else { format!("{addr} address") };
+        let _ = writeln!(s, r#"<text x="{x0}" y="{}" font-size="14">{}</text>"#, TOP - 10.0, escape(&caption));
+        for (i, h) in hosts.iter().enumerate() {
+            let h = escape(h);
+            let _ = writeln!(
+                s,
+                r#"<text class="sender" x="{}" y="{:.1}" text-anchor="end">{h}</text>"#,
+                x0 - 6.0,
+                y0 + (i as f64 + 0.5) * CELL + 4.0
+            );
+            let cx = x0 + (i as f64 + 0.5) * CELL;
+            let _ = writeln!(
+                s,
+                r#"<text class="receiver" x="{cx:.1}" y="{:.1}" transform="rotate(-45 {cx:.1} {:.1})">{h}</text>"#,
+                y0 - 8.0,
+                y0 - 8.0
+            );
+        }
+        for (i, snd) in hosts.iter().enumerate() {
+            for (j, rcv) in hosts.iter().enumerate() {
+                let (x, y) = (x0 + j as f64 * CELL, y0 + i as f64 * CELL);
+                let pair = report
+                    .pairs
+                    .iter()
+                    .find(|p| p.entry == *entry && p.sender == *snd && p.receiver == *rcv && p.address == *addr);
+                let attrs = format!(r#"data-sender="{}" data-receiver="{}""#, escape(snd), escape(rcv));
+                let Some(p) = pair else {
+                    let _ = writeln!(
+                        s,
+                        r##"<rect class="unplanned" {attrs} x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="#eeeeee" stroke="white"/>"##
+                    );
+                    continue;
+                };
+                let f = &p.figures;
+                let median = f.receiver_bits_per_second.map(|st| st.median / 1e9);
+                let fill = median.map_or("#f4a6a6".to_string(), |m| shade(m, max));
+                let _ = writeln!(
+                    s,
+                    r#"<rect class="cell" {attrs} data-runs="{}" data-complete="{}" data-gbps="{}" x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="{fill}" stroke="white"><title>{} to {}: {} of {} runs, {}</title></rect>"#,
+                    f.runs,
+                    f.complete_runs,
+                    median.map_or(String::new(), |m| format!("{m:.3}")),
+                    escape(snd),
+                    escape(rcv),
+                    f.complete_runs,
+                    f.runs,
+                    median.map_or("failed".to_string(), |m| format!("{m:.2} Gbit/s"))
+                );
+                let label = match median {
+                    Some(m) if f.complete_runs == f.runs => format!("{m:.2}"),
+                    Some(m) => format!("{m:.2}*"),
+                    None => "failed".into(),
+                };
+                let color = if median.is_some_and(|m| max > 0.0 && m / max > 0.6) { "white" } else { "black" };
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="{color}">{label}</text>"#,
+                    x + CELL / 2.0,
+                    y + CELL / 2.0 + 4.0
+                );
+            }
+        }
+        let _ = writeln!(s, "</g>");
+    }
+    let _ = writeln!(
+        s,
+        r#"<text id="note" x="10" y="{}">* some runs of the pair failed; grey: not planned</text>"#,
+        height - 14.0
+    );
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::plan_and_records;
+    use super::*;
+
+    #[test]
+    fn one_matrix_per_address_with_a_cell_per_pair() {
+        let (plan, records) = plan_and_records();
+        let report = FleetReport::merge(&plan, &records, None).unwrap();
+        let svg = to_svg(&report);
+        assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches(r#"class="heatmap""#).count(), 2);
+        assert_eq!(svg.matches(r#"class="cell""#).count(), 12);
+        assert_eq!(svg.matches(r#"class="unplanned""#).count(), 6, "the diagonal of each matrix");
+        assert!(svg.contains(r#"data-sender="h3" data-receiver="h1" data-runs="2" data-complete="0" data-gbps="""#));
+        assert!(svg.contains(r#"data-sender="h2" data-receiver="h3" data-runs="2" data-complete="1""#));
+        assert_eq!(svg.matches("<g").count(), svg.matches("</g>").count());
+        assert_eq!(shade(0.0, 10.0), "#ffffff");
+        assert_eq!(shade(10.0, 10.0), "#1f77b4");
+    }
+}

@@ -1,0 +1,767 @@
+//! `uringbench report --fleet DIR`: merges what the Ansible `run` role collected from many
+//! hosts into one report: a row per pair (plan entry, sender, receiver, address), summaries by a host
+//! attribute (vCPUs, machine type, ...) and by address, the failed runs, and the merged data
+//! as JSON ([`FleetReport::to_json`]), CSV ([`csv`]) and SVG ([`heatmap`], plus
+//! [`FleetReport::attribute_chart`]).
+//!
+//! The folder holds `plan.json` (every planned run, written before the first run starts) and
+//! `runs/ID.json` (one record per run that was attempted: the sender's `send -J` document, its
+//! exit status and both hosts' facts). A planned run without a record, with a non-zero exit,
+//! an incomplete document, or TCP totals that differ between the two ends, is a failed run.
+
+pub mod csv;
+pub mod heatmap;
+
+use crate::report::chart::{Axis, Chart, Point, Series};
+use crate::report::export::Stats;
+use crate::{Error, Result};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Version of `plan.json`, the run records and the merged document.
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// One planned run and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetRun {
+    pub id: String,
+    /// The plan entry it came from.
+    pub entry: String,
+    pub sender: String,
+    pub receiver: String,
+    /// `internal`, `external` or the inventory variable that held the address.
+    pub address: String,
+    /// The address the sender connected to (None when the run never got that far).
+    pub target: Option<String>,
+    /// 1-based repeat of this pair.
+    pub repeat: u64,
+    pub complete: bool,
+    /// TCP: the sender's and the receiver's totals are equal; None for UDP or no document.
+    pub exact: Option<bool>,
+    pub receiver_bits_per_second: Option<f64>,
+    pub sender_bits_per_second: Option<f64>,
+    /// Receiver host CPU-seconds per GB received.
+    pub cpu_seconds_per_gb: Option<f64>,
+    pub sender_total_bytes: Option<u64>,
+    pub receiver_total_bytes: Option<u64>,
+    pub verdict: Option<String>,
+    /// Why the run failed (None when it did not).
+    pub error: Option<String>,
+    pub sender_facts: Map<String, Value>,
+    pub receiver_facts: Map<String, Value>,
+}
+
+impl FleetRun {
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Whether the run belongs to the pair: the same plan entry (the same options), the same
+    /// two hosts in the same direction, the same kind of address.
+    pub fn of_pair(&self, p: &PairSummary) -> bool {
+        self.entry == p.entry && self.sender == p.sender && self.receiver == p.receiver && self.address == p.address
+    }
+
+    /// A host attribute: `NAME` is the sender's fact, `receiver.NAME` the receiver's, and
+    /// `address` the address kind, `entry` the plan entry. None when the host did not
+    /// report it.
+    pub fn attribute(&self, attr: &str) -> Option<String> {
+        match attr {
+            "address" => return Some(self.address.clone()),
+            "entry" => return Some(self.entry.clone()),
+            _ => {}
+        }
+        let (facts, name) = match attr.strip_prefix("receiver.") {
+            Some(name) => (&self.receiver_facts, name),
+            None => (&self.sender_facts, attr.strip_prefix("sender.").unwrap_or(attr)),
+        };
+        facts.get(name).and_then(fact_text)
+    }
+}
+
+fn fact_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Figures over a set of runs: the complete ones enter the statistics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Aggregate {
+    pub runs: usize,
+    pub complete_runs: usize,
+    pub receiver_bits_per_second: Option<Stats>,
+    pub cpu_seconds_per_gb: Option<Stats>,
+    /// Bottleneck names of the complete runs, most frequent first.
+    pub verdicts: Vec<String>,
+}
+
+impl Aggregate {
+    fn of<'a>(runs: impl IntoIterator<Item = &'a FleetRun>) -> Self {
+        let runs: Vec<&FleetRun> = runs.into_iter().collect();
+        let ok: Vec<&&FleetRun> = runs.iter().filter(|r| !r.failed()).collect();
+        let bps: Vec<f64> = ok.iter().filter_map(|r| r.receiver_bits_per_second).collect();
+        let cpu: Vec<f64> = ok.iter().filter_map(|r| r.cpu_seconds_per_gb).collect();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for v in ok.iter().filter_map(|r| r.verdict.as_deref()) {
+            *counts.entry(v).or_default() += 1;
+        }
+        let mut verdicts: Vec<(&str, usize)> = counts.into_iter().collect();
+        verdicts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        Self {
+            runs: runs.len(),
+            complete_runs: ok.len(),
+            receiver_bits_per_second: Stats::of(&bps),
+            cpu_seconds_per_gb: Stats::of(&cpu),
+            verdicts: verdicts.into_iter().map(|(v, _)| v.to_owned()).collect(),
+        }
+    }
+}
+
+/// One ordered pair over one kind of address, in one plan entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairSummary {
+    pub entry: String,
+    pub sender: String,
+    pub receiver: String,
+    pub address: String,
+    #[serde(flatten)]
+    pub figures: Aggregate,
+}
+
+/// The runs sharing one value of an attribute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttributeGroup {
+    pub value: String,
+    /// Distinct (sender, receiver, address) pairs among the runs.
+    pub pairs: usize,
+    #[serde(flatten)]
+    pub figures: Aggregate,
+}
+
+/// A summary by one attribute, and inside it by address when the plan used several.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttributeSummary {
+    pub attribute: String,
+    pub groups: Vec<AttributeGroup>,
+    /// Per address kind (only when the runs used more than one): the same groups.
+    pub by_address: BTreeMap<String, Vec<AttributeGroup>>,
+}
+
+/// The merged report of a fleet run.
+#[derive(Debug, Clone)]
+pub struct FleetReport {
+    /// Every planned run, in plan order.
+    pub runs: Vec<FleetRun>,
+    pub pairs: Vec<PairSummary>,
+    pub summaries: Vec<AttributeSummary>,
+}
+
+/// Attributes summarised when none is asked for: the address kind and the sender's vCPUs
+/// (what the cloud labs compare: internal against external, cores against throughput).
+pub const DEFAULT_ATTRIBUTES: &[&str] = &["address", "vcpus"];
+
+impl FleetReport {
+    /// Reads `DIR/plan.json` and `DIR/runs/*.json` and summarises by `attributes` (None:
+    /// those of [`DEFAULT_ATTRIBUTES`] that some host reported).
+    pub fn load(dir: &Path, attributes: Option<&[String]>) -> Result<Self> {
+        let read = |p: &Path| -> Result<Value> {
+            let text = std::fs::read_to_string(p).map_err(|e| Error::usage(format!("{}: {e}", p.display())))?;
+            serde_json::from_str(&text).map_err(|e| Error::usage(format!("{}: not JSON: {e}", p.display())))
+        };
+        let plan_path = dir.join("plan.json");
+        if !plan_path.exists() {
+            return Err(Error::usage(format!(
+                "{}: no plan.json (not a folder the Ansible run role wrote)",
+                dir.display()
+            )));
+        }
+        let plan = read(&plan_path)?;
+        let mut records = BTreeMap::new();
+        let runs_dir = dir.join("runs");
+        if runs_dir.is_dir() {
+            let entries =
+                std::fs::read_dir(&runs_dir).map_err(|e| Error::io(format!("reading {}", runs_dir.display()), e))?;
+            for e in entries {
+                let p = e.map_err(|e| Error::io(format!("reading {}", runs_dir.display()), e))?.path();
+                if p.extension().is_some_and(|x| x == "json") {
+                    let rec = read(&p)?;
+                    let id = rec["id"]
+                        .as_str()
+                        .ok_or_else(|| Error::usage(format!("{}: a run record without an id", p.display())))?
+                        .to_owned();
+                    records.insert(id, rec);
+                }
+            }
+        }
+        Self::merge(&plan, &records, attributes)
+    }
+
+    /// Merges a plan with the run records (by run id).
+    pub fn merge(plan: &Value, records: &BTreeMap<String, Value>, attributes: Option<&[String]>) -> Result<Self> {
+        if plan["kind"] != "fleet-plan" {
+            return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
+        }
+        if plan["schema_version"].as_u64() != Some(SCHEMA_VERSION) {
+            return Err(Error::usage(format!("fleet plan schema_version {} is not supported", plan["schema_version"])));
+        }
+        let planned = plan["runs"].as_array().ok_or_else(|| Error::usage("plan.json has no runs[]"))?;
+        let mut runs = Vec::with_capacity(planned.len());
+        for p in planned {
+            runs.push(run_of(p, p["id"].as_str().and_then(|id| records.get(id)))?);
+        }
+        Self::of_runs(runs, attributes)
+    }
+
+    /// An attribute asked for that no run has is a usage error (a typo, most likely).
+    pub fn of_runs(runs: Vec<FleetRun>, attributes: Option<&[String]>) -> Result<Self> {
+        let mut pairs: Vec<PairSummary> = Vec::new();
+        for r in &runs {
+            if !pairs.iter().any(|p| r.of_pair(p)) {
+                let mut p = PairSummary {
+                    entry: r.entry.clone(),
+                    sender: r.sender.clone(),
+                    receiver: r.receiver.clone(),
+                    address: r.address.clone(),
+                    figures: Aggregate::of(std::iter::empty()),
+                };
+                p.figures = Aggregate::of(runs.iter().filter(|x| x.of_pair(&p)));
+                pairs.push(p);
+            }
+        }
+        let addresses: Vec<String> = distinct(runs.iter().map(|r| r.address.clone()));
+        // Rows by plan entry and address as planned, then by sender and receiver (parallel
+        // batches run the pairs out of that order).
+        let entries: Vec<String> = distinct(runs.iter().map(|r| r.entry.clone()));
+        let rank = |list: &[String], v: &str| list.iter().position(|x| x == v).unwrap_or(0);
+        pairs.sort_by(|a, b| {
+            (rank(&entries, &a.entry), rank(&addresses, &a.address), &a.sender, &a.receiver).cmp(&(
+                rank(&entries, &b.entry),
+                rank(&addresses, &b.address),
+                &b.sender,
+                &b.receiver,
+            ))
+        });
+        let mut summaries = Vec::new();
+        let defaults: Vec<String> = DEFAULT_ATTRIBUTES
+            .iter()
+            .map(|a| a.to_string())
+            .filter(|a| runs.iter().any(|r| r.attribute(a).is_some()))
+            .collect();
+        for attr in attributes.unwrap_or(&defaults) {
+            if runs.iter().all(|r| r.attribute(attr).is_none()) {
+                let mut known: Vec<String> = runs.iter().flat_map(|r| r.sender_facts.keys().cloned()).collect();
+                known.sort();
+                known.dedup();
+                return Err(Error::usage(format!(
+                    "no host has the attribute '{attr}' (known: address, entry, {}; receiver.NAME for the receiver's)",
+                    known.join(", ")
+                )));
+            }
+            let groups = attribute_groups(runs.iter(), attr);
+            let mut by_address = BTreeMap::new();
+            if addresses.len() > 1 && attr != "address" && attr != "entry" {
+                for a in &addresses {
+                    by_address.insert(a.clone(), attribute_groups(runs.iter().filter(|r| &r.address == a), attr));
+                }
+            }
+            summaries.push(AttributeSummary { attribute: attr.clone(), groups, by_address });
+        }
+        Ok(Self { runs, pairs, summaries })
+    }
+
+    pub fn failed(&self) -> Vec<&FleetRun> {
+        self.runs.iter().filter(|r| r.failed()).collect()
+    }
+
+    /// The merged document: every run with its figures and facts, the pairs, the summaries.
+    pub fn to_json(&self) -> Value {
+        let failed: Vec<Value> = self
+            .failed()
+            .iter()
+            .map(|r| {
+                json!({"id": r.id, "sender": r.sender, "receiver": r.receiver, "address": r.address,
+                       "repeat": r.repeat, "error": r.error})
+            })
+            .collect();
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "kind": "fleet",
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "planned_runs": self.runs.len(),
+            "complete_runs": self.runs.len() - failed.len(),
+            "failed_runs": failed,
+            "pairs": self.pairs,
+            "summaries": self.summaries,
+            "runs": self.runs,
+        })
+    }
+
+    /// Text: the pair table, one table per summary, and the failed runs.
+    pub fn render_text(&self) -> String {
+        let mut out = format!(
+            "fleet: {} planned runs, {} complete, {} failed, {} pairs\n\n",
+            self.runs.len(),
+            self.runs.len() - self.failed().len(),
+            self.failed().len(),
+            self.pairs.len()
+        );
+        let w = self.pairs.iter().map(|p| p.sender.len() + p.receiver.len() + 4).max().unwrap_or(4).max(4);
+        // The entry column only when the plan had several (their options differ).
+        let entries = distinct(self.pairs.iter().map(|p| p.entry.clone()));
+        let ew = if entries.len() > 1 { entries.iter().map(String::len).max().unwrap_or(0).max(5) + 2 } else { 0 };
+        let _ = writeln!(
+            out,
+            "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<26} {:<6} verdict",
+            if ew > 0 { "entry" } else { "" },
+            "pair",
+            "address",
+            "runs",
+            "Gbit/s median [min-max]",
+            "CPU-s/GB median [min-max]",
+            "exact"
+        );
+        for p in &self.pairs {
+            let runs: Vec<&FleetRun> = self.runs.iter().filter(|r| r.of_pair(p)).collect();
+            let exact = match runs.iter().filter_map(|r| r.exact).collect::<Vec<bool>>() {
+                v if v.is_empty() => "-",
+                v if v.iter().all(|e| *e) => "yes",
+                _ => "NO",
+            };
+            let _ = writeln!(
+                out,
+                "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<26} {:<6} {}",
+                if ew > 0 { p.entry.as_str() } else { "" },
+                format!("{} -> {}", p.sender, p.receiver),
+                p.address,
+                format!("{}/{}", p.figures.complete_runs, p.figures.runs),
+                gbps_range(p.figures.receiver_bits_per_second),
+                cpu_range(p.figures.cpu_seconds_per_gb),
+                exact,
+                p.figures.verdicts.first().map_or("-", String::as_str)
+            );
+        }
+        for s in &self.summaries {
+            let _ = writeln!(out, "\nby {}:", attribute_title(&s.attribute));
+            render_groups(&mut out, &s.attribute, &s.groups);
+            for (addr, groups) in &s.by_address {
+                let _ = writeln!(out, "\nby {}, {addr} address:", attribute_title(&s.attribute));
+                render_groups(&mut out, &s.attribute, groups);
+            }
+        }
+        let failed = self.failed();
+        if !failed.is_empty() {
+            let _ = writeln!(out, "\nfailed runs ({} of {}):", failed.len(), self.runs.len());
+            for r in failed {
+                let _ = writeln!(
+                    out,
+                    "  {} {} -> {} {} repeat {}: {}",
+                    r.id,
+                    r.sender,
+                    r.receiver,
+                    r.address,
+                    r.repeat,
+                    r.error.as_deref().unwrap_or("")
+                );
+            }
+        }
+        out
+    }
+
+    /// Received Gbit/s against an attribute's values: one series per address kind (medians
+    /// over the complete runs, min–max bars).
+    pub fn attribute_chart(&self, attr: &str) -> Chart {
+        let summary = self.summaries.iter().find(|s| s.attribute == attr);
+        let groups = summary.map(|s| s.groups.clone()).unwrap_or_default();
+        let categories: Vec<String> = groups.iter().map(|g| g.value.clone()).collect();
+        let point = |x: usize, g: &AttributeGroup| {
+            g.figures.receiver_bits_per_second.map(|st| Point {
+                x,
+                y: st.median / 1e9,
+                min: Some(st.min / 1e9),
+                max: Some(st.max / 1e9),
+            })
+        };
+        let mut series = Vec::new();
+        match summary.filter(|s| !s.by_address.is_empty()) {
+            Some(s) => {
+                for (addr, groups) in &s.by_address {
+                    let points = groups
+                        .iter()
+                        .filter_map(|g| {
+                            let x = categories.iter().position(|c| *c == g.value)?;
+                            point(x, g)
+                        })
+                        .collect();
+                    series.push(Series {
+                        key: format!("receiver_gbps_{}", key_of(addr)),
+                        name: format!("received Gbit/s, {addr}"),
+                        axis: Axis::Left,
+                        points,
+                    });
+                }
+            }
+            None => series.push(Series {
+                key: "receiver_gbps".into(),
+                name: "received Gbit/s".into(),
+                axis: Axis::Left,
+                points: groups.iter().enumerate().filter_map(|(x, g)| point(x, g)).collect(),
+            }),
+        }
+        Chart {
+            title: format!(
+                "uringbench fleet: received Gbit/s by {} ({} runs, median, min-max)",
+                attribute_title(attr),
+                self.runs.len()
+            ),
+            x_label: attribute_title(attr),
+            categories,
+            left_label: "received Gbit/s".into(),
+            right_label: None,
+            series,
+        }
+    }
+}
+
+fn key_of(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+fn attribute_title(attr: &str) -> String {
+    match attr.strip_prefix("receiver.") {
+        Some(name) => format!("receiver {name}"),
+        None if attr == "address" || attr == "entry" => attr.into(),
+        None => format!("sender {}", attr.strip_prefix("sender.").unwrap_or(attr)),
+    }
+}
+
+fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The group of runs whose host did not report the attribute.
+const UNKNOWN: &str = "unknown";
+
+/// Groups runs by an attribute's value, sorted numerically when every value is a number.
+fn attribute_groups<'a>(runs: impl Iterator<Item = &'a FleetRun>, attr: &str) -> Vec<AttributeGroup> {
+    let runs: Vec<&FleetRun> = runs.collect();
+    let mut values = distinct(runs.iter().map(|r| r.attribute(attr).unwrap_or_else(|| UNKNOWN.into())));
+    let unknown = values.iter().any(|v| v == UNKNOWN);
+    values.retain(|v| v != UNKNOWN);
+    if values.iter().all(|v| v.parse::<f64>().is_ok()) {
+        values.sort_by(|a, b| a.parse::<f64>().unwrap_or(0.0).total_cmp(&b.parse::<f64>().unwrap_or(0.0)));
+    } else {
+        values.sort();
+    }
+    // Runs whose record (and so the hosts' facts) never came back go last.
+    if unknown {
+        values.push(UNKNOWN.into());
+    }
+    values
+        .into_iter()
+        .map(|v| {
+            let members: Vec<&FleetRun> =
+                runs.iter().copied().filter(|r| r.attribute(attr).unwrap_or_else(|| UNKNOWN.into()) == v).collect();
+            let pairs =
+                distinct(members.iter().map(|r| format!("{}\n{}\n{}\n{}", r.entry, r.sender, r.receiver, r.address)))
+                    .len();
+            AttributeGroup { value: v, pairs, figures: Aggregate::of(members) }
+        })
+        .collect()
+}
+
+fn gbps_range(st: Option<Stats>) -> String {
+    st.map_or("-".into(), |s| format!("{:.2} [{:.2}-{:.2}]", s.median / 1e9, s.min / 1e9, s.max / 1e9))
+}
+
+fn cpu_range(st: Option<Stats>) -> String {
+    st.map_or("-".into(), |s| format!("{:.3} [{:.3}-{:.3}]", s.median, s.min, s.max))
+}
+
+fn render_groups(out: &mut String, attr: &str, groups: &[AttributeGroup]) {
+    let w = groups.iter().map(|g| g.value.len()).max().unwrap_or(0).max(attr.len()).max(5);
+    let _ = writeln!(
+        out,
+        "{:<w$}  {:>5} {:>7}  {:<28} {:<26} verdicts",
+        attr, "pairs", "runs", "Gbit/s median [min-max]", "CPU-s/GB median [min-max]"
+    );
+    for g in groups {
+        let _ = writeln!(
+            out,
+            "{:<w$}  {:>5} {:>7}  {:<28} {:<26} {}",
+            g.value,
+            g.pairs,
+            format!("{}/{}", g.figures.complete_runs, g.figures.runs),
+            gbps_range(g.figures.receiver_bits_per_second),
+            cpu_range(g.figures.cpu_seconds_per_gb),
+            g.figures.verdicts.join(", ")
+        );
+    }
+}
+
+/// One planned run (`plan.json`'s entry) and its record, if the run role wrote one.
+fn run_of(planned: &Value, record: Option<&Value>) -> Result<FleetRun> {
+    let text = |v: &Value, key: &str| -> Result<String> {
+        v[key].as_str().map(str::to_owned).ok_or_else(|| Error::usage(format!("a planned run without '{key}': {v}")))
+    };
+    let facts = |key: &str| record.and_then(|r| r[key].as_object()).cloned().unwrap_or_default();
+    let mut run = FleetRun {
+        id: text(planned, "id")?,
+        entry: planned["entry"].as_str().unwrap_or("").to_owned(),
+        sender: text(planned, "sender")?,
+        receiver: text(planned, "receiver")?,
+        address: text(planned, "address")?,
+        target: record.and_then(|r| r["target"].as_str()).map(str::to_owned),
+        repeat: planned["repeat"].as_u64().unwrap_or(1),
+        complete: false,
+        exact: None,
+        receiver_bits_per_second: None,
+        sender_bits_per_second: None,
+        cpu_seconds_per_gb: None,
+        sender_total_bytes: None,
+        receiver_total_bytes: None,
+        verdict: None,
+        error: None,
+        sender_facts: facts("sender_facts"),
+        receiver_facts: facts("receiver_facts"),
+    };
+    let Some(rec) = record else {
+        run.error = Some("no result was collected (the run did not start or its record was lost)".into());
+        return Ok(run);
+    };
+    let doc = &rec["document"];
+    if doc.is_object() {
+        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
+        let u = |p: &str| doc.pointer(p).and_then(Value::as_u64);
+        run.complete = doc["complete"].as_bool().unwrap_or(false);
+        run.receiver_bits_per_second = f("/sum/receiver/bits_per_second");
+        run.sender_bits_per_second = f("/sum/sender/bits_per_second");
+        run.cpu_seconds_per_gb = f("/cpu/receiver_per_byte/cpu_seconds_per_gb");
+        run.sender_total_bytes = u("/sum/sender/total_bytes");
+        run.receiver_total_bytes = u("/sum/receiver/total_bytes");
+        run.verdict = doc.pointer("/verdict/bottleneck").and_then(Value::as_str).map(str::to_owned);
+        if doc.pointer("/test/proto").and_then(Value::as_str) == Some("tcp") {
+            run.exact = match (run.sender_total_bytes, run.receiver_total_bytes) {
+                (Some(s), Some(r)) => Some(s == r),
+                _ => Some(false),
+            };
+        }
+    }
+    let rc = rec["rc"].as_i64();
+    run.error = if !doc.is_object() {
+        Some(record_error(rec).unwrap_or_else(|| "no send -J document came back".into()))
+    } else if !run.complete {
+        Some(doc["error"].as_str().map_or_else(|| "the test did not complete".into(), str::to_owned))
+    } else if run.exact == Some(false) {
+        Some(format!(
+            "sender wrote {} bytes, receiver counted {}",
+            run.sender_total_bytes.map_or("?".into(), |b| b.to_string()),
+            run.receiver_total_bytes.map_or("?".into(), |b| b.to_string())
+        ))
+    } else if rc != Some(0) {
+        Some(
+            record_error(rec)
+                .unwrap_or_else(|| format!("send exited with {}", rc.map_or("?".into(), |c| c.to_string()))),
+        )
+    } else {
+        None
+    };
+    Ok(run)
+}
+
+/// The record's own error (unreachable host, timeout, stderr of `send`), on one line.
+fn record_error(rec: &Value) -> Option<String> {
+    let e = rec["error"].as_str().map(str::trim).filter(|e| !e.is_empty())?;
+    Some(e.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | "))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A `send -J` document with the keys the merge reads.
+    pub fn doc(gbps: f64, sent: u64, counted: u64) -> Value {
+        json!({"schema_version": 1, "complete": true, "error": null, "test": {"proto": "tcp"},
+            "sum": {"sender": {"bits_per_second": gbps * 1e9, "total_bytes": sent},
+                    "receiver": {"bits_per_second": gbps * 1e9, "total_bytes": counted}},
+            "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 0.5}},
+            "verdict": {"bottleneck": "sender cpu"}})
+    }
+
+    fn facts(vcpus: u64) -> Value {
+        json!({"vcpus": vcpus, "machine_type": format!("lab-{vcpus}cpu"), "kernel": "6.18"})
+    }
+
+    pub fn plan_and_records() -> (Value, BTreeMap<String, Value>) {
+        let hosts = [("h1", 1), ("h2", 2), ("h3", 2)];
+        let mut planned = Vec::new();
+        let mut records = BTreeMap::new();
+        let mut n = 0;
+        for repeat in 1..=2 {
+            for (s, sv) in hosts {
+                for (r, rv) in hosts {
+                    if s == r {
+                        continue;
+                    }
+                    for address in ["internal", "external"] {
+                        n += 1;
+                        let id = format!("{n:04}");
+                        planned.push(json!({"id": id, "entry": "mesh", "sender": s, "receiver": r,
+                            "address": address, "repeat": repeat}));
+                        if s == "h3" && r == "h1" && address == "internal" {
+                            continue; // never collected
+                        }
+                        let gbps = if address == "external" { 0.95 } else { 10.0 * sv as f64 + repeat as f64 };
+                        let (document, rc, error) = if s == "h2" && r == "h3" && repeat == 2 {
+                            (
+                                Value::Null,
+                                4,
+                                json!("h2: unreachable: ssh: connect to host 10.0.0.2 port 22: Connection refused\n"),
+                            )
+                        } else {
+                            (doc(gbps, 1000 + n, 1000 + n), 0, Value::Null)
+                        };
+                        records.insert(
+                            id.clone(),
+                            json!({"kind": "fleet-run", "id": id, "rc": rc, "error": error,
+                            "target": format!("10.0.0.{rv}"), "document": document,
+                            "sender_facts": facts(sv), "receiver_facts": facts(rv)}),
+                        );
+                    }
+                }
+            }
+        }
+        (json!({"kind": "fleet-plan", "schema_version": 1, "runs": planned}), records)
+    }
+
+    fn report() -> FleetReport {
+        let (plan, records) = plan_and_records();
+        let attrs: Vec<String> = ["address", "vcpus", "receiver.machine_type"].map(String::from).to_vec();
+        FleetReport::merge(&plan, &records, Some(&attrs)).unwrap()
+    }
+
+    #[test]
+    fn merges_plan_and_records_into_pairs() {
+        let r = report();
+        assert_eq!(r.runs.len(), 24);
+        assert_eq!(r.pairs.len(), 12, "6 ordered pairs x 2 address kinds");
+        let failed = r.failed();
+        assert_eq!(failed.len(), 4, "two uncollected, two unreachable");
+        assert!(failed.iter().any(|f| f.error.as_deref().unwrap().starts_with("no result was collected")));
+        let unreachable = failed.iter().find(|f| f.sender == "h2").unwrap();
+        assert_eq!(
+            unreachable.error.as_deref(),
+            Some("h2: unreachable: ssh: connect to host 10.0.0.2 port 22: Connection refused")
+        );
+        let p = r.pairs.iter().find(|p| p.sender == "h2" && p.receiver == "h1" && p.address == "internal").unwrap();
+        assert_eq!((p.figures.runs, p.figures.complete_runs), (2, 2));
+        let st = p.figures.receiver_bits_per_second.unwrap();
+        assert_eq!((st.min, st.median, st.max), (21e9, 21.5e9, 22e9));
+        assert_eq!(p.figures.verdicts, vec!["sender cpu"]);
+        let lost = r.pairs.iter().find(|p| p.sender == "h3" && p.receiver == "h1" && p.address == "internal").unwrap();
+        assert_eq!((lost.figures.complete_runs, lost.figures.receiver_bits_per_second), (0, None));
+    }
+
+    #[test]
+    fn summaries_by_attribute_and_address() {
+        let r = report();
+        let by_addr = &r.summaries[0];
+        assert_eq!(by_addr.attribute, "address");
+        let values: Vec<&str> = by_addr.groups.iter().map(|g| g.value.as_str()).collect();
+        assert_eq!(values, ["external", "internal"]);
+        assert_eq!(by_addr.groups[0].figures.receiver_bits_per_second.unwrap().max, 0.95e9);
+        assert!(by_addr.by_address.is_empty());
+        let by_vcpus = &r.summaries[1];
+        let values: Vec<&str> = by_vcpus.groups.iter().map(|g| g.value.as_str()).collect();
+        assert_eq!(values, ["1", "2", "unknown"], "numeric order, the run without a record last");
+        assert_eq!(by_vcpus.groups[0].pairs, 4, "h1 sends to two hosts over two address kinds");
+        let internal = &by_vcpus.by_address["internal"];
+        assert_eq!(internal[0].figures.receiver_bits_per_second.unwrap().median, 11.5e9);
+        let chart = r.attribute_chart("vcpus");
+        assert_eq!(chart.categories, ["1", "2", "unknown"]);
+        assert_eq!(chart.series.len(), 2, "one line per address kind");
+        assert_eq!(r.summaries[2].groups[0].value, "lab-1cpu");
+        let text = r.render_text();
+        assert!(text.contains("fleet: 24 planned runs, 20 complete, 4 failed, 12 pairs"), "{text}");
+        assert!(text.contains("by sender vcpus, internal address:"), "{text}");
+        assert!(text.contains("failed runs (4 of 24):"), "{text}");
+        assert!(text.contains("h2 -> h1"), "{text}");
+    }
+
+    #[test]
+    fn a_tcp_total_mismatch_or_an_incomplete_test_fails_the_run() {
+        let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": [
+            {"id": "1", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1},
+            {"id": "2", "sender": "a", "receiver": "b", "address": "internal", "repeat": 2}]});
+        let mut incomplete = doc(5.0, 10, 10);
+        incomplete["complete"] = json!(false);
+        incomplete["error"] = json!("the receiver vanished");
+        let records: BTreeMap<String, Value> = [
+            ("1".to_string(), json!({"id": "1", "rc": 0, "document": doc(5.0, 100, 99)})),
+            ("2".to_string(), json!({"id": "2", "rc": 1, "document": incomplete})),
+        ]
+        .into();
+        let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
+        assert_eq!(r.runs[0].exact, Some(false));
+        assert_eq!(r.runs[0].error.as_deref(), Some("sender wrote 100 bytes, receiver counted 99"));
+        assert_eq!(r.runs[1].error.as_deref(), Some("the receiver vanished"));
+        assert!(r.render_text().contains("NO"));
+    }
+
+    #[test]
+    fn entries_with_other_options_are_pairs_of_their_own() {
+        let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": [
+            {"id": "1", "entry": "p16", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1},
+            {"id": "2", "entry": "p32", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1}]});
+        let records: BTreeMap<String, Value> = [
+            ("1".to_string(), json!({"id": "1", "rc": 0, "document": doc(40.0, 7, 7)})),
+            ("2".to_string(), json!({"id": "2", "rc": 0, "document": doc(60.0, 9, 9)})),
+        ]
+        .into();
+        let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
+        assert_eq!(r.pairs.len(), 2);
+        assert_eq!(r.pairs[1].figures.receiver_bits_per_second.unwrap().median, 60e9);
+        let text = r.render_text();
+        assert!(text.starts_with("fleet: 2 planned runs") && text.contains("\nentry  pair"), "{text}");
+        assert!(text.contains("p32    a -> b"), "{text}");
+        assert_eq!(r.summaries[0].groups.len(), 2);
+        let svg = heatmap::to_svg(&r);
+        assert!(svg.contains(r#"id="heatmap-p16-internal""#) && svg.contains(r#"id="heatmap-p32-internal""#));
+    }
+
+    #[test]
+    fn bad_inputs_are_usage_errors() {
+        let (plan, records) = plan_and_records();
+        let e = FleetReport::merge(&plan, &records, Some(&["vcpu".into()])).unwrap_err();
+        assert!(e.message.contains("no host has the attribute 'vcpu'") && e.message.contains("vcpus"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        for (p, want) in [
+            (json!({"kind": "sweep"}), "not a fleet plan"),
+            (json!({"kind": "fleet-plan", "schema_version": 7, "runs": []}), "schema_version 7"),
+            (json!({"kind": "fleet-plan", "schema_version": 1}), "no runs[]"),
+            (json!({"kind": "fleet-plan", "schema_version": 1, "runs": [{"id": "1"}]}), "without 'sender'"),
+        ] {
+            let e = FleetReport::merge(&p, &BTreeMap::new(), None).unwrap_err();
+            assert!(e.message.contains(want), "{want}: {e}");
+        }
+        let e = FleetReport::load(Path::new("/nonexistent-fleet-dir"), None).unwrap_err();
+        // Without records no host reported its vCPUs: the default summaries skip them.
+        let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": [
+            {"id": "1", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1}]});
+        let r = FleetReport::merge(&plan, &BTreeMap::new(), None).unwrap();
+        assert_eq!(r.summaries.iter().map(|s| s.attribute.as_str()).collect::<Vec<_>>(), ["address"]);
+        assert!(e.message.contains("no plan.json"), "{e}");
+    }
+}

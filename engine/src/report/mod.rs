@@ -1,0 +1,7 @@
+//! Renderers and exporters: text, JSON, CSV, charts, saved results.
+
+pub mod chart;
+pub mod export;
+pub mod fleet;
+pub mod saved;
+pub mod stream;

@@ -1,0 +1,273 @@
+//! `uringbench report FILE.json`: re-renders saved results: a sweep (`sweep --json`), a
+//! `send -J` document, or a `send --repeat N -J` document, as a text summary and a chart.
+
+use crate::base::units::format_bits_per_second;
+use crate::report::chart::{Axis, Chart, Point, Series};
+use crate::report::export::Stats;
+use crate::workload::sweep::{RunFigures, SweepResult};
+use crate::{Error, Result};
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// A saved document, by kind.
+#[derive(Debug, Clone)]
+pub enum SavedResults {
+    Sweep(Box<SweepResult>),
+    /// `send --repeat N -J`: the run documents.
+    Repeat(Vec<Value>),
+    /// `send -J`: one test.
+    Send(Box<Value>),
+}
+
+/// Most queues drawn as lines of their own in an interval chart; more would be unreadable.
+const MAX_QUEUE_LINES: usize = 8;
+
+impl SavedResults {
+    /// Recognises and checks a saved document.
+    pub fn parse(text: &str) -> Result<Self> {
+        let doc: Value = serde_json::from_str(text).map_err(|e| Error::usage(format!("not JSON: {e}")))?;
+        if doc["kind"] == "sweep" {
+            return SweepResult::from_json(&doc).map(|s| SavedResults::Sweep(Box::new(s)));
+        }
+        if let Some(runs) = doc["runs"].as_array().filter(|_| doc.get("repeat").is_some()) {
+            if runs.is_empty() || !runs.iter().all(is_send_doc) {
+                return Err(Error::usage("a --repeat document whose runs are not send reports"));
+            }
+            return Ok(SavedResults::Repeat(runs.clone()));
+        }
+        if is_send_doc(&doc) {
+            return Ok(SavedResults::Send(Box::new(doc)));
+        }
+        Err(Error::usage("not a uringbench sweep, send -J or send --repeat -J document"))
+    }
+
+    pub fn render_text(&self) -> String {
+        match self {
+            SavedResults::Sweep(s) => {
+                let mut out =
+                    format!("sweep of {} against {}, {} run(s) per point\n", s.parameter.key(), s.target, s.repeat);
+                out += &s.render_table();
+                out
+            }
+            SavedResults::Repeat(runs) => {
+                let figures: Vec<RunFigures> =
+                    runs.iter().enumerate().map(|(i, d)| RunFigures::of_json(i as u32 + 1, d)).collect();
+                let mut out = format!("{} runs against {}\n", runs.len(), runs[0]["target"].as_str().unwrap_or("?"));
+                for f in &figures {
+                    let _ = writeln!(out, "{}", crate::workload::sweep::run_line_plain(f));
+                }
+                let complete: Vec<&RunFigures> = figures.iter().filter(|f| f.complete).collect();
+                let gbps: Vec<f64> =
+                    complete.iter().filter_map(|f| f.receiver_bits_per_second).map(|b| b / 1e9).collect();
+                let cpu: Vec<f64> = complete.iter().filter_map(|f| f.cpu_seconds_per_gb).collect();
+                let line = |name: &str, st: Option<Stats>| match st {
+                    Some(s) => format!(
+                        "{name:<22} min {:.3}  median {:.3}  mean {:.3}  max {:.3}  stdev {:.3}\n",
+                        s.min, s.median, s.mean, s.max, s.stdev
+                    ),
+                    None => format!("{name:<22} no complete run\n"),
+                };
+                out += &line("received Gbit/s", Stats::of(&gbps));
+                out += &line("receiver CPU-s/GB", Stats::of(&cpu));
+                out
+            }
+            SavedResults::Send(doc) => {
+                let f = RunFigures::of_json(1, doc);
+                let t = &doc["test"];
+                let mut out = format!(
+                    "{} stream to {}, {} queue(s), {:.2} s window: received {}, offered {}, {}, verdict: {} ({})\n",
+                    t["proto"].as_str().unwrap_or("?").to_uppercase(),
+                    doc["target"].as_str().unwrap_or("?"),
+                    t["queues"].as_u64().unwrap_or(0),
+                    doc.pointer("/sum/window_seconds").and_then(Value::as_f64).unwrap_or(0.0),
+                    f.receiver_bits_per_second.map_or("nothing".into(), format_bits_per_second),
+                    f.sender_bits_per_second.map_or("nothing".into(), format_bits_per_second),
+                    f.cpu_seconds_per_gb.map_or("cpu n/a".into(), |c| format!("{c:.3} CPU-s/GB")),
+                    f.verdict.as_deref().unwrap_or("none"),
+                    doc.pointer("/verdict/evidence").and_then(Value::as_str).unwrap_or("")
+                );
+                for iv in doc["intervals"].as_array().into_iter().flatten() {
+                    let _ = writeln!(
+                        out,
+                        "[SUM] {:>6.2}-{:<6.2} sec  {}",
+                        iv["start"].as_f64().unwrap_or(0.0),
+                        iv["end"].as_f64().unwrap_or(0.0),
+                        format_bits_per_second(iv["bits_per_second"].as_f64().unwrap_or(0.0))
+                    );
+                }
+                if let Some(e) = &f.error {
+                    let _ = writeln!(out, "incomplete: {e}");
+                }
+                out
+            }
+        }
+    }
+
+    pub fn chart(&self) -> Chart {
+        match self {
+            SavedResults::Sweep(s) => s.chart(),
+            SavedResults::Repeat(runs) => {
+                let figures: Vec<RunFigures> =
+                    runs.iter().enumerate().map(|(i, d)| RunFigures::of_json(i as u32 + 1, d)).collect();
+                let pick = |f: fn(&RunFigures) -> Option<f64>, scale: f64| -> Vec<Point> {
+                    figures
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| r.complete)
+                        .filter_map(|(x, r)| f(r).map(|y| Point { x, y: y / scale, min: None, max: None }))
+                        .collect()
+                };
+                Chart {
+                    title: format!(
+                        "uringbench send --repeat {} to {}",
+                        runs.len(),
+                        runs[0]["target"].as_str().unwrap_or("?")
+                    ),
+                    x_label: "run".into(),
+                    categories: (1..=runs.len()).map(|i| i.to_string()).collect(),
+                    left_label: "received Gbit/s".into(),
+                    right_label: Some("receiver CPU-s/GB".into()),
+                    series: vec![
+                        Series {
+                            key: "receiver_gbps".into(),
+                            name: "received Gbit/s".into(),
+                            axis: Axis::Left,
+                            points: pick(|r| r.receiver_bits_per_second, 1e9),
+                        },
+                        Series {
+                            key: "cpu_s_per_gb".into(),
+                            name: "receiver CPU-s/GB".into(),
+                            axis: Axis::Right,
+                            points: pick(|r| r.cpu_seconds_per_gb, 1.0),
+                        },
+                    ],
+                }
+            }
+            SavedResults::Send(doc) => interval_chart(doc),
+        }
+    }
+}
+
+fn is_send_doc(doc: &Value) -> bool {
+    doc.get("schema_version").is_some() && doc["sum"].is_object() && doc["test"].is_object()
+}
+
+/// Received Gbit/s per interval (the sum, and each queue when there are a few), or the
+/// window's headline alone when the test ran without `--interval`.
+fn interval_chart(doc: &Value) -> Chart {
+    let intervals = doc["intervals"].as_array().cloned().unwrap_or_default();
+    let mut series = Vec::new();
+    let categories: Vec<String>;
+    if intervals.is_empty() {
+        categories = vec!["window".into()];
+        let y = doc.pointer("/sum/receiver/bits_per_second").and_then(Value::as_f64).unwrap_or(0.0) / 1e9;
+        series.push(Series {
+            key: "receiver_gbps".into(),
+            name: "received Gbit/s".into(),
+            axis: Axis::Left,
+            points: vec![Point { x: 0, y, min: None, max: None }],
+        });
+    } else {
+        categories = intervals.iter().map(|iv| format!("{:.1}", iv["end"].as_f64().unwrap_or(0.0))).collect();
+        let gbps = |iv: &Value| iv["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9;
+        series.push(Series {
+            key: "receiver_gbps".into(),
+            name: "received Gbit/s".into(),
+            axis: Axis::Left,
+            points: intervals
+                .iter()
+                .enumerate()
+                .map(|(x, iv)| Point { x, y: gbps(iv), min: None, max: None })
+                .collect(),
+        });
+        let queues = intervals[0]["queues"].as_array().map_or(0, Vec::len);
+        if (2..=MAX_QUEUE_LINES).contains(&queues) {
+            for q in 0..queues {
+                let points = intervals
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(x, iv)| {
+                        let bytes = iv["queues"][q].as_f64()?;
+                        let secs = iv["end"].as_f64()? - iv["start"].as_f64()?;
+                        (secs > 0.0).then(|| Point { x, y: bytes * 8.0 / secs / 1e9, min: None, max: None })
+                    })
+                    .collect();
+                series.push(Series {
+                    key: format!("queue_{q}_gbps"),
+                    name: format!("queue {q}"),
+                    axis: Axis::Left,
+                    points,
+                });
+            }
+        }
+    }
+    Chart {
+        title: format!("uringbench send to {}: received Gbit/s per interval", doc["target"].as_str().unwrap_or("?")),
+        x_label: "seconds into the window (interval end)".into(),
+        categories,
+        left_label: "received Gbit/s".into(),
+        right_label: None,
+        series,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn send_doc(gbps: f64, intervals: bool) -> Value {
+        let iv = |s: f64, b: f64| {
+            json!({"start": s, "end": s + 1.0, "bytes": (b * 1e9 / 8.0) as u64, "bits_per_second": b * 1e9,
+            "queues": [(b * 1e9 / 16.0) as u64, (b * 1e9 / 16.0) as u64]})
+        };
+        json!({"schema_version": 1, "target": "10.77.0.2", "test": {"proto": "tcp", "queues": 2}, "complete": true, "error": null,
+            "sum": {"window_seconds": 2.0, "receiver": {"bits_per_second": gbps * 1e9}, "sender": {"bits_per_second": gbps * 1e9}},
+            "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 0.2}}, "verdict": {"bottleneck": "sender cpu", "evidence": "cpu0 99%"},
+            "intervals": if intervals { json!([iv(0.0, gbps - 1.0), iv(1.0, gbps + 1.0)]) } else { json!([]) }})
+    }
+
+    #[test]
+    fn recognises_each_kind_and_refuses_others() {
+        assert!(matches!(SavedResults::parse(&send_doc(10.0, true).to_string()).unwrap(), SavedResults::Send(_)));
+        let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [send_doc(10.0, false), send_doc(12.0, false)], "summary": {}});
+        assert!(matches!(SavedResults::parse(&repeat.to_string()).unwrap(), SavedResults::Repeat(r) if r.len() == 2));
+        for (text, want) in [
+            ("{", "not JSON"),
+            ("{\"a\": 1}", "not a uringbench"),
+            ("{\"repeat\": 2, \"runs\": [1]}", "runs are not send reports"),
+            ("{\"kind\": \"sweep\", \"schema_version\": 1}", "malformed sweep"),
+        ] {
+            let e = SavedResults::parse(text).unwrap_err();
+            assert!(e.message.contains(want), "{text}: {e}");
+            assert_eq!(e.exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn send_renders_intervals() {
+        let saved = SavedResults::parse(&send_doc(10.0, true).to_string()).unwrap();
+        let text = saved.render_text();
+        assert!(text.contains("received 10.00 Gbits/sec") && text.contains("verdict: sender cpu (cpu0 99%)"), "{text}");
+        assert_eq!(text.matches("[SUM]").count(), 2);
+        let chart = saved.chart();
+        assert_eq!(chart.categories, vec!["1.0", "2.0"]);
+        assert_eq!(chart.series.len(), 3, "the sum and two queues");
+        assert_eq!(chart.series[0].points[1].y, 11.0);
+        assert!((chart.series[1].points[0].y - 4.5).abs() < 1e-9);
+        let bare = SavedResults::parse(&send_doc(10.0, false).to_string()).unwrap().chart();
+        assert_eq!((bare.categories.len(), bare.series[0].points[0].y), (1, 10.0));
+    }
+
+    #[test]
+    fn repeat_renders_runs_and_stats() {
+        let repeat = json!({"schema_version": 1, "repeat": 3, "runs": [send_doc(10.0, false), send_doc(12.0, false), send_doc(14.0, false)]});
+        let saved = SavedResults::parse(&repeat.to_string()).unwrap();
+        let text = saved.render_text();
+        assert!(text.contains("median 12.000"), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("run ")).count(), 3, "{text}");
+        let chart = saved.chart();
+        assert_eq!(chart.categories, vec!["1", "2", "3"]);
+        assert_eq!(chart.series[0].points.len(), 3);
+    }
+}

@@ -1,0 +1,283 @@
+//! A running test as both hosts see it while it runs: intervals stream to the far end as they
+//! close, and either end can stop the test early (Ctrl-C, SIGTERM, `recv` shutting down).
+//!
+//! The side functions of every workload (send, receive, serve) take a [`Live`]: they poll
+//! [`Live::stopped`] from their sampler and hand it each closed interval. On `recv`'s host
+//! ([`ServerLive`]) intervals go over the control channel and are not kept. On the sending
+//! host ([`SenderLive`]) they are paired with the far end's (received figures beside offered
+//! ones), shown to an [`Observer`] as each pair is complete, and kept for the final report.
+
+use crate::base::error::Result;
+use crate::base::spec::{Direction, TestSpec};
+use crate::report::stream::{IntervalFigures, Role, SideReport};
+use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, MAX_FRAME, MAX_REPORT};
+use crate::sys::interrupt;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a write of the control channel may block on a far end that stops reading before
+/// the channel counts as broken (the test's figures are then lost, its flows are not).
+const CTL_STALL: Duration = Duration::from_secs(10);
+
+/// Per-flow TCP_INFO entries of intervals the sending host keeps for the final report
+/// (about 100 bytes each): 1,048,576 is 16 flows for 18 hours at 1 s, or 64 flows for 4.5
+/// hours at 100 ms. Later intervals keep their sums and per-queue bytes; their per-flow
+/// entries are only in the live output (`--json-stream`).
+pub const KEPT_FLOW_ENTRIES: usize = 1 << 20;
+
+/// One side of a running test: whether it must end now, and where its intervals go.
+pub trait Live: Sync {
+    /// `Some(reason)` once the test must end before its planned end.
+    fn stopped(&self) -> Option<String>;
+    /// One closed interval of the side playing `role` on this host.
+    fn interval(&self, role: Role, interval: IntervalFigures);
+}
+
+/// The first local signal stops the test; the far end is told once, so it stops too.
+fn local_stop(writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String> {
+    let signal = interrupt::signal_name()?;
+    let reason = format!("{signal} on the {who}");
+    if !told.swap(true, Ordering::AcqRel) {
+        let _ = writer.send(&ControlMsg::Stop { reason: reason.clone() });
+    }
+    Some(reason)
+}
+
+/// `recv`'s side of a test: intervals go to the sender as they close; a `stop` from the
+/// sender or a signal to `recv` ends the test.
+pub struct ServerLive {
+    pub watch: CtlWatch,
+    writer: CtlWriter,
+    told: AtomicBool,
+}
+
+impl ServerLive {
+    /// Starts watching the control channel once the test is accepted and its flows are in.
+    pub fn start(ctl: &TcpStream) -> Result<Self> {
+        // A sender sends nothing during a test but small messages (stop, finished).
+        let watch = CtlWatch::start(ctl, MAX_FRAME, Box::new(|_, _| {}))?;
+        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_STALL)?, told: AtomicBool::new(false) })
+    }
+}
+
+impl Live for ServerLive {
+    fn stopped(&self) -> Option<String> {
+        self.watch.stop_reason().or_else(|| local_stop(&self.writer, &self.told, "receiver"))
+    }
+    fn interval(&self, role: Role, mut interval: IntervalFigures) {
+        // The report shows the receiver's bytes per interval and the sender's TCP view; the
+        // receiver's own per-flow TCP_INFO per interval would only grow the message.
+        if role == Role::Receiver {
+            interval.tcp_flows.clear();
+        }
+        let _ = self.writer.send(&ControlMsg::Interval { role, interval });
+    }
+}
+
+/// What the sending host knows when the test starts: enough for the header.
+#[derive(Debug, Clone)]
+pub struct StartInfo {
+    pub spec: TestSpec,
+    /// The receiver's control address as connected.
+    pub target: String,
+    pub sender_placement: String,
+    pub receiver_placement: String,
+}
+
+/// Watches a test from the sending host as it runs (the CLI's live output).
+pub trait Observer: Send + Sync {
+    /// The test is agreed and its flows are open; it starts now.
+    fn started(&self, _start: &StartInfo) {}
+    /// Interval `n` of `direction` closed: the receiver's figures, and the sender's for the
+    /// same stretch when they are known.
+    fn interval(
+        &self,
+        _direction: Direction,
+        _n: usize,
+        _received: &IntervalFigures,
+        _offered: Option<&IntervalFigures>,
+    ) {
+    }
+}
+
+/// An observer that watches nothing (sweeps, `--repeat` summaries).
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// Intervals of one direction, as they arrive from either end.
+#[derive(Default)]
+struct Pairs {
+    received: Vec<IntervalFigures>,
+    offered: Vec<IntervalFigures>,
+    /// Intervals already shown to the observer.
+    shown: usize,
+}
+
+struct Store {
+    forward: Pairs,
+    reverse: Pairs,
+    kept_flow_entries: usize,
+    /// Streams pair the far end's figures with ours; transaction tests show the client's
+    /// intervals alone, as they close.
+    paired: bool,
+}
+
+impl Store {
+    fn new(paired: bool) -> Self {
+        Self { forward: Pairs::default(), reverse: Pairs::default(), kept_flow_entries: 0, paired }
+    }
+}
+
+/// The sending host's side of a test: the far end's intervals and ours, paired and kept; a
+/// signal here or a `stop` from `recv` ends the test.
+pub struct SenderLive {
+    pub watch: CtlWatch,
+    writer: CtlWriter,
+    told: AtomicBool,
+    store: Arc<Mutex<Store>>,
+    observer: Arc<dyn Observer>,
+}
+
+impl SenderLive {
+    /// Starts watching `ctl`; `paired`: whether intervals wait for the far end's half.
+    pub fn start(ctl: &TcpStream, observer: Arc<dyn Observer>, paired: bool) -> Result<Self> {
+        let store = Arc::new(Mutex::new(Store::new(paired)));
+        let (remote_store, remote_observer) = (Arc::clone(&store), Arc::clone(&observer));
+        let watch = CtlWatch::start(
+            ctl,
+            MAX_REPORT,
+            Box::new(move |role, iv| add(&remote_store, remote_observer.as_ref(), false, role, iv)),
+        )?;
+        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_STALL)?, told: AtomicBool::new(false), store, observer })
+    }
+
+    /// The intervals this run kept, put into the reports they belong to: forward flows
+    /// (`sender` offered them, `receiver` received them), reverse flows likewise. Intervals
+    /// still unshown (the far end's report arrived, ours did not pair) are shown first.
+    pub fn attach(
+        &self,
+        forward: (Option<&mut SideReport>, Option<&mut SideReport>),
+        reverse: (Option<&mut SideReport>, Option<&mut SideReport>),
+    ) {
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        for (direction, (sender, receiver)) in [(Direction::Forward, forward), (Direction::Reverse, reverse)] {
+            let pairs = match direction {
+                Direction::Reverse => &mut store.reverse,
+                _ => &mut store.forward,
+            };
+            while pairs.shown < pairs.received.len() {
+                let n = pairs.shown;
+                self.observer.interval(direction, n, &pairs.received[n], pairs.offered.get(n));
+                pairs.shown += 1;
+            }
+            if let Some(s) = sender {
+                s.intervals = std::mem::take(&mut pairs.offered);
+            }
+            if let Some(r) = receiver {
+                r.intervals = std::mem::take(&mut pairs.received);
+            }
+        }
+    }
+}
+
+/// Files one interval: `local` says whether this host measured it. Shows every interval
+/// whose pair is now complete, in order.
+fn add(store: &Mutex<Store>, observer: &dyn Observer, local: bool, role: Role, iv: IntervalFigures) {
+    let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+    // Sending host: its sender serves forward flows, its receiver reverse ones; the far end's
+    // roles are the other way round.
+    let direction = if (role == Role::Sender) == local { Direction::Forward } else { Direction::Reverse };
+    let flows = iv.tcp_flows.len();
+    let over_budget = store.kept_flow_entries + flows > KEPT_FLOW_ENTRIES;
+    if !over_budget {
+        store.kept_flow_entries += flows;
+    }
+    let paired = store.paired;
+    let pairs = match direction {
+        Direction::Reverse => &mut store.reverse,
+        _ => &mut store.forward,
+    };
+    let offered = role == Role::Sender;
+    if !paired {
+        let n = pairs.offered.len();
+        observer.interval(direction, n, &iv, None);
+    }
+    let list = if offered { &mut pairs.offered } else { &mut pairs.received };
+    list.push(iv);
+    while pairs.shown < pairs.received.len() && pairs.shown < pairs.offered.len() {
+        let n = pairs.shown;
+        observer.interval(direction, n, &pairs.received[n], Some(&pairs.offered[n]));
+        pairs.shown += 1;
+    }
+    if over_budget {
+        // Shown already with its flows; kept without them.
+        let list = if offered { &mut pairs.offered } else { &mut pairs.received };
+        if let Some(last) = list.last_mut() {
+            last.tcp_flows = Vec::new();
+        }
+    }
+}
+
+impl Live for SenderLive {
+    fn stopped(&self) -> Option<String> {
+        self.watch.stop_reason().or_else(|| local_stop(&self.writer, &self.told, "sender"))
+    }
+    fn interval(&self, role: Role, interval: IntervalFigures) {
+        add(&self.store, self.observer.as_ref(), true, role, interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(n: usize, flows: usize) -> IntervalFigures {
+        IntervalFigures {
+            start: n as f64,
+            end: n as f64 + 1.0,
+            bytes: vec![n as u64],
+            tcp: Default::default(),
+            tcp_flows: vec![None; flows],
+            udp: None,
+        }
+    }
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(Direction, usize, bool)>>);
+    impl Observer for Seen {
+        fn interval(&self, d: Direction, n: usize, _r: &IntervalFigures, offered: Option<&IntervalFigures>) {
+            self.0.lock().unwrap().push((d, n, offered.is_some()));
+        }
+    }
+
+    #[test]
+    fn intervals_are_shown_once_both_halves_are_in_and_in_order() {
+        let store = Mutex::new(Store::new(true));
+        let seen = Seen::default();
+        add(&store, &seen, true, Role::Sender, iv(0, 1));
+        add(&store, &seen, true, Role::Sender, iv(1, 1));
+        assert!(seen.0.lock().unwrap().is_empty(), "nothing shown before the receiver's figures arrive");
+        add(&store, &seen, false, Role::Receiver, iv(0, 0));
+        add(&store, &seen, false, Role::Receiver, iv(1, 0));
+        // The far end's sender (reverse flows) and this host's receiver.
+        add(&store, &seen, true, Role::Receiver, iv(0, 0));
+        add(&store, &seen, false, Role::Sender, iv(0, 1));
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            vec![(Direction::Forward, 0, true), (Direction::Forward, 1, true), (Direction::Reverse, 0, true)]
+        );
+    }
+
+    #[test]
+    fn per_flow_entries_beyond_the_budget_are_shown_but_not_kept() {
+        let store = Mutex::new(Store { kept_flow_entries: KEPT_FLOW_ENTRIES - 3, ..Store::new(true) });
+        add(&store, &Quiet, true, Role::Sender, iv(0, 2));
+        add(&store, &Quiet, true, Role::Sender, iv(1, 2));
+        let s = store.lock().unwrap();
+        assert_eq!(s.forward.offered[0].tcp_flows.len(), 2, "within the budget: kept");
+        assert!(s.forward.offered[1].tcp_flows.is_empty(), "over it: sums only");
+        assert_eq!(s.forward.offered[1].bytes, vec![1], "the interval itself is kept");
+    }
+}

@@ -1,0 +1,11 @@
+//! The host's interfaces: socket options, TCP_INFO, kernel probes, /proc and /sys, netlink, BPF and AF_XDP sockets.
+
+pub mod hostinfo;
+pub mod interrupt;
+pub(crate) mod netlink;
+pub mod netpath;
+pub mod probe;
+pub mod settings;
+pub mod sockopt;
+pub mod tcpinfo;
+pub mod xdp;

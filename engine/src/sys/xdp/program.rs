@@ -1,0 +1,322 @@
+//! Loading, attaching and reading uringbench's own XDP program (`xdp-prog/uringbench_xdp.c`).
+//!
+//! The object is compiled by `engine/build.rs` and embedded, then loaded with the libbpf
+//! functions that `libxdp-sys` exposes. It is attached through a **BPF link**
+//! (`bpf_link_create(BPF_XDP)`), not with `bpf_xdp_attach`: a link belongs to its file
+//! descriptor, so the kernel detaches the program when the last descriptor closes, whether
+//! uringbench ends normally, on an error, on SIGINT or SIGKILL. Nothing is pinned in bpffs
+//! (which `ip netns exec` hides anyway: it mounts a fresh /sys), so nothing can be left behind.
+//!
+//! Native (driver) mode is tried first; if the driver has no XDP support the generic (skb)
+//! mode is used, and [`XdpProgram::mode`] says which one the kernel accepted.
+
+use crate::base::error::{Error, Result};
+use libxdp_sys as sys;
+use serde::{Deserialize, Serialize};
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::Once;
+
+/// The compiled program (see `engine/build.rs`).
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/uringbench_xdp.o"));
+
+/// Entries of the program's per-queue maps (`MAX_QUEUES` in the C source).
+pub const MAX_QUEUES: u32 = 256;
+
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// How the program runs on the interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttachMode {
+    /// In the driver, before an skb exists.
+    Native,
+    /// After the skb is built (any interface; slower).
+    Generic,
+}
+
+/// The program's counters for one receive queue, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SteerCounters {
+    /// Test frames handed to the queue's AF_XDP socket.
+    pub redirected: u64,
+    /// Other traffic given to the kernel's stack (ARP, ICMP, TCP control channel...).
+    pub passed: u64,
+    /// Test frames dropped because no socket was bound on their queue.
+    pub dropped: u64,
+}
+
+/// libbpf and libxdp print diagnostics on stderr by default. uringbench reports one line per
+/// error itself, from the return codes, so their output is silenced once per process.
+fn silence_library_logs() {
+    static ONCE: Once = Once::new();
+    extern "C" {
+        // From libbpf (linked statically by libxdp-sys), not in its generated bindings. The
+        // callback's last argument is a `va_list`, which is passed as a pointer on the
+        // targets we build for; our callback never reads it.
+        fn libbpf_set_print(f: Option<unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int>)
+            -> *mut c_void;
+    }
+    unsafe extern "C" fn quiet(_level: c_int, _fmt: *const c_char, _args: *mut c_void) -> c_int {
+        0
+    }
+    ONCE.call_once(|| {
+        // SAFETY: both setters only store the function pointer; `quiet` ignores its arguments
+        // and lives for the whole program.
+        unsafe {
+            libbpf_set_print(Some(quiet));
+            sys::libxdp_set_print(None);
+        }
+    });
+}
+
+/// Interface index of `name`, or an error that says how to list interfaces.
+pub fn ifindex(name: &str) -> Result<u32> {
+    let c = CString::new(name).map_err(|_| Error::usage(format!("invalid interface name '{name}'")))?;
+    // SAFETY: a valid NUL-terminated string.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        return Err(Error::usage(format!(
+            "no interface '{name}' in this network namespace (`ip link show` lists them)"
+        )));
+    }
+    Ok(index)
+}
+
+/// The number of queues of `kind` ("rx" or "tx") the interface exposes in sysfs.
+pub fn queue_count(ifname: &str, kind: &str) -> u32 {
+    let dir = format!("/sys/class/net/{ifname}/queues");
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{kind}-")))
+                .count()
+        })
+        .unwrap_or(0) as u32
+}
+
+/// Possible CPUs, as the kernel sizes per-CPU map values (`/sys/devices/system/cpu/possible`).
+fn possible_cpus() -> Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .map_err(|e| Error::io("reading /sys/devices/system/cpu/possible", e))?;
+    let cpus = crate::base::units::parse_cpu_list(text.trim())?;
+    Ok(cpus.iter().max().map_or(1, |m| m + 1))
+}
+
+/// The loaded program, attached to one interface until dropped.
+pub struct XdpProgram {
+    /// The BPF link: closing it detaches the program. Always `Some` until dropped.
+    link: Option<OwnedFd>,
+    object: *mut sys::bpf_object,
+    xsks_fd: RawFd,
+    counters_fd: RawFd,
+    pub ifname: String,
+    pub ifindex: u32,
+    pub mode: AttachMode,
+    /// Why generic mode was used, when it was.
+    pub note: Option<String>,
+}
+
+// SAFETY: the object pointer is only used to close it in Drop, and the map fds are plain
+// integers: nothing in libbpf's object is touched from two threads.
+unsafe impl Send for XdpProgram {}
+// SAFETY: shared use only reads and updates maps through their fds (syscalls).
+unsafe impl Sync for XdpProgram {}
+
+impl Drop for XdpProgram {
+    fn drop(&mut self) {
+        // Closing the link detaches the program: do it before the object (maps, program) goes.
+        drop(self.link.take());
+        // SAFETY: `object` came from bpf_object__open_mem and is closed exactly once.
+        unsafe { sys::bpf_object__close(self.object) };
+    }
+}
+
+fn map_fd(object: *mut sys::bpf_object, name: &str) -> Result<RawFd> {
+    let c = CString::new(name).expect("map names have no NUL");
+    // SAFETY: a loaded object and a NUL-terminated name.
+    let map = unsafe { sys::bpf_object__find_map_by_name(object, c.as_ptr()) };
+    // SAFETY: map is non-null (checked before use) and belongs to the loaded object.
+    let fd = if map.is_null() { -1 } else { unsafe { sys::bpf_map__fd(map) } };
+    if fd < 0 {
+        return Err(Error::unsupported(format!("the embedded XDP program has no map '{name}' (a build problem)")));
+    }
+    Ok(fd)
+}
+
+fn errno_of(rc: c_int) -> std::io::Error {
+    if rc < 0 {
+        std::io::Error::from_raw_os_error(-rc)
+    } else {
+        std::io::Error::last_os_error()
+    }
+}
+
+fn load_error(err: std::io::Error) -> Error {
+    match err.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => Error::unsupported(format!(
+            "loading the XDP program was refused ({err}): run as root (or with CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON)"
+        )),
+        _ => Error::unsupported(format!("loading the XDP program failed: {err}")),
+    }
+}
+
+impl XdpProgram {
+    /// Loads the program, steers UDP to destination ports `ports` and attaches it to `ifname`:
+    /// native mode first, generic if the driver refuses (or only `force`'s mode when given).
+    pub fn attach(ifname: &str, ports: std::ops::RangeInclusive<u16>, force: Option<AttachMode>) -> Result<Self> {
+        silence_library_logs();
+        let ifindex = ifindex(ifname)?;
+        // SAFETY: OBJECT is a valid ELF image that outlives the call (libbpf copies it).
+        let object = unsafe { sys::bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
+        if object.is_null() {
+            return Err(Error::unsupported(format!(
+                "opening the embedded XDP program failed: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // From here `guard` closes the object on every early return.
+        struct ObjectGuard(*mut sys::bpf_object);
+        impl Drop for ObjectGuard {
+            fn drop(&mut self) {
+                if !self.0.is_null() {
+                    // SAFETY: the pointer came from bpf_object__open_mem and is closed once.
+                    unsafe { sys::bpf_object__close(self.0) };
+                }
+            }
+        }
+        let mut guard = ObjectGuard(object);
+        // SAFETY: a freshly opened object.
+        let rc = unsafe { sys::bpf_object__load(object) };
+        if rc != 0 {
+            return Err(load_error(errno_of(rc)));
+        }
+        let name = CString::new("uringbench_xdp").expect("no NUL");
+        // SAFETY: a loaded object and a NUL-terminated name.
+        let prog = unsafe { sys::bpf_object__find_program_by_name(object, name.as_ptr()) };
+        // SAFETY: prog checked non-null first.
+        let prog_fd = if prog.is_null() { -1 } else { unsafe { sys::bpf_program__fd(prog) } };
+        if prog_fd < 0 {
+            return Err(Error::unsupported(
+                "the embedded XDP object has no program 'uringbench_xdp' (a build problem)",
+            ));
+        }
+        let xsks_fd = map_fd(object, "xsks")?;
+        let counters_fd = map_fd(object, "counters")?;
+        let steer_fd = map_fd(object, "steer")?;
+        let config: [u16; 2] = [*ports.start(), *ports.end()];
+        let key: u32 = 0;
+        // SAFETY: the steer map has u32 keys and 4-byte values (two u16, host order).
+        let rc = unsafe { sys::bpf_map_update_elem(steer_fd, (&key as *const u32).cast(), config.as_ptr().cast(), 0) };
+        if rc != 0 {
+            return Err(Error::unsupported(format!(
+                "configuring the XDP program's port range failed: {}",
+                errno_of(rc)
+            )));
+        }
+
+        let modes: &[AttachMode] = match force {
+            Some(AttachMode::Native) => &[AttachMode::Native],
+            Some(AttachMode::Generic) => &[AttachMode::Generic],
+            None => &[AttachMode::Native, AttachMode::Generic],
+        };
+        let mut note = None;
+        let mut last_err = None;
+        for &mode in modes {
+            // SAFETY: all-zero is a valid bpf_link_create_opts; libbpf reads `sz` to know
+            // which fields the caller knows.
+            let mut opts: sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+            opts.sz = std::mem::size_of::<sys::bpf_link_create_opts>();
+            opts.flags = if mode == AttachMode::Native { XDP_FLAGS_DRV_MODE } else { XDP_FLAGS_SKB_MODE };
+            // SAFETY: valid program fd, interface index and options that live across the call.
+            let fd = unsafe { sys::bpf_link_create(prog_fd, ifindex as c_int, sys::bpf_attach_type_BPF_XDP, &opts) };
+            if fd >= 0 {
+                // SAFETY: bpf_link_create returned a new descriptor we now own.
+                let link = unsafe { OwnedFd::from_raw_fd(fd) };
+                guard.0 = std::ptr::null_mut();
+                return Ok(Self {
+                    link: Some(link),
+                    object,
+                    xsks_fd,
+                    counters_fd,
+                    ifname: ifname.to_string(),
+                    ifindex,
+                    mode,
+                    note: note.take(),
+                });
+            }
+            let err = errno_of(fd);
+            if err.raw_os_error() == Some(libc::EBUSY) || err.raw_os_error() == Some(libc::EEXIST) {
+                return Err(Error::unsupported(format!(
+                    "{ifname} already has an XDP program attached (another test or tool): detach it first (ip link set dev {ifname} xdp off)"
+                )));
+            }
+            if mode == AttachMode::Native {
+                note = Some(format!("native XDP refused by the driver of {ifname} ({err}): generic mode"));
+            }
+            last_err = Some((mode, err));
+        }
+        let (mode, err) = last_err.expect("at least one mode was tried");
+        Err(match err.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => load_error(err),
+            _ => Error::unsupported(format!(
+                "attaching the XDP program to {ifname} in {} mode failed: {err}",
+                if mode == AttachMode::Native { "native" } else { "generic" }
+            )),
+        })
+    }
+
+    /// Detaches the program from the interface now; its maps (counters) stay readable until
+    /// the program is dropped.
+    pub fn detach(&mut self) {
+        drop(self.link.take());
+    }
+
+    /// Puts an AF_XDP socket in the program's map at `queue`: test frames arriving on that
+    /// receive queue go to it.
+    pub fn register_socket(&self, queue: u32, socket_fd: RawFd) -> Result<()> {
+        if queue >= MAX_QUEUES {
+            return Err(Error::usage(format!(
+                "receive queue {queue} is beyond the {MAX_QUEUES} queues the XDP program serves"
+            )));
+        }
+        let value: u32 = socket_fd as u32;
+        // SAFETY: the XSKMAP has u32 keys and u32 (socket fd) values.
+        let rc = unsafe {
+            sys::bpf_map_update_elem(self.xsks_fd, (&queue as *const u32).cast(), (&value as *const u32).cast(), 0)
+        };
+        if rc != 0 {
+            return Err(Error::unsupported(format!(
+                "registering the AF_XDP socket of queue {queue}: {}",
+                errno_of(rc)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The program's counters for queues `0..queues`, summed over CPUs.
+    pub fn counters(&self, queues: u32) -> Result<Vec<SteerCounters>> {
+        let cpus = possible_cpus()?;
+        // Per-CPU values are laid out one per possible CPU, each rounded up to 8 bytes
+        // (our value is 3 x u64 already).
+        let mut values = vec![[0u64; 3]; cpus];
+        (0..queues.min(MAX_QUEUES))
+            .map(|q| {
+                // SAFETY: the buffer holds one 24-byte value per possible CPU, as the kernel
+                // writes for a per-CPU array lookup.
+                let rc = unsafe {
+                    sys::bpf_map_lookup_elem(self.counters_fd, (&q as *const u32).cast(), values.as_mut_ptr().cast())
+                };
+                if rc != 0 {
+                    return Err(Error::unsupported(format!("reading the XDP program's counters: {}", errno_of(rc))));
+                }
+                Ok(values.iter().fold(SteerCounters::default(), |acc, v| SteerCounters {
+                    redirected: acc.redirected + v[0],
+                    passed: acc.passed + v[1],
+                    dropped: acc.dropped + v[2],
+                }))
+            })
+            .collect()
+    }
+}

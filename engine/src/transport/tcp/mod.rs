@@ -1,0 +1,7 @@
+//! TCP loops: send, receive (copy and zero-copy), request/response, connect/request/response.
+
+pub mod crr;
+pub mod recv;
+pub mod recv_zc;
+pub mod rr;
+pub mod send;

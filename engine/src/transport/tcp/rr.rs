@@ -1,0 +1,276 @@
+//! Request/response over TCP: the client sends `req_len` bytes and waits for `resp_len`
+//! bytes back, one transaction in flight per flow; the server answers every complete request.
+//!
+//! Payload content is never looked at, so all of a thread's sends come from one shared
+//! buffer and all its receives land in one shared scratch buffer: a transaction costs two
+//! ring round trips and no allocation. The client records every transaction's round trip
+//! (from the request's submission to the last response byte) into an HdrHistogram.
+
+use crate::base::error::Result;
+use crate::metrics::measure::QueueCounters;
+use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
+use crate::transport::{errno_text, FlowOutcome};
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use io_uring::{opcode, types, IoUring};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Receives land in this much scratch memory at most per operation.
+const SCRATCH: u32 = 64 * 1024;
+
+/// One flow handed to an rr thread.
+pub struct RrFlow {
+    pub stream: TcpStream,
+    pub queue: u32,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    Sending,
+    Receiving,
+    Done,
+}
+
+struct FlowState {
+    stream: TcpStream,
+    queue: u32,
+    phase: Phase,
+    /// Bytes of the current request sent (client) or received (server).
+    req_done: u32,
+    /// Bytes of the current response received (client) or sent (server).
+    resp_done: u32,
+    started: Instant,
+    transactions: u64,
+    error: Option<String>,
+}
+
+// Field order is drop order: the ring goes first, before the buffers it may reference.
+struct RrRing {
+    ring: IoUring,
+    send_buf: AlignedBuf,
+    scratch: AlignedBuf,
+}
+
+const SEND: u64 = 0;
+const RECV: u64 = 1;
+
+fn user_data(idx: usize, op: u64) -> u64 {
+    ((idx as u64) << 1) | op
+}
+
+impl RrRing {
+    fn new(flows: usize, cfg: &RrConfig) -> Result<Self> {
+        let entries = (flows as u32 * 2).next_power_of_two().clamp(64, 4096);
+        let send_len = cfg.req_len.max(cfg.resp_len) as usize;
+        let send_buf = AlignedBuf::new(send_len)?;
+        // SAFETY: a fresh mapping of at least send_len bytes.
+        unsafe { std::ptr::write_bytes(send_buf.as_ptr(), b'r', send_buf.len()) };
+        Ok(Self { ring: build_ring(entries)?, send_buf, scratch: AlignedBuf::new(SCRATCH as usize)? })
+    }
+
+    fn send(&mut self, idx: usize, fd: i32, len: u32) -> Result<()> {
+        let entry = opcode::Send::new(types::Fd(fd), self.send_buf.as_ptr(), len).build();
+        // SAFETY: self.send_buf is only read by the kernel and drops after self.ring.
+        unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, SEND))) }
+    }
+
+    fn recv(&mut self, idx: usize, fd: i32, remaining: u32) -> Result<()> {
+        let entry = opcode::Recv::new(types::Fd(fd), self.scratch.as_ptr(), remaining.min(SCRATCH)).build();
+        // SAFETY: self.scratch is written only by the kernel (never read) and drops after
+        // self.ring.
+        unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, RECV))) }
+    }
+}
+
+fn states(flows: Vec<RrFlow>, phase: Phase) -> Vec<FlowState> {
+    let now = Instant::now();
+    flows
+        .into_iter()
+        .map(|f| FlowState {
+            stream: f.stream,
+            queue: f.queue,
+            phase,
+            req_done: 0,
+            resp_done: 0,
+            started: now,
+            transactions: 0,
+            error: None,
+        })
+        .collect()
+}
+
+fn outcomes(state: Vec<FlowState>) -> Vec<FlowOutcome> {
+    state.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.transactions, error: f.error }).collect()
+}
+
+/// Runs an rr client thread: transactions back to back on every flow until the deadline,
+/// then half-closes each flow. A transaction's send and the receive of its response are
+/// submitted together: one `io_uring_enter` issues both, and the only other is the one that
+/// collects the response.
+pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
+    let mut rr = RrRing::new(flows.len(), cfg)?;
+    let mut state = states(flows, Phase::Sending);
+    let mut latency_ns = latency_histogram();
+    let start = |rr: &mut RrRing, f: &mut FlowState, idx: usize| -> Result<()> {
+        f.req_done = 0;
+        f.resp_done = 0;
+        f.phase = Phase::Receiving;
+        f.started = Instant::now();
+        let fd = f.stream.as_raw_fd();
+        rr.send(idx, fd, cfg.req_len)?;
+        rr.recv(idx, fd, cfg.resp_len)
+    };
+    for (idx, f) in state.iter_mut().enumerate() {
+        start(&mut rr, f, idx)?;
+    }
+    let mut active = state.len();
+    let mut last_activity = Instant::now();
+    let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(state.len() * 2);
+    let batch = WakeBatch { want: 1, max_delay_us: 0 };
+    while active > 0 && !cfg.stop.load(Ordering::Relaxed) {
+        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
+        cqes.clear();
+        cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result())));
+        let now = Instant::now();
+        if !cqes.is_empty() {
+            last_activity = now;
+        }
+        for &(ud, res) in &cqes {
+            let idx = (ud >> 1) as usize;
+            let f = &mut state[idx];
+            let fd = f.stream.as_raw_fd();
+            if f.phase == Phase::Done {
+                continue;
+            }
+            let is_send = ud & 1 == SEND;
+            if res == -libc::EINTR || res == -libc::EAGAIN {
+                if is_send {
+                    rr.send(idx, fd, cfg.req_len - f.req_done)?;
+                } else {
+                    rr.recv(idx, fd, cfg.resp_len - f.resp_done)?;
+                }
+                continue;
+            }
+            if res <= 0 {
+                f.error = Some(if res == 0 {
+                    "server closed the flow mid-transaction".into()
+                } else {
+                    format!("transaction failed: {}", errno_text(res))
+                });
+                f.phase = Phase::Done;
+                active -= 1;
+                continue;
+            }
+            if is_send {
+                f.req_done += res as u32;
+                if f.req_done < cfg.req_len {
+                    rr.send(idx, fd, cfg.req_len - f.req_done)?;
+                }
+                continue;
+            }
+            f.resp_done += res as u32;
+            if f.resp_done < cfg.resp_len {
+                rr.recv(idx, fd, cfg.resp_len - f.resp_done)?;
+                continue;
+            }
+            // A whole transaction (the server answers only a whole request, so the send
+            // is complete too).
+            f.transactions += 1;
+            counters.add(f.queue as usize, 1);
+            cfg.record(&mut latency_ns, f.started, now);
+            if now >= cfg.deadline {
+                let _ = f.stream.shutdown(Shutdown::Write);
+                f.phase = Phase::Done;
+                active -= 1;
+                continue;
+            }
+            start(&mut rr, f, idx)?;
+        }
+    }
+    if active > 0 {
+        for f in state.iter_mut().filter(|f| f.phase != Phase::Done) {
+            f.error.get_or_insert_with(|| "server stopped answering".into());
+        }
+    }
+    Ok(RrClientResult { flows: outcomes(state), latency_ns, failures: RrFailures::default() })
+}
+
+/// Runs an rr server thread: answers every complete request until each flow's EOF. The
+/// answer and the receive of the next request are submitted together.
+pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
+    let mut rr = RrRing::new(flows.len(), cfg)?;
+    let mut state = states(flows, Phase::Receiving);
+    for (idx, f) in state.iter().enumerate() {
+        rr.recv(idx, f.stream.as_raw_fd(), cfg.req_len)?;
+    }
+    let mut active = state.len();
+    let mut last_activity = Instant::now();
+    let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(state.len() * 2);
+    let batch = WakeBatch { want: 1, max_delay_us: 0 };
+    while active > 0 && !cfg.stop.load(Ordering::Relaxed) {
+        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
+        cqes.clear();
+        cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result())));
+        if !cqes.is_empty() {
+            last_activity = Instant::now();
+        }
+        for &(ud, res) in &cqes {
+            let idx = (ud >> 1) as usize;
+            let fd = state[idx].stream.as_raw_fd();
+            let f = &mut state[idx];
+            if f.phase == Phase::Done {
+                continue;
+            }
+            let is_send = ud & 1 == SEND;
+            if res == -libc::EINTR || res == -libc::EAGAIN {
+                if is_send {
+                    rr.send(idx, fd, cfg.resp_len - f.resp_done)?;
+                } else {
+                    rr.recv(idx, fd, cfg.req_len - f.req_done)?;
+                }
+                continue;
+            }
+            if res <= 0 {
+                // EOF between transactions is the client's clean end.
+                if res < 0 || f.req_done > 0 {
+                    f.error = Some(if res == 0 {
+                        "client closed the flow mid-request".into()
+                    } else {
+                        format!("transaction failed: {}", errno_text(res))
+                    });
+                }
+                f.phase = Phase::Done;
+                active -= 1;
+                continue;
+            }
+            if !is_send {
+                f.req_done += res as u32;
+                if f.req_done < cfg.req_len {
+                    rr.recv(idx, fd, cfg.req_len - f.req_done)?;
+                } else {
+                    // A whole request: answer it and wait for the next in one submission.
+                    f.req_done = 0;
+                    f.resp_done = 0;
+                    rr.send(idx, fd, cfg.resp_len)?;
+                    rr.recv(idx, fd, cfg.req_len)?;
+                }
+                continue;
+            }
+            f.resp_done += res as u32;
+            if f.resp_done < cfg.resp_len {
+                rr.send(idx, fd, cfg.resp_len - f.resp_done)?;
+                continue;
+            }
+            f.transactions += 1;
+            counters.add(f.queue as usize, 1);
+        }
+    }
+    if active > 0 {
+        for f in state.iter_mut().filter(|f| f.phase != Phase::Done) {
+            f.error.get_or_insert_with(|| "flow still open when the server stopped waiting".into());
+        }
+    }
+    Ok(outcomes(state))
+}

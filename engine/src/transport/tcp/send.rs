@@ -1,0 +1,283 @@
+//! The sending queue thread: keeps `depth` sends in flight on every flow it owns.
+//!
+//! The payload is one page-aligned buffer shared by all sends of the thread. Copying sends
+//! never need it back, and zero-copy sends only read it, so nothing is ever rewritten while
+//! the kernel holds it and the buffer stays hot in cache.
+
+use crate::base::error::{Error, Result};
+use crate::metrics::measure::QueueCounters;
+use crate::transport::{errno_text, FlowOutcome};
+use crate::uring::ring::WaitMode;
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use io_uring::{cqueue, opcode, types, IoUring};
+use serde::{Deserialize, Serialize};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `IORING_SEND_ZC_REPORT_USAGE`: ask the kernel whether it copied anyway (the crate keeps
+/// its `sys` module private; value from include/uapi/linux/io_uring.h).
+const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`, set in a notification's `res` when the data was copied.
+const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
+
+/// Payload byte: ASCII '0', as iperf2 fills its own. Its first 32-bit word carries none of the
+/// iperf2 header flags (`b & 0xC4 == 0`), so an unmodified `iperf -s` just counts the bytes.
+pub const PAYLOAD_FILL: u8 = b'0';
+
+/// One flow handed to a sending thread.
+pub struct SendFlow {
+    pub stream: TcpStream,
+    pub queue: u32,
+    /// Bytes this flow sends in all (`-n`); `None`: until the deadline.
+    pub budget: Option<u64>,
+}
+
+/// How a sending thread runs.
+#[derive(Debug, Clone)]
+pub struct SendWorkerConfig {
+    pub wait: WaitMode,
+    /// Completions to gather per wake-up when sleeping.
+    pub batch: WakeBatch,
+    pub len: u32,
+    pub depth: u32,
+    pub zerocopy: bool,
+    /// Stop issuing new sends at this instant.
+    pub deadline: Instant,
+    /// Raised to stop before the deadline (the test was stopped early).
+    pub halt: Option<Arc<AtomicBool>>,
+    /// This thread's share of `--rate` in bits/s; 0 = unlimited.
+    pub rate_bps: u64,
+    /// How long in-flight sends may take to complete after the deadline.
+    pub drain_limit: Duration,
+}
+
+/// What the kernel did with zero-copy sends.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ZeroCopyCounts {
+    pub sends: u64,
+    pub notifications: u64,
+    /// Notifications flagged `IORING_NOTIF_USAGE_ZC_COPIED`: the kernel copied after all.
+    pub copied: u64,
+}
+
+impl ZeroCopyCounts {
+    pub fn merge(&mut self, other: &ZeroCopyCounts) {
+        self.sends += other.sends;
+        self.notifications += other.notifications;
+        self.copied += other.copied;
+    }
+}
+
+/// Result of one sending thread.
+#[derive(Debug, Clone, Default)]
+pub struct SendWorkerResult {
+    pub flows: Vec<FlowOutcome>,
+    pub zerocopy: ZeroCopyCounts,
+    /// Set when zero-copy was asked for but registering the buffer failed (memlock).
+    pub note: Option<String>,
+    /// Whether this thread really sent with SEND_ZC.
+    pub zerocopy_used: bool,
+    /// In-flight sends that had not completed when the drain limit ran out.
+    pub stuck: u32,
+}
+
+struct FlowState {
+    stream: TcpStream,
+    queue: u32,
+    inflight: u32,
+    /// Bytes of the sends in flight (as submitted).
+    inflight_bytes: u64,
+    bytes: u64,
+    budget: Option<u64>,
+    error: Option<String>,
+}
+
+impl FlowState {
+    /// The length of the next send: a whole message, or what is left of the budget.
+    fn next_len(&self, len: u32) -> u32 {
+        match self.budget {
+            Some(b) => b.saturating_sub(self.bytes + self.inflight_bytes).min(u64::from(len)) as u32,
+            None => len,
+        }
+    }
+    fn done(&self) -> bool {
+        self.error.is_some() || self.budget.is_some_and(|b| self.bytes >= b)
+    }
+}
+
+/// A send's user data: the flow's index, and the length submitted (to account short sends).
+fn send_tag(idx: usize, len: u32) -> u64 {
+    idx as u64 | (u64::from(len) << 32)
+}
+
+// Drop order matters: the ring is declared first so it is torn down before the payload
+// buffer it may still reference.
+struct SendRing {
+    ring: IoUring,
+    payload: AlignedBuf,
+}
+
+/// Runs one sending thread until `cfg.deadline`, then drains and half-closes every flow.
+pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfig) -> Result<SendWorkerResult> {
+    let entries = (flows.len() as u32 * cfg.depth * 2).next_power_of_two().clamp(64, 4096);
+    let payload = AlignedBuf::new(cfg.len as usize)?;
+    // SAFETY: payload is a fresh mapping of at least len bytes.
+    unsafe { std::ptr::write_bytes(payload.as_ptr(), PAYLOAD_FILL, payload.len()) };
+    let mut sr = SendRing { ring: build_ring(entries)?, payload };
+    let mut result = SendWorkerResult::default();
+
+    // Zero-copy needs the payload pinned: registered here, or pinned per send against the
+    // same RLIMIT_MEMLOCK. If registration is refused, per-send pinning would fail too, so
+    // the thread falls back to copying sends and says so.
+    let mut zerocopy = cfg.zerocopy;
+    if zerocopy {
+        let iov = libc::iovec { iov_base: sr.payload.as_ptr().cast(), iov_len: sr.payload.len() };
+        // SAFETY: the buffer outlives the ring (SendRing drop order).
+        if let Err(e) = unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
+            zerocopy = false;
+            result.note = Some(format!(
+                "zero-copy off: registering the {}-byte payload failed ({e}); raise RLIMIT_MEMLOCK (ulimit -l) or run with CAP_IPC_LOCK",
+                sr.payload.len()
+            ));
+        }
+    }
+    result.zerocopy_used = zerocopy;
+
+    let mut state: Vec<FlowState> = flows
+        .into_iter()
+        .map(|f| FlowState {
+            stream: f.stream,
+            queue: f.queue,
+            inflight: 0,
+            inflight_bytes: 0,
+            bytes: 0,
+            budget: f.budget,
+            error: None,
+        })
+        .collect();
+    let start = Instant::now();
+    let mut issued: u64 = 0;
+    let mut notifs_pending: u64 = 0;
+    let mut last_activity = Instant::now();
+    let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize);
+
+    let mut stop_from: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
+        let stopping = now >= cfg.deadline || halted;
+        if stopping && stop_from.is_none() {
+            stop_from = Some(now.min(cfg.deadline));
+        }
+        let mut pace_wait: Option<Duration> = None;
+        if !stopping {
+            for (idx, flow) in state.iter_mut().enumerate() {
+                while flow.error.is_none() && flow.inflight < cfg.depth {
+                    let len = flow.next_len(cfg.len);
+                    if len == 0 {
+                        break; // The whole budget is in flight or sent.
+                    }
+                    if cfg.rate_bps > 0 {
+                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
+                        if issued as f64 >= allowed {
+                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
+                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
+                            break;
+                        }
+                    }
+                    let fd = types::Fd(flow.stream.as_raw_fd());
+                    let entry = if zerocopy {
+                        let op = opcode::SendZc::new(fd, sr.payload.as_ptr(), len)
+                            .zc_flags(SEND_ZC_REPORT_USAGE)
+                            .buf_index(Some(0));
+                        result.zerocopy.sends += 1;
+                        op.build()
+                    } else {
+                        opcode::Send::new(fd, sr.payload.as_ptr(), len).build()
+                    };
+                    // SAFETY: sr.payload is only read by the kernel and drops after sr.ring; the
+                    // flow's socket stays open until its sends complete.
+                    unsafe { push(&mut sr.ring, &entry.user_data(send_tag(idx, len))) }?;
+                    flow.inflight += 1;
+                    flow.inflight_bytes += u64::from(len);
+                    issued += u64::from(len);
+                }
+            }
+        }
+        let inflight: u32 = state.iter().map(|f| f.inflight).sum();
+        // Every flow failed or sent its whole budget (`-n`).
+        let all_failed = state.iter().all(FlowState::done);
+        if inflight == 0 && notifs_pending == 0 && (stopping || all_failed) {
+            break;
+        }
+        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
+            result.stuck = inflight;
+            break;
+        }
+        let until_deadline =
+            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
+        let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
+        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
+
+        cqes.clear();
+        cqes.extend(sr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        if !cqes.is_empty() {
+            last_activity = Instant::now();
+        }
+        for &(ud, res, flags) in &cqes {
+            if cqueue::notif(flags) {
+                notifs_pending -= 1;
+                result.zerocopy.notifications += 1;
+                if (res as u32) & NOTIF_USAGE_ZC_COPIED != 0 {
+                    result.zerocopy.copied += 1;
+                }
+                continue;
+            }
+            if cqueue::more(flags) {
+                notifs_pending += 1;
+            }
+            let flow = &mut state[(ud & 0xffff_ffff) as usize];
+            flow.inflight -= 1;
+            flow.inflight_bytes -= ud >> 32;
+            if res > 0 {
+                flow.bytes += res as u64;
+                counters.add(flow.queue as usize, res as u64);
+            } else if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR && flow.error.is_none() {
+                flow.error = Some(format!("send failed: {}", errno_text(res)));
+            }
+        }
+    }
+
+    for flow in &state {
+        if flow.error.is_none() {
+            // Half-close: the receiver reads to EOF and knows it has every byte.
+            let _ = flow.stream.shutdown(Shutdown::Write);
+        }
+    }
+    if result.stuck > 0 {
+        // Sends still in the kernel: close the sockets so they fail instead of completing into
+        // a ring we are about to drop.
+        for flow in &state {
+            let _ = flow.stream.shutdown(Shutdown::Both);
+        }
+    }
+    result.flows = state.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error }).collect();
+    if result.stuck > 0 {
+        for f in result.flows.iter_mut().filter(|f| f.error.is_none()) {
+            f.error = Some(format!(
+                "sends did not complete within {:.1} s of the end: receiver stalled",
+                cfg.drain_limit.as_secs_f64()
+            ));
+        }
+    }
+    drop(sr);
+    Ok(result)
+}
+
+/// Error for a sending thread that could not start.
+pub fn worker_panicked() -> Error {
+    Error::io("a sending queue thread", std::io::Error::other("thread panicked"))
+}

@@ -1,0 +1,5 @@
+//! UDP loops: send, receive, request/response.
+
+pub mod recv;
+pub mod rr;
+pub mod send;

@@ -1,0 +1,648 @@
+//! The UDP sending queue thread: numbered, timestamped datagrams on connected UDP sockets.
+//!
+//! Two paths, and the result says which one ran (a GSO send crosses veth as one packet,
+//! ~10x the datagram rate of one send per datagram):
+//! - **GSO**: one `SendMsg` carries up to [`MAX_GSO_SEGMENTS`] datagrams (at most
+//!   [`MAX_GSO_BYTES`] bytes) with a `SOL_UDP/UDP_SEGMENT` cmsg; the kernel cuts it into
+//!   datagrams of `len` bytes. Each datagram still gets its own header, sequence number and
+//!   timestamp, written by us into its part of the buffer.
+//! - **per datagram** (`--no-gso`): one `Send` per datagram, several in flight.
+//!
+//! A send is in flight until its completion arrives, and the kernel reads its buffer,
+//! `msghdr`, `iovec` and cmsg until then; so each flow owns a few *send slots*, each with all
+//! four, allocated once and reused when their completion comes back.
+//!
+//! Sequence numbers of a send that failed are not lost: they go back to the flow and are sent
+//! again (iperf2 does the same, Client.cpp:1183-1194), so a receiver's loss figure means loss
+//! on the path, not refused sends. `ECONNREFUSED` (the receiver's port was closed when an
+//! earlier datagram arrived: ICMP port unreachable) is counted and retried, never fatal.
+//!
+//! At the end, [`send_fins`] tells the receiver the flow is over (negated next sequence
+//! number, iperf2 style) and can wait for an iperf2 server's report.
+
+use crate::base::error::{Error, Result};
+use crate::metrics::measure::QueueCounters;
+use crate::transport::errno_text;
+use crate::uring::ring::WaitMode;
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
+use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
+use io_uring::{opcode, types, IoUring};
+use std::collections::VecDeque;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older kernels,
+/// 128 on newer ones: 64 works everywhere).
+pub const MAX_GSO_SEGMENTS: u32 = 64;
+/// Most bytes in one GSO send: the largest IPv4 UDP payload (65535 - 20 - 8).
+pub const MAX_GSO_BYTES: u32 = 65_507;
+/// Largest datagram payload at all (IPv4).
+pub const MAX_DATAGRAM: u32 = 65_507;
+
+/// One flow handed to a sending thread: a UDP socket already `connect`ed to the receiver.
+pub struct UdpSendFlow {
+    pub socket: UdpSocket,
+    pub queue: u32,
+}
+
+/// How the end of a flow is signalled (see [`send_fins`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinConfig {
+    /// FIN datagrams to send at least.
+    pub copies: u32,
+    /// Time between two FINs (and how long each wait for a report lasts).
+    pub interval: Duration,
+    /// How long to keep re-sending FINs while waiting for a server report (zero: do not wait).
+    pub await_report: Duration,
+}
+
+impl FinConfig {
+    /// What an iperf2 client does (Client.cpp:1561-1617): one FIN, then one more every 10 ms
+    /// until the server's report arrives, for at most about 2 s.
+    pub fn iperf2() -> Self {
+        Self { copies: 1, interval: CLIENT_FIN_RETRY_INTERVAL, await_report: Duration::from_secs(2) }
+    }
+}
+
+impl Default for FinConfig {
+    /// For a uringbench receiver, which reports over the control channel: a few FINs, no wait.
+    fn default() -> Self {
+        Self { copies: 5, interval: Duration::from_millis(2), await_report: Duration::ZERO }
+    }
+}
+
+/// How a UDP sending thread runs.
+#[derive(Debug, Clone)]
+pub struct UdpSendConfig {
+    pub wait: WaitMode,
+    /// Completions to gather per wake-up when sleeping.
+    pub batch: WakeBatch,
+    /// Datagram payload length in bytes, header included (at least [`HEADER_LEN`]).
+    pub len: u32,
+    /// Use UDP GSO (falls back to one send per datagram if the kernel or device refuses it).
+    pub gso: bool,
+    /// Sends in flight per flow (send slots). 4-8 are plenty with GSO; per datagram, more
+    /// (32-64) keep the socket busy.
+    pub inflight: u32,
+    /// Stop issuing new sends at this instant.
+    pub deadline: Instant,
+    /// Raised to stop before the deadline (the test was stopped early).
+    pub halt: Option<Arc<AtomicBool>>,
+    /// This thread's share of `--rate` in bits/s (payload bytes); 0 = unlimited.
+    pub rate_bps: u64,
+    /// Datagrams per flow after which the flow stops (0 = until the deadline).
+    pub max_datagrams: u64,
+    /// How long in-flight sends may take to complete after the deadline.
+    pub drain_limit: Duration,
+    /// Send FINs at the end ([`send_fins`]); `None` leaves it to the caller.
+    pub fin: Option<FinConfig>,
+}
+
+/// Which path carried the datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendPath {
+    /// UDP GSO, up to `segments` datagrams per send.
+    Gso { segments: u32 },
+    /// One send per datagram.
+    PerDatagram,
+}
+
+impl SendPath {
+    pub fn describe(&self) -> String {
+        match self {
+            SendPath::Gso { segments } => format!("UDP GSO, up to {segments} datagrams per send"),
+            SendPath::PerDatagram => "one send per datagram (no GSO)".into(),
+        }
+    }
+}
+
+/// What one flow sent.
+#[derive(Debug, Clone, Default)]
+pub struct UdpFlowSent {
+    pub queue: u32,
+    /// Datagrams the kernel accepted.
+    pub datagrams: u64,
+    /// Payload bytes the kernel accepted.
+    pub bytes: u64,
+    /// The next sequence number (`last + 1`): the one the FIN carries.
+    pub next_seq: u64,
+    /// Sequence numbers whose send failed and was not retried before the end. The identity
+    /// `datagrams + abandoned == next_seq - 1` always holds.
+    pub abandoned: u64,
+    /// Sends that failed with `ECONNREFUSED` (ICMP port unreachable from the receiver).
+    pub refused: u64,
+    /// Sends that failed and were retried (refused ones included).
+    pub retried_sends: u64,
+    /// FIN datagrams sent.
+    pub fins: u32,
+    /// The iperf2 server report, when one was awaited and arrived.
+    pub report: Option<ServerReport>,
+    /// Why the flow stopped early, if it did.
+    pub error: Option<String>,
+}
+
+/// Result of one UDP sending thread.
+#[derive(Debug, Clone)]
+pub struct UdpSendResult {
+    pub flows: Vec<UdpFlowSent>,
+    /// The path that ran at the end (GSO may have fallen back).
+    pub path: SendPath,
+    /// Completed send operations (datagrams ÷ sends shows the GSO batching).
+    pub sends: u64,
+    /// Set when the path changed or something was adjusted; one human line.
+    pub note: Option<String>,
+    /// In-flight sends that had not completed when the drain limit ran out.
+    pub stuck: u32,
+}
+
+/// Datagrams per GSO send for datagrams of `len` bytes (1 when GSO cannot help).
+pub fn gso_segments(len: u32) -> u32 {
+    (MAX_GSO_BYTES / len.max(1)).clamp(1, MAX_GSO_SEGMENTS)
+}
+
+/// Room for one `cmsghdr` carrying a u16 (`CMSG_SPACE(2)` is 24 on 64-bit Linux).
+const CMSG_SPACE_U16: usize = 32;
+
+/// One send in flight: its payload buffer and the `msghdr` that points into it. The kernel
+/// may read all of it until the completion arrives, so slots live in one boxed slice that is
+/// never resized, and are reused only after their completion.
+struct Slot {
+    buf: AlignedBuf,
+    iov: libc::iovec,
+    msg: libc::msghdr,
+    cmsg: [u64; CMSG_SPACE_U16 / 8],
+    flow: usize,
+    first_seq: u64,
+    count: u32,
+}
+
+struct FlowState {
+    socket: UdpSocket,
+    queue: u32,
+    free: Vec<usize>,
+    next_seq: u64,
+    retry: VecDeque<(u64, u32)>,
+    out: UdpFlowSent,
+}
+
+impl FlowState {
+    fn inflight(&self, per_flow: usize) -> usize {
+        per_flow - self.free.len()
+    }
+    /// Whether the flow may issue more (ignoring pacing and free slots).
+    fn has_work(&self, max: u64) -> bool {
+        self.out.error.is_none() && (!self.retry.is_empty() || max == 0 || self.next_seq <= max)
+    }
+}
+
+// Field order is drop order: the ring goes first, before the slot memory it may still read.
+struct SendRing {
+    ring: IoUring,
+    slots: Box<[Slot]>,
+}
+
+/// The path MTU of a connected socket (`IP_MTU` / `IPV6_MTU`), for error messages.
+pub fn path_mtu(socket: &UdpSocket) -> Option<u32> {
+    let v6 = socket.peer_addr().ok()?.is_ipv6();
+    let (level, name) = if v6 { (libc::IPPROTO_IPV6, libc::IPV6_MTU) } else { (libc::IPPROTO_IP, libc::IP_MTU) };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid socket fd; mtu and len live across the call and len gives mtu's size.
+    let rc =
+        unsafe { libc::getsockopt(socket.as_raw_fd(), level, name, (&mut mtu as *mut libc::c_int).cast(), &mut len) };
+    (rc == 0 && mtu > 0).then_some(mtu as u32)
+}
+
+/// IP + UDP header bytes in front of each datagram on the wire.
+pub fn ip_udp_overhead(socket: &UdpSocket) -> u32 {
+    match socket.peer_addr() {
+        Ok(a) if a.is_ipv6() => 48,
+        _ => 28,
+    }
+}
+
+pub fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
+    let overhead = ip_udp_overhead(socket);
+    let what = if gso { "UDP GSO segment" } else { "datagram" };
+    match path_mtu(socket) {
+        Some(mtu) => format!(
+            "{what} of {len} bytes + {overhead} header bytes does not fit the path MTU of {mtu} bytes (IP_MTU); \
+             use --len {} or less (or raise the MTU on the path)",
+            mtu.saturating_sub(overhead),
+        ),
+        None => format!("{what} of {len} bytes is larger than the path MTU allows; lower --len"),
+    }
+}
+
+/// Runs one UDP sending thread until `cfg.deadline` (or every flow sent `max_datagrams`),
+/// drains, and sends the FINs if `cfg.fin` asks.
+pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfig) -> Result<UdpSendResult> {
+    if cfg.len < HEADER_LEN as u32 || cfg.len > MAX_DATAGRAM {
+        return Err(Error::usage(format!(
+            "UDP datagram length {} is outside {HEADER_LEN}..={MAX_DATAGRAM} bytes (the header takes {HEADER_LEN})",
+            cfg.len
+        )));
+    }
+    let len = cfg.len as usize;
+    let per_flow = cfg.inflight.clamp(1, 1024) as usize;
+    let mut note = None;
+    let max_segments = gso_segments(cfg.len);
+    let mut gso = cfg.gso && max_segments > 1;
+    if cfg.gso && !gso {
+        note = Some(format!("GSO off: a datagram of {} bytes leaves no room for two in one send", cfg.len));
+    }
+    // With a rate, keep each send to about a millisecond's worth so GSO does not turn pacing
+    // into 64 KiB bursts.
+    let segments = if cfg.rate_bps > 0 {
+        ((cfg.rate_bps / 8 / 1000) / cfg.len as u64).clamp(1, u64::from(max_segments)) as u32
+    } else {
+        max_segments
+    };
+    let slot_bytes = if gso { len * segments as usize } else { len };
+
+    let nslots = flows.len() * per_flow;
+    let mut slots = Vec::with_capacity(nslots);
+    for i in 0..nslots {
+        let buf = AlignedBuf::new(slot_bytes)?;
+        // SAFETY: a fresh mapping of at least slot_bytes; filler after each header.
+        unsafe { std::ptr::write_bytes(buf.as_ptr(), 0, buf.len()) };
+        // SAFETY: msghdr and iovec are plain C structs for which all-zero is valid.
+        let (iov, msg) = unsafe { (std::mem::zeroed::<libc::iovec>(), std::mem::zeroed::<libc::msghdr>()) };
+        slots.push(Slot { buf, iov, msg, cmsg: [0; CMSG_SPACE_U16 / 8], flow: i / per_flow, first_seq: 0, count: 0 });
+    }
+    let mut slots = slots.into_boxed_slice();
+    for slot in slots.iter_mut() {
+        // Pointers into the slot itself: valid because the boxed slice never moves or resizes.
+        slot.iov.iov_base = slot.buf.as_ptr().cast();
+        slot.msg.msg_iov = &mut slot.iov;
+        slot.msg.msg_iovlen = 1;
+        slot.msg.msg_control = slot.cmsg.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE/CMSG_LEN are pure size computations; CMSG_FIRSTHDR reads the
+        // msghdr we just filled, whose control buffer (32 bytes, 8-aligned) holds one cmsghdr
+        // with a u16 (CMSG_SPACE(2) = 24 bytes), written in bounds below.
+        unsafe {
+            slot.msg.msg_controllen = libc::CMSG_SPACE(2) as usize;
+            let cmsg = libc::CMSG_FIRSTHDR(&slot.msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(2) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), cfg.len as u16);
+        }
+        for off in (0..slot.buf.len().saturating_sub(len - 1)).step_by(len) {
+            // SAFETY: off + len <= buf.len() by the range above; we own the mapping.
+            let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(off), len) };
+            // The flags word stays; seq and time are rewritten per send. Seq 1 cannot fail.
+            let _ = payload::encode(datagram, FIRST_SEQ, WireTime::default());
+        }
+    }
+
+    let entries = (nslots as u32 * 2).next_power_of_two().clamp(64, 4096);
+    let mut sr = SendRing { ring: build_ring(entries)?, slots };
+    let mut state: Vec<FlowState> = flows
+        .into_iter()
+        .enumerate()
+        .map(|(idx, f)| FlowState {
+            queue: f.queue,
+            socket: f.socket,
+            free: (idx * per_flow..(idx + 1) * per_flow).rev().collect(),
+            next_seq: FIRST_SEQ,
+            retry: VecDeque::new(),
+            out: UdpFlowSent { queue: f.queue, ..Default::default() },
+        })
+        .collect();
+
+    let start = Instant::now();
+    let mut issued: u64 = 0;
+    let mut sends: u64 = 0;
+    let mut gso_confirmed = false;
+    let mut stuck = 0u32;
+    let mut last_activity = Instant::now();
+    let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(entries as usize);
+
+    let mut stop_from: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
+        let stopping = now >= cfg.deadline || halted;
+        if stopping && stop_from.is_none() {
+            stop_from = Some(now.min(cfg.deadline));
+        }
+        let mut pace_wait: Option<Duration> = None;
+        if !stopping {
+            let want = if gso { segments } else { 1 };
+            let wall = WireTime::now();
+            'flows: for flow in state.iter_mut() {
+                while !flow.free.is_empty() && flow.has_work(cfg.max_datagrams) {
+                    let (first, count, from_retry) = match flow.retry.front() {
+                        Some(&(first, n)) => (first, n.min(want), true),
+                        None => {
+                            let left =
+                                if cfg.max_datagrams == 0 { u64::MAX } else { cfg.max_datagrams + 1 - flow.next_seq };
+                            (flow.next_seq, (want as u64).min(left) as u32, false)
+                        }
+                    };
+                    let bytes = count as u64 * cfg.len as u64;
+                    if cfg.rate_bps > 0 {
+                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
+                        if issued as f64 >= allowed {
+                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
+                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
+                            break 'flows;
+                        }
+                    }
+                    if from_retry {
+                        let front = flow.retry.front_mut().expect("checked above");
+                        if front.1 == count {
+                            flow.retry.pop_front();
+                        } else {
+                            front.0 += u64::from(count);
+                            front.1 -= count;
+                        }
+                    } else {
+                        flow.next_seq += u64::from(count);
+                    }
+                    let idx = flow.free.pop().expect("checked above");
+                    let slot = &mut sr.slots[idx];
+                    for i in 0..count as usize {
+                        // SAFETY: (i + 1) * len <= slot_bytes: count <= segments (GSO) or 1.
+                        let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(i * len), len) };
+                        payload::encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
+                    }
+                    slot.first_seq = first;
+                    slot.count = count;
+                    let fd = types::Fd(flow.socket.as_raw_fd());
+                    let entry = if gso {
+                        slot.iov.iov_len = count as usize * len;
+                        opcode::SendMsg::new(fd, &slot.msg).build()
+                    } else {
+                        opcode::Send::new(fd, slot.buf.as_ptr(), cfg.len).build()
+                    };
+                    // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
+                    // drops after sr.ring, and is not reused until its completion is reaped.
+                    unsafe { push(&mut sr.ring, &entry.user_data(idx as u64)) }?;
+                    issued += bytes;
+                }
+            }
+        }
+        let inflight: usize = state.iter().map(|f| f.inflight(per_flow)).sum();
+        let all_done = state.iter().all(|f| !f.has_work(cfg.max_datagrams));
+        if inflight == 0 && (stopping || all_done) {
+            break;
+        }
+        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
+            stuck = inflight as u32;
+            break;
+        }
+        let until_deadline =
+            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
+        let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
+        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
+
+        cqes.clear();
+        cqes.extend(sr.ring.completion().map(|c| (c.user_data(), c.result())));
+        if !cqes.is_empty() {
+            last_activity = Instant::now();
+        }
+        for &(ud, res) in &cqes {
+            let idx = ud as usize;
+            let (flow_idx, first, count) = {
+                let slot = &sr.slots[idx];
+                (slot.flow, slot.first_seq, slot.count)
+            };
+            let flow = &mut state[flow_idx];
+            flow.free.push(idx);
+            sends += 1;
+            if res >= 0 {
+                if gso {
+                    gso_confirmed = true;
+                }
+                flow.out.datagrams += u64::from(count);
+                flow.out.bytes += res as u64;
+                counters.add(flow.queue as usize, res as u64);
+                continue;
+            }
+            issued = issued.saturating_sub(u64::from(count) * cfg.len as u64);
+            let errno = -res;
+            // EPERM: a local firewall rule dropped the datagram; like ENOBUFS, retry its number.
+            let transient =
+                matches!(errno, libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR | libc::ENOBUFS | libc::EPERM);
+            let gso_refused = gso && !gso_confirmed && matches!(errno, libc::EIO | libc::EOPNOTSUPP | libc::EINVAL);
+            let too_big = errno == libc::EMSGSIZE
+                || (gso_refused
+                    && errno == libc::EINVAL
+                    && path_mtu(&flow.socket).is_some_and(|mtu| cfg.len + ip_udp_overhead(&flow.socket) > mtu));
+            if too_big {
+                if flow.out.error.is_none() {
+                    flow.out.error = Some(mtu_message(&flow.socket, cfg.len, gso));
+                }
+                flow.out.abandoned += u64::from(count);
+            } else if transient || gso_refused {
+                if errno == libc::ECONNREFUSED {
+                    flow.out.refused += 1;
+                }
+                if gso_refused {
+                    gso = false;
+                    note = Some(format!(
+                        "UDP GSO refused by the kernel or device ({}); sending one datagram per send",
+                        errno_text(res)
+                    ));
+                }
+                flow.out.retried_sends += 1;
+                flow.retry.push_back((first, count));
+            } else {
+                if flow.out.error.is_none() {
+                    flow.out.error = Some(format!("UDP send failed: {}", errno_text(res)));
+                }
+                flow.out.abandoned += u64::from(count);
+            }
+        }
+    }
+
+    if stuck > 0 {
+        for flow in state.iter_mut().filter(|f| f.out.error.is_none()) {
+            flow.out.error =
+                Some(format!("UDP sends did not complete within {:.1} s of the end", cfg.drain_limit.as_secs_f64()));
+        }
+        // Sends still in the kernel may read their slots until the ring's teardown has
+        // cancelled them, which finishes asynchronously: tear the ring down and leak the slot
+        // memory rather than unmap it under a late copy.
+        let SendRing { ring, slots } = sr;
+        drop(ring);
+        std::mem::forget(slots);
+    } else {
+        drop(sr);
+    }
+    for flow in state.iter_mut() {
+        flow.out.next_seq = flow.next_seq;
+        flow.out.abandoned += flow.retry.iter().map(|&(_, n)| u64::from(n)).sum::<u64>();
+        if stuck > 0 {
+            // Their fate is unknown: count them as not sent so the identity still holds.
+            flow.out.abandoned = (flow.next_seq - 1).saturating_sub(flow.out.datagrams);
+        }
+    }
+    if let Some(fin) = cfg.fin {
+        let targets: Vec<(&UdpSocket, u64)> = state.iter().map(|f| (&f.socket, f.next_seq)).collect();
+        let outcomes = send_fins(&targets, cfg.len, &fin);
+        for (flow, outcome) in state.iter_mut().zip(outcomes) {
+            flow.out.fins = outcome.sent;
+            flow.out.report = outcome.report;
+        }
+    }
+    let path = if gso { SendPath::Gso { segments } } else { SendPath::PerDatagram };
+    Ok(UdpSendResult { flows: state.into_iter().map(|f| f.out).collect(), path, sends, note, stuck })
+}
+
+/// What [`send_fins`] did for one flow.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FinOutcome {
+    pub sent: u32,
+    pub report: Option<ServerReport>,
+}
+
+/// Sends FIN datagrams (`-next_seq`, `len` bytes, like an iperf2 client's) on each connected
+/// socket: at least `fin.copies` of them `fin.interval` apart, and while waiting for a server
+/// report, one more every interval until it arrives or `fin.await_report` has passed. Every
+/// FIN of a flow carries the same number, so repeats are never taken for lost data. Bounded:
+/// at most `copies + await_report / interval + 1` FINs per flow. Blocking; call it after the
+/// ring is gone.
+pub fn send_fins(targets: &[(&UdpSocket, u64)], len: u32, fin: &FinConfig) -> Vec<FinOutcome> {
+    let len = (len as usize).clamp(HEADER_LEN, MAX_DATAGRAM as usize);
+    let interval = fin.interval.max(Duration::from_micros(100));
+    let await_report = !fin.await_report.is_zero();
+    let max_rounds = fin.copies.max(1) + (fin.await_report.as_micros() / interval.as_micros()) as u32 + 1;
+    let mut out = vec![FinOutcome::default(); targets.len()];
+    let mut buf = vec![0u8; len.max(CLIENT_REPORT_READ_LEN)];
+    let started = Instant::now();
+    for round in 0..max_rounds {
+        let waiting = await_report && started.elapsed() < fin.await_report;
+        let mut any = false;
+        for (i, &(socket, next_seq)) in targets.iter().enumerate() {
+            let answered = out[i].report.is_some();
+            if round >= fin.copies && (answered || !waiting) {
+                continue;
+            }
+            let frame = &mut buf[..len];
+            frame.fill(0);
+            if payload::encode_fin(frame, next_seq.max(FIRST_SEQ), WireTime::now()).is_ok()
+                && socket.send(frame).is_ok()
+            {
+                out[i].sent += 1;
+            }
+            any = true;
+        }
+        if !any {
+            break;
+        }
+        let deadline = Instant::now() + interval;
+        if await_report {
+            collect_reports(targets, &mut out, &mut buf, deadline);
+        } else if round + 1 < fin.copies {
+            std::thread::sleep(interval);
+        }
+        if await_report && out.iter().all(|o| o.report.is_some()) && round + 1 >= fin.copies {
+            break;
+        }
+    }
+    out
+}
+
+/// Reads whatever arrives on the sockets until `deadline`, keeping the first server report of
+/// each (other datagrams, such as an echoed FIN, are ignored).
+fn collect_reports(targets: &[(&UdpSocket, u64)], out: &mut [FinOutcome], buf: &mut [u8], deadline: Instant) {
+    let mut fds: Vec<libc::pollfd> =
+        targets.iter().map(|(s, _)| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    loop {
+        let now = Instant::now();
+        if now >= deadline || out.iter().all(|o| o.report.is_some()) {
+            return;
+        }
+        let timeout_ms = (deadline - now).as_millis().clamp(1, 1000) as libc::c_int;
+        // SAFETY: fds is a valid array of fds.len() pollfd entries for the whole call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n <= 0 {
+            continue;
+        }
+        for (i, pfd) in fds.iter_mut().enumerate() {
+            if pfd.revents == 0 {
+                continue;
+            }
+            pfd.revents = 0;
+            // SAFETY: a valid socket fd and a buffer of buf.len() writable bytes.
+            let got = unsafe { libc::recv(pfd.fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            if got > 0 && out[i].report.is_none() {
+                out[i].report = ServerReport::decode(&buf[..got as usize]);
+            }
+        }
+    }
+}
+
+/// Error for a UDP sending thread that panicked.
+pub fn worker_panicked() -> Error {
+    Error::io("a UDP sending queue thread", std::io::Error::other("thread panicked"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gso_segment_counts() {
+        assert_eq!(gso_segments(1470), 44, "44 x 1470 = 64680 <= 65507");
+        assert_eq!(gso_segments(100), 64, "capped at 64 datagrams");
+        assert_eq!(gso_segments(40_000), 1, "no room for two");
+        assert_eq!(gso_segments(0), 64, "no division by zero");
+    }
+
+    #[test]
+    fn bad_length_is_a_usage_error() {
+        let cfg = UdpSendConfig {
+            wait: WaitMode::Sleep,
+            batch: WakeBatch { want: 1, max_delay_us: 0 },
+            len: 10,
+            gso: true,
+            inflight: 4,
+            deadline: Instant::now(),
+            halt: None,
+            rate_bps: 0,
+            max_datagrams: 0,
+            drain_limit: Duration::from_millis(10),
+            fin: None,
+        };
+        let err = run(Vec::new(), &QueueCounters::new(1), &cfg).expect_err("10 bytes cannot hold the header");
+        assert_eq!(err.kind, crate::base::error::ErrorKind::Usage);
+        assert!(err.message.contains("20"), "names the header size: {}", err.message);
+    }
+
+    #[test]
+    fn refused_port_is_counted_not_fatal() {
+        // A port nobody listens on: loopback answers with ICMP port unreachable.
+        let closed = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let target = closed.local_addr().expect("addr");
+        drop(closed);
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        socket.connect(target).expect("connect");
+        let cfg = UdpSendConfig {
+            wait: WaitMode::Sleep,
+            batch: WakeBatch { want: 1, max_delay_us: 0 },
+            len: 200,
+            gso: false,
+            inflight: 1,
+            deadline: Instant::now() + Duration::from_millis(200),
+            halt: None,
+            rate_bps: 8 * 200 * 1000, // 1000 datagrams/s: room for the ICMP errors to come back
+            max_datagrams: 50,
+            drain_limit: Duration::from_millis(200),
+            fin: Some(FinConfig { copies: 2, interval: Duration::from_millis(1), await_report: Duration::ZERO }),
+        };
+        let result = run(vec![UdpSendFlow { socket, queue: 0 }], &QueueCounters::new(1), &cfg).expect("runs");
+        let flow = &result.flows[0];
+        assert!(flow.error.is_none(), "ECONNREFUSED is not fatal: {:?}", flow.error);
+        assert!(flow.refused > 0, "refusals are counted: {flow:?}");
+        assert_eq!(flow.datagrams + flow.abandoned, flow.next_seq - 1, "every number sent or abandoned: {flow:?}");
+        assert_eq!(result.path, SendPath::PerDatagram);
+    }
+}

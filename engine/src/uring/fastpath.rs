@@ -1,0 +1,208 @@
+//! Kernel fast paths a user turns on for the whole process: SQPOLL submission (`--sqpoll`),
+//! io_uring NAPI busy polling (`--napi`) and zero-copy receive (`--zc-rx`).
+//!
+//! They are process-wide because they are properties of the host's set-up, not of one test:
+//! the front end decides them once at start ([`configure`]), every ring built afterwards
+//! ([`crate::uring::ring::build_ring`]) honours them, and the placement line of every report says
+//! which are on, so a result is never read without knowing how it was obtained.
+//!
+//! Each is probed before it is accepted. Zero-copy receive in particular needs a NIC with
+//! TCP header/data split, a dedicated receive queue and flow steering (the kernel's
+//! Documentation/networking/iou-zcrx.rst): on veth and loopback the kernel answers
+//! EOPNOTSUPP, and [`configure`] refuses with the exact missing prerequisite instead of
+//! silently copying.
+
+use crate::base::error::{Error, Result};
+use std::sync::OnceLock;
+
+/// io_uring SQPOLL: a kernel thread polls the submission queue, so sends and re-arms need
+/// no system call while it is awake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqPoll {
+    /// How long the kernel thread spins idle before it sleeps, milliseconds.
+    pub idle_ms: u32,
+}
+
+/// io_uring NAPI busy polling (Linux 6.9): waiting on a ring busy-polls the NIC queues of
+/// the sockets it serves instead of waiting for their interrupts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NapiPoll {
+    pub busy_poll_us: u32,
+    pub prefer_busy_poll: bool,
+}
+
+use crate::uring::zcrx::ZcRx;
+
+/// The fast paths of this process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FastPaths {
+    pub sqpoll: Option<SqPoll>,
+    pub napi: Option<NapiPoll>,
+    pub zc_rx: Option<ZcRx>,
+}
+
+impl FastPaths {
+    /// One clause for the placement line, or `None` when nothing is on.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(s) = self.sqpoll {
+            parts.push(format!("io_uring SQPOLL (kernel submission thread, idle {} ms)", s.idle_ms));
+        }
+        if let Some(n) = self.napi {
+            parts.push(format!(
+                "io_uring NAPI busy poll {} us{}",
+                n.busy_poll_us,
+                if n.prefer_busy_poll { ", preferred over interrupts" } else { "" }
+            ));
+        }
+        if let Some(z) = &self.zc_rx {
+            parts.push(format!("zero-copy receive (RECV_ZC) on {} queue {}+", z.iface, z.first_queue));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+static FAST_PATHS: OnceLock<FastPaths> = OnceLock::new();
+
+/// The process's fast paths (none until [`configure`] was called).
+pub fn current() -> &'static FastPaths {
+    static NONE: FastPaths = FastPaths { sqpoll: None, napi: None, zc_rx: None };
+    FAST_PATHS.get().unwrap_or(&NONE)
+}
+
+/// Probes and turns on the fast paths for the rest of the process. Called once, by the
+/// front end, before any ring is built; a path the kernel or the NIC cannot provide is an
+/// error that names what is missing.
+pub fn configure(paths: FastPaths) -> Result<()> {
+    if paths.sqpoll.is_some() || paths.napi.is_some() {
+        probe_ring_features(&paths)?;
+    }
+    if let Some(z) = &paths.zc_rx {
+        crate::uring::zcrx::probe(z)?;
+    }
+    FAST_PATHS.set(paths).map_err(|_| Error::usage("fast paths are chosen once per process"))
+}
+
+/// Builds one throw-away ring with the requested SQPOLL/NAPI settings, so a kernel without
+/// them is reported before a test starts.
+fn probe_ring_features(paths: &FastPaths) -> Result<()> {
+    let mut builder = io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder();
+    if let Some(s) = paths.sqpoll {
+        builder.setup_sqpoll(s.idle_ms);
+    }
+    let ring = builder.build(8).map_err(|e| {
+        Error::unsupported(format!(
+            "--sqpoll: the kernel refused an SQPOLL ring ({e}); it needs Linux 5.11+ for unprivileged use, \
+             and kernel.io_uring_disabled must be 0"
+        ))
+    })?;
+    if let Some(n) = paths.napi {
+        register_napi(&ring, n)?;
+    }
+    Ok(())
+}
+
+/// Registers NAPI busy polling on `ring`.
+pub fn register_napi<S: io_uring::squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
+    ring: &io_uring::IoUring<S, C>,
+    n: NapiPoll,
+) -> Result<()> {
+    let mut napi =
+        io_uring::types::Napi::new().set_busy_poll_timeout(n.busy_poll_us).set_prefer_busy_poll(n.prefer_busy_poll);
+    ring.submitter().register_napi(&mut napi).map_err(|e| {
+        Error::unsupported(format!(
+            "--napi: registering io_uring NAPI busy polling failed ({e}); it needs Linux 6.9 or newer"
+        ))
+    })
+}
+
+/// `SO_INCOMING_NAPI_ID` of a socket: the NIC queue its packets arrive on, 0 when the path
+/// has none (loopback, veth without GRO/XDP): NAPI busy polling then has nothing to poll.
+pub fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
+    let mut id: libc::c_uint = 0;
+    let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
+    // SAFETY: id and len live across the call and len is id's size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_INCOMING_NAPI_ID,
+            (&mut id as *mut libc::c_uint).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(id)
+}
+
+/// One sentence on the NAPI ids of a test's sockets, for the report's path.
+pub fn napi_evidence(fds: &[std::os::fd::RawFd]) -> Option<String> {
+    current().napi?;
+    let ids: Vec<u32> = fds.iter().filter_map(|&fd| incoming_napi_id(fd)).filter(|&id| id != 0).collect();
+    Some(if ids.is_empty() {
+        format!("NAPI busy poll on, but none of the {} sockets has a NAPI id (no NIC queue on this path)", fds.len())
+    } else {
+        let mut distinct = ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        format!("{} of {} sockets on NAPI ids {:?}", ids.len(), fds.len(), distinct)
+    })
+}
+
+/// Parses `--zc-rx IFACE[:QUEUE]`.
+pub fn parse_zc_rx(arg: &str) -> Result<ZcRx> {
+    let (iface, queue) = match arg.rsplit_once(':') {
+        Some((i, q)) => {
+            let q = q.parse().map_err(|_| Error::usage(format!("--zc-rx '{arg}': expected IFACE or IFACE:QUEUE")))?;
+            (i, q)
+        }
+        None => (arg, 0),
+    };
+    if iface.is_empty() || iface.len() >= libc::IFNAMSIZ {
+        return Err(Error::usage(format!("--zc-rx '{arg}': expected IFACE or IFACE:QUEUE")));
+    }
+    let name = std::ffi::CString::new(iface).map_err(|_| Error::usage(format!("--zc-rx '{arg}': bad name")))?;
+    // SAFETY: a NUL-terminated name that lives across the call.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(Error::usage(format!("--zc-rx: no interface '{iface}' in this network namespace")));
+    }
+    Ok(ZcRx { iface: iface.to_string(), ifindex, first_queue: queue })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_names_every_path_that_is_on() {
+        assert_eq!(FastPaths::default().describe(), None, "nothing on: no clause");
+        let all = FastPaths {
+            sqpoll: Some(SqPoll { idle_ms: 100 }),
+            napi: Some(NapiPoll { busy_poll_us: 50, prefer_busy_poll: true }),
+            zc_rx: Some(ZcRx { iface: "eth0".into(), ifindex: 2, first_queue: 8 }),
+        };
+        let d = all.describe().unwrap();
+        for needle in ["SQPOLL", "idle 100 ms", "NAPI busy poll 50 us", "RECV_ZC", "eth0 queue 8"] {
+            assert!(d.contains(needle), "'{needle}' in '{d}'");
+        }
+    }
+
+    #[test]
+    fn zc_rx_arguments_are_checked() {
+        let lo = parse_zc_rx("lo:3").unwrap();
+        assert_eq!((lo.iface.as_str(), lo.first_queue), ("lo", 3));
+        assert!(lo.ifindex > 0);
+        assert_eq!(parse_zc_rx("lo").unwrap().first_queue, 0, "queue 0 by default");
+        for bad in ["", ":1", "lo:x", "no-such-if0", "a-name-far-too-long-for-linux"] {
+            let e = parse_zc_rx(bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sockets_off_any_nic_have_no_napi_id() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        use std::os::fd::AsRawFd;
+        assert_eq!(incoming_napi_id(s.as_raw_fd()), Some(0), "loopback has no NAPI instance");
+    }
+}

@@ -1,0 +1,6 @@
+//! Byte formats only: the UDP payload header, iperf2's headers, HTTP/1.1, Ethernet/IP/UDP frames.
+
+pub mod frame;
+pub mod http1;
+pub mod iperf2;
+pub mod udp_payload;

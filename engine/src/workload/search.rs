@@ -1,0 +1,444 @@
+//! `uringbench search`: the highest offered rate the path carries with loss at or below a
+//! threshold, by binary search over trials (RFC 2544 §26.1 "throughput").
+//!
+//! The first trial is unpaced: it shows what the sender can offer at all, and if even that
+//! loses nothing, it is the answer. Otherwise the search bisects between 0 and that rate (or
+//! `--max-rate`) until the interval is narrower than the resolution, then repeats the best
+//! passing rate `confirm` times; a failed confirmation makes that rate the new upper bound and
+//! the search goes on below it. A trial passes when it completed, its loss is within the
+//! threshold, and the sender really offered the rate asked (a sender held back by its socket
+//! buffer has not tested that rate).
+
+use crate::base::spec::{Proto, TestSpec};
+use crate::base::units::format_bits_per_second;
+use crate::report::stream::StreamReport;
+use crate::{Error, Result};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// A paced trial counts as offered when the sender reached this share of the rate asked.
+pub const OFFERED_SHARE: f64 = 0.97;
+/// Trials at most, whatever the resolution: a bound on the search's time.
+pub const MAX_TRIALS: usize = 40;
+
+#[derive(Debug, Clone)]
+pub struct SearchPlan {
+    /// The test of every trial (its `rate_bps` is set per trial).
+    pub spec: TestSpec,
+    /// Highest loss that passes: a fraction (0.001 = 0.1%). TCP: retransmitted ÷ sent bytes.
+    pub loss_threshold: f64,
+    /// Stop bisecting when the interval is narrower than this share of the upper bound.
+    pub resolution: f64,
+    /// Repeats of the final rate, all of which must pass.
+    pub confirm: u32,
+    /// Upper bound; None: the sender's unpaced rate, from a first trial.
+    pub max_rate_bps: Option<u64>,
+}
+
+/// The figures of one trial that the search needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrialFigures {
+    pub complete: bool,
+    pub offered_bps: f64,
+    pub received_bps: Option<f64>,
+    /// UDP: lost ÷ expected datagrams over the whole trial; TCP: retransmitted ÷ sent bytes.
+    pub loss_ratio: Option<f64>,
+    pub error: Option<String>,
+}
+
+impl TrialFigures {
+    pub fn of_report(r: &StreamReport) -> Self {
+        Self::of_json(&r.to_json())
+    }
+
+    pub fn of_json(doc: &Value) -> Self {
+        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
+        let loss_ratio = if doc.pointer("/test/proto") == Some(&json!("udp")) {
+            f("/sum/receiver/loss_ratio")
+        } else {
+            match (f("/tcp/sender/bytes_retrans"), f("/tcp/sender/bytes_sent")) {
+                (Some(r), Some(s)) if s > 0.0 => Some(r / s),
+                _ => None,
+            }
+        };
+        Self {
+            complete: doc["complete"].as_bool().unwrap_or(false),
+            offered_bps: f("/sum/sender/bits_per_second").unwrap_or(0.0),
+            received_bps: f("/sum/receiver/bits_per_second"),
+            loss_ratio,
+            error: doc["error"].as_str().map(str::to_owned),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// The unpaced first trial.
+    Probe,
+    Search,
+    Confirm,
+}
+
+/// One trial as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub step: usize,
+    pub phase: Phase,
+    /// Rate asked for; 0 = unpaced.
+    pub rate_bps: u64,
+    pub pps: f64,
+    pub figures: TrialFigures,
+    pub passed: bool,
+    /// Why it failed, in words.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResult {
+    /// The highest rate that passed every confirmation; None when none did.
+    pub rate_bps: Option<f64>,
+    pub pps: Option<f64>,
+    pub loss_threshold: f64,
+    pub resolution: f64,
+    pub confirm: u32,
+    /// The unpaced first trial lost nothing (the search then looked above its rate).
+    pub probe_passed: bool,
+    pub steps: Vec<Step>,
+}
+
+fn pps_of(rate_bps: f64, len: u32) -> f64 {
+    rate_bps / (f64::from(len.max(1)) * 8.0)
+}
+
+/// Whether a trial at `rate` (0 = unpaced) passed, and if not, why.
+fn judge(rate: u64, f: &TrialFigures, threshold: f64) -> (bool, Option<String>) {
+    if !f.complete {
+        return (false, Some(format!("incomplete: {}", f.error.as_deref().unwrap_or("no receiver report"))));
+    }
+    let Some(loss) = f.loss_ratio else {
+        return (false, Some("no loss figure in the report".into()));
+    };
+    if loss > threshold {
+        return (false, Some(format!("loss {:.3}% above {:.3}%", loss * 100.0, threshold * 100.0)));
+    }
+    if rate > 0 && f.offered_bps < rate as f64 * OFFERED_SHARE {
+        return (
+            false,
+            Some(format!(
+                "the sender offered only {} of {}",
+                format_bits_per_second(f.offered_bps),
+                format_bits_per_second(rate as f64)
+            )),
+        );
+    }
+    (true, None)
+}
+
+/// Runs the search. `trial` runs one test at a rate (0 = unpaced); `progress` sees each step.
+/// An error from `trial` ends the search (the receiver refused, vanished...).
+pub fn search(
+    plan: &SearchPlan,
+    mut trial: impl FnMut(&TestSpec) -> Result<TrialFigures>,
+    mut progress: impl FnMut(&Step),
+) -> Result<SearchResult> {
+    if !(0.0..1.0).contains(&plan.loss_threshold) {
+        return Err(Error::usage("--loss must be at least 0% and below 100%"));
+    }
+    if !(plan.resolution > 0.0 && plan.resolution < 0.5) {
+        return Err(Error::usage("--resolution must be above 0% and below 50%"));
+    }
+    if plan.confirm == 0 {
+        return Err(Error::usage("--confirm must be at least 1"));
+    }
+    let len = plan.spec.len;
+    let mut steps: Vec<Step> = Vec::new();
+    let mut run = |rate: u64, phase: Phase, steps: &mut Vec<Step>| -> Result<bool> {
+        if steps.len() >= MAX_TRIALS {
+            return Err(Error::usage(format!("search stopped after {MAX_TRIALS} trials without converging")));
+        }
+        let spec = TestSpec { rate_bps: rate, ..plan.spec.clone() };
+        let figures = trial(&spec)?;
+        let (passed, reason) = judge(rate, &figures, plan.loss_threshold);
+        let shown = if rate == 0 { figures.offered_bps } else { rate as f64 };
+        let step =
+            Step { step: steps.len() + 1, phase, rate_bps: rate, pps: pps_of(shown, len), figures, passed, reason };
+        progress(&step);
+        steps.push(step);
+        Ok(passed)
+    };
+    let finish = |rate: Option<f64>, steps: Vec<Step>| SearchResult {
+        rate_bps: rate,
+        pps: rate.map(|r| pps_of(r, len)),
+        loss_threshold: plan.loss_threshold,
+        resolution: plan.resolution,
+        confirm: plan.confirm,
+        probe_passed: steps.first().is_some_and(|s| s.phase == Phase::Probe && s.passed),
+        steps,
+    };
+
+    // The bracket. A probe that lost nothing is a pass at the rate it offered, but not
+    // necessarily the most the path carries: a sender held back by its socket buffer (a
+    // shaping qdisc on the way) offers less unpaced than it can when paced. So the search
+    // then goes on above it, up to twice that rate.
+    let mut lo = 0.0_f64;
+    let mut best: Option<f64> = None;
+    let mut hi = match plan.max_rate_bps {
+        Some(r) => r as f64,
+        None => {
+            let passed = run(0, Phase::Probe, &mut steps)?;
+            let offered = (steps[0].figures.offered_bps / 1000.0).floor() * 1000.0;
+            if offered <= 0.0 {
+                return Err(Error::peer("the unpaced trial offered nothing: no rate to search below"));
+            }
+            if passed {
+                lo = offered;
+                best = Some(offered);
+                2.0 * offered
+            } else {
+                offered
+            }
+        }
+    };
+    let step_bps = hi * plan.resolution;
+    if plan.max_rate_bps.is_some() && run(hi as u64, Phase::Search, &mut steps)? {
+        best = Some(hi);
+        lo = hi;
+    }
+    loop {
+        while hi - lo > step_bps {
+            // Rates are whole kilobits: the search never asks for sub-kbit precision.
+            let mid = (((lo + hi) / 2.0) / 1000.0).round() * 1000.0;
+            if run(mid as u64, Phase::Search, &mut steps)? {
+                lo = mid;
+                best = Some(mid);
+            } else {
+                hi = mid;
+            }
+        }
+        let Some(candidate) = best else {
+            return Ok(finish(None, steps));
+        };
+        let mut all = true;
+        for _ in 0..plan.confirm {
+            if !run(candidate as u64, Phase::Confirm, &mut steps)? {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return Ok(finish(Some(candidate), steps));
+        }
+        // The candidate did not hold up: it is the new upper bound, and what passed below it
+        // is the new lower one.
+        hi = candidate;
+        lo = steps
+            .iter()
+            .filter(|s| s.passed && s.rate_bps > 0 && (s.rate_bps as f64) < candidate)
+            .map(|s| s.rate_bps as f64)
+            .fold(0.0, f64::max);
+        best = (lo > 0.0).then_some(lo);
+    }
+}
+
+impl SearchResult {
+    /// Exit status: 0 when a rate was found, 1 when even the lowest rate tried lost.
+    pub fn found(&self) -> bool {
+        self.rate_bps.is_some()
+    }
+
+    pub fn to_json(&self, spec: &TestSpec, target: &str) -> Value {
+        json!({
+            "schema_version": crate::report::stream::SCHEMA_VERSION,
+            "kind": "search",
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "target": target,
+            "test": spec,
+            "rate_bps": self.rate_bps,
+            "pps": self.pps,
+            "loss_threshold": self.loss_threshold,
+            "resolution": self.resolution,
+            "confirm": self.confirm,
+            "probe_passed": self.probe_passed,
+            "steps": self.steps,
+        })
+    }
+
+    pub fn step_line(s: &Step) -> String {
+        let rate = if s.rate_bps == 0 {
+            format!("unpaced ({})", format_bits_per_second(s.figures.offered_bps))
+        } else {
+            format_bits_per_second(s.rate_bps as f64)
+        };
+        let received = s.figures.received_bps.map_or("-".into(), format_bits_per_second);
+        let loss = s.figures.loss_ratio.map_or("-".into(), |l| format!("{:.3}%", l * 100.0));
+        let phase = match s.phase {
+            Phase::Probe => "probe",
+            Phase::Search => "search",
+            Phase::Confirm => "confirm",
+        };
+        format!(
+            "{:>4}  {phase:<7}  {rate:<26}  {:>12.0}  {received:<18}  {loss:>8}  {}",
+            s.step,
+            s.pps,
+            if s.passed { "pass".to_string() } else { format!("FAIL: {}", s.reason.as_deref().unwrap_or("")) }
+        )
+    }
+
+    pub const STEP_HEADER: &'static str =
+        "step  phase    offered rate                 datagrams/s  received             loss      result";
+
+    pub fn render_text(&self, spec: &TestSpec) -> String {
+        let mut out = format!("{}\n", Self::STEP_HEADER);
+        for s in &self.steps {
+            let _ = writeln!(out, "{}", Self::step_line(s));
+        }
+        let what = if spec.proto == Proto::Udp { "loss" } else { "retransmitted bytes" };
+        match (self.rate_bps, self.pps) {
+            (Some(r), Some(p)) => {
+                let _ = writeln!(
+                    out,
+                    "result: {} ({p:.0} datagrams/s of {} B), {what} <= {:.3}% in {} of {} confirmation trials",
+                    format_bits_per_second(r),
+                    spec.len,
+                    self.loss_threshold * 100.0,
+                    self.confirm,
+                    self.confirm
+                );
+            }
+            _ => {
+                let lowest = self.steps.iter().map(|s| s.rate_bps).filter(|&r| r > 0).min().unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "result: none: even the lowest rate tried ({}) exceeded {what} {:.3}%",
+                    format_bits_per_second(lowest as f64),
+                    self.loss_threshold * 100.0
+                );
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path that carries `capacity` bits/s and drops the excess; the sender offers at most
+    /// `sender_max`.
+    fn path(capacity: f64, sender_max: f64) -> impl FnMut(&TestSpec) -> Result<TrialFigures> {
+        move |spec| {
+            let offered = if spec.rate_bps == 0 { sender_max } else { (spec.rate_bps as f64).min(sender_max) };
+            let received = offered.min(capacity);
+            Ok(TrialFigures {
+                complete: true,
+                offered_bps: offered,
+                received_bps: Some(received),
+                loss_ratio: Some(1.0 - received / offered),
+                error: None,
+            })
+        }
+    }
+
+    fn plan(max: Option<u64>) -> SearchPlan {
+        SearchPlan {
+            spec: TestSpec { proto: Proto::Udp, len: 1470, ..TestSpec::default() },
+            loss_threshold: 0.0,
+            resolution: 0.01,
+            confirm: 3,
+            max_rate_bps: max,
+        }
+    }
+
+    #[test]
+    fn finds_the_capacity_within_the_resolution() {
+        let r = search(&plan(None), path(2e9, 50e9), |_| {}).unwrap();
+        let rate = r.rate_bps.unwrap();
+        assert!(rate <= 2e9 && rate > 2e9 - 0.01 * 50e9, "{rate}");
+        assert_eq!(r.steps[0].phase, Phase::Probe);
+        assert!(!r.steps[0].passed);
+        assert_eq!(r.steps.iter().filter(|s| s.phase == Phase::Confirm).count(), 3);
+        assert!(r.steps.len() < 15, "{} trials", r.steps.len());
+        assert!((r.pps.unwrap() - rate / (1470.0 * 8.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn an_unpaced_sender_that_loses_nothing_is_the_answer() {
+        let r = search(&plan(None), path(100e9, 6e9), |_| {}).unwrap();
+        // Within the share the sender may fall short of a paced rate (3%) above what it offers.
+        let rate = r.rate_bps.unwrap();
+        assert!(r.probe_passed && (6e9..=6e9 / OFFERED_SHARE).contains(&rate), "{r:?}");
+        assert!(r.steps[1].reason.as_deref().unwrap().contains("offered only"), "{r:?}");
+        // A sender held back unpaced (4G) that reaches 5G when paced: found above the probe.
+        let mut held = path(5e9, 100e9);
+        let backpressured = move |spec: &TestSpec| {
+            let mut f = held(spec)?;
+            if spec.rate_bps == 0 {
+                f = TrialFigures { offered_bps: 4e9, received_bps: Some(4e9), loss_ratio: Some(0.0), ..f };
+            }
+            Ok(f)
+        };
+        let r = search(&plan(None), backpressured, |_| {}).unwrap();
+        let rate = r.rate_bps.unwrap();
+        assert!(rate <= 5e9 && rate > 4.9e9, "{rate}");
+    }
+
+    #[test]
+    fn a_rate_the_sender_cannot_offer_fails() {
+        // Max 10G asked, but the sender tops out at 3G on a path of 100G.
+        let r = search(&plan(Some(10_000_000_000)), path(100e9, 3e9), |_| {}).unwrap();
+        let rate = r.rate_bps.unwrap();
+        assert!(rate <= 3e9 / OFFERED_SHARE && rate > 2.8e9, "{rate}");
+        assert!(r.steps[0].reason.as_deref().unwrap().contains("offered only"));
+    }
+
+    #[test]
+    fn a_failed_confirmation_moves_the_search_down() {
+        // The path holds 2G except that every trial above 1.9G fails on its second try.
+        let mut tries = std::collections::HashMap::new();
+        let mut inner = path(2e9, 50e9);
+        let flaky = move |spec: &TestSpec| {
+            let mut f = inner(spec)?;
+            let n = tries.entry(spec.rate_bps).or_insert(0);
+            *n += 1;
+            if spec.rate_bps as f64 > 1.9e9 && *n >= 2 {
+                f.loss_ratio = Some(0.01);
+            }
+            Ok(f)
+        };
+        let r = search(&plan(None), flaky, |_| {}).unwrap();
+        assert!(r.rate_bps.unwrap() <= 1.9e9, "{r:?}");
+    }
+
+    #[test]
+    fn nothing_passes_and_errors_end_the_search() {
+        let lossy = |spec: &TestSpec| {
+            Ok(TrialFigures {
+                complete: true,
+                offered_bps: if spec.rate_bps == 0 { 1e9 } else { spec.rate_bps as f64 },
+                received_bps: Some(0.0),
+                loss_ratio: Some(0.5),
+                error: None,
+            })
+        };
+        let r = search(&plan(None), lossy, |_| {}).unwrap();
+        assert!(!r.found());
+        assert!(r.render_text(&plan(None).spec).contains("even the lowest rate tried"));
+        let failing = |_: &TestSpec| -> Result<TrialFigures> { Err(Error::peer("receiver refused")) };
+        assert!(search(&plan(None), failing, |_| {}).is_err());
+        let bad = SearchPlan { loss_threshold: 1.5, ..plan(None) };
+        assert_eq!(search(&bad, path(1.0, 1.0), |_| {}).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn figures_of_a_report_document() {
+        let udp = json!({"test": {"proto": "udp"}, "complete": true,
+            "sum": {"sender": {"bits_per_second": 2e9}, "receiver": {"bits_per_second": 1.9e9, "loss_ratio": 0.05}}});
+        let f = TrialFigures::of_json(&udp);
+        assert_eq!((f.offered_bps, f.loss_ratio), (2e9, Some(0.05)));
+        let tcp = json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"sender": {"bits_per_second": 1e9}},
+            "tcp": {"sender": {"bytes_retrans": 10, "bytes_sent": 1000}}});
+        assert_eq!(TrialFigures::of_json(&tcp).loss_ratio, Some(0.01));
+    }
+}

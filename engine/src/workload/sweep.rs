@@ -1,0 +1,582 @@
+//! `uringbench sweep`: the same stream test over a series of queue counts, message lengths or
+//! rates, several runs per point, summarised per point (min/median/mean/max/stdev) and charted.
+//!
+//! Runs are interleaved (point 1, 2, 3, then point 1, 2, 3 again...) rather than grouped,
+//! so that a slow drift of the host (another tenant, thermal state, the bimodal softirq
+//! placement of softirq work on a 2-vCPU VM) spreads over every point instead of biasing one.
+//!
+//! Saved results (`--json`) hold every run's figures; [`SweepResult::from_json`] reads them
+//! back and recomputes the summaries, so `uringbench report` charts old sweeps the same way.
+
+use crate::base::spec::{Proto, TestSpec};
+use crate::base::units::format_bits_per_second;
+use crate::report::chart::{Axis, Chart, Point, Series};
+use crate::report::export::Stats;
+use crate::report::stream::{StreamReport, SCHEMA_VERSION};
+use crate::workload::stream::{run_send, SendOptions};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// The swept parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SweepParam {
+    /// `--queues`: queue count (one flow each, times `--flows-per-queue`).
+    Queues,
+    /// `--len`: bytes per send (TCP) or per datagram (UDP).
+    Len,
+    /// `--rate`: total offered rate, bits/s.
+    Rate,
+}
+
+impl SweepParam {
+    pub fn key(self) -> &'static str {
+        match self {
+            SweepParam::Queues => "queues",
+            SweepParam::Len => "len",
+            SweepParam::Rate => "rate",
+        }
+    }
+
+    /// The x-axis title.
+    pub fn axis_title(self) -> &'static str {
+        match self {
+            SweepParam::Queues => "queues (-P)",
+            SweepParam::Len => "message length (--len)",
+            SweepParam::Rate => "offered rate (--rate, bits/s)",
+        }
+    }
+
+    /// How a value is written on the command line: `4`, `64K`, `10G`.
+    pub fn label(self, value: u64) -> String {
+        let with = |v: u64, units: &[(u64, &str)]| {
+            units.iter().find(|(m, _)| v >= *m && v % m == 0).map_or(v.to_string(), |(m, s)| format!("{}{s}", v / m))
+        };
+        match self {
+            SweepParam::Queues => value.to_string(),
+            SweepParam::Len => with(value, &[(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")]),
+            SweepParam::Rate => with(value, &[(1_000_000_000, "G"), (1_000_000, "M"), (1_000, "K")]),
+        }
+    }
+
+    /// `spec` with this parameter set to `value`; a usage error when it is out of range.
+    pub fn apply(self, spec: &TestSpec, value: u64) -> Result<TestSpec> {
+        let mut s = spec.clone();
+        match self {
+            SweepParam::Queues => {
+                s.queues = u32::try_from(value)
+                    .ok()
+                    .filter(|&q| (1..=1024).contains(&q))
+                    .ok_or_else(|| Error::usage(format!("--queues {value}: must be 1 to 1024")))?;
+            }
+            SweepParam::Len => {
+                s.len = u32::try_from(value)
+                    .ok()
+                    .filter(|&l| l > 0)
+                    .ok_or_else(|| Error::usage(format!("--len {value}: must be 1 byte to 4 GiB")))?;
+            }
+            SweepParam::Rate => s.rate_bps = value,
+        }
+        Ok(s)
+    }
+}
+
+/// What a sweep runs.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    /// Target, port, CPUs and the spec every point starts from.
+    pub base: SendOptions,
+    pub param: SweepParam,
+    pub values: Vec<u64>,
+    /// Runs per point.
+    pub repeat: u32,
+}
+
+/// The figures of one run, as kept in the results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFigures {
+    /// 1-based run number at this point.
+    pub run: u32,
+    pub complete: bool,
+    /// The headline (`sum.receiver.bits_per_second`); None when no receiver report came back.
+    pub receiver_bits_per_second: Option<f64>,
+    pub sender_bits_per_second: Option<f64>,
+    /// Receiver host CPU-seconds per GB received.
+    pub cpu_seconds_per_gb: Option<f64>,
+    /// The verdict's bottleneck name.
+    pub verdict: Option<String>,
+    pub error: Option<String>,
+}
+
+impl RunFigures {
+    pub fn of_report(run: u32, r: &StreamReport) -> Self {
+        Self {
+            run,
+            complete: r.complete(),
+            receiver_bits_per_second: r.receiver.as_ref().map(|x| x.bits_per_second()),
+            sender_bits_per_second: Some(r.sender.bits_per_second()),
+            cpu_seconds_per_gb: r.receiver_cpu_seconds_per_gb(),
+            verdict: Some(r.verdict().bottleneck.to_string()),
+            error: r.error.clone(),
+        }
+    }
+
+    pub fn failed(run: u32, error: &Error) -> Self {
+        Self {
+            run,
+            complete: false,
+            receiver_bits_per_second: None,
+            sender_bits_per_second: None,
+            cpu_seconds_per_gb: None,
+            verdict: None,
+            error: Some(error.message.clone()),
+        }
+    }
+
+    /// The figures of one run out of a saved `send -J` document (the keys docs/output.md fixes).
+    pub fn of_json(run: u32, doc: &Value) -> Self {
+        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
+        Self {
+            run,
+            complete: doc["complete"].as_bool().unwrap_or(false),
+            receiver_bits_per_second: f("/sum/receiver/bits_per_second"),
+            sender_bits_per_second: f("/sum/sender/bits_per_second"),
+            cpu_seconds_per_gb: f("/cpu/receiver_per_byte/cpu_seconds_per_gb"),
+            verdict: doc.pointer("/verdict/bottleneck").and_then(Value::as_str).map(str::to_owned),
+            error: doc["error"].as_str().map(str::to_owned),
+        }
+    }
+}
+
+/// One point of the series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub value: u64,
+    pub label: String,
+    pub runs: Vec<RunFigures>,
+}
+
+/// Statistics of a point over its complete runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PointSummary {
+    pub runs: usize,
+    pub complete_runs: usize,
+    pub receiver_bits_per_second: Option<Stats>,
+    pub sender_bits_per_second: Option<Stats>,
+    pub cpu_seconds_per_gb: Option<Stats>,
+}
+
+impl SweepPoint {
+    pub fn summary(&self) -> PointSummary {
+        let complete: Vec<&RunFigures> = self.runs.iter().filter(|r| r.complete).collect();
+        let stats = |f: fn(&RunFigures) -> Option<f64>| {
+            Stats::of(&complete.iter().filter_map(|r| f(r)).filter(|v| v.is_finite()).collect::<Vec<_>>())
+        };
+        PointSummary {
+            runs: self.runs.len(),
+            complete_runs: complete.len(),
+            receiver_bits_per_second: stats(|r| r.receiver_bits_per_second),
+            sender_bits_per_second: stats(|r| r.sender_bits_per_second),
+            cpu_seconds_per_gb: stats(|r| r.cpu_seconds_per_gb),
+        }
+    }
+}
+
+/// A whole sweep: what was swept, the base test, and every point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    pub parameter: SweepParam,
+    pub target: String,
+    /// The test every point started from (the swept field differs per point).
+    pub test: TestSpec,
+    pub repeat: u32,
+    pub points: Vec<SweepPoint>,
+}
+
+/// Progress of a running sweep, for the caller to print (and to save: `sweep` holds every
+/// run so far, so an interrupted sweep still leaves its results).
+#[derive(Debug)]
+pub struct RunDone<'a> {
+    pub point: usize,
+    pub label: &'a str,
+    pub figures: &'a RunFigures,
+    pub report: Option<&'a StreamReport>,
+    pub sweep: &'a SweepResult,
+}
+
+/// Columns of the sweep CSV.
+pub const SWEEP_CSV_HEADER: &str =
+    "kind,parameter,value,label,run,complete,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,verdict";
+
+pub(crate) fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Bits per second as a whole number.
+pub(crate) fn opt_bps(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v:.0}"))
+}
+
+pub(crate) fn opt(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v:.6}").trim_end_matches('0').trim_end_matches('.').to_string())
+}
+
+/// Runs the sweep against a running `uringbench recv`. The first run failing to start is an
+/// error (nothing to sweep against); later failures are recorded as incomplete runs and the
+/// sweep goes on.
+pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepResult> {
+    if plan.values.is_empty() {
+        return Err(Error::usage("sweep: no values to sweep"));
+    }
+    if plan.repeat == 0 {
+        return Err(Error::usage("--repeat must be at least 1"));
+    }
+    let specs: Vec<TestSpec> =
+        plan.values.iter().map(|&v| plan.param.apply(&plan.base.spec, v)).collect::<Result<_>>()?;
+    let points: Vec<SweepPoint> =
+        plan.values.iter().map(|&v| SweepPoint { value: v, label: plan.param.label(v), runs: Vec::new() }).collect();
+    let mut result = SweepResult {
+        parameter: plan.param,
+        target: plan.base.target.clone(),
+        test: plan.base.spec.clone(),
+        repeat: plan.repeat,
+        points,
+    };
+    for run in 1..=plan.repeat {
+        for (i, spec) in specs.iter().enumerate() {
+            let opts = SendOptions { spec: spec.clone(), ..plan.base.clone() };
+            let (figures, report) = match run_send(&opts) {
+                Ok(r) => (RunFigures::of_report(run, &r), Some(r)),
+                Err(e) if run == 1 && i == 0 => return Err(e),
+                Err(e) => (RunFigures::failed(run, &e), None),
+            };
+            result.points[i].runs.push(figures);
+            let point = &result.points[i];
+            progress(RunDone {
+                point: i,
+                label: &point.label,
+                figures: point.runs.last().expect("just pushed"),
+                report: report.as_ref(),
+                sweep: &result,
+            });
+            if crate::sys::interrupt::requested() {
+                // The run that saw the signal was reported as far as it got; no more runs.
+                return Ok(result);
+            }
+        }
+    }
+    Ok(result)
+}
+
+impl SweepResult {
+    /// Every run complete.
+    pub fn complete(&self) -> bool {
+        self.points.iter().all(|p| p.runs.iter().all(|r| r.complete))
+    }
+
+    /// The saved document: the result plus per-point summaries.
+    pub fn to_json(&self) -> Value {
+        let points: Vec<Value> = self
+            .points
+            .iter()
+            .map(|p| json!({"value": p.value, "label": p.label, "runs": p.runs, "summary": p.summary()}))
+            .collect();
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "kind": "sweep",
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "parameter": self.parameter,
+            "target": self.target,
+            "test": self.test,
+            "repeat": self.repeat,
+            "complete": self.complete(),
+            "points": points,
+        })
+    }
+
+    /// Reads a saved sweep back (summaries are recomputed from the runs).
+    pub fn from_json(doc: &Value) -> Result<Self> {
+        if doc["kind"] != "sweep" {
+            return Err(Error::usage("not a sweep document (no \"kind\": \"sweep\")"));
+        }
+        if doc["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
+            return Err(Error::usage(format!(
+                "sweep document schema_version {} is not supported",
+                doc["schema_version"]
+            )));
+        }
+        let result: Self =
+            serde_json::from_value(doc.clone()).map_err(|e| Error::usage(format!("malformed sweep document: {e}")))?;
+        if result.points.is_empty() {
+            return Err(Error::usage("sweep document has no points"));
+        }
+        Ok(result)
+    }
+
+    /// A run-per-row CSV, plus min/median/mean/max/stdev rows per point.
+    pub fn to_csv(&self) -> String {
+        let mut out = format!("{SWEEP_CSV_HEADER}\n");
+        let param = self.parameter.key();
+        for p in &self.points {
+            for r in &p.runs {
+                let _ = writeln!(
+                    out,
+                    "run,{param},{},{},{},{},{},{},{},{}",
+                    p.value,
+                    csv_field(&p.label),
+                    r.run,
+                    r.complete,
+                    opt_bps(r.receiver_bits_per_second),
+                    opt_bps(r.sender_bits_per_second),
+                    opt(r.cpu_seconds_per_gb),
+                    csv_field(r.verdict.as_deref().or(r.error.as_deref()).unwrap_or(""))
+                );
+            }
+            let s = p.summary();
+            let pick = |st: &Option<Stats>, f: fn(&Stats) -> f64| opt(st.as_ref().map(f));
+            let pick_bps = |st: &Option<Stats>, f: fn(&Stats) -> f64| opt_bps(st.as_ref().map(f));
+            for (kind, f) in [
+                ("min", (|s: &Stats| s.min) as fn(&Stats) -> f64),
+                ("median", |s| s.median),
+                ("mean", |s| s.mean),
+                ("max", |s| s.max),
+                ("stdev", |s| s.stdev),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{kind},{param},{},{},,{},{},{},{},",
+                    p.value,
+                    csv_field(&p.label),
+                    s.complete_runs,
+                    pick_bps(&s.receiver_bits_per_second, f),
+                    pick_bps(&s.sender_bits_per_second, f),
+                    pick(&s.cpu_seconds_per_gb, f)
+                );
+            }
+        }
+        out
+    }
+
+    /// The chart: received Gbit/s (left) and CPU-s/GB (right), medians with min–max bars.
+    pub fn chart(&self) -> Chart {
+        let mut gbps = Vec::new();
+        let mut cpu = Vec::new();
+        for (x, p) in self.points.iter().enumerate() {
+            let s = p.summary();
+            if let Some(st) = s.receiver_bits_per_second {
+                gbps.push(Point { x, y: st.median / 1e9, min: Some(st.min / 1e9), max: Some(st.max / 1e9) });
+            }
+            if let Some(st) = s.cpu_seconds_per_gb {
+                cpu.push(Point { x, y: st.median, min: Some(st.min), max: Some(st.max) });
+            }
+        }
+        let t = &self.test;
+        Chart {
+            title: format!(
+                "uringbench sweep: {} stream to {}, {} run{} per point (median, min-max)",
+                if t.proto == Proto::Udp { "UDP" } else { "TCP" },
+                self.target,
+                self.repeat,
+                if self.repeat == 1 { "" } else { "s" }
+            ),
+            x_label: self.parameter.axis_title().into(),
+            categories: self.points.iter().map(|p| p.label.clone()).collect(),
+            left_label: "received Gbit/s".into(),
+            right_label: Some("receiver CPU-s/GB".into()),
+            series: vec![
+                Series { key: "receiver_gbps".into(), name: "received Gbit/s".into(), axis: Axis::Left, points: gbps },
+                Series { key: "cpu_s_per_gb".into(), name: "receiver CPU-s/GB".into(), axis: Axis::Right, points: cpu },
+            ],
+        }
+    }
+
+    /// A table, one line per point.
+    pub fn render_table(&self) -> String {
+        let mut out = format!(
+            "{:<8} {:>5}  {:<34} {:<26} {}\n",
+            self.parameter.key(),
+            "runs",
+            "received Gbit/s median [min-max]",
+            "CPU-s/GB median [min-max]",
+            "verdicts"
+        );
+        for p in &self.points {
+            let s = p.summary();
+            let range = |st: Option<Stats>, scale: f64, digits: usize| {
+                st.map_or("-".to_string(), |st| {
+                    format!("{:.d$} [{:.d$}-{:.d$}]", st.median / scale, st.min / scale, st.max / scale, d = digits)
+                })
+            };
+            let mut verdicts: Vec<&str> = p.runs.iter().filter_map(|r| r.verdict.as_deref()).collect();
+            verdicts.sort_unstable();
+            verdicts.dedup();
+            let _ = writeln!(
+                out,
+                "{:<8} {:>5}  {:<34} {:<26} {}",
+                p.label,
+                format!("{}/{}", s.complete_runs, s.runs),
+                range(s.receiver_bits_per_second, 1e9, 2),
+                range(s.cpu_seconds_per_gb, 1.0, 3),
+                verdicts.join(", ")
+            );
+        }
+        out
+    }
+}
+
+/// A one-line description of a run, for progress output.
+pub fn run_line(param: SweepParam, label: &str, repeat: u32, f: &RunFigures) -> String {
+    format!("{}={label} run {}/{repeat}: {}", param.key(), f.run, run_figures_text(f))
+}
+
+/// `run N: ...` for runs that are not part of a sweep (`send --repeat`).
+pub fn run_line_plain(f: &RunFigures) -> String {
+    format!("run {}: {}", f.run, run_figures_text(f))
+}
+
+fn run_figures_text(f: &RunFigures) -> String {
+    let gbps = f.receiver_bits_per_second.map_or("nothing received".into(), format_bits_per_second);
+    let cpu = f.cpu_seconds_per_gb.map_or("cpu n/a".into(), |c| format!("{c:.3} CPU-s/GB"));
+    let tail = match (&f.error, &f.verdict) {
+        (Some(e), _) => format!("incomplete: {e}"),
+        (None, Some(v)) => format!("verdict: {v}"),
+        _ => String::new(),
+    };
+    format!("{gbps}, {cpu}, {tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(run: u32, gbps: f64, cpu: f64) -> RunFigures {
+        RunFigures {
+            run,
+            complete: true,
+            receiver_bits_per_second: Some(gbps * 1e9),
+            sender_bits_per_second: Some(gbps * 1e9 + 1e6),
+            cpu_seconds_per_gb: Some(cpu),
+            verdict: Some("sender cpu".into()),
+            error: None,
+        }
+    }
+
+    fn result() -> SweepResult {
+        SweepResult {
+            parameter: SweepParam::Queues,
+            target: "10.77.0.2".into(),
+            test: TestSpec::default(),
+            repeat: 3,
+            points: vec![
+                SweepPoint {
+                    value: 1,
+                    label: "1".into(),
+                    runs: vec![figures(1, 10.0, 0.2), figures(2, 12.0, 0.25), figures(3, 11.0, 0.3)],
+                },
+                SweepPoint {
+                    value: 2,
+                    label: "2".into(),
+                    runs: vec![
+                        figures(1, 15.0, 0.2),
+                        RunFigures::failed(2, &Error::peer("receiver vanished")),
+                        figures(3, 17.0, 0.22),
+                    ],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn labels_and_apply() {
+        assert_eq!(SweepParam::Len.label(65536), "64K");
+        assert_eq!(SweepParam::Len.label(1470), "1470");
+        assert_eq!(SweepParam::Len.label(1 << 20), "1M");
+        assert_eq!(SweepParam::Rate.label(2_500_000_000), "2500M");
+        assert_eq!(SweepParam::Rate.label(10_000_000_000), "10G");
+        assert_eq!(SweepParam::Queues.label(16), "16");
+        let base = TestSpec::default();
+        assert_eq!(SweepParam::Queues.apply(&base, 8).unwrap().queues, 8);
+        assert_eq!(SweepParam::Len.apply(&base, 4096).unwrap().len, 4096);
+        assert_eq!(SweepParam::Rate.apply(&base, 1_000_000).unwrap().rate_bps, 1_000_000);
+        assert_eq!(SweepParam::Queues.apply(&base, 0).unwrap_err().exit_code(), 2);
+        assert_eq!(SweepParam::Len.apply(&base, 1 << 33).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn summaries_use_complete_runs_only() {
+        let r = result();
+        let s = r.points[1].summary();
+        assert_eq!((s.runs, s.complete_runs), (3, 2));
+        assert_eq!(s.receiver_bits_per_second.unwrap().median, 16e9);
+        assert!(!r.complete());
+        let s = r.points[0].summary();
+        assert_eq!(s.receiver_bits_per_second.unwrap().min, 10e9);
+    }
+
+    #[test]
+    fn csv_rows_per_run_and_per_point() {
+        let csv = result().to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], SWEEP_CSV_HEADER);
+        let columns = SWEEP_CSV_HEADER.split(',').count();
+        assert!(lines.iter().all(|l| l.split(',').count() == columns), "{csv}");
+        assert_eq!(lines.iter().filter(|l| l.starts_with("run,")).count(), 6);
+        assert_eq!(lines.iter().filter(|l| l.starts_with("median,")).count(), 2);
+        assert!(lines.contains(&"median,queues,1,1,,3,11000000000,11001000000,0.25,"), "{csv}");
+        assert!(lines.contains(&"run,queues,2,2,2,false,,,,receiver vanished"), "{csv}");
+        assert_eq!(csv_field("a,b \"c\""), "\"a,b \"\"c\"\"\"");
+    }
+
+    #[test]
+    fn json_round_trip_and_bad_documents() {
+        let r = result();
+        let doc = r.to_json();
+        assert_eq!(doc["points"][0]["summary"]["receiver_bits_per_second"]["median"].as_f64(), Some(11e9));
+        let back = SweepResult::from_json(&doc).unwrap();
+        assert_eq!(back, r, "a saved sweep reads back as it was");
+        for (bad, want) in [
+            (json!({"kind": "send"}), "not a sweep"),
+            (json!({"kind": "sweep", "schema_version": 9}), "schema_version 9"),
+            (json!({"kind": "sweep", "schema_version": 1, "points": "x"}), "malformed sweep document"),
+        ] {
+            let e = SweepResult::from_json(&bad).unwrap_err();
+            assert!(e.message.contains(want), "{e}");
+            assert_eq!(e.exit_code(), 2);
+        }
+        let mut empty = doc.clone();
+        empty["points"] = json!([]);
+        assert!(SweepResult::from_json(&empty).unwrap_err().message.contains("no points"));
+    }
+
+    #[test]
+    fn chart_series_and_table() {
+        let r = result();
+        let c = r.chart();
+        assert_eq!(c.categories, vec!["1", "2"]);
+        assert_eq!(c.series.len(), 2);
+        assert_eq!(c.series[0].points[1], Point { x: 1, y: 16.0, min: Some(15.0), max: Some(17.0) });
+        let t = r.render_table();
+        assert!(t.contains("2/3"), "{t}");
+        assert!(t.contains("11.00 [10.00-12.00]"), "{t}");
+        let line = run_line(SweepParam::Queues, "2", 3, &r.points[1].runs[1]);
+        assert_eq!(line, "queues=2 run 2/3: nothing received, cpu n/a, incomplete: receiver vanished");
+    }
+
+    #[test]
+    fn figures_from_a_saved_send_document() {
+        let doc = json!({"complete": true, "sum": {"receiver": {"bits_per_second": 5e9}, "sender": {"bits_per_second": 5.1e9}},
+            "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 0.4}}, "verdict": {"bottleneck": "receiver cpu"}, "error": null});
+        let f = RunFigures::of_json(1, &doc);
+        assert_eq!(f.receiver_bits_per_second, Some(5e9));
+        assert_eq!(f.cpu_seconds_per_gb, Some(0.4));
+        assert_eq!(f.verdict.as_deref(), Some("receiver cpu"));
+        let f = RunFigures::of_json(2, &json!({}));
+        assert!(!f.complete && f.receiver_bits_per_second.is_none());
+    }
+}

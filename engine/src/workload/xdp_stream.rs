@@ -1,0 +1,381 @@
+//! A UDP stream test with the AF_XDP engine at either end, over the usual control channel.
+//!
+//! - `send --engine xdp`: the hello announces one source port per flow, exactly as the socket
+//!   UDP sender does (the ports are reserved by binding ordinary UDP sockets that are never
+//!   used), so `recv` (either engine) expects the frames. The frames are written whole, with
+//!   this host's address on the control connection, the egress interface's MAC and the next
+//!   hop's MAC from the neighbour table.
+//! - `recv --engine xdp`: forward UDP tests are received by AF_XDP sockets on every receive
+//!   queue of the interface that faces the sender; the program steers the control port's UDP
+//!   to them and passes the rest. TCP tests and reverse directions use the socket engine.
+//!
+//! Both sides fill the same [`SideReport`] as the socket engine, plus [`XdpFigures`].
+
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::metrics::seq::SeqStats;
+use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
+use crate::report::stream::{Role, SideReport, StreamReport, UdpFigures};
+use crate::runtime::placement::Placement;
+use crate::runtime::threads::{deal_by_queue, QueueThreads};
+use crate::session::control::{self, ControlMsg};
+use crate::session::live::{Live, Observer, ServerLive};
+use crate::sys::hostinfo::{self, neigh};
+use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
+use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
+use crate::transport::udp::recv::LiveStats;
+use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow};
+use crate::transport::xdp::send::{self as xsend, XdpSendConfig, XdpSendFlow, XdpSendQueue};
+use crate::transport::FlowOutcome;
+use crate::uring::ring::WaitMode;
+use crate::wire::frame::{self, FlowAddrs, FrameTemplate};
+use crate::workload::stream::{SendOptions, SenderSession};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// AF_XDP choices of one side (local, not part of the agreed test).
+#[derive(Debug, Clone, Default)]
+pub struct XdpOptions {
+    /// Interface to use; default: the one the route to the peer takes.
+    pub iface: Option<String>,
+    /// Force native or generic mode for the receiver's program (default: native, else generic).
+    pub program_mode: Option<AttachMode>,
+}
+
+/// Silence after the last FIN before the receiver calls the flows ended.
+const FIN_LINGER: Duration = Duration::from_millis(20);
+/// How long after the planned end the receiver waits for FINs that never come.
+const RECEIVE_GRACE: Duration = Duration::from_secs(2);
+
+/// How long the sender waits for the kernel to resolve the next hop's MAC.
+const NEIGHBOUR_WAIT: Duration = Duration::from_secs(2);
+
+fn interface_mtu(ifname: &str) -> Result<u32> {
+    let path = format!("/sys/class/net/{ifname}/mtu");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+    text.trim().parse().map_err(|_| Error::unsupported(format!("{path} holds '{}', not an MTU", text.trim())))
+}
+
+/// Refuses datagram lengths the path or a UMEM frame cannot carry, naming the `--len` that fits.
+pub fn check_len(len: u32, ipv6: bool, ifname: &str, mtu: u32) -> Result<u32> {
+    let l3 = (frame::header_len(ipv6) - frame::ETH_HEADER_LEN) as u32;
+    let frame_len = len + frame::header_len(ipv6) as u32;
+    if len < crate::wire::udp_payload::HEADER_LEN as u32 {
+        return Err(Error::usage(format!(
+            "--len {len} is shorter than the {}-byte sequence header every datagram carries (the smallest frame is {} bytes: --len {})",
+            crate::wire::udp_payload::HEADER_LEN,
+            crate::wire::udp_payload::HEADER_LEN + frame::header_len(ipv6),
+            crate::wire::udp_payload::HEADER_LEN
+        )));
+    }
+    if len + l3 > mtu {
+        return Err(Error::usage(format!(
+            "--len {len} makes {}-byte packets, over the MTU {mtu} of {ifname}: use --len {} or less (or raise the MTU on both ends)",
+            len + l3,
+            mtu - l3
+        )));
+    }
+    if frame_len > MAX_FRAME_LEN {
+        return Err(Error::usage(format!(
+            "--len {len} makes {frame_len}-byte frames, over the {MAX_FRAME_LEN} bytes one AF_XDP UMEM frame holds (multi-buffer frames are not supported): use --len {} or less",
+            MAX_FRAME_LEN - frame::header_len(ipv6) as u32
+        )));
+    }
+    Ok(frame_len)
+}
+
+/// Runs a forward UDP test from this host's AF_XDP sockets to `recv` at `opts.target`.
+pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
+    let spec = &opts.spec;
+    if spec.proto != Proto::Udp {
+        return Err(Error::usage("--engine xdp sends UDP only (add -u)"));
+    }
+    if spec.direction != Direction::Forward {
+        return Err(Error::usage(
+            "--engine xdp sends forward only: for the other direction run `recv --engine xdp` on this host and send from the other",
+        ));
+    }
+    let mut session = SenderSession::connect(opts)?;
+    let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
+    let local_ip = local_ip.to_canonical();
+    let target_ip = session.target_ip;
+    let route = hostinfo::route_to(target_ip)?;
+    if route.local {
+        return Err(Error::usage(format!(
+            "--engine xdp needs a link to the target: {target_ip} is an address of this host (loopback has no AF_XDP path)"
+        )));
+    }
+    let ifname = xdp.iface.clone().unwrap_or_else(|| route.ifname.clone());
+    let ifindex = program::ifindex(&ifname)?;
+    let mtu = interface_mtu(&ifname)?;
+    let frame_len = check_len(spec.len, target_ip.is_ipv6(), &ifname, mtu)?;
+    let src_mac = neigh::interface_mac(&ifname)?;
+    let next_hop = route.gateway.unwrap_or(target_ip);
+    let dst_mac = neigh::resolve(next_hop, ifindex, &ifname, NEIGHBOUR_WAIT)?;
+    // Sockets open before the hello: a bad queue or a low memlock limit fails the command
+    // before the receiver starts anything.
+    let xsks: Vec<XskQueue> = (0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?;
+    // Source ports: reserved with ordinary sockets so no other program on this host gets them.
+    let reserved: Vec<UdpSocket> = (0..spec.flows())
+        .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("reserving a UDP source port", e)))
+        .collect::<Result<_>>()?;
+    let ports: Vec<u16> = reserved.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
+    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
+    for (i, &port) in ports.iter().enumerate() {
+        let addrs = FlowAddrs { src_mac, dst_mac, src: local_ip, dst: target_ip, src_port: port, dst_port: opts.port };
+        let template = FrameTemplate::new(&addrs, spec.len as usize).map_err(Error::usage)?;
+        let queue = spec.queue_of_flow(i as u32);
+        per_queue[queue as usize].push(XdpSendFlow { template, queue });
+    }
+    session.negotiate(spec, ports)?;
+    session.wait_ready()?;
+    let live = session.start_live(spec, observer)?;
+    let placement = &session.placement;
+    let t0 = Instant::now();
+    let items: Vec<(u32, XdpSendQueue)> =
+        xsks.into_iter().zip(per_queue).map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows })).collect();
+    let total_flows = u64::from(spec.flows().max(1));
+    let inputs: Vec<(Vec<XdpSendQueue>, XdpSendConfig)> = deal_by_queue(&placement.threads, items)
+        .into_iter()
+        .map(|queues| {
+            let flows: u64 = queues.iter().map(|q| q.flows.len() as u64).sum();
+            let cfg = XdpSendConfig {
+                len: spec.len,
+                deadline: t0 + spec.total(),
+                rate_bps: spec.rate_bps * flows / total_flows,
+                fin_copies: 5,
+                fin_interval: Duration::from_millis(5),
+                drain_limit: Duration::from_secs(2),
+                spin: placement.wait == WaitMode::Spin,
+            };
+            (queues, cfg)
+        })
+        .collect();
+    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
+    let worker_counters = Arc::clone(&counters);
+    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(queues, cfg)| {
+        Ok(xsend::run(queues, &worker_counters, &cfg))
+    })?;
+    let iface = Some(ifname.as_str());
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
+    // A stop ends the window and the far end's reception; AF_XDP queues send until the
+    // planned end (they have no early stop of their own).
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
+    let results = threads.join()?;
+    drop(reserved);
+    let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
+    let outcomes: Vec<FlowOutcome> =
+        flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
+    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        sender.stopped_early(spec, &reason);
+    }
+    sender.placement = placement.summary.clone();
+    let mut figures = XdpFigures {
+        interface: ifname.clone(),
+        nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
+        program_mode: None,
+        bind: results.first().map(|r| r.bind),
+        need_wakeup: true,
+        frame_len: frame_len as u32,
+        frames: results.iter().map(|r| r.completed).sum(),
+        produced: results.iter().map(|r| r.produced).sum(),
+        wakeups: results.iter().map(|r| r.wakeups).sum(),
+        ring_full: results.iter().map(|r| r.ring_full).sum(),
+        ..XdpFigures::default()
+    };
+    for r in &results {
+        figures.sockets.add(&r.sockets);
+        for n in &r.notes {
+            if !figures.notes.contains(n) {
+                figures.notes.push(n.clone());
+            }
+        }
+    }
+    sender.path = format!("{}, {} B datagrams", figures.describe(), spec.len);
+    sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
+    sender.xdp = Some(figures);
+    Ok(session.finish(spec, sender, live))
+}
+
+/// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its
+/// sockets bound and registered, before the sender is told to start.
+pub struct XdpReception {
+    program: XdpProgram,
+    xsks: Vec<XskQueue>,
+    flows: Vec<(IpAddr, u16)>,
+    port: u16,
+}
+
+impl XdpReception {
+    /// Attaches the program on the interface facing the peer and binds a socket on each of its
+    /// receive queues. Fails (and the caller refuses the test) if any step fails; whatever was
+    /// set up is torn down on the way out (the program detaches when dropped).
+    pub fn prepare(ctl: &TcpStream, udp_ports: &[u16], xdp: &XdpOptions) -> Result<Self> {
+        let peer = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
+        let port = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.port();
+        let ifname = match &xdp.iface {
+            Some(i) => i.clone(),
+            None => hostinfo::route_to(peer)?.ifname,
+        };
+        let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode)?;
+        let nq = program::queue_count(&ifname, "rx").max(1);
+        if nq > program::MAX_QUEUES {
+            return Err(Error::unsupported(format!(
+                "{ifname} has {nq} receive queues, more than the {} the XDP program serves",
+                program::MAX_QUEUES
+            )));
+        }
+        let mut xsks = Vec::with_capacity(nq as usize);
+        for q in 0..nq {
+            let mut xsk = socket::open(&ifname, q, "rx")?;
+            xsk.prime_fill();
+            program.register_socket(q, xsk.raw_fd())?;
+            xsks.push(xsk);
+        }
+        Ok(Self { program, xsks, flows: udp_ports.iter().map(|&p| (peer, p)).collect(), port })
+    }
+
+    /// Tells the sender to start, receives until every flow's FIN (or the planned end plus a
+    /// grace), and returns the receiver's report. The program is detached on return.
+    pub fn serve(self, ctl: &mut TcpStream, spec: &TestSpec, placement: &Placement) -> Result<SideReport> {
+        let Self { mut program, xsks, flows, port } = self;
+        let ifname = program.ifname.clone();
+        let nic_queues = xsks.len() as u32;
+        let ctl_live = ServerLive::start(ctl)?;
+        control::write_msg(ctl, &ControlMsg::Ready)?;
+        let counters = Arc::new(QueueCounters::new(spec.queues as usize));
+        let stop = Arc::new(AtomicBool::new(false));
+        let fins: Arc<Vec<AtomicBool>> = Arc::new(flows.iter().map(|_| AtomicBool::new(false)).collect());
+        let activity = Arc::new(AtomicU64::new(0));
+        let epoch = Instant::now();
+        let cfg = XdpRecvConfig {
+            dst_port: port,
+            one_way_delay: spec.one_way_delay,
+            stop: Arc::clone(&stop),
+            fins: Arc::clone(&fins),
+            activity: Arc::clone(&activity),
+            epoch,
+            spin: placement.wait == WaitMode::Spin,
+        };
+        // The flows have ended when every FIN was seen and nothing arrived for a moment (the
+        // sender repeats its FIN a few times, 5 ms apart).
+        let ended = || {
+            let quiet = epoch.elapsed().saturating_sub(Duration::from_nanos(activity.load(Ordering::Relaxed)));
+            !fins.is_empty() && fins.iter().all(|f| f.load(Ordering::Relaxed)) && quiet >= FIN_LINGER
+        };
+        // NIC queue q is served by the thread of test queue q mod queues.
+        let dealt = deal_by_queue(&placement.threads, xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect());
+        let mut live: Vec<LiveStats> = Vec::new();
+        let inputs: Vec<(Vec<XskQueue>, Vec<XdpRecvFlow>)> = dealt
+            .into_iter()
+            .map(|queues| {
+                let thread_flows: Vec<XdpRecvFlow> = flows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(src, src_port))| {
+                        let l = LiveStats::default();
+                        live.push(Arc::clone(&l));
+                        XdpRecvFlow { src, src_port, queue: spec.queue_of_flow(i as u32), live: Some(l) }
+                    })
+                    .collect();
+                (queues, thread_flows)
+            })
+            .collect();
+        let worker_counters = Arc::clone(&counters);
+        let worker_cfg = cfg.clone();
+        let threads = QueueThreads::spawn(&placement.threads, inputs, move |(queues, flows)| {
+            Ok(xrecv::run(queues, &flows, &worker_counters, &worker_cfg))
+        })?;
+        let t0 = Instant::now();
+        let src =
+            SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: Some(&ifname), udp: &live };
+        let finished = || ended() || ctl_live.stopped().is_some();
+        let window =
+            sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| ctl_live.interval(Role::Receiver, iv));
+        // Datagrams are never retransmitted: nothing arrives long after the sender's end.
+        let hard_end = t0 + spec.total() + RECEIVE_GRACE;
+        // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
+        while !ended() && ctl_live.stopped().is_none() && Instant::now() < hard_end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Detach first, then let the threads empty their rings: the program's `redirected`
+        // then equals what the threads read plus what the sockets dropped, exactly.
+        program.detach();
+        stop.store(true, Ordering::Relaxed);
+        let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
+        let results = threads.join()?;
+        let steer: Vec<SteerCounters> = program.counters(nic_queues)?;
+        let (mode, program_note) = (program.mode, program.note.clone());
+        drop(program);
+
+        // Per flow: the threads that saw it (RSS keeps a flow on one queue).
+        let per_flow: Vec<SeqStats> = (0..flows.len())
+            .map(|f| {
+                let mut seen = results.iter().map(|r| r.flows[f]).filter(|s| s.received > 0 || s.fin);
+                let first = seen.next().unwrap_or_default();
+                seen.fold(first, |mut acc, s| {
+                    acc.merge(&s);
+                    acc
+                })
+            })
+            .collect();
+        let outcomes: Vec<FlowOutcome> = per_flow
+            .iter()
+            .enumerate()
+            .map(|(i, s)| FlowOutcome { queue: spec.queue_of_flow(i as u32), bytes: s.bytes, error: None })
+            .collect();
+        let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
+        if let Some(reason) = ctl_live.stopped() {
+            report.stopped_early(spec, &reason);
+        }
+        let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>());
+        let datagrams = received.datagrams;
+        report.udp = Some(received);
+        let mut sockets = SocketCounters::default();
+        let mut notes: Vec<String> = program_note.into_iter().collect();
+        for r in &results {
+            sockets.add(&r.sockets);
+            for n in &r.notes {
+                if !notes.contains(n) {
+                    notes.push(n.clone());
+                }
+            }
+        }
+        let steer_sum = steer.iter().fold(SteerCounters::default(), |a, c| SteerCounters {
+            redirected: a.redirected + c.redirected,
+            passed: a.passed + c.passed,
+            dropped: a.dropped + c.dropped,
+        });
+        let frames: u64 = results.iter().map(|r| r.frames).sum();
+        let ipv6 = flows.first().is_some_and(|(ip, _)| ip.is_ipv6());
+        let figures = XdpFigures {
+            interface: ifname,
+            nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
+            program_mode: Some(mode),
+            bind: results.iter().find_map(|r| r.bind),
+            need_wakeup: true,
+            frame_len: spec.len + frame::header_len(ipv6) as u32,
+            frames,
+            produced: 0,
+            wakeups: results.iter().map(|r| r.polls).sum(),
+            ring_full: 0,
+            steer: Some(steer_sum),
+            sockets,
+            strangers: results.iter().map(|r| r.strangers).sum(),
+            malformed: results.iter().map(|r| r.malformed).sum(),
+            foreign: results.iter().map(|r| r.foreign).sum(),
+            checksum_unverified: results.iter().map(|r| r.checksum_unverified).sum(),
+            notes,
+        };
+        report.placement = placement.summary.clone();
+        report.path = format!("{}, {} datagrams accounted", figures.describe(), datagrams);
+        report.xdp = Some(figures);
+        Ok(report)
+    }
+}
