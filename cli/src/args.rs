@@ -636,10 +636,11 @@ or variant. Every variant is compared with the first.
 Examples:
   uringbench compare base.json tuned.json
   uringbench compare cubic=cubic.json bbr=bbr.json --metric received_gbps,cpu_seconds_per_gb --svg ab.svg
-  uringbench compare experiment.json -J"
+  uringbench compare experiment.json -J
+  uringbench compare before=fleet-monday after=fleet-tuesday   # two fleet run folders"
 )]
 pub struct CompareArgs {
-    /// Variants: [NAME=]FILE[,FILE...].
+    /// Variants: [NAME=]FILE[,FILE...]; a FILE may be a fleet folder (its completed runs).
     #[arg(required = true, value_name = "[NAME=]FILE")]
     pub variants: Vec<String>,
     /// Metrics to compare (comma-separated): received_gbps, cpu_seconds_per_gb, retransmits,

@@ -143,6 +143,15 @@ pub fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Vari
                 })
                 .collect());
         }
+        Some("fleet-run") => {
+            // One run of a fleet plan (`runs/ID.json` of `report --fleet`): its `send -J` document.
+            let run = &doc["document"];
+            if !is_run_doc(run) {
+                let why = doc["error"].as_str().unwrap_or("no report");
+                return Err(Error::usage(format!("fleet run {} failed: {why}", doc["id"].as_str().unwrap_or("?"))));
+            }
+            return one(vec![run.clone()]);
+        }
         Some("experiment") => {
             let variants = doc["variants"]
                 .as_array()
@@ -202,6 +211,35 @@ pub fn load_operand(operand: &str) -> Result<Vec<Variant>> {
         let base = files[0].rsplit('/').next().unwrap_or(files[0]);
         base.strip_suffix(".json").unwrap_or(base).to_owned()
     });
+    // A fleet folder (what the Ansible run role collects) stands for its completed runs.
+    let mut expanded: Vec<String> = Vec::new();
+    for file in &files {
+        let runs = std::path::Path::new(file).join("runs");
+        if !runs.is_dir() {
+            expanded.push((*file).to_owned());
+            continue;
+        }
+        let mut records: Vec<String> = std::fs::read_dir(&runs)
+            .map_err(|e| Error::usage(format!("{}: {e}", runs.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| p.display().to_string())
+            .collect();
+        records.sort();
+        let complete: Vec<String> = records
+            .into_iter()
+            .filter(|r| {
+                let doc = std::fs::read_to_string(r).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+                doc.is_some_and(|d| is_run_doc(&d["document"]))
+            })
+            .collect();
+        if complete.is_empty() {
+            return Err(Error::usage(format!("{file}: a fleet folder without completed runs")));
+        }
+        expanded.extend(complete);
+    }
+    let files: Vec<&str> =
+        if expanded.len() == files.len() { files } else { expanded.iter().map(String::as_str).collect() };
     let mut merged: Option<Variant> = None;
     let mut out = Vec::new();
     for file in &files {
@@ -631,6 +669,21 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_folder_is_one_variant_of_its_completed_runs() {
+        let dir = std::env::temp_dir().join(format!("uringbench-compare-fleet-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("runs")).unwrap();
+        let run = variant("x", &[5.0]).runs[0].clone();
+        for (id, doc) in [("a", run.clone()), ("b", run), ("c", Value::Null)] {
+            let rec = json!({"kind": "fleet-run", "id": id, "rc": 0, "document": doc});
+            std::fs::write(dir.join("runs").join(format!("{id}.json")), rec.to_string()).unwrap();
+        }
+        let operand = format!("before={}", dir.display());
+        let vs = load_operand(&operand).unwrap();
+        assert_eq!((vs.len(), vs[0].name.as_str(), vs[0].runs.len()), (1, "before", 2), "the failed run is left out");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn documents_of_each_kind_give_variants() {
         let run = variant("x", &[5.0]).runs[0].clone();
         let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [run.clone(), run.clone()]});
@@ -642,6 +695,10 @@ mod tests {
         let names: Vec<String> = variants_of_doc("e", "f", &exp).unwrap().into_iter().map(|v| v.name).collect();
         assert_eq!(names, ["gro-on", "gro-off"]);
         assert!(variants_of_doc("n", "f", &json!({"a": 1})).unwrap_err().message.contains("not a uringbench"));
+        let fleet_run = json!({"kind": "fleet-run", "id": "r1", "rc": 0, "document": run.clone()});
+        assert_eq!(variants_of_doc("f", "f", &fleet_run).unwrap()[0].runs.len(), 1);
+        let failed = json!({"kind": "fleet-run", "id": "r2", "rc": 1, "error": "host4 unreachable", "document": null});
+        assert!(variants_of_doc("f", "f", &failed).unwrap_err().message.contains("host4 unreachable"));
         assert!(compare(vec![variant("a", &[1.0])], None, 1).unwrap_err().message.contains("two variants"));
         let rrv = variants_of_doc("rr", "f", &rr).unwrap().remove(0);
         let e = compare(vec![variant("a", &[1.0]), rrv], None, 1).unwrap_err();
