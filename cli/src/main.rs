@@ -15,6 +15,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use uringbench::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
+use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::{self, format_bits_per_second};
 use uringbench::report::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
 use uringbench::report::stream::end_event;
@@ -181,7 +182,11 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 report.total_bytes(),
                 report.bytes(),
                 report.bytes() as f64 / report.window_seconds.max(1e-9),
-                if report.complete { String::new() } else { format!(", incomplete: {}", report.errors.join("; ")) }
+                if report.complete {
+                    String::new()
+                } else {
+                    format!(", incomplete: {}", peer_text(&report.errors.join("; ")))
+                }
             ),
             ServerEvent::SessionEnded { id, peer, report, .. } => format!(
                 "[{id}] done {peer}: {} {} bytes ({} in the window: {}){}",
@@ -189,14 +194,18 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 report.total_bytes(),
                 report.bytes(),
                 format_bits_per_second(report.bits_per_second()),
-                if report.complete { String::new() } else { format!(", incomplete: {}", report.errors.join("; ")) }
+                if report.complete {
+                    String::new()
+                } else {
+                    format!(", incomplete: {}", peer_text(&report.errors.join("; ")))
+                }
             ),
             ServerEvent::SessionFailed { id, peer, error } => {
-                format!("[{id}] failed {peer}: {error}")
+                format!("[{id}] failed {peer}: {}", peer_text(&error))
             }
-            ServerEvent::Refused { peer, reason } => format!("refused test from {peer}: {reason}"),
+            ServerEvent::Refused { peer, reason } => format!("refused test from {peer}: {}", peer_text(&reason)),
             ServerEvent::Dropped { peer, reason } => {
-                format!("dropped connection from {peer}: {reason}")
+                format!("dropped connection from {peer}: {}", peer_text(&reason))
             }
             ServerEvent::Stopping { signal, running } => {
                 format!("uringbench recv: {signal}: accepting no more tests, ending {running} running")
@@ -209,6 +218,8 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             }
             ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: revert failed: {error}"),
         };
+        // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
+        let line = escape_controls(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

@@ -2,4 +2,5 @@
 
 pub mod error;
 pub mod spec;
+pub mod text;
 pub mod units;
