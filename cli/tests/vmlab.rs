@@ -318,7 +318,9 @@ fn tune_apply_then_revert_on_virtio_net_leaves_every_value_as_it_was() {
     assert!(irq_cpus(&one.tuned).len() >= 2, "IRQs spread after apply: {}", one.tuned);
     for kind in [
         "ethtool-l\tlab0\tcombined 1",
-        "ethtool-g\tlab0\trx 128 tx 128",
+        // One line per ring parameter (the settings journal of `uringbench settings`).
+        "ethtool-g\tlab0\trx 128",
+        "ethtool-g\tlab0\ttx 128",
         "ethtool-k\tlab0\tgso off",
         "smp_affinity_list\t0",
     ] {
