@@ -38,14 +38,20 @@ fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
         write_file(path, &result.chart().to_svg())?;
     }
     if let Some(path) = &args.json {
-        let doc = serde_json::to_string_pretty(&result.to_json())
-            .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
-        write_file(path, &format!("{doc}\n"))?;
+        write_file(path, &json_text(&result.to_json())?)?;
     }
     Ok(())
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+/// A JSON document as saved to a file: pretty, with a final newline.
+pub(crate) fn json_text(doc: &serde_json::Value) -> Result<String, Error> {
+    serde_json::to_string_pretty(doc)
+        .map(|t| t + "\n")
+        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
+}
+
+/// Writes a file the user asked for, naming it in the error.
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
@@ -160,10 +166,9 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
     let report = FleetReport::load(dir, (!asked.is_empty()).then_some(asked.as_slice()))?;
     let out_dir = args.out.as_deref().unwrap_or(dir);
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
-    let doc = serde_json::to_string_pretty(&report.to_json())
-        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
+    let doc = json_text(&report.to_json())?;
     let mut written = vec![out_dir.join("fleet.json"), out_dir.join("fleet.csv"), out_dir.join("heatmap.svg")];
-    write_file(&written[0], &format!("{doc}\n"))?;
+    write_file(&written[0], &doc)?;
     write_file(&written[1], &fleet::csv::to_csv(&report))?;
     write_file(&written[2], &fleet::heatmap::to_svg(&report))?;
     for attr in report.summaries.iter().map(|s| &s.attribute).filter(|a| *a != "address" && *a != "entry") {

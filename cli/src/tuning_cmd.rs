@@ -3,7 +3,6 @@
 use crate::args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson};
 use crate::{busy, port_or_default, print_json, xdp_mode};
 use std::io::Write;
-use std::path::Path;
 use uringbench::analysis::compare::{self, Metric};
 use uringbench::analysis::stats::DEFAULT_SEED;
 use uringbench::base::spec::{Proto, TestSpec, Workload};
@@ -13,15 +12,7 @@ use uringbench::workload::search::{self, SearchPlan, SearchResult, TrialFigures}
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
-fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
-}
-
-fn json_text(doc: &serde_json::Value) -> Result<String, Error> {
-    serde_json::to_string_pretty(doc)
-        .map(|t| t + "\n")
-        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
-}
+use crate::sweep_cmd::{json_text, write_file};
 
 pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     let mut variants = Vec::new();

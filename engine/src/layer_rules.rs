@@ -52,7 +52,6 @@ const KNOWN_UPWARD: &[(&str, &str, &str)] = &[
     ("analysis/compare.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("analysis/compare.rs", "report::chart", "compare's SVG and text rendering move to report/compare.rs"),
     ("analysis/compare.rs", "report::export", "export::Stats (median, min, max of runs) moves to metrics/"),
-    ("analysis/stats.rs", "report::export", "export::Stats (median, min, max of runs) moves to metrics/"),
     ("workload/experiment.rs", "analysis::compare", "experiment returns its runs and the caller compares them (cli, or a report/ step)"),
     ("workload/experiment.rs", "analysis::stats", "experiment returns its runs and the caller compares them (cli, or a report/ step)"),
 ];

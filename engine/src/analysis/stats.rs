@@ -24,7 +24,8 @@ pub fn median(xs: &[f64]) -> f64 {
     median_sorted(&v)
 }
 
-fn median_sorted(v: &[f64]) -> f64 {
+/// The median of sorted values (NaN when empty).
+pub(crate) fn median_sorted(v: &[f64]) -> f64 {
     let n = v.len();
     if n == 0 {
         return f64::NAN;
@@ -174,10 +175,13 @@ fn u_distribution(m: usize, n: usize) -> Vec<f64> {
 
 /// Relative spread of a sample: its standard deviation over its mean (0 for one value).
 pub fn relative_spread(xs: &[f64]) -> f64 {
-    match crate::report::export::Stats::of(xs) {
-        Some(s) if s.mean != 0.0 => (s.stdev / s.mean).abs(),
-        _ => 0.0,
+    let n = xs.len();
+    let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
+    if n < 2 || mean == 0.0 {
+        return 0.0;
     }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (var.sqrt() / mean).abs()
 }
 
 /// The smallest relative change (0.2 = 20%) that runs with these spreads and counts would find

@@ -29,7 +29,7 @@ impl Stats {
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let median = crate::analysis::stats::median_sorted(&v);
         let mean = v.iter().sum::<f64>() / n as f64;
         let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
         Some(Self { n, min: v[0], median, mean, max: v[n - 1], stdev: var.sqrt() })
