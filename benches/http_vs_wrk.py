@@ -296,15 +296,18 @@ def client_limit(args):
     return None
 
 
-def run_uringbench(args, run, tmp):
-    cmd = ["taskset", "-c", str(CPU_CLIENT), args.binary, "http", URL,
+def run_uringbench(args, run, tmp, tool="uringbench"):
+    """One http run; tool "uringbench-prev" runs the --prev-binary build instead."""
+    binary = args.prev_binary if tool == "uringbench-prev" else args.binary
+    cmd = ["taskset", "-c", str(CPU_CLIENT), binary, "http", URL,
            "-c", str(args.connections), "-d", "%ds" % args.time, "-t", "1", "-J"]
     cmd += shlex.split(args.ub_args)
-    res = new_result("uringbench", run, cmd)
+    res = new_result(tool, run, cmd)
     if not args.binary_ok:
         res["error"] = args.binary_problem
         return res
-    out, err = [os.path.join(tmp, "ub-r%d%s" % (run, x)) for x in (".out", ".err")]
+    stem = "%s-r%d" % ("ubp" if tool == "uringbench-prev" else "ub", run)
+    out, err = [os.path.join(tmp, stem + x) for x in (".out", ".err")]
     rc, timed_out, cpu_s, wall, cpu0 = run_with_rusage(cmd, client_limit(args), out, err)
     res["client_rc"], res["client_wall_s"] = rc, wall
     if timed_out:
@@ -444,6 +447,9 @@ def build_summary(results):
     s["cpu0_ratio"] = ratio("cpu0")
     s["rps_target_met"] = None if s["rps_ratio"] is None else s["rps_ratio"] >= TARGET_RPS_RATIO
     s["cpu_target_met"] = None if s["cpu_ratio"] is None else s["cpu_ratio"] <= TARGET_CPU_RATIO
+    p = s["tools"].get("uringbench-prev")
+    if p:
+        s["prev"] = {k: sv.prev_ratio(u[k], p[k]) for k in ("rps", "cpu", "p99")}
     return s
 
 
@@ -470,7 +476,7 @@ def verdict(met):
 
 
 def target_lines(s):
-    missing = [t for t in TOOLS if not s["tools"][t]["ok"]]
+    missing = [t for t in ("uringbench", "wrk") if not s["tools"][t]["ok"]]
     na = "n/a (no successful runs of %s)" % " and ".join(missing)
     rr, cr, c0 = s["rps_ratio"], s["cpu_ratio"], s["cpu0_ratio"]
     return [
@@ -482,7 +488,16 @@ def target_lines(s):
             verdict(s["cpu_target_met"])),
         "(cross-check, not the target) uringbench/wrk cpu0 µs/request: %s" % (
             ("%.2f" % c0) if c0 is not None else "n/a"),
-    ]
+    ] + prev_lines(s)
+
+
+def prev_lines(s):
+    p = s.get("prev")
+    if not p:
+        return []
+    return [sv.prev_line("uringbench http", [("requests/s", p["rps"]),
+                                             ("client CPU-µs/request", p["cpu"]),
+                                             ("p99", p["p99"])])]
 
 
 COLS = ("tool", "requests/s median (min–max)", "client CPU-µs/req median (min–max)",
@@ -492,7 +507,7 @@ COLS = ("tool", "requests/s median (min–max)", "client CPU-µs/req median (min
 
 def row_cells(tool, t):
     return [tool, fmt_stat(t["rps"], 0), fmt_stat(t["cpu"], 2),
-            fmt_stat(t["self_cpu"], 2) if tool == "uringbench" else "-",
+            fmt_stat(t["self_cpu"], 2) if tool.startswith("uringbench") else "-",
             fmt_num(t["cpu0"]["median"] if t["cpu0"] else None, 2),
             fmt_num(t["p50"]["median"] if t["p50"] else None, 0),
             fmt_num(t["p99"]["median"] if t["p99"] else None, 0),
@@ -505,7 +520,7 @@ def print_text(s, args, environment, wrk_version):
     for line in explain_header(args, wrk_version):
         print("  " + line)
     print()
-    widths = [10, 30, 34, 26, 18, 13, 13, 7]
+    widths = [15, 30, 34, 26, 18, 13, 13, 7]
     fmt = "  ".join("%%-%ds" % w for w in widths)
     hdr = fmt % COLS
     print(hdr)
@@ -542,6 +557,9 @@ def print_markdown(s, args, environment, wrk_version, cmdline):
     print()
     print("Targets (issue 6): requests/s >= wrk's — **%s**; client CPU per request <= 0.5× "
           "wrk's — **%s**." % (verdict(s["rps_target_met"]), verdict(s["cpu_target_met"])))
+    for line in prev_lines(s):
+        print()
+        print(line)
     print()
     print("Command: `%s`" % cmdline)
     notes = [(tool, "failed", e) for tool in TOOLS for e in s["tools"][tool]["errors"]]
@@ -581,6 +599,7 @@ def parse_args(argv):
     ap.add_argument("--ub-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench http`")
     args = ap.parse_args(argv)
+    sv.check_prev_binary(ap, args)
     if args.runs < 1:
         ap.error("--runs must be >= 1")
     if not (1 <= args.time <= 3600):
@@ -632,7 +651,10 @@ def progress(res, total_runs):
 
 
 def main(argv):
+    global TOOLS
     args = parse_args(argv)
+    if args.prev_binary:
+        TOOLS = ("uringbench", "uringbench-prev", "wrk")
     problems = check_prereqs(args)
     if problems:
         for p in problems:
@@ -660,8 +682,11 @@ def main(argv):
                 % (HOST, PORT, nginx.prefix, CPU_SERVER))
             for run in range(1, args.runs + 1):
                 tools = [("uringbench", run_uringbench), ("wrk", run_wrk)]
-                if run % 2 == 0:
-                    tools.reverse()
+                if args.prev_binary:
+                    tools.insert(1, ("uringbench-prev", lambda a, r, t: run_uringbench(
+                        a, r, t, tool="uringbench-prev")))
+                k = (run - 1) % len(tools)
+                tools = tools[k:] + tools[:k]
                 for order, (_name, fn) in enumerate(tools, 1):
                     nginx.ensure()
                     res = fn(args, run, tmp)
@@ -695,7 +720,8 @@ def main(argv):
                        "explanation": explain_header(args, wver),
                        "settings": {"runs": args.runs, "time_s": args.time,
                                     "connections": args.connections, "url": URL,
-                                    "binary": args.binary, "clk_tck": CLK_TCK,
+                                    "binary": args.binary, "prev_binary": args.prev_binary,
+                                    "clk_tck": CLK_TCK,
                                     "cpu_client": CPU_CLIENT, "cpu_server": CPU_SERVER},
                        "results": results, "summary": summary, "exit_status": rc}, f,
                       indent=2)

@@ -137,26 +137,28 @@ def run_pair(res, srv_cmd, port, cli_cmd, args, tmp, tag, server_exits=False):
 # uringbench
 
 
-def run_uringbench(args, run, tmp):
-    srv_cmd = in_ns(NS_SRV, CPU_SRV, [args.binary, "recv", "--once", "--port", str(UB_PORT)]
+def run_uringbench(args, run, tmp, tool="uringbench"):
+    """One rr run; tool "uringbench-prev" runs the --prev-binary build instead."""
+    binary = args.prev_binary if tool == "uringbench-prev" else args.binary
+    tag = "%s-r%d" % ("ubp" if tool == "uringbench-prev" else "ub", run)
+    srv_cmd = in_ns(NS_SRV, CPU_SRV, [binary, "recv", "--once", "--port", str(UB_PORT)]
                     + shlex.split(args.ub_recv_args))
-    cli_cmd = in_ns(NS_CLI, CPU_CLI, [args.binary, "rr", "--target", ADDR_SRV, "--port",
+    cli_cmd = in_ns(NS_CLI, CPU_CLI, [binary, "rr", "--target", ADDR_SRV, "--port",
                                       str(UB_PORT), "-t", sv.time_arg(args.time), "--req", "1",
                                       "--resp", "1", "-J"] + (["-u"] if args.udp else [])
                         + shlex.split(args.ub_rr_args))
-    res = new_result("uringbench", run, shlex.join(cli_cmd), shlex.join(srv_cmd))
+    res = new_result(tool, run, shlex.join(cli_cmd), shlex.join(srv_cmd))
     if not args.binary_ok:
         res["error"] = args.binary_problem
         return res
-    got = run_pair(res, srv_cmd, UB_PORT, cli_cmd, args, tmp, "ub-r%d" % run,
-                   server_exits=True)
+    got = run_pair(res, srv_cmd, UB_PORT, cli_cmd, args, tmp, tag, server_exits=True)
     if got is None:
         return res
     stdout = got[0]
     doc = sv.parse_json_doc(stdout)
     if not isinstance(doc, dict):
         res["error"] = "rr printed no JSON document: %s" % (sv.tail_line(
-            os.path.join(tmp, "ub-r%d.cli.out" % run)) or "(empty)")
+            os.path.join(tmp, "%s.cli.out" % tag)) or "(empty)")
         return res
     try:
         lat = doc["latency_us"]
@@ -348,6 +350,8 @@ def run_sockperf(args, run, tmp, spin=False):
 
 
 RUNNERS = {"uringbench": run_uringbench, "iperf2": run_iperf2, "sockperf": run_sockperf,
+           "uringbench-prev": lambda args, run, tmp: run_uringbench(args, run, tmp,
+                                                                    tool="uringbench-prev"),
            "sockperf-spin": lambda args, run, tmp: run_sockperf(args, run, tmp, spin=True)}
 
 
@@ -423,6 +427,12 @@ def comparison_lines(s):
     c = s["comparison"]
     u = s["tools"]["uringbench"]
     lines = ["Target (issue 6): %s." % TARGET]
+    p = s["tools"].get("uringbench-prev")
+    if p:
+        lines.append(sv.prev_line("uringbench rr", [
+            ("transactions/s", sv.prev_ratio(u["tps"], p["tps"])),
+            ("p50", sv.prev_ratio(u["p50_us"], p["p50_us"])),
+            ("p99", sv.prev_ratio(u["p99_us"], p["p99_us"]))]))
     if not c["better_peer"]:
         lines.append("No peer produced a result: the target cannot be assessed.")
         return lines
@@ -448,14 +458,14 @@ def print_text(s, args, environment):
     print("uringbench rr vs iperf2 bounceback vs sockperf ping-pong, TCP (%s)" % environment)
     for line in explain(args):
         print("  " + line)
-    hdr = "%-11s %-30s %-18s %-18s %s" % ("tool", "transactions/s median (min–max)",
+    hdr = "%-15s %-30s %-18s %-18s %s" % ("tool", "transactions/s median (min–max)",
                                          "p50 µs median", "p99 µs median", "runs ok")
     print()
     print(hdr)
     print("-" * len(hdr))
     for tool in TOOLS:
         t = s["tools"][tool]
-        print("%-11s %-30s %-18s %-18s %d/%d" % (tool, stat(t, "tps", 0), p_cell(tool, t, "p50_us"),
+        print("%-15s %-30s %-18s %-18s %d/%d" % (tool, stat(t, "tps", 0), p_cell(tool, t, "p50_us"),
                                                 p_cell(tool, t, "p99_us"), t["ok"], t["runs"]))
     print()
     for line in comparison_lines(s):
@@ -521,6 +531,7 @@ def parse_args(argv):
     ap.add_argument("--udp", action="store_true",
                     help="UDP request/response: uringbench rr -u vs sockperf (iperf2 sits out)")
     args = ap.parse_args(argv)
+    sv.check_prev_binary(ap, args)
     if args.runs < 1:
         ap.error("--runs must be >= 1")
     if not (1 <= args.time <= 3600):
@@ -547,6 +558,8 @@ def main(argv):
     args = parse_args(argv)
     if args.udp:
         TOOLS, PEERS = ("uringbench", "sockperf", "sockperf-spin"), ("sockperf", "sockperf-spin")
+    if args.prev_binary:
+        TOOLS = TOOLS[:1] + ("uringbench-prev",) + TOOLS[1:]
     problems = check_prereqs()
     if problems:
         for p in problems:
@@ -601,7 +614,7 @@ def main(argv):
             json.dump({"command": cmdline, "environment": environment,
                        "explanation": explain(args), "target": TARGET,
                        "settings": {"runs": args.runs, "time_s": args.time,
-                                    "binary": args.binary},
+                                    "binary": args.binary, "prev_binary": args.prev_binary},
                        "results": results, "summary": summary, "exit_status": rc}, f,
                       indent=2, ensure_ascii=False)
         log("raw results written to %s" % args.json_out)

@@ -616,6 +616,30 @@ def add_common_args(ap):
     ap.add_argument("--json-out", metavar="FILE", help="write raw per-run results as JSON")
     ap.add_argument("--markdown", action="store_true",
                     help="print the final table as Markdown (for the README)")
+    ap.add_argument("--prev-binary", metavar="PATH",
+                    help="a previous uringbench build, run interleaved with the others "
+                         "(reported as uringbench-prev, with this/previous ratios)")
+
+
+def check_prev_binary(ap, args):
+    """--prev-binary must name an executable; it is kept as an absolute path."""
+    if args.prev_binary:
+        args.prev_binary = os.path.abspath(args.prev_binary)
+        if not os.access(args.prev_binary, os.X_OK):
+            ap.error("--prev-binary: not an executable file: %s" % args.prev_binary)
+
+
+def prev_ratio(this, prev):
+    """this/previous of two summaries' medians, or None when either is missing or zero."""
+    if not this or not prev or not prev.get("median"):
+        return None
+    return this["median"] / prev["median"]
+
+
+def prev_line(name, ratios):
+    """One line "this build / previous build (NAME): a x1.01, b x0.98" from (label, ratio)."""
+    parts = ["%s %s" % (k, ("x%.3f" % r) if r is not None else "n/a") for k, r in ratios]
+    return "this build / previous build (%s): %s" % (name, ", ".join(parts))
 
 
 def parse_args(argv):
@@ -635,16 +659,12 @@ def parse_args(argv):
     ap.add_argument("--ub-send-args", default="", metavar="ARGS",
                     help="extra arguments for `uringbench send`")
     ap.add_argument("--mtu", type=int, default=1500, help="veth MTU, default 1500")
-    ap.add_argument("--prev-binary", metavar="PATH",
-                    help="a previous uringbench build, run interleaved with the others "
-                         "(reported as uringbench-prev, with this/previous ratios)")
     args = ap.parse_args(argv)
     try:
         args.queues = [int(x) for x in args.queues.split(",") if x.strip()]
     except ValueError:
         ap.error("--queues: expected comma-separated integers, got %r" % args.queues)
-    if args.prev_binary:
-        args.prev_binary = os.path.abspath(args.prev_binary)
+    check_prev_binary(ap, args)
     if not args.queues or any(q < 1 or q > 1024 for q in args.queues):
         ap.error("--queues: each value must be 1..1024")
     if args.runs < 1:

@@ -99,8 +99,12 @@ TOOLS = {
     "gso": ("(a)", "uringbench GSO/GRO"),
     "nogso": ("(b)", "uringbench --no-gso"),
     "iperf2": ("(c)", "iperf2"),
+    # --prev-binary: the same two modes from a previous build, interleaved with the others
+    "gso-prev": ("(a')", "uringbench GSO/GRO, prev"),
+    "nogso-prev": ("(b')", "uringbench --no-gso, prev"),
 }
-TOOL_ORDER = ("gso", "nogso", "iperf2")
+TOOL_ORDER = ("gso", "gso-prev", "nogso", "nogso-prev", "iperf2")
+PREV_OF = {"gso": "gso-prev", "nogso": "nogso-prev"}
 TARGETS = {"gso": 10.0, "nogso": 2.0}
 TARGET_TEXT = {"gso": "GSO/GRO >= 10x iperf2 at <= 1% loss",
                "nogso": "per-datagram >= 2x iperf2 at <= 1% loss"}
@@ -189,15 +193,16 @@ def finish(res, length, cpu):
 
 def run_uringbench(args, tool, run, tmp):
     tag = "%s-r%d" % (tool, run)
-    send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), args.binary,
+    binary = args.prev_binary if tool.endswith("-prev") else args.binary
+    send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), binary,
                 "send", "--target", ADDR_RECV, "--port", str(UB_PORT), "-u",
                 "-l", str(args.len), "-t", time_arg(args.time), "-J"]
-    if tool == "nogso":
+    if tool.startswith("nogso"):
         send_cmd.append("--no-gso")
     if args.rate_bps:
         send_cmd += ["-b", str(args.rate_bps)]
     send_cmd += shlex.split(args.ub_send_args)
-    recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), args.binary,
+    recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), binary,
                 "recv", "--once", "--port", str(UB_PORT)] + shlex.split(args.ub_recv_args)
     res = new_result(tool, run, shlex.join(send_cmd), shlex.join(recv_cmd))
     if not args.binary_ok:
@@ -475,6 +480,12 @@ def build_summary(results, tools, rate_bps=None):
         s["ratios"][tool] = {"ratio": ratio, "target": TARGETS[tool],
                              "target_text": TARGET_TEXT[tool], "median_loss_pct": loss,
                              "max_loss_pct": worst, "met": met, "verdict": verdict}
+    for tool, prev in PREV_OF.items():
+        if tool in s["tools"] and prev in s["tools"]:
+            t, p = s["tools"][tool], s["tools"][prev]
+            s.setdefault("prev", {})[tool] = {
+                "mdgps": sv.prev_ratio(t["mdgps"], p["mdgps"]),
+                "cpu": sv.prev_ratio(t["cpu"], p["cpu"])}
     return s
 
 
@@ -513,6 +524,9 @@ def target_lines(summary):
         loss = ("%.2f%%" % r["median_loss_pct"]) if r["median_loss_pct"] is not None else "-"
         out.append("%s / iperf2 received datagrams/s: %s, loss %s (median) -- target "
                    "\"%s\": %s" % (label(tool), ratio, loss, r["target_text"], r["verdict"]))
+    for tool, r in summary.get("prev", {}).items():
+        out.append(sv.prev_line(label(tool), [("received datagrams/s", r["mdgps"]),
+                                              ("CPU-s/GB", r["cpu"])]))
     base = summary["tools"].get("iperf2")
     if summary["ratios"] and base and base["loss_pct"]:
         out.append("(iperf2's own median loss: %.2f%%; the loss condition applies to the "
@@ -525,12 +539,12 @@ def print_text(summary, args, environment, cmdline):
     print("uringbench vs iperf2, UDP %d-byte datagrams (%s)" % (args.len, environment))
     for line in explain_header(args):
         print("  " + line)
-    cols = ("%-24s %-28s %-24s %-9s %-9s %-9s %-9s %s")
+    cols = ("%-30s %-28s %-24s %-9s %-9s %-9s %-9s %s")
     hdr = cols % ("tool", "recv Mdgram/s med (min–max)", "loss % med (min–max)",
                   "Gbit/s", "CPU-s/GB", "window", "sent", "runs ok")
     print()
     print(hdr)
-    print("%-24s %-28s %-24s %-9s %-9s %-9s %-9s" % ("", "", "", "median", "median",
+    print("%-30s %-28s %-24s %-9s %-9s %-9s %-9s" % ("", "", "", "median", "median",
                                                       "Mdgram/s", "Mdgram/s"))
     print("-" * len(hdr))
     for tool, t in summary["tools"].items():
@@ -639,9 +653,12 @@ def parse_args(argv):
         except ValueError as e:
             ap.error("--rate: %s" % e)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    bad = [t for t in tools if t not in TOOLS]
+    bad = [t for t in tools if t not in TOOLS or t.endswith("-prev")]
     if bad or not tools:
         ap.error("--tools: expected a comma-separated subset of gso,nogso,iperf2")
+    sv.check_prev_binary(ap, args)
+    if args.prev_binary:
+        tools += [PREV_OF[t] for t in tools if t in PREV_OF]
     args.tools = [t for t in TOOL_ORDER if t in tools]
     return args
 
@@ -665,7 +682,8 @@ def main(argv):
     environment = environment_line()
     rc = 0
     pair_tried = False
-    runners = {"gso": run_uringbench, "nogso": run_uringbench, "iperf2": run_iperf2}
+    runners = {"gso": run_uringbench, "nogso": run_uringbench, "iperf2": run_iperf2,
+               "gso-prev": run_uringbench, "nogso-prev": run_uringbench}
     try:
         if any(t != "iperf2" for t in args.tools):
             prepare_binary(args)
@@ -706,6 +724,7 @@ def main(argv):
                        "settings": {"runs": args.runs, "time_s": args.time, "len": args.len,
                                     "rate_bps": args.rate_bps, "tools": args.tools,
                                     "mtu": args.mtu, "binary": args.binary,
+                                    "prev_binary": args.prev_binary,
                                     "clk_tck": CLK_TCK},
                        "results": results, "summary": summary, "exit_status": rc},
                       f, indent=2)
