@@ -187,6 +187,8 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if args.runs < 1 or not (0 < args.time <= 600):
         ap.error("--runs >= 1 and --time in (0, 600]")
+    if args.prev_binary:
+        ap.error("--prev-binary: not supported by this script (use udp_vs_iperf2.py)")
     try:
         args.lens = [int(x) for x in args.lens.split(",") if x.strip()]
     except ValueError:
