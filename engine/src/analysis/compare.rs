@@ -8,9 +8,9 @@
 //! point) and an `experiment` result (one variant per named variant).
 
 use crate::analysis::stats::{self, MannWhitney};
+use crate::metrics::figures::SCHEMA_VERSION;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use crate::report::export::Stats;
-use crate::report::stream::SCHEMA_VERSION;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};

@@ -8,10 +8,8 @@
 //! constants here so the docs and the tests quote the same numbers.
 
 use crate::base::units::format_bits_per_second;
-use crate::report::stream::{HostCpu, ThreadCpu};
+use crate::metrics::figures::Evidence;
 use crate::sys::netpath::LimitKind;
-use crate::sys::netpath::PathLimit;
-use crate::sys::tcpinfo::TcpWindow;
 use serde::{Deserialize, Serialize};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
@@ -120,27 +118,6 @@ impl PartialEq<&str> for Bottleneck {
 pub struct Verdict {
     pub bottleneck: Bottleneck,
     pub evidence: String,
-}
-
-/// Everything the rules look at, gathered from both sides of a run.
-#[derive(Debug, Clone, Default)]
-pub struct Evidence {
-    pub incomplete: Option<String>,
-    pub received_bps: f64,
-    pub configured_rate_bps: u64,
-    /// Limits in the order they are checked: qdisc, link speed, cloud cap.
-    pub path_limits: Vec<PathLimit>,
-    /// Sender-side TCP over the window.
-    pub tcp: TcpWindow,
-    /// Drops counted by the interfaces and softnet backlogs on the path during the window.
-    pub drops: u64,
-    /// UDP: (lost, expected) datagrams over the test, and the receiver's socket-buffer drops
-    /// (UDP RcvbufErrors) in its window.
-    pub udp_loss: Option<(u64, u64, u64)>,
-    /// Queue threads of each side ("sender"/"receiver").
-    pub threads: Vec<(&'static str, ThreadCpu)>,
-    /// Host CPUs of each side.
-    pub host: Vec<(&'static str, HostCpu)>,
 }
 
 fn pct(x: f64) -> String {
@@ -304,6 +281,9 @@ pub fn diagnose(e: &Evidence) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::figures::{HostCpu, ThreadCpu};
+    use crate::sys::netpath::PathLimit;
+    use crate::sys::tcpinfo::TcpWindow;
 
     fn thread(cpu: usize, utilization: f64) -> ThreadCpu {
         ThreadCpu { cpu, queues: vec![0], user_seconds: 0.1, system_seconds: utilization - 0.1, utilization }

@@ -4,7 +4,7 @@
 //! spreadsheet gets the same figures as the text report. The columns are fixed (see
 //! [`CSV_HEADER`]) and documented in the README.
 
-use crate::report::stream::StreamReport;
+use crate::metrics::figures::StreamReport;
 use serde::Serialize;
 use std::fmt::Write as _;
 

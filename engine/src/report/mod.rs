@@ -3,5 +3,6 @@
 pub mod chart;
 pub mod export;
 pub mod fleet;
+pub mod rr;
 pub mod saved;
 pub mod stream;

@@ -383,7 +383,7 @@ impl ExperimentResult {
     /// comparison (`compare` re-reads it).
     pub fn to_json(&self, comparison: Option<&CompareReport>) -> Value {
         json!({
-            "schema_version": crate::report::stream::SCHEMA_VERSION,
+            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
             "kind": "experiment",
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "target": self.target,

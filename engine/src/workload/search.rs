@@ -11,7 +11,7 @@
 
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
-use crate::report::stream::StreamReport;
+use crate::metrics::figures::StreamReport;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -250,7 +250,7 @@ impl SearchResult {
 
     pub fn to_json(&self, spec: &TestSpec, target: &str) -> Value {
         json!({
-            "schema_version": crate::report::stream::SCHEMA_VERSION,
+            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
             "kind": "search",
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "target": target,
