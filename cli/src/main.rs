@@ -18,7 +18,8 @@ use uringbench::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroC
 use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::{self, format_bits_per_second};
 use uringbench::metrics::figures::{Role, SCHEMA_VERSION};
-use uringbench::report::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
+use uringbench::metrics::summary::Stats;
+use uringbench::report::export::{csv_rows, RepeatSummary, CSV_HEADER};
 use uringbench::report::stream::end_event;
 use uringbench::runtime::placement::BusyPoll;
 use uringbench::session::control::DEFAULT_PORT;

@@ -9,8 +9,8 @@
 
 use crate::analysis::stats::{self, MannWhitney};
 use crate::metrics::figures::SCHEMA_VERSION;
+use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};

@@ -3,4 +3,5 @@
 pub mod figures;
 pub mod measure;
 pub mod seq;
+pub mod summary;
 pub mod xdp;

@@ -2,8 +2,8 @@
 //! `send -J` document, or a `send --repeat N -J` document, as a text summary and a chart.
 
 use crate::base::units::format_bits_per_second;
+use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
 use crate::workload::sweep::{RunFigures, SweepResult};
 use crate::{Error, Result};
 use serde_json::Value;

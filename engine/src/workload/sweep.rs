@@ -11,8 +11,8 @@
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
 use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
+use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
 use crate::workload::stream::{run_send, SendOptions};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
