@@ -103,7 +103,8 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
     let result = sweep::run(&plan, |done| {
         if text {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", sweep::run_line(param, done.label, plan.repeat, done.figures));
+            let _ =
+                writeln!(out, "{}", uringbench::report::sweep::run_line(param, done.label, plan.repeat, done.figures));
             let _ = out.flush();
         }
         if save_error.is_none() {

@@ -4,8 +4,8 @@ use crate::args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAct
 use crate::{busy, port_or_default, print_json, xdp_mode};
 use std::io::Write;
 use uringbench::analysis::compare::{self, Metric};
-use uringbench::analysis::stats::DEFAULT_SEED;
 use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::metrics::summary::DEFAULT_SEED;
 use uringbench::sys::settings::{self, Change, Journal};
 use uringbench::workload::experiment::{self, Plan, Progress};
 use uringbench::workload::search::{self, SearchPlan, SearchResult, TrialFigures};
@@ -164,8 +164,8 @@ pub fn experiment(args: ExperimentArgs) -> Result<u8, Error> {
         revert?;
     }
     let result = outcome?;
-    let comparison = result.compare(plan.seed)?;
-    let doc = result.to_json(Some(&comparison));
+    let comparison = compare::compare_experiment(&result, plan.seed)?;
+    let doc = result.to_json(Some(comparison.to_json()));
     if let Some(path) = &args.json_file {
         write_file(path, &json_text(&doc)?)?;
     }

@@ -13,8 +13,6 @@ use rand_chacha::ChaCha8Rng;
 /// Bootstrap resamples per interval: enough for stable 2.5/97.5 percentiles (their Monte Carlo
 /// error is well under the spread of any real set of runs).
 pub const BOOTSTRAP_ROUNDS: usize = 10_000;
-/// The seed used unless the caller gives one.
-pub const DEFAULT_SEED: u64 = 0x7572_696e_6762_656e;
 /// Two-sided significance level.
 pub const ALPHA: f64 = 0.05;
 

@@ -3,6 +3,10 @@
 
 use serde::Serialize;
 
+/// The seed of the seeded draws over runs (bootstrap resamples, an experiment's block
+/// orders) unless the caller gives one.
+pub const DEFAULT_SEED: u64 = 0x7572_696e_6762_656e;
+
 /// Summary statistics of one figure over several runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Stats {

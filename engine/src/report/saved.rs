@@ -54,7 +54,7 @@ impl SavedResults {
                     runs.iter().enumerate().map(|(i, d)| RunFigures::of_json(i as u32 + 1, d)).collect();
                 let mut out = format!("{} runs against {}\n", runs.len(), runs[0]["target"].as_str().unwrap_or("?"));
                 for f in &figures {
-                    let _ = writeln!(out, "{}", crate::workload::sweep::run_line_plain(f));
+                    let _ = writeln!(out, "{}", crate::report::sweep::run_line_plain(f));
                 }
                 let complete: Vec<&RunFigures> = figures.iter().filter(|f| f.complete).collect();
                 let gbps: Vec<f64> =
