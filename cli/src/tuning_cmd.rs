@@ -93,7 +93,8 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         &plan,
         |spec| {
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
-            run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet)).map(|r| TrialFigures::of_report(&r))
+            run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet))
+                .map(|r| TrialFigures::of_json(&r.to_json()))
         },
         |step| {
             if !json {

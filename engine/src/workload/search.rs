@@ -11,7 +11,6 @@
 
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
-use crate::metrics::figures::StreamReport;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -48,10 +47,7 @@ pub struct TrialFigures {
 }
 
 impl TrialFigures {
-    pub fn of_report(r: &StreamReport) -> Self {
-        Self::of_json(&r.to_json())
-    }
-
+    /// A trial's figures from its report's JSON document (docs/output.md keys).
     pub fn of_json(doc: &Value) -> Self {
         let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
         let loss_ratio = if doc.pointer("/test/proto") == Some(&json!("udp")) {

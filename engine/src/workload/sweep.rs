@@ -108,14 +108,16 @@ pub struct RunFigures {
 }
 
 impl RunFigures {
-    pub fn of_report(run: u32, r: &StreamReport) -> Self {
+    /// A run's figures from its report, with the verdict's bottleneck name as the caller
+    /// found it.
+    pub fn of_report(run: u32, r: &StreamReport, verdict: String) -> Self {
         Self {
             run,
             complete: r.complete(),
             receiver_bits_per_second: r.receiver.as_ref().map(|x| x.bits_per_second()),
             sender_bits_per_second: Some(r.sender.bits_per_second()),
             cpu_seconds_per_gb: r.receiver_cpu_seconds_per_gb(),
-            verdict: Some(r.verdict().bottleneck.to_string()),
+            verdict: Some(verdict),
             error: r.error.clone(),
         }
     }
@@ -205,8 +207,13 @@ pub struct RunDone<'a> {
 
 /// Runs the sweep against a running `uringbench recv`. The first run failing to start is an
 /// error (nothing to sweep against); later failures are recorded as incomplete runs and the
-/// sweep goes on.
-pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepResult> {
+/// sweep goes on. `verdict` names what limited a run (the analysis layer's verdict, handed in
+/// by the caller).
+pub fn run(
+    plan: &SweepPlan,
+    verdict: impl Fn(&StreamReport) -> String,
+    mut progress: impl FnMut(RunDone),
+) -> Result<SweepResult> {
     if plan.values.is_empty() {
         return Err(Error::usage("sweep: no values to sweep"));
     }
@@ -228,7 +235,7 @@ pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepR
         for (i, spec) in specs.iter().enumerate() {
             let opts = SendOptions { spec: spec.clone(), ..plan.base.clone() };
             let (figures, report) = match run_send(&opts) {
-                Ok(r) => (RunFigures::of_report(run, &r), Some(r)),
+                Ok(r) => (RunFigures::of_report(run, &r, verdict(&r)), Some(r)),
                 Err(e) if run == 1 && i == 0 => return Err(e),
                 Err(e) => (RunFigures::failed(run, &e), None),
             };
