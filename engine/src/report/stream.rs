@@ -278,9 +278,23 @@ impl StreamReport {
         out
     }
 
-    /// Window lines, totals, CPU, path, TCP, zero-copy, errors and the verdict.
+    /// Window lines, totals, CPU, UDP, path, TCP, zero-copy, errors and the verdict.
     fn render_summary(&self) -> String {
         let mut out = String::new();
+        self.window_lines(&mut out);
+        self.total_line(&mut out);
+        self.cpu_lines(&mut out);
+        self.udp_lines(&mut out);
+        self.path_line(&mut out);
+        self.tcp_line(&mut out);
+        self.zerocopy_line(&mut out);
+        self.error_lines(&mut out);
+        self.verdict_lines(&mut out);
+        out
+    }
+
+    /// The per-queue window lines and the `[SUM]` line, offered beside received.
+    fn window_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
         let _ = writeln!(out, "{INTERVAL_TITLES}");
@@ -312,6 +326,11 @@ impl StreamReport {
                 format_bits_per_second(r.bits_per_second())
             )),
         );
+    }
+
+    /// Bytes over the whole test on both sides, and whether they match.
+    fn total_line(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         let _ = writeln!(
             out,
             "total: sender wrote {} bytes, receiver counted {}",
@@ -322,6 +341,11 @@ impl StreamReport {
                 if r.total_bytes() == self.sender.total_bytes() { " (exact match)" } else { " (MISMATCH)" }
             )),
         );
+    }
+
+    /// Each side's queue threads and the host CPUs they ran on.
+    fn cpu_lines(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         for (name, side) in [("sender", Some(&self.sender)), ("receiver", recv)] {
             let Some(side) = side else { continue };
             let threads: Vec<String> = side
@@ -342,6 +366,11 @@ impl StreamReport {
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
             let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
         }
+    }
+
+    /// UDP: the receiver's datagram accounting, and the one-way delay when measured.
+    fn udp_lines(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         if let Some(u) = recv.and_then(|r| r.udp.as_ref()) {
             let sent = self.sender.udp.as_ref().map_or(0, |s| s.datagrams);
             let _ = writeln!(
@@ -359,6 +388,10 @@ impl StreamReport {
                 let _ = writeln!(out, "one-way delay: min {:.1} us, mean {:.1} us, max {:.1} us", min, mean, max);
             }
         }
+    }
+
+    /// The egress interface, the limits found on the path and its counters in the window.
+    fn path_line(&self, out: &mut String) {
         if let Some(iface) = &self.path.egress_interface {
             let limits: Vec<String> = self
                 .path
@@ -381,6 +414,10 @@ impl StreamReport {
                 if limits.is_empty() { "none found".to_string() } else { limits.join(", ") }
             );
         }
+    }
+
+    /// The sender's TCP figures: retransmits, RTT, cwnd and what limited it.
+    fn tcp_line(&self, out: &mut String) {
         let t = &self.sender.tcp;
         if t.flows > 0 {
             let _ = writeln!(
@@ -395,6 +432,10 @@ impl StreamReport {
                 t.sndbuf_limited_share() * 100.0
             );
         }
+    }
+
+    /// Whether SEND_ZC was used, and what the kernel copied anyway.
+    fn zerocopy_line(&self, out: &mut String) {
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(
                 out,
@@ -408,6 +449,11 @@ impl StreamReport {
                 }
             );
         }
+    }
+
+    /// Every error once, the test's own first.
+    fn error_lines(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         let mut shown: Vec<&String> = Vec::new();
         for err in
             self.error.iter().chain(&self.sender.errors).chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
@@ -417,12 +463,15 @@ impl StreamReport {
                 shown.push(err);
             }
         }
+    }
+
+    /// The verdict, then the reverse direction's report under `--bidir`.
+    fn verdict_lines(&self, out: &mut String) {
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
         if let Some(rev) = &self.reverse {
             let _ = writeln!(out, "\n--- reverse direction (the far side sending to this one) ---");
             out.push_str(&rev.render_text());
         }
-        out
     }
 }
