@@ -402,7 +402,6 @@ impl ExperimentResult {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::sys::settings::{register, Journal};
 
     pub(crate) const PLAN: &str = r#"
         runs = 4
