@@ -1,4 +1,5 @@
-//! Renderers and exporters: text, JSON, CSV, charts, saved results.
+//! Renderers and exporters: text, JSON, CSV, charts, saved results; for stream, rr, sweep and
+//! comparison results, and the merged fleet report.
 
 pub mod chart;
 pub mod compare;

@@ -1,5 +1,6 @@
 //! `uringbench experiment PLAN.toml`: named variants of host settings, each applied before its
-//! runs and reverted after, with the runs interleaved in a randomised block order and compared.
+//! runs and reverted after, with the runs interleaved in a randomised block order. The caller
+//! compares the variants' runs (`analysis::compare::compare_experiment`).
 //!
 //! A block runs every variant once, in an order drawn from a seeded ChaCha8 stream (A B C,
 //! C A B, ...), so a drift of the host over time spreads over all variants instead of
