@@ -233,6 +233,7 @@ pub fn cpu_evidence(sender: Option<&SideReport>, receiver: Option<&SideReport>) 
     (threads, host)
 }
 
+/// Bits per second of `bytes` over `seconds` (0 for an empty window).
 pub(crate) fn rate(bytes: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         bytes as f64 * 8.0 / seconds
