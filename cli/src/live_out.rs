@@ -7,9 +7,10 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use uringbench::base::spec::{Direction, TestSpec};
+use uringbench::metrics::figures::IntervalFigures;
+use uringbench::report::rr;
 use uringbench::report::stream::{self as report, interval_event, start_event};
 use uringbench::session::live::{Observer, StartInfo};
-use uringbench::workload::rr;
 use uringbench::Error;
 
 /// Where a command's report goes.
@@ -124,13 +125,7 @@ impl Observer for LiveOut {
         self.out.text(&text);
     }
 
-    fn interval(
-        &self,
-        direction: Direction,
-        n: usize,
-        received: &report::IntervalFigures,
-        offered: Option<&report::IntervalFigures>,
-    ) {
+    fn interval(&self, direction: Direction, n: usize, received: &IntervalFigures, offered: Option<&IntervalFigures>) {
         let spec = self.spec.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(spec) = spec else { return };
         let latency = spec.workload.latency_bound();

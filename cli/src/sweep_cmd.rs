@@ -100,16 +100,24 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
     let mut save_error: Option<Error> = None;
     // The first signal ends the running test early and stops the sweep after it.
     uringbench::sys::interrupt::install();
-    let result = sweep::run(&plan, |done| {
-        if text {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", sweep::run_line(param, done.label, plan.repeat, done.figures));
-            let _ = out.flush();
-        }
-        if save_error.is_none() {
-            save_error = save(&args, done.sweep).err();
-        }
-    })?;
+    let result = sweep::run(
+        &plan,
+        |r| r.verdict().bottleneck.to_string(),
+        |done| {
+            if text {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    uringbench::report::sweep::run_line(param, done.label, plan.repeat, done.figures)
+                );
+                let _ = out.flush();
+            }
+            if save_error.is_none() {
+                save_error = save(&args, done.sweep).err();
+            }
+        },
+    )?;
     if let Some(e) = save_error {
         return Err(e);
     }

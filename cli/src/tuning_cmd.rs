@@ -4,8 +4,8 @@ use crate::args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAct
 use crate::{busy, port_or_default, print_json, xdp_mode};
 use std::io::Write;
 use uringbench::analysis::compare::{self, Metric};
-use uringbench::analysis::stats::DEFAULT_SEED;
 use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::metrics::summary::DEFAULT_SEED;
 use uringbench::sys::settings::{self, Change, Journal};
 use uringbench::workload::experiment::{self, Plan, Progress};
 use uringbench::workload::search::{self, SearchPlan, SearchResult, TrialFigures};
@@ -93,7 +93,8 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         &plan,
         |spec| {
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
-            run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet)).map(|r| TrialFigures::of_report(&r))
+            run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet))
+                .map(|r| TrialFigures::of_json(&r.to_json()))
         },
         |step| {
             if !json {
@@ -164,8 +165,8 @@ pub fn experiment(args: ExperimentArgs) -> Result<u8, Error> {
         revert?;
     }
     let result = outcome?;
-    let comparison = result.compare(plan.seed)?;
-    let doc = result.to_json(Some(&comparison));
+    let comparison = compare::compare_experiment(&result, plan.seed)?;
+    let doc = result.to_json(Some(comparison.to_json()));
     if let Some(path) = &args.json_file {
         write_file(path, &json_text(&doc)?)?;
     }

@@ -3,8 +3,8 @@
 
 pub use crate::args::{Engine, XdpModeArg};
 use std::sync::Arc;
+use uringbench::metrics::figures::StreamReport;
 use uringbench::metrics::xdp::AttachMode;
-use uringbench::report::stream::StreamReport;
 use uringbench::session::live::Observer;
 use uringbench::workload::stream::{run_send_live, SendOptions};
 use uringbench::workload::xdp_stream::{run_send_xdp, XdpOptions};

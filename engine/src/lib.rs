@@ -14,9 +14,9 @@
 //! | [`doctor`] | host readiness checks |
 //! | [`wire`] | byte formats: UDP payload header, iperf2, HTTP/1.1, frames |
 //! | [`uring`] | rings, waiting, registered memory, fast paths, zcrx |
-//! | [`metrics`] | counters, sampling, sequence tracking, figure types |
+//! | [`metrics`] | counters, sampling, sequence tracking, the figure types, statistics over runs |
 //! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`] |
-//! | [`runtime`] | placement, queue threads |
+//! | [`runtime`] | placement, queue threads, the side report built from them |
 //! | [`session`] | the control channel, the live test |
 //! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, the receiver |
 //! | [`compat`] | iperf2 interoperability |

@@ -8,13 +8,12 @@
 //! point) and an `experiment` result (one variant per named variant).
 
 use crate::analysis::stats::{self, MannWhitney};
-use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
-use crate::report::stream::SCHEMA_VERSION;
+use crate::metrics::figures::SCHEMA_VERSION;
+use crate::metrics::summary::Stats;
+use crate::workload::experiment::ExperimentResult;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 
 /// A figure compared between variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -328,7 +327,7 @@ fn summarize(xs: &[f64], seed: u64) -> Option<MetricSummary> {
     })
 }
 
-fn fmt_p(p: f64) -> String {
+pub(crate) fn fmt_p(p: f64) -> String {
     if p < 0.001 {
         "p<0.001".into()
     } else {
@@ -460,12 +459,12 @@ pub fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) -> Comp
     }
 }
 
-fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     fmt_like(v, v)
 }
 
 /// `v` with as many decimals as suit `reference`, so a row's figures line up.
-fn fmt_like(v: f64, reference: f64) -> String {
+pub(crate) fn fmt_like(v: f64, reference: f64) -> String {
     let r = reference.abs();
     let decimals = if r >= 1000.0 || v.fract() == 0.0 && r >= 10.0 {
         0
@@ -477,58 +476,16 @@ fn fmt_like(v: f64, reference: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// The comparison of an experiment's variants, the first plan variant as the baseline.
+pub fn compare_experiment(result: &ExperimentResult, seed: u64) -> Result<CompareReport> {
+    let doc = result.to_json(None);
+    compare(variants_of_doc("", "experiment", &doc)?, None, seed)
+}
+
 impl CompareReport {
     /// The verdict lines on the primary metric, one per pair.
     pub fn verdicts(&self) -> Vec<&Comparison> {
         self.comparisons.iter().filter(|c| c.metric == self.primary).collect()
-    }
-
-    pub fn render_text(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "compare: {} variants against {}; 95% intervals from {} bootstrap resamples (seed {}), p from Mann-Whitney U",
-            self.variants.len(),
-            self.variants[0].name,
-            stats::BOOTSTRAP_ROUNDS,
-            self.seed
-        );
-        let width = self.variants.iter().map(|v| v.name.len()).max().unwrap_or(4).max(8);
-        for (mi, m) in self.metrics.iter().enumerate() {
-            let _ = writeln!(out, "\n{}", m.title());
-            for (vi, v) in self.variants.iter().enumerate() {
-                if let Some(s) = &self.summaries[vi][mi] {
-                    let _ = writeln!(
-                        out,
-                        "  {:<width$}  {:>3} runs  median {:>10}  [{} - {}]  95% CI {} - {}",
-                        v.name,
-                        s.n,
-                        fmt_value(s.median),
-                        fmt_like(s.min, s.median),
-                        fmt_like(s.max, s.median),
-                        fmt_like(s.ci95[0], s.median),
-                        fmt_like(s.ci95[1], s.median)
-                    );
-                }
-            }
-            for c in self.comparisons.iter().filter(|c| c.metric == *m) {
-                let ratio = c.ratio.map_or("ratio n/a (median 0)".into(), |r| format!("ratio {r:.3}"));
-                let ci = c.ci95.map_or(String::new(), |[lo, hi]| format!("  95% CI {lo:.3} - {hi:.3}"));
-                let _ = writeln!(
-                    out,
-                    "  {} vs {}: {ratio}{ci}  {}  {}",
-                    c.b,
-                    c.a,
-                    c.p_value.map_or("no test".into(), fmt_p),
-                    if c.significant { "significant" } else { "not significant" }
-                );
-            }
-        }
-        let _ = writeln!(out, "\nverdict ({}):", self.primary.title());
-        for c in self.verdicts() {
-            let _ = writeln!(out, "  {}", c.verdict);
-        }
-        out
     }
 
     pub fn to_json(&self) -> Value {
@@ -560,42 +517,14 @@ impl CompareReport {
             "comparisons": self.comparisons,
         })
     }
-
-    /// Per-variant distributions of the primary metric: every run as a dot, the median with its
-    /// 95% interval, and the min–max.
-    pub fn chart(&self) -> Chart {
-        let mi = self.metrics.iter().position(|m| *m == self.primary).unwrap_or(0);
-        let mut runs = Vec::new();
-        let mut medians = Vec::new();
-        let mut ranges = Vec::new();
-        for (x, v) in self.variants.iter().enumerate() {
-            runs.extend(v.samples(self.primary).into_iter().map(|y| Point { x, y, min: None, max: None }));
-            if let Some(s) = &self.summaries[x][mi] {
-                medians.push(Point { x, y: s.median, min: Some(s.ci95[0]), max: Some(s.ci95[1]) });
-                ranges.push(Point { x, y: s.median, min: Some(s.min), max: Some(s.max) });
-            }
-        }
-        Chart {
-            title: format!("uringbench compare: {} per variant", self.primary.title()),
-            x_label: "variant".into(),
-            categories: self.variants.iter().map(|v| v.name.clone()).collect(),
-            left_label: self.primary.title().into(),
-            right_label: None,
-            series: vec![
-                Series { key: "runs".into(), name: "runs".into(), axis: Axis::Left, points: runs },
-                Series { key: "median_ci95".into(), name: "median, 95% CI".into(), axis: Axis::Left, points: medians },
-                Series { key: "min_max".into(), name: "min-max".into(), axis: Axis::Left, points: ranges },
-            ],
-        }
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::analysis::stats::normal_samples;
 
-    fn variant(name: &str, gbps: &[f64]) -> Variant {
+    pub(crate) fn variant(name: &str, gbps: &[f64]) -> Variant {
         let runs = gbps
             .iter()
             .map(|g| {
@@ -644,31 +573,6 @@ mod tests {
     }
 
     #[test]
-    fn report_is_reproducible_and_renders() {
-        let vs = || vec![variant("a", &[10.0, 11.0, 10.5, 9.8]), variant("b", &[12.0, 12.5, 11.9, 12.2])];
-        let r1 = compare(vs(), None, 42).unwrap();
-        let r2 = compare(vs(), None, 42).unwrap();
-        assert_eq!(r1.to_json(), r2.to_json(), "seeded: the same input gives the same document");
-        assert_eq!(r1.metrics, vec![Metric::ReceivedGbps, Metric::CpuSecondsPerGb, Metric::Retransmits]);
-        let doc = r1.to_json();
-        let c = &doc["comparisons"][0];
-        assert_eq!(
-            (c["a"].as_str(), c["b"].as_str(), c["metric"].as_str()),
-            (Some("a"), Some("b"), Some("received_gbps"))
-        );
-        assert!(c["ratio"].as_f64().unwrap() > 1.1 && c["ci95"].as_array().unwrap().len() == 2);
-        assert!(c["p_value"].as_f64().is_some() && c["significant"].is_boolean());
-        // All-zero retransmits: no ratio, no difference.
-        let r = doc["comparisons"].as_array().unwrap().iter().find(|c| c["metric"] == "retransmits").unwrap();
-        assert!(r["ratio"].is_null() && r["significant"] == false, "{r}");
-        let text = r1.render_text();
-        assert!(text.contains("verdict (received Gbit/s):") && text.contains("b vs a: ratio"), "{text}");
-        let svg = r1.chart().to_svg_points();
-        assert_eq!(svg.matches(r#"class="point""#).count(), 8 + 2 + 2);
-        assert!(!svg.contains("<polyline"));
-    }
-
-    #[test]
     fn a_fleet_folder_is_one_variant_of_its_completed_runs() {
         let dir = std::env::temp_dir().join(format!("uringbench-compare-fleet-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("runs")).unwrap();
@@ -704,5 +608,49 @@ mod tests {
         let e = compare(vec![variant("a", &[1.0]), rrv], None, 1).unwrap_err();
         assert!(e.message.contains("share no metric"), "{e}");
         assert!(Metric::parse("gbps").unwrap_err().message.contains("received_gbps"));
+    }
+
+    #[test]
+    fn runs_interleave_apply_and_revert_around_each_run() {
+        use crate::sys::settings::{register, Journal};
+        use crate::workload::experiment::{run, tests::PLAN, Plan};
+        let dir = std::env::temp_dir().join(format!("ub-exp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mark = dir.join("mark");
+        let state = dir.join("exp.state");
+        let _ = std::fs::remove_file(&state);
+        let plan = Plan::parse(&PLAN.replace("$UB_MARK", mark.to_str().unwrap())).unwrap();
+        let journal = register(Journal::create(&state, "test").unwrap());
+        let mut seen = Vec::new();
+        let result = run(
+            &plan,
+            &journal,
+            |opts| {
+                // The command variant's mark exists exactly while its runs are made.
+                let marked = mark.exists();
+                assert_eq!(marked, opts.spec.variant.is_some());
+                seen.push(marked);
+                let gbps = if marked { 12.0 } else { 10.0 } + seen.len() as f64 * 0.01;
+                Ok(json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"receiver": {"bits_per_second": gbps * 1e9}}}))
+            },
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(seen.len(), 2 * 4 * 2, "a warm-up and a measured run per variant and block");
+        assert!(!mark.exists() && !state.exists(), "reverted after the last run");
+        assert_eq!(result.variants[0].runs.len(), 4);
+        assert_eq!(result.orders.len(), 4);
+        let c = compare_experiment(&result, 1).unwrap();
+        let v = &c.verdicts()[0];
+        assert!(v.significant && v.verdict.starts_with("marked is "), "{}", v.verdict);
+        let doc = result.to_json(Some(c.to_json()));
+        assert_eq!(doc["variants"][1]["applied"][0].as_str().unwrap().split(' ').next(), Some("command"));
+        assert!(doc["compare"]["comparisons"].is_array());
+        // The first run failing ends it, reverted.
+        let journal = register(Journal::create(&state, "test").unwrap());
+        let e = run(&plan, &journal, |_| Err(Error::peer("refused: no such variant")), |_| {}).unwrap_err();
+        assert!(e.message.contains("refused"), "{e}");
+        assert!(!mark.exists() && !state.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

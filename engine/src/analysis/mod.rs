@@ -1,4 +1,5 @@
-//! What limited a run: the bottleneck verdict.
+//! What limited a run (the bottleneck verdict), and whether a change helped (A/B comparisons
+//! and their statistics).
 
 pub mod compare;
 pub mod stats;

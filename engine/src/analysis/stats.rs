@@ -6,14 +6,13 @@
 //! rank- or resampling-based rather than assuming normal runs. The bootstrap draws from a
 //! ChaCha8 stream with a fixed seed: the same documents always give the same intervals.
 
+use crate::metrics::summary::median_sorted;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Bootstrap resamples per interval: enough for stable 2.5/97.5 percentiles (their Monte Carlo
 /// error is well under the spread of any real set of runs).
 pub const BOOTSTRAP_ROUNDS: usize = 10_000;
-/// The seed used unless the caller gives one.
-pub const DEFAULT_SEED: u64 = 0x7572_696e_6762_656e;
 /// Two-sided significance level.
 pub const ALPHA: f64 = 0.05;
 
@@ -22,19 +21,6 @@ pub fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     median_sorted(&v)
-}
-
-/// The median of sorted values (NaN when empty).
-pub(crate) fn median_sorted(v: &[f64]) -> f64 {
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// The q-quantile (0..=1) of sorted values, linear between order statistics.

@@ -8,10 +8,8 @@
 //! constants here so the docs and the tests quote the same numbers.
 
 use crate::base::units::format_bits_per_second;
-use crate::report::stream::{HostCpu, ThreadCpu};
+use crate::metrics::figures::Evidence;
 use crate::sys::netpath::LimitKind;
-use crate::sys::netpath::PathLimit;
-use crate::sys::tcpinfo::TcpWindow;
 use serde::{Deserialize, Serialize};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
@@ -122,27 +120,6 @@ pub struct Verdict {
     pub evidence: String,
 }
 
-/// Everything the rules look at, gathered from both sides of a run.
-#[derive(Debug, Clone, Default)]
-pub struct Evidence {
-    pub incomplete: Option<String>,
-    pub received_bps: f64,
-    pub configured_rate_bps: u64,
-    /// Limits in the order they are checked: qdisc, link speed, cloud cap.
-    pub path_limits: Vec<PathLimit>,
-    /// Sender-side TCP over the window.
-    pub tcp: TcpWindow,
-    /// Drops counted by the interfaces and softnet backlogs on the path during the window.
-    pub drops: u64,
-    /// UDP: (lost, expected) datagrams over the test, and the receiver's socket-buffer drops
-    /// (UDP RcvbufErrors) in its window.
-    pub udp_loss: Option<(u64, u64, u64)>,
-    /// Queue threads of each side ("sender"/"receiver").
-    pub threads: Vec<(&'static str, ThreadCpu)>,
-    /// Host CPUs of each side.
-    pub host: Vec<(&'static str, HostCpu)>,
-}
-
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
@@ -151,11 +128,32 @@ fn verdict(bottleneck: Bottleneck, evidence: String) -> Verdict {
     Verdict { bottleneck, evidence }
 }
 
-/// Applies the rules in order.
+/// Applies the rules in order: the first that names a limit wins.
 pub fn diagnose(e: &Evidence) -> Verdict {
-    if let Some(why) = &e.incomplete {
-        return verdict(Bottleneck::Incomplete, why.clone());
-    }
+    incomplete(e)
+        .or_else(|| datagram_loss(e))
+        .or_else(|| configured_rate(e))
+        .or_else(|| path_limit(e))
+        .or_else(|| tcp_waited(e))
+        .or_else(|| starved_cpu(e))
+        .or_else(|| retransmissions(e))
+        .or_else(|| interface_drops(e))
+        .or_else(|| saturated_cpu(e))
+        .unwrap_or_else(|| {
+            verdict(
+                Bottleneck::NoClearBottleneck,
+                "no limit reached its threshold: no saturated CPU, window, loss or rate limit".into(),
+            )
+        })
+}
+
+/// The run did not complete: nothing else can be trusted.
+fn incomplete(e: &Evidence) -> Option<Verdict> {
+    e.incomplete.as_ref().map(|why| verdict(Bottleneck::Incomplete, why.clone()))
+}
+
+/// UDP datagrams lost beyond [`RETRANS_SHARE`].
+fn datagram_loss(e: &Evidence) -> Option<Verdict> {
     // Lost datagrams explain a shortfall better than any limit they fall short of.
     if let Some((lost, expected, rcvbuf_errors)) =
         e.udp_loss.filter(|(l, x, _)| *x > 0 && *l as f64 / *x as f64 >= RETRANS_SHARE)
@@ -165,14 +163,19 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         } else {
             String::new()
         };
-        return verdict(
+        return Some(verdict(
             Bottleneck::DatagramLoss,
             format!("{lost} of {expected} datagrams lost ({}){why}", pct(lost as f64 / expected as f64)),
-        );
+        ));
     }
+    None
+}
+
+/// The receiver got close to the `--rate` the user set.
+fn configured_rate(e: &Evidence) -> Option<Verdict> {
     let got = e.received_bps;
     if e.configured_rate_bps > 0 && got >= RATE_SHARE * e.configured_rate_bps as f64 {
-        return verdict(
+        return Some(verdict(
             Bottleneck::ConfiguredRate,
             format!(
                 "--rate {} and {} received ({} of it)",
@@ -180,12 +183,18 @@ pub fn diagnose(e: &Evidence) -> Verdict {
                 format_bits_per_second(got),
                 pct(got / e.configured_rate_bps as f64)
             ),
-        );
+        ));
     }
+    None
+}
+
+/// The receiver got close to a limit configured on the path (qdisc, link speed, cloud cap).
+fn path_limit(e: &Evidence) -> Option<Verdict> {
+    let got = e.received_bps;
     for limit in &e.path_limits {
         if limit.bits_per_second > 0.0 && got >= RATE_SHARE * limit.bits_per_second {
             let source = limit.source.as_ref().map_or(String::new(), |s| format!("; source: {s}"));
-            return verdict(
+            return Some(verdict(
                 Bottleneck::of_limit(limit.kind),
                 format!(
                     "{} allows {} and {} was received ({}){source}",
@@ -194,28 +203,38 @@ pub fn diagnose(e: &Evidence) -> Verdict {
                     format_bits_per_second(got),
                     pct(got / limit.bits_per_second)
                 ),
-            );
+            ));
         }
     }
+    None
+}
+
+/// TCP waited on the receive window or the send buffer.
+fn tcp_waited(e: &Evidence) -> Option<Verdict> {
     let t = &e.tcp;
     if t.flows > 0 && t.rwnd_limited_share() >= TCP_LIMITED_SHARE {
-        return verdict(
+        return Some(verdict(
             Bottleneck::ReceiveWindow,
             format!(
                 "senders were limited by the receiver's advertised window {} of their busy time (raise the receiver's buffer: net.ipv4.tcp_rmem, or -w to set SO_RCVBUF on both ends)",
                 pct(t.rwnd_limited_share())
             ),
-        );
+        ));
     }
     if t.flows > 0 && t.sndbuf_limited_share() >= TCP_LIMITED_SHARE {
-        return verdict(
+        return Some(verdict(
             Bottleneck::SendBuffer,
             format!(
                 "senders were limited by their send buffer {} of their busy time (raise net.ipv4.tcp_wmem, or -w to set SO_SNDBUF on both ends)",
                 pct(t.sndbuf_limited_share())
             ),
-        );
+        ));
     }
+    None
+}
+
+/// A saturated CPU whose queue thread got little of it.
+fn starved_cpu(e: &Evidence) -> Option<Verdict> {
     // A saturated CPU whose queue thread got little of it: someone else used it (softirq or
     // another process). Checked before loss, because a starved CPU also drops packets.
     for (side, h) in &e.host {
@@ -228,7 +247,7 @@ pub fn diagnose(e: &Evidence) -> Verdict {
         }
         let softirq_share = h.softirq_seconds / h.busy_seconds.max(1e-9);
         if softirq_share >= 0.5 {
-            return verdict(
+            return Some(verdict(
                 Bottleneck::SoftirqBoundCpu,
                 format!(
                     "CPU {} of the {side} was {} busy, {} of it in softirq (packet processing); its queue thread got {}",
@@ -237,9 +256,9 @@ pub fn diagnose(e: &Evidence) -> Verdict {
                     pct(softirq_share),
                     pct(thread.utilization)
                 ),
-            );
+            ));
         }
-        return verdict(
+        return Some(verdict(
             Bottleneck::CpuContention,
             format!(
                 "CPU {} of the {side} was {} busy but its queue thread got only {}: other work competes for that CPU",
@@ -247,30 +266,46 @@ pub fn diagnose(e: &Evidence) -> Verdict {
                 pct(h.utilization),
                 pct(thread.utilization)
             ),
-        );
+        ));
     }
+    None
+}
+
+/// TCP retransmitted beyond [`RETRANS_SHARE`] of the bytes.
+fn retransmissions(e: &Evidence) -> Option<Verdict> {
+    let t = &e.tcp;
     if t.flows > 0 && t.retrans_share() >= RETRANS_SHARE {
-        return verdict(
+        return Some(verdict(
             Bottleneck::Retransmissions,
             format!(
                 "{} segments retransmitted, {} of the bytes sent (loss on the path)",
                 t.retransmitted_segments,
                 pct(t.retrans_share())
             ),
-        );
+        ));
     }
+    None
+}
+
+/// Packets dropped by interfaces or softnet backlogs.
+fn interface_drops(e: &Evidence) -> Option<Verdict> {
     if e.drops > 0 {
-        return verdict(
+        return Some(verdict(
             Bottleneck::InterfaceDrops,
             format!("{} packets dropped by interfaces or softnet backlogs during the window", e.drops),
-        );
+        ));
     }
+    None
+}
+
+/// A saturated CPU or queue thread of either side.
+fn saturated_cpu(e: &Evidence) -> Option<Verdict> {
     // A saturated CPU whose queue thread did most of the work (system time includes the
     // kernel's packet processing charged to it), then a saturated thread.
     for (side, h) in &e.host {
         let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
         if h.utilization >= CPU_SATURATED && thread.utilization >= THREAD_STARVED {
-            return verdict(
+            return Some(verdict(
                 Bottleneck::cpu_of(side),
                 format!(
                     "CPU {} of the {side} was {} busy: its queue thread {}, softirq {}; more queues or CPUs would help",
@@ -279,13 +314,13 @@ pub fn diagnose(e: &Evidence) -> Verdict {
                     pct(thread.utilization),
                     pct(h.softirq_seconds / h.busy_seconds.max(1e-9) * h.utilization)
                 ),
-            );
+            ));
         }
     }
     let busiest = e.threads.iter().max_by(|a, b| a.1.utilization.total_cmp(&b.1.utilization));
     if let Some((side, t)) = busiest.filter(|(_, t)| t.utilization >= CPU_SATURATED) {
         let sys = t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9);
-        return verdict(
+        return Some(verdict(
             Bottleneck::cpu_of(side),
             format!(
                 "{side} queue thread on CPU {} was {} busy ({} in the kernel): more queues or CPUs would help",
@@ -293,17 +328,17 @@ pub fn diagnose(e: &Evidence) -> Verdict {
                 pct(t.utilization),
                 pct(sys)
             ),
-        );
+        ));
     }
-    verdict(
-        Bottleneck::NoClearBottleneck,
-        "no limit reached its threshold: no saturated CPU, window, loss or rate limit".into(),
-    )
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::figures::{HostCpu, ThreadCpu};
+    use crate::sys::netpath::PathLimit;
+    use crate::sys::tcpinfo::TcpWindow;
 
     fn thread(cpu: usize, utilization: f64) -> ThreadCpu {
         ThreadCpu { cpu, queues: vec![0], user_seconds: 0.1, system_seconds: utilization - 0.1, utilization }

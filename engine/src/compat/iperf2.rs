@@ -518,7 +518,7 @@ impl Iperf2SendReport {
                    "out_of_order": s.out_of_order, "jitter_us": s.jitter_s * 1e6})
         });
         json!({
-            "schema_version": crate::report::stream::SCHEMA_VERSION,
+            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "mode": "iperf2",
             "test": {"proto": self.proto_name().to_lowercase(), "queues": self.queues, "flows": self.flows.len(),

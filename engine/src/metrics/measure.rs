@@ -6,11 +6,10 @@
 //! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
 //! nothing.
 
-use crate::metrics::seq::SeqStats;
-use crate::report::stream::IntervalFigures;
+use crate::metrics::figures::IntervalFigures;
+use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::sys::hostinfo::HostSnapshot;
-use crate::sys::tcpinfo::TcpInfo;
-use crate::transport::udp::recv::LiveStats;
+use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
 use std::fs;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -149,6 +148,19 @@ pub struct SampleSources<'a> {
     pub udp: &'a [LiveStats],
 }
 
+/// The figures of the stretch between samples `a` and `b`, timed from the window's `first`
+/// sample.
+pub fn interval_between(first: &Sample, a: &Sample, b: &Sample) -> IntervalFigures {
+    IntervalFigures {
+        start: (a.at - first.at).as_secs_f64(),
+        end: (b.at - first.at).as_secs_f64(),
+        bytes: b.bytes.iter().zip(&a.bytes).map(|(b, a)| b - a).collect(),
+        tcp: TcpWindow::between(&a.tcp, &b.tcp),
+        tcp_flows: b.tcp.clone(),
+        udp: (!b.udp.is_empty()).then(|| SeqStats::sum(&b.udp).delta(&SeqStats::sum(&a.udp))),
+    }
+}
+
 /// One snapshot of counters, CPU clocks and TCP state.
 #[derive(Debug, Clone)]
 pub struct Sample {
@@ -211,7 +223,7 @@ pub fn sample_window(
             }
         }
         if let (Some(first), Some(p)) = (window.first.as_ref(), prev.as_ref()) {
-            sink(IntervalFigures::between(first, p, &sample));
+            sink(interval_between(first, p, &sample));
         }
         if window.first.is_none() {
             window.first = Some(sample.clone());

@@ -46,6 +46,9 @@ use serde::{Deserialize, Serialize};
 pub const DUP_WINDOW: u64 = 1 << 16;
 const WINDOW_WORDS: usize = (DUP_WINDOW / 64) as usize;
 
+/// A flow's accounting as of its last completion, published for the interval sampler.
+pub type LiveStats = std::sync::Arc<std::sync::Mutex<SeqStats>>;
+
 /// What one datagram was, relative to those before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {

@@ -116,8 +116,31 @@ impl Chart {
         self.render(false)
     }
 
+    /// The document: title, axes, each series, the legend.
     fn render(&self, lines: bool) -> String {
         let mut s = String::new();
+        self.svg_head(&mut s);
+        let (lmax, lstep) = nice_scale(self.axis_max(Axis::Left));
+        let right = self.right_label.as_ref().map(|_| nice_scale(self.axis_max(Axis::Right)));
+        self.left_axis(&mut s, lmax, lstep);
+        if let (Some(label), Some((rmax, rstep))) = (&self.right_label, right) {
+            right_axis(&mut s, label, rmax, rstep);
+        }
+        self.x_axis(&mut s);
+        for (n, series) in self.series.iter().enumerate() {
+            let top = match series.axis {
+                Axis::Left => lmax,
+                Axis::Right => right.map_or(lmax, |r| r.0),
+            };
+            self.series_group(&mut s, n, series, top, lines);
+        }
+        self.legend(&mut s);
+        let _ = writeln!(s, "</svg>");
+        s
+    }
+
+    /// The XML declaration, the `<svg>` element, a white background and the title.
+    fn svg_head(&self, s: &mut String) {
         let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
         let _ = writeln!(
             s,
@@ -130,11 +153,10 @@ impl Chart {
             WIDTH / 2.0,
             escape(&self.title)
         );
-        let (lmax, lstep) = nice_scale(self.axis_max(Axis::Left));
-        let right = self.right_label.as_ref().map(|_| nice_scale(self.axis_max(Axis::Right)));
-        let y_of = |v: f64, top: f64| BOTTOM - (BOTTOM - TOP) * (v / top).clamp(0.0, 1.0);
+    }
 
-        // Grid and left axis.
+    /// Grid lines and the left axis with its ticks and label.
+    fn left_axis(&self, s: &mut String, lmax: f64, lstep: f64) {
         let _ = writeln!(s, r#"<g id="axis-left" stroke="black">"#);
         let mut v = 0.0;
         while v <= lmax + lstep / 2.0 {
@@ -157,32 +179,10 @@ impl Chart {
             escape(&self.left_label)
         );
         let _ = writeln!(s, "</g>");
-        if let (Some(label), Some((rmax, rstep))) = (&self.right_label, right) {
-            let _ = writeln!(s, r#"<g id="axis-right" stroke="black">"#);
-            let mut v = 0.0;
-            while v <= rmax + rstep / 2.0 {
-                let y = y_of(v, rmax);
-                let _ = writeln!(
-                    s,
-                    r#"<text x="{}" y="{:.1}" stroke="none">{}</text>"#,
-                    RIGHT + 6.0,
-                    y + 4.0,
-                    fmt_tick(v, rstep)
-                );
-                v += rstep;
-            }
-            let _ = writeln!(s, r#"<line x1="{RIGHT}" y1="{TOP}" x2="{RIGHT}" y2="{BOTTOM}"/>"#);
-            let x = WIDTH - 18.0;
-            let _ = writeln!(
-                s,
-                r#"<text x="{x}" y="{0:.1}" transform="rotate(90 {x} {0:.1})" text-anchor="middle" stroke="none">{1}</text>"#,
-                (TOP + BOTTOM) / 2.0,
-                escape(label)
-            );
-            let _ = writeln!(s, "</g>");
-        }
+    }
 
-        // X axis: thin the labels out so they do not overlap.
+    /// X axis: thin the labels out so they do not overlap.
+    fn x_axis(&self, s: &mut String) {
         let _ = writeln!(s, r#"<g id="axis-x" stroke="black">"#);
         let _ = writeln!(s, r#"<line x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}"/>"#);
         let every = self.categories.len().div_ceil(16).max(1);
@@ -206,58 +206,56 @@ impl Chart {
             escape(&self.x_label)
         );
         let _ = writeln!(s, "</g>");
+    }
 
-        // Series: min–max bars, the line through the points, the points.
-        for (n, series) in self.series.iter().enumerate() {
-            let color = PALETTE[n % PALETTE.len()];
-            let top = match series.axis {
-                Axis::Left => lmax,
-                Axis::Right => right.map_or(lmax, |r| r.0),
-            };
-            let axis = if series.axis == Axis::Left { "left" } else { "right" };
-            let key = escape(&series.key);
-            let _ = writeln!(
-                s,
-                r#"<g class="series" id="series-{key}" data-name="{}" data-axis="{axis}" stroke="{color}" fill="{color}">"#,
-                escape(&series.name)
-            );
-            let points: Vec<&Point> =
-                series.points.iter().filter(|p| p.y.is_finite() && p.x < self.categories.len()).collect();
-            for p in &points {
-                if let (Some(lo), Some(hi)) = (p.min.filter(|v| v.is_finite()), p.max.filter(|v| v.is_finite())) {
-                    let x = self.x_of(p.x);
-                    let (y1, y2) = (y_of(lo, top), y_of(hi, top));
-                    let _ = writeln!(
-                        s,
-                        r#"<g class="range" data-min="{lo:.6}" data-max="{hi:.6}"><line x1="{x:.1}" y1="{y1:.1}" x2="{x:.1}" y2="{y2:.1}"/><line x1="{:.1}" y1="{y1:.1}" x2="{:.1}" y2="{y1:.1}"/><line x1="{:.1}" y1="{y2:.1}" x2="{:.1}" y2="{y2:.1}"/></g>"#,
-                        x - 5.0,
-                        x + 5.0,
-                        x - 5.0,
-                        x + 5.0
-                    );
-                }
-            }
-            if lines && points.len() > 1 {
-                let coords: Vec<String> =
-                    points.iter().map(|p| format!("{:.1},{:.1}", self.x_of(p.x), y_of(p.y, top))).collect();
-                let _ = writeln!(s, r#"<polyline fill="none" stroke-width="2" points="{}"/>"#, coords.join(" "));
-            }
-            for p in &points {
-                let label = escape(&self.categories[p.x]);
+    /// One series: min–max bars, the line through the points (when `lines`), the points.
+    fn series_group(&self, s: &mut String, n: usize, series: &Series, top: f64, lines: bool) {
+        let color = PALETTE[n % PALETTE.len()];
+        let axis = if series.axis == Axis::Left { "left" } else { "right" };
+        let key = escape(&series.key);
+        let _ = writeln!(
+            s,
+            r#"<g class="series" id="series-{key}" data-name="{}" data-axis="{axis}" stroke="{color}" fill="{color}">"#,
+            escape(&series.name)
+        );
+        let points: Vec<&Point> =
+            series.points.iter().filter(|p| p.y.is_finite() && p.x < self.categories.len()).collect();
+        for p in &points {
+            if let (Some(lo), Some(hi)) = (p.min.filter(|v| v.is_finite()), p.max.filter(|v| v.is_finite())) {
+                let x = self.x_of(p.x);
+                let (y1, y2) = (y_of(lo, top), y_of(hi, top));
                 let _ = writeln!(
                     s,
-                    r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="4" data-x="{label}" data-y="{:.6}"><title>{}: {label} → {:.3}</title></circle>"#,
-                    self.x_of(p.x),
-                    y_of(p.y, top),
-                    p.y,
-                    escape(&series.name),
-                    p.y
+                    r#"<g class="range" data-min="{lo:.6}" data-max="{hi:.6}"><line x1="{x:.1}" y1="{y1:.1}" x2="{x:.1}" y2="{y2:.1}"/><line x1="{:.1}" y1="{y1:.1}" x2="{:.1}" y2="{y1:.1}"/><line x1="{:.1}" y1="{y2:.1}" x2="{:.1}" y2="{y2:.1}"/></g>"#,
+                    x - 5.0,
+                    x + 5.0,
+                    x - 5.0,
+                    x + 5.0
                 );
             }
-            let _ = writeln!(s, "</g>");
         }
+        if lines && points.len() > 1 {
+            let coords: Vec<String> =
+                points.iter().map(|p| format!("{:.1},{:.1}", self.x_of(p.x), y_of(p.y, top))).collect();
+            let _ = writeln!(s, r#"<polyline fill="none" stroke-width="2" points="{}"/>"#, coords.join(" "));
+        }
+        for p in &points {
+            let label = escape(&self.categories[p.x]);
+            let _ = writeln!(
+                s,
+                r#"<circle class="point" cx="{:.1}" cy="{:.1}" r="4" data-x="{label}" data-y="{:.6}"><title>{}: {label} → {:.3}</title></circle>"#,
+                self.x_of(p.x),
+                y_of(p.y, top),
+                p.y,
+                escape(&series.name),
+                p.y
+            );
+        }
+        let _ = writeln!(s, "</g>");
+    }
 
-        // Legend along the top.
+    /// Legend along the top.
+    fn legend(&self, s: &mut String) {
         let _ = writeln!(s, r#"<g id="legend">"#);
         let mut x = LEFT;
         for (n, series) in self.series.iter().enumerate() {
@@ -267,9 +265,33 @@ impl Chart {
             x += 30.0 + 7.0 * series.name.chars().count() as f64;
         }
         let _ = writeln!(s, "</g>");
-        let _ = writeln!(s, "</svg>");
-        s
     }
+}
+
+/// The right axis with its ticks and label.
+fn right_axis(s: &mut String, label: &str, rmax: f64, rstep: f64) {
+    let _ = writeln!(s, r#"<g id="axis-right" stroke="black">"#);
+    let mut v = 0.0;
+    while v <= rmax + rstep / 2.0 {
+        let y = y_of(v, rmax);
+        let _ =
+            writeln!(s, r#"<text x="{}" y="{:.1}" stroke="none">{}</text>"#, RIGHT + 6.0, y + 4.0, fmt_tick(v, rstep));
+        v += rstep;
+    }
+    let _ = writeln!(s, r#"<line x1="{RIGHT}" y1="{TOP}" x2="{RIGHT}" y2="{BOTTOM}"/>"#);
+    let x = WIDTH - 18.0;
+    let _ = writeln!(
+        s,
+        r#"<text x="{x}" y="{0:.1}" transform="rotate(90 {x} {0:.1})" text-anchor="middle" stroke="none">{1}</text>"#,
+        (TOP + BOTTOM) / 2.0,
+        escape(label)
+    );
+    let _ = writeln!(s, "</g>");
+}
+
+/// The y coordinate of `v` on an axis whose top is `top`.
+fn y_of(v: f64, top: f64) -> f64 {
+    BOTTOM - (BOTTOM - TOP) * (v / top).clamp(0.0, 1.0)
 }
 
 #[cfg(test)]

@@ -4,37 +4,10 @@
 //! spreadsheet gets the same figures as the text report. The columns are fixed (see
 //! [`CSV_HEADER`]) and documented in the README.
 
-use crate::report::stream::StreamReport;
+use crate::metrics::figures::StreamReport;
+use crate::metrics::summary::Stats;
 use serde::Serialize;
 use std::fmt::Write as _;
-
-/// Summary statistics of one figure over several runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Stats {
-    pub n: usize,
-    pub min: f64,
-    pub median: f64,
-    pub mean: f64,
-    pub max: f64,
-    /// Sample standard deviation (n − 1); 0 for a single run.
-    pub stdev: f64,
-}
-
-impl Stats {
-    /// `None` for an empty set.
-    pub fn of(values: &[f64]) -> Option<Self> {
-        if values.is_empty() {
-            return None;
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = crate::analysis::stats::median_sorted(&v);
-        let mean = v.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
-        Some(Self { n, min: v[0], median, mean, max: v[n - 1], stdev: var.sqrt() })
-    }
-}
 
 /// Figures over the runs of `--repeat N`. Only complete runs enter the statistics.
 #[derive(Debug, Clone, Serialize)]
@@ -132,21 +105,6 @@ pub fn csv_rows(run: usize, report: &StreamReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stats_of_known_values() {
-        let s = Stats::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
-        assert_eq!(
-            (s.n, s.min, s.median, s.max),
-            (4, 1.0, 2.5, 10.0),
-            "even count: median is the mean of the middle two"
-        );
-        assert!((s.mean - 4.0).abs() < 1e-12);
-        assert!((s.stdev - 4.0824829).abs() < 1e-6, "sample stdev, got {}", s.stdev);
-        let one = Stats::of(&[5.0]).unwrap();
-        assert_eq!((one.median, one.stdev), (5.0, 0.0));
-        assert_eq!(Stats::of(&[]), None);
-    }
 
     #[test]
     fn header_and_rows_have_the_same_number_of_columns() {

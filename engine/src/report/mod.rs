@@ -1,7 +1,11 @@
-//! Renderers and exporters: text, JSON, CSV, charts, saved results.
+//! Renderers and exporters: text, JSON, CSV, charts, saved results; for stream, rr, sweep and
+//! comparison results, and the merged fleet report.
 
 pub mod chart;
+pub mod compare;
 pub mod export;
 pub mod fleet;
+pub mod rr;
 pub mod saved;
 pub mod stream;
+pub mod sweep;

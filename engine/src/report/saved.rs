@@ -2,8 +2,8 @@
 //! `send -J` document, or a `send --repeat N -J` document, as a text summary and a chart.
 
 use crate::base::units::format_bits_per_second;
+use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
 use crate::workload::sweep::{RunFigures, SweepResult};
 use crate::{Error, Result};
 use serde_json::Value;
@@ -54,7 +54,7 @@ impl SavedResults {
                     runs.iter().enumerate().map(|(i, d)| RunFigures::of_json(i as u32 + 1, d)).collect();
                 let mut out = format!("{} runs against {}\n", runs.len(), runs[0]["target"].as_str().unwrap_or("?"));
                 for f in &figures {
-                    let _ = writeln!(out, "{}", crate::workload::sweep::run_line_plain(f));
+                    let _ = writeln!(out, "{}", crate::report::sweep::run_line_plain(f));
                 }
                 let complete: Vec<&RunFigures> = figures.iter().filter(|f| f.complete).collect();
                 let gbps: Vec<f64> =

@@ -1,379 +1,12 @@
-//! What a test measured, on each side, and how it is shown (docs/output.md).
-//!
-//! Each side builds a [`SideReport`] from its own samples; the receiver's travels back over
-//! the control channel, and the sender combines both into a [`StreamReport`] that renders as
-//! iperf2-like text or as the JSON document whose keys docs/output.md fixes.
+//! How a stream test is shown: iperf2-like text, the JSON document whose keys docs/output.md
+//! fixes, and the `--json-stream` events. The figures themselves are metrics/figures.rs.
 
-use crate::analysis::verdict::{diagnose, Evidence, Verdict};
+use crate::analysis::verdict::{diagnose, Verdict};
 use crate::base::spec::TestSpec;
 use crate::base::units::{format_bits_per_second, format_bytes};
-use crate::metrics::measure::{clock_ticks, Sample, Window};
-use crate::metrics::seq::SeqStats;
-use crate::runtime::placement::ThreadPlan;
-use crate::sys::hostinfo::HostDelta;
-use crate::sys::netpath::PathLimit;
-use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
-use crate::transport::tcp::send::ZeroCopyCounts;
-use crate::transport::FlowOutcome;
-use serde::{Deserialize, Serialize};
+use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
-
-/// Version of the JSON document; bumped when a fixed key changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// A side's error when its flows ended before its window did.
-const ENDED_EARLY: &str = "the flows ended before the measured window did";
-
-/// A test stopped before its planned end, by a signal at either end.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Interruption {
-    /// How much of the measured window had run (the receiver's figure when it reported).
-    pub at_seconds: f64,
-    /// The planned window.
-    pub of_seconds: f64,
-    /// Which signal, on which end.
-    pub reason: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Sender,
-    Receiver,
-}
-
-/// One queue's bytes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct QueueFigures {
-    pub id: u32,
-    /// Bytes inside the measured window.
-    pub bytes: u64,
-    /// Bytes over the whole test, warm-up and cool-down included (sender: written;
-    /// receiver: read up to EOF).
-    pub total_bytes: u64,
-    pub flows: u32,
-}
-
-/// Bytes per queue between two consecutive samples.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IntervalFigures {
-    /// Seconds since the window started.
-    pub start: f64,
-    pub end: f64,
-    pub bytes: Vec<u64>,
-    /// TCP figures of all flows over the interval.
-    pub tcp: TcpWindow,
-    /// TCP_INFO of each flow at the interval's end, in flow order.
-    pub tcp_flows: Vec<Option<TcpInfo>>,
-    /// UDP receiver: datagram accounting over the interval, all flows (jitter as of its end).
-    pub udp: Option<SeqStats>,
-}
-
-impl IntervalFigures {
-    /// The stretch between samples `a` and `b`, timed from the window's `first` sample.
-    pub fn between(first: &Sample, a: &Sample, b: &Sample) -> Self {
-        Self {
-            start: (a.at - first.at).as_secs_f64(),
-            end: (b.at - first.at).as_secs_f64(),
-            bytes: b.bytes.iter().zip(&a.bytes).map(|(b, a)| b - a).collect(),
-            tcp: TcpWindow::between(&a.tcp, &b.tcp),
-            tcp_flows: b.tcp.clone(),
-            udp: (!b.udp.is_empty()).then(|| SeqStats::sum(&b.udp).delta(&SeqStats::sum(&a.udp))),
-        }
-    }
-    pub fn sum(&self) -> u64 {
-        self.bytes.iter().sum()
-    }
-    pub fn bits_per_second(&self) -> f64 {
-        rate(self.sum(), self.end - self.start)
-    }
-}
-
-/// One queue thread's CPU time inside the window.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ThreadCpu {
-    pub cpu: usize,
-    pub queues: Vec<u32>,
-    pub user_seconds: f64,
-    pub system_seconds: f64,
-    /// (user + system) ÷ window.
-    pub utilization: f64,
-}
-
-/// One host CPU's busy time inside the window (user+nice+system+irq+softirq+steal).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HostCpu {
-    pub cpu: usize,
-    pub busy_seconds: f64,
-    /// The softirq part of `busy_seconds`.
-    pub softirq_seconds: f64,
-    pub utilization: f64,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CpuFigures {
-    pub threads: Vec<ThreadCpu>,
-    pub host: Vec<HostCpu>,
-    /// Sum of `host[].busy_seconds`.
-    pub host_busy_seconds: f64,
-    /// Nominal CPU frequency used for cycles per byte.
-    pub nominal_hz: Option<f64>,
-}
-
-/// UDP datagram accounting of one side: the sender counts what it sent, the receiver the
-/// sequence-number accounting over the whole test (FIN included: losses at the end count).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct UdpFigures {
-    /// Sender: datagrams sent. Receiver: distinct datagrams received.
-    pub datagrams: u64,
-    pub lost: u64,
-    pub out_of_order: u64,
-    pub duplicates: u64,
-    /// Highest sequence number the sender is known to have used.
-    pub expected: u64,
-    /// RFC 3550 jitter, microseconds: mean of the flows' estimates.
-    pub jitter_us: f64,
-    /// Sender: sends refused by ICMP port unreachable (nobody listening).
-    pub refused: u64,
-    /// One-way delay (`--one-way-delay`, ends sharing a clock): min, mean, max microseconds.
-    #[serde(default)]
-    pub delay_us: Option<[f64; 3]>,
-}
-
-impl UdpFigures {
-    /// A receiver's figures from its flows' sequence accounting: counts summed, jitter the
-    /// mean of the flows' estimates.
-    pub fn received(flows: &[&crate::metrics::seq::SeqStats]) -> Self {
-        let stats = crate::metrics::seq::SeqStats::sum(flows.iter().copied());
-        let jitter_us =
-            if flows.is_empty() { 0.0 } else { flows.iter().map(|s| s.jitter_us).sum::<f64>() / flows.len() as f64 };
-        Self {
-            datagrams: stats.received,
-            lost: stats.lost,
-            out_of_order: stats.out_of_order,
-            duplicates: stats.duplicates,
-            expected: stats.expected,
-            jitter_us,
-            refused: 0,
-            delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
-        }
-    }
-}
-
-/// Zero-copy truth for one side: requested, used, and what the kernel reported.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ZeroCopyFigures {
-    /// `--zerocopy` as given.
-    pub requested: String,
-    /// Whether SEND_ZC was used.
-    pub used: bool,
-    /// Why it was or was not used.
-    pub reason: String,
-    pub sends: u64,
-    pub notifications: u64,
-    /// Sends the kernel reported it copied anyway.
-    pub copied: u64,
-}
-
-/// Everything one side measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SideReport {
-    pub role: Role,
-    /// Threads, CPUs and wait mode, in one line.
-    pub placement: String,
-    /// The data path used (opcodes, buffer ring shape).
-    pub path: String,
-    pub queues: Vec<QueueFigures>,
-    pub window_seconds: f64,
-    pub intervals: Vec<IntervalFigures>,
-    pub cpu: CpuFigures,
-    /// TCP figures of all flows over the measured window.
-    pub tcp: TcpWindow,
-    /// TCP_INFO of each flow after the test ended, in flow order.
-    pub tcp_flows_end: Vec<Option<TcpInfo>>,
-    /// The knobs of each flow as the kernel reported them at the end, in flow order.
-    #[serde(default)]
-    pub flow_sockets: Vec<crate::sys::sockopt::FlowSocket>,
-    /// Interface, SNMP and softnet counters over the window (interface: the one facing the peer).
-    pub host: Option<HostDelta>,
-    /// UDP tests only.
-    pub udp: Option<UdpFigures>,
-    pub zerocopy: Option<ZeroCopyFigures>,
-    /// AF_XDP engine (`--engine xdp`): modes obtained and the program's and sockets' counters.
-    #[serde(default)]
-    pub xdp: Option<crate::metrics::xdp::XdpFigures>,
-    /// Whether the whole window was measured and every flow ended cleanly.
-    pub complete: bool,
-    pub errors: Vec<String>,
-}
-
-impl SideReport {
-    /// Builds a side's report from its window's first and last samples and its flows'
-    /// outcomes. Intervals are not in it: they went to the sampler's sink, and whoever kept
-    /// them puts them in `intervals`.
-    pub fn build(
-        role: Role,
-        spec: &TestSpec,
-        window: &Window,
-        outcomes: &[FlowOutcome],
-        threads: &[(ThreadPlan, i32)],
-    ) -> Self {
-        let nq = spec.queues as usize;
-        let mut queues: Vec<QueueFigures> =
-            (0..nq).map(|q| QueueFigures { id: q as u32, bytes: 0, total_bytes: 0, flows: 0 }).collect();
-        for o in outcomes {
-            let q = &mut queues[o.queue as usize];
-            q.total_bytes += o.bytes;
-            q.flows += 1;
-        }
-        let mut errors: Vec<String> = Vec::new();
-        for o in outcomes.iter().filter_map(|o| o.error.as_ref()) {
-            if !errors.contains(o) {
-                errors.push(o.clone());
-            }
-        }
-        let window_complete = window.complete;
-        let mut window_seconds = 0.0;
-        let intervals = Vec::new();
-        let mut tcp = TcpWindow::default();
-        let mut host = None;
-        let mut cpu = CpuFigures { nominal_hz: crate::metrics::measure::nominal_cpu_hz(), ..CpuFigures::default() };
-        if let (Some(first), Some(last)) = (window.first.as_ref(), window.last.as_ref()) {
-            window_seconds = (last.at - first.at).as_secs_f64();
-            for (q, fig) in queues.iter_mut().enumerate() {
-                fig.bytes = last.bytes[q] - first.bytes[q];
-            }
-            cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
-            tcp = TcpWindow::between(&first.tcp, &last.tcp);
-            host = first.host.as_ref().zip(last.host.as_ref()).map(|(a, b)| HostDelta::between(a, b));
-        }
-        // With `-n` the test ends when the bytes are delivered, before the planned window.
-        let ends_by_bytes = spec.tuning.bytes.is_some();
-        if !window_complete && !ends_by_bytes {
-            errors.push(ENDED_EARLY.into());
-        }
-        let complete = (window_complete || ends_by_bytes) && errors.is_empty();
-        Self {
-            role,
-            placement: String::new(),
-            path: String::new(),
-            queues,
-            window_seconds,
-            intervals,
-            cpu,
-            tcp,
-            tcp_flows_end: Vec::new(),
-            flow_sockets: Vec::new(),
-            host,
-            udp: None,
-            zerocopy: None,
-            xdp: None,
-            complete,
-            errors,
-        }
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.queues.iter().map(|q| q.bytes).sum()
-    }
-    pub fn total_bytes(&self) -> u64 {
-        self.queues.iter().map(|q| q.total_bytes).sum()
-    }
-    pub fn bits_per_second(&self) -> f64 {
-        rate(self.bytes(), self.window_seconds)
-    }
-
-    /// The test was stopped before its planned end (`reason`: who stopped it): says how far
-    /// it got instead of blaming the flows.
-    pub fn stopped_early(&mut self, spec: &TestSpec, reason: &str) {
-        self.errors.retain(|e| e != ENDED_EARLY);
-        self.errors.push(format!(
-            "interrupted at {:.1} s of {:.1} s ({reason})",
-            self.window_seconds,
-            spec.time_ms as f64 / 1e3
-        ));
-        self.complete = false;
-    }
-
-    pub fn set_zerocopy(&mut self, requested: &str, used: bool, reason: String, counts: &ZeroCopyCounts) {
-        self.zerocopy = Some(ZeroCopyFigures {
-            requested: requested.into(),
-            used,
-            reason,
-            sends: counts.sends,
-            notifications: counts.notifications,
-            copied: counts.copied,
-        });
-    }
-}
-
-fn cpu_figures(
-    first: &Sample,
-    last: &Sample,
-    window: f64,
-    threads: &[(ThreadPlan, i32)],
-    nominal_hz: Option<f64>,
-) -> CpuFigures {
-    let tick = clock_ticks();
-    let window = window.max(1e-9);
-    let threads = threads
-        .iter()
-        .filter_map(|(plan, tid)| {
-            let a = first.cpu.threads.iter().find(|t| t.0 == *tid)?;
-            let b = last.cpu.threads.iter().find(|t| t.0 == *tid)?;
-            let user = b.1.saturating_sub(a.1) as f64 / tick;
-            let system = b.2.saturating_sub(a.2) as f64 / tick;
-            Some(ThreadCpu {
-                cpu: plan.cpu,
-                queues: plan.queues.clone(),
-                user_seconds: user,
-                system_seconds: system,
-                utilization: (user + system) / window,
-            })
-        })
-        .collect();
-    let host: Vec<HostCpu> = last
-        .cpu
-        .host
-        .iter()
-        .filter_map(|b| {
-            let a = first.cpu.host.iter().find(|h| h.cpu == b.cpu)?;
-            let secs = b.busy.saturating_sub(a.busy) as f64 / tick;
-            let softirq = b.softirq.saturating_sub(a.softirq) as f64 / tick;
-            Some(HostCpu { cpu: b.cpu, busy_seconds: secs, softirq_seconds: softirq, utilization: secs / window })
-        })
-        .collect();
-    let host_busy_seconds = host.iter().map(|h| h.busy_seconds).sum();
-    CpuFigures { threads, host, host_busy_seconds, nominal_hz }
-}
-
-/// A queue thread, tagged with its side ("sender" or "receiver").
-pub type SideThread = (&'static str, ThreadCpu);
-/// A host CPU, tagged with the side whose queue threads ran on it.
-pub type SideHostCpu = (&'static str, HostCpu);
-
-/// The CPU figures the verdict looks at, from the sending and the receiving side: every queue
-/// thread, and of the host's CPUs only those a side's queue threads ran on.
-pub fn cpu_evidence(sender: Option<&SideReport>, receiver: Option<&SideReport>) -> (Vec<SideThread>, Vec<SideHostCpu>) {
-    let mut threads = Vec::new();
-    let mut host = Vec::new();
-    for (name, side) in [("sender", sender), ("receiver", receiver)] {
-        let Some(side) = side else { continue };
-        threads.extend(side.cpu.threads.iter().map(|t| (name, t.clone())));
-        let own = |h: &&HostCpu| side.cpu.threads.iter().any(|t| t.cpu == h.cpu);
-        host.extend(side.cpu.host.iter().filter(own).map(|h| (name, h.clone())));
-    }
-    (threads, host)
-}
-
-fn rate(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        bytes as f64 * 8.0 / seconds
-    } else {
-        0.0
-    }
-}
 
 /// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.
 fn flows_end_json(side: &SideReport) -> Value {
@@ -501,95 +134,10 @@ pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&Interva
     out
 }
 
-/// Both sides of a stream test, as the sender prints it.
-#[derive(Debug, Clone)]
-pub struct StreamReport {
-    pub spec: TestSpec,
-    pub target: String,
-    pub sender: SideReport,
-    /// `None` when the receiver's report never arrived.
-    pub receiver: Option<SideReport>,
-    /// Why the test is incomplete, when it is.
-    pub error: Option<String>,
-    /// What the sender found out about the path (limits, interface counters).
-    pub path: PathFacts,
-    /// `--bidir`: the test of the other direction (the far side sending to this one).
-    pub reverse: Option<Box<StreamReport>>,
-    /// Set when a signal at either end stopped the test early.
-    pub interrupted: Option<Interruption>,
-}
-
-/// Facts about the network path gathered by the sender around the window.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PathFacts {
-    /// Interface the kernel routes the target through.
-    pub egress_interface: Option<String>,
-    /// Rate limits found on the path: egress qdisc, link speed, cloud egress cap.
-    pub limits: Vec<PathLimit>,
-    /// Packets dropped on the egress interface (rx+tx) during the window.
-    pub interface_drops: u64,
-    /// Packets dropped by softnet backlogs during the window.
-    pub softnet_drops: u64,
-}
-
-impl PathFacts {
-    pub fn drops(&self) -> u64 {
-        self.interface_drops + self.softnet_drops
-    }
-}
-
 impl StreamReport {
-    /// Records that the test was stopped early (`reason`, when it was): the error says how
-    /// far it got, in the receiver's window when there is one.
-    pub fn mark_interrupted(&mut self, reason: Option<String>) {
-        let Some(reason) = reason else { return };
-        let at = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
-        let of = self.spec.time_ms as f64 / 1e3;
-        self.error = Some(format!("interrupted at {at:.1} s of {of:.1} s ({reason})"));
-        self.interrupted = Some(Interruption { at_seconds: at, of_seconds: of, reason });
-    }
-
-    pub fn complete(&self) -> bool {
-        self.error.is_none()
-            && self.sender.complete
-            && self.receiver.as_ref().is_some_and(|r| r.complete)
-            && self.reverse.as_ref().is_none_or(|r| r.complete())
-    }
-
     /// Names the busiest queue thread when one is saturated; otherwise says nothing stands out.
     pub fn verdict(&self) -> Verdict {
         diagnose(&self.evidence())
-    }
-
-    /// The figures the verdict rules look at.
-    pub fn evidence(&self) -> Evidence {
-        let incomplete = self
-            .error
-            .clone()
-            .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
-            .or_else(|| self.sender.errors.first().cloned());
-        let (threads, host) = cpu_evidence(Some(&self.sender), self.receiver.as_ref());
-        Evidence {
-            incomplete,
-            received_bps: self.receiver.as_ref().map_or(0.0, |r| r.bits_per_second()),
-            configured_rate_bps: self.spec.rate_bps,
-            path_limits: self.path.limits.clone(),
-            tcp: self.sender.tcp.clone(),
-            drops: self.path.drops(),
-            udp_loss: self.receiver.as_ref().and_then(|r| {
-                let u = r.udp.as_ref()?;
-                let rcvbuf = r.host.as_ref().and_then(|h| h.snmp).map_or(0, |s| s.udp_rcvbuf_errors);
-                Some((u.lost, u.expected, rcvbuf))
-            }),
-            threads,
-            host,
-        }
-    }
-
-    /// Receiver-side host CPU-seconds per GB of received payload in the window.
-    pub fn receiver_cpu_seconds_per_gb(&self) -> Option<f64> {
-        let r = self.receiver.as_ref()?;
-        (r.bytes() > 0).then(|| r.cpu.host_busy_seconds / (r.bytes() as f64 / 1e9))
     }
 
     /// Cycles per received byte and CPU-seconds per GB from the receiver's host busy time.
@@ -730,9 +278,23 @@ impl StreamReport {
         out
     }
 
-    /// Window lines, totals, CPU, path, TCP, zero-copy, errors and the verdict.
+    /// Window lines, totals, CPU, UDP, path, TCP, zero-copy, errors and the verdict.
     fn render_summary(&self) -> String {
         let mut out = String::new();
+        self.window_lines(&mut out);
+        self.total_line(&mut out);
+        self.cpu_lines(&mut out);
+        self.udp_lines(&mut out);
+        self.path_line(&mut out);
+        self.tcp_line(&mut out);
+        self.zerocopy_line(&mut out);
+        self.error_lines(&mut out);
+        self.verdict_lines(&mut out);
+        out
+    }
+
+    /// The per-queue window lines and the `[SUM]` line, offered beside received.
+    fn window_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
         let _ = writeln!(out, "{INTERVAL_TITLES}");
@@ -764,6 +326,11 @@ impl StreamReport {
                 format_bits_per_second(r.bits_per_second())
             )),
         );
+    }
+
+    /// Bytes over the whole test on both sides, and whether they match.
+    fn total_line(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         let _ = writeln!(
             out,
             "total: sender wrote {} bytes, receiver counted {}",
@@ -774,6 +341,11 @@ impl StreamReport {
                 if r.total_bytes() == self.sender.total_bytes() { " (exact match)" } else { " (MISMATCH)" }
             )),
         );
+    }
+
+    /// Each side's queue threads and the host CPUs they ran on.
+    fn cpu_lines(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         for (name, side) in [("sender", Some(&self.sender)), ("receiver", recv)] {
             let Some(side) = side else { continue };
             let threads: Vec<String> = side
@@ -794,6 +366,11 @@ impl StreamReport {
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
             let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
         }
+    }
+
+    /// UDP: the receiver's datagram accounting, and the one-way delay when measured.
+    fn udp_lines(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         if let Some(u) = recv.and_then(|r| r.udp.as_ref()) {
             let sent = self.sender.udp.as_ref().map_or(0, |s| s.datagrams);
             let _ = writeln!(
@@ -811,6 +388,10 @@ impl StreamReport {
                 let _ = writeln!(out, "one-way delay: min {:.1} us, mean {:.1} us, max {:.1} us", min, mean, max);
             }
         }
+    }
+
+    /// The egress interface, the limits found on the path and its counters in the window.
+    fn path_line(&self, out: &mut String) {
         if let Some(iface) = &self.path.egress_interface {
             let limits: Vec<String> = self
                 .path
@@ -833,6 +414,10 @@ impl StreamReport {
                 if limits.is_empty() { "none found".to_string() } else { limits.join(", ") }
             );
         }
+    }
+
+    /// The sender's TCP figures: retransmits, RTT, cwnd and what limited it.
+    fn tcp_line(&self, out: &mut String) {
         let t = &self.sender.tcp;
         if t.flows > 0 {
             let _ = writeln!(
@@ -847,6 +432,10 @@ impl StreamReport {
                 t.sndbuf_limited_share() * 100.0
             );
         }
+    }
+
+    /// Whether SEND_ZC was used, and what the kernel copied anyway.
+    fn zerocopy_line(&self, out: &mut String) {
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(
                 out,
@@ -860,6 +449,11 @@ impl StreamReport {
                 }
             );
         }
+    }
+
+    /// Every error once, the test's own first.
+    fn error_lines(&self, out: &mut String) {
+        let recv = self.receiver.as_ref();
         let mut shown: Vec<&String> = Vec::new();
         for err in
             self.error.iter().chain(&self.sender.errors).chain(recv.map(|r| r.errors.as_slice()).unwrap_or_default())
@@ -869,12 +463,15 @@ impl StreamReport {
                 shown.push(err);
             }
         }
+    }
+
+    /// The verdict, then the reverse direction's report under `--bidir`.
+    fn verdict_lines(&self, out: &mut String) {
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
         if let Some(rev) = &self.reverse {
             let _ = writeln!(out, "\n--- reverse direction (the far side sending to this one) ---");
             out.push_str(&rev.render_text());
         }
-        out
     }
 }

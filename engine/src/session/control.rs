@@ -11,7 +11,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{TestSpec, Tuning};
-use crate::report::stream::{IntervalFigures, Role, SideReport};
+use crate::metrics::figures::{IntervalFigures, Role, SideReport};
 use crate::sys::sockopt::LocalEnd;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};

@@ -9,7 +9,7 @@
 
 use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
-use crate::report::stream::{IntervalFigures, Role, SideReport};
+use crate::metrics::figures::{IntervalFigures, Role, SideReport};
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, MAX_FRAME, MAX_REPORT};
 use crate::sys::interrupt;
 use std::net::TcpStream;

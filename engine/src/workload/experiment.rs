@@ -1,5 +1,6 @@
 //! `uringbench experiment PLAN.toml`: named variants of host settings, each applied before its
-//! runs and reverted after, with the runs interleaved in a randomised block order and compared.
+//! runs and reverted after, with the runs interleaved in a randomised block order. The caller
+//! compares the variants' runs (`analysis::compare::compare_experiment`).
 //!
 //! A block runs every variant once, in an order drawn from a seeded ChaCha8 stream (A B C,
 //! C A B, ...), so a drift of the host over time spreads over all variants instead of
@@ -12,7 +13,6 @@
 //! the test spec, and the receiver applies the settings its own `recv --variants` file gives
 //! that name. The sender never sends a setting or a command.
 
-use crate::analysis::compare::{self, CompareReport};
 use crate::base::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::units::{parse_cpu_list, parse_duration, parse_rate, parse_size};
 use crate::sys::settings::{Change, SettingsSpec, SharedJournal};
@@ -130,7 +130,7 @@ impl Plan {
         let runs = u32::try_from(int("runs", 5)?).map_err(|_| usage("'runs' is too large".into()))?;
         let warmup_runs =
             u32::try_from(int("warmup_runs", 1)?).map_err(|_| usage("'warmup_runs' is too large".into()))?;
-        let seed = int("seed", crate::analysis::stats::DEFAULT_SEED as i64 & i64::MAX)? as u64;
+        let seed = int("seed", crate::metrics::summary::DEFAULT_SEED as i64 & i64::MAX)? as u64;
         if runs == 0 {
             return Err(usage("'runs' must be at least 1".into()));
         }
@@ -380,10 +380,10 @@ pub fn run(
 
 impl ExperimentResult {
     /// The saved document: every run, the exact settings, the block orders, and the
-    /// comparison (`compare` re-reads it).
-    pub fn to_json(&self, comparison: Option<&CompareReport>) -> Value {
+    /// comparison's document when there is one (`compare` re-reads it).
+    pub fn to_json(&self, comparison: Option<Value>) -> Value {
         json!({
-            "schema_version": crate::report::stream::SCHEMA_VERSION,
+            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
             "kind": "experiment",
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "target": self.target,
@@ -395,23 +395,16 @@ impl ExperimentResult {
                 "name": v.name, "receiver_variant": v.receiver, "settings": v.settings,
                 "applied": v.applied, "runs": v.runs,
             })).collect::<Vec<_>>(),
-            "compare": comparison.map(CompareReport::to_json),
+            "compare": comparison,
         })
-    }
-
-    /// The comparison of the variants, the first plan variant as the baseline.
-    pub fn compare(&self, seed: u64) -> Result<CompareReport> {
-        let doc = self.to_json(None);
-        compare::compare(compare::variants_of_doc("", "experiment", &doc)?, None, seed)
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::sys::settings::{register, Journal};
 
-    const PLAN: &str = r#"
+    pub(crate) const PLAN: &str = r#"
         runs = 4
         seed = 9
         [test]
@@ -460,47 +453,5 @@ mod tests {
             assert!(e.message.contains(want), "{text}: {e}");
             assert_eq!(e.exit_code(), 2);
         }
-    }
-
-    #[test]
-    fn runs_interleave_apply_and_revert_around_each_run() {
-        let dir = std::env::temp_dir().join(format!("ub-exp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mark = dir.join("mark");
-        let state = dir.join("exp.state");
-        let _ = std::fs::remove_file(&state);
-        let plan = Plan::parse(&PLAN.replace("$UB_MARK", mark.to_str().unwrap())).unwrap();
-        let journal = register(Journal::create(&state, "test").unwrap());
-        let mut seen = Vec::new();
-        let result = run(
-            &plan,
-            &journal,
-            |opts| {
-                // The command variant's mark exists exactly while its runs are made.
-                let marked = mark.exists();
-                assert_eq!(marked, opts.spec.variant.is_some());
-                seen.push(marked);
-                let gbps = if marked { 12.0 } else { 10.0 } + seen.len() as f64 * 0.01;
-                Ok(json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"receiver": {"bits_per_second": gbps * 1e9}}}))
-            },
-            |_| {},
-        )
-        .unwrap();
-        assert_eq!(seen.len(), 2 * 4 * 2, "a warm-up and a measured run per variant and block");
-        assert!(!mark.exists() && !state.exists(), "reverted after the last run");
-        assert_eq!(result.variants[0].runs.len(), 4);
-        assert_eq!(result.orders.len(), 4);
-        let c = result.compare(1).unwrap();
-        let v = &c.verdicts()[0];
-        assert!(v.significant && v.verdict.starts_with("marked is "), "{}", v.verdict);
-        let doc = result.to_json(Some(&c));
-        assert_eq!(doc["variants"][1]["applied"][0].as_str().unwrap().split(' ').next(), Some("command"));
-        assert!(doc["compare"]["comparisons"].is_array());
-        // The first run failing ends it, reverted.
-        let journal = register(Journal::create(&state, "test").unwrap());
-        let e = run(&plan, &journal, |_| Err(Error::peer("refused: no such variant")), |_| {}).unwrap_err();
-        assert!(e.message.contains("refused"), "{e}");
-        assert!(!mark.exists() && !state.exists());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

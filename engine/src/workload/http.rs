@@ -963,7 +963,7 @@ impl HttpReport {
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let Some(obj) = v.as_object_mut() {
-            obj.insert("schema_version".into(), serde_json::json!(crate::report::stream::SCHEMA_VERSION));
+            obj.insert("schema_version".into(), serde_json::json!(crate::metrics::figures::SCHEMA_VERSION));
             obj.insert("test".into(), serde_json::json!({"workload": "http", "url": self.url}));
             obj.insert("errors_total".into(), serde_json::json!(self.errors.total()));
         }

@@ -11,7 +11,6 @@
 
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
-use crate::report::stream::StreamReport;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -48,10 +47,7 @@ pub struct TrialFigures {
 }
 
 impl TrialFigures {
-    pub fn of_report(r: &StreamReport) -> Self {
-        Self::of_json(&r.to_json())
-    }
-
+    /// A trial's figures from its report's JSON document (docs/output.md keys).
     pub fn of_json(doc: &Value) -> Self {
         let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
         let loss_ratio = if doc.pointer("/test/proto") == Some(&json!("udp")) {
@@ -250,7 +246,7 @@ impl SearchResult {
 
     pub fn to_json(&self, spec: &TestSpec, target: &str) -> Value {
         json!({
-            "schema_version": crate::report::stream::SCHEMA_VERSION,
+            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
             "kind": "search",
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "target": target,

@@ -8,7 +8,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
-use crate::report::stream::SideReport;
+use crate::metrics::figures::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll};
 use crate::session::control::{self, ControlMsg, SessionCookie, DATA_HELLO_LEN, PROTOCOL_VERSION};
 use crate::sys::probe::KernelCaps;

@@ -6,8 +6,8 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec, ZeroCopyMode};
+use crate::metrics::figures::{PathFacts, Role, SideReport, StreamReport};
 use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
-use crate::report::stream::{PathFacts, Role, SideReport, StreamReport};
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control::{self, ControlMsg, PROTOCOL_VERSION};

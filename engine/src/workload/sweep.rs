@@ -8,16 +8,13 @@
 //! Saved results (`--json`) hold every run's figures; [`SweepResult::from_json`] reads them
 //! back and recomputes the summaries, so `uringbench report` charts old sweeps the same way.
 
-use crate::base::spec::{Proto, TestSpec};
-use crate::base::units::format_bits_per_second;
-use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
-use crate::report::stream::{StreamReport, SCHEMA_VERSION};
+use crate::base::spec::TestSpec;
+use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
+use crate::metrics::summary::Stats;
 use crate::workload::stream::{run_send, SendOptions};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 
 /// The swept parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,14 +108,16 @@ pub struct RunFigures {
 }
 
 impl RunFigures {
-    pub fn of_report(run: u32, r: &StreamReport) -> Self {
+    /// A run's figures from its report, with the verdict's bottleneck name as the caller
+    /// found it.
+    pub fn of_report(run: u32, r: &StreamReport, verdict: String) -> Self {
         Self {
             run,
             complete: r.complete(),
             receiver_bits_per_second: r.receiver.as_ref().map(|x| x.bits_per_second()),
             sender_bits_per_second: Some(r.sender.bits_per_second()),
             cpu_seconds_per_gb: r.receiver_cpu_seconds_per_gb(),
-            verdict: Some(r.verdict().bottleneck.to_string()),
+            verdict: Some(verdict),
             error: r.error.clone(),
         }
     }
@@ -206,31 +205,15 @@ pub struct RunDone<'a> {
     pub sweep: &'a SweepResult,
 }
 
-/// Columns of the sweep CSV.
-pub const SWEEP_CSV_HEADER: &str =
-    "kind,parameter,value,label,run,complete,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,verdict";
-
-pub(crate) fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_owned()
-    }
-}
-
-/// Bits per second as a whole number.
-pub(crate) fn opt_bps(v: Option<f64>) -> String {
-    v.map_or(String::new(), |v| format!("{v:.0}"))
-}
-
-pub(crate) fn opt(v: Option<f64>) -> String {
-    v.map_or(String::new(), |v| format!("{v:.6}").trim_end_matches('0').trim_end_matches('.').to_string())
-}
-
 /// Runs the sweep against a running `uringbench recv`. The first run failing to start is an
 /// error (nothing to sweep against); later failures are recorded as incomplete runs and the
-/// sweep goes on.
-pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepResult> {
+/// sweep goes on. `verdict` names what limited a run (the analysis layer's verdict, handed in
+/// by the caller).
+pub fn run(
+    plan: &SweepPlan,
+    verdict: impl Fn(&StreamReport) -> String,
+    mut progress: impl FnMut(RunDone),
+) -> Result<SweepResult> {
     if plan.values.is_empty() {
         return Err(Error::usage("sweep: no values to sweep"));
     }
@@ -252,7 +235,7 @@ pub fn run(plan: &SweepPlan, mut progress: impl FnMut(RunDone)) -> Result<SweepR
         for (i, spec) in specs.iter().enumerate() {
             let opts = SendOptions { spec: spec.clone(), ..plan.base.clone() };
             let (figures, report) = match run_send(&opts) {
-                Ok(r) => (RunFigures::of_report(run, &r), Some(r)),
+                Ok(r) => (RunFigures::of_report(run, &r, verdict(&r)), Some(r)),
                 Err(e) if run == 1 && i == 0 => return Err(e),
                 Err(e) => (RunFigures::failed(run, &e), None),
             };
@@ -318,144 +301,13 @@ impl SweepResult {
         }
         Ok(result)
     }
-
-    /// A run-per-row CSV, plus min/median/mean/max/stdev rows per point.
-    pub fn to_csv(&self) -> String {
-        let mut out = format!("{SWEEP_CSV_HEADER}\n");
-        let param = self.parameter.key();
-        for p in &self.points {
-            for r in &p.runs {
-                let _ = writeln!(
-                    out,
-                    "run,{param},{},{},{},{},{},{},{},{}",
-                    p.value,
-                    csv_field(&p.label),
-                    r.run,
-                    r.complete,
-                    opt_bps(r.receiver_bits_per_second),
-                    opt_bps(r.sender_bits_per_second),
-                    opt(r.cpu_seconds_per_gb),
-                    csv_field(r.verdict.as_deref().or(r.error.as_deref()).unwrap_or(""))
-                );
-            }
-            let s = p.summary();
-            let pick = |st: &Option<Stats>, f: fn(&Stats) -> f64| opt(st.as_ref().map(f));
-            let pick_bps = |st: &Option<Stats>, f: fn(&Stats) -> f64| opt_bps(st.as_ref().map(f));
-            for (kind, f) in [
-                ("min", (|s: &Stats| s.min) as fn(&Stats) -> f64),
-                ("median", |s| s.median),
-                ("mean", |s| s.mean),
-                ("max", |s| s.max),
-                ("stdev", |s| s.stdev),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "{kind},{param},{},{},,{},{},{},{},",
-                    p.value,
-                    csv_field(&p.label),
-                    s.complete_runs,
-                    pick_bps(&s.receiver_bits_per_second, f),
-                    pick_bps(&s.sender_bits_per_second, f),
-                    pick(&s.cpu_seconds_per_gb, f)
-                );
-            }
-        }
-        out
-    }
-
-    /// The chart: received Gbit/s (left) and CPU-s/GB (right), medians with min–max bars.
-    pub fn chart(&self) -> Chart {
-        let mut gbps = Vec::new();
-        let mut cpu = Vec::new();
-        for (x, p) in self.points.iter().enumerate() {
-            let s = p.summary();
-            if let Some(st) = s.receiver_bits_per_second {
-                gbps.push(Point { x, y: st.median / 1e9, min: Some(st.min / 1e9), max: Some(st.max / 1e9) });
-            }
-            if let Some(st) = s.cpu_seconds_per_gb {
-                cpu.push(Point { x, y: st.median, min: Some(st.min), max: Some(st.max) });
-            }
-        }
-        let t = &self.test;
-        Chart {
-            title: format!(
-                "uringbench sweep: {} stream to {}, {} run{} per point (median, min-max)",
-                if t.proto == Proto::Udp { "UDP" } else { "TCP" },
-                self.target,
-                self.repeat,
-                if self.repeat == 1 { "" } else { "s" }
-            ),
-            x_label: self.parameter.axis_title().into(),
-            categories: self.points.iter().map(|p| p.label.clone()).collect(),
-            left_label: "received Gbit/s".into(),
-            right_label: Some("receiver CPU-s/GB".into()),
-            series: vec![
-                Series { key: "receiver_gbps".into(), name: "received Gbit/s".into(), axis: Axis::Left, points: gbps },
-                Series { key: "cpu_s_per_gb".into(), name: "receiver CPU-s/GB".into(), axis: Axis::Right, points: cpu },
-            ],
-        }
-    }
-
-    /// A table, one line per point.
-    pub fn render_table(&self) -> String {
-        let mut out = format!(
-            "{:<8} {:>5}  {:<34} {:<26} {}\n",
-            self.parameter.key(),
-            "runs",
-            "received Gbit/s median [min-max]",
-            "CPU-s/GB median [min-max]",
-            "verdicts"
-        );
-        for p in &self.points {
-            let s = p.summary();
-            let range = |st: Option<Stats>, scale: f64, digits: usize| {
-                st.map_or("-".to_string(), |st| {
-                    format!("{:.d$} [{:.d$}-{:.d$}]", st.median / scale, st.min / scale, st.max / scale, d = digits)
-                })
-            };
-            let mut verdicts: Vec<&str> = p.runs.iter().filter_map(|r| r.verdict.as_deref()).collect();
-            verdicts.sort_unstable();
-            verdicts.dedup();
-            let _ = writeln!(
-                out,
-                "{:<8} {:>5}  {:<34} {:<26} {}",
-                p.label,
-                format!("{}/{}", s.complete_runs, s.runs),
-                range(s.receiver_bits_per_second, 1e9, 2),
-                range(s.cpu_seconds_per_gb, 1.0, 3),
-                verdicts.join(", ")
-            );
-        }
-        out
-    }
-}
-
-/// A one-line description of a run, for progress output.
-pub fn run_line(param: SweepParam, label: &str, repeat: u32, f: &RunFigures) -> String {
-    format!("{}={label} run {}/{repeat}: {}", param.key(), f.run, run_figures_text(f))
-}
-
-/// `run N: ...` for runs that are not part of a sweep (`send --repeat`).
-pub fn run_line_plain(f: &RunFigures) -> String {
-    format!("run {}: {}", f.run, run_figures_text(f))
-}
-
-fn run_figures_text(f: &RunFigures) -> String {
-    let gbps = f.receiver_bits_per_second.map_or("nothing received".into(), format_bits_per_second);
-    let cpu = f.cpu_seconds_per_gb.map_or("cpu n/a".into(), |c| format!("{c:.3} CPU-s/GB"));
-    let tail = match (&f.error, &f.verdict) {
-        (Some(e), _) => format!("incomplete: {e}"),
-        (None, Some(v)) => format!("verdict: {v}"),
-        _ => String::new(),
-    };
-    format!("{gbps}, {cpu}, {tail}")
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn figures(run: u32, gbps: f64, cpu: f64) -> RunFigures {
+    pub(crate) fn figures(run: u32, gbps: f64, cpu: f64) -> RunFigures {
         RunFigures {
             run,
             complete: true,
@@ -467,7 +319,7 @@ mod tests {
         }
     }
 
-    fn result() -> SweepResult {
+    pub(crate) fn result() -> SweepResult {
         SweepResult {
             parameter: SweepParam::Queues,
             target: "10.77.0.2".into(),
@@ -520,20 +372,6 @@ mod tests {
     }
 
     #[test]
-    fn csv_rows_per_run_and_per_point() {
-        let csv = result().to_csv();
-        let lines: Vec<&str> = csv.lines().collect();
-        assert_eq!(lines[0], SWEEP_CSV_HEADER);
-        let columns = SWEEP_CSV_HEADER.split(',').count();
-        assert!(lines.iter().all(|l| l.split(',').count() == columns), "{csv}");
-        assert_eq!(lines.iter().filter(|l| l.starts_with("run,")).count(), 6);
-        assert_eq!(lines.iter().filter(|l| l.starts_with("median,")).count(), 2);
-        assert!(lines.contains(&"median,queues,1,1,,3,11000000000,11001000000,0.25,"), "{csv}");
-        assert!(lines.contains(&"run,queues,2,2,2,false,,,,receiver vanished"), "{csv}");
-        assert_eq!(csv_field("a,b \"c\""), "\"a,b \"\"c\"\"\"");
-    }
-
-    #[test]
     fn json_round_trip_and_bad_documents() {
         let r = result();
         let doc = r.to_json();
@@ -552,20 +390,6 @@ mod tests {
         let mut empty = doc.clone();
         empty["points"] = json!([]);
         assert!(SweepResult::from_json(&empty).unwrap_err().message.contains("no points"));
-    }
-
-    #[test]
-    fn chart_series_and_table() {
-        let r = result();
-        let c = r.chart();
-        assert_eq!(c.categories, vec!["1", "2"]);
-        assert_eq!(c.series.len(), 2);
-        assert_eq!(c.series[0].points[1], Point { x: 1, y: 16.0, min: Some(15.0), max: Some(17.0) });
-        let t = r.render_table();
-        assert!(t.contains("2/3"), "{t}");
-        assert!(t.contains("11.00 [10.00-12.00]"), "{t}");
-        let line = run_line(SweepParam::Queues, "2", 3, &r.points[1].runs[1]);
-        assert_eq!(line, "queues=2 run 2/3: nothing received, cpu n/a, incomplete: receiver vanished");
     }
 
     #[test]

@@ -10,15 +10,16 @@
 use super::stream::{split_by_direction, SendOptions, SenderSession, END_GRACE};
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
+use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::metrics::seq::LiveStats;
 use crate::metrics::seq::SeqStats;
-use crate::report::stream::{Role, SideReport, StreamReport, UdpFigures};
 use crate::runtime::placement::Placement;
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control::{self, ControlMsg};
 use crate::session::live::{Live, Observer, ServerLive};
 use crate::sys::sockopt;
-use crate::transport::udp::recv::{self as udp_recv, LiveStats, UdpRecvConfig, UdpRecvFlow};
+use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;

@@ -13,10 +13,11 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::metrics::seq::LiveStats;
 use crate::metrics::seq::SeqStats;
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
-use crate::report::stream::{Role, SideReport, StreamReport, UdpFigures};
 use crate::runtime::placement::Placement;
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control::{self, ControlMsg};
@@ -24,7 +25,6 @@ use crate::session::live::{Live, Observer, ServerLive};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
-use crate::transport::udp::recv::LiveStats;
 use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow};
 use crate::transport::xdp::send::{self as xsend, XdpSendConfig, XdpSendFlow, XdpSendQueue};
 use crate::transport::FlowOutcome;

@@ -2,7 +2,7 @@
 //! hosts' facts as `sender_NAME` / `receiver_NAME` columns (the union of the facts reported).
 
 use super::{FleetReport, FleetRun};
-use crate::workload::sweep::{csv_field, opt, opt_bps};
+use crate::report::sweep::{csv_field, opt, opt_bps};
 use std::fmt::Write as _;
 
 /// The fixed columns; the fact columns follow them.

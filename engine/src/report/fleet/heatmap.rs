@@ -20,6 +20,7 @@ fn shade(value: f64, max: f64) -> String {
     format!("#{:02x}{:02x}{:02x}", mix(31.0), mix(119.0), mix(180.0))
 }
 
+/// The heatmap document: the title, one matrix per (plan entry, address), the note.
 pub fn to_svg(report: &FleetReport) -> String {
     let mut hosts: Vec<&str> = Vec::new();
     for p in &report.pairs {
@@ -45,6 +46,7 @@ pub fn to_svg(report: &FleetReport) -> String {
         .iter()
         .filter_map(|p| p.figures.receiver_bits_per_second.map(|s| s.median / 1e9))
         .fold(0.0, f64::max);
+    let m = Matrices { report, hosts, several_entries, max };
     let mut s = String::new();
     let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
     let _ = writeln!(
@@ -58,8 +60,31 @@ pub fn to_svg(report: &FleetReport) -> String {
         report.runs.len()
     );
     for (b, (entry, addr)) in blocks.iter().enumerate() {
-        let x0 = b as f64 * block + LABEL;
+        m.matrix(&mut s, b as f64 * block + LABEL, entry, addr);
+    }
+    let _ = writeln!(
+        s,
+        r#"<text id="note" x="10" y="{}">* some runs of the pair failed; grey: not planned</text>"#,
+        height - 14.0
+    );
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// What every matrix shares: the report, the hosts in order, whether matrices are told apart
+/// by plan entry, and the rate of the darkest cell.
+struct Matrices<'a> {
+    report: &'a FleetReport,
+    hosts: Vec<&'a str>,
+    several_entries: bool,
+    max: f64,
+}
+
+impl Matrices<'_> {
+    /// One matrix at `x0`: its caption, the host labels, a cell per ordered pair.
+    fn matrix(&self, s: &mut String, x0: f64, entry: &str, addr: &str) {
         let y0 = TOP + LABEL;
+        let several_entries = self.several_entries;
         let id = if several_entries { format!("{entry}-{addr}") } else { addr.to_string() };
         let _ = writeln!(
             s,
@@ -70,7 +95,18 @@ pub fn to_svg(report: &FleetReport) -> String {
         );
         let caption = if several_entries { format!("{entry}, {addr} address") } else { format!("{addr} address") };
         let _ = writeln!(s, r#"<text x="{x0}" y="{}" font-size="14">{}</text>"#, TOP - 10.0, escape(&caption));
-        for (i, h) in hosts.iter().enumerate() {
+        self.host_labels(s, x0, y0);
+        for (i, snd) in self.hosts.iter().enumerate() {
+            for (j, rcv) in self.hosts.iter().enumerate() {
+                self.cell(s, (entry, addr), snd, rcv, x0 + j as f64 * CELL, y0 + i as f64 * CELL);
+            }
+        }
+        let _ = writeln!(s, "</g>");
+    }
+
+    /// Senders down the left, receivers slanted across the top.
+    fn host_labels(&self, s: &mut String, x0: f64, y0: f64) {
+        for (i, h) in self.hosts.iter().enumerate() {
             let h = escape(h);
             let _ = writeln!(
                 s,
@@ -86,59 +122,53 @@ pub fn to_svg(report: &FleetReport) -> String {
                 y0 - 8.0
             );
         }
-        for (i, snd) in hosts.iter().enumerate() {
-            for (j, rcv) in hosts.iter().enumerate() {
-                let (x, y) = (x0 + j as f64 * CELL, y0 + i as f64 * CELL);
-                let pair = report
-                    .pairs
-                    .iter()
-                    .find(|p| p.entry == *entry && p.sender == *snd && p.receiver == *rcv && p.address == *addr);
-                let attrs = format!(r#"data-sender="{}" data-receiver="{}""#, escape(snd), escape(rcv));
-                let Some(p) = pair else {
-                    let _ = writeln!(
-                        s,
-                        r##"<rect class="unplanned" {attrs} x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="#eeeeee" stroke="white"/>"##
-                    );
-                    continue;
-                };
-                let f = &p.figures;
-                let median = f.receiver_bits_per_second.map(|st| st.median / 1e9);
-                let fill = median.map_or("#f4a6a6".to_string(), |m| shade(m, max));
-                let _ = writeln!(
-                    s,
-                    r#"<rect class="cell" {attrs} data-runs="{}" data-complete="{}" data-gbps="{}" x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="{fill}" stroke="white"><title>{} to {}: {} of {} runs, {}</title></rect>"#,
-                    f.runs,
-                    f.complete_runs,
-                    median.map_or(String::new(), |m| format!("{m:.3}")),
-                    escape(snd),
-                    escape(rcv),
-                    f.complete_runs,
-                    f.runs,
-                    median.map_or("failed".to_string(), |m| format!("{m:.2} Gbit/s"))
-                );
-                let label = match median {
-                    Some(m) if f.complete_runs == f.runs => format!("{m:.2}"),
-                    Some(m) => format!("{m:.2}*"),
-                    None => "failed".into(),
-                };
-                let color = if median.is_some_and(|m| max > 0.0 && m / max > 0.6) { "white" } else { "black" };
-                let _ = writeln!(
-                    s,
-                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="{color}">{label}</text>"#,
-                    x + CELL / 2.0,
-                    y + CELL / 2.0 + 4.0
-                );
-            }
-        }
-        let _ = writeln!(s, "</g>");
     }
-    let _ = writeln!(
-        s,
-        r#"<text id="note" x="10" y="{}">* some runs of the pair failed; grey: not planned</text>"#,
-        height - 14.0
-    );
-    let _ = writeln!(s, "</svg>");
-    s
+
+    /// The cell of one ordered pair at (`x`, `y`): its median shaded, or marked failed or
+    /// not planned.
+    fn cell(&self, s: &mut String, (entry, addr): (&str, &str), snd: &str, rcv: &str, x: f64, y: f64) {
+        let max = self.max;
+        let pair = self
+            .report
+            .pairs
+            .iter()
+            .find(|p| p.entry == *entry && p.sender == *snd && p.receiver == *rcv && p.address == *addr);
+        let attrs = format!(r#"data-sender="{}" data-receiver="{}""#, escape(snd), escape(rcv));
+        let Some(p) = pair else {
+            let _ = writeln!(
+                s,
+                r##"<rect class="unplanned" {attrs} x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="#eeeeee" stroke="white"/>"##
+            );
+            return;
+        };
+        let f = &p.figures;
+        let median = f.receiver_bits_per_second.map(|st| st.median / 1e9);
+        let fill = median.map_or("#f4a6a6".to_string(), |m| shade(m, max));
+        let _ = writeln!(
+            s,
+            r#"<rect class="cell" {attrs} data-runs="{}" data-complete="{}" data-gbps="{}" x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="{fill}" stroke="white"><title>{} to {}: {} of {} runs, {}</title></rect>"#,
+            f.runs,
+            f.complete_runs,
+            median.map_or(String::new(), |m| format!("{m:.3}")),
+            escape(snd),
+            escape(rcv),
+            f.complete_runs,
+            f.runs,
+            median.map_or("failed".to_string(), |m| format!("{m:.2} Gbit/s"))
+        );
+        let label = match median {
+            Some(m) if f.complete_runs == f.runs => format!("{m:.2}"),
+            Some(m) => format!("{m:.2}*"),
+            None => "failed".into(),
+        };
+        let color = if median.is_some_and(|m| max > 0.0 && m / max > 0.6) { "white" } else { "black" };
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="{color}">{label}</text>"#,
+            x + CELL / 2.0,
+            y + CELL / 2.0 + 4.0
+        );
+    }
 }
 
 #[cfg(test)]

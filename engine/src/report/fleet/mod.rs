@@ -12,8 +12,8 @@
 pub mod csv;
 pub mod heatmap;
 
+use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::report::export::Stats;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Map, Value};

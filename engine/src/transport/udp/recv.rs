@@ -20,7 +20,7 @@
 
 use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
-use crate::metrics::seq::{SeqStats, SeqTracker};
+use crate::metrics::seq::{LiveStats, SeqStats, SeqTracker};
 use crate::transport::errno_text;
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
@@ -42,9 +42,6 @@ const RECVMSG_OUT_LEN: usize = 16;
 const NAME_LEN: usize = std::mem::size_of::<libc::sockaddr_in6>();
 /// Room for control messages: a `UDP_GRO` int (24 bytes) and a `timespec` (32 bytes).
 const CONTROL_LEN: usize = 64;
-
-/// A flow's accounting as of its last completion, published for the interval sampler.
-pub type LiveStats = std::sync::Arc<std::sync::Mutex<SeqStats>>;
 
 /// One flow handed to a receiving thread: a bound UDP socket, one sender.
 pub struct UdpRecvFlow {

@@ -12,9 +12,9 @@
 //! here depends on it; the session merges the threads' figures per flow.
 
 use crate::metrics::measure::QueueCounters;
+use crate::metrics::seq::LiveStats;
 use crate::metrics::seq::{SeqStats, SeqTracker};
 use crate::sys::xdp::socket::{BindMode, SocketCounters, XskQueue};
-use crate::transport::udp::recv::LiveStats;
 use crate::wire::frame::{parse_udp, FrameError, UdpChecksum};
 use crate::wire::udp_payload::{self as payload, WireTime};
 use std::collections::HashMap;

@@ -1,0 +1,351 @@
+//! What a test measured, on each side: the figure types (docs/output.md).
+//!
+//! Each side builds a [`SideReport`] from its own samples; the receiver's travels back over
+//! the control channel, and the sender combines both into a [`StreamReport`]. How they are
+//! shown (text, JSON) is report/stream.rs; what limited the run, analysis/verdict.rs, from the
+//! [`Evidence`] gathered here.
+
+use crate::base::spec::TestSpec;
+use crate::metrics::seq::SeqStats;
+use crate::sys::hostinfo::HostDelta;
+use crate::sys::netpath::PathLimit;
+use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON document; bumped when a fixed key changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A side's error when its flows ended before its window did.
+pub(crate) const ENDED_EARLY: &str = "the flows ended before the measured window did";
+
+/// A test stopped before its planned end, by a signal at either end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interruption {
+    /// How much of the measured window had run (the receiver's figure when it reported).
+    pub at_seconds: f64,
+    /// The planned window.
+    pub of_seconds: f64,
+    /// Which signal, on which end.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// One queue's bytes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueueFigures {
+    pub id: u32,
+    /// Bytes inside the measured window.
+    pub bytes: u64,
+    /// Bytes over the whole test, warm-up and cool-down included (sender: written;
+    /// receiver: read up to EOF).
+    pub total_bytes: u64,
+    pub flows: u32,
+}
+
+/// Bytes per queue between two consecutive samples.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IntervalFigures {
+    /// Seconds since the window started.
+    pub start: f64,
+    pub end: f64,
+    pub bytes: Vec<u64>,
+    /// TCP figures of all flows over the interval.
+    pub tcp: TcpWindow,
+    /// TCP_INFO of each flow at the interval's end, in flow order.
+    pub tcp_flows: Vec<Option<TcpInfo>>,
+    /// UDP receiver: datagram accounting over the interval, all flows (jitter as of its end).
+    pub udp: Option<SeqStats>,
+}
+
+impl IntervalFigures {
+    pub fn sum(&self) -> u64 {
+        self.bytes.iter().sum()
+    }
+    pub fn bits_per_second(&self) -> f64 {
+        rate(self.sum(), self.end - self.start)
+    }
+}
+
+/// One queue thread's CPU time inside the window.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThreadCpu {
+    pub cpu: usize,
+    pub queues: Vec<u32>,
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// (user + system) ÷ window.
+    pub utilization: f64,
+}
+
+/// One host CPU's busy time inside the window (user+nice+system+irq+softirq+steal).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostCpu {
+    pub cpu: usize,
+    pub busy_seconds: f64,
+    /// The softirq part of `busy_seconds`.
+    pub softirq_seconds: f64,
+    pub utilization: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CpuFigures {
+    pub threads: Vec<ThreadCpu>,
+    pub host: Vec<HostCpu>,
+    /// Sum of `host[].busy_seconds`.
+    pub host_busy_seconds: f64,
+    /// Nominal CPU frequency used for cycles per byte.
+    pub nominal_hz: Option<f64>,
+}
+
+/// UDP datagram accounting of one side: the sender counts what it sent, the receiver the
+/// sequence-number accounting over the whole test (FIN included: losses at the end count).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UdpFigures {
+    /// Sender: datagrams sent. Receiver: distinct datagrams received.
+    pub datagrams: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// Highest sequence number the sender is known to have used.
+    pub expected: u64,
+    /// RFC 3550 jitter, microseconds: mean of the flows' estimates.
+    pub jitter_us: f64,
+    /// Sender: sends refused by ICMP port unreachable (nobody listening).
+    pub refused: u64,
+    /// One-way delay (`--one-way-delay`, ends sharing a clock): min, mean, max microseconds.
+    #[serde(default)]
+    pub delay_us: Option<[f64; 3]>,
+}
+
+impl UdpFigures {
+    /// A receiver's figures from its flows' sequence accounting: counts summed, jitter the
+    /// mean of the flows' estimates.
+    pub fn received(flows: &[&SeqStats]) -> Self {
+        let stats = SeqStats::sum(flows.iter().copied());
+        let jitter_us =
+            if flows.is_empty() { 0.0 } else { flows.iter().map(|s| s.jitter_us).sum::<f64>() / flows.len() as f64 };
+        Self {
+            datagrams: stats.received,
+            lost: stats.lost,
+            out_of_order: stats.out_of_order,
+            duplicates: stats.duplicates,
+            expected: stats.expected,
+            jitter_us,
+            refused: 0,
+            delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
+        }
+    }
+}
+
+/// Zero-copy truth for one side: requested, used, and what the kernel reported.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZeroCopyFigures {
+    /// `--zerocopy` as given.
+    pub requested: String,
+    /// Whether SEND_ZC was used.
+    pub used: bool,
+    /// Why it was or was not used.
+    pub reason: String,
+    pub sends: u64,
+    pub notifications: u64,
+    /// Sends the kernel reported it copied anyway.
+    pub copied: u64,
+}
+
+/// Everything one side measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SideReport {
+    pub role: Role,
+    /// Threads, CPUs and wait mode, in one line.
+    pub placement: String,
+    /// The data path used (opcodes, buffer ring shape).
+    pub path: String,
+    pub queues: Vec<QueueFigures>,
+    pub window_seconds: f64,
+    pub intervals: Vec<IntervalFigures>,
+    pub cpu: CpuFigures,
+    /// TCP figures of all flows over the measured window.
+    pub tcp: TcpWindow,
+    /// TCP_INFO of each flow after the test ended, in flow order.
+    pub tcp_flows_end: Vec<Option<TcpInfo>>,
+    /// The knobs of each flow as the kernel reported them at the end, in flow order.
+    #[serde(default)]
+    pub flow_sockets: Vec<crate::sys::sockopt::FlowSocket>,
+    /// Interface, SNMP and softnet counters over the window (interface: the one facing the peer).
+    pub host: Option<HostDelta>,
+    /// UDP tests only.
+    pub udp: Option<UdpFigures>,
+    pub zerocopy: Option<ZeroCopyFigures>,
+    /// AF_XDP engine (`--engine xdp`): modes obtained and the program's and sockets' counters.
+    #[serde(default)]
+    pub xdp: Option<crate::metrics::xdp::XdpFigures>,
+    /// Whether the whole window was measured and every flow ended cleanly.
+    pub complete: bool,
+    pub errors: Vec<String>,
+}
+
+impl SideReport {
+    pub fn bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.bytes).sum()
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.total_bytes).sum()
+    }
+    pub fn bits_per_second(&self) -> f64 {
+        rate(self.bytes(), self.window_seconds)
+    }
+
+    /// The test was stopped before its planned end (`reason`: who stopped it): says how far
+    /// it got instead of blaming the flows.
+    pub fn stopped_early(&mut self, spec: &TestSpec, reason: &str) {
+        self.errors.retain(|e| e != ENDED_EARLY);
+        self.errors.push(format!(
+            "interrupted at {:.1} s of {:.1} s ({reason})",
+            self.window_seconds,
+            spec.time_ms as f64 / 1e3
+        ));
+        self.complete = false;
+    }
+}
+
+/// A queue thread, tagged with its side ("sender" or "receiver").
+pub type SideThread = (&'static str, ThreadCpu);
+/// A host CPU, tagged with the side whose queue threads ran on it.
+pub type SideHostCpu = (&'static str, HostCpu);
+
+/// The CPU figures the verdict looks at, from the sending and the receiving side: every queue
+/// thread, and of the host's CPUs only those a side's queue threads ran on.
+pub fn cpu_evidence(sender: Option<&SideReport>, receiver: Option<&SideReport>) -> (Vec<SideThread>, Vec<SideHostCpu>) {
+    let mut threads = Vec::new();
+    let mut host = Vec::new();
+    for (name, side) in [("sender", sender), ("receiver", receiver)] {
+        let Some(side) = side else { continue };
+        threads.extend(side.cpu.threads.iter().map(|t| (name, t.clone())));
+        let own = |h: &&HostCpu| side.cpu.threads.iter().any(|t| t.cpu == h.cpu);
+        host.extend(side.cpu.host.iter().filter(own).map(|h| (name, h.clone())));
+    }
+    (threads, host)
+}
+
+/// Bits per second of `bytes` over `seconds` (0 for an empty window).
+pub(crate) fn rate(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// Both sides of a stream test, as the sender prints it.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    pub spec: TestSpec,
+    pub target: String,
+    pub sender: SideReport,
+    /// `None` when the receiver's report never arrived.
+    pub receiver: Option<SideReport>,
+    /// Why the test is incomplete, when it is.
+    pub error: Option<String>,
+    /// What the sender found out about the path (limits, interface counters).
+    pub path: PathFacts,
+    /// `--bidir`: the test of the other direction (the far side sending to this one).
+    pub reverse: Option<Box<StreamReport>>,
+    /// Set when a signal at either end stopped the test early.
+    pub interrupted: Option<Interruption>,
+}
+
+/// Facts about the network path gathered by the sender around the window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PathFacts {
+    /// Interface the kernel routes the target through.
+    pub egress_interface: Option<String>,
+    /// Rate limits found on the path: egress qdisc, link speed, cloud egress cap.
+    pub limits: Vec<PathLimit>,
+    /// Packets dropped on the egress interface (rx+tx) during the window.
+    pub interface_drops: u64,
+    /// Packets dropped by softnet backlogs during the window.
+    pub softnet_drops: u64,
+}
+
+impl PathFacts {
+    pub fn drops(&self) -> u64 {
+        self.interface_drops + self.softnet_drops
+    }
+}
+
+impl StreamReport {
+    /// Records that the test was stopped early (`reason`, when it was): the error says how
+    /// far it got, in the receiver's window when there is one.
+    pub fn mark_interrupted(&mut self, reason: Option<String>) {
+        let Some(reason) = reason else { return };
+        let at = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let of = self.spec.time_ms as f64 / 1e3;
+        self.error = Some(format!("interrupted at {at:.1} s of {of:.1} s ({reason})"));
+        self.interrupted = Some(Interruption { at_seconds: at, of_seconds: of, reason });
+    }
+
+    pub fn complete(&self) -> bool {
+        self.error.is_none()
+            && self.sender.complete
+            && self.receiver.as_ref().is_some_and(|r| r.complete)
+            && self.reverse.as_ref().is_none_or(|r| r.complete())
+    }
+
+    /// The figures the verdict rules look at.
+    pub fn evidence(&self) -> Evidence {
+        let incomplete = self
+            .error
+            .clone()
+            .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
+            .or_else(|| self.sender.errors.first().cloned());
+        let (threads, host) = cpu_evidence(Some(&self.sender), self.receiver.as_ref());
+        Evidence {
+            incomplete,
+            received_bps: self.receiver.as_ref().map_or(0.0, |r| r.bits_per_second()),
+            configured_rate_bps: self.spec.rate_bps,
+            path_limits: self.path.limits.clone(),
+            tcp: self.sender.tcp.clone(),
+            drops: self.path.drops(),
+            udp_loss: self.receiver.as_ref().and_then(|r| {
+                let u = r.udp.as_ref()?;
+                let rcvbuf = r.host.as_ref().and_then(|h| h.snmp).map_or(0, |s| s.udp_rcvbuf_errors);
+                Some((u.lost, u.expected, rcvbuf))
+            }),
+            threads,
+            host,
+        }
+    }
+
+    /// Receiver-side host CPU-seconds per GB of received payload in the window.
+    pub fn receiver_cpu_seconds_per_gb(&self) -> Option<f64> {
+        let r = self.receiver.as_ref()?;
+        (r.bytes() > 0).then(|| r.cpu.host_busy_seconds / (r.bytes() as f64 / 1e9))
+    }
+}
+
+/// Everything the rules look at, gathered from both sides of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub incomplete: Option<String>,
+    pub received_bps: f64,
+    pub configured_rate_bps: u64,
+    /// Limits in the order they are checked: qdisc, link speed, cloud cap.
+    pub path_limits: Vec<PathLimit>,
+    /// Sender-side TCP over the window.
+    pub tcp: TcpWindow,
+    /// Drops counted by the interfaces and softnet backlogs on the path during the window.
+    pub drops: u64,
+    /// UDP: (lost, expected) datagrams over the test, and the receiver's socket-buffer drops
+    /// (UDP RcvbufErrors) in its window.
+    pub udp_loss: Option<(u64, u64, u64)>,
+    /// Queue threads of each side ("sender"/"receiver").
+    pub threads: Vec<SideThread>,
+    /// Host CPUs of each side.
+    pub host: Vec<SideHostCpu>,
+}

@@ -1,0 +1,116 @@
+//! How a comparison is shown: the text table and verdicts, and the per-variant chart.
+
+use crate::analysis::compare::{fmt_like, fmt_p, fmt_value, CompareReport};
+use crate::analysis::stats;
+use crate::report::chart::{Axis, Chart, Point, Series};
+use std::fmt::Write as _;
+
+impl CompareReport {
+    /// Per-variant summaries of every metric, each pair's ratio and test, and the verdicts.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "compare: {} variants against {}; 95% intervals from {} bootstrap resamples (seed {}), p from Mann-Whitney U",
+            self.variants.len(),
+            self.variants[0].name,
+            stats::BOOTSTRAP_ROUNDS,
+            self.seed
+        );
+        let width = self.variants.iter().map(|v| v.name.len()).max().unwrap_or(4).max(8);
+        for (mi, m) in self.metrics.iter().enumerate() {
+            let _ = writeln!(out, "\n{}", m.title());
+            for (vi, v) in self.variants.iter().enumerate() {
+                if let Some(s) = &self.summaries[vi][mi] {
+                    let _ = writeln!(
+                        out,
+                        "  {:<width$}  {:>3} runs  median {:>10}  [{} - {}]  95% CI {} - {}",
+                        v.name,
+                        s.n,
+                        fmt_value(s.median),
+                        fmt_like(s.min, s.median),
+                        fmt_like(s.max, s.median),
+                        fmt_like(s.ci95[0], s.median),
+                        fmt_like(s.ci95[1], s.median)
+                    );
+                }
+            }
+            for c in self.comparisons.iter().filter(|c| c.metric == *m) {
+                let ratio = c.ratio.map_or("ratio n/a (median 0)".into(), |r| format!("ratio {r:.3}"));
+                let ci = c.ci95.map_or(String::new(), |[lo, hi]| format!("  95% CI {lo:.3} - {hi:.3}"));
+                let _ = writeln!(
+                    out,
+                    "  {} vs {}: {ratio}{ci}  {}  {}",
+                    c.b,
+                    c.a,
+                    c.p_value.map_or("no test".into(), fmt_p),
+                    if c.significant { "significant" } else { "not significant" }
+                );
+            }
+        }
+        let _ = writeln!(out, "\nverdict ({}):", self.primary.title());
+        for c in self.verdicts() {
+            let _ = writeln!(out, "  {}", c.verdict);
+        }
+        out
+    }
+
+    /// Per-variant distributions of the primary metric: every run as a dot, the median with its
+    /// 95% interval, and the min–max.
+    pub fn chart(&self) -> Chart {
+        let mi = self.metrics.iter().position(|m| *m == self.primary).unwrap_or(0);
+        let mut runs = Vec::new();
+        let mut medians = Vec::new();
+        let mut ranges = Vec::new();
+        for (x, v) in self.variants.iter().enumerate() {
+            runs.extend(v.samples(self.primary).into_iter().map(|y| Point { x, y, min: None, max: None }));
+            if let Some(s) = &self.summaries[x][mi] {
+                medians.push(Point { x, y: s.median, min: Some(s.ci95[0]), max: Some(s.ci95[1]) });
+                ranges.push(Point { x, y: s.median, min: Some(s.min), max: Some(s.max) });
+            }
+        }
+        Chart {
+            title: format!("uringbench compare: {} per variant", self.primary.title()),
+            x_label: "variant".into(),
+            categories: self.variants.iter().map(|v| v.name.clone()).collect(),
+            left_label: self.primary.title().into(),
+            right_label: None,
+            series: vec![
+                Series { key: "runs".into(), name: "runs".into(), axis: Axis::Left, points: runs },
+                Series { key: "median_ci95".into(), name: "median, 95% CI".into(), axis: Axis::Left, points: medians },
+                Series { key: "min_max".into(), name: "min-max".into(), axis: Axis::Left, points: ranges },
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::compare::tests::variant;
+    use crate::analysis::compare::{compare, Metric};
+
+    #[test]
+    fn report_is_reproducible_and_renders() {
+        let vs = || vec![variant("a", &[10.0, 11.0, 10.5, 9.8]), variant("b", &[12.0, 12.5, 11.9, 12.2])];
+        let r1 = compare(vs(), None, 42).unwrap();
+        let r2 = compare(vs(), None, 42).unwrap();
+        assert_eq!(r1.to_json(), r2.to_json(), "seeded: the same input gives the same document");
+        assert_eq!(r1.metrics, vec![Metric::ReceivedGbps, Metric::CpuSecondsPerGb, Metric::Retransmits]);
+        let doc = r1.to_json();
+        let c = &doc["comparisons"][0];
+        assert_eq!(
+            (c["a"].as_str(), c["b"].as_str(), c["metric"].as_str()),
+            (Some("a"), Some("b"), Some("received_gbps"))
+        );
+        assert!(c["ratio"].as_f64().unwrap() > 1.1 && c["ci95"].as_array().unwrap().len() == 2);
+        assert!(c["p_value"].as_f64().is_some() && c["significant"].is_boolean());
+        // All-zero retransmits: no ratio, no difference.
+        let r = doc["comparisons"].as_array().unwrap().iter().find(|c| c["metric"] == "retransmits").unwrap();
+        assert!(r["ratio"].is_null() && r["significant"] == false, "{r}");
+        let text = r1.render_text();
+        assert!(text.contains("verdict (received Gbit/s):") && text.contains("b vs a: ratio"), "{text}");
+        let svg = r1.chart().to_svg_points();
+        assert_eq!(svg.matches(r#"class="point""#).count(), 8 + 2 + 2);
+        assert!(!svg.contains("<polyline"));
+    }
+}

@@ -1,0 +1,163 @@
+//! How an rr or crr test is shown: text, and JSON with the latency keys of docs/output.md.
+
+use crate::analysis::verdict::{diagnose, Verdict};
+use crate::base::spec::TestSpec;
+use crate::metrics::figures::{IntervalFigures, SCHEMA_VERSION};
+use crate::workload::rr::{workload_name, RrReport};
+use serde_json::{json, Value};
+
+/// The first line of an rr or crr report: the agreed test.
+pub fn rr_header(s: &TestSpec, target: &str) -> String {
+    format!(
+        "uringbench {}: {} to {}, {} queue{} x {} flow{}, {} B request / {} B response, {:.1} s window\n",
+        env!("CARGO_PKG_VERSION"),
+        workload_name(s),
+        target,
+        s.queues,
+        if s.queues == 1 { "" } else { "s" },
+        s.flows_per_queue,
+        if s.flows_per_queue == 1 { "" } else { "s" },
+        s.req_len,
+        s.resp_len,
+        s.time_ms as f64 / 1e3
+    )
+}
+
+/// One client interval of an rr or crr test (`bytes` count transactions).
+pub fn rr_interval_line(i: &IntervalFigures) -> String {
+    format!(
+        "[SUM] {:5.2}-{:<5.2} sec  {:>10} transactions  {:>12.0} trans/s\n",
+        i.start,
+        i.end,
+        i.sum(),
+        i.sum() as f64 / (i.end - i.start).max(1e-9)
+    )
+}
+
+/// One entry of an rr report's `intervals[]` (and of a `--json-stream` interval event).
+pub fn rr_interval_json(i: &IntervalFigures) -> Value {
+    json!({"start": i.start, "end": i.end, "transactions": i.sum(),
+           "transactions_per_second": i.sum() as f64 / (i.end - i.start).max(1e-9)})
+}
+
+impl RrReport {
+    /// What most likely limited the run.
+    pub fn verdict(&self) -> Verdict {
+        diagnose(&self.evidence())
+    }
+
+    /// JSON with the latency keys of docs/output.md: `latency_us` and `transactions_per_second`.
+    pub fn to_json(&self) -> Value {
+        let server = self.server.as_ref();
+        let queues: Vec<Value> = self
+            .client
+            .queues
+            .iter()
+            .map(|q| {
+                json!({"id": q.id, "flows": q.flows,
+                       "client": {"transactions": q.bytes, "total_transactions": q.total_bytes},
+                       "server": server.and_then(|s| s.queues.get(q.id as usize))
+                           .map(|s| json!({"transactions": s.bytes, "total_transactions": s.total_bytes}))})
+            })
+            .collect();
+        let intervals: Vec<Value> = self.client.intervals.iter().map(rr_interval_json).collect();
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
+            "target": self.target,
+            "test": self.spec,
+            "complete": self.complete(),
+            "error": self.error,
+            "transactions_per_second": self.transactions_per_second(),
+            "latency_us": self.latency,
+            "failures": self.failures,
+            "failure_notes": self.failures.explain(self.spec.timeout()),
+            "queues": queues,
+            "sum": {
+                "window_seconds": self.client.window_seconds,
+                "client": {"transactions": self.client.bytes(), "total_transactions": self.client.total_bytes()},
+                "server": server.map(|s| json!({"transactions": s.bytes(), "total_transactions": s.total_bytes()})),
+            },
+            "intervals": intervals,
+            "cpu": {"client": self.client.cpu, "server": server.map(|s| &s.cpu)},
+            "client": {"placement": self.client.placement, "path": self.client.path, "errors": self.client.errors},
+            "server": server.map(|s| json!({"placement": s.placement, "path": s.path, "errors": s.errors})),
+            "verdict": self.verdict(),
+        })
+    }
+
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = rr_header(&self.spec, &self.target);
+        let _ = writeln!(out, "client: {} | {}", self.client.placement, self.client.path);
+        if let Some(srv) = &self.server {
+            let _ = writeln!(out, "server: {} | {}", srv.placement, srv.path);
+        }
+        for i in &self.client.intervals {
+            out.push_str(&rr_interval_line(i));
+        }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// The text that follows lines printed live (header, placement, intervals): each side's
+    /// path, then the summary.
+    pub fn render_after_live(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("client path: {}\n", self.client.path);
+        if let Some(srv) = &self.server {
+            let _ = writeln!(out, "server path: {}", srv.path);
+        }
+        out.push_str(&self.render_summary());
+        out
+    }
+
+    /// Transactions, latency, failures, CPU, errors and the verdict.
+    fn render_summary(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let l = &self.latency;
+        let _ = writeln!(
+            out,
+            "transactions: {} in the window, {:.0}/s; total client {} / server {}",
+            self.client.bytes(),
+            self.transactions_per_second(),
+            self.client.total_bytes(),
+            self.server.as_ref().map_or("no report".into(), |s| s.total_bytes().to_string())
+        );
+        let _ = writeln!(
+            out,
+            "latency: p50 {:.1} us  p90 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us  (min {:.1}, mean {:.1}, {} samples)",
+            l.p50, l.p90, l.p99, l.p999, l.max, l.min, l.mean, l.count
+        );
+        if self.failures.total() + self.failures.late > 0 {
+            let f = &self.failures;
+            let _ = writeln!(
+                out,
+                "failures: {} (timeouts {}, refused {}, port exhaustion {}, reset {}, other {}; late answers {})",
+                f.total(),
+                f.timeouts,
+                f.refused,
+                f.port_exhaustion,
+                f.reset,
+                f.other,
+                f.late
+            );
+            for note in f.explain(self.spec.timeout()) {
+                let _ = writeln!(out, "  {note}");
+            }
+        }
+        for (name, side) in [("client", Some(&self.client)), ("server", self.server.as_ref())] {
+            let Some(side) = side else { continue };
+            let threads: Vec<String> =
+                side.cpu.threads.iter().map(|t| format!("cpu{} {:.0}%", t.cpu, t.utilization * 100.0)).collect();
+            let _ = writeln!(out, "cpu {name}: threads {}", threads.join(", "));
+        }
+        for err in self.error.iter().chain(&self.client.errors).chain(self.server.iter().flat_map(|s| &s.errors)) {
+            let _ = writeln!(out, "error: {err}");
+        }
+        let v = self.verdict();
+        let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
+        out
+    }
+}
