@@ -64,10 +64,6 @@ const KNOWN_CYCLES: &[(&str, &str)] = &[
         "the figure types leave report/stream.rs and LiveStats leaves transport/udp/recv.rs",
     ),
     (
-        "uring::fastpath uring::ring uring::zcrx",
-        "build_ring takes the fast paths as a value instead of fastpath::current()",
-    ),
-    (
         "workload::stream workload::udp_stream",
         "SenderSession and split_by_direction move from workload/stream.rs to session/",
     ),

@@ -17,7 +17,7 @@ use crate::metrics::measure::QueueCounters;
 use crate::sys::sockopt;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, AlignedBuf, RingPaths, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use socket2::SockRef;
 use std::net::{SocketAddr, TcpListener};
@@ -65,12 +65,17 @@ struct CrrRing {
 }
 
 impl CrrRing {
-    fn new(slots: usize, send_len: u32) -> Result<Self> {
+    fn new(slots: usize, send_len: u32, ring: RingPaths) -> Result<Self> {
         let entries = (slots as u32 * 2).next_power_of_two().clamp(64, 4096);
         let send_buf = AlignedBuf::new(send_len as usize)?;
         // SAFETY: a fresh mapping of at least send_len bytes.
         unsafe { std::ptr::write_bytes(send_buf.as_ptr(), b'c', send_buf.len()) };
-        Ok(Self { ring: build_ring(entries)?, send_buf, scratch: AlignedBuf::new(SCRATCH as usize)?, inflight: 0 })
+        Ok(Self {
+            ring: build_ring(entries, ring)?,
+            send_buf,
+            scratch: AlignedBuf::new(SCRATCH as usize)?,
+            inflight: 0,
+        })
     }
 
     fn push(&mut self, entry: io_uring::squeue::Entry, ud: u64) -> Result<()> {
@@ -305,7 +310,7 @@ pub fn run_client(
         })
         .collect();
     let mut client = Client {
-        cr: CrrRing::new(conns.len(), cfg.req_len)?,
+        cr: CrrRing::new(conns.len(), cfg.req_len, cfg.ring)?,
         active: conns.len(),
         conns,
         addr: Box::new(sockopt::sockaddr(&target)),
@@ -397,7 +402,7 @@ struct ServerConn {
 /// Runs a crr server thread: accepts on its listeners, answers each connection's request and
 /// closes it, until `cfg.stop`. `bytes` in the outcomes counts answered transactions.
 pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
-    let mut cr = CrrRing::new(64, cfg.resp_len)?;
+    let mut cr = CrrRing::new(64, cfg.resp_len, cfg.ring)?;
     let mut slots: Vec<Option<ServerConn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut answered = vec![0u64; listeners.len()];
@@ -528,6 +533,7 @@ mod tests {
         let now = Instant::now();
         RrConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             req_len: 100,
             resp_len: 3000,
             deadline: now + time,

@@ -7,8 +7,7 @@
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
@@ -39,6 +38,8 @@ pub struct SendFlow {
 #[derive(Debug, Clone)]
 pub struct SendWorkerConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     pub len: u32,
@@ -126,7 +127,7 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
     let payload = AlignedBuf::new(cfg.len as usize)?;
     // SAFETY: payload is a fresh mapping of at least len bytes.
     unsafe { std::ptr::write_bytes(payload.as_ptr(), PAYLOAD_FILL, payload.len()) };
-    let mut sr = SendRing { ring: build_ring(entries)?, payload };
+    let mut sr = SendRing { ring: build_ring(entries, cfg.ring)?, payload };
     let mut result = SendWorkerResult::default();
 
     // Zero-copy needs the payload pinned: registered here, or pinned per send against the

@@ -22,8 +22,7 @@ use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::metrics::seq::{SeqStats, SeqTracker};
 use crate::transport::errno_text;
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, TransitReport, SERVER_ACKFIN_TRIES};
 use crate::wire::udp_payload::{self as payload, WireTime};
 use io_uring::types::RecvMsgOut;
@@ -58,6 +57,8 @@ pub struct UdpRecvFlow {
 #[derive(Debug, Clone)]
 pub struct UdpRecvConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     /// Enable `UDP_GRO` on every socket (falls back to one datagram per completion if the
@@ -307,7 +308,7 @@ fn answer(flow: &mut FlowState, name: &[u8]) {
 /// or `cfg.deadline` passes.
 pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfig) -> Result<UdpRecvResult> {
     let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
-    let ring = build_ring(entries)?;
+    let ring = build_ring(entries, cfg.ring)?;
     let payload_room = cfg.max_payload.clamp(payload::HEADER_LEN as u32, GRO_PAYLOAD) as usize;
     let buf_size = (RECVMSG_OUT_LEN + NAME_LEN + CONTROL_LEN + payload_room).next_multiple_of(64) as u32;
     let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, buf_size)?;
@@ -576,6 +577,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let rcfg = UdpRecvConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             gro,
             buf_count: if gro { 64 } else { 1024 },
@@ -596,6 +598,7 @@ mod tests {
         tx.connect(target).expect("connect");
         let scfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len,
             gso,
@@ -728,6 +731,7 @@ mod tests {
         let count = 5_000;
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 1470,
             gso: true,
@@ -764,6 +768,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let rcfg = UdpRecvConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             gro: true,
             buf_count: 64,

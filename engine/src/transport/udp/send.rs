@@ -23,8 +23,7 @@
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::errno_text;
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
 use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
 use io_uring::{opcode, types, IoUring};
@@ -79,6 +78,8 @@ impl Default for FinConfig {
 #[derive(Debug, Clone)]
 pub struct UdpSendConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     /// Datagram payload length in bytes, header included (at least [`HEADER_LEN`]).
@@ -301,7 +302,7 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
     }
 
     let entries = (nslots as u32 * 2).next_power_of_two().clamp(64, 4096);
-    let mut sr = SendRing { ring: build_ring(entries)?, slots };
+    let mut sr = SendRing { ring: build_ring(entries, cfg.ring)?, slots };
     let mut state: Vec<FlowState> = flows
         .into_iter()
         .enumerate()
@@ -601,6 +602,7 @@ mod tests {
     fn bad_length_is_a_usage_error() {
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 10,
             gso: true,
@@ -627,6 +629,7 @@ mod tests {
         socket.connect(target).expect("connect");
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 200,
             gso: false,
