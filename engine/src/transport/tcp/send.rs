@@ -6,6 +6,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
+use crate::transport::pace::Pacer;
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
@@ -159,8 +160,7 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
             error: None,
         })
         .collect();
-    let start = Instant::now();
-    let mut issued: u64 = 0;
+    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
     let mut notifs_pending: u64 = 0;
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize);
@@ -181,13 +181,9 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
                     if len == 0 {
                         break; // The whole budget is in flight or sent.
                     }
-                    if cfg.rate_bps > 0 {
-                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
-                        if issued as f64 >= allowed {
-                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
-                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
-                            break;
-                        }
+                    if let Some(wait) = pacer.wait(now) {
+                        pace_wait = Some(wait);
+                        break;
                     }
                     let fd = types::Fd(flow.stream.as_raw_fd());
                     let entry = if zerocopy {
@@ -204,7 +200,7 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
                     unsafe { push(&mut sr.ring, &entry.user_data(send_tag(idx, len))) }?;
                     flow.inflight += 1;
                     flow.inflight_bytes += u64::from(len);
-                    issued += u64::from(len);
+                    pacer.issue(u64::from(len));
                 }
             }
         }

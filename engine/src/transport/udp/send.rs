@@ -23,6 +23,7 @@
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::errno_text;
+use crate::transport::pace::Pacer;
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
 use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
@@ -316,8 +317,7 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
         })
         .collect();
 
-    let start = Instant::now();
-    let mut issued: u64 = 0;
+    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
     let mut sends: u64 = 0;
     let mut gso_confirmed = false;
     let mut stuck = 0u32;
@@ -347,13 +347,9 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
                         }
                     };
                     let bytes = count as u64 * cfg.len as u64;
-                    if cfg.rate_bps > 0 {
-                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
-                        if issued as f64 >= allowed {
-                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
-                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
-                            break 'flows;
-                        }
+                    if let Some(wait) = pacer.wait(now) {
+                        pace_wait = Some(wait);
+                        break 'flows;
                     }
                     if from_retry {
                         let front = flow.retry.front_mut().expect("checked above");
@@ -385,7 +381,7 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
                     // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
                     // drops after sr.ring, and is not reused until its completion is reaped.
                     unsafe { push(&mut sr.ring, &entry.user_data(idx as u64)) }?;
-                    issued += bytes;
+                    pacer.issue(bytes);
                 }
             }
         }
@@ -426,7 +422,7 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
                 counters.add(flow.queue as usize, res as u64);
                 continue;
             }
-            issued = issued.saturating_sub(u64::from(count) * cfg.len as u64);
+            pacer.refund(u64::from(count) * cfg.len as u64);
             let errno = -res;
             // EPERM: a local firewall rule dropped the datagram; like ENOBUFS, retry its number.
             let transient =

@@ -13,6 +13,7 @@
 
 use crate::metrics::measure::QueueCounters;
 use crate::sys::xdp::socket::{BindMode, SocketCounters, XskQueue};
+use crate::transport::pace::Pacer;
 use crate::wire::frame::FrameTemplate;
 use crate::wire::udp_payload::{WireTime, FIRST_SEQ};
 use std::time::{Duration, Instant};
@@ -207,15 +208,15 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     notes.dedup();
     let bind = queues.first().map_or(BindMode::Copy, |q| q.xsk.bind);
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
-    let start = Instant::now();
-    let mut issued_bytes: u64 = 0;
-    while Instant::now() < cfg.deadline {
-        let mut budget = BATCH;
-        if cfg.rate_bps > 0 {
-            let allowed = start.elapsed().as_secs_f64() * cfg.rate_bps as f64 / 8.0;
-            let ahead = issued_bytes as f64 - allowed;
-            if ahead >= f64::from(cfg.len) {
-                let wait = Duration::from_secs_f64(ahead * 8.0 / cfg.rate_bps as f64);
+    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
+    loop {
+        let now = Instant::now();
+        if now >= cfg.deadline {
+            break;
+        }
+        let budget = match pacer.budget(now, u64::from(cfg.len), BATCH as u64) {
+            Ok(n) => n as usize,
+            Err(wait) => {
                 if cfg.spin || wait < Duration::from_micros(50) {
                     std::hint::spin_loop();
                 } else {
@@ -223,8 +224,7 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
                 }
                 continue;
             }
-            budget = (((allowed - issued_bytes as f64) / f64::from(cfg.len)).ceil() as usize).clamp(1, BATCH);
-        }
+        };
         let mut progressed = 0;
         for st in states.iter_mut() {
             st.reclaim();
@@ -236,7 +236,7 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
             }
             progressed += n;
         }
-        issued_bytes += progressed as u64 * u64::from(cfg.len);
+        pacer.issue(progressed as u64 * u64::from(cfg.len));
         if progressed == 0 && !cfg.spin {
             // Completions come back as the peer consumes; give the CPU away briefly.
             std::thread::sleep(Duration::from_micros(20));
