@@ -200,6 +200,34 @@ impl QueueState {
     }
 }
 
+/// Waits until the kernel completed every frame produced on each socket, or `until`.
+fn drain(states: &mut [QueueState], until: Instant) {
+    for st in states.iter_mut() {
+        while st.completed < st.produced && Instant::now() < until {
+            st.kick();
+            std::thread::sleep(Duration::from_micros(100));
+            st.reclaim();
+        }
+    }
+}
+
+/// FINs: a few copies per flow, so one lost FIN does not leave the receiver waiting; each
+/// waits for room in the rings until `until`.
+fn send_fins(states: &mut [QueueState], cfg: &XdpSendConfig, until: Instant) {
+    for copy in 0..cfg.fin_copies {
+        for st in states.iter_mut() {
+            while !st.send_fins() && Instant::now() < until {
+                st.reclaim();
+                st.kick();
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        if copy + 1 < cfg.fin_copies {
+            std::thread::sleep(cfg.fin_interval);
+        }
+    }
+}
+
 /// Runs one sending thread over its queues until the deadline, then sends the FINs and waits
 /// for the kernel to complete what it was given.
 pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendConfig) -> XdpSendResult {
@@ -246,35 +274,11 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     // while its ring is full, and a FIN right behind the data would be dropped with it (the
     // receiver then waits for the deadline and cannot count the losses at the tail).
     let drain_end = Instant::now() + cfg.drain_limit;
-    for st in states.iter_mut() {
-        while st.completed < st.produced && Instant::now() < drain_end {
-            st.kick();
-            std::thread::sleep(Duration::from_micros(100));
-            st.reclaim();
-        }
-    }
+    drain(&mut states, drain_end);
     std::thread::sleep(cfg.fin_interval);
-    // FINs: a few copies per flow, so one lost FIN does not leave the receiver waiting.
-    for copy in 0..cfg.fin_copies {
-        for st in states.iter_mut() {
-            while !st.send_fins() && Instant::now() < drain_end {
-                st.reclaim();
-                st.kick();
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-        if copy + 1 < cfg.fin_copies {
-            std::thread::sleep(cfg.fin_interval);
-        }
-    }
+    send_fins(&mut states, cfg, drain_end);
     // Drain: every produced frame should come back through the completion ring.
-    for st in states.iter_mut() {
-        while st.completed < st.produced && Instant::now() < drain_end {
-            st.kick();
-            std::thread::sleep(Duration::from_micros(100));
-            st.reclaim();
-        }
-    }
+    drain(&mut states, drain_end);
     let mut sockets = SocketCounters::default();
     for st in &states {
         sockets.add(&st.xsk.counters());
