@@ -12,10 +12,11 @@ use uringbench::compat::iperf2::{
     bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2SendOptions,
     Iperf2TestSummary,
 };
+use uringbench::uring::fastpath::FastPaths;
 use uringbench::Error;
 
 /// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
-pub fn send(args: &SendArgs) -> Result<u8, Error> {
+pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
     if args.repeat != 1 {
         return Err(Error::usage("--repeat is not available with --iperf2: run the command once per repetition"));
     }
@@ -43,6 +44,7 @@ pub fn send(args: &SendArgs) -> Result<u8, Error> {
         interval: args.window.interval,
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
         busy_poll: busy(args.busy_poll),
+        fast,
     };
     let report = run_send(&opts)?;
     let mut out = std::io::stdout().lock();
@@ -65,7 +67,7 @@ pub fn send(args: &SendArgs) -> Result<u8, Error> {
 }
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
-pub fn recv(args: &RecvArgs) -> Result<u8, Error> {
+pub fn recv(args: &RecvArgs, fast: FastPaths) -> Result<u8, Error> {
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let opts = Iperf2RecvOptions {
         bind,
@@ -76,6 +78,7 @@ pub fn recv(args: &RecvArgs) -> Result<u8, Error> {
         max_time: args.max_time,
         max_flows: args.max_queues,
         shutdown: None,
+        fast,
     };
     let listeners = bind_receiver(&opts)?;
     let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {

@@ -25,6 +25,7 @@ use uringbench::runtime::placement::BusyPoll;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
 use uringbench::sys::sockopt::LocalEnd;
+use uringbench::uring::fastpath::FastPaths;
 use uringbench::wire::iperf2::IPERF2_PORT;
 use uringbench::workload::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::workload::stream::SendOptions;
@@ -41,9 +42,10 @@ impl TestWindow {
 }
 
 impl FastPathArgs {
-    /// Probes and turns on what was asked, before any ring exists.
-    fn apply(&self, zc_rx: Option<&str>) -> Result<(), Error> {
-        use uringbench::uring::fastpath::{self, FastPaths, NapiPoll, SqPoll};
+    /// The fast paths asked for, probed before any ring exists; the run carries them down.
+    fn probe(&self, zc_rx: Option<&str>) -> Result<FastPaths, Error> {
+        use uringbench::uring::fastpath;
+        use uringbench::uring::ring::{NapiPoll, SqPoll};
         let paths = FastPaths {
             sqpoll: self.sqpoll.map(|d| SqPoll { idle_ms: d.as_millis().clamp(1, 60_000) as u32 }),
             napi: self
@@ -51,10 +53,10 @@ impl FastPathArgs {
                 .map(|d| NapiPoll { busy_poll_us: d.as_micros().clamp(1, 1_000_000) as u32, prefer_busy_poll: true }),
             zc_rx: zc_rx.map(fastpath::parse_zc_rx).transpose()?,
         };
-        if paths == FastPaths::default() {
-            return Ok(());
+        if paths != FastPaths::default() {
+            fastpath::probe(&paths)?;
         }
-        fastpath::configure(paths)
+        Ok(paths)
     }
 }
 
@@ -133,10 +135,10 @@ fn main() -> ExitCode {
 }
 
 fn recv(args: RecvArgs) -> Result<u8, Error> {
-    args.fast.apply(args.zc_rx.as_deref())?;
+    let fast = args.fast.probe(args.zc_rx.as_deref())?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
-        return iperf2_mode::recv(&args);
+        return iperf2_mode::recv(&args, fast);
     }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
     uringbench::sys::interrupt::install();
@@ -161,6 +163,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             .map(uringbench::sys::settings::ReceiverVariants::load)
             .transpose()?
             .map(Arc::new),
+        fast,
     };
     if cfg.variants.is_some() {
         // Before any other thread: a variant's settings are reverted on Ctrl-C or a kill.
@@ -230,12 +233,12 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
 }
 
 fn send(args: SendArgs) -> Result<u8, Error> {
-    args.fast.apply(None)?;
+    let fast = args.fast.probe(None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
     if args.iperf2 {
-        return iperf2_mode::send(&args);
+        return iperf2_mode::send(&args, fast);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
@@ -286,6 +289,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         local,
+        fast,
     };
     uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
@@ -531,7 +535,7 @@ fn render_summary(s: &RepeatSummary) -> String {
 }
 
 fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
-    args.fast.apply(None)?;
+    let fast = args.fast.probe(None)?;
     if args.queues == 0 || args.flows_per_queue == 0 || args.window.time.is_zero() {
         return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
     }
@@ -568,6 +572,7 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         local,
+        fast,
     };
     uringbench::sys::interrupt::install();
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);

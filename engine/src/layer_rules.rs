@@ -36,10 +36,6 @@ const KNOWN_UPWARD: &[(&str, &str, &str)] = &[];
 /// breaks it. Stale entries fail too.
 const KNOWN_CYCLES: &[(&str, &str)] = &[
     (
-        "uring::fastpath uring::ring uring::zcrx",
-        "build_ring takes the fast paths as a value instead of fastpath::current()",
-    ),
-    (
         "workload::stream workload::udp_stream",
         "SenderSession and split_by_direction move from workload/stream.rs to session/",
     ),

@@ -64,6 +64,7 @@ use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::tcp::send::{self as tcp_send, SendFlow, SendWorkerConfig, ZeroCopyCounts};
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow, GRO_PAYLOAD};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
+use crate::uring::fastpath::FastPaths;
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::WakeBatch;
 use crate::wire::iperf2::{
@@ -138,6 +139,8 @@ pub struct Iperf2SendOptions {
     pub interval: Option<Duration>,
     pub cpus: Option<Vec<usize>>,
     pub busy_poll: BusyPoll,
+    /// The fast paths the front end probed (`--sqpoll`, `--napi`).
+    pub fast: FastPaths,
 }
 
 impl Default for Iperf2SendOptions {
@@ -157,6 +160,7 @@ impl Default for Iperf2SendOptions {
             interval: None,
             cpus: None,
             busy_poll: BusyPoll::Auto,
+            fast: FastPaths::default(),
         }
     }
 }
@@ -673,7 +677,7 @@ pub fn run_send(opts: &Iperf2SendOptions) -> Result<Iperf2SendReport> {
     let caps = KernelCaps::detect()?;
     caps.require_tcp_stream()?;
     let cpus = resolve_cpus(opts.cpus.as_deref())?;
-    let placement = plan(opts.queues, &cpus, opts.busy_poll, false, false)?;
+    let placement = plan(opts.queues, &cpus, opts.busy_poll, false, false, &opts.fast)?;
     let target = resolve(&opts.target, opts.port)?;
     let path = PathProbe::to(target.ip(), opts.flows());
     match opts.proto {
@@ -757,6 +761,7 @@ fn send_tcp(
         .map(|flows| {
             let cfg = SendWorkerConfig {
                 wait: placement.wait,
+                ring: placement.fast.ring(),
                 batch: WakeBatch { want: (flows.len() as u32 * opts.depth / 2).clamp(1, 4), max_delay_us: 200 },
                 len: opts.len,
                 depth: opts.depth,
@@ -858,6 +863,7 @@ fn send_udp(
             let n = flows.len() as u64;
             let cfg = UdpSendConfig {
                 wait: placement.wait,
+                ring: placement.fast.ring(),
                 batch: WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 },
                 len: opts.len,
                 gso: opts.gso,
@@ -988,6 +994,8 @@ pub struct Iperf2RecvOptions {
     pub max_flows: u32,
     /// Raised by the caller to stop serving (returns `Ok(true)`); `None`: serve until killed.
     pub shutdown: Option<Arc<AtomicBool>>,
+    /// The fast paths the front end probed; the flow threads' rings use their ring part.
+    pub fast: FastPaths,
 }
 
 /// The sockets `recv --iperf2` listens on: TCP and UDP on the same port.
@@ -1528,6 +1536,7 @@ fn serve_tcp(shared: &Shared, mut stream: TcpStream, peer: SocketAddr, accepted:
     };
     let cfg = RecvWorkerConfig {
         wait: shared.wait_mode(),
+        ring: shared.opts.fast.ring(),
         batch: RECV_BATCH,
         buf_count: TCP_RECV_BUFS,
         buf_size: TCP_RECV_BUF_SIZE,
@@ -1596,6 +1605,7 @@ fn serve_udp(shared: &Shared, socket: UdpSocket, peer: SocketAddr, test: ClientT
     shared.pin();
     let cfg = UdpRecvConfig {
         wait: shared.wait_mode(),
+        ring: shared.opts.fast.ring(),
         batch: RECV_BATCH,
         gro: true,
         buf_count: UDP_RECV_BUFS,
@@ -1909,6 +1919,7 @@ mod tests {
             max_time: Duration::from_secs(20),
             max_flows: 16,
             shutdown: None,
+            fast: FastPaths::default(),
         }
     }
 
@@ -1981,6 +1992,7 @@ mod tests {
         tx.connect(addr).unwrap();
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: Default::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 1470,
             gso: true,

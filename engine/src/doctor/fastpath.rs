@@ -5,12 +5,11 @@
 
 use super::ethnl::HeaderSplit;
 use super::{kernel::parse_release, Check, Context, HostFs, XdpSocket};
+use crate::sys::hostinfo::ifstats::ZCRX_DRIVERS;
 use serde_json::json;
 
 /// Drivers with AF_XDP zero-copy (gve from 6.17, in DQO-RDA queue format).
 const XSK_ZEROCOPY_DRIVERS: &[&str] = &["ice", "i40e", "ixgbe", "igc", "mlx5_core", "gve"];
-/// Drivers with the queue API and header split that zcrx needs (iou-zcrx.rst; gve from 6.18).
-pub(crate) const ZCRX_DRIVERS: &[&str] = &["mlx5_core", "bnxt_en", "gve"];
 /// UMEM size the xdp engine registers.
 const UMEM_BYTES: u64 = 64 << 20;
 

@@ -6,6 +6,7 @@
 //! per wakeup, which is what makes iperf2 at -P 16 on few cores measure itself).
 
 use crate::base::error::{Error, Result};
+use crate::uring::fastpath::FastPaths;
 use crate::uring::ring::WaitMode;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,9 @@ pub struct ThreadPlan {
 pub struct Placement {
     pub threads: Vec<ThreadPlan>,
     pub wait: WaitMode,
+    /// The run's fast paths: every queue thread builds its ring with their ring part.
+    #[serde(skip)]
+    pub fast: FastPaths,
     /// One human line: what was chosen and why.
     pub summary: String,
 }
@@ -38,14 +42,21 @@ pub struct Placement {
 /// completions of a busy stream, short enough to cost little when a flow goes idle.
 pub const ADAPTIVE_SPIN_US: u32 = 50;
 
-/// Places `queues` queues on `cpus`. `shared` says the CPUs are also used by another test
+/// Places `queues` queues on `cpus`, their threads using the fast paths `fast`. `shared` says the CPUs are also used by another test
 /// running on this process, in which case nobody spins. `latency_bound` says the workload
 /// waits on each completion (request/response): only then does `auto` spin.
 ///
 /// Why `auto` does not spin for bulk streams: on the veth pair a spinning receiver kept its
 /// CPU ~90% busy for the same or lower throughput than a sleeping one woken per batch of
 /// completions (16 queues: ~14-17 vs ~23-25 Gbit/s, and twice the CPU-seconds per GB).
-pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool, latency_bound: bool) -> Result<Placement> {
+pub fn plan(
+    queues: u32,
+    cpus: &[usize],
+    busy: BusyPoll,
+    shared: bool,
+    latency_bound: bool,
+    fast: &FastPaths,
+) -> Result<Placement> {
     if cpus.is_empty() {
         return Err(Error::usage("no CPU available for the queue threads (check --cpus and taskset)"));
     }
@@ -92,11 +103,11 @@ pub fn plan(queues: u32, cpus: &[usize], busy: BusyPoll, shared: bool, latency_b
     } else if busy == BusyPoll::Auto && !latency_bound {
         summary.push_str(" (auto: bulk streams sleep, spinning would take CPU from the kernel)");
     }
-    if let Some(fast) = crate::uring::fastpath::current().describe() {
+    if let Some(paths) = fast.describe() {
         summary.push_str("; ");
-        summary.push_str(&fast);
+        summary.push_str(&paths);
     }
-    Ok(Placement { threads, wait, summary })
+    Ok(Placement { threads, wait, fast: fast.clone(), summary })
 }
 
 fn plural(n: usize) -> &'static str {
@@ -157,30 +168,37 @@ mod tests {
 
     #[test]
     fn one_thread_per_queue_when_cpus_suffice() {
-        let p = plan(2, &[4, 5, 6], BusyPoll::Auto, false, true).unwrap();
+        let p = plan(2, &[4, 5, 6], BusyPoll::Auto, false, true, &FastPaths::default()).unwrap();
         assert_eq!(p.threads, vec![ThreadPlan { cpu: 4, queues: vec![0] }, ThreadPlan { cpu: 5, queues: vec![1] }]);
         assert!(matches!(p.wait, WaitMode::Adaptive { .. }), "own CPU, latency-bound: adaptive spinning");
-        let bulk = plan(2, &[4, 5, 6], BusyPoll::Auto, false, false).unwrap();
+        let bulk = plan(2, &[4, 5, 6], BusyPoll::Auto, false, false, &FastPaths::default()).unwrap();
         assert_eq!(bulk.wait, WaitMode::Sleep, "auto never spins for bulk streams");
         assert!(bulk.summary.contains("auto: bulk streams sleep"), "and says why: {}", bulk.summary);
-        assert_eq!(plan(2, &[4, 5], BusyPoll::On, false, false).unwrap().wait, WaitMode::Spin, "on means on");
+        assert_eq!(
+            plan(2, &[4, 5], BusyPoll::On, false, false, &FastPaths::default()).unwrap().wait,
+            WaitMode::Spin,
+            "on means on"
+        );
     }
 
     #[test]
     fn more_queues_than_cpus_never_share_a_cpu_between_threads() {
-        let p = plan(16, &[1], BusyPoll::Auto, false, false).unwrap();
+        let p = plan(16, &[1], BusyPoll::Auto, false, false, &FastPaths::default()).unwrap();
         assert_eq!(p.threads.len(), 1, "one thread per CPU");
         assert_eq!(p.threads[0].queues.len(), 16, "that thread serves all 16 queues");
         assert!(p.summary.contains("16 queues share 1 CPU"), "summary says what was chosen: {}", p.summary);
-        let p = plan(5, &[0, 1], BusyPoll::On, false, false).unwrap();
+        let p = plan(5, &[0, 1], BusyPoll::On, false, false, &FastPaths::default()).unwrap();
         assert_eq!(p.threads[0].queues, vec![0, 2, 4]);
         assert_eq!(p.threads[1].queues, vec![1, 3]);
     }
 
     #[test]
     fn shared_cpus_do_not_spin() {
-        assert_eq!(plan(1, &[0], BusyPoll::Auto, true, true).unwrap().wait, WaitMode::Sleep);
-        assert!(plan(1, &[0], BusyPoll::On, true, true).is_err(), "explicit spinning on shared CPUs is refused");
-        assert_eq!(plan(1, &[0], BusyPoll::Off, false, true).unwrap().wait, WaitMode::Sleep);
+        assert_eq!(plan(1, &[0], BusyPoll::Auto, true, true, &FastPaths::default()).unwrap().wait, WaitMode::Sleep);
+        assert!(
+            plan(1, &[0], BusyPoll::On, true, true, &FastPaths::default()).is_err(),
+            "explicit spinning on shared CPUs is refused"
+        );
+        assert_eq!(plan(1, &[0], BusyPoll::Off, false, true, &FastPaths::default()).unwrap().wait, WaitMode::Sleep);
     }
 }

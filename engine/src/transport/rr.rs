@@ -8,7 +8,7 @@
 use super::FlowOutcome;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload};
-use crate::uring::ring::WaitMode;
+use crate::uring::ring::{RingPaths, WaitMode};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
@@ -26,6 +26,8 @@ pub const MAX_TIMEOUT_MS: u64 = 60_000;
 #[derive(Debug, Clone)]
 pub struct RrConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     pub req_len: u32,
     pub resp_len: u32,
     /// Client: start no new transaction after this instant. Server: unused.

@@ -1,39 +1,23 @@
-//! Kernel fast paths a user turns on for the whole process: SQPOLL submission (`--sqpoll`),
-//! io_uring NAPI busy polling (`--napi`) and zero-copy receive (`--zc-rx`).
+//! Kernel fast paths a user turns on for a run: SQPOLL submission (`--sqpoll`), io_uring
+//! NAPI busy polling (`--napi`) and zero-copy receive (`--zc-rx`).
 //!
-//! They are process-wide because they are properties of the host's set-up, not of one test:
-//! the front end decides them once at start ([`configure`]), every ring built afterwards
-//! ([`crate::uring::ring::build_ring`]) honours them, and the placement line of every report says
-//! which are on, so a result is never read without knowing how it was obtained.
+//! They are properties of the host's set-up, not of one test: the front end builds a
+//! [`FastPaths`] from its flags, [`probe`]s it once before any ring exists, and hands the value
+//! down with the options of the run. The queue placement carries it, every ring is built with
+//! its ring part ([`FastPaths::ring`], passed to [`crate::uring::ring::build_ring`]), and the
+//! placement line of every report says which are on, so a result is never read without knowing
+//! how it was obtained.
 //!
-//! Each is probed before it is accepted. Zero-copy receive in particular needs a NIC with
-//! TCP header/data split, a dedicated receive queue and flow steering (the kernel's
-//! Documentation/networking/iou-zcrx.rst): on veth and loopback the kernel answers
-//! EOPNOTSUPP, and [`configure`] refuses with the exact missing prerequisite instead of
-//! silently copying.
+//! Zero-copy receive in particular needs a NIC with TCP header/data split, a dedicated receive
+//! queue and flow steering (the kernel's Documentation/networking/iou-zcrx.rst): on veth and
+//! loopback the kernel answers EOPNOTSUPP, and [`probe`] refuses with the exact missing
+//! prerequisite instead of silently copying.
 
 use crate::base::error::{Error, Result};
-use std::sync::OnceLock;
-
-/// io_uring SQPOLL: a kernel thread polls the submission queue, so sends and re-arms need
-/// no system call while it is awake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SqPoll {
-    /// How long the kernel thread spins idle before it sleeps, milliseconds.
-    pub idle_ms: u32,
-}
-
-/// io_uring NAPI busy polling (Linux 6.9): waiting on a ring busy-polls the NIC queues of
-/// the sockets it serves instead of waiting for their interrupts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NapiPoll {
-    pub busy_poll_us: u32,
-    pub prefer_busy_poll: bool,
-}
-
+use crate::uring::ring::{register_napi, NapiPoll, RingPaths, SqPoll};
 use crate::uring::zcrx::ZcRx;
 
-/// The fast paths of this process.
+/// The fast paths of a run. The default is none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FastPaths {
     pub sqpoll: Option<SqPoll>,
@@ -42,6 +26,11 @@ pub struct FastPaths {
 }
 
 impl FastPaths {
+    /// What every queue thread's ring is built with.
+    pub fn ring(&self) -> RingPaths {
+        RingPaths { sqpoll: self.sqpoll, napi: self.napi }
+    }
+
     /// One clause for the placement line, or `None` when nothing is on.
     pub fn describe(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -60,27 +49,37 @@ impl FastPaths {
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
+
+    /// One sentence on the NAPI ids of a test's sockets, for the report's path; `None` when
+    /// NAPI busy polling is off.
+    pub fn napi_evidence(&self, fds: &[std::os::fd::RawFd]) -> Option<String> {
+        self.napi?;
+        let ids: Vec<u32> = fds.iter().filter_map(|&fd| incoming_napi_id(fd)).filter(|&id| id != 0).collect();
+        Some(if ids.is_empty() {
+            format!(
+                "NAPI busy poll on, but none of the {} sockets has a NAPI id (no NIC queue on this path)",
+                fds.len()
+            )
+        } else {
+            let mut distinct = ids.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            format!("{} of {} sockets on NAPI ids {:?}", ids.len(), fds.len(), distinct)
+        })
+    }
 }
 
-static FAST_PATHS: OnceLock<FastPaths> = OnceLock::new();
-
-/// The process's fast paths (none until [`configure`] was called).
-pub fn current() -> &'static FastPaths {
-    static NONE: FastPaths = FastPaths { sqpoll: None, napi: None, zc_rx: None };
-    FAST_PATHS.get().unwrap_or(&NONE)
-}
-
-/// Probes and turns on the fast paths for the rest of the process. Called once, by the
-/// front end, before any ring is built; a path the kernel or the NIC cannot provide is an
+/// Checks that the kernel (and for `--zc-rx`, the NIC) provides every path in `paths`. The
+/// front end calls it once, before any ring is built; a path that cannot be provided is an
 /// error that names what is missing.
-pub fn configure(paths: FastPaths) -> Result<()> {
+pub fn probe(paths: &FastPaths) -> Result<()> {
     if paths.sqpoll.is_some() || paths.napi.is_some() {
-        probe_ring_features(&paths)?;
+        probe_ring_features(paths)?;
     }
     if let Some(z) = &paths.zc_rx {
         crate::uring::zcrx::probe(z)?;
     }
-    FAST_PATHS.set(paths).map_err(|_| Error::usage("fast paths are chosen once per process"))
+    Ok(())
 }
 
 /// Builds one throw-away ring with the requested SQPOLL/NAPI settings, so a kernel without
@@ -102,20 +101,6 @@ fn probe_ring_features(paths: &FastPaths) -> Result<()> {
     Ok(())
 }
 
-/// Registers NAPI busy polling on `ring`.
-pub fn register_napi<S: io_uring::squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
-    ring: &io_uring::IoUring<S, C>,
-    n: NapiPoll,
-) -> Result<()> {
-    let mut napi =
-        io_uring::types::Napi::new().set_busy_poll_timeout(n.busy_poll_us).set_prefer_busy_poll(n.prefer_busy_poll);
-    ring.submitter().register_napi(&mut napi).map_err(|e| {
-        Error::unsupported(format!(
-            "--napi: registering io_uring NAPI busy polling failed ({e}); it needs Linux 6.9 or newer"
-        ))
-    })
-}
-
 /// `SO_INCOMING_NAPI_ID` of a socket: the NIC queue its packets arrive on, 0 when the path
 /// has none (loopback, veth without GRO/XDP): NAPI busy polling then has nothing to poll.
 pub fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
@@ -132,20 +117,6 @@ pub fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
         )
     };
     (rc == 0).then_some(id)
-}
-
-/// One sentence on the NAPI ids of a test's sockets, for the report's path.
-pub fn napi_evidence(fds: &[std::os::fd::RawFd]) -> Option<String> {
-    current().napi?;
-    let ids: Vec<u32> = fds.iter().filter_map(|&fd| incoming_napi_id(fd)).filter(|&id| id != 0).collect();
-    Some(if ids.is_empty() {
-        format!("NAPI busy poll on, but none of the {} sockets has a NAPI id (no NIC queue on this path)", fds.len())
-    } else {
-        let mut distinct = ids.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
-        format!("{} of {} sockets on NAPI ids {:?}", ids.len(), fds.len(), distinct)
-    })
 }
 
 /// Parses `--zc-rx IFACE[:QUEUE]`.

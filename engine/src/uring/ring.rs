@@ -44,14 +44,38 @@ impl WaitMode {
     }
 }
 
+/// io_uring SQPOLL: a kernel thread polls the submission queue, so sends and re-arms need
+/// no system call while it is awake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqPoll {
+    /// How long the kernel thread spins idle before it sleeps, milliseconds.
+    pub idle_ms: u32,
+}
+
+/// io_uring NAPI busy polling (Linux 6.9): waiting on a ring busy-polls the NIC queues of
+/// the sockets it serves instead of waiting for their interrupts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NapiPoll {
+    pub busy_poll_us: u32,
+    pub prefer_busy_poll: bool,
+}
+
+/// The fast paths a queue thread's ring is built with: chosen and probed once by the front
+/// end ([`crate::uring::fastpath::FastPaths`]), then carried by value in every loop's
+/// configuration. The default is a plain ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingPaths {
+    pub sqpoll: Option<SqPoll>,
+    pub napi: Option<NapiPoll>,
+}
+
 /// Builds a ring for one queue thread; falls back to a plain ring on kernels without
 /// DEFER_TASKRUN (6.1). TASKRUN_FLAG makes the kernel raise `IORING_SQ_TASKRUN` in shared
 /// memory when deferred work waits, so a spinning thread can see it without a syscall.
-/// The process's fast paths ([`crate::uring::fastpath`]) apply: with `--sqpoll` a kernel thread
-/// submits (DEFER_TASKRUN cannot be combined with it), with `--napi` waits busy-poll.
-pub fn build_ring(entries: u32) -> Result<IoUring> {
-    let fast = crate::uring::fastpath::current();
-    let ring = if let Some(sq) = fast.sqpoll {
+/// With `paths.sqpoll` a kernel thread submits (DEFER_TASKRUN cannot be combined with it),
+/// with `paths.napi` waits busy-poll.
+pub fn build_ring(entries: u32, paths: RingPaths) -> Result<IoUring> {
+    let ring = if let Some(sq) = paths.sqpoll {
         IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
             .setup_sqpoll(sq.idle_ms)
             .setup_cqsize(entries * 4)
@@ -70,10 +94,24 @@ pub fn build_ring(entries: u32) -> Result<IoUring> {
             })
     }
     .map_err(|e| Error::io("creating an io_uring for a queue thread", e))?;
-    if let Some(napi) = fast.napi {
-        crate::uring::fastpath::register_napi(&ring, napi)?;
+    if let Some(napi) = paths.napi {
+        register_napi(&ring, napi)?;
     }
     Ok(ring)
+}
+
+/// Registers NAPI busy polling on `ring`.
+pub fn register_napi<S: io_uring::squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
+    ring: &IoUring<S, C>,
+    n: NapiPoll,
+) -> Result<()> {
+    let mut napi =
+        io_uring::types::Napi::new().set_busy_poll_timeout(n.busy_poll_us).set_prefer_busy_poll(n.prefer_busy_poll);
+    ring.submitter().register_napi(&mut napi).map_err(|e| {
+        Error::unsupported(format!(
+            "--napi: registering io_uring NAPI busy polling failed ({e}); it needs Linux 6.9 or newer"
+        ))
+    })
 }
 
 /// How many completions a sleeping thread waits for before it is woken, and for how long

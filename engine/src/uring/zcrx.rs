@@ -165,7 +165,7 @@ pub fn probe(z: &ZcRx) -> Result<()> {
         // A newer kernel alone would not do on most NICs: say so now, not after the upgrade.
         let driver = crate::sys::hostinfo::ifstats::LinkInfo::read(&z.iface).ok().and_then(|l| l.driver);
         let nic = match driver {
-            Some(d) if crate::doctor::fastpath::ZCRX_DRIVERS.contains(&d.as_str()) => String::new(),
+            Some(d) if crate::sys::hostinfo::ifstats::ZCRX_DRIVERS.contains(&d.as_str()) => String::new(),
             Some(d) => format!(
                 "; and {} ({d}) could not use it either: its driver lacks the netdev queue API with TCP \
                  header/data split (zcrx needs mlx5, bnxt or gve DQO-RDA)",

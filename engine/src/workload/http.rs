@@ -18,7 +18,7 @@ use crate::metrics::measure::{clock_ticks, parse_task_stat};
 use crate::runtime::placement::{resolve_cpus, ThreadPlan};
 use crate::runtime::threads::QueueThreads;
 use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WakeBatch};
 use crate::wire::http1::{ParseError, ResponseParser};
 use hdrhistogram::Histogram;
 use io_uring::{cqueue, opcode, types, IoUring};
@@ -582,7 +582,8 @@ fn parse_fail_kind(e: &ParseError) -> FailKind {
 fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResult> {
     let cpu0 = own_cpu_ticks();
     let entries = (n * 4).next_power_of_two().clamp(64, 4096);
-    let ring = build_ring(entries)?;
+    // `uringbench http` takes no fast-path flags: a plain ring.
+    let ring = build_ring(entries, RingPaths::default())?;
     let buf_count = (n * 4).next_power_of_two().clamp(64, 1024) as u16;
     let bufs = BufRing::register(&ring, BUF_GROUP, buf_count, BUF_SIZE)?;
     let mut hr = HttpRing { ring, bufs };

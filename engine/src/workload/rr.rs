@@ -127,6 +127,7 @@ impl RrReport {
 fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: &Arc<AtomicBool>) -> RrConfig {
     RrConfig {
         wait: placement.wait,
+        ring: placement.fast.ring(),
         req_len: spec.req_len,
         resp_len: spec.resp_len,
         deadline: t0 + spec.total(),

@@ -129,6 +129,8 @@ pub struct ReceiverConfig {
     /// `--variants FILE`: receiver-side settings a sender may ask for by name, applied for
     /// that test only.
     pub variants: Option<Arc<ReceiverVariants>>,
+    /// The fast paths the front end probed (`--sqpoll`, `--napi`, `--zc-rx`).
+    pub fast: crate::uring::fastpath::FastPaths,
 }
 
 /// What the receiver tells its operator, as it happens.
@@ -446,6 +448,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         shared.cfg.busy_poll,
         running > 0 || spec.direction == crate::base::spec::Direction::Bidir,
         spec.workload.latency_bound(),
+        &shared.cfg.fast,
     ) {
         Ok(p) => p,
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),

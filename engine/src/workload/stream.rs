@@ -75,6 +75,8 @@ pub struct SendOptions {
     pub busy_poll: BusyPoll,
     /// Where this side's sockets leave from (`-4`/`-6`, `--bind`, `--bind-dev`).
     pub local: crate::sys::sockopt::LocalEnd,
+    /// The fast paths the front end probed (`--sqpoll`, `--napi`).
+    pub fast: crate::uring::fastpath::FastPaths,
 }
 
 /// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
@@ -147,7 +149,7 @@ impl SenderSession {
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
         let shared = opts.spec.direction == Direction::Bidir;
         let latency_bound = opts.spec.workload.latency_bound();
-        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound)?;
+        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound, &opts.fast)?;
         let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, None)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
@@ -450,6 +452,7 @@ pub fn send_side(
         .map(|flows| {
             let cfg = SendWorkerConfig {
                 wait: placement.wait,
+                ring: placement.fast.ring(),
                 batch: send_batch(flows.len() as u32 * spec.depth),
                 len: spec.len,
                 depth: spec.depth,
@@ -581,6 +584,7 @@ pub fn receive_side(
         .collect();
     let cfg = RecvWorkerConfig {
         wait: placement.wait,
+        ring: placement.fast.ring(),
         batch: RECV_BATCH,
         buf_count: RECV_BUF_COUNT,
         buf_size: RECV_BUF_SIZE,
@@ -590,16 +594,17 @@ pub fn receive_side(
         skip_copy: spec.tuning.skip_rx_copy,
     };
     let worker_counters = Arc::clone(&counters);
-    let zc_rx = crate::uring::fastpath::current().zc_rx.as_ref();
+    let zc_rx = placement.fast.zc_rx.as_ref();
     // With --zc-rx, thread i receives from NIC queue first_queue + i.
     let inputs: Vec<(u32, Vec<RecvFlow>)> = (0..).zip(deal_by_queue(&placement.threads, items)).collect();
-    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(thread, flows)| match zc_rx {
+    let thread_zc_rx = zc_rx.cloned();
+    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(thread, flows)| match &thread_zc_rx {
         Some(zc) => tcp_recv_zc::run(flows, &worker_counters, &cfg, zc, zc.first_queue + thread),
         None => tcp_recv::run(flows, &worker_counters, &cfg),
     })?;
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let napi = crate::uring::fastpath::napi_evidence(&fds);
+    let napi = placement.fast.napi_evidence(&fds);
     let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
     let finished = || threads.all_finished() || live.stopped().is_some();
     let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));

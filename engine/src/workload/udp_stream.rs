@@ -154,6 +154,7 @@ fn udp_send_side(
             let inflight = if spec.gso { INFLIGHT_GSO } else { INFLIGHT_PLAIN };
             let cfg = UdpSendConfig {
                 wait: placement.wait,
+                ring: placement.fast.ring(),
                 batch: WakeBatch { want: (inflight * flows.len() as u32 / 2).clamp(1, 8), max_delay_us: 200 },
                 len: spec.len,
                 gso: spec.gso,
@@ -282,6 +283,7 @@ fn udp_receive_side(
     let t_start = Instant::now();
     let cfg = UdpRecvConfig {
         wait: placement.wait,
+        ring: placement.fast.ring(),
         batch: WakeBatch { want: 8, max_delay_us: 200 },
         gro,
         buf_count: if gro { RECV_BUFS_GRO } else { RECV_BUFS_PLAIN },

@@ -82,6 +82,11 @@ impl IfCounters {
     }
 }
 
+/// Drivers with the queue API and TCP header/data split that io_uring zero-copy receive needs
+/// (the kernel's iou-zcrx.rst; gve from 6.18). Doctor's check and the `--zc-rx` probe both
+/// read this one list.
+pub(crate) const ZCRX_DRIVERS: &[&str] = &["mlx5_core", "bnxt_en", "gve"];
+
 /// What an interface is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LinkInfo {

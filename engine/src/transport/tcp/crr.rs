@@ -17,7 +17,7 @@ use crate::metrics::measure::QueueCounters;
 use crate::sys::sockopt;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, AlignedBuf, RingPaths, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use socket2::SockRef;
 use std::net::{SocketAddr, TcpListener};
@@ -65,12 +65,17 @@ struct CrrRing {
 }
 
 impl CrrRing {
-    fn new(slots: usize, send_len: u32) -> Result<Self> {
+    fn new(slots: usize, send_len: u32, ring: RingPaths) -> Result<Self> {
         let entries = (slots as u32 * 2).next_power_of_two().clamp(64, 4096);
         let send_buf = AlignedBuf::new(send_len as usize)?;
         // SAFETY: a fresh mapping of at least send_len bytes.
         unsafe { std::ptr::write_bytes(send_buf.as_ptr(), b'c', send_buf.len()) };
-        Ok(Self { ring: build_ring(entries)?, send_buf, scratch: AlignedBuf::new(SCRATCH as usize)?, inflight: 0 })
+        Ok(Self {
+            ring: build_ring(entries, ring)?,
+            send_buf,
+            scratch: AlignedBuf::new(SCRATCH as usize)?,
+            inflight: 0,
+        })
     }
 
     fn push(&mut self, entry: io_uring::squeue::Entry, ud: u64) -> Result<()> {
@@ -305,7 +310,7 @@ pub fn run_client(
         })
         .collect();
     let mut client = Client {
-        cr: CrrRing::new(conns.len(), cfg.req_len)?,
+        cr: CrrRing::new(conns.len(), cfg.req_len, cfg.ring)?,
         active: conns.len(),
         conns,
         addr: Box::new(sockopt::sockaddr(&target)),
@@ -394,23 +399,128 @@ struct ServerConn {
     resp_done: u32,
 }
 
+/// One crr server thread: its ring, its listeners, the connections open now and what it
+/// answered.
+struct Server<'a> {
+    cr: CrrRing,
+    listeners: &'a [CrrListener],
+    cfg: &'a RrConfig,
+    /// Connections by slot; `free` lists the empty slots.
+    slots: Vec<Option<ServerConn>>,
+    free: Vec<usize>,
+    /// Per listener: transactions answered, and the first accept error.
+    answered: Vec<u64>,
+    errors: Vec<Option<String>>,
+    /// Connections open now, and listeners whose accept waits for one of them to close.
+    open_conns: usize,
+    paused: Vec<usize>,
+}
+
+impl Server<'_> {
+    /// Arms listener `l`'s multishot accept.
+    fn accept(&mut self, l: usize) -> Result<()> {
+        let entry = opcode::AcceptMulti::new(types::Fd(self.listeners[l].listener.as_raw_fd())).build();
+        self.cr.push(entry, user_data(l, 0, ACCEPT))
+    }
+
+    /// An accept completed on listener `l`: a new connection gets a slot and its first
+    /// receive; an error is noted once; an accept that ended is re-armed, unless descriptors
+    /// ran out, in which case it waits until a connection of this thread closes.
+    fn accepted(&mut self, l: usize, res: i32, flags: u32) -> Result<()> {
+        if res >= 0 {
+            // SAFETY: a new descriptor the kernel just handed to us.
+            let fd = unsafe { OwnedFd::from_raw_fd(res) };
+            let raw = fd.as_raw_fd();
+            let conn = ServerConn { fd, listener: l, req_done: 0, resp_done: 0 };
+            self.open_conns += 1;
+            let slot = match self.free.pop() {
+                Some(s) => {
+                    self.slots[s] = Some(conn);
+                    s
+                }
+                None => {
+                    self.slots.push(Some(conn));
+                    self.slots.len() - 1
+                }
+            };
+            self.cr.recv(raw, self.cfg.req_len, user_data(slot, 0, RECV))?;
+        } else if res == -libc::EMFILE || res == -libc::ENFILE {
+            self.errors[l].get_or_insert_with(|| {
+                format!(
+                    "accept failed: {}: raise the receiver's open-file limit (ulimit -n); accepting \
+                     resumed as connections closed",
+                    errno_text(res)
+                )
+            });
+        } else if res != -libc::ECANCELED {
+            self.errors[l].get_or_insert_with(|| format!("accept failed: {}", errno_text(res)));
+        }
+        // Out of descriptors (or memory): accepting again at once would only fail
+        // again, in a loop. Wait until a connection of this thread closes.
+        let exhausted = matches!(-res, libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM);
+        if !cqueue::more(flags) && res != -libc::ECANCELED {
+            if exhausted && self.open_conns > 0 {
+                self.paused.push(l);
+            } else {
+                self.accept(l)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A receive or send of the connection in slot `idx` completed: the request is read to its
+    /// end, then the answer sent; once it is out, the connection is counted and closed.
+    fn progressed(&mut self, idx: usize, op: u64, res: i32, counters: &QueueCounters) -> Result<()> {
+        let cfg = self.cfg;
+        let Some(conn) = self.slots[idx].as_mut() else { return Ok(()) };
+        let raw = conn.fd.as_raw_fd();
+        let mut close = res <= 0;
+        if !close && op == RECV {
+            conn.req_done += res as u32;
+            if conn.req_done < cfg.req_len {
+                self.cr.recv(raw, cfg.req_len - conn.req_done, user_data(idx, 0, RECV))?;
+            } else {
+                self.cr.send(raw, cfg.resp_len, user_data(idx, 0, SEND))?;
+            }
+        } else if !close {
+            conn.resp_done += res as u32;
+            if conn.resp_done < cfg.resp_len {
+                self.cr.send(raw, cfg.resp_len - conn.resp_done, user_data(idx, 0, SEND))?;
+            } else {
+                self.answered[conn.listener] += 1;
+                counters.add(self.listeners[conn.listener].queue as usize, 1);
+                close = true;
+            }
+        }
+        if close {
+            // Dropping the descriptor closes it: the FIN follows the answer.
+            self.slots[idx] = None;
+            self.free.push(idx);
+            self.open_conns -= 1;
+            for l in std::mem::take(&mut self.paused) {
+                self.accept(l)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs a crr server thread: accepts on its listeners, answers each connection's request and
 /// closes it, until `cfg.stop`. `bytes` in the outcomes counts answered transactions.
 pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
-    let mut cr = CrrRing::new(64, cfg.resp_len)?;
-    let mut slots: Vec<Option<ServerConn>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut answered = vec![0u64; listeners.len()];
-    let mut errors: Vec<Option<String>> = vec![None; listeners.len()];
-    // Connections open now, and listeners whose accept waits for one of them to close.
-    let mut open_conns = 0usize;
-    let mut paused: Vec<usize> = Vec::new();
-    let accept = |cr: &mut CrrRing, l: usize| {
-        let entry = opcode::AcceptMulti::new(types::Fd(listeners[l].listener.as_raw_fd())).build();
-        cr.push(entry, user_data(l, 0, ACCEPT))
+    let mut srv = Server {
+        cr: CrrRing::new(64, cfg.resp_len, cfg.ring)?,
+        listeners: &listeners,
+        cfg,
+        slots: Vec::new(),
+        free: Vec::new(),
+        answered: vec![0u64; listeners.len()],
+        errors: vec![None; listeners.len()],
+        open_conns: 0,
+        paused: Vec::new(),
     };
     for l in 0..listeners.len() {
-        accept(&mut cr, l)?;
+        srv.accept(l)?;
     }
     let mut last_activity = Instant::now();
     let mut cqes = Vec::with_capacity(256);
@@ -418,8 +528,8 @@ pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &R
     loop {
         // At the stop, one more look collects answers whose completions were still queued.
         let stopping = cfg.stop.load(Ordering::Relaxed);
-        wait_for_completions(&mut cr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
-        cr.reap(&mut cqes);
+        wait_for_completions(&mut srv.cr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
+        srv.cr.reap(&mut cqes);
         if cqes.is_empty() && stopping {
             break;
         }
@@ -429,77 +539,15 @@ pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &R
         for &(ud, res, flags) in &cqes {
             let (idx, _, op) = split(ud);
             if op == ACCEPT {
-                if res >= 0 {
-                    // SAFETY: a new descriptor the kernel just handed to us.
-                    let fd = unsafe { OwnedFd::from_raw_fd(res) };
-                    let raw = fd.as_raw_fd();
-                    let conn = ServerConn { fd, listener: idx, req_done: 0, resp_done: 0 };
-                    open_conns += 1;
-                    let slot = match free.pop() {
-                        Some(s) => {
-                            slots[s] = Some(conn);
-                            s
-                        }
-                        None => {
-                            slots.push(Some(conn));
-                            slots.len() - 1
-                        }
-                    };
-                    cr.recv(raw, cfg.req_len, user_data(slot, 0, RECV))?;
-                } else if res == -libc::EMFILE || res == -libc::ENFILE {
-                    errors[idx].get_or_insert_with(|| {
-                        format!(
-                            "accept failed: {}: raise the receiver's open-file limit (ulimit -n); accepting \
-                             resumed as connections closed",
-                            errno_text(res)
-                        )
-                    });
-                } else if res != -libc::ECANCELED {
-                    errors[idx].get_or_insert_with(|| format!("accept failed: {}", errno_text(res)));
-                }
-                // Out of descriptors (or memory): accepting again at once would only fail
-                // again, in a loop. Wait until a connection of this thread closes.
-                let exhausted = matches!(-res, libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM);
-                if !cqueue::more(flags) && res != -libc::ECANCELED {
-                    if exhausted && open_conns > 0 {
-                        paused.push(idx);
-                    } else {
-                        accept(&mut cr, idx)?;
-                    }
-                }
-                continue;
-            }
-            let Some(conn) = slots[idx].as_mut() else { continue };
-            let raw = conn.fd.as_raw_fd();
-            let mut close = res <= 0;
-            if !close && op == RECV {
-                conn.req_done += res as u32;
-                if conn.req_done < cfg.req_len {
-                    cr.recv(raw, cfg.req_len - conn.req_done, user_data(idx, 0, RECV))?;
-                } else {
-                    cr.send(raw, cfg.resp_len, user_data(idx, 0, SEND))?;
-                }
-            } else if !close {
-                conn.resp_done += res as u32;
-                if conn.resp_done < cfg.resp_len {
-                    cr.send(raw, cfg.resp_len - conn.resp_done, user_data(idx, 0, SEND))?;
-                } else {
-                    answered[conn.listener] += 1;
-                    counters.add(listeners[conn.listener].queue as usize, 1);
-                    close = true;
-                }
-            }
-            if close {
-                // Dropping the descriptor closes it: the FIN follows the answer.
-                slots[idx] = None;
-                free.push(idx);
-                open_conns -= 1;
-                for l in paused.drain(..) {
-                    accept(&mut cr, l)?;
-                }
+                srv.accepted(idx, res, flags)?;
+            } else {
+                srv.progressed(idx, op, res, counters)?;
             }
         }
     }
+    // Tear down: what is still in flight is cancelled (a connection accepted meanwhile is
+    // closed), then the ring goes before the connections.
+    let Server { mut cr, slots, answered, errors, .. } = srv;
     let inflight = cr.inflight;
     let _ = cancel_all(&mut cr.ring, inflight, Duration::from_secs(1), |ud, res, _| {
         if ud & 0xf == ACCEPT && res >= 0 {
@@ -528,6 +576,7 @@ mod tests {
         let now = Instant::now();
         RrConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             req_len: 100,
             resp_len: 3000,
             deadline: now + time,

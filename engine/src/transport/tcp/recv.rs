@@ -9,8 +9,7 @@
 use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -28,6 +27,8 @@ pub struct RecvFlow {
 #[derive(Debug, Clone)]
 pub struct RecvWorkerConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     /// Buffers in the provided-buffer ring (power of two).
@@ -104,7 +105,7 @@ fn set_rcvlowat(stream: &TcpStream, bytes: u32) -> Result<()> {
 /// Runs until every flow reached EOF or failed, or `cfg.stop` is raised.
 pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfig) -> Result<RecvWorkerResult> {
     let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
-    let ring = build_ring(entries)?;
+    let ring = build_ring(entries, cfg.ring)?;
     let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, cfg.buf_size)?;
     let mut rr = RecvRing { ring, bufs };
     let mut state: Vec<FlowState> = flows

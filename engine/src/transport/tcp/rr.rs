@@ -67,7 +67,7 @@ impl RrRing {
         let send_buf = AlignedBuf::new(send_len)?;
         // SAFETY: a fresh mapping of at least send_len bytes.
         unsafe { std::ptr::write_bytes(send_buf.as_ptr(), b'r', send_buf.len()) };
-        Ok(Self { ring: build_ring(entries)?, send_buf, scratch: AlignedBuf::new(SCRATCH as usize)? })
+        Ok(Self { ring: build_ring(entries, cfg.ring)?, send_buf, scratch: AlignedBuf::new(SCRATCH as usize)? })
     }
 
     fn send(&mut self, idx: usize, fd: i32, len: u32) -> Result<()> {

@@ -6,9 +6,9 @@
 
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
+use crate::transport::pace::Pacer;
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
@@ -39,6 +39,8 @@ pub struct SendFlow {
 #[derive(Debug, Clone)]
 pub struct SendWorkerConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     pub len: u32,
@@ -120,50 +122,181 @@ struct SendRing {
     payload: AlignedBuf,
 }
 
-/// Runs one sending thread until `cfg.deadline`, then drains and half-closes every flow.
-pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfig) -> Result<SendWorkerResult> {
-    let entries = (flows.len() as u32 * cfg.depth * 2).next_power_of_two().clamp(64, 4096);
-    let payload = AlignedBuf::new(cfg.len as usize)?;
-    // SAFETY: payload is a fresh mapping of at least len bytes.
-    unsafe { std::ptr::write_bytes(payload.as_ptr(), PAYLOAD_FILL, payload.len()) };
-    let mut sr = SendRing { ring: build_ring(entries)?, payload };
-    let mut result = SendWorkerResult::default();
+/// One sending thread: its ring, its flows and what it counted.
+struct Sender<'a> {
+    cfg: &'a SendWorkerConfig,
+    sr: SendRing,
+    flows: Vec<FlowState>,
+    /// SEND_ZC in use (asked for, and the payload registered).
+    zerocopy: bool,
+    pacer: Pacer,
+    /// Zero-copy sends whose notification has not arrived yet.
+    notifs_pending: u64,
+    last_activity: Instant,
+    /// Completions of one reap, reused so the loop does not allocate.
+    cqes: Vec<(u64, i32, u32)>,
+    result: SendWorkerResult,
+}
 
-    // Zero-copy needs the payload pinned: registered here, or pinned per send against the
-    // same RLIMIT_MEMLOCK. If registration is refused, per-send pinning would fail too, so
-    // the thread falls back to copying sends and says so.
-    let mut zerocopy = cfg.zerocopy;
-    if zerocopy {
-        let iov = libc::iovec { iov_base: sr.payload.as_ptr().cast(), iov_len: sr.payload.len() };
-        // SAFETY: the buffer outlives the ring (SendRing drop order).
-        if let Err(e) = unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
-            zerocopy = false;
-            result.note = Some(format!(
-                "zero-copy off: registering the {}-byte payload failed ({e}); raise RLIMIT_MEMLOCK (ulimit -l) or run with CAP_IPC_LOCK",
-                sr.payload.len()
-            ));
+impl<'a> Sender<'a> {
+    /// Set-up: the ring, the payload (registered for zero-copy when asked), the flows.
+    fn new(flows: Vec<SendFlow>, cfg: &'a SendWorkerConfig) -> Result<Self> {
+        let entries = (flows.len() as u32 * cfg.depth * 2).next_power_of_two().clamp(64, 4096);
+        let payload = AlignedBuf::new(cfg.len as usize)?;
+        // SAFETY: payload is a fresh mapping of at least len bytes.
+        unsafe { std::ptr::write_bytes(payload.as_ptr(), PAYLOAD_FILL, payload.len()) };
+        let sr = SendRing { ring: build_ring(entries, cfg.ring)?, payload };
+        let mut result = SendWorkerResult::default();
+
+        // Zero-copy needs the payload pinned: registered here, or pinned per send against the
+        // same RLIMIT_MEMLOCK. If registration is refused, per-send pinning would fail too, so
+        // the thread falls back to copying sends and says so.
+        let mut zerocopy = cfg.zerocopy;
+        if zerocopy {
+            let iov = libc::iovec { iov_base: sr.payload.as_ptr().cast(), iov_len: sr.payload.len() };
+            // SAFETY: the buffer outlives the ring (SendRing drop order).
+            if let Err(e) = unsafe { sr.ring.submitter().register_buffers(&[iov]) } {
+                zerocopy = false;
+                result.note = Some(format!(
+                    "zero-copy off: registering the {}-byte payload failed ({e}); raise RLIMIT_MEMLOCK (ulimit -l) or run with CAP_IPC_LOCK",
+                    sr.payload.len()
+                ));
+            }
+        }
+        result.zerocopy_used = zerocopy;
+
+        let flows = flows
+            .into_iter()
+            .map(|f| FlowState {
+                stream: f.stream,
+                queue: f.queue,
+                inflight: 0,
+                inflight_bytes: 0,
+                bytes: 0,
+                budget: f.budget,
+                error: None,
+            })
+            .collect();
+        Ok(Self {
+            cfg,
+            sr,
+            flows,
+            zerocopy,
+            pacer: Pacer::new(cfg.rate_bps, Instant::now()),
+            notifs_pending: 0,
+            last_activity: Instant::now(),
+            cqes: Vec::with_capacity(entries as usize),
+            result,
+        })
+    }
+
+    /// Issue: tops every flow up to `depth` sends in flight, as far as its budget and the rate
+    /// allow. Returns the wait the pacer asks for when the rate stopped it.
+    fn issue(&mut self, now: Instant) -> Result<Option<Duration>> {
+        let cfg = self.cfg;
+        for (idx, flow) in self.flows.iter_mut().enumerate() {
+            while flow.error.is_none() && flow.inflight < cfg.depth {
+                let len = flow.next_len(cfg.len);
+                if len == 0 {
+                    break; // The whole budget is in flight or sent.
+                }
+                if let Some(wait) = self.pacer.wait(now) {
+                    return Ok(Some(wait));
+                }
+                let fd = types::Fd(flow.stream.as_raw_fd());
+                let entry = if self.zerocopy {
+                    let op = opcode::SendZc::new(fd, self.sr.payload.as_ptr(), len)
+                        .zc_flags(SEND_ZC_REPORT_USAGE)
+                        .buf_index(Some(0));
+                    self.result.zerocopy.sends += 1;
+                    op.build()
+                } else {
+                    opcode::Send::new(fd, self.sr.payload.as_ptr(), len).build()
+                };
+                // SAFETY: sr.payload is only read by the kernel and drops after sr.ring; the
+                // flow's socket stays open until its sends complete.
+                unsafe { push(&mut self.sr.ring, &entry.user_data(send_tag(idx, len))) }?;
+                flow.inflight += 1;
+                flow.inflight_bytes += u64::from(len);
+                self.pacer.issue(u64::from(len));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reap: takes every completion off the ring and accounts it.
+    fn reap(&mut self, counters: &QueueCounters) {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.clear();
+        cqes.extend(self.sr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        if !cqes.is_empty() {
+            self.last_activity = Instant::now();
+        }
+        for &(ud, res, flags) in &cqes {
+            self.account(ud, res, flags, counters);
+        }
+        self.cqes = cqes;
+    }
+
+    /// Account: a zero-copy notification goes to the tallies, a send's result to its flow
+    /// (bytes sent, or the first error that ends it).
+    #[inline]
+    fn account(&mut self, ud: u64, res: i32, flags: u32, counters: &QueueCounters) {
+        if cqueue::notif(flags) {
+            self.notifs_pending -= 1;
+            self.result.zerocopy.notifications += 1;
+            if (res as u32) & NOTIF_USAGE_ZC_COPIED != 0 {
+                self.result.zerocopy.copied += 1;
+            }
+            return;
+        }
+        if cqueue::more(flags) {
+            self.notifs_pending += 1;
+        }
+        let flow = &mut self.flows[(ud & 0xffff_ffff) as usize];
+        flow.inflight -= 1;
+        flow.inflight_bytes -= ud >> 32;
+        if res > 0 {
+            flow.bytes += res as u64;
+            counters.add(flow.queue as usize, res as u64);
+        } else if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR && flow.error.is_none() {
+            flow.error = Some(format!("send failed: {}", errno_text(res)));
         }
     }
-    result.zerocopy_used = zerocopy;
 
-    let mut state: Vec<FlowState> = flows
-        .into_iter()
-        .map(|f| FlowState {
-            stream: f.stream,
-            queue: f.queue,
-            inflight: 0,
-            inflight_bytes: 0,
-            bytes: 0,
-            budget: f.budget,
-            error: None,
-        })
-        .collect();
-    let start = Instant::now();
-    let mut issued: u64 = 0;
-    let mut notifs_pending: u64 = 0;
-    let mut last_activity = Instant::now();
-    let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize);
+    /// Tear down: half-closes the flows that are still fine (the receiver reads to EOF and
+    /// knows it has every byte) and reports each flow; with sends stuck in the kernel, closes
+    /// every socket first so they fail instead of completing into a ring about to go.
+    fn finish(self) -> SendWorkerResult {
+        let Sender { cfg, sr, flows, mut result, .. } = self;
+        for flow in &flows {
+            if flow.error.is_none() {
+                let _ = flow.stream.shutdown(Shutdown::Write);
+            }
+        }
+        if result.stuck > 0 {
+            for flow in &flows {
+                let _ = flow.stream.shutdown(Shutdown::Both);
+            }
+        }
+        result.flows =
+            flows.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error }).collect();
+        if result.stuck > 0 {
+            for f in result.flows.iter_mut().filter(|f| f.error.is_none()) {
+                f.error = Some(format!(
+                    "sends did not complete within {:.1} s of the end: receiver stalled",
+                    cfg.drain_limit.as_secs_f64()
+                ));
+            }
+        }
+        drop(sr);
+        result
+    }
+}
 
+/// Runs one sending thread until `cfg.deadline`, then drains and half-closes every flow.
+pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfig) -> Result<SendWorkerResult> {
+    let mut s = Sender::new(flows, cfg)?;
     let mut stop_from: Option<Instant> = None;
     loop {
         let now = Instant::now();
@@ -172,109 +305,24 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
         if stopping && stop_from.is_none() {
             stop_from = Some(now.min(cfg.deadline));
         }
-        let mut pace_wait: Option<Duration> = None;
-        if !stopping {
-            for (idx, flow) in state.iter_mut().enumerate() {
-                while flow.error.is_none() && flow.inflight < cfg.depth {
-                    let len = flow.next_len(cfg.len);
-                    if len == 0 {
-                        break; // The whole budget is in flight or sent.
-                    }
-                    if cfg.rate_bps > 0 {
-                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
-                        if issued as f64 >= allowed {
-                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
-                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
-                            break;
-                        }
-                    }
-                    let fd = types::Fd(flow.stream.as_raw_fd());
-                    let entry = if zerocopy {
-                        let op = opcode::SendZc::new(fd, sr.payload.as_ptr(), len)
-                            .zc_flags(SEND_ZC_REPORT_USAGE)
-                            .buf_index(Some(0));
-                        result.zerocopy.sends += 1;
-                        op.build()
-                    } else {
-                        opcode::Send::new(fd, sr.payload.as_ptr(), len).build()
-                    };
-                    // SAFETY: sr.payload is only read by the kernel and drops after sr.ring; the
-                    // flow's socket stays open until its sends complete.
-                    unsafe { push(&mut sr.ring, &entry.user_data(send_tag(idx, len))) }?;
-                    flow.inflight += 1;
-                    flow.inflight_bytes += u64::from(len);
-                    issued += u64::from(len);
-                }
-            }
-        }
-        let inflight: u32 = state.iter().map(|f| f.inflight).sum();
+        let pace_wait = if stopping { None } else { s.issue(now)? };
+        let inflight: u32 = s.flows.iter().map(|f| f.inflight).sum();
         // Every flow failed or sent its whole budget (`-n`).
-        let all_failed = state.iter().all(FlowState::done);
-        if inflight == 0 && notifs_pending == 0 && (stopping || all_failed) {
+        let all_failed = s.flows.iter().all(FlowState::done);
+        if inflight == 0 && s.notifs_pending == 0 && (stopping || all_failed) {
             break;
         }
         if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
-            result.stuck = inflight;
+            s.result.stuck = inflight;
             break;
         }
         let until_deadline =
             if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
         let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
-        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
-
-        cqes.clear();
-        cqes.extend(sr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
-        if !cqes.is_empty() {
-            last_activity = Instant::now();
-        }
-        for &(ud, res, flags) in &cqes {
-            if cqueue::notif(flags) {
-                notifs_pending -= 1;
-                result.zerocopy.notifications += 1;
-                if (res as u32) & NOTIF_USAGE_ZC_COPIED != 0 {
-                    result.zerocopy.copied += 1;
-                }
-                continue;
-            }
-            if cqueue::more(flags) {
-                notifs_pending += 1;
-            }
-            let flow = &mut state[(ud & 0xffff_ffff) as usize];
-            flow.inflight -= 1;
-            flow.inflight_bytes -= ud >> 32;
-            if res > 0 {
-                flow.bytes += res as u64;
-                counters.add(flow.queue as usize, res as u64);
-            } else if res < 0 && res != -libc::EAGAIN && res != -libc::EINTR && flow.error.is_none() {
-                flow.error = Some(format!("send failed: {}", errno_text(res)));
-            }
-        }
+        wait_for_completions(&mut s.sr.ring, cfg.wait, s.last_activity, limit, cfg.batch)?;
+        s.reap(counters);
     }
-
-    for flow in &state {
-        if flow.error.is_none() {
-            // Half-close: the receiver reads to EOF and knows it has every byte.
-            let _ = flow.stream.shutdown(Shutdown::Write);
-        }
-    }
-    if result.stuck > 0 {
-        // Sends still in the kernel: close the sockets so they fail instead of completing into
-        // a ring we are about to drop.
-        for flow in &state {
-            let _ = flow.stream.shutdown(Shutdown::Both);
-        }
-    }
-    result.flows = state.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error }).collect();
-    if result.stuck > 0 {
-        for f in result.flows.iter_mut().filter(|f| f.error.is_none()) {
-            f.error = Some(format!(
-                "sends did not complete within {:.1} s of the end: receiver stalled",
-                cfg.drain_limit.as_secs_f64()
-            ));
-        }
-    }
-    drop(sr);
-    Ok(result)
+    Ok(s.finish())
 }
 
 /// Error for a sending thread that could not start.

@@ -22,8 +22,7 @@ use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::metrics::seq::{LiveStats, SeqStats, SeqTracker};
 use crate::transport::errno_text;
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, TransitReport, SERVER_ACKFIN_TRIES};
 use crate::wire::udp_payload::{self as payload, WireTime};
 use io_uring::types::RecvMsgOut;
@@ -55,6 +54,8 @@ pub struct UdpRecvFlow {
 #[derive(Debug, Clone)]
 pub struct UdpRecvConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     /// Enable `UDP_GRO` on every socket (falls back to one datagram per completion if the
@@ -300,208 +301,326 @@ fn answer(flow: &mut FlowState, name: &[u8]) {
     }
 }
 
+impl FlowState {
+    /// Whether the flow expects nothing more: it saw its FIN or failed.
+    #[inline]
+    fn finished(&self) -> bool {
+        self.fin_at.is_some() || self.error.is_some()
+    }
+
+    /// Whether `name` is the flow's peer; the first sender becomes it.
+    #[inline]
+    fn is_peer(&mut self, name: &[u8]) -> bool {
+        match &self.peer_name {
+            Some((raw, n)) => &raw[..*n] == name,
+            None => {
+                let mut raw = [0u8; NAME_LEN];
+                let n = name.len().min(NAME_LEN);
+                raw[..n].copy_from_slice(&name[..n]);
+                self.peer_name = Some((raw, n));
+                true
+            }
+        }
+    }
+
+    /// Accounts the datagrams of one buffer from the peer (`seg` bytes each, the last one
+    /// shorter): data to the tracker, a FIN ends the flow and may be answered with a report to
+    /// `name`. Returns the data bytes.
+    #[inline]
+    fn account(
+        &mut self,
+        payload: &[u8],
+        seg: usize,
+        name: &[u8],
+        arrived: WireTime,
+        reaped: Instant,
+        answer_fin: bool,
+    ) -> u64 {
+        let mut data_bytes = 0u64;
+        for datagram in payload.chunks(seg) {
+            match payload::decode(datagram) {
+                None => self.foreign += 1,
+                Some(d) if d.fin => {
+                    self.tracker.record_fin(d.seq);
+                    if self.fin_at.is_none() {
+                        self.fin_at = Some(reaped);
+                    }
+                    if answer_fin && self.reports_sent < SERVER_ACKFIN_TRIES + 1 {
+                        answer(self, name);
+                    }
+                }
+                Some(d) => {
+                    self.tracker.record(d.seq, datagram.len() as u32, d.sent, arrived);
+                    data_bytes += datagram.len() as u64;
+                    self.first_data.get_or_insert(reaped);
+                    self.last_data = Some(reaped);
+                }
+            }
+        }
+        data_bytes
+    }
+
+    /// What the flow received, for the result.
+    fn outcome(&self) -> UdpFlowReceived {
+        UdpFlowReceived {
+            queue: self.queue,
+            stats: self.tracker.stats(),
+            peer: self.peer_name.as_ref().and_then(|(raw, n)| parse_name(&raw[..*n])),
+            duration: match (self.first_data, self.fin_at.or(self.last_data)) {
+                (Some(a), Some(b)) => b.saturating_duration_since(a),
+                _ => Duration::ZERO,
+            },
+            strangers: self.strangers,
+            foreign: self.foreign,
+            reports_sent: self.reports_sent,
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// One UDP receiving thread: its ring and buffers, its flows and what it counted.
+struct Receiver<'a> {
+    cfg: &'a UdpRecvConfig,
+    rr: RecvRing,
+    flows: Vec<FlowState>,
+    result: UdpRecvResult,
+    notes: Vec<String>,
+    /// Flows that have not failed.
+    open_flows: usize,
+    last_activity: Instant,
+    /// When the last datagram from a flow's peer was reaped (the FIN linger counts from it).
+    last_datagram: Instant,
+    /// Completions of one reap, reused so the loop does not allocate.
+    cqes: Vec<(u64, i32, u32)>,
+}
+
+impl<'a> Receiver<'a> {
+    /// Set-up: the ring, the buffer ring and the msghdr template; GRO and timestamps on every
+    /// socket (a refusal is a note, not an error); one multishot receive armed per flow.
+    fn new(flows: Vec<UdpRecvFlow>, cfg: &'a UdpRecvConfig) -> Result<Self> {
+        let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
+        let ring = build_ring(entries, cfg.ring)?;
+        let payload_room = cfg.max_payload.clamp(payload::HEADER_LEN as u32, GRO_PAYLOAD) as usize;
+        let buf_size = (RECVMSG_OUT_LEN + NAME_LEN + CONTROL_LEN + payload_room).next_multiple_of(64) as u32;
+        let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, buf_size)?;
+        // SAFETY: msghdr is a plain C struct for which all-zero is valid; multishot RecvMsg reads
+        // only its name and control lengths.
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_namelen = NAME_LEN as libc::socklen_t;
+        msg.msg_controllen = CONTROL_LEN;
+        let mut rr = RecvRing { ring, bufs, msg };
+
+        let mut result = UdpRecvResult { gro: cfg.gro, ..Default::default() };
+        let mut notes: Vec<String> = Vec::new();
+        let mut state: Vec<FlowState> = Vec::with_capacity(flows.len());
+        for f in flows {
+            if cfg.gro {
+                if let Err(e) = set_int_opt(&f.socket, libc::SOL_UDP, libc::UDP_GRO, 1) {
+                    if result.gro {
+                        notes.push(format!("UDP GRO refused ({e}): one datagram per receive"));
+                    }
+                    result.gro = false;
+                }
+            }
+            if cfg.kernel_timestamps {
+                if let Err(e) = set_int_opt(&f.socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1) {
+                    notes.push(format!("kernel receive timestamps unavailable ({e}): jitter uses reaping time"));
+                }
+            }
+            let tracker = if cfg.one_way_delay { SeqTracker::with_one_way_delay() } else { SeqTracker::new() };
+            state.push(FlowState {
+                socket: f.socket,
+                queue: f.queue,
+                live: f.live,
+                tracker,
+                peer_name: None,
+                first_data: None,
+                last_data: None,
+                fin_at: None,
+                strangers: 0,
+                foreign: 0,
+                reports_sent: 0,
+                error: None,
+            });
+        }
+        if result.gro && payload_room < GRO_PAYLOAD as usize {
+            notes.push(format!("GRO on with {payload_room}-byte buffers: coalesced data may be truncated"));
+        }
+        for (idx, flow) in state.iter().enumerate() {
+            arm(&mut rr, flow.socket.as_raw_fd(), idx)?;
+        }
+        Ok(Self {
+            cfg,
+            rr,
+            open_flows: state.len(),
+            flows: state,
+            result,
+            notes,
+            last_activity: Instant::now(),
+            last_datagram: Instant::now(),
+            cqes: Vec::with_capacity(entries as usize * 4),
+        })
+    }
+
+    /// How long the next wait may last at most, or `None` when the flows are over: every flow
+    /// failed, or every one saw its FIN and then `fin_linger` of silence.
+    fn wait_limit(&self, now: Instant) -> Option<Duration> {
+        let cfg = self.cfg;
+        let all_fin = self.flows.iter().all(FlowState::finished);
+        let silence = now.saturating_duration_since(self.last_datagram);
+        if (all_fin && silence >= cfg.fin_linger) || self.open_flows == 0 {
+            return None;
+        }
+        let limit = (cfg.deadline - now).min(Duration::from_millis(100));
+        Some(if all_fin { limit.min(cfg.fin_linger.saturating_sub(silence)) } else { limit })
+    }
+
+    /// Reap: takes every completion off the ring and handles it.
+    fn reap(&mut self, counters: &QueueCounters) -> Result<()> {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.clear();
+        cqes.extend(self.rr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        if cqes.is_empty() {
+            self.cqes = cqes;
+            return Ok(());
+        }
+        let reaped = Instant::now();
+        self.last_activity = reaped;
+        let reaped_wall = WireTime::now();
+        let done =
+            cqes.iter().try_for_each(|&(ud, res, flags)| self.complete(ud, res, flags, reaped, reaped_wall, counters));
+        self.cqes = cqes;
+        done
+    }
+
+    /// One completion: an error ends the flow unless it is transient; a buffer is accounted
+    /// and recycled; a multishot receive that ended is re-armed.
+    #[inline]
+    fn complete(
+        &mut self,
+        ud: u64,
+        res: i32,
+        flags: u32,
+        reaped: Instant,
+        reaped_wall: WireTime,
+        counters: &QueueCounters,
+    ) -> Result<()> {
+        let idx = ud as usize;
+        if idx >= self.flows.len() {
+            return Ok(());
+        }
+        let more = cqueue::more(flags);
+        if res < 0 {
+            let errno = -res;
+            let flow = &mut self.flows[idx];
+            if matches!(errno, libc::ENOBUFS | libc::EINTR | libc::EAGAIN | libc::ECONNREFUSED) {
+                if !more {
+                    return self.rearm(idx);
+                }
+            } else if flow.error.is_none() {
+                flow.error = Some(format!("UDP receive failed: {}", errno_text(res)));
+                self.open_flows -= 1;
+            }
+            return Ok(());
+        }
+        let Some(bid) = cqueue::buffer_select(flags) else {
+            return if more { Ok(()) } else { self.rearm(idx) };
+        };
+        self.account(idx, bid, res as usize, reaped, reaped_wall, counters);
+        self.rr.bufs.recycle(bid, 1);
+        if !more && self.flows[idx].error.is_none() {
+            return self.rearm(idx);
+        }
+        Ok(())
+    }
+
+    /// Account: parses the buffer the kernel filled (source address, control messages,
+    /// payload), cuts it into datagrams at the GRO size and credits them to flow `idx` when
+    /// they come from its peer; publishes the flow's figures for the sampler.
+    #[inline]
+    fn account(
+        &mut self,
+        idx: usize,
+        bid: u16,
+        len: usize,
+        reaped: Instant,
+        reaped_wall: WireTime,
+        counters: &QueueCounters,
+    ) {
+        let data = self.rr.bufs.buffer(bid, len);
+        let Ok(out) = RecvMsgOut::parse(data, &self.rr.msg) else { return };
+        let result = &mut self.result;
+        result.completions += 1;
+        if out.is_payload_truncated() {
+            result.truncated += 1;
+        }
+        let control = parse_control(out.control_data());
+        let arrived = control.stamp.unwrap_or(reaped_wall);
+        let name = out.name_data();
+        let flow = &mut self.flows[idx];
+        let known = flow.is_peer(name);
+        let payload = out.payload_data();
+        let seg = control.gro_size.unwrap_or(payload.len()).max(1);
+        let pieces = payload.len().div_ceil(seg);
+        if pieces > 1 {
+            result.coalesced += 1;
+        }
+        result.datagrams += pieces as u64;
+        if !known {
+            flow.strangers += pieces as u64;
+            return;
+        }
+        self.last_datagram = reaped;
+        let data_bytes = flow.account(payload, seg, name, arrived, reaped, self.cfg.answer_fin);
+        if data_bytes > 0 {
+            counters.add(flow.queue as usize, data_bytes);
+            if let Some(live) = &flow.live {
+                *live.lock().unwrap_or_else(|p| p.into_inner()) = flow.tracker.stats();
+            }
+        }
+    }
+
+    /// Arms flow `idx`'s multishot receive again (the kernel ended it: the buffer ring ran dry,
+    /// or a transient error).
+    fn rearm(&mut self, idx: usize) -> Result<()> {
+        self.result.rearms += 1;
+        arm(&mut self.rr, self.flows[idx].socket.as_raw_fd(), idx)
+    }
+
+    /// Tear down: the result with every flow's figures; the ring (and with it every armed
+    /// multishot receive) goes before the buffers and the sockets.
+    fn finish(self) -> UdpRecvResult {
+        let Receiver { rr, flows, mut result, notes, .. } = self;
+        if !notes.is_empty() {
+            result.note = Some(notes.join("; "));
+        }
+        result.flows = flows.iter().map(FlowState::outcome).collect();
+        drop(rr);
+        drop(flows);
+        result
+    }
+}
+
 /// Runs until every flow has seen a FIN (then `fin_linger` of silence), `cfg.stop` is raised,
 /// or `cfg.deadline` passes.
 pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfig) -> Result<UdpRecvResult> {
-    let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
-    let ring = build_ring(entries)?;
-    let payload_room = cfg.max_payload.clamp(payload::HEADER_LEN as u32, GRO_PAYLOAD) as usize;
-    let buf_size = (RECVMSG_OUT_LEN + NAME_LEN + CONTROL_LEN + payload_room).next_multiple_of(64) as u32;
-    let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, buf_size)?;
-    // SAFETY: msghdr is a plain C struct for which all-zero is valid; multishot RecvMsg reads
-    // only its name and control lengths.
-    let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
-    msg.msg_namelen = NAME_LEN as libc::socklen_t;
-    msg.msg_controllen = CONTROL_LEN;
-    let mut rr = RecvRing { ring, bufs, msg };
-
-    let mut result = UdpRecvResult { gro: cfg.gro, ..Default::default() };
-    let mut notes: Vec<String> = Vec::new();
-    let mut state: Vec<FlowState> = Vec::with_capacity(flows.len());
-    for f in flows {
-        if cfg.gro {
-            if let Err(e) = set_int_opt(&f.socket, libc::SOL_UDP, libc::UDP_GRO, 1) {
-                if result.gro {
-                    notes.push(format!("UDP GRO refused ({e}): one datagram per receive"));
-                }
-                result.gro = false;
-            }
-        }
-        if cfg.kernel_timestamps {
-            if let Err(e) = set_int_opt(&f.socket, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1) {
-                notes.push(format!("kernel receive timestamps unavailable ({e}): jitter uses reaping time"));
-            }
-        }
-        let tracker = if cfg.one_way_delay { SeqTracker::with_one_way_delay() } else { SeqTracker::new() };
-        state.push(FlowState {
-            socket: f.socket,
-            queue: f.queue,
-            live: f.live,
-            tracker,
-            peer_name: None,
-            first_data: None,
-            last_data: None,
-            fin_at: None,
-            strangers: 0,
-            foreign: 0,
-            reports_sent: 0,
-            error: None,
-        });
-    }
-    if result.gro && payload_room < GRO_PAYLOAD as usize {
-        notes.push(format!("GRO on with {payload_room}-byte buffers: coalesced data may be truncated"));
-    }
-    for (idx, flow) in state.iter().enumerate() {
-        arm(&mut rr, flow.socket.as_raw_fd(), idx)?;
-    }
-
-    let mut open_flows = state.len();
-    let mut last_activity = Instant::now();
-    let mut last_datagram = Instant::now();
-    let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
-    let fin_cap = SERVER_ACKFIN_TRIES + 1;
-
-    loop {
-        if cfg.stop.load(Ordering::Relaxed) {
-            break;
-        }
+    let mut r = Receiver::new(flows, cfg)?;
+    while !cfg.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= cfg.deadline {
             break;
         }
-        let all_fin = state.iter().all(|f| f.fin_at.is_some() || f.error.is_some());
-        if (all_fin && now.saturating_duration_since(last_datagram) >= cfg.fin_linger) || open_flows == 0 {
-            break;
-        }
-        let mut limit = (cfg.deadline - now).min(Duration::from_millis(100));
-        if all_fin {
-            limit = limit.min(cfg.fin_linger.saturating_sub(now.saturating_duration_since(last_datagram)));
-        }
-        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, limit.max(Duration::from_micros(50)), cfg.batch)?;
-        cqes.clear();
-        cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
-        if cqes.is_empty() {
-            continue;
-        }
-        let reaped = Instant::now();
-        last_activity = reaped;
-        let reaped_wall = WireTime::now();
-        for &(ud, res, flags) in &cqes {
-            let idx = ud as usize;
-            let Some(flow) = state.get_mut(idx) else { continue };
-            let more = cqueue::more(flags);
-            if res < 0 {
-                let errno = -res;
-                if matches!(errno, libc::ENOBUFS | libc::EINTR | libc::EAGAIN | libc::ECONNREFUSED) {
-                    if !more {
-                        result.rearms += 1;
-                        arm(&mut rr, flow.socket.as_raw_fd(), idx)?;
-                    }
-                } else if flow.error.is_none() {
-                    flow.error = Some(format!("UDP receive failed: {}", errno_text(res)));
-                    open_flows -= 1;
-                }
-                continue;
-            }
-            let Some(bid) = cqueue::buffer_select(flags) else {
-                if !more {
-                    result.rearms += 1;
-                    arm(&mut rr, flow.socket.as_raw_fd(), idx)?;
-                }
-                continue;
-            };
-            {
-                let data = rr.bufs.buffer(bid, res as usize);
-                if let Ok(out) = RecvMsgOut::parse(data, &rr.msg) {
-                    result.completions += 1;
-                    if out.is_payload_truncated() {
-                        result.truncated += 1;
-                    }
-                    let control = parse_control(out.control_data());
-                    let arrived = control.stamp.unwrap_or(reaped_wall);
-                    let name = out.name_data();
-                    let known = match &flow.peer_name {
-                        Some((raw, n)) => &raw[..*n] == name,
-                        None => {
-                            let mut raw = [0u8; NAME_LEN];
-                            let n = name.len().min(NAME_LEN);
-                            raw[..n].copy_from_slice(&name[..n]);
-                            flow.peer_name = Some((raw, n));
-                            true
-                        }
-                    };
-                    let payload = out.payload_data();
-                    let seg = control.gro_size.unwrap_or(payload.len()).max(1);
-                    let pieces = payload.len().div_ceil(seg);
-                    if pieces > 1 {
-                        result.coalesced += 1;
-                    }
-                    result.datagrams += pieces as u64;
-                    if !known {
-                        flow.strangers += pieces as u64;
-                    } else {
-                        last_datagram = reaped;
-                        let mut data_bytes = 0u64;
-                        for datagram in payload.chunks(seg) {
-                            match payload::decode(datagram) {
-                                None => flow.foreign += 1,
-                                Some(d) if d.fin => {
-                                    flow.tracker.record_fin(d.seq);
-                                    if flow.fin_at.is_none() {
-                                        flow.fin_at = Some(reaped);
-                                    }
-                                    if cfg.answer_fin && flow.reports_sent < fin_cap {
-                                        answer(flow, name);
-                                    }
-                                }
-                                Some(d) => {
-                                    flow.tracker.record(d.seq, datagram.len() as u32, d.sent, arrived);
-                                    data_bytes += datagram.len() as u64;
-                                    flow.first_data.get_or_insert(reaped);
-                                    flow.last_data = Some(reaped);
-                                }
-                            }
-                        }
-                        if data_bytes > 0 {
-                            counters.add(flow.queue as usize, data_bytes);
-                            if let Some(live) = &flow.live {
-                                *live.lock().unwrap_or_else(|p| p.into_inner()) = flow.tracker.stats();
-                            }
-                        }
-                    }
-                }
-            }
-            rr.bufs.recycle(bid, 1);
-            if !more && flow.error.is_none() {
-                result.rearms += 1;
-                arm(&mut rr, flow.socket.as_raw_fd(), idx)?;
-            }
-        }
+        let Some(limit) = r.wait_limit(now) else { break };
+        wait_for_completions(
+            &mut r.rr.ring,
+            cfg.wait,
+            r.last_activity,
+            limit.max(Duration::from_micros(50)),
+            cfg.batch,
+        )?;
+        r.reap(counters)?;
     }
-
-    if !notes.is_empty() {
-        result.note = Some(notes.join("; "));
-    }
-    result.flows = state
-        .iter()
-        .map(|f| UdpFlowReceived {
-            queue: f.queue,
-            stats: f.tracker.stats(),
-            peer: f.peer_name.as_ref().and_then(|(raw, n)| parse_name(&raw[..*n])),
-            duration: match (f.first_data, f.fin_at.or(f.last_data)) {
-                (Some(a), Some(b)) => b.saturating_duration_since(a),
-                _ => Duration::ZERO,
-            },
-            strangers: f.strangers,
-            foreign: f.foreign,
-            reports_sent: f.reports_sent,
-            error: f.error.clone(),
-        })
-        .collect();
-    // The ring (and with it every armed multishot receive) goes before the buffers.
-    drop(rr);
-    drop(state);
-    Ok(result)
+    Ok(r.finish())
 }
 
 #[cfg(test)]
@@ -573,6 +692,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let rcfg = UdpRecvConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             gro,
             buf_count: if gro { 64 } else { 1024 },
@@ -593,6 +713,7 @@ mod tests {
         tx.connect(target).expect("connect");
         let scfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len,
             gso,
@@ -725,6 +846,7 @@ mod tests {
         let count = 5_000;
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 1470,
             gso: true,
@@ -761,6 +883,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let rcfg = UdpRecvConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             gro: true,
             buf_count: 64,

@@ -17,7 +17,7 @@ use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, WakeBatch};
+use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, RingPaths, WakeBatch};
 use io_uring::{opcode, types, IoUring};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -84,9 +84,9 @@ struct UdpRrRing {
 }
 
 impl UdpRrRing {
-    fn new(flows: Vec<UdpRrFlow>, send_len: u32, recv_len: u32) -> Result<Self> {
+    fn new(flows: Vec<UdpRrFlow>, send_len: u32, recv_len: u32, ring: RingPaths) -> Result<Self> {
         let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
-        let ring = build_ring(entries)?;
+        let ring = build_ring(entries, ring)?;
         Ok(Self { ring, flows: flows.into_iter().map(|f| Flow::new(f, send_len, recv_len)).collect() })
     }
 
@@ -137,7 +137,7 @@ fn classify(failures: &mut RrFailures, res: i32) {
 /// Runs a UDP rr client thread until the deadline: one transaction in flight per flow,
 /// each retried as a new transaction when unanswered within `cfg.timeout`.
 pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
-    let mut rr = UdpRrRing::new(flows, cfg.req_len, cfg.resp_len)?;
+    let mut rr = UdpRrRing::new(flows, cfg.req_len, cfg.resp_len, cfg.ring)?;
     let tag = tag_len(cfg.req_len).min(tag_len(cfg.resp_len));
     let mut failures = RrFailures::default();
     let mut latency_ns = latency_histogram();
@@ -238,7 +238,7 @@ pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfi
 
 /// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.stop`.
 pub fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
-    let mut rr = UdpRrRing::new(flows, cfg.resp_len, cfg.req_len)?;
+    let mut rr = UdpRrRing::new(flows, cfg.resp_len, cfg.req_len, cfg.ring)?;
     let tag = tag_len(cfg.req_len).min(tag_len(cfg.resp_len));
     for idx in 0..rr.flows.len() {
         rr.recv(idx)?;
@@ -308,6 +308,7 @@ mod tests {
         let now = Instant::now();
         RrConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             req_len: req,
             resp_len: resp,
             deadline: now + time,

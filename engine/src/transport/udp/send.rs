@@ -23,8 +23,8 @@
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::errno_text;
-use crate::uring::ring::WaitMode;
-use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::transport::pace::Pacer;
+use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
 use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
 use io_uring::{opcode, types, IoUring};
@@ -79,6 +79,8 @@ impl Default for FinConfig {
 #[derive(Debug, Clone)]
 pub struct UdpSendConfig {
     pub wait: WaitMode,
+    /// The fast paths the thread's ring is built with.
+    pub ring: RingPaths,
     /// Completions to gather per wake-up when sleeping.
     pub batch: WakeBatch,
     /// Datagram payload length in bytes, header included (at least [`HEADER_LEN`]).
@@ -197,6 +199,34 @@ impl FlowState {
     fn has_work(&self, max: u64) -> bool {
         self.out.error.is_none() && (!self.retry.is_empty() || max == 0 || self.next_seq <= max)
     }
+    /// The numbers of the next send of at most `want` datagrams: (first, count, from the
+    /// retry queue). Numbers to retry go first; new ones stop at `max` (0: no end).
+    #[inline]
+    fn next_numbers(&self, want: u32, max: u64) -> (u64, u32, bool) {
+        match self.retry.front() {
+            Some(&(first, n)) => (first, n.min(want), true),
+            None => {
+                let left = if max == 0 { u64::MAX } else { max + 1 - self.next_seq };
+                (self.next_seq, (want as u64).min(left) as u32, false)
+            }
+        }
+    }
+    /// Takes the `count` numbers [`FlowState::next_numbers`] gave off the retry queue or the
+    /// sequence.
+    #[inline]
+    fn take_numbers(&mut self, count: u32, from_retry: bool) {
+        if from_retry {
+            let front = self.retry.front_mut().expect("next_numbers read it");
+            if front.1 == count {
+                self.retry.pop_front();
+            } else {
+                front.0 += u64::from(count);
+                front.1 -= count;
+            }
+        } else {
+            self.next_seq += u64::from(count);
+        }
+    }
 }
 
 // Field order is drop order: the ring goes first, before the slot memory it may still read.
@@ -238,33 +268,11 @@ pub fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
     }
 }
 
-/// Runs one UDP sending thread until `cfg.deadline` (or every flow sent `max_datagrams`),
-/// drains, and sends the FINs if `cfg.fin` asks.
-pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfig) -> Result<UdpSendResult> {
-    if cfg.len < HEADER_LEN as u32 || cfg.len > MAX_DATAGRAM {
-        return Err(Error::usage(format!(
-            "UDP datagram length {} is outside {HEADER_LEN}..={MAX_DATAGRAM} bytes (the header takes {HEADER_LEN})",
-            cfg.len
-        )));
-    }
+/// Allocates `nslots` send slots of `slot_bytes` for datagrams of `cfg.len` bytes, `per_flow`
+/// to a flow: each slot's msghdr points at its own buffer and carries the `UDP_SEGMENT` cmsg,
+/// and every datagram place in the buffer has its header written once.
+fn new_slots(nslots: usize, per_flow: usize, slot_bytes: usize, cfg: &UdpSendConfig) -> Result<Box<[Slot]>> {
     let len = cfg.len as usize;
-    let per_flow = cfg.inflight.clamp(1, 1024) as usize;
-    let mut note = None;
-    let max_segments = gso_segments(cfg.len);
-    let mut gso = cfg.gso && max_segments > 1;
-    if cfg.gso && !gso {
-        note = Some(format!("GSO off: a datagram of {} bytes leaves no room for two in one send", cfg.len));
-    }
-    // With a rate, keep each send to about a millisecond's worth so GSO does not turn pacing
-    // into 64 KiB bursts.
-    let segments = if cfg.rate_bps > 0 {
-        ((cfg.rate_bps / 8 / 1000) / cfg.len as u64).clamp(1, u64::from(max_segments)) as u32
-    } else {
-        max_segments
-    };
-    let slot_bytes = if gso { len * segments as usize } else { len };
-
-    let nslots = flows.len() * per_flow;
     let mut slots = Vec::with_capacity(nslots);
     for i in 0..nslots {
         let buf = AlignedBuf::new(slot_bytes)?;
@@ -299,30 +307,260 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
             let _ = payload::encode(datagram, FIRST_SEQ, WireTime::default());
         }
     }
+    Ok(slots)
+}
 
-    let entries = (nslots as u32 * 2).next_power_of_two().clamp(64, 4096);
-    let mut sr = SendRing { ring: build_ring(entries)?, slots };
-    let mut state: Vec<FlowState> = flows
-        .into_iter()
-        .enumerate()
-        .map(|(idx, f)| FlowState {
-            queue: f.queue,
-            socket: f.socket,
-            free: (idx * per_flow..(idx + 1) * per_flow).rev().collect(),
-            next_seq: FIRST_SEQ,
-            retry: VecDeque::new(),
-            out: UdpFlowSent { queue: f.queue, ..Default::default() },
+/// One UDP sending thread: its ring and slots, its flows and what it counted.
+struct Sender<'a> {
+    cfg: &'a UdpSendConfig,
+    sr: SendRing,
+    flows: Vec<FlowState>,
+    /// Datagram length in bytes (`cfg.len`).
+    len: usize,
+    /// Send slots per flow.
+    per_flow: usize,
+    /// Datagrams per GSO send.
+    segments: u32,
+    /// GSO in use (it falls back to one send per datagram if the kernel refuses it).
+    gso: bool,
+    /// A GSO send succeeded: later errors are not GSO refusals.
+    gso_confirmed: bool,
+    note: Option<String>,
+    pacer: Pacer,
+    /// Completed send operations.
+    sends: u64,
+    stuck: u32,
+    last_activity: Instant,
+    /// Completions of one reap, reused so the loop does not allocate.
+    cqes: Vec<(u64, i32)>,
+}
+
+impl<'a> Sender<'a> {
+    /// Set-up: checks the length, chooses GSO and the datagrams per send, and builds the
+    /// slots, the ring and the flows.
+    fn new(flows: Vec<UdpSendFlow>, cfg: &'a UdpSendConfig) -> Result<Self> {
+        if cfg.len < HEADER_LEN as u32 || cfg.len > MAX_DATAGRAM {
+            return Err(Error::usage(format!(
+                "UDP datagram length {} is outside {HEADER_LEN}..={MAX_DATAGRAM} bytes (the header takes {HEADER_LEN})",
+                cfg.len
+            )));
+        }
+        let len = cfg.len as usize;
+        let per_flow = cfg.inflight.clamp(1, 1024) as usize;
+        let mut note = None;
+        let max_segments = gso_segments(cfg.len);
+        let gso = cfg.gso && max_segments > 1;
+        if cfg.gso && !gso {
+            note = Some(format!("GSO off: a datagram of {} bytes leaves no room for two in one send", cfg.len));
+        }
+        // With a rate, keep each send to about a millisecond's worth so GSO does not turn pacing
+        // into 64 KiB bursts.
+        let segments = if cfg.rate_bps > 0 {
+            ((cfg.rate_bps / 8 / 1000) / cfg.len as u64).clamp(1, u64::from(max_segments)) as u32
+        } else {
+            max_segments
+        };
+        let slot_bytes = if gso { len * segments as usize } else { len };
+        let nslots = flows.len() * per_flow;
+        let slots = new_slots(nslots, per_flow, slot_bytes, cfg)?;
+        let entries = (nslots as u32 * 2).next_power_of_two().clamp(64, 4096);
+        let sr = SendRing { ring: build_ring(entries, cfg.ring)?, slots };
+        let flows = flows
+            .into_iter()
+            .enumerate()
+            .map(|(idx, f)| FlowState {
+                queue: f.queue,
+                socket: f.socket,
+                free: (idx * per_flow..(idx + 1) * per_flow).rev().collect(),
+                next_seq: FIRST_SEQ,
+                retry: VecDeque::new(),
+                out: UdpFlowSent { queue: f.queue, ..Default::default() },
+            })
+            .collect();
+        Ok(Self {
+            cfg,
+            sr,
+            flows,
+            len,
+            per_flow,
+            segments,
+            gso,
+            gso_confirmed: false,
+            note,
+            pacer: Pacer::new(cfg.rate_bps, Instant::now()),
+            sends: 0,
+            stuck: 0,
+            last_activity: Instant::now(),
+            cqes: Vec::with_capacity(entries as usize),
         })
-        .collect();
+    }
 
-    let start = Instant::now();
-    let mut issued: u64 = 0;
-    let mut sends: u64 = 0;
-    let mut gso_confirmed = false;
-    let mut stuck = 0u32;
-    let mut last_activity = Instant::now();
-    let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(entries as usize);
+    /// Issue: fills every free slot of every flow with its next datagrams (numbers to retry
+    /// first), as far as the rate allows. Returns the wait the pacer asks for when the rate
+    /// stopped it.
+    fn issue(&mut self, now: Instant) -> Result<Option<Duration>> {
+        let cfg = self.cfg;
+        let len = self.len;
+        let want = if self.gso { self.segments } else { 1 };
+        let wall = WireTime::now();
+        for flow in self.flows.iter_mut() {
+            while !flow.free.is_empty() && flow.has_work(cfg.max_datagrams) {
+                let (first, count, from_retry) = flow.next_numbers(want, cfg.max_datagrams);
+                if let Some(wait) = self.pacer.wait(now) {
+                    return Ok(Some(wait));
+                }
+                flow.take_numbers(count, from_retry);
+                let idx = flow.free.pop().expect("checked above");
+                let slot = &mut self.sr.slots[idx];
+                for i in 0..count as usize {
+                    // SAFETY: (i + 1) * len <= slot_bytes: count <= segments (GSO) or 1.
+                    let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(i * len), len) };
+                    payload::encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
+                }
+                slot.first_seq = first;
+                slot.count = count;
+                let fd = types::Fd(flow.socket.as_raw_fd());
+                let entry = if self.gso {
+                    slot.iov.iov_len = count as usize * len;
+                    opcode::SendMsg::new(fd, &slot.msg).build()
+                } else {
+                    opcode::Send::new(fd, slot.buf.as_ptr(), cfg.len).build()
+                };
+                // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
+                // drops after sr.ring, and is not reused until its completion is reaped.
+                unsafe { push(&mut self.sr.ring, &entry.user_data(idx as u64)) }?;
+                self.pacer.issue(count as u64 * cfg.len as u64);
+            }
+        }
+        Ok(None)
+    }
 
+    /// Reap: takes every completion off the ring and accounts it.
+    fn reap(&mut self, counters: &QueueCounters) {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.clear();
+        cqes.extend(self.sr.ring.completion().map(|c| (c.user_data(), c.result())));
+        if !cqes.is_empty() {
+            self.last_activity = Instant::now();
+        }
+        for &(ud, res) in &cqes {
+            self.account(ud as usize, res, counters);
+        }
+        self.cqes = cqes;
+    }
+
+    /// Account: frees the slot and credits its datagrams to the flow, or hands a failed send
+    /// to [`Sender::failed`].
+    #[inline]
+    fn account(&mut self, idx: usize, res: i32, counters: &QueueCounters) {
+        let (flow_idx, first, count) = {
+            let slot = &self.sr.slots[idx];
+            (slot.flow, slot.first_seq, slot.count)
+        };
+        let flow = &mut self.flows[flow_idx];
+        flow.free.push(idx);
+        self.sends += 1;
+        if res < 0 {
+            self.failed(flow_idx, first, count, res);
+            return;
+        }
+        if self.gso {
+            self.gso_confirmed = true;
+        }
+        flow.out.datagrams += u64::from(count);
+        flow.out.bytes += res as u64;
+        counters.add(flow.queue as usize, res as u64);
+    }
+
+    /// A send of `count` datagrams from `first` failed: its bytes go back to the pacer, and
+    /// its numbers are retried (transient errors, a GSO refusal, which also turns GSO off) or
+    /// abandoned with the flow's error (a datagram too big for the path, anything else).
+    #[cold]
+    fn failed(&mut self, flow_idx: usize, first: u64, count: u32, res: i32) {
+        let cfg = self.cfg;
+        let flow = &mut self.flows[flow_idx];
+        self.pacer.refund(u64::from(count) * cfg.len as u64);
+        let errno = -res;
+        // EPERM: a local firewall rule dropped the datagram; like ENOBUFS, retry its number.
+        let transient = matches!(errno, libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR | libc::ENOBUFS | libc::EPERM);
+        let gso_refused =
+            self.gso && !self.gso_confirmed && matches!(errno, libc::EIO | libc::EOPNOTSUPP | libc::EINVAL);
+        let too_big = errno == libc::EMSGSIZE
+            || (gso_refused
+                && errno == libc::EINVAL
+                && path_mtu(&flow.socket).is_some_and(|mtu| cfg.len + ip_udp_overhead(&flow.socket) > mtu));
+        if too_big {
+            if flow.out.error.is_none() {
+                flow.out.error = Some(mtu_message(&flow.socket, cfg.len, self.gso));
+            }
+            flow.out.abandoned += u64::from(count);
+        } else if transient || gso_refused {
+            if errno == libc::ECONNREFUSED {
+                flow.out.refused += 1;
+            }
+            if gso_refused {
+                self.gso = false;
+                self.note = Some(format!(
+                    "UDP GSO refused by the kernel or device ({}); sending one datagram per send",
+                    errno_text(res)
+                ));
+            }
+            flow.out.retried_sends += 1;
+            flow.retry.push_back((first, count));
+        } else {
+            if flow.out.error.is_none() {
+                flow.out.error = Some(format!("UDP send failed: {}", errno_text(res)));
+            }
+            flow.out.abandoned += u64::from(count);
+        }
+    }
+
+    /// Tear down: the ring goes (with sends stuck in the kernel, the slot memory is leaked
+    /// rather than unmapped under a late copy), every number not sent is counted as abandoned,
+    /// and the FINs go out if the configuration asks.
+    fn finish(self) -> UdpSendResult {
+        let Sender { cfg, sr, mut flows, segments, gso, note, sends, stuck, .. } = self;
+        if stuck > 0 {
+            for flow in flows.iter_mut().filter(|f| f.out.error.is_none()) {
+                flow.out.error = Some(format!(
+                    "UDP sends did not complete within {:.1} s of the end",
+                    cfg.drain_limit.as_secs_f64()
+                ));
+            }
+            // Sends still in the kernel may read their slots until the ring's teardown has
+            // cancelled them, which finishes asynchronously: tear the ring down and leak the slot
+            // memory rather than unmap it under a late copy.
+            let SendRing { ring, slots } = sr;
+            drop(ring);
+            std::mem::forget(slots);
+        } else {
+            drop(sr);
+        }
+        for flow in flows.iter_mut() {
+            flow.out.next_seq = flow.next_seq;
+            flow.out.abandoned += flow.retry.iter().map(|&(_, n)| u64::from(n)).sum::<u64>();
+            if stuck > 0 {
+                // Their fate is unknown: count them as not sent so the identity still holds.
+                flow.out.abandoned = (flow.next_seq - 1).saturating_sub(flow.out.datagrams);
+            }
+        }
+        if let Some(fin) = cfg.fin {
+            let targets: Vec<(&UdpSocket, u64)> = flows.iter().map(|f| (&f.socket, f.next_seq)).collect();
+            let outcomes = send_fins(&targets, cfg.len, &fin);
+            for (flow, outcome) in flows.iter_mut().zip(outcomes) {
+                flow.out.fins = outcome.sent;
+                flow.out.report = outcome.report;
+            }
+        }
+        let path = if gso { SendPath::Gso { segments } } else { SendPath::PerDatagram };
+        UdpSendResult { flows: flows.into_iter().map(|f| f.out).collect(), path, sends, note, stuck }
+    }
+}
+
+/// Runs one UDP sending thread until `cfg.deadline` (or every flow sent `max_datagrams`),
+/// drains, and sends the FINs if `cfg.fin` asks.
+pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfig) -> Result<UdpSendResult> {
+    let mut s = Sender::new(flows, cfg)?;
     let mut stop_from: Option<Instant> = None;
     loop {
         let now = Instant::now();
@@ -331,169 +569,23 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
         if stopping && stop_from.is_none() {
             stop_from = Some(now.min(cfg.deadline));
         }
-        let mut pace_wait: Option<Duration> = None;
-        if !stopping {
-            let want = if gso { segments } else { 1 };
-            let wall = WireTime::now();
-            'flows: for flow in state.iter_mut() {
-                while !flow.free.is_empty() && flow.has_work(cfg.max_datagrams) {
-                    let (first, count, from_retry) = match flow.retry.front() {
-                        Some(&(first, n)) => (first, n.min(want), true),
-                        None => {
-                            let left =
-                                if cfg.max_datagrams == 0 { u64::MAX } else { cfg.max_datagrams + 1 - flow.next_seq };
-                            (flow.next_seq, (want as u64).min(left) as u32, false)
-                        }
-                    };
-                    let bytes = count as u64 * cfg.len as u64;
-                    if cfg.rate_bps > 0 {
-                        let allowed = (now - start).as_secs_f64() * cfg.rate_bps as f64 / 8.0;
-                        if issued as f64 >= allowed {
-                            let ahead = (issued as f64 - allowed) * 8.0 / cfg.rate_bps as f64;
-                            pace_wait = Some(Duration::from_secs_f64(ahead).max(Duration::from_micros(20)));
-                            break 'flows;
-                        }
-                    }
-                    if from_retry {
-                        let front = flow.retry.front_mut().expect("checked above");
-                        if front.1 == count {
-                            flow.retry.pop_front();
-                        } else {
-                            front.0 += u64::from(count);
-                            front.1 -= count;
-                        }
-                    } else {
-                        flow.next_seq += u64::from(count);
-                    }
-                    let idx = flow.free.pop().expect("checked above");
-                    let slot = &mut sr.slots[idx];
-                    for i in 0..count as usize {
-                        // SAFETY: (i + 1) * len <= slot_bytes: count <= segments (GSO) or 1.
-                        let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(i * len), len) };
-                        payload::encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
-                    }
-                    slot.first_seq = first;
-                    slot.count = count;
-                    let fd = types::Fd(flow.socket.as_raw_fd());
-                    let entry = if gso {
-                        slot.iov.iov_len = count as usize * len;
-                        opcode::SendMsg::new(fd, &slot.msg).build()
-                    } else {
-                        opcode::Send::new(fd, slot.buf.as_ptr(), cfg.len).build()
-                    };
-                    // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
-                    // drops after sr.ring, and is not reused until its completion is reaped.
-                    unsafe { push(&mut sr.ring, &entry.user_data(idx as u64)) }?;
-                    issued += bytes;
-                }
-            }
-        }
-        let inflight: usize = state.iter().map(|f| f.inflight(per_flow)).sum();
-        let all_done = state.iter().all(|f| !f.has_work(cfg.max_datagrams));
+        let pace_wait = if stopping { None } else { s.issue(now)? };
+        let inflight: usize = s.flows.iter().map(|f| f.inflight(s.per_flow)).sum();
+        let all_done = s.flows.iter().all(|f| !f.has_work(cfg.max_datagrams));
         if inflight == 0 && (stopping || all_done) {
             break;
         }
         if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
-            stuck = inflight as u32;
+            s.stuck = inflight as u32;
             break;
         }
         let until_deadline =
             if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
         let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
-        wait_for_completions(&mut sr.ring, cfg.wait, last_activity, limit, cfg.batch)?;
-
-        cqes.clear();
-        cqes.extend(sr.ring.completion().map(|c| (c.user_data(), c.result())));
-        if !cqes.is_empty() {
-            last_activity = Instant::now();
-        }
-        for &(ud, res) in &cqes {
-            let idx = ud as usize;
-            let (flow_idx, first, count) = {
-                let slot = &sr.slots[idx];
-                (slot.flow, slot.first_seq, slot.count)
-            };
-            let flow = &mut state[flow_idx];
-            flow.free.push(idx);
-            sends += 1;
-            if res >= 0 {
-                if gso {
-                    gso_confirmed = true;
-                }
-                flow.out.datagrams += u64::from(count);
-                flow.out.bytes += res as u64;
-                counters.add(flow.queue as usize, res as u64);
-                continue;
-            }
-            issued = issued.saturating_sub(u64::from(count) * cfg.len as u64);
-            let errno = -res;
-            // EPERM: a local firewall rule dropped the datagram; like ENOBUFS, retry its number.
-            let transient =
-                matches!(errno, libc::ECONNREFUSED | libc::EAGAIN | libc::EINTR | libc::ENOBUFS | libc::EPERM);
-            let gso_refused = gso && !gso_confirmed && matches!(errno, libc::EIO | libc::EOPNOTSUPP | libc::EINVAL);
-            let too_big = errno == libc::EMSGSIZE
-                || (gso_refused
-                    && errno == libc::EINVAL
-                    && path_mtu(&flow.socket).is_some_and(|mtu| cfg.len + ip_udp_overhead(&flow.socket) > mtu));
-            if too_big {
-                if flow.out.error.is_none() {
-                    flow.out.error = Some(mtu_message(&flow.socket, cfg.len, gso));
-                }
-                flow.out.abandoned += u64::from(count);
-            } else if transient || gso_refused {
-                if errno == libc::ECONNREFUSED {
-                    flow.out.refused += 1;
-                }
-                if gso_refused {
-                    gso = false;
-                    note = Some(format!(
-                        "UDP GSO refused by the kernel or device ({}); sending one datagram per send",
-                        errno_text(res)
-                    ));
-                }
-                flow.out.retried_sends += 1;
-                flow.retry.push_back((first, count));
-            } else {
-                if flow.out.error.is_none() {
-                    flow.out.error = Some(format!("UDP send failed: {}", errno_text(res)));
-                }
-                flow.out.abandoned += u64::from(count);
-            }
-        }
+        wait_for_completions(&mut s.sr.ring, cfg.wait, s.last_activity, limit, cfg.batch)?;
+        s.reap(counters);
     }
-
-    if stuck > 0 {
-        for flow in state.iter_mut().filter(|f| f.out.error.is_none()) {
-            flow.out.error =
-                Some(format!("UDP sends did not complete within {:.1} s of the end", cfg.drain_limit.as_secs_f64()));
-        }
-        // Sends still in the kernel may read their slots until the ring's teardown has
-        // cancelled them, which finishes asynchronously: tear the ring down and leak the slot
-        // memory rather than unmap it under a late copy.
-        let SendRing { ring, slots } = sr;
-        drop(ring);
-        std::mem::forget(slots);
-    } else {
-        drop(sr);
-    }
-    for flow in state.iter_mut() {
-        flow.out.next_seq = flow.next_seq;
-        flow.out.abandoned += flow.retry.iter().map(|&(_, n)| u64::from(n)).sum::<u64>();
-        if stuck > 0 {
-            // Their fate is unknown: count them as not sent so the identity still holds.
-            flow.out.abandoned = (flow.next_seq - 1).saturating_sub(flow.out.datagrams);
-        }
-    }
-    if let Some(fin) = cfg.fin {
-        let targets: Vec<(&UdpSocket, u64)> = state.iter().map(|f| (&f.socket, f.next_seq)).collect();
-        let outcomes = send_fins(&targets, cfg.len, &fin);
-        for (flow, outcome) in state.iter_mut().zip(outcomes) {
-            flow.out.fins = outcome.sent;
-            flow.out.report = outcome.report;
-        }
-    }
-    let path = if gso { SendPath::Gso { segments } } else { SendPath::PerDatagram };
-    Ok(UdpSendResult { flows: state.into_iter().map(|f| f.out).collect(), path, sends, note, stuck })
+    Ok(s.finish())
 }
 
 /// What [`send_fins`] did for one flow.
@@ -601,6 +693,7 @@ mod tests {
     fn bad_length_is_a_usage_error() {
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 10,
             gso: true,
@@ -627,6 +720,7 @@ mod tests {
         socket.connect(target).expect("connect");
         let cfg = UdpSendConfig {
             wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
             batch: WakeBatch { want: 1, max_delay_us: 0 },
             len: 200,
             gso: false,

@@ -115,6 +115,172 @@ impl QueueState {
     }
 }
 
+/// The test's flows as one receiving thread sees them, and what it counted.
+struct Accounts<'a> {
+    flows: &'a [XdpRecvFlow],
+    dst_port: u16,
+    /// (source address, source port) to flow index.
+    index: HashMap<(IpAddr, u16), usize>,
+    trackers: Vec<SeqTracker>,
+    /// Flows with news since the last publish.
+    touched: Vec<bool>,
+    /// Data bytes per flow in the batch being read (one atomic add per flow and batch).
+    batch_bytes: Vec<u64>,
+    /// The flow of the previous frame: frames of one flow come in runs.
+    last: Option<((IpAddr, u16), usize)>,
+    result: XdpRecvResult,
+}
+
+impl<'a> Accounts<'a> {
+    fn new(flows: &'a [XdpRecvFlow], cfg: &XdpRecvConfig, result: XdpRecvResult) -> Self {
+        Self {
+            flows,
+            dst_port: cfg.dst_port,
+            index: flows.iter().enumerate().map(|(i, f)| ((f.src.to_canonical(), f.src_port), i)).collect(),
+            trackers: flows
+                .iter()
+                .map(|_| if cfg.one_way_delay { SeqTracker::with_one_way_delay() } else { SeqTracker::new() })
+                .collect(),
+            touched: vec![false; flows.len()],
+            batch_bytes: vec![0u64; flows.len()],
+            last: None,
+            result,
+        }
+    }
+
+    /// The flow a datagram from `key` belongs to, if any.
+    #[inline]
+    fn flow_of(&mut self, key: (IpAddr, u16)) -> Option<usize> {
+        // Skip the hash lookup while the flow repeats.
+        match self.last {
+            Some((k, f)) if k == key => Some(f),
+            _ => {
+                let f = *self.index.get(&(key.0.to_canonical(), key.1))?;
+                self.last = Some((key, f));
+                Some(f)
+            }
+        }
+    }
+
+    /// Account: checks one frame and credits it to its flow (data to the tracker, a FIN to
+    /// the flow's flag), or counts it by what is wrong with it.
+    #[inline]
+    fn frame(&mut self, frame: &[u8], arrived: WireTime, fins: &[AtomicBool]) {
+        let parsed = match parse_udp(frame) {
+            Ok(p) if p.dst_port == self.dst_port => p,
+            Ok(_) | Err(FrameError::NotUdp) | Err(FrameError::Truncated) | Err(FrameError::BadChecksum) => {
+                self.result.malformed += 1;
+                return;
+            }
+        };
+        let Some(f) = self.flow_of((parsed.src, parsed.src_port)) else {
+            self.result.strangers += 1;
+            return;
+        };
+        if parsed.checksum == UdpChecksum::LeftToOffload {
+            self.result.checksum_unverified += 1;
+        }
+        match payload::decode(parsed.payload) {
+            None => self.result.foreign += 1,
+            Some(d) if d.fin => {
+                self.trackers[f].record_fin(d.seq);
+                fins[f].store(true, Ordering::Relaxed);
+            }
+            Some(d) => {
+                let len = parsed.payload.len() as u32;
+                self.trackers[f].record(d.seq, len, d.sent, arrived);
+                self.batch_bytes[f] += u64::from(len);
+            }
+        }
+        self.touched[f] = true;
+    }
+
+    /// Adds the batch's data bytes to the queue counters.
+    #[inline]
+    fn flush(&mut self, counters: &QueueCounters) {
+        for (f, bytes) in self.batch_bytes.iter_mut().enumerate().filter(|(_, b)| **b > 0) {
+            counters.add(self.flows[f].queue as usize, *bytes);
+            *bytes = 0;
+        }
+    }
+
+    /// Publishes the figures of the flows with news for the interval sampler.
+    fn publish(&mut self) {
+        for (i, flow) in self.flows.iter().enumerate() {
+            if self.touched[i] {
+                if let Some(live) = &flow.live {
+                    *live.lock().unwrap_or_else(|p| p.into_inner()) = self.trackers[i].stats();
+                }
+                self.touched[i] = false;
+            }
+        }
+    }
+}
+
+/// Reap: takes what each socket's RX ring holds, accounts it and gives the frames back.
+/// Returns the frames taken.
+fn take_frames(
+    states: &mut [QueueState],
+    descs: &mut [FrameDesc],
+    acc: &mut Accounts,
+    counters: &QueueCounters,
+    fins: &[AtomicBool],
+) -> usize {
+    let mut got = 0;
+    for st in states.iter_mut() {
+        // SAFETY: descriptors filled by consume belong to this UMEM.
+        let n = unsafe { st.xsk.rx.consume(descs) };
+        if n == 0 {
+            continue;
+        }
+        got += n;
+        acc.result.frames += n as u64;
+        let arrived = WireTime::now();
+        for desc in &descs[..n] {
+            // SAFETY: the frame came off the RX ring: the kernel is done with it until we
+            // put it in the fill ring below.
+            let data = unsafe { st.xsk.umem.data(desc) };
+            acc.frame(data.contents(), arrived, fins);
+        }
+        st.refill(&descs[..n]);
+        acc.flush(counters);
+    }
+    got
+}
+
+/// Set-up of a spinning thread: the kernel busy-polls its queues' NAPI from its polls too.
+/// Returns whether every socket took it, with a note either way.
+fn enable_busy_poll(states: &mut [QueueState], notes: &mut Vec<String>) -> bool {
+    let refused: Vec<String> =
+        states.iter().filter_map(|st| st.xsk.enable_busy_poll(BUSY_POLL_US, BUSY_POLL_BUDGET).err()).collect();
+    notes.push(match refused.first() {
+        None => format!("busy polling: SO_PREFER_BUSY_POLL, SO_BUSY_POLL {BUSY_POLL_US} us, budget {BUSY_POLL_BUDGET}"),
+        Some(e) => format!("busy polling refused ({e}): spinning on the rings only"),
+    });
+    refused.is_empty()
+}
+
+/// Nothing arrived: wakes the kernel where it waits for a poll, then sleeps briefly unless
+/// the thread spins.
+fn idle(states: &mut [QueueState], busy_poll: bool, spin: bool) {
+    for st in states.iter_mut() {
+        // With busy polling, the poll itself runs the NAPI that fills the RX ring.
+        if busy_poll || st.xsk.fill.needs_wakeup() {
+            // Copy mode on most drivers, and zero-copy with need_wakeup: the kernel
+            // refills only after a poll/recvfrom on the socket.
+            let _ = st.xsk.fill.wakeup(st.xsk.rx.fd_mut(), 0);
+        }
+    }
+    if !spin {
+        // One socket: sleep in poll until frames arrive (1 ms cap to watch the end).
+        if let [st] = states {
+            let _ = st.xsk.rx.poll(1);
+        } else {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
 /// Runs one receiving thread until the stop flag, then drains its RX rings and returns. The
 /// session raises the flag only after detaching the program, so every frame the program
 /// redirected is read here or counted by the socket (`rx_ring_full`, `rx_dropped`).
@@ -131,99 +297,20 @@ pub fn run(
         ..XdpRecvResult::default()
     };
     result.notes.dedup();
-    let index: HashMap<(IpAddr, u16), usize> =
-        flows.iter().enumerate().map(|(i, f)| ((f.src.to_canonical(), f.src_port), i)).collect();
-    let mut trackers: Vec<SeqTracker> = flows
-        .iter()
-        .map(|_| if cfg.one_way_delay { SeqTracker::with_one_way_delay() } else { SeqTracker::new() })
-        .collect();
-    let mut touched = vec![false; flows.len()];
-    let mut batch_bytes = vec![0u64; flows.len()];
-    let mut last: Option<((IpAddr, u16), usize)> = None;
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
-    // A spinning thread also has the kernel busy-poll its queues' NAPI from its polls.
-    let mut busy_poll = false;
-    if cfg.spin {
-        let refused: Vec<String> =
-            states.iter().filter_map(|st| st.xsk.enable_busy_poll(BUSY_POLL_US, BUSY_POLL_BUDGET).err()).collect();
-        busy_poll = refused.is_empty();
-        result.notes.push(match refused.first() {
-            None => {
-                format!("busy polling: SO_PREFER_BUSY_POLL, SO_BUSY_POLL {BUSY_POLL_US} us, budget {BUSY_POLL_BUDGET}")
-            }
-            Some(e) => format!("busy polling refused ({e}): spinning on the rings only"),
-        });
-    }
+    let busy_poll = cfg.spin && enable_busy_poll(&mut states, &mut result.notes);
+    let mut acc = Accounts::new(flows, cfg, result);
     let mut descs = vec![FrameDesc::default(); BATCH];
     let mut last_publish = Instant::now();
     let mut draining = false;
     loop {
-        let mut got = 0;
-        for st in states.iter_mut() {
-            // SAFETY: descriptors filled by consume belong to this UMEM.
-            let n = unsafe { st.xsk.rx.consume(&mut descs) };
-            if n == 0 {
-                continue;
-            }
-            got += n;
-            result.frames += n as u64;
-            let arrived = WireTime::now();
-            for desc in &descs[..n] {
-                // SAFETY: the frame came off the RX ring: the kernel is done with it until we
-                // put it in the fill ring below.
-                let data = unsafe { st.xsk.umem.data(desc) };
-                let parsed = match parse_udp(data.contents()) {
-                    Ok(p) if p.dst_port == cfg.dst_port => p,
-                    Ok(_) | Err(FrameError::NotUdp) | Err(FrameError::Truncated) | Err(FrameError::BadChecksum) => {
-                        result.malformed += 1;
-                        continue;
-                    }
-                };
-                // Frames of one flow come in runs: skip the hash lookup while the flow repeats.
-                let key = (parsed.src, parsed.src_port);
-                let f = match last {
-                    Some((k, f)) if k == key => f,
-                    _ => match index.get(&(key.0.to_canonical(), key.1)) {
-                        Some(&f) => {
-                            last = Some((key, f));
-                            f
-                        }
-                        None => {
-                            result.strangers += 1;
-                            continue;
-                        }
-                    },
-                };
-                if parsed.checksum == UdpChecksum::LeftToOffload {
-                    result.checksum_unverified += 1;
-                }
-                match payload::decode(parsed.payload) {
-                    None => result.foreign += 1,
-                    Some(d) if d.fin => {
-                        trackers[f].record_fin(d.seq);
-                        cfg.fins[f].store(true, Ordering::Relaxed);
-                    }
-                    Some(d) => {
-                        let len = parsed.payload.len() as u32;
-                        trackers[f].record(d.seq, len, d.sent, arrived);
-                        batch_bytes[f] += u64::from(len);
-                    }
-                }
-                touched[f] = true;
-            }
-            st.refill(&descs[..n]);
-            // One atomic add per flow and batch, not per frame.
-            for (f, bytes) in batch_bytes.iter_mut().enumerate().filter(|(_, b)| **b > 0) {
-                counters.add(flows[f].queue as usize, *bytes);
-                *bytes = 0;
-            }
-        }
+        let got = take_frames(&mut states, &mut descs, &mut acc, counters, &cfg.fins);
         let now = Instant::now();
         if got > 0 {
             cfg.activity.store(now.duration_since(cfg.epoch).as_nanos() as u64, Ordering::Relaxed);
         }
         if now.duration_since(last_publish) >= PUBLISH_EVERY {
-            publish(flows, &trackers, &mut touched);
+            acc.publish();
             last_publish = now;
         }
         if draining {
@@ -237,41 +324,17 @@ pub fn run(
             continue;
         }
         if got == 0 {
-            result.polls += 1;
-            for st in states.iter_mut() {
-                // With busy polling, the poll itself runs the NAPI that fills the RX ring.
-                if busy_poll || st.xsk.fill.needs_wakeup() {
-                    // Copy mode on most drivers, and zero-copy with need_wakeup: the kernel
-                    // refills only after a poll/recvfrom on the socket.
-                    let _ = st.xsk.fill.wakeup(st.xsk.rx.fd_mut(), 0);
-                }
-            }
-            if !cfg.spin {
-                // One socket: sleep in poll until frames arrive (1 ms cap to watch the end).
-                if let [st] = states.as_mut_slice() {
-                    let _ = st.xsk.rx.poll(1);
-                } else {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            }
+            acc.result.polls += 1;
+            idle(&mut states, busy_poll, cfg.spin);
         }
     }
-    touched.iter_mut().for_each(|t| *t = true);
-    publish(flows, &trackers, &mut touched);
+    // Tear down: every flow's figures published one last time, the sockets' counters read.
+    acc.touched.iter_mut().for_each(|t| *t = true);
+    acc.publish();
+    let mut result = acc.result;
     for st in &states {
         result.sockets.add(&st.xsk.counters());
     }
-    result.flows = trackers.iter().map(SeqTracker::stats).collect();
+    result.flows = acc.trackers.iter().map(SeqTracker::stats).collect();
     result
-}
-
-fn publish(flows: &[XdpRecvFlow], trackers: &[SeqTracker], touched: &mut [bool]) {
-    for (i, flow) in flows.iter().enumerate() {
-        if touched[i] {
-            if let Some(live) = &flow.live {
-                *live.lock().unwrap_or_else(|p| p.into_inner()) = trackers[i].stats();
-            }
-            touched[i] = false;
-        }
-    }
 }

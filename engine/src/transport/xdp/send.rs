@@ -13,6 +13,7 @@
 
 use crate::metrics::measure::QueueCounters;
 use crate::sys::xdp::socket::{BindMode, SocketCounters, XskQueue};
+use crate::transport::pace::Pacer;
 use crate::wire::frame::FrameTemplate;
 use crate::wire::udp_payload::{WireTime, FIRST_SEQ};
 use std::time::{Duration, Instant};
@@ -199,6 +200,34 @@ impl QueueState {
     }
 }
 
+/// Waits until the kernel completed every frame produced on each socket, or `until`.
+fn drain(states: &mut [QueueState], until: Instant) {
+    for st in states.iter_mut() {
+        while st.completed < st.produced && Instant::now() < until {
+            st.kick();
+            std::thread::sleep(Duration::from_micros(100));
+            st.reclaim();
+        }
+    }
+}
+
+/// FINs: a few copies per flow, so one lost FIN does not leave the receiver waiting; each
+/// waits for room in the rings until `until`.
+fn send_fins(states: &mut [QueueState], cfg: &XdpSendConfig, until: Instant) {
+    for copy in 0..cfg.fin_copies {
+        for st in states.iter_mut() {
+            while !st.send_fins() && Instant::now() < until {
+                st.reclaim();
+                st.kick();
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        if copy + 1 < cfg.fin_copies {
+            std::thread::sleep(cfg.fin_interval);
+        }
+    }
+}
+
 /// Runs one sending thread over its queues until the deadline, then sends the FINs and waits
 /// for the kernel to complete what it was given.
 pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendConfig) -> XdpSendResult {
@@ -207,15 +236,15 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     notes.dedup();
     let bind = queues.first().map_or(BindMode::Copy, |q| q.xsk.bind);
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
-    let start = Instant::now();
-    let mut issued_bytes: u64 = 0;
-    while Instant::now() < cfg.deadline {
-        let mut budget = BATCH;
-        if cfg.rate_bps > 0 {
-            let allowed = start.elapsed().as_secs_f64() * cfg.rate_bps as f64 / 8.0;
-            let ahead = issued_bytes as f64 - allowed;
-            if ahead >= f64::from(cfg.len) {
-                let wait = Duration::from_secs_f64(ahead * 8.0 / cfg.rate_bps as f64);
+    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
+    loop {
+        let now = Instant::now();
+        if now >= cfg.deadline {
+            break;
+        }
+        let budget = match pacer.budget(now, u64::from(cfg.len), BATCH as u64) {
+            Ok(n) => n as usize,
+            Err(wait) => {
                 if cfg.spin || wait < Duration::from_micros(50) {
                     std::hint::spin_loop();
                 } else {
@@ -223,8 +252,7 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
                 }
                 continue;
             }
-            budget = (((allowed - issued_bytes as f64) / f64::from(cfg.len)).ceil() as usize).clamp(1, BATCH);
-        }
+        };
         let mut progressed = 0;
         for st in states.iter_mut() {
             st.reclaim();
@@ -236,7 +264,7 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
             }
             progressed += n;
         }
-        issued_bytes += progressed as u64 * u64::from(cfg.len);
+        pacer.issue(progressed as u64 * u64::from(cfg.len));
         if progressed == 0 && !cfg.spin {
             // Completions come back as the peer consumes; give the CPU away briefly.
             std::thread::sleep(Duration::from_micros(20));
@@ -246,35 +274,11 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     // while its ring is full, and a FIN right behind the data would be dropped with it (the
     // receiver then waits for the deadline and cannot count the losses at the tail).
     let drain_end = Instant::now() + cfg.drain_limit;
-    for st in states.iter_mut() {
-        while st.completed < st.produced && Instant::now() < drain_end {
-            st.kick();
-            std::thread::sleep(Duration::from_micros(100));
-            st.reclaim();
-        }
-    }
+    drain(&mut states, drain_end);
     std::thread::sleep(cfg.fin_interval);
-    // FINs: a few copies per flow, so one lost FIN does not leave the receiver waiting.
-    for copy in 0..cfg.fin_copies {
-        for st in states.iter_mut() {
-            while !st.send_fins() && Instant::now() < drain_end {
-                st.reclaim();
-                st.kick();
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-        if copy + 1 < cfg.fin_copies {
-            std::thread::sleep(cfg.fin_interval);
-        }
-    }
+    send_fins(&mut states, cfg, drain_end);
     // Drain: every produced frame should come back through the completion ring.
-    for st in states.iter_mut() {
-        while st.completed < st.produced && Instant::now() < drain_end {
-            st.kick();
-            std::thread::sleep(Duration::from_micros(100));
-            st.reclaim();
-        }
-    }
+    drain(&mut states, drain_end);
     let mut sockets = SocketCounters::default();
     for st in &states {
         sockets.add(&st.xsk.counters());
