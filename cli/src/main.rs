@@ -23,10 +23,10 @@ use uringbench::report::stream::{Role, SCHEMA_VERSION};
 use uringbench::runtime::placement::BusyPoll;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
+use uringbench::session::sender::SendOptions;
 use uringbench::sys::sockopt::LocalEnd;
 use uringbench::wire::iperf2::IPERF2_PORT;
 use uringbench::workload::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
-use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
 impl TestWindow {

@@ -34,6 +34,8 @@ const KNOWN_UPWARD: &[(&str, &str, &str)] = &[
     ("analysis/verdict.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("compat/iperf2.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("session/control.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
+    ("session/driver.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
+    ("session/sender.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/http.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/rr.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/server.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
@@ -66,10 +68,6 @@ const KNOWN_CYCLES: &[(&str, &str)] = &[
     (
         "uring::fastpath uring::ring uring::zcrx",
         "build_ring takes the fast paths as a value instead of fastpath::current()",
-    ),
-    (
-        "workload::stream workload::udp_stream",
-        "SenderSession and split_by_direction move from workload/stream.rs to session/",
     ),
 ];
 

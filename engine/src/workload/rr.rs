@@ -7,7 +7,6 @@
 //! and both ends count transactions per queue, so the client can print both sides. Latency
 //! is the client's: from a request's submission to the last byte of its response.
 
-use super::stream::{SendOptions, SenderSession};
 use super::udp_stream;
 use crate::analysis::verdict::{diagnose, Evidence, Verdict};
 use crate::base::error::{Error, Result};
@@ -15,9 +14,11 @@ use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
 use crate::report::stream::{cpu_evidence, IntervalFigures, Role, SideReport};
 use crate::runtime::placement::Placement;
+use crate::runtime::side::END_GRACE;
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control::{self, ControlMsg};
 use crate::session::live::{Live, Observer, Quiet, ServerLive};
+use crate::session::sender::{SendOptions, SenderSession};
 use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
@@ -425,7 +426,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
     }
-    let (server, mut error) = match live.watch.recv(super::stream::END_GRACE + Duration::from_secs(5)) {
+    let (server, mut error) = match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
         Ok(ControlMsg::Result { report, .. }) => (report.map(|r| *r), None),
         Ok(ControlMsg::Abort { reason }) => (None, Some(format!("server aborted: {reason}"))),
         Ok(other) => (None, Some(format!("server sent {other:?} instead of its report"))),
@@ -514,13 +515,13 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |_| {});
     let mut errors = Vec::new();
     if ends_with_its_flows(spec) {
-        let hard_end = t0 + spec.total() + super::stream::END_GRACE;
+        let hard_end = t0 + spec.total() + END_GRACE;
         while !threads.all_finished() && Instant::now() < hard_end {
             std::thread::sleep(Duration::from_millis(5));
         }
     } else {
         // The client finishes its last transactions (up to one timeout), then says so.
-        match live.watch.recv(spec.timeout() + super::stream::END_GRACE) {
+        match live.watch.recv(spec.timeout() + END_GRACE) {
             Ok(ControlMsg::Finished) => {}
             Ok(other) => errors.push(format!("client sent {other:?} instead of finished")),
             Err(e) => errors.push(format!("client vanished before finishing: {e}")),

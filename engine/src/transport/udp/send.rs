@@ -31,7 +31,7 @@ use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,6 +100,8 @@ pub struct UdpSendConfig {
     pub drain_limit: Duration,
     /// Send FINs at the end ([`send_fins`]); `None` leaves it to the caller.
     pub fin: Option<FinConfig>,
+    /// Counts refused sends as they happen, for a caller that stops when the peer has gone.
+    pub refused: Option<Arc<AtomicU64>>,
 }
 
 /// Which path carried the datagrams.
@@ -443,6 +445,9 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
             } else if transient || gso_refused {
                 if errno == libc::ECONNREFUSED {
                     flow.out.refused += 1;
+                    if let Some(r) = &cfg.refused {
+                        r.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 if gso_refused {
                     gso = false;
@@ -611,6 +616,7 @@ mod tests {
             max_datagrams: 0,
             drain_limit: Duration::from_millis(10),
             fin: None,
+            refused: None,
         };
         let err = run(Vec::new(), &QueueCounters::new(1), &cfg).expect_err("10 bytes cannot hold the header");
         assert_eq!(err.kind, crate::base::error::ErrorKind::Usage);
@@ -637,6 +643,7 @@ mod tests {
             max_datagrams: 50,
             drain_limit: Duration::from_millis(200),
             fin: Some(FinConfig { copies: 2, interval: Duration::from_millis(1), await_report: Duration::ZERO }),
+            refused: None,
         };
         let result = run(vec![UdpSendFlow { socket, queue: 0 }], &QueueCounters::new(1), &cfg).expect("runs");
         let flow = &result.flows[0];
