@@ -102,6 +102,7 @@ impl SenderSession {
         let latency_bound = opts.spec.workload.latency_bound();
         let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound)?;
         let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, None)?;
+        control::harden(&ctl)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =
             ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
