@@ -252,6 +252,16 @@ impl CtlWatch {
         self.closed.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The next message other than an interval or `stop` if one is in, without waiting;
+    /// `Some(Err)` once the channel has ended.
+    pub fn try_next(&self) -> Option<Result<ControlMsg>> {
+        match self.rx.lock().unwrap_or_else(|p| p.into_inner()).try_recv() {
+            Ok(msg) => Some(msg),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(Error::peer("peer closed the control connection"))),
+        }
+    }
+
     /// The next message other than an interval or `stop`, waiting at most `timeout`.
     pub fn recv(&self, timeout: Duration) -> Result<ControlMsg> {
         match self.rx.lock().unwrap_or_else(|p| p.into_inner()).recv_timeout(timeout) {

@@ -7,7 +7,7 @@
 //! the whole test here, once for all engines: a `stop`, a signal, or the sender's control
 //! connection closing ends the test (see [`crate::session::live::ServerLive`]).
 
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
 use crate::report::stream::{SideReport, StreamReport};
 use crate::runtime::threads::panic_error;
@@ -35,18 +35,27 @@ pub fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<In
     }
 }
 
-/// An engine's two halves of a stream test over its flows. A half an engine lacks is never
-/// called: the engine refuses the direction that needs it before the test.
+/// An engine's two halves of a stream test over its flows. An engine that works one way only
+/// (AF_XDP) implements that half and refuses the other direction before the test, so the
+/// default is never reached.
 pub trait StreamHalves: Sync {
     /// What one flow is to this engine (a connected socket, a peer address).
     type Flow: Send;
     /// Sends on `flows` from `t0` until the planned end (or a stop); this side's report.
-    fn send(&self, flows: Vec<Indexed<Self::Flow>>, t0: Instant, live: &dyn Live) -> Result<SideReport>;
+    fn send(&self, flows: Vec<Indexed<Self::Flow>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        let _ = (flows, t0, live);
+        Err(Error::unsupported("this engine does not send in this direction"))
+    }
     /// Receives on `flows` until the far sender ends them (or a stop); this side's report.
-    fn receive(&self, flows: Vec<Indexed<Self::Flow>>, live: &dyn Live) -> Result<SideReport>;
+    fn receive(&self, flows: Vec<Indexed<Self::Flow>>, live: &dyn Live) -> Result<SideReport> {
+        let _ = (flows, live);
+        Err(Error::unsupported("this engine does not receive in this direction"))
+    }
 }
 
 /// What this host did in one test.
+// One per test, moved once: boxing the reports would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Halves {
     Sent(SideReport),
     Received(SideReport),

@@ -158,9 +158,6 @@ impl StreamHalves for XdpSendHalf<'_> {
         let xsks = std::mem::take(&mut *self.xsks.lock().unwrap_or_else(|p| p.into_inner()));
         xdp_send_side(self, xsks, flows, t0, live)
     }
-    fn receive(&self, _flows: Vec<Indexed<XdpSendFlow>>, _live: &dyn Live) -> Result<SideReport> {
-        Err(Error::unsupported("--engine xdp sends forward only"))
-    }
 }
 
 /// Sends every flow's frames from its queue's socket until the planned end, then the FINs.
@@ -308,9 +305,6 @@ pub struct XdpReceiveHalf<'a> {
 impl StreamHalves for XdpReceiveHalf<'_> {
     /// The flow's source address and port, as the sender announced it.
     type Flow = (IpAddr, u16);
-    fn send(&self, _flows: Vec<Indexed<(IpAddr, u16)>>, _t0: Instant, _live: &dyn Live) -> Result<SideReport> {
-        Err(Error::unsupported("recv --engine xdp receives only: reverse tests use the socket engine"))
-    }
     fn receive(&self, _flows: Vec<Indexed<(IpAddr, u16)>>, live: &dyn Live) -> Result<SideReport> {
         let reception = self.reception.lock().unwrap_or_else(|p| p.into_inner()).take();
         let reception = reception.ok_or_else(|| Error::usage("an XDP reception serves one test"))?;

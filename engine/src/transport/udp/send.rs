@@ -585,11 +585,6 @@ fn collect_reports(targets: &[(&UdpSocket, u64)], out: &mut [FinOutcome], buf: &
     }
 }
 
-/// Error for a UDP sending thread that panicked.
-pub fn worker_panicked() -> Error {
-    Error::io("a UDP sending queue thread", std::io::Error::other("thread panicked"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
