@@ -26,7 +26,7 @@ use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -516,19 +516,25 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
     };
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
     let errors = RefCell::new(Vec::new());
+    let finished = Cell::new(false);
     // TCP rr flows end with the client's half-close; otherwise the client finishes its last
-    // transactions (up to one timeout), then says so.
-    let said_finished = || match live.watch.try_next() {
-        None => false,
-        Some(Ok(ControlMsg::Finished)) => true,
-        Some(Ok(other)) => {
-            errors.borrow_mut().push(format!("client sent {other:?} instead of finished"));
-            true
-        }
-        Some(Err(e)) => {
-            errors.borrow_mut().push(format!("client vanished before finishing: {e}"));
-            true
-        }
+    // transactions (up to one timeout), then says so (once: the answer is kept).
+    let said_finished = || {
+        let said = finished.get()
+            || match live.watch.try_next() {
+                None => false,
+                Some(Ok(ControlMsg::Finished)) => true,
+                Some(Ok(other)) => {
+                    errors.borrow_mut().push(format!("client sent {other:?} instead of finished"));
+                    true
+                }
+                Some(Err(e)) => {
+                    errors.borrow_mut().push(format!("client vanished before finishing: {e}"));
+                    true
+                }
+            };
+        finished.set(said);
+        said
     };
     let (ended, until): (&dyn Fn() -> bool, _) = if ends_with_its_flows(spec) {
         (&never, t0 + spec.total() + END_GRACE)
