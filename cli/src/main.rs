@@ -24,11 +24,11 @@ use uringbench::report::stream::end_event;
 use uringbench::runtime::placement::BusyPoll;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
+use uringbench::session::sender::SendOptions;
 use uringbench::sys::sockopt::LocalEnd;
 use uringbench::uring::fastpath::FastPaths;
 use uringbench::wire::iperf2::IPERF2_PORT;
 use uringbench::workload::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
-use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
 impl TestWindow {

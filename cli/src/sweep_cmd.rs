@@ -8,7 +8,7 @@ use std::path::Path;
 use uringbench::base::spec::{Proto, TestSpec, Workload};
 use uringbench::report::fleet::{self, FleetReport};
 use uringbench::report::saved::SavedResults;
-use uringbench::workload::stream::SendOptions;
+use uringbench::session::sender::SendOptions;
 use uringbench::workload::sweep::{self, SweepParam, SweepPlan};
 use uringbench::Error;
 

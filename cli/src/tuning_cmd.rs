@@ -6,10 +6,10 @@ use std::io::Write;
 use uringbench::analysis::compare::{self, Metric};
 use uringbench::base::spec::{Proto, TestSpec, Workload};
 use uringbench::metrics::summary::DEFAULT_SEED;
+use uringbench::session::sender::SendOptions;
 use uringbench::sys::settings::{self, Change, Journal};
 use uringbench::workload::experiment::{self, Plan, Progress};
 use uringbench::workload::search::{self, SearchPlan, SearchResult, TrialFigures};
-use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
 use crate::sweep_cmd::{json_text, write_file};

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use uringbench::metrics::figures::StreamReport;
 use uringbench::metrics::xdp::AttachMode;
 use uringbench::session::live::Observer;
-use uringbench::workload::stream::{run_send_live, SendOptions};
+use uringbench::session::sender::SendOptions;
+use uringbench::workload::stream::run_send_live;
 use uringbench::workload::xdp_stream::{run_send_xdp, XdpOptions};
 use uringbench::Error;
 

@@ -874,6 +874,7 @@ fn send_udp(
                 max_datagrams: 0,
                 drain_limit: DRAIN_LIMIT,
                 fin: None,
+                refused: None,
             };
             (flows.into_iter().map(|(_, f)| f).collect(), cfg)
         })
@@ -2003,6 +2004,7 @@ mod tests {
             max_datagrams: 2000,
             drain_limit: Duration::from_secs(1),
             fin: Some(FinConfig::iperf2()),
+            refused: None,
         };
         let sent = udp_send::run(vec![UdpSendFlow { socket: tx, queue: 0 }], &QueueCounters::new(1), &cfg).unwrap();
         let ok = server.join().unwrap().expect("serve returns after one test");

@@ -200,6 +200,9 @@ pub struct Window {
     pub complete: bool,
 }
 
+/// Where a side's closed intervals go.
+pub type IntervalSink<'a> = dyn FnMut(IntervalFigures) + 'a;
+
 /// Sleeps until each offset after `t0` and samples; stops early (with a final sample) once
 /// `finished()` says the workers are done or the test must end. Each interval (two
 /// consecutive samples) goes to `sink` as it closes.

@@ -1,6 +1,7 @@
-//! Placement of queues on CPUs, the queue threads that run them, and the report each side
-//! assembles from them.
+//! Placement of queues on CPUs, the queue threads that run them, the one skeleton every side
+//! of a test runs over its threads, and the report each side assembles from them.
 
 pub mod placement;
+pub mod side;
 pub mod side_report;
 pub mod threads;

@@ -69,8 +69,8 @@ impl<R: Send + 'static> QueueThreads<R> {
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
                 }
-                Err(_) => {
-                    first_err.get_or_insert(Error::io("a queue thread", std::io::Error::other("panicked")));
+                Err(payload) => {
+                    first_err.get_or_insert(panic_error("a queue thread", payload.as_ref()));
                 }
             }
         }
@@ -79,6 +79,17 @@ impl<R: Send + 'static> QueueThreads<R> {
             None => Ok(out),
         }
     }
+}
+
+/// The error a panicked thread becomes: what it was, and the panic's message, so the test
+/// fails with the cause instead of taking the process down.
+pub fn panic_error(what: &str, payload: &(dyn std::any::Any + Send)) -> Error {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    Error::io(what, std::io::Error::other(format!("panicked: {message}")))
 }
 
 /// Deals items (flows) to the threads of a plan by the queue each item belongs to.
@@ -108,6 +119,14 @@ mod tests {
         assert!(threads.tids.iter().all(|&t| t > 0), "every thread reported its tid");
         let got = threads.join().unwrap();
         assert_eq!(got, vec![(10, cpu as i32), (20, cpu as i32)], "results in plan order, each on its CPU");
+    }
+
+    #[test]
+    fn a_panic_becomes_an_error_with_its_message() {
+        let from_str = std::thread::spawn(|| panic!("plain")).join().unwrap_err();
+        assert_eq!(panic_error("a queue thread", from_str.as_ref()).message, "a queue thread: panicked: plain");
+        let from_string = std::thread::spawn(|| panic!("flow {}", 3)).join().unwrap_err();
+        assert!(panic_error("the sending half", from_string.as_ref()).message.ends_with("panicked: flow 3"));
     }
 
     #[test]

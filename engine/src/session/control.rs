@@ -187,6 +187,8 @@ impl CtlWriter {
 /// or when the watch is dropped.
 pub struct CtlWatch {
     stop: Arc<Mutex<Option<String>>>,
+    /// Why the channel ended, once a read failed (the far end closed it, or it broke).
+    closed: Arc<Mutex<Option<String>>>,
     stopped: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
     rx: Mutex<mpsc::Receiver<Result<ControlMsg>>>,
@@ -201,6 +203,8 @@ impl CtlWatch {
     pub fn start(ctl: &TcpStream, limit: usize, mut on_interval: IntervalHandler) -> Result<Self> {
         let mut stream = ctl.try_clone().map_err(|e| Error::io("duplicating the control socket", e))?;
         let stop = Arc::new(Mutex::new(None));
+        let closed = Arc::new(Mutex::new(None));
+        let t_closed = Arc::clone(&closed);
         let stopped = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
@@ -222,6 +226,7 @@ impl CtlWatch {
                             let _ = tx.send(Ok(msg));
                         }
                         Err(e) => {
+                            *t_closed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.message.clone());
                             let _ = tx.send(Err(e));
                             break;
                         }
@@ -229,7 +234,7 @@ impl CtlWatch {
                 }
             })
             .map_err(|e| Error::io("starting the control reader", e))?;
-        Ok(Self { stop, stopped, done, rx: Mutex::new(rx), thread: Some(thread) })
+        Ok(Self { stop, closed, stopped, done, rx: Mutex::new(rx), thread: Some(thread) })
     }
 
     /// Whether the far end asked to stop.
@@ -240,6 +245,21 @@ impl CtlWatch {
     /// Why the far end asked to stop, once it did.
     pub fn stop_reason(&self) -> Option<String> {
         self.stop.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Why the channel ended, once the far end closed it (or it broke).
+    pub fn closed(&self) -> Option<String> {
+        self.closed.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The next message other than an interval or `stop` if one is in, without waiting;
+    /// `Some(Err)` once the channel has ended.
+    pub fn try_next(&self) -> Option<Result<ControlMsg>> {
+        match self.rx.lock().unwrap_or_else(|p| p.into_inner()).try_recv() {
+            Ok(msg) => Some(msg),
+            Err(mpsc::TryRecvError::Empty) => None,
+            Err(mpsc::TryRecvError::Disconnected) => Some(Err(Error::peer("peer closed the control connection"))),
+        }
     }
 
     /// The next message other than an interval or `stop`, waiting at most `timeout`.
@@ -309,6 +329,26 @@ pub fn new_cookie() -> SessionCookie {
         cookie[8..12].copy_from_slice(&std::process::id().to_le_bytes());
     }
     cookie
+}
+
+/// How long a control write may block on a far end that stops reading before the channel
+/// counts as broken (the test's figures are then lost, its flows are not).
+pub const CTL_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Makes a control connection notice a far end that has gone silently (host down, path cut)
+/// within seconds rather than the kernel's minutes: writes give up after 10 s, keepalive
+/// probes an idle connection after 5 s (1 s apart, 5 of them), and TCP_USER_TIMEOUT drops it
+/// once sent data has waited 10 s for an acknowledgement.
+pub fn harden(ctl: &TcpStream) -> Result<()> {
+    let sock = socket2::SockRef::from(ctl);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(1))
+        .with_retries(5);
+    ctl.set_write_timeout(Some(CTL_WRITE_TIMEOUT))
+        .and_then(|()| sock.set_tcp_keepalive(&keepalive))
+        .and_then(|()| sock.set_tcp_user_timeout(Some(CTL_WRITE_TIMEOUT)))
+        .map_err(|e| Error::io("setting the control connection's timeouts", e))
 }
 
 /// Resolves `host` and connects to `port`, with errors that say what to do.

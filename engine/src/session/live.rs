@@ -10,16 +10,11 @@
 use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::figures::{IntervalFigures, Role, SideReport};
-use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, MAX_FRAME, MAX_REPORT};
+use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
 use crate::sys::interrupt;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// How long a write of the control channel may block on a far end that stops reading before
-/// the channel counts as broken (the test's figures are then lost, its flows are not).
-const CTL_STALL: Duration = Duration::from_secs(10);
 
 /// Per-flow TCP_INFO entries of intervals the sending host keeps for the final report
 /// (about 100 bytes each): 1,048,576 is 16 flows for 18 hours at 1 s, or 64 flows for 4.5
@@ -46,7 +41,8 @@ fn local_stop(writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String
 }
 
 /// `recv`'s side of a test: intervals go to the sender as they close; a `stop` from the
-/// sender or a signal to `recv` ends the test.
+/// sender, the sender's control connection closing (the sender was killed, or went away
+/// without a word), or a signal to `recv` ends the test.
 pub struct ServerLive {
     pub watch: CtlWatch,
     writer: CtlWriter,
@@ -58,13 +54,16 @@ impl ServerLive {
     pub fn start(ctl: &TcpStream) -> Result<Self> {
         // A sender sends nothing during a test but small messages (stop, finished).
         let watch = CtlWatch::start(ctl, MAX_FRAME, Box::new(|_, _| {}))?;
-        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_STALL)?, told: AtomicBool::new(false) })
+        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?, told: AtomicBool::new(false) })
     }
 }
 
 impl Live for ServerLive {
     fn stopped(&self) -> Option<String> {
-        self.watch.stop_reason().or_else(|| local_stop(&self.writer, &self.told, "receiver"))
+        self.watch
+            .stop_reason()
+            .or_else(|| self.watch.closed().map(|e| format!("the sender went away: {e}")))
+            .or_else(|| local_stop(&self.writer, &self.told, "receiver"))
     }
     fn interval(&self, role: Role, mut interval: IntervalFigures) {
         // The report shows the receiver's bytes per interval and the sender's TCP view; the
@@ -150,7 +149,13 @@ impl SenderLive {
             MAX_REPORT,
             Box::new(move |role, iv| add(&remote_store, remote_observer.as_ref(), false, role, iv)),
         )?;
-        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_STALL)?, told: AtomicBool::new(false), store, observer })
+        Ok(Self {
+            watch,
+            writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?,
+            told: AtomicBool::new(false),
+            store,
+            observer,
+        })
     }
 
     /// The intervals this run kept, put into the reports they belong to: forward flows

@@ -15,8 +15,8 @@
 
 use crate::base::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::units::{parse_cpu_list, parse_duration, parse_rate, parse_size};
+use crate::session::sender::SendOptions;
 use crate::sys::settings::{Change, SettingsSpec, SharedJournal};
-use crate::workload::stream::SendOptions;
 use crate::{Error, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;

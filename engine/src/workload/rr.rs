@@ -7,25 +7,27 @@
 //! and both ends count transactions per queue, so the client can print both sides. Latency
 //! is the client's: from a request's submission to the last byte of its response.
 
-use super::stream::{SendOptions, SenderSession};
 use super::udp_stream;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
-use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
+use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
+use crate::runtime::side::{never, run_side, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control::{self, ControlMsg};
 use crate::session::live::{Live, Observer, Quiet, ServerLive};
+use crate::session::sender::{SendOptions, SenderSession};
 use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use hdrhistogram::Histogram;
 use serde::Serialize;
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -248,15 +250,19 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
             spawn(&placement, items, move |flows| tcp_crr::run_client(flows, target, &worker_counters, &cfg))?
         }
     };
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    if live.stopped().is_some() {
-        // Stopped early: the flows end now, not at the planned end.
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
+    // Stopped early: the flows end now, not at the planned end.
+    let mut halt = || stop.store(true, Ordering::Relaxed);
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| live.stopped().is_some(),
+        &mut |iv| live.interval(Role::Sender, iv),
+        Ending::Send { halt: &mut halt },
+    )?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
     let mut latency = latency_histogram();
     let mut failures = RrFailures::default();
     for r in &results {
@@ -276,7 +282,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
     }
-    let (server, mut error) = match live.watch.recv(super::stream::END_GRACE + Duration::from_secs(5)) {
+    let (server, mut error) = match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
         Ok(ControlMsg::Result { report, .. }) => (report.map(|r| *r), None),
         Ok(ControlMsg::Abort { reason }) => (None, Some(format!("server aborted: {reason}"))),
         Ok(other) => (None, Some(format!("server sent {other:?} instead of its report"))),
@@ -359,27 +365,47 @@ pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placem
             })?
         }
     };
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: None, udp: &[] };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    // The report shows the client's intervals: the server's are not kept or sent.
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |_| {});
-    let mut errors = Vec::new();
-    if ends_with_its_flows(spec) {
-        let hard_end = t0 + spec.total() + super::stream::END_GRACE;
-        while !threads.all_finished() && Instant::now() < hard_end {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
+    let errors = RefCell::new(Vec::new());
+    let finished = Cell::new(false);
+    // TCP rr flows end with the client's half-close; otherwise the client finishes its last
+    // transactions (up to one timeout), then says so (once: the answer is kept).
+    let said_finished = || {
+        let said = finished.get()
+            || match live.watch.try_next() {
+                None => false,
+                Some(Ok(ControlMsg::Finished)) => true,
+                Some(Ok(other)) => {
+                    errors.borrow_mut().push(format!("client sent {other:?} instead of finished"));
+                    true
+                }
+                Some(Err(e)) => {
+                    errors.borrow_mut().push(format!("client vanished before finishing: {e}"));
+                    true
+                }
+            };
+        finished.set(said);
+        said
+    };
+    let (ended, until): (&dyn Fn() -> bool, _) = if ends_with_its_flows(spec) {
+        (&never, t0 + spec.total() + END_GRACE)
     } else {
-        // The client finishes its last transactions (up to one timeout), then says so.
-        match live.watch.recv(spec.timeout() + super::stream::END_GRACE) {
-            Ok(ControlMsg::Finished) => {}
-            Ok(other) => errors.push(format!("client sent {other:?} instead of finished")),
-            Err(e) => errors.push(format!("client vanished before finishing: {e}")),
-        }
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let outcomes: Vec<_> = threads.join()?.into_iter().flatten().collect();
+        (&said_finished, t0 + spec.total() + spec.timeout() + END_GRACE)
+    };
+    let mut release = || stop.store(true, Ordering::Relaxed);
+    // The report shows the client's intervals: the server's are not kept or sent.
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| live.stopped().is_some(),
+        &mut |_| {},
+        Ending::Receive { until, ended, stop_cuts: false, release: &mut release },
+    )?;
+    let (window, plans) = (run.window, run.plans);
+    let outcomes: Vec<_> = run.results.into_iter().flatten().collect();
+    let errors = errors.into_inner();
     let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
     if let Some(reason) = live.stopped() {
         report.stopped_early(spec, &reason);

@@ -375,6 +375,9 @@ impl Drop for ActiveGuard<'_> {
 }
 
 fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
+    if let Err(e) = control::harden(&ctl) {
+        return (shared.events)(ServerEvent::Dropped { peer, reason: e.message });
+    }
     let (spec, udp_ports) = match control::read_msg(&mut ctl, CLASSIFY_TIMEOUT) {
         Ok(ControlMsg::Hello { version, spec, udp_ports }) if version == PROTOCOL_VERSION => (spec, udp_ports),
         Ok(ControlMsg::Hello { version, .. }) => {

@@ -1,17 +1,21 @@
-//! Bulk stream: the sender writes as fast as allowed, the receiver counts.
+//! Bulk stream over TCP: the sender writes as fast as allowed, the receiver counts.
 //!
 //! Both ends agree on the test over the control channel, start when the receiver says
 //! `Ready`, measure their own window by their own clock, and the receiver's figures travel
-//! back so the sender prints both sides. The headline is the receiver's.
+//! back so the sender prints both sides. The headline is the receiver's. The direction
+//! driver ([`crate::session::driver`]) runs the halves here: [`TcpHalves`].
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, TestSpec, ZeroCopyMode};
-use crate::metrics::figures::{PathFacts, Role, SideReport, StreamReport};
-use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
-use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
+use crate::base::spec::{Direction, TestSpec};
+use crate::metrics::figures::{Role, SideReport, StreamReport};
+use crate::metrics::measure::{QueueCounters, SampleSources};
+use crate::runtime::placement::Placement;
+use crate::runtime::side::{never, run_side, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
-use crate::session::control::{self, ControlMsg, PROTOCOL_VERSION};
-use crate::session::live::{Live, Observer, Quiet, SenderLive, ServerLive, StartInfo};
+use crate::session::control;
+use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
+use crate::session::live::{Live, Observer, Quiet};
+use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt::{self, FlowSocket};
@@ -24,7 +28,7 @@ use crate::uring::ring::WakeBatch;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,285 +64,11 @@ fn send_batch(inflight: u32) -> WakeBatch {
     WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 }
 }
 
-/// How long a receiver waits past the planned end for the flows to finish.
-pub const END_GRACE: Duration = Duration::from_secs(10);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What `uringbench send` asks for.
-#[derive(Debug, Clone)]
-pub struct SendOptions {
-    pub target: String,
-    pub port: u16,
-    pub spec: TestSpec,
-    pub cpus: Option<Vec<usize>>,
-    pub busy_poll: BusyPoll,
-    /// Where this side's sockets leave from (`-4`/`-6`, `--bind`, `--bind-dev`).
-    pub local: crate::sys::sockopt::LocalEnd,
-    /// The fast paths the front end probed (`--sqpoll`, `--napi`).
-    pub fast: crate::uring::fastpath::FastPaths,
-}
-
 /// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
 /// after a queue thread closed its own copy, and a reused descriptor number can never be
 /// read by mistake.
 fn sampler_sockets<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<Vec<TcpStream>> {
     streams.map(|s| s.try_clone().map_err(|e| Error::io("duplicating a flow socket for TCP_INFO", e))).collect()
-}
-
-/// Decides whether SEND_ZC is used, and why; warns when the memlock limit will not let the
-/// payload buffer be registered (the send then uses unregistered memory, and says so).
-fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
-    let (used, mut reason) = zerocopy_choice(mode, caps, path, len)?;
-    if used && !caps.memlock_allows(u64::from(len)) {
-        let limit = caps.memlock_limit.unwrap_or(0);
-        reason.push_str(&format!(
-            "; RLIMIT_MEMLOCK {limit} bytes is below the {len}-byte buffer to register (raise it: ulimit -l, or run with CAP_IPC_LOCK)"
-        ));
-    }
-    Ok((used, reason))
-}
-
-fn zerocopy_choice(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
-    let egress = path.describe();
-    match mode {
-        ZeroCopyMode::Off => Ok((false, "--zerocopy off".into())),
-        ZeroCopyMode::On if !caps.send_zc => {
-            Err(Error::unsupported("--zerocopy on: this kernel lacks IORING_OP_SEND_ZC (Linux 6.0 or newer)"))
-        }
-        ZeroCopyMode::On => Ok((true, format!("--zerocopy on, egress {egress}"))),
-        ZeroCopyMode::Auto => {
-            if !caps.send_zc {
-                Ok((false, "auto: kernel lacks SEND_ZC".into()))
-            } else if path.local_delivery() {
-                Ok((false, format!("auto: egress {egress} delivers locally, the kernel would copy anyway")))
-            } else if len < 16 * 1024 {
-                Ok((false, format!("auto: {len}-byte sends are too small for zero-copy to pay")))
-            } else {
-                Ok((true, format!("auto: egress {egress} is a NIC")))
-            }
-        }
-    }
-}
-
-/// The sender's end of the control channel for one test, shared by the TCP and UDP streams:
-/// connect and probe the path, agree on the test, wait for `Ready`, and at the end collect the
-/// receiver's report.
-pub struct SenderSession {
-    pub ctl: TcpStream,
-    /// The receiver's control address, for messages.
-    pub peer: String,
-    pub target_ip: std::net::IpAddr,
-    pub path: PathProbe,
-    pub caps: KernelCaps,
-    pub placement: Placement,
-    pub cookie: control::SessionCookie,
-    /// crr: the receiver's listening port for the test's connections.
-    pub data_port: Option<u16>,
-    /// The receiver's placement line, from its accept.
-    pub receiver_placement: String,
-}
-
-impl SenderSession {
-    /// Probes the kernel, plans the queue threads, connects the control channel and looks up
-    /// the path to the receiver.
-    pub fn connect(opts: &SendOptions) -> Result<Self> {
-        let caps = KernelCaps::detect()?;
-        caps.require_tcp_stream()?;
-        let cpus = resolve_cpus(opts.cpus.as_deref())?;
-        // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
-        let shared = opts.spec.direction == Direction::Bidir;
-        let latency_bound = opts.spec.workload.latency_bound();
-        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound, &opts.fast)?;
-        let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, None)?;
-        let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
-        let target_ip =
-            ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
-        let path = PathProbe::to(target_ip, opts.spec.flows());
-        if let (Some(mss), Some(iface)) = (opts.spec.tuning.mss, path.interface()) {
-            let mtu = std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-                .ok()
-                .and_then(|m| m.trim().parse::<u32>().ok());
-            let headers = if target_ip.is_ipv4() { 40 } else { 60 };
-            if let Some(mtu) = mtu.filter(|&m| mss + headers > m) {
-                return Err(Error::usage(format!(
-                    "-M/--mss {mss} does not fit the path: {iface} has MTU {mtu}, so at most {} (MTU - {headers} bytes of headers)",
-                    mtu.saturating_sub(headers)
-                )));
-            }
-        }
-        Ok(Self {
-            ctl,
-            peer,
-            target_ip,
-            path,
-            caps,
-            placement,
-            cookie: [0; 16],
-            data_port: None,
-            receiver_placement: String::new(),
-        })
-    }
-
-    /// Sends the hello and waits for the receiver to accept (or refuse) the test.
-    pub fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
-        let peer = &self.peer;
-        self.ctl
-            .write_all(&control::CONTROL_MAGIC)
-            .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
-        control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
-        self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement, variant } => {
-                if variant != spec.variant {
-                    return Err(Error::peer(format!(
-                        "receiver {peer} did not apply receiver variant '{}' (a uringbench recv without --variants support)",
-                        spec.variant.as_deref().unwrap_or("")
-                    )));
-                }
-                self.data_port = data_port;
-                self.receiver_placement = placement;
-                cookie
-            }
-            ControlMsg::Refuse { reason } => {
-                return Err(Error::peer(format!("receiver {peer} refused the test: {reason}")))
-            }
-            other => {
-                return Err(Error::protocol(format!("receiver {peer} answered {other:?} instead of accept/refuse")))
-            }
-        };
-        Ok(())
-    }
-
-    /// Waits for the receiver to say every flow is in place.
-    pub fn wait_ready(&mut self) -> Result<()> {
-        let peer = &self.peer;
-        match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Ready => Ok(()),
-            ControlMsg::Abort { reason } => Err(Error::peer(format!("receiver {peer} aborted the test: {reason}"))),
-            other => Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
-        }
-    }
-
-    /// The test starts: the far end's messages are watched from now on, and the observer
-    /// hears of the start.
-    pub fn start_live(&self, spec: &TestSpec, observer: Arc<dyn Observer>) -> Result<SenderLive> {
-        // Streams show each interval once both ends' figures are in; transaction tests show
-        // the client's alone.
-        let paired = spec.workload == crate::base::spec::Workload::Stream;
-        let live = SenderLive::start(&self.ctl, Arc::clone(&observer), paired)?;
-        observer.started(&StartInfo {
-            spec: spec.clone(),
-            target: self.peer.clone(),
-            sender_placement: self.placement.summary.clone(),
-            receiver_placement: self.receiver_placement.clone(),
-        });
-        Ok(live)
-    }
-
-    /// Reads the far side's reports: what it received (forward flows) and what it sent
-    /// (reverse flows).
-    fn remote_reports(&mut self, live: &SenderLive) -> (Option<SideReport>, Option<SideReport>, Option<String>) {
-        let peer = &self.peer;
-        match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
-            Ok(ControlMsg::Result { report, reverse }) => (report.map(|r| *r), reverse.map(|r| *r), None),
-            Ok(ControlMsg::Abort { reason }) => (None, None, Some(format!("receiver aborted: {reason}"))),
-            Ok(other) => (None, None, Some(format!("receiver sent {other:?} instead of its report"))),
-            Err(e) => (None, None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
-        }
-    }
-
-    /// What this side learnt of the path, with the drops its counters saw.
-    fn path_facts(&self, local: &SideReport) -> PathFacts {
-        let host = local.host.as_ref();
-        PathFacts {
-            egress_interface: self.path.interface().map(str::to_string),
-            limits: self.path.limits.clone(),
-            interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
-            softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
-        }
-    }
-
-    /// Forward test: collects the receiver's report and puts both sides together.
-    pub fn finish(mut self, spec: &TestSpec, mut sender: SideReport, live: SenderLive) -> StreamReport {
-        let (mut receiver, _, error) = self.remote_reports(&live);
-        live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
-        let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
-        let path = self.path_facts(&sender);
-        let mut report = StreamReport {
-            spec: spec.clone(),
-            target: self.peer,
-            sender,
-            receiver,
-            error,
-            path,
-            reverse: None,
-            interrupted: None,
-        };
-        report.mark_interrupted(live.stopped());
-        report
-    }
-
-    /// Reverse test: this side received; the far side's report is the sender's.
-    pub fn finish_reverse(mut self, spec: &TestSpec, mut receiver: SideReport, live: SenderLive) -> StreamReport {
-        let (_, mut remote_sender, error) = self.remote_reports(&live);
-        live.attach((None, None), (remote_sender.as_mut(), Some(&mut receiver)));
-        let path = self.path_facts(&receiver);
-        let mut report = reverse_report(spec, &self.peer, remote_sender, receiver, error, path);
-        report.mark_interrupted(live.stopped());
-        report
-    }
-
-    /// Both directions: the forward report carries the reverse one.
-    pub fn finish_bidir(
-        mut self,
-        spec: &TestSpec,
-        mut sender: SideReport,
-        mut receiver: SideReport,
-        live: SenderLive,
-    ) -> StreamReport {
-        let (mut remote_receiver, mut remote_sender, error) = self.remote_reports(&live);
-        live.attach((Some(&mut sender), remote_receiver.as_mut()), (remote_sender.as_mut(), Some(&mut receiver)));
-        let path = self.path_facts(&sender);
-        let mut reverse = reverse_report(spec, &self.peer, remote_sender, receiver, error.clone(), path.clone());
-        let stopped = live.stopped();
-        reverse.mark_interrupted(stopped.clone());
-        let mut report = StreamReport {
-            spec: spec.clone(),
-            target: self.peer,
-            sender,
-            receiver: remote_receiver,
-            error,
-            path,
-            reverse: Some(Box::new(reverse)),
-            interrupted: None,
-        };
-        report.mark_interrupted(stopped);
-        report
-    }
-}
-
-/// The report of data sent by the far side to this one. A missing sender report is an empty
-/// sender side with the error that explains it.
-fn reverse_report(
-    spec: &TestSpec,
-    peer: &str,
-    remote_sender: Option<SideReport>,
-    receiver: SideReport,
-    error: Option<String>,
-    path: PathFacts,
-) -> StreamReport {
-    let error = error.or_else(|| remote_sender.is_none().then(|| "the far side returned no sender report".to_string()));
-    let sender = remote_sender.unwrap_or_else(|| SideReport::build(Role::Sender, spec, &Default::default(), &[], &[]));
-    StreamReport {
-        spec: spec.clone(),
-        target: peer.to_string(),
-        sender,
-        receiver: Some(receiver),
-        error,
-        path,
-        reverse: None,
-        interrupted: None,
-    }
 }
 
 /// Runs a stream test against `recv` at `opts.target` (TCP or UDP), in the direction the spec
@@ -371,68 +101,62 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
         flows.push((flow, stream));
     }
-    session.wait_ready()?;
-    let live = session.start_live(spec, observer)?;
+    // The session goes to the driver; the halves keep their own copies.
+    let (placement, caps) = (session.placement.clone(), session.caps.clone());
     let iface = session.path.interface().map(str::to_string);
-    let (forward, reverse) = split_by_direction(spec, flows);
-    let sending = |flows: Vec<(u32, TcpStream)>| {
-        send_side(spec, flows, &session.placement, &session.caps, &zc, iface.as_deref(), Instant::now(), &live)
-    };
-    let receiving = |flows: Vec<(u32, TcpStream)>| {
-        receive_side(spec, flows, &session.placement, &session.caps, iface.as_deref(), &live)
-    };
-    match spec.direction {
-        Direction::Forward => {
-            let sender = sending(forward)?;
-            Ok(session.finish(spec, sender, live))
-        }
-        Direction::Reverse => {
-            let receiver = receiving(reverse)?;
-            Ok(session.finish_reverse(spec, receiver, live))
-        }
-        Direction::Bidir => {
-            let (sender, receiver) = std::thread::scope(|scope| {
-                let tx = scope.spawn(|| sending(forward));
-                let rx = receiving(reverse);
-                (tx.join().unwrap_or_else(|_| Err(tcp_send::worker_panicked())), rx)
-            });
-            Ok(session.finish_bidir(spec, sender?, receiver?, live))
-        }
+    let halves = TcpHalves { spec, placement: &placement, caps: &caps, zc, iface };
+    run_stream(session, spec, &halves, flows, observer)
+}
+
+/// The TCP engine's halves of a stream test: what the driver needs to send or receive on
+/// connected TCP flows.
+pub struct TcpHalves<'a> {
+    pub spec: &'a TestSpec,
+    pub placement: &'a Placement,
+    pub caps: &'a KernelCaps,
+    /// Whether SEND_ZC is used, and why.
+    pub zc: (bool, String),
+    /// The interface facing the peer, whose counters the window reads.
+    pub iface: Option<String>,
+}
+
+impl StreamHalves for TcpHalves<'_> {
+    type Flow = TcpStream;
+    fn send(&self, flows: Vec<Indexed<TcpStream>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        send_side(self, flows, t0, live)
+    }
+    fn receive(&self, flows: Vec<Indexed<TcpStream>>, live: &dyn Live) -> Result<SideReport> {
+        receive_side(self, flows, live)
     }
 }
 
-/// A data connection with its flow index.
-pub type Indexed<T> = (u32, T);
-
-/// Splits the data connections of a test: forward flows (sender to receiver) come first,
-/// reverse flows (receiver's host back to the sender's) after them.
-pub fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<Indexed<T>>, Vec<Indexed<T>>) {
-    let n = spec.flows();
-    match spec.direction {
-        Direction::Forward => (flows, Vec::new()),
-        Direction::Reverse => (Vec::new(), flows),
-        Direction::Bidir => {
-            let (fwd, rev): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
-            (fwd, rev.into_iter().map(|(i, s)| (i - n, s)).collect())
-        }
-    }
-}
-
-/// The sending half of a test over connected TCP flows: queue threads write until the
-/// planned end, the sampler measures the window, the flows are half-closed.
-// One argument per thing a sending side needs from its caller; bundling them would only
-// move the list into a struct used here alone.
-#[allow(clippy::too_many_arguments)]
-pub fn send_side(
+/// The serving side of an accepted test on `recv`, whatever its direction: receives forward
+/// flows, sends on reverse flows, both at once for `--bidir`. Returns the report of what it
+/// received (forward) and of what it sent (reverse).
+pub fn serve_test(
+    ctl: &mut TcpStream,
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,
     caps: &KernelCaps,
-    zc: &(bool, String),
-    iface: Option<&str>,
-    t0: Instant,
-    live: &dyn Live,
-) -> Result<SideReport> {
+) -> Result<(Option<SideReport>, Option<SideReport>)> {
+    let (zc, iface) = if spec.direction == Direction::Forward {
+        let iface = ctl.peer_addr().ok().and_then(|a| crate::sys::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
+        ((false, String::new()), iface)
+    } else {
+        let peer_ip =
+            ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
+        let path = PathProbe::to(peer_ip, spec.flows());
+        (decide_zerocopy(spec.zerocopy, caps, &path, spec.len)?, path.interface().map(str::to_string))
+    };
+    serve_stream(ctl, spec, &TcpHalves { spec, placement, caps, zc, iface }, flows)
+}
+
+/// The sending half of a test over connected TCP flows: queue threads write until the
+/// planned end, the sampler measures the window, the flows are half-closed.
+fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+    let (spec, placement, caps, zc) = (h.spec, h.placement, h.caps, &h.zc);
+    let iface = h.iface.as_deref();
     let zerocopy = zc.0;
     let halt = Arc::new(AtomicBool::new(false));
     tune_flows(spec, &flows, true)?;
@@ -470,15 +194,19 @@ pub fn send_side(
         tcp_send::run(flows, &worker_counters, &cfg)
     })?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    if live.stopped().is_some() {
-        // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
-        halt.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
+    // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
+    let mut halt_now = || halt.store(true, Ordering::Relaxed);
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| live.stopped().is_some(),
+        &mut |iv| live.interval(Role::Sender, iv),
+        Ending::Send { halt: &mut halt_now },
+    )?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
@@ -512,65 +240,11 @@ pub fn send_side(
     Ok(sender)
 }
 
-/// The receiving side of an accepted forward test on `recv`: arms every flow, says `Ready`,
-/// then measures like [`receive_side`].
-pub fn run_receive(
-    ctl: &mut TcpStream,
-    spec: &TestSpec,
-    flows: Vec<(u32, TcpStream)>,
-    placement: &Placement,
-    caps: &KernelCaps,
-    live: &ServerLive,
-) -> Result<SideReport> {
-    // Data that arrives before the queue threads arm their receives waits in the socket
-    // buffers, so saying Ready first loses nothing.
-    control::write_msg(ctl, &ControlMsg::Ready)?;
-    let iface = ctl.peer_addr().ok().and_then(|a| crate::sys::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
-    receive_side(spec, flows, placement, caps, iface.as_deref(), live)
-}
-
-/// The serving side of an accepted test on `recv`, whatever its direction: receives forward
-/// flows, sends on reverse flows, both at once for `--bidir`. Returns the report of what it
-/// received (forward) and of what it sent (reverse).
-pub fn serve_test(
-    ctl: &mut TcpStream,
-    spec: &TestSpec,
-    flows: Vec<(u32, TcpStream)>,
-    placement: &Placement,
-    caps: &KernelCaps,
-) -> Result<(Option<SideReport>, Option<SideReport>)> {
-    let live = ServerLive::start(ctl)?;
-    if spec.direction == Direction::Forward {
-        return run_receive(ctl, spec, flows, placement, caps, &live).map(|r| (Some(r), None));
-    }
-    let peer_ip = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
-    let path = PathProbe::to(peer_ip, spec.flows());
-    let zc = decide_zerocopy(spec.zerocopy, caps, &path, spec.len)?;
-    control::write_msg(ctl, &ControlMsg::Ready)?;
-    let t0 = Instant::now();
-    let iface = path.interface();
-    let (forward, reverse) = split_by_direction(spec, flows);
-    if spec.direction == Direction::Reverse {
-        return send_side(spec, reverse, placement, caps, &zc, iface, t0, &live).map(|s| (None, Some(s)));
-    }
-    let (received, sent) = std::thread::scope(|scope| {
-        let tx = scope.spawn(|| send_side(spec, reverse, placement, caps, &zc, iface, t0, &live));
-        let rx = receive_side(spec, forward, placement, caps, iface, &live);
-        (rx, tx.join().unwrap_or_else(|_| Err(tcp_send::worker_panicked())))
-    });
-    Ok((Some(received?), Some(sent?)))
-}
-
 /// The receiving half of a test over connected TCP flows: arms every flow, measures the
 /// window by this side's clock from now, and waits for the flows to reach EOF.
-pub fn receive_side(
-    spec: &TestSpec,
-    flows: Vec<(u32, TcpStream)>,
-    placement: &Placement,
-    caps: &KernelCaps,
-    iface: Option<&str>,
-    live: &dyn Live,
-) -> Result<SideReport> {
+fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) -> Result<SideReport> {
+    let (spec, placement, caps) = (h.spec, h.placement, h.caps);
+    let iface = h.iface.as_deref();
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let stop = Arc::new(AtomicBool::new(false));
     tune_flows(spec, &flows, false)?;
@@ -605,17 +279,24 @@ pub fn receive_side(
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
     let napi = placement.fast.napi_evidence(&fds);
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &fds, iface, udp: &[] };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
     // Stopped early, the far sender ends its flows too: they reach EOF within the grace.
-    let hard_end = t0 + spec.total() + END_GRACE;
-    while !threads.all_finished() && Instant::now() < hard_end {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
+    let mut release = || stop.store(true, Ordering::Relaxed);
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| live.stopped().is_some(),
+        &mut |iv| live.interval(Role::Receiver, iv),
+        Ending::Receive {
+            until: t0 + spec.total() + END_GRACE,
+            ended: &never,
+            stop_cuts: false,
+            release: &mut release,
+        },
+    )?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
@@ -698,22 +379,5 @@ mod tests {
         assert_eq!(recv_lowat(&mid), Some(62_500), "1 ms of a 500 Mbit/s flow");
         let slow = TestSpec { rate_bps: 10_000_000, ..TestSpec::default() };
         assert_eq!(recv_lowat(&slow), None, "slow flows keep the kernel default");
-    }
-}
-
-#[cfg(test)]
-mod direction_tests {
-    use super::*;
-
-    #[test]
-    fn bidir_splits_forward_first_and_renumbers_reverse() {
-        let spec = TestSpec { queues: 2, direction: Direction::Bidir, ..TestSpec::default() };
-        assert_eq!(spec.data_connections(), 4, "one set of flows each way");
-        let (fwd, rev) = split_by_direction(&spec, (0..4).map(|i| (i, i * 10)).collect());
-        assert_eq!(fwd, vec![(0, 0), (1, 10)]);
-        assert_eq!(rev, vec![(0, 20), (1, 30)], "reverse flows are numbered from 0 again");
-        let reverse = TestSpec { direction: Direction::Reverse, ..spec };
-        let (fwd, rev) = split_by_direction(&reverse, vec![(0, 'a'), (1, 'b')]);
-        assert!(fwd.is_empty() && rev.len() == 2, "--reverse: every flow carries data back");
     }
 }

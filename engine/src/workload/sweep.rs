@@ -11,7 +11,8 @@
 use crate::base::spec::TestSpec;
 use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
 use crate::metrics::summary::Stats;
-use crate::workload::stream::{run_send, SendOptions};
+use crate::session::sender::SendOptions;
+use crate::workload::stream::run_send;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

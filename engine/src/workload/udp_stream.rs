@@ -6,26 +6,29 @@
 //! Every flow gets a socket of its own at both ends. The receiver's sockets all sit on the
 //! control port (SO_REUSEPORT), each connected to one of the sender's source ports, which the
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
+//!
+//! The direction driver ([`crate::session::driver`]) runs the halves here: [`UdpHalves`].
 
-use super::stream::{split_by_direction, SendOptions, SenderSession, END_GRACE};
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, TestSpec};
+use crate::base::spec::TestSpec;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
-use crate::metrics::seq::LiveStats;
-use crate::metrics::seq::SeqStats;
+use crate::metrics::measure::{QueueCounters, SampleSources};
+use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::placement::Placement;
+use crate::runtime::side::{never, run_side, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
-use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Live, Observer, ServerLive};
+use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
+use crate::session::live::{Live, Observer};
+use crate::session::sender::{SendOptions, SenderSession};
 use crate::sys::sockopt;
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
+use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,14 +74,14 @@ pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<S
     let (sockets, ports) = flow_sockets(local_ip, spec.data_connections())?;
     let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
     mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
-    let (forward, reverse) = split_by_direction(spec, indexed);
     // Receiving sockets get GRO and their buffer before the far side is told to start.
-    for (_, s) in &reverse {
+    let (_, reverse) = split_by_direction(spec, indexed.iter().map(|(i, s)| (*i, s)).collect());
+    for (_, s) in reverse {
         prepare_receiver(s, spec)?;
     }
     session.negotiate(spec, ports)?;
     let target = SocketAddr::new(session.target_ip, opts.port);
-    for (_, s) in forward.iter().chain(&reverse) {
+    for (_, s) in &indexed {
         s.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
         // Refuse before the test rather than fragment or fail mid-way: every datagram (and
         // every GSO segment) must fit the path MTU.
@@ -86,28 +89,73 @@ pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<S
             return Err(Error::usage(udp_send::mtu_message(s, spec.len, spec.gso)));
         }
     }
-    session.wait_ready()?;
-    let live = session.start_live(spec, observer)?;
+    // The session goes to the driver; the halves keep their own copies.
+    let placement = session.placement.clone();
     let iface = session.path.interface().map(str::to_string);
-    let placement = &session.placement;
-    match spec.direction {
-        Direction::Forward => {
-            let sender = udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now(), &live)?;
-            Ok(session.finish(spec, sender, live))
-        }
-        Direction::Reverse => {
-            let receiver = udp_receive_side(spec, reverse, placement, iface.as_deref(), &live)?;
-            Ok(session.finish_reverse(spec, receiver, live))
-        }
-        Direction::Bidir => {
-            let (sender, receiver) = std::thread::scope(|scope| {
-                let tx =
-                    scope.spawn(|| udp_send_side(spec, forward, placement, iface.as_deref(), Instant::now(), &live));
-                let rx = udp_receive_side(spec, reverse, placement, iface.as_deref(), &live);
-                (tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())), rx)
-            });
-            Ok(session.finish_bidir(spec, sender?, receiver?, live))
-        }
+    let halves = UdpHalves { spec, placement: &placement, iface, serving: false };
+    run_stream(session, spec, &halves, indexed, observer)
+}
+
+/// The socket engine's halves of a UDP stream: what the driver needs to send or receive on
+/// connected UDP sockets.
+pub struct UdpHalves<'a> {
+    pub spec: &'a TestSpec,
+    pub placement: &'a Placement,
+    /// The interface facing the peer, whose counters the window reads.
+    pub iface: Option<String>,
+    /// On `recv`: a sender whose ports refuse every datagram has gone, so sending stops.
+    pub serving: bool,
+}
+
+impl StreamHalves for UdpHalves<'_> {
+    type Flow = UdpSocket;
+    fn send(&self, flows: Vec<Indexed<UdpSocket>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        udp_send_side(self, flows, t0, live)
+    }
+    fn receive(&self, flows: Vec<Indexed<UdpSocket>>, live: &dyn Live) -> Result<SideReport> {
+        udp_receive_side(self, flows, live)
+    }
+}
+
+/// How long refusals must go on before a receiver's sending stops: about one ICMP port
+/// unreachable a second gets through (the kernel rate-limits them per peer), so refusals
+/// that keep coming with no gap over [`REFUSAL_GAP`] for this long mean the peer has gone.
+const REFUSALS_FOR: Duration = Duration::from_secs(1);
+const REFUSAL_GAP: Duration = Duration::from_millis(1500);
+
+/// Watches the sending threads' count of refused sends (ICMP port unreachable).
+struct Refusals {
+    count: Arc<AtomicU64>,
+    seen: Cell<u64>,
+    /// The first and the latest refusal of the current run.
+    run: Cell<Option<(Instant, Instant)>>,
+}
+
+impl Refusals {
+    fn new() -> Self {
+        Self { count: Arc::new(AtomicU64::new(0)), seen: Cell::new(0), run: Cell::new(None) }
+    }
+
+    /// `Some(reason)` once refusals have gone on for [`REFUSALS_FOR`].
+    fn gone(&self) -> Option<String> {
+        let now = Instant::now();
+        let count = self.count.load(Ordering::Relaxed);
+        let run = match self.run.get() {
+            _ if count > self.seen.get() => {
+                self.seen.set(count);
+                Some(self.run.get().map_or((now, now), |(first, _)| (first, now)))
+            }
+            Some((_, last)) if now - last > REFUSAL_GAP => None,
+            run => run,
+        };
+        self.run.set(run);
+        let (first, last) = run?;
+        (last - first >= REFUSALS_FOR).then(|| {
+            format!(
+                "the peer's ports refused datagrams (ICMP port unreachable) for {:.1} s: it has gone",
+                (last - first).as_secs_f64()
+            )
+        })
     }
 }
 
@@ -130,14 +178,9 @@ fn prepare_receiver(socket: &UdpSocket, spec: &TestSpec) -> Result<usize> {
 
 /// The sending half over connected UDP sockets: queue threads send until the planned end,
 /// then FINs; the sampler measures the window.
-fn udp_send_side(
-    spec: &TestSpec,
-    sockets: Vec<(u32, UdpSocket)>,
-    placement: &Placement,
-    iface: Option<&str>,
-    t0: Instant,
-    live: &dyn Live,
-) -> Result<SideReport> {
+fn udp_send_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+    let (spec, placement, iface) = (h.spec, h.placement, h.iface.as_deref());
+    let refusals = Refusals::new();
     let halt = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let flows: Vec<(u32, UdpSendFlow)> = sockets
@@ -165,6 +208,7 @@ fn udp_send_side(
                 max_datagrams: 0,
                 drain_limit: Duration::from_secs(2),
                 fin: Some(FinConfig::default()),
+                refused: h.serving.then(|| Arc::clone(&refusals.count)),
             };
             (flows, cfg)
         })
@@ -173,21 +217,26 @@ fn udp_send_side(
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
         udp_send::run(flows, &worker_counters, &cfg)
     })?;
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    if live.stopped().is_some() {
-        // Stopped early: the flows send their FINs now, not after the cool-down.
-        halt.store(true, Ordering::Relaxed);
-    }
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &[] };
+    let stop_reason = || live.stopped().or_else(|| refusals.gone());
+    // Stopped early: the flows send their FINs now, not after the cool-down.
+    let mut halt_now = || halt.store(true, Ordering::Relaxed);
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| stop_reason().is_some(),
+        &mut |iv| live.interval(Role::Sender, iv),
+        Ending::Send { halt: &mut halt_now },
+    )?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
 
     let sent: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
     let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
+    if let Some(reason) = stop_reason() {
         sender.stopped_early(spec, &reason);
     }
     let path = results.first().map_or_else(String::new, |r| r.path.describe());
@@ -234,39 +283,20 @@ pub fn serve_udp(
     placement: &Placement,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
     mark_flows(spec, sockets.iter())?;
-    let (forward, reverse) = split_by_direction(spec, (0..).zip(sockets).collect());
-    for (_, s) in &forward {
+    let flows: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
+    let (forward, _) = split_by_direction(spec, flows.iter().map(|(i, s)| (*i, s)).collect());
+    for (_, s) in forward {
         prepare_receiver(s, spec)?;
     }
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
     let iface = peer_ip.and_then(|ip| crate::sys::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
-    let iface = iface.as_deref();
-    let live = ServerLive::start(ctl)?;
-    control::write_msg(ctl, &ControlMsg::Ready)?;
-    let t0 = Instant::now();
-    match spec.direction {
-        Direction::Forward => udp_receive_side(spec, forward, placement, iface, &live).map(|r| (Some(r), None)),
-        Direction::Reverse => udp_send_side(spec, reverse, placement, iface, t0, &live).map(|s| (None, Some(s))),
-        Direction::Bidir => {
-            let (received, sent) = std::thread::scope(|scope| {
-                let tx = scope.spawn(|| udp_send_side(spec, reverse, placement, iface, t0, &live));
-                let rx = udp_receive_side(spec, forward, placement, iface, &live);
-                (rx, tx.join().unwrap_or_else(|_| Err(udp_send::worker_panicked())))
-            });
-            Ok((Some(received?), Some(sent?)))
-        }
-    }
+    serve_stream(ctl, spec, &UdpHalves { spec, placement, iface, serving: true }, flows)
 }
 
 /// The receiving half over prepared UDP sockets: measures the window from now and waits for
 /// every flow's FIN (or the planned end plus a short grace).
-fn udp_receive_side(
-    spec: &TestSpec,
-    sockets: Vec<(u32, UdpSocket)>,
-    placement: &Placement,
-    iface: Option<&str>,
-    live: &dyn Live,
-) -> Result<SideReport> {
+fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Live) -> Result<SideReport> {
+    let (spec, placement, iface) = (h.spec, h.placement, h.iface.as_deref());
     let gro = spec.gso;
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
@@ -301,16 +331,23 @@ fn udp_receive_side(
         udp_recv::run(flows, &worker_counters, &cfg)
     })?;
     let t0 = Instant::now();
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &flow_live };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Receiver, iv));
-    let hard_end = t0 + spec.total() + END_GRACE;
-    while !threads.all_finished() && Instant::now() < hard_end {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &flow_live };
+    let mut release = || stop.store(true, Ordering::Relaxed);
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| live.stopped().is_some(),
+        &mut |iv| live.interval(Role::Receiver, iv),
+        Ending::Receive {
+            until: t0 + spec.total() + END_GRACE,
+            ended: &never,
+            stop_cuts: false,
+            release: &mut release,
+        },
+    )?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.stats.bytes, error: f.error.clone() }).collect();

@@ -9,19 +9,22 @@
 //!   queue of the interface that faces the sender; the program steers the control port's UDP
 //!   to them and passes the rest. TCP tests and reverse directions use the socket engine.
 //!
-//! Both sides fill the same [`SideReport`] as the socket engine, plus [`XdpFigures`].
+//! Both sides fill the same [`SideReport`] as the socket engine, plus [`XdpFigures`]. The
+//! direction driver ([`crate::session::driver`]) runs the halves here: [`XdpSendHalf`] on
+//! the sending host, [`XdpReceiveHalf`] on `recv`.
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::{sample_window, QueueCounters, SampleSources};
-use crate::metrics::seq::LiveStats;
-use crate::metrics::seq::SeqStats;
+use crate::metrics::measure::{QueueCounters, SampleSources};
+use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
+use crate::runtime::side::{run_side, Ending};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
-use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Live, Observer, ServerLive};
+use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
+use crate::session::live::{Live, Observer};
+use crate::session::sender::{SendOptions, SenderSession};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
@@ -30,10 +33,9 @@ use crate::transport::xdp::send::{self as xsend, XdpSendConfig, XdpSendFlow, Xdp
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
 use crate::wire::frame::{self, FlowAddrs, FrameTemplate};
-use crate::workload::stream::{SendOptions, SenderSession};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// AF_XDP choices of one side (local, not part of the agreed test).
@@ -123,18 +125,53 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
         .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("reserving a UDP source port", e)))
         .collect::<Result<_>>()?;
     let ports: Vec<u16> = reserved.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
-    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
-    for (i, &port) in ports.iter().enumerate() {
+    let mut flows = Vec::with_capacity(ports.len());
+    for (i, &port) in (0..).zip(&ports) {
         let addrs = FlowAddrs { src_mac, dst_mac, src: local_ip, dst: target_ip, src_port: port, dst_port: opts.port };
         let template = FrameTemplate::new(&addrs, spec.len as usize).map_err(Error::usage)?;
-        let queue = spec.queue_of_flow(i as u32);
-        per_queue[queue as usize].push(XdpSendFlow { template, queue });
+        flows.push((i, XdpSendFlow { template, queue: spec.queue_of_flow(i) }));
     }
     session.negotiate(spec, ports)?;
-    session.wait_ready()?;
-    let live = session.start_live(spec, observer)?;
-    let placement = &session.placement;
-    let t0 = Instant::now();
+    let placement = session.placement.clone();
+    let half =
+        XdpSendHalf { spec, placement: &placement, xsks: Mutex::new(xsks), ifname, frame_len, _reserved: reserved };
+    run_stream(session, spec, &half, flows, observer)
+}
+
+/// The AF_XDP engine's sending half: its sockets, opened before the hello, and the flows'
+/// frame templates. It sends forward only (the command refuses the other directions).
+pub struct XdpSendHalf<'a> {
+    spec: &'a TestSpec,
+    placement: &'a Placement,
+    /// One socket per queue, taken by the send.
+    xsks: Mutex<Vec<XskQueue>>,
+    ifname: String,
+    frame_len: u32,
+    /// The flows' source ports, held so that no other program on this host gets them.
+    _reserved: Vec<UdpSocket>,
+}
+
+impl StreamHalves for XdpSendHalf<'_> {
+    type Flow = XdpSendFlow;
+    fn send(&self, flows: Vec<Indexed<XdpSendFlow>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        let xsks = std::mem::take(&mut *self.xsks.lock().unwrap_or_else(|p| p.into_inner()));
+        xdp_send_side(self, xsks, flows, t0, live)
+    }
+}
+
+/// Sends every flow's frames from its queue's socket until the planned end, then the FINs.
+fn xdp_send_side(
+    h: &XdpSendHalf,
+    xsks: Vec<XskQueue>,
+    flows: Vec<Indexed<XdpSendFlow>>,
+    t0: Instant,
+    live: &dyn Live,
+) -> Result<SideReport> {
+    let (spec, placement) = (h.spec, h.placement);
+    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
+    for (_, flow) in flows {
+        per_queue[flow.queue as usize].push(flow);
+    }
     let items: Vec<(u32, XdpSendQueue)> =
         xsks.into_iter().zip(per_queue).map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows })).collect();
     let total_flows = u64::from(spec.flows().max(1));
@@ -159,15 +196,19 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(queues, cfg)| {
         Ok(xsend::run(queues, &worker_counters, &cfg))
     })?;
-    let iface = Some(ifname.as_str());
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&h.ifname), udp: &[] };
     // A stop ends the window and the far end's reception; AF_XDP queues send until the
     // planned end (they have no early stop of their own).
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
-    drop(reserved);
+    let run = run_side(
+        threads,
+        &placement.threads,
+        src,
+        (t0, spec.sample_offsets()),
+        &|| live.stopped().is_some(),
+        &mut |iv| live.interval(Role::Sender, iv),
+        Ending::Send { halt: &mut || {} },
+    )?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
@@ -177,12 +218,12 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     }
     sender.placement = placement.summary.clone();
     let mut figures = XdpFigures {
-        interface: ifname.clone(),
+        interface: h.ifname.clone(),
         nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
         program_mode: None,
         bind: results.first().map(|r| r.bind),
         need_wakeup: true,
-        frame_len: frame_len as u32,
+        frame_len: h.frame_len,
         frames: results.iter().map(|r| r.completed).sum(),
         produced: results.iter().map(|r| r.produced).sum(),
         wakeups: results.iter().map(|r| r.wakeups).sum(),
@@ -200,7 +241,7 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     sender.path = format!("{}, {} B datagrams", figures.describe(), spec.len);
     sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
     sender.xdp = Some(figures);
-    Ok(session.finish(spec, sender, live))
+    Ok(sender)
 }
 
 /// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its
@@ -244,11 +285,37 @@ impl XdpReception {
     /// Tells the sender to start, receives until every flow's FIN (or the planned end plus a
     /// grace), and returns the receiver's report. The program is detached on return.
     pub fn serve(self, ctl: &mut TcpStream, spec: &TestSpec, placement: &Placement) -> Result<SideReport> {
+        let flows: Vec<Indexed<(IpAddr, u16)>> = (0..).zip(self.flows.iter().copied()).collect();
+        let half = XdpReceiveHalf { spec, placement, reception: Mutex::new(Some(self)) };
+        let (received, _) = serve_stream(ctl, spec, &half, flows)?;
+        received.ok_or_else(|| Error::usage("recv --engine xdp receives forward tests only"))
+    }
+}
+
+/// The AF_XDP engine's receiving half on `recv`: forward UDP tests only (the receiver hands
+/// every other test to the socket engine).
+pub struct XdpReceiveHalf<'a> {
+    spec: &'a TestSpec,
+    placement: &'a Placement,
+    /// The program and sockets, taken by the receive.
+    reception: Mutex<Option<XdpReception>>,
+}
+
+impl StreamHalves for XdpReceiveHalf<'_> {
+    /// The flow's source address and port, as the sender announced it.
+    type Flow = (IpAddr, u16);
+    fn receive(&self, _flows: Vec<Indexed<(IpAddr, u16)>>, live: &dyn Live) -> Result<SideReport> {
+        let reception = self.reception.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let reception = reception.ok_or_else(|| Error::usage("an XDP reception serves one test"))?;
+        reception.receive(self.spec, self.placement, live)
+    }
+}
+
+impl XdpReception {
+    fn receive(self, spec: &TestSpec, placement: &Placement, ctl_live: &dyn Live) -> Result<SideReport> {
         let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
         let nic_queues = xsks.len() as u32;
-        let ctl_live = ServerLive::start(ctl)?;
-        control::write_msg(ctl, &ControlMsg::Ready)?;
         let counters = Arc::new(QueueCounters::new(spec.queues as usize));
         let stop = Arc::new(AtomicBool::new(false));
         let fins: Arc<Vec<AtomicBool>> = Arc::new(flows.iter().map(|_| AtomicBool::new(false)).collect());
@@ -293,23 +360,31 @@ impl XdpReception {
             Ok(xrecv::run(queues, &flows, &worker_counters, &worker_cfg))
         })?;
         let t0 = Instant::now();
-        let src =
-            SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface: Some(&ifname), udp: &live };
-        let finished = || ended() || ctl_live.stopped().is_some();
-        let window =
-            sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| ctl_live.interval(Role::Receiver, iv));
-        // Datagrams are never retransmitted: nothing arrives long after the sender's end.
-        let hard_end = t0 + spec.total() + RECEIVE_GRACE;
-        // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
-        while !ended() && ctl_live.stopped().is_none() && Instant::now() < hard_end {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&ifname), udp: &live };
         // Detach first, then let the threads empty their rings: the program's `redirected`
         // then equals what the threads read plus what the sockets dropped, exactly.
-        program.detach();
-        stop.store(true, Ordering::Relaxed);
-        let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-        let results = threads.join()?;
+        let mut release = || {
+            program.detach();
+            stop.store(true, Ordering::Relaxed);
+        };
+        // Datagrams are never retransmitted: nothing arrives long after the sender's end.
+        // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
+        let ending = Ending::Receive {
+            until: t0 + spec.total() + RECEIVE_GRACE,
+            ended: &ended,
+            stop_cuts: true,
+            release: &mut release,
+        };
+        let run = run_side(
+            threads,
+            &placement.threads,
+            src,
+            (t0, spec.sample_offsets()),
+            &|| ctl_live.stopped().is_some(),
+            &mut |iv| ctl_live.interval(Role::Receiver, iv),
+            ending,
+        )?;
+        let (window, results, plans) = (run.window, run.results, run.plans);
         let steer: Vec<SteerCounters> = program.counters(nic_queues)?;
         let (mode, program_note) = (program.mode, program.note.clone());
         drop(program);

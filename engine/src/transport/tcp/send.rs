@@ -4,7 +4,7 @@
 //! never need it back, and zero-copy sends only read it, so nothing is ever rewritten while
 //! the kernel holds it and the buffer stays hot in cache.
 
-use crate::base::error::{Error, Result};
+use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::pace::Pacer;
 use crate::transport::{errno_text, FlowOutcome};
@@ -323,9 +323,4 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
         s.reap(counters);
     }
     Ok(s.finish())
-}
-
-/// Error for a sending thread that could not start.
-pub fn worker_panicked() -> Error {
-    Error::io("a sending queue thread", std::io::Error::other("thread panicked"))
 }

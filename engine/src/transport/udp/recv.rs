@@ -724,6 +724,7 @@ mod tests {
             max_datagrams: count,
             drain_limit: Duration::from_secs(1),
             fin: Some(if answer_fin { FinConfig::iperf2() } else { FinConfig::default() }),
+            refused: None,
         };
         let t0 = Instant::now();
         let sent = udp_send::run(vec![UdpSendFlow { socket: tx, queue: 0 }], &QueueCounters::new(1), &scfg)
@@ -857,6 +858,7 @@ mod tests {
             max_datagrams: count,
             drain_limit: Duration::from_secs(1),
             fin: Some(FinConfig::iperf2()),
+            refused: None,
         };
         let sent = udp_send::run(vec![UdpSendFlow { socket: tx, queue: 0 }], &QueueCounters::new(1), &cfg).unwrap();
         let text = finish(server);

@@ -31,7 +31,7 @@ use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,8 @@ pub struct UdpSendConfig {
     pub drain_limit: Duration,
     /// Send FINs at the end ([`send_fins`]); `None` leaves it to the caller.
     pub fin: Option<FinConfig>,
+    /// Counts refused sends as they happen, for a caller that stops when the peer has gone.
+    pub refused: Option<Arc<AtomicU64>>,
 }
 
 /// Which path carried the datagrams.
@@ -497,6 +499,9 @@ impl<'a> Sender<'a> {
         } else if transient || gso_refused {
             if errno == libc::ECONNREFUSED {
                 flow.out.refused += 1;
+                if let Some(r) = &cfg.refused {
+                    r.fetch_add(1, Ordering::Relaxed);
+                }
             }
             if gso_refused {
                 self.gso = false;
@@ -672,11 +677,6 @@ fn collect_reports(targets: &[(&UdpSocket, u64)], out: &mut [FinOutcome], buf: &
     }
 }
 
-/// Error for a UDP sending thread that panicked.
-pub fn worker_panicked() -> Error {
-    Error::io("a UDP sending queue thread", std::io::Error::other("thread panicked"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -704,6 +704,7 @@ mod tests {
             max_datagrams: 0,
             drain_limit: Duration::from_millis(10),
             fin: None,
+            refused: None,
         };
         let err = run(Vec::new(), &QueueCounters::new(1), &cfg).expect_err("10 bytes cannot hold the header");
         assert_eq!(err.kind, crate::base::error::ErrorKind::Usage);
@@ -731,6 +732,7 @@ mod tests {
             max_datagrams: 50,
             drain_limit: Duration::from_millis(200),
             fin: Some(FinConfig { copies: 2, interval: Duration::from_millis(1), await_report: Duration::ZERO }),
+            refused: None,
         };
         let result = run(vec![UdpSendFlow { socket, queue: 0 }], &QueueCounters::new(1), &cfg).expect("runs");
         let flow = &result.flows[0];
