@@ -46,7 +46,7 @@ pub const RECV_LOWAT: u32 = 128 * 1024;
 
 /// The low-water mark for a test: at most 1 ms of a paced flow's data, so that interval
 /// figures of slow flows stay smooth; none below 4 KiB.
-fn recv_lowat(spec: &TestSpec) -> Option<u32> {
+pub(crate) fn recv_lowat(spec: &TestSpec) -> Option<u32> {
     if spec.rate_bps == 0 {
         return Some(RECV_LOWAT);
     }
@@ -86,7 +86,12 @@ fn sampler_sockets<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<V
 
 /// Decides whether SEND_ZC is used, and why; warns when the memlock limit will not let the
 /// payload buffer be registered (the send then uses unregistered memory, and says so).
-fn decide_zerocopy(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len: u32) -> Result<(bool, String)> {
+pub(crate) fn decide_zerocopy(
+    mode: ZeroCopyMode,
+    caps: &KernelCaps,
+    path: &PathProbe,
+    len: u32,
+) -> Result<(bool, String)> {
     let (used, mut reason) = zerocopy_choice(mode, caps, path, len)?;
     if used && !caps.memlock_allows(u64::from(len)) {
         let limit = caps.memlock_limit.unwrap_or(0);
