@@ -236,7 +236,20 @@ pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
         _ => Error::io(format!("binding {what} {}", SocketAddr::new(opts.bind, port)), e),
     }
     };
-    let tcp = TcpListener::bind(SocketAddr::new(opts.bind, opts.port)).map_err(|e| in_use("TCP", opts.port, e))?;
+    // A backlog as deep as `recv`'s: a flood of connections waits in it rather than in
+    // SYN-ACK retries.
+    let listen = |addr: SocketAddr| -> io::Result<TcpListener> {
+        let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM.cloexec(), None)?;
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            // "::" serves IPv4 peers too (as v4-mapped addresses).
+            let _ = socket.set_only_v6(false);
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        Ok(socket.into())
+    };
+    let tcp = listen(SocketAddr::new(opts.bind, opts.port)).map_err(|e| in_use("TCP", opts.port, e))?;
     let port = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?.port();
     let addr = SocketAddr::new(opts.bind, port);
     let udp = sockopt::socket_for(&addr, libc::SOCK_DGRAM)
@@ -790,7 +803,7 @@ impl Serving {
                 Err(_) => continue,
             };
             let ip = peer.ip().to_canonical();
-            if self.pending.len() as u32 >= caps.pending {
+            if self.pending.len() as u32 >= caps.pending && !self.make_room(ip) {
                 self.drop_logged(peer, format!("{} connections are still sending their header", caps.pending));
             } else if !self.pending_by_source.try_take(ip, caps.pending_per_source) {
                 let n = caps.pending_per_source;
@@ -802,6 +815,25 @@ impl Serving {
                 self.pending.push(Pending { stream, peer, accepted: Instant::now(), buf: Vec::new(), word: None });
             }
         }
+    }
+
+    /// All header slots are taken: closes the oldest connection of the address holding the
+    /// most, when it holds more than `ip` would, so that a few addresses filling every slot
+    /// cannot lock the others out. Returns whether a slot came free.
+    fn make_room(&mut self, ip: IpAddr) -> bool {
+        let held = |p: &Pending| self.pending_by_source.held(p.peer.ip().to_canonical());
+        let Some(heaviest) = self.pending.iter().max_by_key(|p| held(p)).map(|p| p.peer.ip().to_canonical()) else {
+            return false;
+        };
+        if self.pending_by_source.held(heaviest) <= self.pending_by_source.held(ip) + 1 {
+            return false;
+        }
+        // The list is in accept order: the first of that address is its oldest.
+        let Some(i) = self.pending.iter().position(|p| p.peer.ip().to_canonical() == heaviest) else { return false };
+        let old = self.pending.remove(i);
+        self.pending_by_source.give_back(heaviest);
+        self.drop_logged(old.peer, "closed to make room for another address's connection".into());
+        true
     }
 
     /// Reads the pending connections `ready` marks, drops those past the deadline, and starts
