@@ -1182,3 +1182,198 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
     }
     Ok(ok)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
+    use crate::uring::ring::WakeBatch;
+    use crate::wire::iperf2::{HEADER_EXTEND, HEADER_LEN_BIT, HEADER_VERSION2};
+
+    #[test]
+    fn caps_follow_the_open_file_limit() {
+        let small = Caps::for_limit(64, 256);
+        assert_eq!(small, Caps { pending: 12, pending_per_source: 6, flows: 18, udp_sessions: 18 });
+        let big = Caps::for_limit(1 << 20, 256);
+        assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
+        assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
+    }
+
+    #[test]
+    fn refusal_names_the_mode() {
+        assert!(sending_mode(true, false, false, false).contains("-R"));
+        assert!(sending_mode(false, true, false, false).contains("--full-duplex"));
+        assert!(sending_mode(false, false, true, true).contains("-d"));
+        assert!(sending_mode(false, false, true, false).contains("-r"));
+        assert!(refusal("--full-duplex").contains("only receives"));
+    }
+
+    #[test]
+    fn udp_listener_binds_exclusively_or_shared() {
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let fd = || sockopt::socket_for(&addr, libc::SOCK_DGRAM).unwrap();
+        let s = udp_listener(fd(), addr, true).expect("bind v4");
+        let addr = s.local_addr().unwrap();
+        assert!(udp_listener(fd(), addr, true).is_err(), "an exclusive bind on a taken port fails");
+        let shared = udp_listener(fd(), addr, false).expect("a reuse bind next to ours succeeds");
+        assert_eq!(shared.local_addr().unwrap(), addr);
+        shared.connect("127.0.0.1:9".parse::<SocketAddr>().unwrap()).unwrap();
+        disconnect(&shared).expect("back to listening for everyone");
+        assert!(shared.peer_addr().is_err(), "no peer after the disconnect");
+    }
+
+    fn collect_events() -> (Iperf2EventSink, Arc<Mutex<Vec<Iperf2Event>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink_seen = Arc::clone(&seen);
+        (Arc::new(move |e| sink_seen.lock().unwrap().push(e)), seen)
+    }
+
+    fn loopback_opts() -> Iperf2RecvOptions {
+        Iperf2RecvOptions {
+            bind: "127.0.0.1".parse().unwrap(),
+            port: 0,
+            cpus: None,
+            busy_poll: BusyPoll::Off,
+            once: true,
+            max_time: Duration::from_secs(20),
+            max_flows: 16,
+            shutdown: None,
+        }
+    }
+
+    /// A 2.1.8-style TCP client header (plain `iperf -c`, or with upper flags).
+    fn tcp_header(flags: u32, threads: i32, upper: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 60];
+        h[0..4].copy_from_slice(&flags.to_be_bytes());
+        h[4..8].copy_from_slice(&threads.to_be_bytes());
+        h[20..24].copy_from_slice(&(-100i32).to_be_bytes());
+        h[32..34].copy_from_slice(&upper.to_be_bytes());
+        h[36..40].copy_from_slice(&IPERF_2_1_8_VERSION.0.to_be_bytes());
+        h[40..44].copy_from_slice(&IPERF_2_1_8_VERSION.1.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn tcp_clients_counted_and_refused_on_loopback() {
+        let listeners = bind_receiver(&loopback_opts()).expect("bind on loopback");
+        let addr = listeners.tcp_addr().unwrap();
+        let (sink, seen) = collect_events();
+        let server = std::thread::spawn(move || serve(loopback_opts(), listeners, sink));
+
+        // A reverse (-R) client is refused and its connection closed.
+        let mut rev = TcpStream::connect(addr).unwrap();
+        rev.write_all(&tcp_header(0x4401_0078, 1, iperf2::upper::REVERSE)).unwrap();
+        rev.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(matches!(rev.read(&mut [0u8; 16]), Ok(0) | Err(_)), "refused connection is closed");
+
+        // Two flows of a -P 2 test: header + data, then half-close; one test, all bytes. The
+        // first flow's header comes a byte at a time (read as it arrives, on no thread of
+        // its own), and it ends before the second one connects: the second still joins.
+        let mut flows = Vec::new();
+        for n in 0..2u64 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let header = tcp_header(HEADER_EXTEND | HEADER_LEN_BIT | (60 << 1), 2, 0);
+            if n == 0 {
+                for b in &header {
+                    s.write_all(&[*b]).unwrap();
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            } else {
+                s.write_all(&header).unwrap();
+            }
+            let chunk = vec![b'0'; 64 * 1024];
+            for _ in 0..(16 + n) {
+                s.write_all(&chunk).unwrap();
+            }
+            s.shutdown(Shutdown::Write).unwrap();
+            if n == 0 {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            flows.push(s);
+        }
+        let ok = server.join().unwrap().expect("serve returns after one test");
+        let events = seen.lock().unwrap();
+        assert!(ok, "the test was complete: {events:?}");
+        let refused = events.iter().any(|e| matches!(e, Iperf2Event::Refused { reason, .. } if reason.contains("-R")));
+        assert!(refused, "the -R client was refused with a reason: {events:?}");
+        let done: Vec<&Iperf2TestSummary> =
+            events.iter().filter_map(|e| if let Iperf2Event::TestDone(s) = e { Some(s) } else { None }).collect();
+        assert_eq!(done.len(), 1, "one test for both flows: {events:?}");
+        let t = done[0];
+        assert_eq!((t.flows, t.expected_flows), (2, 2));
+        assert_eq!(t.bytes, 2 * 60 + (16 + 17) * 64 * 1024, "header bytes and data, every byte");
+        assert_eq!(t.client_version.as_deref(), Some("2.1.8"));
+        drop(flows);
+    }
+
+    #[test]
+    fn udp_client_gets_our_report_on_loopback() {
+        let listeners = bind_receiver(&loopback_opts()).expect("bind on loopback");
+        let addr = listeners.udp.local_addr().unwrap();
+        let (sink, seen) = collect_events();
+        let server = std::thread::spawn(move || serve(loopback_opts(), listeners, sink));
+        // Our own sender plays the iperf2 client: 2000 datagrams, FINs until the report.
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(addr).unwrap();
+        let cfg = UdpSendConfig {
+            wait: WaitMode::Sleep,
+            batch: WakeBatch { want: 1, max_delay_us: 0 },
+            len: 1470,
+            gso: true,
+            inflight: 4,
+            deadline: Instant::now() + Duration::from_secs(10),
+            halt: None,
+            rate_bps: 200_000_000,
+            max_datagrams: 2000,
+            drain_limit: Duration::from_secs(1),
+            fin: Some(FinConfig::iperf2()),
+        };
+        let sent = udp_send::run(vec![UdpSendFlow { socket: tx, queue: 0 }], &QueueCounters::new(1), &cfg).unwrap();
+        let ok = server.join().unwrap().expect("serve returns after one test");
+        let report = sent.flows[0].report.expect("our receiver answered the FIN");
+        let events = seen.lock().unwrap();
+        let done = events
+            .iter()
+            .find_map(|e| if let Iperf2Event::TestDone(s) = e { Some(s.clone()) } else { None })
+            .expect("a finished test");
+        assert!(ok, "complete: {done:?}");
+        let stats = done.udp.expect("UDP figures");
+        assert_eq!(stats.expected, 2000, "FIN told how many were sent");
+        assert_eq!(report.datagrams, stats.expected, "the report carries our total");
+        assert_eq!(report.lost, stats.lost, "and our loss");
+        assert_eq!(report.bytes, done.bytes);
+        assert_eq!(stats.received + stats.lost, 2000);
+    }
+
+    #[test]
+    fn udp_reverse_client_is_ignored() {
+        let mut opts = loopback_opts();
+        opts.once = false;
+        let shutdown = Arc::new(AtomicBool::new(false));
+        opts.shutdown = Some(Arc::clone(&shutdown));
+        let listeners = bind_receiver(&opts).expect("bind on loopback");
+        let addr = listeners.udp.local_addr().unwrap();
+        let (sink, seen) = collect_events();
+        let server = std::thread::spawn(move || serve(opts, listeners, sink));
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(addr).unwrap();
+        let mut d = vec![0u8; 200];
+        d[0..4].copy_from_slice(&1u32.to_be_bytes());
+        d[16..20].copy_from_slice(&(0x4C01_0098 | HEADER_VERSION2).to_be_bytes());
+        d[48..50].copy_from_slice(&iperf2::upper::REVERSE.to_be_bytes());
+        for _ in 0..20 {
+            tx.send(&d).unwrap();
+        }
+        let refused = |e: &Iperf2Event| matches!(e, Iperf2Event::Refused { proto: Proto::Udp, .. });
+        let until = Instant::now() + Duration::from_secs(3);
+        while !seen.lock().unwrap().iter().any(refused) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let events = seen.lock().unwrap().clone();
+        assert_eq!(events.iter().filter(|e| refused(e)).count(), 1, "logged once for 20 datagrams: {events:?}");
+        assert!(!events.iter().any(|e| matches!(e, Iperf2Event::TestDone(_))), "no test is served for it");
+        shutdown.store(true, Ordering::Relaxed);
+        assert!(server.join().unwrap().expect("serving ends when asked"));
+    }
+}
