@@ -3,15 +3,16 @@
 //! [`uringbench::compat::iperf2`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
-use super::{busy, port_or_default, Format, ProtoArg, RecvArgs, SendArgs};
+use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
 use std::io::Write;
 use std::sync::Arc;
-use uringbench::base::spec::Proto;
+use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::format_bits_per_second;
 use uringbench::compat::iperf2::{
-    bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2SendOptions,
-    Iperf2TestSummary,
+    bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary,
 };
+use uringbench::session::sender::SendOptions;
 use uringbench::uring::fastpath::FastPaths;
 use uringbench::Error;
 
@@ -29,23 +30,30 @@ pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
-    let opts = Iperf2SendOptions {
-        target: args.target.clone(),
-        port: port_or_default(args.port, true),
+    let mut spec = TestSpec {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
+        workload: Workload::Stream,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
-        time: args.window.time,
         len: len as u32,
         rate_bps: args.rate,
-        depth: args.depth,
         zerocopy: crate::zerocopy_mode(args.zerocopy),
+        depth: args.depth,
         gso: !args.no_gso,
-        interval: args.window.interval,
+        ..TestSpec::default()
+    };
+    args.window.apply(&mut spec);
+    let (_, local) = tuning_of(&args.tuning)?;
+    let opts = SendOptions {
+        target: args.target.clone(),
+        port: port_or_default(args.port, true),
+        spec,
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
         busy_poll: busy(args.busy_poll),
         fast,
+        local,
     };
+    uringbench::sys::interrupt::install();
     let report = run_send(&opts)?;
     let mut out = std::io::stdout().lock();
     match format {
@@ -83,15 +91,28 @@ pub fn recv(args: &RecvArgs, fast: FastPaths) -> Result<u8, Error> {
     let listeners = bind_receiver(&opts)?;
     let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
         let line = match event {
-            Iperf2Event::Listening { tcp, udp } => format!(
-                "uringbench recv --iperf2: listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`)"
+            Iperf2Event::Listening { tcp, udp, caps } => format!(
+                "uringbench recv --iperf2: listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`); \
+                 limits: {} connections sending their header ({} per address), {} flows, {} UDP sessions",
+                caps.pending, caps.pending_per_source, caps.flows, caps.udp_sessions
             ),
             Iperf2Event::TestDone(summary) => test_line(&summary),
             Iperf2Event::Refused { proto, peer, reason } => {
-                format!("refused iperf2 {} test from {peer}: {reason}", proto_name(proto))
+                format!("refused iperf2 {} test from {peer}: {}", proto_name(proto), peer_text(&reason))
             }
-            Iperf2Event::Dropped { peer, reason } => format!("dropped connection from {peer}: {reason}"),
+            Iperf2Event::Dropped { peer, reason } => {
+                format!("dropped connection from {peer}: {}", peer_text(&reason))
+            }
+            Iperf2Event::More { peer, count, seconds } => format!(
+                "... and {count} more from {} in the last {seconds:.0} s",
+                peer.map_or("other addresses".to_string(), |p| p.to_string())
+            ),
+            Iperf2Event::Paused { proto, reason } => {
+                format!("uringbench recv --iperf2: {} paused: {reason}", proto_name(proto))
+            }
         };
+        // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
+        let line = escape_controls(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
@@ -141,10 +162,10 @@ fn test_line(s: &Iperf2TestSummary) -> String {
         }
     }
     if !s.errors.is_empty() {
-        line += &format!(", incomplete: {}", s.errors.join("; "));
+        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
     }
     if !s.notes.is_empty() {
-        line += &format!(" (note: {})", s.notes.join("; "));
+        line += &format!(" (note: {})", peer_text(&s.notes.join("; ")));
     }
     line
 }

@@ -163,8 +163,11 @@ fn tcp_to_iperf_server(pair_name: &str, queues: &str) {
     let n: usize = queues.parse().unwrap();
     let ours = u64_at(&doc, "/sum/sender/total_bytes");
     let our_bps = f64_at(&doc, "/sum/sender/bits_per_second");
+    assert_eq!(doc["peer"], "iperf2", "the native document, marked as against iperf2");
+    assert!(doc["receiver"].is_null(), "iperf -s reports nothing back over TCP: no receiver side");
+    // One flow per queue (`-P N`): queue N's whole-test bytes are connection N's.
     let mut our_flows: Vec<u64> =
-        doc["flows"].as_array().expect("flows[]").iter().map(|f| u64_at(f, "/sender/bytes") - 4).collect();
+        doc["queues"].as_array().expect("queues[]").iter().map(|q| u64_at(q, "/sender/total_bytes") - 4).collect();
     let theirs = iperf_csv(&printed);
     assert_eq!(theirs.len(), n, "iperf -s prints one line per connection:\n{printed}");
     let mut their_flows: Vec<u64> = theirs.iter().map(|t| t.0).collect();
@@ -214,7 +217,10 @@ fn udp_to_iperf_server(pair_name: &str, extra: &[&str]) {
     let sent = u64_at(&doc, "/sum/sender/datagrams");
     let sent_bytes = u64_at(&doc, "/sum/sender/total_bytes");
     let reported_lost = u64_at(&doc, "/sum/receiver/lost");
-    let reported_total = u64_at(&doc, "/sum/receiver/datagrams");
+    // The native keys: `expected` is iperf2's total (its highest sequence number), `datagrams`
+    // what arrived of it.
+    let reported_total = u64_at(&doc, "/sum/receiver/expected");
+    let reported_received = u64_at(&doc, "/sum/receiver/datagrams");
     let reported_bytes = u64_at(&doc, "/sum/receiver/bytes");
     // iperf -s -u -y C: ...,bytes,bits/s,jitter ms,lost,total,loss %,out-of-order
     let line = printed
@@ -237,6 +243,9 @@ fn udp_to_iperf_server(pair_name: &str, extra: &[&str]) {
     assert!(within(their_bytes as f64, (sent_bytes - their_lost * 1470) as f64, 0.01), "bytes within 1%");
     assert_eq!(reported_lost, their_lost, "the report we print carries iperf2's lost count");
     assert_eq!((reported_total, reported_bytes), (their_total, their_bytes), "and its totals");
+    assert_eq!(reported_received, their_total - their_lost, "received: iperf2's total less its lost");
+    assert_eq!(doc["peer"], "iperf2");
+    assert_eq!(doc["receiver"]["placement"], "iperf2 server", "the receiver side is iperf2's report");
     if extra.contains(&"--no-gso") {
         assert!(path.contains("one send per datagram"), "per-datagram path ran: {path}");
     } else {

@@ -395,11 +395,17 @@ pub struct UdpClientHeader {
     pub peer_version: Option<(u32, u32)>,
     /// `-b` rate (bits/s; iperf2 sends its 1 Mbit/s default when unset).
     pub rate_bps: u64,
+    /// `-P`: the client's flows (client ports) of this test; 1 when the header says nothing.
+    pub threads: u32,
+    /// `-t`, when the test is timed (`client_hdr_v1.mAmount` negative, in 10 ms units).
+    pub time: Option<Duration>,
 }
 
 /// Offsets inside `client_udp_testhdr` (after the 16-byte `UDP_datagram`).
 mod udp_off {
     pub const FLAGS: usize = 16;
+    pub const NUM_THREADS: usize = 20;
+    pub const AMOUNT: usize = 36;
     pub const UPPER_FLAGS: usize = 48;
     pub const VERSION_U: usize = 52;
     pub const VERSION_L: usize = 56;
@@ -417,6 +423,10 @@ impl UdpClientHeader {
         let version2 = headed && flags & HEADER_VERSION2 != 0;
         let upper_flags = if extend || version2 { be16(datagram, udp_off::UPPER_FLAGS).unwrap_or(0) } else { 0 };
         let stateless = extend && flags & HEADER_UDPTESTS != 0;
+        // client_hdr_v1 (threads, amount) is there with VERSION1 or EXTEND.
+        let v1 = !small && flags & (HEADER_VERSION1 | HEADER_EXTEND) != 0;
+        let threads = be32(datagram, udp_off::NUM_THREADS).filter(|_| v1).map_or(0, |t| t as i32);
+        let amount = be32(datagram, udp_off::AMOUNT).filter(|_| v1).map_or(0, |a| a as i32);
         Some(UdpClientHeader {
             flags,
             upper_flags,
@@ -438,6 +448,8 @@ impl UdpClientHeader {
             } else {
                 0
             },
+            threads: u32::try_from(threads).unwrap_or(1).max(1),
+            time: (amount < 0).then(|| Duration::from_millis(u64::from(amount.unsigned_abs()) * 10)),
         })
     }
 
@@ -737,6 +749,14 @@ mod tests {
         assert!(!h.receiver_must_send() && !h.no_udp_fin && !h.trip_times, "a plain -u test asks nothing more");
         assert_eq!(h.peer_version, Some(IPERF_2_1_8_VERSION));
         assert_eq!(h.rate_bps, 1_048_576);
+        assert_eq!((h.threads, h.time), (1, Some(Duration::from_secs(1))), "-t 1: amount -100");
+        // `iperf -c -u -P 4 -t 2`: 4 threads, amount -200; a nonsense thread count reads as one.
+        put32(&mut d, 20, 4);
+        put32(&mut d, 36, (-200i32) as u32);
+        let h = UdpClientHeader::parse(&d).unwrap();
+        assert_eq!((h.threads, h.time), (4, Some(Duration::from_secs(2))));
+        put32(&mut d, 20, (-5i32) as u32);
+        assert_eq!(UdpClientHeader::parse(&d).unwrap().threads, 1);
 
         put32(&mut d, 16, 0x4C01_0098 | HEADER_UDPTESTS);
         d[48..50].copy_from_slice(&(upper::REVERSE | upper::NOUDPFIN).to_be_bytes());
@@ -750,6 +770,7 @@ mod tests {
         };
         let h = UdpClientHeader::parse(&ours).unwrap();
         assert!(h.seq64 && h.peer_version.is_none() && !h.receiver_must_send(), "our header asks for nothing");
+        assert_eq!((h.threads, h.time), (1, None), "one flow, no time");
         assert_eq!(UdpClientHeader::parse(&[0u8; 19]), None);
     }
 

@@ -50,7 +50,7 @@ pub const RECV_LOWAT: u32 = 128 * 1024;
 
 /// The low-water mark for a test: at most 1 ms of a paced flow's data, so that interval
 /// figures of slow flows stay smooth; none below 4 KiB.
-fn recv_lowat(spec: &TestSpec) -> Option<u32> {
+pub(crate) fn recv_lowat(spec: &TestSpec) -> Option<u32> {
     if spec.rate_bps == 0 {
         return Some(RECV_LOWAT);
     }

@@ -1,0 +1,383 @@
+//! `send --iperf2`: our sender against an unmodified `iperf -s` (TCP) or `iperf -s -u` (UDP),
+//! reported as an ordinary [`StreamReport`] whose receiver figures are iperf2's own.
+//!
+//! - **TCP**: N plain connections, no control channel, sent by the stream workload's own
+//!   sending half. The payload byte ('0') has none of iperf2's header flags in its first word
+//!   ([`crate::wire::iperf2::is_plain_tcp_first_word`]), so `iperf -s` takes every byte as
+//!   data and counts to EOF. The receiver's figures stay in iperf2's output: the report has
+//!   no receiver side, and says what `iperf -s` will print ([`Iperf2Report::iperf2_counts_bytes`]).
+//! - **UDP**: the io_uring UDP loop writes iperf2's datagram header, then the end-of-test FIN
+//!   exchange ([`FinConfig::iperf2`]) asks the server for its report (bytes, lost/total,
+//!   out-of-order, jitter), which becomes the receiver side. No report in time is an error.
+//!
+//! There is no warm-up or cool-down (iperf2 has none): the window is the whole `-t`.
+
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Proto, TestSpec};
+use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
+use crate::metrics::measure::{sample_window, QueueCounters, SampleSources, Window};
+use crate::runtime::placement::{plan, resolve_cpus, Placement};
+use crate::runtime::threads::{deal_by_queue, QueueThreads};
+use crate::session::driver::StreamHalves;
+use crate::session::live::Live;
+use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::sys::netpath::PathProbe;
+use crate::sys::probe::KernelCaps;
+use crate::sys::sockopt;
+use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
+use crate::transport::FlowOutcome;
+use crate::uring::ring::WakeBatch;
+use crate::wire::iperf2::IPERF2_PORT;
+use crate::wire::udp_payload;
+use crate::workload::stream::TcpHalves;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a connect to the iperf2 server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A test against an iperf2 server: the native report, plus what only iperf2 mode knows.
+#[derive(Debug, Clone)]
+pub struct Iperf2Report {
+    pub stream: StreamReport,
+    /// UDP: FIN datagrams sent over all flows.
+    pub fins: u32,
+    pub notes: Vec<String>,
+}
+
+impl Iperf2Report {
+    /// TCP: what `iperf -s` 2.1.8 prints as its byte count. Its listener reads the first word
+    /// of every connection to classify it, and for a plain-data stream leaves those 4 bytes
+    /// out of its count (checked: 1 000 000 bytes written to EOF print as 999 996).
+    pub fn iperf2_counts_bytes(&self) -> Option<u64> {
+        let s = &self.stream;
+        (s.spec.proto == Proto::Tcp).then(|| {
+            s.sender.total_bytes().saturating_sub(4 * u64::from(s.sender.queues.iter().map(|q| q.flows).sum::<u32>()))
+        })
+    }
+
+    /// TCP has no receiver side of ours: the sender's completeness is the test's.
+    pub fn complete(&self) -> bool {
+        let s = &self.stream;
+        match s.spec.proto {
+            Proto::Tcp => s.error.is_none() && s.sender.complete,
+            Proto::Udp => s.complete(),
+        }
+    }
+
+    /// The first problem, as one line.
+    pub fn first_error(&self) -> Option<String> {
+        let s = &self.stream;
+        s.error
+            .clone()
+            .or_else(|| s.sender.errors.first().cloned())
+            .or_else(|| s.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
+    }
+}
+
+/// The sender's intervals, kept; a signal stops the test.
+#[derive(Default)]
+struct Intervals(Mutex<Vec<IntervalFigures>>);
+
+impl Live for Intervals {
+    fn stopped(&self) -> Option<String> {
+        crate::sys::interrupt::signal_name().map(|s| format!("{s} on the sender"))
+    }
+    fn interval(&self, _role: Role, interval: IntervalFigures) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(interval);
+    }
+}
+
+/// Runs our sender against an unmodified iperf2 server at `opts.target` (the spec's
+/// warm-up and cool-down are not used). Errors before data flows (refused, unreachable, bad
+/// options) come back as `Err`; afterwards problems are in the report.
+pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
+    let mut spec = opts.spec.clone();
+    (spec.warmup_ms, spec.cooldown_ms) = (0, 0);
+    if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 || spec.len == 0 {
+        return Err(Error::usage("--queues, --flows-per-queue, --depth and --len must be at least 1"));
+    }
+    if spec.time_ms == 0 {
+        return Err(Error::usage("--time must be longer than 0"));
+    }
+    let udp_lens = udp_payload::HEADER_LEN as u32..=udp_send::MAX_DATAGRAM;
+    if spec.proto == Proto::Udp && !udp_lens.contains(&spec.len) {
+        return Err(Error::usage(format!(
+            "UDP datagram length {} is outside {}..={} bytes (iperf2's header takes {})",
+            spec.len,
+            udp_lens.start(),
+            udp_lens.end(),
+            udp_lens.start()
+        )));
+    }
+    let caps = KernelCaps::detect()?;
+    caps.require_tcp_stream()?;
+    let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
+    let target = resolve(&opts.target, opts.port, opts.local.family)?;
+    let path = PathProbe::to(target.ip(), spec.flows());
+    let live = Intervals::default();
+    let (mut sender, receiver, error, fins, notes) = match spec.proto {
+        Proto::Tcp => {
+            let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
+            let flows = (0..spec.flows()).map(|i| Ok((i, connect_tcp(target, &opts.local)?))).collect::<Result<_>>()?;
+            let halves = TcpHalves {
+                spec: &spec,
+                placement: &placement,
+                caps: &caps,
+                zc,
+                iface: path.interface().map(str::to_string),
+            };
+            let mut sender = halves.send(flows, Instant::now(), &live)?;
+            sender.path.push_str("; plain data (iperf2 payload '0', no test header), half-close at the end");
+            (sender, None, None, 0, Vec::new())
+        }
+        Proto::Udp => {
+            let (sender, sent) = send_udp(&spec, opts, target, &placement, path.interface(), &live)?;
+            let missing = sent.iter().filter(|f| f.report.is_none()).count();
+            let refused = sent.iter().map(|f| f.refused).sum();
+            let error = (missing > 0).then(|| no_report(target, missing, sent.len(), refused));
+            let notes = (spec.len > 1470).then(|| {
+                format!(
+                    "datagrams of {} bytes: start the server with `iperf -s -u -l {}` or it truncates them to 1470",
+                    spec.len, spec.len
+                )
+            });
+            let fins = sent.iter().map(|f| f.fins).sum();
+            (sender, server_side(&spec, &sent), error, fins, notes.into_iter().collect())
+        }
+    };
+    sender.intervals = std::mem::take(&mut *live.0.lock().unwrap_or_else(|p| p.into_inner()));
+    let host = sender.host.as_ref();
+    let facts = PathFacts {
+        egress_interface: path.interface().map(str::to_string),
+        limits: path.limits.clone(),
+        interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
+        softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
+    };
+    let mut stream = StreamReport {
+        spec,
+        target: target.to_string(),
+        sender,
+        receiver,
+        error,
+        path: facts,
+        reverse: None,
+        interrupted: None,
+    };
+    stream.mark_interrupted(live.stopped());
+    Ok(Iperf2Report { stream, fins, notes })
+}
+
+/// The UDP sending half: the stream workload's UDP loop with iperf2's FIN exchange, which
+/// returns each flow's server report.
+fn send_udp(
+    spec: &TestSpec,
+    opts: &SendOptions,
+    target: SocketAddr,
+    placement: &Placement,
+    iface: Option<&str>,
+    live: &Intervals,
+) -> Result<(SideReport, Vec<UdpFlowSent>)> {
+    let any: IpAddr = if target.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+    let local = SocketAddr::new(opts.local.bind.unwrap_or(any), 0);
+    let mut items = Vec::new();
+    for flow in 0..spec.flows() {
+        let socket = UdpSocket::bind(local).map_err(|e| Error::io("binding a UDP flow socket", e))?;
+        socket.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
+        let queue = spec.queue_of_flow(flow);
+        items.push((queue, UdpSendFlow { socket, queue }));
+    }
+    let halt = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
+    let inflight = if spec.gso { 8 } else { 32 };
+    let t0 = Instant::now();
+    let inputs: Vec<_> = deal_by_queue(&placement.threads, items)
+        .into_iter()
+        .map(|flows| {
+            let cfg = UdpSendConfig {
+                wait: placement.wait,
+                ring: placement.fast.ring(),
+                batch: WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 },
+                len: spec.len,
+                gso: spec.gso,
+                inflight,
+                deadline: t0 + spec.total(),
+                halt: Some(Arc::clone(&halt)),
+                rate_bps: spec.rate_bps * flows.len() as u64 / u64::from(spec.flows()),
+                max_datagrams: 0,
+                drain_limit: Duration::from_secs(5),
+                fin: Some(FinConfig::iperf2()),
+                refused: None,
+            };
+            (flows, cfg)
+        })
+        .collect();
+    let worker_counters = Arc::clone(&counters);
+    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
+        udp_send::run(flows, &worker_counters, &cfg)
+    })?;
+    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
+    let finished = || threads.all_finished() || live.stopped().is_some();
+    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
+    if live.stopped().is_some() {
+        halt.store(true, Ordering::Relaxed);
+    }
+    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
+    let results = threads.join()?;
+    let sent: Vec<UdpFlowSent> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
+    let outcomes: Vec<FlowOutcome> =
+        sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
+    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
+    if let Some(reason) = live.stopped() {
+        sender.stopped_early(spec, &reason);
+    }
+    let mut paths: Vec<String> = Vec::new();
+    for p in results.iter().map(|r| r.path.describe()) {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    sender.placement = placement.summary.clone();
+    sender.path = format!(
+        "io_uring {} of {} B datagrams (iperf2 header, 64-bit sequence numbers), iperf2 FIN exchange at the end",
+        paths.join(" / "),
+        spec.len
+    );
+    for note in results.iter().filter_map(|r| r.note.as_ref()) {
+        sender.path.push_str(&format!("; {note}"));
+    }
+    sender.udp = Some(UdpFigures {
+        datagrams: sent.iter().map(|f| f.datagrams).sum(),
+        refused: sent.iter().map(|f| f.refused).sum(),
+        ..UdpFigures::default()
+    });
+    Ok((sender, sent))
+}
+
+/// The receiver side from iperf2's server reports: per queue the bytes it received, over the
+/// longest of its flows' durations; each flow without a report is one error. `None` when no
+/// report came back at all.
+fn server_side(spec: &TestSpec, sent: &[UdpFlowSent]) -> Option<SideReport> {
+    let reports: Vec<_> = sent.iter().filter_map(|f| f.report.as_ref().map(|r| (f.queue, r))).collect();
+    if reports.is_empty() {
+        return None;
+    }
+    let outcomes: Vec<FlowOutcome> =
+        reports.iter().map(|(queue, r)| FlowOutcome { queue: *queue, bytes: r.bytes, error: None }).collect();
+    // iperf2 measures its whole test: no window of ours, so every byte is inside it.
+    let window = Window { complete: true, ..Window::default() };
+    let mut side = SideReport::build(Role::Receiver, spec, &window, &outcomes, &[]);
+    for q in &mut side.queues {
+        q.bytes = q.total_bytes;
+    }
+    side.window_seconds = reports.iter().map(|(_, r)| r.stop.as_secs_f64()).fold(0.0, f64::max);
+    let (expected, lost) = reports.iter().fold((0, 0), |(x, l), (_, r)| (x + r.datagrams, l + r.lost));
+    side.udp = Some(UdpFigures {
+        datagrams: expected.saturating_sub(lost),
+        lost,
+        out_of_order: reports.iter().map(|(_, r)| r.out_of_order).sum(),
+        duplicates: 0,
+        expected,
+        jitter_us: reports.iter().map(|(_, r)| r.jitter_s * 1e6).sum::<f64>() / reports.len() as f64,
+        refused: 0,
+        delay_us: None,
+    });
+    side.placement = "iperf2 server".into();
+    side.path = format!("iperf2 server reports (answers to the FIN) of {} of {} flows", reports.len(), sent.len());
+    side.errors.extend((reports.len()..sent.len()).map(|_| "a flow got no iperf2 server report".to_string()));
+    side.complete = side.errors.is_empty();
+    Some(side)
+}
+
+/// Why the UDP test is incomplete when reports are missing, with what to run there.
+fn no_report(target: SocketAddr, missing: usize, flows: usize, refused: u64) -> String {
+    format!(
+        "no iperf2 server report from {target} for {missing} of {flows} flow{} within {:.1} s of the end{}: \
+         is `iperf -s -u{}` running there? (iperf 2.1.8 answers only the first UDP test of a server \
+         process: restart it between tests)",
+        if flows == 1 { "" } else { "s" },
+        FinConfig::iperf2().await_report.as_secs_f64(),
+        if refused > 0 { format!(" ({refused} sends were refused: ICMP port unreachable)") } else { String::new() },
+        port_flag(target),
+    )
+}
+
+/// ` -p PORT` when the port is not iperf2's default.
+fn port_flag(addr: SocketAddr) -> String {
+    if addr.port() == IPERF2_PORT {
+        String::new()
+    } else {
+        format!(" -p {}", addr.port())
+    }
+}
+
+/// Resolves `host:port` to the first address (of `family`, 4 or 6, when given).
+fn resolve(host: &str, port: u16, family: Option<u8>) -> Result<SocketAddr> {
+    let mut addrs =
+        (host, port).to_socket_addrs().map_err(|e| Error::usage(format!("cannot resolve target '{host}': {e}")))?;
+    addrs.find(|a| family.is_none_or(|f| (f == 4) == a.ip().to_canonical().is_ipv4())).ok_or_else(|| {
+        Error::usage(format!(
+            "target '{host}' has no address{}",
+            family.map_or(String::new(), |f| format!(" of IPv{f}"))
+        ))
+    })
+}
+
+/// Connects one TCP flow to the iperf2 server, with errors that say what to run there.
+fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd) -> Result<std::net::TcpStream> {
+    let stream = sockopt::connect_tcp(addr, local, None, CONNECT_TIMEOUT).map_err(|e| match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => Error::peer(format!(
+            "nothing listens on {addr} (connection refused): start `iperf -s{}` there",
+            port_flag(addr)
+        )),
+        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => Error::peer(format!("{addr} is unreachable: {e}")),
+        _ if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => Error::peer(format!(
+            "{addr} did not answer within {:.0} s (host down or filtered)",
+            CONNECT_TIMEOUT.as_secs_f64()
+        )),
+        _ => Error::peer(format!("cannot connect to {addr}: {e}")),
+    })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::tcp::send::PAYLOAD_FILL;
+    use crate::wire::iperf2::{classify_tcp_first_word, ServerReport, TcpClientKind};
+
+    #[test]
+    fn our_tcp_payload_is_plain_data_for_iperf2() {
+        let word = u32::from_be_bytes([PAYLOAD_FILL; 4]);
+        assert_eq!(classify_tcp_first_word(word), TcpClientKind::PlainData, "iperf -s must count our bytes");
+    }
+
+    #[test]
+    fn server_reports_become_the_receiver_side() {
+        let spec = TestSpec { proto: Proto::Udp, queues: 2, ..TestSpec::default() };
+        let report = |bytes, secs, datagrams, lost| ServerReport {
+            bytes,
+            stop: Duration::from_secs_f64(secs),
+            lost,
+            out_of_order: 1,
+            datagrams,
+            jitter_s: 0.000_010,
+            transit: None,
+        };
+        let flow = |queue, r: Option<ServerReport>| UdpFlowSent { queue, report: r, ..UdpFlowSent::default() };
+        let sent = [flow(0, Some(report(1000, 2.0, 11, 1))), flow(1, Some(report(3000, 1.5, 31, 2)))];
+        let side = server_side(&spec, &sent).expect("two reports");
+        assert!(side.complete && side.errors.is_empty());
+        assert_eq!((side.bytes(), side.total_bytes(), side.window_seconds), (4000, 4000, 2.0));
+        let u = side.udp.as_ref().unwrap();
+        assert_eq!((u.expected, u.lost, u.datagrams, u.out_of_order), (42, 3, 39, 2), "iperf2's total is expected");
+        assert!((u.jitter_us - 10.0).abs() < 1e-9);
+        let partial = server_side(&spec, &[sent[0].clone(), flow(1, None)]).unwrap();
+        assert!(!partial.complete && partial.errors.len() == 1, "a flow without a report is an error");
+        assert!(server_side(&spec, &[flow(0, None)]).is_none(), "no report at all: no receiver side");
+    }
+}

@@ -1,0 +1,23 @@
+//! iperf2 compatibility: uringbench against an unmodified iperf 2.1.8, one side at a time, so
+//! a uringbench figure can be set against the iperf2 baseline users already have without
+//! installing uringbench on both hosts. An adapter over the ordinary engine: the wire formats
+//! are in [`crate::wire::iperf2`], the loops are the stream workload's.
+//!
+//! - [`client`]: `send --iperf2`, our sender to `iperf -s [-u]`, reported as a native
+//!   [`crate::report::stream::StreamReport`] with iperf2's server report as the receiver side.
+//! - [`server`]: `recv --iperf2`, `iperf -c [-u]` clients served on one port, within limits.
+
+pub mod client;
+pub mod server;
+
+pub use client::{run_send, Iperf2Report};
+pub use server::{
+    bind_receiver, serve, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions, Iperf2TestSummary,
+};
+
+use std::net::SocketAddr;
+
+/// A peer address as users know it: IPv4 clients of a dual-stack socket without `::ffff:`.
+fn shown(peer: SocketAddr) -> SocketAddr {
+    SocketAddr::new(peer.ip().to_canonical(), peer.port())
+}
