@@ -23,9 +23,10 @@ use uringbench::report::stream::{Role, SCHEMA_VERSION};
 use uringbench::runtime::placement::BusyPoll;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
+use uringbench::session::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::sys::sockopt::LocalEnd;
 use uringbench::wire::iperf2::IPERF2_PORT;
-use uringbench::workload::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
+use uringbench::workload::receive::Workloads;
 use uringbench::workload::stream::SendOptions;
 use uringbench::Error;
 
@@ -153,7 +154,6 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             max_sessions: args.max_sessions,
             ..ServerLimits::default()
         },
-        xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)?,
         variants: args
             .variants
             .as_deref()
@@ -161,6 +161,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             .transpose()?
             .map(Arc::new),
     };
+    let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
     if cfg.variants.is_some() {
         // Before any other thread: a variant's settings are reverted on Ctrl-C or a kill.
         uringbench::sys::settings::revert_on_interrupt()?;
@@ -224,7 +225,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     });
-    let ok = server::serve(cfg, listener, events)?;
+    let ok = server::serve(cfg, Arc::new(workloads), listener, events)?;
     Ok(if ok { 0 } else { 1 })
 }
 

@@ -36,7 +36,7 @@ const KNOWN_UPWARD: &[(&str, &str, &str)] = &[
     ("session/control.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/http.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/rr.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
-    ("workload/server.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
+    ("session/server.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/stream.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/udp_stream.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),
     ("workload/xdp_stream.rs", "report::stream", "the figure types (SideReport, StreamReport, Role, HostCpu, ThreadCpu, UdpFigures, SCHEMA_VERSION) move from report/stream.rs to metrics/"),

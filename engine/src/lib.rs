@@ -17,8 +17,8 @@
 //! | [`metrics`] | counters, sampling, sequence tracking, figure types |
 //! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`] |
 //! | [`runtime`] | placement, queue threads |
-//! | [`session`] | the control channel, the live test |
-//! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, the receiver |
+//! | [`session`] | the control channel, the live test, the receiver's accept loop and limits |
+//! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, what the receiver runs |
 //! | [`compat`] | iperf2 interoperability |
 //! | [`analysis`] | the bottleneck verdict, A/B comparisons |
 //! | [`report`] | text, JSON, CSV, charts, saved results |

@@ -1,4 +1,6 @@
-//! The control channel both ends speak, and the sender's session over it.
+//! The control channel both ends speak, the sender's session over it, and the receiver's
+//! accept loop and limits.
 
 pub mod control;
 pub mod live;
+pub mod server;

@@ -7,17 +7,12 @@
 //! by [`ServerLimits`], and a refused test gets the reason.
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, Proto, TestSpec, Workload};
+use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::report::stream::SideReport;
-use crate::runtime::placement::{plan, resolve_cpus, BusyPoll};
+use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::session::control::{self, ControlMsg, SessionCookie, DATA_HELLO_LEN, PROTOCOL_VERSION};
 use crate::sys::probe::KernelCaps;
 use crate::sys::settings::{self, Journal, ReceiverVariants, SharedJournal};
-use crate::transport::tcp::crr as tcp_crr;
-use crate::uring::ring::BufRing;
-use crate::workload::rr::{self, ServerFlows};
-use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
-use crate::workload::udp_stream;
 use std::collections::HashMap;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -56,7 +51,8 @@ impl Default for ServerLimits {
 
 impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
-    pub fn check(&self, spec: &TestSpec, threads: usize) -> std::result::Result<(), String> {
+    /// `memory` is what the test would allocate here ([`TestRunner::memory`]).
+    pub fn check(&self, spec: &TestSpec, memory: u64) -> std::result::Result<(), String> {
         if spec.workload.latency_bound() {
             crate::transport::rr::check_spec(spec).map_err(|e| e.message)?;
         } else if spec.proto == Proto::Udp
@@ -98,8 +94,6 @@ impl ServerLimits {
         if spec.depth == 0 || spec.depth > self.max_depth {
             return Err(format!("send depth {} outside 1..{}", spec.depth, self.max_depth));
         }
-        let memory =
-            threads as u64 * (RECV_BUF_COUNT as u64 * RECV_BUF_SIZE as u64 + BufRing::pinned_bytes(RECV_BUF_COUNT));
         if memory > self.max_memory {
             return Err(format!(
                 "test needs {} MiB of receive buffers, limit {} MiB",
@@ -123,9 +117,6 @@ pub struct ReceiverConfig {
     /// Exit after the first test.
     pub once: bool,
     pub limits: ServerLimits,
-    /// `--engine xdp`: forward UDP tests are received with AF_XDP sockets and uringbench's XDP
-    /// program instead of UDP sockets.
-    pub xdp: Option<crate::workload::xdp_stream::XdpOptions>,
     /// `--variants FILE`: receiver-side settings a sender may ask for by name, applied for
     /// that test only.
     pub variants: Option<Arc<ReceiverVariants>>,
@@ -179,14 +170,15 @@ pub enum ServerEvent {
     },
 }
 
-type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
 struct Shared {
     cfg: ReceiverConfig,
+    runner: Arc<dyn TestRunner>,
     caps: KernelCaps,
     cpus: Vec<usize>,
     events: EventSink,
-    pending: Mutex<HashMap<SessionCookie, mpsc::Sender<(u32, TcpStream)>>>,
+    pending: Pending,
     active: AtomicUsize,
     next_id: AtomicU64,
     /// With `--once`: set when the first test has ended, with its outcome.
@@ -238,7 +230,12 @@ pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
 
 /// Serves tests until killed, or until the first test ends with `--once`. Returns whether
 /// that test completed (always true without `--once`).
-pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> Result<bool> {
+pub fn serve(
+    cfg: ReceiverConfig,
+    runner: Arc<dyn TestRunner>,
+    listener: TcpListener,
+    events: EventSink,
+) -> Result<bool> {
     let caps = KernelCaps::detect()?;
     caps.require_tcp_stream()?;
     let mut cpus = resolve_cpus(cfg.cpus.as_deref())?;
@@ -251,6 +248,7 @@ pub fn serve(cfg: ReceiverConfig, listener: TcpListener, events: EventSink) -> R
     (events)(ServerEvent::Listening { addr });
     let shared = Arc::new(Shared {
         cfg,
+        runner,
         caps,
         cpus,
         events,
@@ -405,7 +403,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
     // With --engine xdp, a forward UDP test's program takes every UDP datagram to the port:
     // another test that receives UDP here (forward or bidir) must not overlap with it.
     let udp_in = spec.proto == Proto::Udp && spec.direction != Direction::Reverse;
-    if shared.cfg.xdp.is_some() && udp_in && running > 0 {
+    if shared.runner.udp_alone() && udp_in && running > 0 {
         return refuse(
             shared,
             &mut ctl,
@@ -437,7 +435,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
             format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.data_connections());
         return refuse(shared, &mut ctl, peer, reason);
     }
-    if let Err(reason) = shared.cfg.limits.check(&spec, threads) {
+    if let Err(reason) = shared.cfg.limits.check(&spec, shared.runner.memory(&spec, threads)) {
         return refuse(shared, &mut ctl, peer, reason);
     }
     let placement = match plan(
@@ -451,7 +449,16 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         Err(e) => return refuse(shared, &mut ctl, peer, e.message),
     };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let outcome = accept_and_run(shared, &mut ctl, &spec, &udp_ports, &placement);
+    let mut test = Test {
+        ctl: &mut ctl,
+        spec: &spec,
+        udp_ports: &udp_ports,
+        placement: &placement,
+        caps: &shared.caps,
+        shared,
+        id,
+    };
+    let outcome = shared.runner.run(&mut test);
     match outcome {
         Ok((received, sent)) => {
             let ok = received.as_ref().is_none_or(|r| r.complete) && sent.as_ref().is_none_or(|r| r.complete);
@@ -558,125 +565,112 @@ fn apply_variant<'a>(shared: &'a Shared, name: &str) -> std::result::Result<Vari
     Ok(guard)
 }
 
-fn announce(shared: &Shared, ctl: &TcpStream, spec: &TestSpec, placement: &crate::runtime::placement::Placement) {
-    (shared.events)(ServerEvent::SessionStarted {
-        id: shared.next_id.load(Ordering::Relaxed) - 1,
-        peer: ctl.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
-        spec: spec.clone(),
-        placement: placement.summary.clone(),
-    });
+/// The memory a test of `spec` takes on this receiver, and how it runs once accepted: the
+/// workload layer's code, handed in by the caller, so the accept loop and the limits live
+/// below the workloads they admit.
+pub trait TestRunner: Send + Sync {
+    /// Bytes a test of `spec` on `threads` receiving threads allocates here (buffer rings,
+    /// socket buffers, samples); checked against [`ServerLimits::max_memory`].
+    fn memory(&self, spec: &TestSpec, threads: usize) -> u64;
+    /// Whether a UDP test that receives here must have the host's UDP port to itself (the
+    /// XDP engine takes every datagram to the port).
+    fn udp_alone(&self) -> bool;
+    /// Runs an accepted test: sets up its flows, tells the sender (through [`Test::accept`] or
+    /// [`Test::accept_flows`]) and returns what this side received and sent.
+    fn run(&self, test: &mut Test<'_>) -> Result<Reports>;
 }
 
-fn accept_and_run(
-    shared: &Shared,
-    ctl: &mut TcpStream,
-    spec: &TestSpec,
-    udp_ports: &[u16],
-    placement: &crate::runtime::placement::Placement,
-) -> Result<(Option<SideReport>, Option<SideReport>)> {
-    if spec.workload == Workload::Crr {
-        let local = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
-        let steer: Vec<(usize, u32)> = placement.threads.iter().map(|t| (t.cpu, t.queues[0])).collect();
-        let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
+/// What the receiver received (forward flows) and sent (reverse flows) in one test.
+pub type Reports = (Option<SideReport>, Option<SideReport>);
+
+/// One test the receiver admitted, as the per-test code sees it.
+pub struct Test<'a> {
+    pub ctl: &'a mut TcpStream,
+    pub spec: &'a TestSpec,
+    pub udp_ports: &'a [u16],
+    pub placement: &'a Placement,
+    pub caps: &'a KernelCaps,
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Test<'_> {
+    /// Tells the sender the test is accepted (crr: with the port of the test's own listener)
+    /// and the operator that it started; for tests without TCP data flows to the port.
+    pub fn accept(&mut self, data_port: Option<u16>) -> Result<()> {
         let accept = ControlMsg::Accept {
             cookie: [0; 16],
-            placement: placement.summary.clone(),
-            data_port: Some(port),
-            variant: spec.variant.clone(),
+            placement: self.placement.summary.clone(),
+            data_port,
+            variant: self.spec.variant.clone(),
         };
-        control::write_msg(ctl, &accept)?;
-        announce(shared, ctl, spec, placement);
-        return rr::serve_rr(ctl, spec, ServerFlows::Crr(listeners, spread), placement).map(|r| (Some(r), None));
+        control::write_msg(self.ctl, &accept)?;
+        self.announce();
+        Ok(())
     }
-    if let Some(xdp) = shared.cfg.xdp.as_ref().filter(|_| {
-        spec.proto == Proto::Udp && spec.workload == Workload::Stream && spec.direction == Direction::Forward
-    }) {
-        // Program and sockets first, so the sender's first frames find them; a failure refuses
-        // the test with its reason (and whatever was set up is undone).
-        let reception = match crate::workload::xdp_stream::XdpReception::prepare(ctl, udp_ports, xdp) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = control::write_msg(ctl, &ControlMsg::Refuse { reason: e.message.clone() });
-                return Err(e);
-            }
-        };
+
+    /// Accepts a test whose TCP data flows connect to the port: hands the sender a cookie,
+    /// and returns the flows, in flow order, once all of them arrived.
+    pub fn accept_flows(&mut self) -> Result<Vec<(u32, TcpStream)>> {
+        let shared = self.shared;
+        let cookie = control::new_cookie();
+        let (tx, rx) = mpsc::channel();
+        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
+        // However this ends, the cookie admits no more flows.
+        let _unregister = Unregister(&shared.pending, cookie);
         control::write_msg(
-            ctl,
+            self.ctl,
             &ControlMsg::Accept {
-                cookie: [0; 16],
-                placement: placement.summary.clone(),
+                cookie,
+                placement: self.placement.summary.clone(),
                 data_port: None,
-                variant: spec.variant.clone(),
+                variant: self.spec.variant.clone(),
             },
         )?;
-        announce(shared, ctl, spec, placement);
-        return reception.serve(ctl, spec, placement).map(|r| (Some(r), None));
-    }
-    if spec.proto == Proto::Udp {
-        // Sockets first, so the sender's first datagrams find them (with GRO on).
-        let sockets = udp_stream::receiver_sockets(ctl, udp_ports)?;
-        let accept = ControlMsg::Accept {
-            cookie: [0; 16],
-            placement: placement.summary.clone(),
-            data_port: None,
-            variant: spec.variant.clone(),
-        };
-        control::write_msg(ctl, &accept)?;
-        announce(shared, ctl, spec, placement);
-        if spec.workload == Workload::Rr {
-            return rr::serve_rr(ctl, spec, ServerFlows::Udp(sockets), placement).map(|r| (Some(r), None));
-        }
-        return udp_stream::serve_udp(ctl, spec, sockets, placement);
-    }
-    let cookie = control::new_cookie();
-    let (tx, rx) = mpsc::channel();
-    shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
-    let unregister = || {
-        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
-    };
-    if let Err(e) = control::write_msg(
-        ctl,
-        &ControlMsg::Accept {
-            cookie,
-            placement: placement.summary.clone(),
-            data_port: None,
-            variant: spec.variant.clone(),
-        },
-    ) {
-        unregister();
-        return Err(e);
-    }
-    announce(shared, ctl, spec, placement);
-    let wanted = spec.data_connections() as usize;
-    let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
-    let mut got = 0;
-    let deadline = Instant::now() + FLOWS_TIMEOUT;
-    while got < wanted {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((flow, stream)) if (flow as usize) < wanted && slots[flow as usize].is_none() => {
-                slots[flow as usize] = Some(stream);
-                got += 1;
-            }
-            Ok((flow, _)) => {
-                unregister();
-                return Err(Error::protocol(format!("data flow index {flow} is out of range or repeated")));
-            }
-            Err(_) => {
-                unregister();
-                return Err(Error::peer(format!(
-                    "only {got} of {wanted} data connections arrived within {} s",
-                    FLOWS_TIMEOUT.as_secs()
-                )));
+        self.announce();
+        let wanted = self.spec.data_connections() as usize;
+        let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
+        let mut got = 0;
+        let deadline = Instant::now() + FLOWS_TIMEOUT;
+        while got < wanted {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((flow, stream)) if (flow as usize) < wanted && slots[flow as usize].is_none() => {
+                    slots[flow as usize] = Some(stream);
+                    got += 1;
+                }
+                Ok((flow, _)) => {
+                    return Err(Error::protocol(format!("data flow index {flow} is out of range or repeated")));
+                }
+                Err(_) => {
+                    return Err(Error::peer(format!(
+                        "only {got} of {wanted} data connections arrived within {} s",
+                        FLOWS_TIMEOUT.as_secs()
+                    )));
+                }
             }
         }
+        Ok(slots.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i as u32, s))).collect())
     }
-    unregister();
-    let flows = slots.into_iter().enumerate().map(|(i, s)| (i as u32, s.expect("all slots filled"))).collect();
-    if spec.workload == Workload::Rr {
-        return rr::serve_rr(ctl, spec, ServerFlows::Tcp(flows), placement).map(|r| (Some(r), None));
+
+    fn announce(&self) {
+        (self.shared.events)(ServerEvent::SessionStarted {
+            id: self.id,
+            peer: self.ctl.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+            spec: self.spec.clone(),
+            placement: self.placement.summary.clone(),
+        });
     }
-    stream::serve_test(ctl, spec, flows, placement, &shared.caps)
+}
+
+type Pending = Mutex<HashMap<SessionCookie, mpsc::Sender<(u32, TcpStream)>>>;
+
+/// Removes a session's cookie from the pending flows when dropped.
+struct Unregister<'a>(&'a Pending, SessionCookie);
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
+    }
 }
 
 #[cfg(test)]
@@ -687,7 +681,7 @@ mod tests {
     fn limits_refuse_what_a_peer_must_not_demand() {
         let limits = ServerLimits::default();
         let ok = TestSpec::default();
-        assert!(limits.check(&ok, 1).is_ok());
+        assert!(limits.check(&ok, 1 << 20).is_ok());
         let cases = [
             (TestSpec { queues: 100_000, ..ok.clone() }, "queues"),
             (TestSpec { queues: 0, ..ok.clone() }, "queues"),
@@ -706,10 +700,10 @@ mod tests {
             ),
         ];
         for (spec, expect) in cases {
-            let reason = limits.check(&spec, 1).expect_err(expect);
+            let reason = limits.check(&spec, 1 << 20).expect_err(expect);
             assert!(reason.contains(expect), "reason '{reason}' should mention '{expect}'");
         }
         let small = ServerLimits { max_memory: 1 << 20, ..ServerLimits::default() };
-        assert!(small.check(&ok, 4).unwrap_err().contains("MiB"), "memory cap enforced");
+        assert!(small.check(&ok, 4 << 20).unwrap_err().contains("MiB"), "memory cap enforced");
     }
 }
