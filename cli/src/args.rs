@@ -223,7 +223,7 @@ pub struct RecvArgs {
     #[arg(long)]
     pub iperf2: bool,
     /// Longest test a sender may request (warm-up and cool-down included).
-    #[arg(long, value_parser = duration, default_value = "1h")]
+    #[arg(long, value_parser = duration, default_value = "10m")]
     pub max_time: std::time::Duration,
     /// Most queues a sender may request.
     #[arg(long, default_value_t = 256)]

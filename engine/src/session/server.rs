@@ -7,7 +7,7 @@
 //! by [`ServerLimits`], and a refused test gets the reason.
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::report::stream::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::session::control::{self, ControlMsg, SessionCookie, DATA_HELLO_LEN, PROTOCOL_VERSION};
@@ -30,9 +30,17 @@ pub struct ServerLimits {
     pub max_total_ms: u64,
     pub max_len: u32,
     pub max_depth: u32,
+    /// Tests served at the same time, from everyone.
     pub max_sessions: usize,
-    /// Receive buffer memory one test may take.
+    /// Tests served at the same time to one source address.
+    pub max_sessions_per_source: usize,
+    /// Memory one test may make this receiver allocate ([`TestRunner::memory`]).
     pub max_memory: u64,
+    /// Highest offered rate a test may ask for, in bits/s (`recv --max-rate`); a reverse
+    /// test asking for no limit sends at this rate. None: no limit below [`RATE_CEILING`].
+    pub max_rate_bps: Option<u64>,
+    /// Busy-polling threads are never started for a remote peer's test (`recv --no-spin`).
+    pub no_spin: bool,
 }
 
 impl Default for ServerLimits {
@@ -40,18 +48,29 @@ impl Default for ServerLimits {
         Self {
             max_queues: 256,
             max_flows: 1024,
-            max_total_ms: 3_600_000,
+            max_total_ms: 600_000,
             max_len: 16 << 20,
             max_depth: 64,
             max_sessions: 4,
+            max_sessions_per_source: 2,
             max_memory: 1 << 30,
+            max_rate_bps: None,
+            no_spin: false,
         }
     }
 }
 
+/// Shortest interval a test may ask for: each interval is a message to the sender and a
+/// sample per flow, so 1 ms intervals turn a test into a memory and bandwidth sink.
+pub const MIN_INTERVAL_MS: u64 = 10;
+/// No test asks for more than 10 Tbit/s; a larger rate is a crafted hello (and would wrap
+/// the pacing arithmetic).
+pub const RATE_CEILING: u64 = 10_000_000_000_000;
+
 impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
-    /// `memory` is what the test would allocate here ([`TestRunner::memory`]).
+    /// `memory` is what the test would allocate here ([`TestRunner::memory`]). Every sum and
+    /// product of peer-supplied numbers is checked: a wrapped product must not pass as small.
     pub fn check(&self, spec: &TestSpec, memory: u64) -> std::result::Result<(), String> {
         if spec.workload.latency_bound() {
             crate::transport::rr::check_spec(spec).map_err(|e| e.message)?;
@@ -67,9 +86,23 @@ impl ServerLimits {
         if spec.queues == 0 || spec.queues > self.max_queues {
             return Err(format!("{} queues requested, this receiver allows 1 to {}", spec.queues, self.max_queues));
         }
-        let flows = spec.flows().max(spec.data_connections());
-        if spec.flows_per_queue == 0 || flows > self.max_flows {
-            return Err(format!("{flows} flows requested, this receiver allows at most {}", self.max_flows));
+        let per_direction = spec.queues.checked_mul(spec.flows_per_queue);
+        let both = if spec.direction == Direction::Bidir {
+            per_direction.and_then(|f| f.checked_mul(2))
+        } else {
+            per_direction
+        };
+        match both {
+            Some(flows) if spec.flows_per_queue > 0 && flows <= self.max_flows => {}
+            Some(flows) => {
+                return Err(format!("{flows} flows requested, this receiver allows 1 to {}", self.max_flows))
+            }
+            None => {
+                return Err(format!(
+                    "{} queues x {} flows per queue overflows; this receiver allows at most {} flows",
+                    spec.queues, spec.flows_per_queue, self.max_flows
+                ))
+            }
         }
         if let Some(c) = &spec.tuning.congestion {
             crate::sys::sockopt::check_congestion(c)?;
@@ -80,13 +113,23 @@ impl ServerLimits {
         if spec.tuning.window.is_some_and(|w| w > 1 << 31) {
             return Err("socket buffer above 2 GiB requested".into());
         }
-        let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
-        if spec.time_ms == 0 || total > self.max_total_ms {
-            return Err(format!(
-                "test of {:.1} s requested, this receiver allows up to {:.0} s (recv --max-time)",
-                total as f64 / 1e3,
-                self.max_total_ms as f64 / 1e3
-            ));
+        let total = spec.warmup_ms.checked_add(spec.time_ms).and_then(|t| t.checked_add(spec.cooldown_ms));
+        match total {
+            Some(t) if spec.time_ms > 0 && t <= self.max_total_ms => {}
+            _ => {
+                let asked = spec.warmup_ms as f64 + spec.time_ms as f64 + spec.cooldown_ms as f64;
+                return Err(format!(
+                    "test of {:.1} s requested (warm-up + time + cool-down), this receiver allows up to {:.0} s (recv --max-time)",
+                    asked / 1e3,
+                    self.max_total_ms as f64 / 1e3
+                ));
+            }
+        }
+        if spec.interval_ms != 0 && spec.interval_ms < MIN_INTERVAL_MS {
+            return Err(format!("interval of {} ms requested, the shortest is {MIN_INTERVAL_MS} ms", spec.interval_ms));
+        }
+        if spec.timeout_ms > self.max_total_ms {
+            return Err(format!("timeout of {} ms is longer than the longest test", spec.timeout_ms));
         }
         if spec.len == 0 || spec.len > self.max_len {
             return Err(format!("message length {} bytes outside 1..{}", spec.len, self.max_len));
@@ -94,14 +137,46 @@ impl ServerLimits {
         if spec.depth == 0 || spec.depth > self.max_depth {
             return Err(format!("send depth {} outside 1..{}", spec.depth, self.max_depth));
         }
+        let ceiling = self.max_rate_bps.unwrap_or(RATE_CEILING).min(RATE_CEILING);
+        for (what, rate) in [("rate", Some(spec.rate_bps)), ("fq pacing rate", spec.tuning.fq_rate_bps)] {
+            if let Some(r) = rate.filter(|&r| r > ceiling) {
+                return Err(format!(
+                    "{what} of {} requested, this receiver allows up to {} (recv --max-rate)",
+                    crate::base::units::format_bits_per_second(r as f64),
+                    crate::base::units::format_bits_per_second(ceiling as f64)
+                ));
+            }
+        }
+        // With --max-rate, the sender's own flows must be paced below it; the receiver paces
+        // a reverse test itself (see `cap`).
+        if self.max_rate_bps.is_some()
+            && spec.rate_bps == 0
+            && spec.workload == Workload::Stream
+            && spec.direction != Direction::Reverse
+        {
+            return Err(format!(
+                "unlimited rate requested, this receiver allows up to {} (recv --max-rate): pass -b",
+                crate::base::units::format_bits_per_second(ceiling as f64)
+            ));
+        }
         if memory > self.max_memory {
             return Err(format!(
-                "test needs {} MiB of receive buffers, limit {} MiB",
+                "test needs {} MiB of memory here (buffers, socket buffers, samples), limit {} MiB",
                 memory >> 20,
                 self.max_memory >> 20
             ));
         }
         Ok(())
+    }
+
+    /// What the receiver changes in an admitted test: with `--max-rate`, a reverse stream
+    /// asking for no limit sends at the limit.
+    pub fn cap(&self, spec: &mut TestSpec) {
+        if let Some(max) = self.max_rate_bps {
+            if spec.rate_bps == 0 && spec.workload == Workload::Stream && spec.direction == Direction::Reverse {
+                spec.rate_bps = max;
+            }
+        }
     }
 }
 
@@ -705,5 +780,75 @@ mod tests {
         }
         let small = ServerLimits { max_memory: 1 << 20, ..ServerLimits::default() };
         assert!(small.check(&ok, 4 << 20).unwrap_err().contains("MiB"), "memory cap enforced");
+    }
+
+    #[test]
+    fn crafted_specs_are_refused_with_their_reason() {
+        let limits = ServerLimits { max_total_ms: 30_000, ..ServerLimits::default() };
+        let ok = TestSpec { time_ms: 5_000, ..TestSpec::default() };
+        assert!(limits.check(&ok, 1 << 20).is_ok());
+        let cases = [
+            (TestSpec { queues: 256, flows_per_queue: 1 << 24, ..ok.clone() }, "overflows"),
+            (
+                TestSpec { queues: 4, flows_per_queue: u32::MAX / 2, direction: Direction::Bidir, ..ok.clone() },
+                "overflows",
+            ),
+            (TestSpec { warmup_ms: u64::MAX - 1000, ..ok.clone() }, "--max-time"),
+            (TestSpec { cooldown_ms: u64::MAX, time_ms: u64::MAX, ..ok.clone() }, "--max-time"),
+            (TestSpec { interval_ms: 1, ..ok.clone() }, "shortest is 10 ms"),
+            (TestSpec { rate_bps: u64::MAX, ..ok.clone() }, "--max-rate"),
+            (TestSpec { timeout_ms: u64::MAX, ..ok.clone() }, "timeout"),
+        ];
+        for (spec, expect) in cases {
+            let reason = limits.check(&spec, 1 << 20).expect_err(expect);
+            assert!(reason.contains(expect), "reason '{reason}' should mention '{expect}'");
+        }
+        let capped = ServerLimits { max_rate_bps: Some(1_000_000_000), ..limits.clone() };
+        assert!(capped.check(&ok, 0).unwrap_err().contains("pass -b"), "unlimited forward refused");
+        let mut reverse = TestSpec { direction: Direction::Reverse, ..ok.clone() };
+        capped.cap(&mut reverse);
+        assert_eq!(reverse.rate_bps, 1_000_000_000, "a reverse sender is capped");
+        assert!(capped.check(&reverse, 0).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Whatever a peer puts in a spec, what passes the check is within the limits by
+        /// exact arithmetic (u128): no sum or product wrapped on the way.
+        #[test]
+        fn the_limit_check_never_wraps(
+            queues in proptest::prelude::any::<u32>(),
+            per_queue in proptest::prelude::any::<u32>(),
+            warmup in proptest::prelude::any::<u64>(),
+            time in proptest::prelude::any::<u64>(),
+            cooldown in proptest::prelude::any::<u64>(),
+            interval in proptest::prelude::any::<u64>(),
+            rate in proptest::prelude::any::<u64>(),
+            bidir in proptest::prelude::any::<bool>(),
+            small in proptest::prelude::any::<bool>(),
+        ) {
+            let limits = ServerLimits::default();
+            // Half the cases near the limits, where a wrap would hide.
+            let pick = |big: u64, near: u64| if small { near } else { big };
+            let spec = TestSpec {
+                queues: pick(u64::from(queues), u64::from(queues % 300)) as u32,
+                flows_per_queue: pick(u64::from(per_queue), u64::from(per_queue % 2000)) as u32,
+                warmup_ms: pick(warmup, warmup % 700_000),
+                time_ms: pick(time, time % 700_000),
+                cooldown_ms: pick(cooldown, cooldown % 700_000),
+                interval_ms: pick(interval, interval % 20),
+                rate_bps: rate,
+                direction: if bidir { Direction::Bidir } else { Direction::Forward },
+                ..TestSpec::default()
+            };
+            if limits.check(&spec, 0).is_ok() {
+                let flows = u128::from(spec.queues) * u128::from(spec.flows_per_queue) * if bidir { 2 } else { 1 };
+                proptest::prop_assert!(flows >= 1 && flows <= u128::from(limits.max_flows));
+                let total = u128::from(spec.warmup_ms) + u128::from(spec.time_ms) + u128::from(spec.cooldown_ms);
+                proptest::prop_assert!(total <= u128::from(limits.max_total_ms));
+                proptest::prop_assert!(spec.interval_ms == 0 || spec.interval_ms >= MIN_INTERVAL_MS);
+                proptest::prop_assert!(spec.rate_bps <= RATE_CEILING);
+                proptest::prop_assert_eq!(u128::from(spec.flows()) * if bidir { 2 } else { 1 }, flows);
+            }
+        }
     }
 }

@@ -9,7 +9,7 @@ use crate::transport::tcp::crr as tcp_crr;
 use crate::uring::ring::BufRing;
 use crate::workload::rr::{self, ServerFlows};
 use crate::workload::stream::{self, RECV_BUF_COUNT, RECV_BUF_SIZE};
-use crate::workload::udp_stream;
+use crate::workload::udp_stream::{self, UDP_RCVBUF};
 use crate::workload::xdp_stream::{XdpOptions, XdpReception};
 
 /// The receiver's workloads, with its engine choice.
@@ -21,8 +21,8 @@ pub struct Workloads {
 }
 
 impl TestRunner for Workloads {
-    fn memory(&self, _spec: &TestSpec, threads: usize) -> u64 {
-        threads as u64 * (RECV_BUF_COUNT as u64 * RECV_BUF_SIZE as u64 + BufRing::pinned_bytes(RECV_BUF_COUNT))
+    fn memory(&self, spec: &TestSpec, threads: usize) -> u64 {
+        test_memory(spec, threads)
     }
 
     fn udp_alone(&self) -> bool {
@@ -72,5 +72,55 @@ impl TestRunner for Workloads {
             return rr::serve_rr(test.ctl, spec, ServerFlows::Tcp(flows), test.placement).map(|r| (Some(r), None));
         }
         stream::serve_test(test.ctl, spec, flows, test.placement, test.caps)
+    }
+}
+
+/// Bytes of one interval's figures per flow as they travel and wait to be sent (TCP_INFO
+/// figures, counters; measured: about 600 bytes a flow in a report's JSON).
+const SAMPLE_BYTES_PER_FLOW: u64 = 640;
+
+/// What a test of `spec` may make this receiver allocate, at most, on `threads` threads:
+/// each thread's receive buffers and their ring, the socket buffers it sets (the kernel
+/// doubles what is asked: `-w` on both buffers of every TCP flow, the forced UDP receive
+/// buffer of every receiving UDP socket), and the interval samples in flight. Saturating:
+/// a crafted spec comes out as too much, never as a small wrapped number.
+pub fn test_memory(spec: &TestSpec, threads: usize) -> u64 {
+    let per_thread = u64::from(RECV_BUF_COUNT) * u64::from(RECV_BUF_SIZE) + BufRing::pinned_bytes(RECV_BUF_COUNT);
+    let rings = (threads as u64).saturating_mul(per_thread);
+    let sockets = u64::from(spec.data_connections().max(spec.flows()));
+    let receiving = if spec.direction == Direction::Reverse { 0 } else { u64::from(spec.flows()) };
+    let forced = match spec.proto {
+        Proto::Tcp => spec.tuning.window.map_or(0, |w| 4 * u64::from(w)).saturating_mul(sockets),
+        Proto::Udp => receiving.saturating_mul(2 * UDP_RCVBUF as u64),
+    };
+    // The receiver keeps no interval once sent; a slow sender lets a few queue up.
+    let intervals_queued = if spec.interval_ms == 0 { 2 } else { 64 };
+    let samples = SAMPLE_BYTES_PER_FLOW.saturating_mul(sockets.saturating_add(1)).saturating_mul(intervals_queued);
+    rings.saturating_add(forced).saturating_add(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::server::ServerLimits;
+
+    #[test]
+    fn memory_counts_forced_socket_buffers_and_saturates() {
+        let limits = ServerLimits::default();
+        let plain = TestSpec::default();
+        assert!(limits.check(&plain, test_memory(&plain, 1)).is_ok(), "a default test fits");
+        // One hello asking for 4 x 256 UDP flows: 1,024 sockets with a forced 16 MiB buffer.
+        let udp = TestSpec { proto: Proto::Udp, len: 1470, queues: 4, flows_per_queue: 256, ..plain.clone() };
+        let reason = limits.check(&udp, test_memory(&udp, 4)).unwrap_err();
+        assert!(reason.starts_with("test needs 327"), "over 32 GiB: {reason}");
+        let windows = TestSpec {
+            queues: 64,
+            flows_per_queue: 16,
+            tuning: crate::base::spec::Tuning { window: Some(1 << 31), ..Default::default() },
+            ..plain
+        };
+        assert!(test_memory(&windows, 64) > 1 << 40, "8 GiB per flow x 1,024 flows");
+        let huge = TestSpec { queues: u32::MAX, flows_per_queue: u32::MAX, ..windows };
+        assert_eq!(test_memory(&huge, usize::MAX), u64::MAX, "saturates, never wraps");
     }
 }
