@@ -21,6 +21,7 @@ use uringbench::report::export::{csv_rows, RepeatSummary, Stats, CSV_HEADER};
 use uringbench::report::stream::end_event;
 use uringbench::report::stream::{Role, SCHEMA_VERSION};
 use uringbench::runtime::placement::BusyPoll;
+use uringbench::session::auth::Psk;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
 use uringbench::session::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
@@ -152,8 +153,18 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             max_total_ms: args.max_time.as_millis() as u64,
             max_queues: args.max_queues,
             max_sessions: args.max_sessions,
+            max_sessions_per_source: args.max_sessions_per_source,
+            max_rate_bps: args.max_rate,
+            no_spin: args.no_spin,
             ..ServerLimits::default()
         },
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
+        allow: args
+            .allow
+            .iter()
+            .map(|c| c.parse().map_err(|e| Error::usage(format!("--allow: {e}"))))
+            .collect::<Result<_, _>>()?,
+        max_pending_per_source: args.max_pending_per_source,
         variants: args
             .variants
             .as_deref()
@@ -218,6 +229,20 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 )
             }
             ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: revert failed: {error}"),
+            ServerEvent::Suppressed { source, count, seconds } => {
+                format!("... and {} more from {source} in the last {seconds} s", units::group_thousands(count))
+            }
+            ServerEvent::AcceptPaused { reason } => {
+                format!("uringbench recv: accepting paused: {reason}; retrying until it works")
+            }
+            ServerEvent::AcceptResumed { paused } => {
+                format!("uringbench recv: accepting again after {:.1} s", paused.as_secs_f64())
+            }
+            ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
+            ServerEvent::Unauthenticated { exposed } => format!(
+                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (README: \"A receiver on a public address\")",
+                exposed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            ),
         };
         // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
         let line = escape_controls(&line);
@@ -286,6 +311,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         local,
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
     };
     uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
@@ -568,6 +594,7 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         local,
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
     };
     uringbench::sys::interrupt::install();
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);

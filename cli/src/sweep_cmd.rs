@@ -89,6 +89,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),
             local: Default::default(),
+            psk: None,
         },
         param,
         values,

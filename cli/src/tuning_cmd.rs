@@ -65,6 +65,7 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         local: Default::default(),
+        psk: None,
     };
     let plan = SearchPlan {
         spec: spec.clone(),

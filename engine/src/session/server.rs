@@ -10,10 +10,15 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::report::stream::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
-use crate::session::control::{self, ControlMsg, SessionCookie, DATA_HELLO_LEN, PROTOCOL_VERSION};
+use crate::session::auth::{self, Nonce, Psk, SessionKey};
+use crate::session::control::{
+    self, ControlMsg, SessionCookie, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+};
+use crate::session::logq::{self, LogQueue, RateLimit};
+use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::settings::{self, Journal, ReceiverVariants, SharedJournal};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -195,6 +200,59 @@ pub struct ReceiverConfig {
     /// `--variants FILE`: receiver-side settings a sender may ask for by name, applied for
     /// that test only.
     pub variants: Option<Arc<ReceiverVariants>>,
+    /// `--psk-file`: a sender must prove it holds this secret before it may describe a test.
+    pub psk: Option<Psk>,
+    /// `--allow`: the networks connections are accepted from (empty: all).
+    pub allow: Vec<Cidr>,
+    /// Connections from one source address in their handshake at once.
+    pub max_pending_per_source: usize,
+}
+
+/// A network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`, or one address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let (addr, prefix) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
+        let net: IpAddr = addr.trim().parse().map_err(|_| format!("'{s}' is not an address or CIDR network"))?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| format!("'{s}': prefix length must be 0..{max}"))?,
+        };
+        Ok(Self { net, prefix })
+    }
+}
+
+impl Cidr {
+    /// Whether `ip` lies in the network (an IPv4 peer seen as v4-mapped IPv6 counts as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        fn bits(ip: IpAddr) -> (u128, u32) {
+            match ip {
+                IpAddr::V4(a) => (u128::from(u32::from(a)) << 96, 32),
+                IpAddr::V6(a) => (u128::from(a), 128),
+            }
+        }
+        let (net, nlen) = bits(self.net.to_canonical());
+        let (ip, ilen) = bits(ip.to_canonical());
+        if nlen != ilen {
+            return false;
+        }
+        // Both kinds sit at the top of the 128 bits, so the prefix masks from the top.
+        let prefix = u32::from(self.prefix);
+        let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
+        (net & mask) == (ip & mask)
+    }
 }
 
 /// What the receiver tells its operator, as it happens.
@@ -243,32 +301,96 @@ pub enum ServerEvent {
         name: String,
         error: String,
     },
+    /// `count` more refusals or drops from `source` in the last `seconds` were not logged.
+    Suppressed {
+        source: IpAddr,
+        count: u64,
+        seconds: u64,
+    },
+    /// Accepting stopped for lack of descriptors, memory or threads; it retries by itself.
+    AcceptPaused {
+        reason: String,
+    },
+    AcceptResumed {
+        paused: Duration,
+    },
+    /// The log queue was full: `count` events were not logged.
+    LogDropped {
+        count: u64,
+    },
+    /// Without `--psk-file`, the receiver listens on these public addresses.
+    Unauthenticated {
+        exposed: Vec<IpAddr>,
+    },
 }
 
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+
+/// How many tests, and how many seconds of them, one source address runs now.
+#[derive(Debug, Default, Clone, Copy)]
+struct SourceUse {
+    sessions: usize,
+    ms: u64,
+}
 
 struct Shared {
     cfg: ReceiverConfig,
     runner: Arc<dyn TestRunner>,
     caps: KernelCaps,
     cpus: Vec<usize>,
+    /// The log queue's sender: never blocks (session/logq.rs).
     events: EventSink,
+    /// Repeated refusals and drops, per source address.
+    limit_log: RateLimit,
     pending: Pending,
     active: AtomicUsize,
+    /// Running tests per source address.
+    sources: Mutex<HashMap<IpAddr, SourceUse>>,
     next_id: AtomicU64,
     /// With `--once`: set when the first test has ended, with its outcome.
     once_done: AtomicBool,
     once_ok: AtomicBool,
-    /// Connection threads alive (classifying, or running a control session).
-    classifying: AtomicUsize,
     /// A test runs under a receiver variant: no other test may share the host with it.
     variant_active: AtomicBool,
 }
 
-const CLASSIFY_TIMEOUT: Duration = Duration::from_secs(5);
+impl Shared {
+    /// Logs a refusal or a dropped connection, a few per source address per window.
+    fn refused(&self, event: ServerEvent) {
+        let source = match &event {
+            ServerEvent::Refused { peer, .. } | ServerEvent::Dropped { peer, .. } => peer.ip().to_canonical(),
+            _ => return (self.events)(event),
+        };
+        if self.limit_log.allow(source, Instant::now()) {
+            (self.events)(event);
+        }
+    }
+
+    fn drop_conn(&self, peer: SocketAddr, reason: impl Into<String>) {
+        self.refused(ServerEvent::Dropped { peer, reason: reason.into() });
+    }
+
+    /// Tells the peer why (one write into an empty socket buffer, never waiting) and logs it.
+    fn refuse(&self, stream: &TcpStream, peer: SocketAddr, reason: String) {
+        let _ = control::write_msg(stream, &ControlMsg::Refuse { reason: reason.clone() });
+        self.refused(ServerEvent::Refused { peer, reason });
+    }
+}
+
+/// The whole handshake (greeting, `--psk-file` exchange, hello; or a data flow's greeting)
+/// must be over this long after the connection was accepted: a deadline, however slowly
+/// the peer drips its bytes.
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// How long `recv` waits, after a signal, for its running tests to report.
 const STOP_GRACE: Duration = Duration::from_secs(30);
 const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections in their handshake at once, from everyone: enough for the largest test (1024
+/// flows each way) arriving together; less where the descriptor limit is lower.
+const MAX_CLASSIFYING: usize = 2304;
+/// Descriptors kept free for the tests themselves (rings, flows, duplicates for sampling).
+const FD_RESERVE: u64 = 32;
+/// After EMFILE, ENFILE or ENOMEM at accept: how long accepting pauses before it retries.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(250);
 
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
@@ -303,6 +425,13 @@ pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
     })
 }
 
+/// The addresses a listener on `bind` serves that are neither loopback nor private (for the
+/// unspecified address: every such address of the host's interfaces).
+pub fn exposed_addresses(bind: IpAddr) -> Vec<IpAddr> {
+    let candidates = if bind.is_unspecified() { crate::sys::sockopt::interface_addresses() } else { vec![bind] };
+    candidates.into_iter().filter(|a| !crate::doctor::path::is_internal(*a) && !a.is_unspecified()).collect()
+}
+
 /// Serves tests until killed, or until the first test ends with `--once`. Returns whether
 /// that test completed (always true without `--once`).
 pub fn serve(
@@ -320,26 +449,48 @@ pub fn serve(
         cpus.reverse();
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+    let log = LogQueue::start(events, |count| ServerEvent::LogDropped { count })
+        .map_err(|e| Error::io("starting the log thread", e))?;
+    let log = Arc::new(log);
+    let sender = Arc::clone(&log);
+    let events: EventSink = Arc::new(move |e| sender.send(e));
     (events)(ServerEvent::Listening { addr });
+    if cfg.psk.is_none() {
+        let exposed = exposed_addresses(cfg.bind);
+        if !exposed.is_empty() {
+            (events)(ServerEvent::Unauthenticated { exposed });
+        }
+    }
+    listener.set_nonblocking(true).map_err(|e| Error::io("making the listener non-blocking", e))?;
     let shared = Arc::new(Shared {
         cfg,
         runner,
         caps,
         cpus,
         events,
+        limit_log: RateLimit::default(),
         pending: Mutex::new(HashMap::new()),
         active: AtomicUsize::new(0),
+        sources: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),
         once_done: AtomicBool::new(false),
         once_ok: AtomicBool::new(false),
-        classifying: AtomicUsize::new(0),
         variant_active: AtomicBool::new(false),
     });
+    let outcome = accept_loop(&shared, listener);
+    log.flush(Duration::from_secs(2));
+    outcome
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) -> Result<bool> {
+    let mut gate = Gate::new(shared, &listener)?;
+    let mut ready = Vec::new();
     loop {
         if shared.once_done.load(Ordering::Acquire) {
             return Ok(shared.once_ok.load(Ordering::Acquire));
         }
         if let Some(signal) = crate::sys::interrupt::signal_name() {
+            drop(gate);
             drop(listener);
             let running = shared.active.load(Ordering::Acquire);
             (shared.events)(ServerEvent::Stopping { signal, running });
@@ -351,138 +502,615 @@ pub fn serve(
             }
             return Ok(true);
         }
-        if !wait_readable(&listener, 200) {
-            continue;
+        let now = Instant::now();
+        gate.expire(now);
+        for (source, count) in shared.limit_log.expired(now) {
+            (shared.events)(ServerEvent::Suppressed { source, count, seconds: logq::WINDOW.as_secs() });
         }
-        let (stream, peer) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) => {
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-            Err(e) => return Err(Error::io("accepting a connection", e)),
-        };
-        // Each new connection is classified on a thread of its own (at most a few seconds);
-        // a flood of connections must not turn into a flood of threads.
-        if shared.classifying.fetch_add(1, Ordering::AcqRel) >= MAX_CLASSIFYING {
-            shared.classifying.fetch_sub(1, Ordering::AcqRel);
-            (shared.events)(ServerEvent::Dropped {
-                peer,
-                reason: format!("{MAX_CLASSIFYING} connections already waiting to be classified"),
-            });
-            continue;
-        }
-        let conn_shared = Arc::clone(&shared);
-        let spawned = std::thread::Builder::new().name("ub-conn".into()).spawn(move || {
-            handle_connection(&conn_shared, stream, peer);
-            conn_shared.classifying.fetch_sub(1, Ordering::AcqRel);
-        });
-        if let Err(e) = spawned {
-            shared.classifying.fetch_sub(1, Ordering::AcqRel);
-            (shared.events)(ServerEvent::Dropped { peer, reason: format!("no thread for the connection: {e}") });
-        }
-    }
-}
-
-/// Connections classified at once: enough for the largest test (1024 flows each way) arriving
-/// together, far below what would exhaust the process.
-const MAX_CLASSIFYING: usize = 2304;
-
-fn wait_readable(listener: &TcpListener, timeout_ms: i32) -> bool {
-    let mut pfd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
-}
-
-fn handle_connection(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
-    let mut magic = [0u8; 4];
-    let _ = stream.set_read_timeout(Some(CLASSIFY_TIMEOUT));
-    if let Err(e) = control::read_exact(&mut stream, &mut magic, CLASSIFY_TIMEOUT) {
-        (shared.events)(ServerEvent::Dropped { peer, reason: format!("no greeting: {e}") });
-        return;
-    }
-    match magic {
-        control::DATA_MAGIC => {
-            let mut rest = [0u8; DATA_HELLO_LEN - 4];
-            if stream.read_exact(&mut rest).is_err() {
-                (shared.events)(ServerEvent::Dropped { peer, reason: "truncated data greeting".into() });
-                return;
-            }
-            let (cookie, flow) = control::parse_data_hello(&rest);
-            let tx = shared.pending.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
-            match tx {
-                Some(tx) => {
-                    let _ = stream.set_read_timeout(None);
-                    let _ = tx.send((flow, stream));
-                }
-                None => {
-                    (shared.events)(ServerEvent::Dropped { peer, reason: "data flow for an unknown session".into() })
-                }
+        gate.resume_if_due(&listener, now);
+        ready.clear();
+        gate.epoll.wait(&mut ready, gate.wait_ms(now)).map_err(|e| Error::io("waiting for connections", e))?;
+        for r in &ready {
+            if r.token == LISTENER {
+                gate.accept_all(&listener)?;
+            } else {
+                gate.readable(r.token, r.hangup);
             }
         }
-        control::CONTROL_MAGIC => run_session(shared, stream, peer),
-        other => (shared.events)(ServerEvent::Dropped {
-            peer,
-            reason: format!(
-                "not a uringbench peer (greeting {:02x}{:02x}{:02x}{:02x})",
-                other[0], other[1], other[2], other[3]
-            ),
-        }),
     }
 }
 
-fn refuse(shared: &Shared, stream: &mut TcpStream, peer: SocketAddr, reason: String) {
-    let _ = control::write_msg(stream, &ControlMsg::Refuse { reason: reason.clone() });
-    (shared.events)(ServerEvent::Refused { peer, reason });
+const LISTENER: u64 = 0;
+
+/// Where a connection's handshake is.
+enum Step {
+    /// The 4-byte greeting.
+    Magic,
+    /// A data flow's cookie, index (and tag, `UBD2`).
+    Data {
+        tagged: bool,
+    },
+    /// A control message's frame word, then its body.
+    Word(Ctl),
+    Body(Ctl, bool),
 }
 
-/// Decrements the active-session count however the session ends.
-struct ActiveGuard<'a>(&'a AtomicUsize);
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+/// Which control message a session waits for.
+enum Ctl {
+    /// `auth` (with `--psk-file`) or `hello` (without).
+    First,
+    /// The sender's proof, after our challenge.
+    Proof { client: Nonce, server: Nonce },
+    /// The hello of an authenticated session.
+    Hello { key: SessionKey },
 }
 
-fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
-    let (spec, udp_ports) = match control::read_msg(&mut ctl, CLASSIFY_TIMEOUT) {
-        Ok(ControlMsg::Hello { version, spec, udp_ports }) if version == PROTOCOL_VERSION => (spec, udp_ports),
-        Ok(ControlMsg::Hello { version, .. }) => {
-            return refuse(
-                shared,
-                &mut ctl,
-                peer,
-                format!("protocol version {version}, this receiver speaks {PROTOCOL_VERSION}"),
-            )
-        }
-        Ok(other) => {
-            return (shared.events)(ServerEvent::Dropped { peer, reason: format!("expected hello, got {other:?}") });
-        }
-        Err(e) => return (shared.events)(ServerEvent::Dropped { peer, reason: e.message }),
-    };
-    if shared.cfg.once && shared.once_done.load(Ordering::Acquire) {
-        return refuse(shared, &mut ctl, peer, "receiver is finishing (--once)".into());
-    }
-    let running = shared.active.fetch_add(1, Ordering::AcqRel);
-    let _guard = ActiveGuard(&shared.active);
-    let max_sessions = if shared.cfg.once { 1 } else { shared.cfg.limits.max_sessions };
-    if running >= max_sessions {
-        return refuse(
+/// A connection in its handshake: non-blocking, read exactly as far as the current step
+/// needs (so nothing a test sends after it is consumed here).
+struct Conn {
+    stream: TcpStream,
+    peer: SocketAddr,
+    step: Step,
+    buf: Vec<u8>,
+    want: usize,
+    /// The control message reassembled so far.
+    msg: Vec<u8>,
+}
+
+/// The accept thread's classifier: every connection in its handshake, on one epoll.
+struct Gate<'a> {
+    shared: &'a Arc<Shared>,
+    epoll: Epoll,
+    conns: HashMap<u64, Conn>,
+    /// Tokens in accept order: their deadlines are in order too.
+    order: VecDeque<(Instant, u64)>,
+    per_source: HashMap<IpAddr, usize>,
+    next_token: u64,
+    max_total: usize,
+    /// Accepting paused since, and until when.
+    paused: Option<(Instant, Instant)>,
+    listener_fd: i32,
+}
+
+/// What a step of a handshake came to.
+enum Next {
+    /// Waits for more bytes.
+    More(Conn),
+    /// Handed on or closed.
+    Done,
+}
+
+impl<'a> Gate<'a> {
+    fn new(shared: &'a Arc<Shared>, listener: &TcpListener) -> Result<Self> {
+        let epoll = Epoll::new().map_err(|e| Error::io("creating the accept loop's epoll", e))?;
+        epoll.add(listener.as_raw_fd(), LISTENER).map_err(|e| Error::io("watching the listener", e))?;
+        let nofile = crate::sys::sockopt::open_files_limit();
+        let max_total = (nofile.saturating_sub(FD_RESERVE).max(4) as usize).min(MAX_CLASSIFYING);
+        Ok(Self {
             shared,
-            &mut ctl,
-            peer,
-            format!("receiver busy: {running} tests running (limit {max_sessions})"),
+            epoll,
+            conns: HashMap::new(),
+            order: VecDeque::new(),
+            per_source: HashMap::new(),
+            next_token: LISTENER + 1,
+            max_total,
+            paused: None,
+            listener_fd: listener.as_raw_fd(),
+        })
+    }
+
+    fn wait_ms(&self, now: Instant) -> i32 {
+        let mut until = now + Duration::from_millis(200);
+        if let Some((at, _)) = self.order.front() {
+            until = until.min(*at);
+        }
+        if let Some((_, retry)) = self.paused {
+            until = until.min(retry);
+        }
+        until.saturating_duration_since(now).as_millis().clamp(1, 200) as i32
+    }
+
+    /// Closes every connection whose handshake ran past its deadline.
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(at, token)) = self.order.front() {
+            if at > now {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(conn) = self.conns.remove(&token) {
+                self.forget(&conn);
+                self.shared
+                    .drop_conn(conn.peer, format!("handshake not finished within {} s", HANDSHAKE_DEADLINE.as_secs()));
+            }
+        }
+    }
+
+    fn forget(&mut self, conn: &Conn) {
+        self.forget_ip(conn.peer.ip().to_canonical());
+    }
+
+    fn forget_ip(&mut self, ip: IpAddr) {
+        if let Some(n) = self.per_source.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&ip);
+            }
+        }
+    }
+
+    fn resume_if_due(&mut self, listener: &TcpListener, now: Instant) {
+        if let Some((_, retry)) = self.paused {
+            if now >= retry && self.epoll.add(listener.as_raw_fd(), LISTENER).is_ok() {
+                // Still paused until an accept succeeds; the listener is watched again.
+                self.paused = self.paused.map(|(since, _)| (since, now + Duration::from_secs(3600)));
+            }
+        }
+    }
+
+    /// Accepts what the listener holds. Running out of descriptors, memory or threads pauses
+    /// accepting (said once) instead of ending `recv`.
+    fn accept_all(&mut self, listener: &TcpListener) -> Result<()> {
+        for _ in 0..256 {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    if let Some((since, _)) = self.paused.take() {
+                        (self.shared.events)(ServerEvent::AcceptResumed { paused: since.elapsed() });
+                    }
+                    self.admit_conn(stream, peer);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) =>
+                {
+                    self.epoll.remove(self.listener_fd);
+                    let now = Instant::now();
+                    if self.paused.is_none() {
+                        let open = self.conns.len();
+                        (self.shared.events)(ServerEvent::AcceptPaused {
+                            reason: format!(
+                                "{e} ({open} connections in their handshake, {} tests running)",
+                                self.shared.active.load(Ordering::Acquire)
+                            ),
+                        });
+                    }
+                    self.paused = Some((self.paused.map_or(now, |(s, _)| s), now + ACCEPT_PAUSE));
+                    // Make room: the heaviest source's oldest handshake goes first.
+                    self.evict_heaviest(None);
+                    return Ok(());
+                }
+                // The peer gave up between SYN and accept, or a transient network error.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(
+                            libc::ECONNABORTED
+                                | libc::EPROTO
+                                | libc::EPERM
+                                | libc::ENETDOWN
+                                | libc::ENETUNREACH
+                                | libc::EHOSTUNREACH
+                                | libc::EHOSTDOWN
+                                | libc::ENONET
+                                | libc::EOPNOTSUPP
+                                | libc::ETIMEDOUT
+                        )
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(Error::io("accepting a connection", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the oldest handshake of the source holding most, if it holds more than `than`.
+    fn evict_heaviest(&mut self, than: Option<usize>) -> bool {
+        let Some((&ip, &n)) = self.per_source.iter().max_by_key(|(_, n)| **n) else { return false };
+        if than.is_some_and(|t| n <= t) {
+            return false;
+        }
+        let token = self
+            .order
+            .iter()
+            .map(|(_, t)| *t)
+            .find(|t| self.conns.get(t).is_some_and(|c| c.peer.ip().to_canonical() == ip));
+        let Some(conn) = token.and_then(|t| self.conns.remove(&t)) else { return false };
+        self.forget(&conn);
+        self.shared.drop_conn(conn.peer, format!("closed to make room: {n} connections from {ip} in their handshake"));
+        true
+    }
+
+    fn admit_conn(&mut self, stream: TcpStream, peer: SocketAddr) {
+        let ip = peer.ip().to_canonical();
+        let cfg = &self.shared.cfg;
+        if !cfg.allow.is_empty() && !cfg.allow.iter().any(|c| c.contains(ip)) {
+            return self.shared.drop_conn(peer, "source address not in --allow");
+        }
+        let mine = self.per_source.get(&ip).copied().unwrap_or(0);
+        if mine >= cfg.max_pending_per_source {
+            return self.shared.drop_conn(
+                peer,
+                format!("{mine} connections from {ip} already in their handshake (recv --max-pending-per-source)"),
+            );
+        }
+        if self.conns.len() >= self.max_total && !self.evict_heaviest(Some(mine + 1)) {
+            return self.shared.drop_conn(peer, format!("{} connections already in their handshake", self.conns.len()));
+        }
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let token = self.next_token;
+        self.next_token += 1;
+        if let Err(e) = self.epoll.add(stream.as_raw_fd(), token) {
+            return self.shared.drop_conn(peer, format!("cannot watch the connection: {e}"));
+        }
+        *self.per_source.entry(ip).or_insert(0) += 1;
+        self.order.push_back((Instant::now() + HANDSHAKE_DEADLINE, token));
+        self.conns.insert(
+            token,
+            Conn { stream, peer, step: Step::Magic, buf: Vec::with_capacity(4), want: 4, msg: Vec::new() },
         );
     }
+
+    fn readable(&mut self, token: u64, hangup: bool) {
+        let Some(conn) = self.conns.remove(&token) else { return };
+        let ip = conn.peer.ip().to_canonical();
+        match drive(self.shared, &self.epoll, conn, hangup) {
+            Next::More(conn) => {
+                self.conns.insert(token, conn);
+            }
+            Next::Done => self.forget_ip(ip),
+        }
+    }
+}
+
+/// Reads what `conn` has for its current step and moves it on as far as that allows.
+fn drive(shared: &Arc<Shared>, epoll: &Epoll, mut conn: Conn, hangup: bool) -> Next {
+    loop {
+        while conn.buf.len() < conn.want {
+            let start = conn.buf.len();
+            let end = conn.want.min(start + 16 * 1024);
+            conn.buf.resize(end, 0);
+            match (&conn.stream).read(&mut conn.buf[start..end]) {
+                Ok(0) => {
+                    shared.drop_conn(conn.peer, "closed during its handshake");
+                    return Next::Done;
+                }
+                Ok(n) => conn.buf.truncate(start + n),
+                Err(e) => {
+                    conn.buf.truncate(start);
+                    match e.kind() {
+                        std::io::ErrorKind::WouldBlock if !hangup => return Next::More(conn),
+                        std::io::ErrorKind::Interrupted => continue,
+                        _ => {
+                            shared.drop_conn(conn.peer, format!("failed during its handshake: {e}"));
+                            return Next::Done;
+                        }
+                    }
+                }
+            }
+        }
+        let step = std::mem::replace(&mut conn.step, Step::Magic);
+        match step {
+            Step::Magic => {
+                let magic: [u8; 4] = conn.buf[..4].try_into().unwrap_or_default();
+                match magic {
+                    control::CONTROL_MAGIC => {
+                        conn.buf.clear();
+                        conn.want = 4;
+                        conn.step = Step::Word(Ctl::First);
+                    }
+                    control::DATA_MAGIC => {
+                        conn.want = DATA_HELLO_LEN;
+                        conn.step = Step::Data { tagged: false };
+                    }
+                    control::DATA_AUTH_MAGIC => {
+                        conn.want = DATA_HELLO_LEN + auth::TAG_LEN;
+                        conn.step = Step::Data { tagged: true };
+                    }
+                    other => {
+                        shared.drop_conn(
+                            conn.peer,
+                            format!(
+                                "not a uringbench peer (greeting {:02x}{:02x}{:02x}{:02x})",
+                                other[0], other[1], other[2], other[3]
+                            ),
+                        );
+                        return Next::Done;
+                    }
+                }
+            }
+            Step::Data { tagged } => {
+                join_flow(shared, epoll, conn, tagged);
+                return Next::Done;
+            }
+            Step::Word(ctl) => {
+                let (len, more) = control::frame_word(conn.buf[..4].try_into().unwrap_or_default());
+                if len > MAX_FRAME || conn.msg.len() + len > MAX_FRAME {
+                    let reason = format!("control message over the {MAX_FRAME}-byte limit");
+                    shared.refuse(&conn.stream, conn.peer, reason);
+                    return Next::Done;
+                }
+                conn.buf.clear();
+                conn.want = len;
+                conn.step = Step::Body(ctl, more);
+            }
+            Step::Body(ctl, more) => {
+                conn.msg.extend_from_slice(&conn.buf);
+                conn.buf.clear();
+                conn.want = 4;
+                if more {
+                    conn.step = Step::Word(ctl);
+                    continue;
+                }
+                let msg = match control::decode(&conn.msg) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        shared.refuse(&conn.stream, conn.peer, e.message);
+                        return Next::Done;
+                    }
+                };
+                conn.msg = Vec::new();
+                match on_message(shared, epoll, &conn, ctl, msg) {
+                    Some(next) => conn.step = Step::Word(next),
+                    None => return Next::Done,
+                }
+            }
+        }
+    }
+}
+
+/// Hands a data flow to the session whose cookie it presents, if its tag (for an
+/// authenticated session) proves it holds the session key.
+fn join_flow(shared: &Shared, epoll: &Epoll, conn: Conn, tagged: bool) {
+    let rest: [u8; DATA_HELLO_LEN - 4] = conn.buf[4..DATA_HELLO_LEN].try_into().unwrap_or([0; DATA_HELLO_LEN - 4]);
+    let (cookie, flow) = control::parse_data_hello(&rest);
+    let entry = shared.pending.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
+    let Some((tx, key)) = entry else {
+        return shared.drop_conn(conn.peer, "data flow for an unknown session");
+    };
+    match (&key, tagged) {
+        (Some(key), true) if key.verify_flow(&cookie, flow, &conn.buf[DATA_HELLO_LEN..]) => {}
+        (None, false) => {}
+        (Some(_), _) => return shared.drop_conn(conn.peer, "data flow without the session's key (--psk-file)"),
+        (None, true) => return shared.drop_conn(conn.peer, "tagged data flow for an unauthenticated session"),
+    }
+    epoll.remove(conn.stream.as_raw_fd());
+    if conn.stream.set_nonblocking(false).is_ok() {
+        let _ = tx.send((flow, conn.stream));
+    }
+}
+
+/// A complete control message during the handshake: the next message wanted, or None when
+/// the connection is done with here (handed to a session, or refused).
+fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: &Conn, ctl: Ctl, msg: ControlMsg) -> Option<Ctl> {
+    let (stream, peer) = (&conn.stream, conn.peer);
+    let psk = shared.cfg.psk.as_ref();
+    match (ctl, msg, psk) {
+        (Ctl::First, ControlMsg::Auth { version, nonce: client }, Some(psk)) => {
+            if version < PROTOCOL_VERSION {
+                shared.refuse(
+                    stream,
+                    peer,
+                    format!("authentication of protocol version {version}, this receiver speaks {PROTOCOL_VERSION}"),
+                );
+                return None;
+            }
+            let server = match auth::nonce() {
+                Ok(n) => n,
+                Err(e) => {
+                    shared.refuse(stream, peer, e.message);
+                    return None;
+                }
+            };
+            let challenge = ControlMsg::Challenge { nonce: server, proof: psk.receiver_proof(&client, &server) };
+            if control::write_msg(stream, &challenge).is_err() {
+                shared.drop_conn(peer, "could not send the challenge");
+                return None;
+            }
+            Some(Ctl::Proof { client, server })
+        }
+        (Ctl::First, ControlMsg::Auth { .. }, None) => {
+            shared.refuse(stream, peer, "this receiver has no --psk-file: run the sender without --psk-file".into());
+            None
+        }
+        (Ctl::First, ControlMsg::Hello { .. }, Some(_)) => {
+            shared.refuse(
+                stream,
+                peer,
+                "this receiver requires authentication: run the sender with --psk-file (the receiver's secret)".into(),
+            );
+            None
+        }
+        (Ctl::Proof { client, server }, ControlMsg::Proof { proof }, Some(psk)) => {
+            if auth::same(&psk.sender_proof(&client, &server), &proof) {
+                Some(Ctl::Hello { key: psk.session_key(&client, &server) })
+            } else {
+                shared.refuse(
+                    stream,
+                    peer,
+                    "authentication failed: the sender's --psk-file holds another secret".into(),
+                );
+                None
+            }
+        }
+        (Ctl::First, ControlMsg::Hello { version, spec, udp_ports }, None) => {
+            admit(shared, epoll, conn, version, spec, udp_ports, None);
+            None
+        }
+        (Ctl::Hello { key }, ControlMsg::Hello { version, spec, udp_ports }, Some(_)) => {
+            admit(shared, epoll, conn, version, spec, udp_ports, Some(key));
+            None
+        }
+        (_, other, _) => {
+            shared.refuse(stream, peer, format!("unexpected {} message during the handshake", other.kind()));
+            None
+        }
+    }
+}
+
+/// Holds a running test's place in the counts (in total and for its source address); gives
+/// it back when dropped, however the session ends (a panic included).
+struct SessionSlot {
+    shared: Arc<Shared>,
+    source: IpAddr,
+    ms: u64,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.shared.active.fetch_sub(1, Ordering::AcqRel);
+        let mut sources = self.shared.sources.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(u) = sources.get_mut(&self.source) {
+            u.sessions = u.sessions.saturating_sub(1);
+            u.ms = u.ms.saturating_sub(self.ms);
+            if u.sessions == 0 {
+                sources.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// What a session thread is handed.
+struct Admitted {
+    ctl: TcpStream,
+    peer: SocketAddr,
+    spec: TestSpec,
+    udp_ports: Vec<u16>,
+    key: Option<SessionKey>,
+    running: usize,
+    slot: SessionSlot,
+}
+
+/// A complete hello: checked against every limit here, on the accept thread (a refusal
+/// costs no thread and no socket), then run on a thread of its own.
+fn admit(
+    shared: &Arc<Shared>,
+    epoll: &Epoll,
+    conn: &Conn,
+    version: u32,
+    mut spec: TestSpec,
+    udp_ports: Vec<u16>,
+    key: Option<SessionKey>,
+) {
+    let (stream, peer) = (&conn.stream, conn.peer);
+    let lowest = if key.is_some() { PROTOCOL_VERSION } else { MIN_PROTOCOL_VERSION };
+    if !(lowest..=PROTOCOL_VERSION).contains(&version) {
+        return shared.refuse(
+            stream,
+            peer,
+            format!("protocol version {version}, this receiver speaks {lowest} to {PROTOCOL_VERSION}"),
+        );
+    }
+    if shared.cfg.once && shared.once_done.load(Ordering::Acquire) {
+        return shared.refuse(stream, peer, "receiver is finishing (--once)".into());
+    }
+    let limits = &shared.cfg.limits;
+    limits.cap(&mut spec);
+    let threads = (spec.queues as usize).min(shared.cpus.len());
+    if let Err(reason) = limits.check(&spec, shared.runner.memory(&spec, threads)) {
+        return shared.refuse(stream, peer, reason);
+    }
+    if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
+        let reason =
+            format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.data_connections());
+        return shared.refuse(stream, peer, reason);
+    }
+    let source = peer.ip().to_canonical();
+    let ms = spec.warmup_ms.saturating_add(spec.time_ms).saturating_add(spec.cooldown_ms);
+    let max_sessions = if shared.cfg.once { 1 } else { limits.max_sessions };
+    let running = {
+        let mut sources = shared.sources.lock().unwrap_or_else(|p| p.into_inner());
+        let running = shared.active.load(Ordering::Acquire);
+        let mine = sources.get(&source).copied().unwrap_or_default();
+        if running >= max_sessions {
+            drop(sources);
+            return shared.refuse(
+                stream,
+                peer,
+                format!("receiver busy: {running} tests running (limit {max_sessions})"),
+            );
+        }
+        if mine.sessions >= limits.max_sessions_per_source {
+            drop(sources);
+            return shared.refuse(
+                stream,
+                peer,
+                format!(
+                    "receiver busy: {} tests from {source} running (recv --max-sessions-per-source {})",
+                    mine.sessions, limits.max_sessions_per_source
+                ),
+            );
+        }
+        if mine.ms.saturating_add(ms) > limits.max_total_ms {
+            drop(sources);
+            return shared.refuse(
+                stream,
+                peer,
+                format!("tests from {source} would run {:.0} s at once, this receiver allows {:.0} s per source (recv --max-time)", (mine.ms + ms) as f64 / 1e3, limits.max_total_ms as f64 / 1e3),
+            );
+        }
+        let u = sources.entry(source).or_default();
+        u.sessions += 1;
+        u.ms += ms;
+        shared.active.fetch_add(1, Ordering::AcqRel)
+    };
+    let slot = SessionSlot { shared: Arc::clone(shared), source, ms };
+    // The thread receives its work through a channel, so that when no thread can be started
+    // the connection is still here to be told why.
+    let (tx, rx) = mpsc::channel::<Admitted>();
+    let thread_shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new().name("ub-session".into()).spawn(move || {
+        if let Ok(work) = rx.recv() {
+            run_admitted(&thread_shared, work);
+        }
+    });
+    if let Err(e) = spawned {
+        drop(slot);
+        return shared.refuse(stream, peer, format!("receiver out of threads ({e}); try again later"));
+    }
+    epoll.remove(stream.as_raw_fd());
+    let ctl = match stream.try_clone() {
+        Ok(s) if s.set_nonblocking(false).is_ok() => s,
+        _ => {
+            drop(tx);
+            drop(slot);
+            return shared.drop_conn(peer, "could not hand the session to its thread");
+        }
+    };
+    let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, key, running, slot });
+}
+
+/// A session's thread: a panic in it ends this session only (its slot and cookie are given
+/// back as it unwinds) and is logged as the session's failure.
+fn run_admitted(shared: &Shared, work: Admitted) {
+    let peer = work.peer;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_session(shared, work)));
+    if let Err(panic) = outcome {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        (shared.events)(ServerEvent::SessionFailed {
+            id: 0,
+            peer,
+            error: format!("internal error, session ended: {what}"),
+        });
+    }
+}
+
+fn run_session(shared: &Shared, work: Admitted) {
+    let Admitted { mut ctl, peer, spec, udp_ports, key, running, slot: _slot } = work;
+    let refuse = |ctl: &TcpStream, reason: String| shared.refuse(ctl, peer, reason);
     // With --engine xdp, a forward UDP test's program takes every UDP datagram to the port:
     // another test that receives UDP here (forward or bidir) must not overlap with it.
     let udp_in = spec.proto == Proto::Udp && spec.direction != Direction::Reverse;
     if shared.runner.udp_alone() && udp_in && running > 0 {
         return refuse(
-            shared,
-            &mut ctl,
-            peer,
+            &ctl,
             format!("receiver busy: with --engine xdp, UDP tests run one at a time ({running} other tests running)"),
         );
     }
@@ -494,34 +1122,26 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         } else {
             "receiver busy: a test runs under a receiver variant"
         };
-        return refuse(shared, &mut ctl, peer, reason.into());
+        return refuse(&ctl, reason.into());
     }
     // The variant's settings stay applied until this guard drops at the end of the session.
     let _variant = match spec.variant.as_deref() {
         None => None,
         Some(name) => match apply_variant(shared, name) {
             Ok(guard) => Some(guard),
-            Err(reason) => return refuse(shared, &mut ctl, peer, reason),
+            Err(reason) => return refuse(&ctl, reason),
         },
     };
-    let threads = (spec.queues as usize).min(shared.cpus.len());
-    if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
-        let reason =
-            format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.data_connections());
-        return refuse(shared, &mut ctl, peer, reason);
-    }
-    if let Err(reason) = shared.cfg.limits.check(&spec, shared.runner.memory(&spec, threads)) {
-        return refuse(shared, &mut ctl, peer, reason);
-    }
+    let busy_poll = if shared.cfg.limits.no_spin { BusyPoll::Off } else { shared.cfg.busy_poll };
     let placement = match plan(
         spec.queues,
         &shared.cpus,
-        shared.cfg.busy_poll,
-        running > 0 || spec.direction == crate::base::spec::Direction::Bidir,
+        busy_poll,
+        running > 0 || spec.direction == Direction::Bidir,
         spec.workload.latency_bound(),
     ) {
         Ok(p) => p,
-        Err(e) => return refuse(shared, &mut ctl, peer, e.message),
+        Err(e) => return refuse(&ctl, e.message),
     };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let mut test = Test {
@@ -532,6 +1152,7 @@ fn run_session(shared: &Shared, mut ctl: TcpStream, peer: SocketAddr) {
         caps: &shared.caps,
         shared,
         id,
+        key,
     };
     let outcome = shared.runner.run(&mut test);
     match outcome {
@@ -667,6 +1288,8 @@ pub struct Test<'a> {
     pub caps: &'a KernelCaps,
     shared: &'a Shared,
     id: u64,
+    /// The authenticated session's key: its data flows must present a tag made with it.
+    key: Option<SessionKey>,
 }
 
 impl Test<'_> {
@@ -690,7 +1313,7 @@ impl Test<'_> {
         let shared = self.shared;
         let cookie = control::new_cookie();
         let (tx, rx) = mpsc::channel();
-        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, tx);
+        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, (tx, self.key.clone()));
         // However this ends, the cookie admits no more flows.
         let _unregister = Unregister(&shared.pending, cookie);
         control::write_msg(
@@ -738,7 +1361,9 @@ impl Test<'_> {
     }
 }
 
-type Pending = Mutex<HashMap<SessionCookie, mpsc::Sender<(u32, TcpStream)>>>;
+/// Sessions waiting for their data flows: by cookie, where to hand a flow, and the key its
+/// tag must be made with (authenticated sessions).
+type Pending = Mutex<HashMap<SessionCookie, (mpsc::Sender<(u32, TcpStream)>, Option<SessionKey>)>>;
 
 /// Removes a session's cookie from the pending flows when dropped.
 struct Unregister<'a>(&'a Pending, SessionCookie);

@@ -232,6 +232,7 @@ impl Plan {
             cpus: t.cpus.as_deref().map(parse_cpu_list).transpose().map_err(|e| usage(e.message))?,
             busy_poll: crate::runtime::placement::BusyPoll::Auto,
             local: Default::default(),
+            psk: None,
         })
     }
 

@@ -75,6 +75,8 @@ pub struct SendOptions {
     pub busy_poll: BusyPoll,
     /// Where this side's sockets leave from (`-4`/`-6`, `--bind`, `--bind-dev`).
     pub local: crate::sys::sockopt::LocalEnd,
+    /// `--psk-file`: authenticate to the receiver (and it to us) before sending the test.
+    pub psk: Option<crate::session::auth::Psk>,
 }
 
 /// Duplicates of the flows' sockets for the sampler, in flow order: TCP_INFO stays readable
@@ -135,6 +137,9 @@ pub struct SenderSession {
     pub data_port: Option<u16>,
     /// The receiver's placement line, from its accept.
     pub receiver_placement: String,
+    psk: Option<crate::session::auth::Psk>,
+    /// The authenticated session's key, which the data flows' greetings are tagged with.
+    key: Option<crate::session::auth::SessionKey>,
 }
 
 impl SenderSession {
@@ -175,15 +180,15 @@ impl SenderSession {
             cookie: [0; 16],
             data_port: None,
             receiver_placement: String::new(),
+            psk: opts.psk.clone(),
+            key: None,
         })
     }
 
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
     pub fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
         let peer = &self.peer;
-        self.ctl
-            .write_all(&control::CONTROL_MAGIC)
-            .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
+        self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
             ControlMsg::Accept { cookie, data_port, placement, variant } => {
@@ -205,6 +210,11 @@ impl SenderSession {
             }
         };
         Ok(())
+    }
+
+    /// The greeting data flow `flow` opens with (tagged with the session key, when there is one).
+    pub fn data_hello(&self, flow: u32) -> Vec<u8> {
+        crate::session::auth::data_hello(self.key.as_ref(), &self.cookie, flow)
     }
 
     /// Waits for the receiver to say every flow is in place.
@@ -365,7 +375,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
         let mut stream =
             control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, Some(&spec.tuning))?;
         stream
-            .write_all(&control::data_hello(&session.cookie, flow))
+            .write_all(&session.data_hello(flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
         flows.push((flow, stream));
     }
