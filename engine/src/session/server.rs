@@ -1436,6 +1436,89 @@ mod tests {
         assert!(capped.check(&reverse, 0).is_ok());
     }
 
+    #[test]
+    fn cidr_lists_match_v4_v6_and_mapped_peers() {
+        let net: Cidr = "10.77.0.0/16".parse().unwrap();
+        assert!(net.contains("10.77.3.4".parse().unwrap()));
+        assert!(net.contains("::ffff:10.77.3.4".parse().unwrap()), "a v4-mapped peer is its IPv4 address");
+        assert!(!net.contains("10.78.0.1".parse().unwrap()));
+        assert!(!net.contains("fd00::1".parse().unwrap()));
+        let one: Cidr = "fd00::1".parse().unwrap();
+        assert!(one.contains("fd00::1".parse().unwrap()) && !one.contains("fd00::2".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("192.0.2.1".parse().unwrap()));
+        assert!("10.0.0.0/33".parse::<Cidr>().unwrap_err().contains("0..32"));
+        assert!("nonsense".parse::<Cidr>().is_err());
+        assert!(exposed_addresses("127.0.0.1".parse().unwrap()).is_empty());
+        assert!(exposed_addresses("10.1.2.3".parse().unwrap()).is_empty());
+        let public: IpAddr = "203.0.113.5".parse().unwrap();
+        assert_eq!(exposed_addresses(public), vec![public], "a public address is named in the warning");
+    }
+
+    /// A runner whose first test panics and whose second is served: the panic ends that
+    /// session only and gives its slot back.
+    struct PanicsOnce(AtomicBool);
+    impl TestRunner for PanicsOnce {
+        fn memory(&self, _: &TestSpec, _: usize) -> u64 {
+            0
+        }
+        fn udp_alone(&self) -> bool {
+            false
+        }
+        fn run(&self, test: &mut Test<'_>) -> Result<Reports> {
+            if !self.0.swap(true, Ordering::AcqRel) {
+                panic!("boom in a session");
+            }
+            test.accept(None)?;
+            Ok((None, None))
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_session_ends_that_session_only() {
+        let cfg = ReceiverConfig {
+            bind: "127.0.0.1".parse().unwrap(),
+            device: None,
+            port: 0,
+            cpus: None,
+            busy_poll: BusyPoll::Off,
+            once: true,
+            limits: ServerLimits { max_sessions: 1, ..ServerLimits::default() },
+            variants: None,
+            psk: None,
+            allow: Vec::new(),
+            max_pending_per_source: 64,
+        };
+        let listener = bind(&cfg).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        let events: EventSink = Arc::new(move |e| sink.lock().unwrap().push(format!("{e:?}")));
+        let runner = Arc::new(PanicsOnce(AtomicBool::new(false)));
+        let server = std::thread::spawn(move || serve(cfg, runner, listener, events));
+        let hello = |expect_accept: bool| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            std::io::Write::write_all(&mut s, &control::CONTROL_MAGIC).unwrap();
+            let spec = TestSpec { time_ms: 100, warmup_ms: 0, ..TestSpec::default() };
+            control::write_msg(&s, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec, udp_ports: vec![] }).unwrap();
+            let reply = control::read_reply(&mut s, Duration::from_secs(5));
+            match (expect_accept, reply) {
+                (false, Err(_)) => {}
+                (true, Ok(ControlMsg::Accept { .. })) => {
+                    let end = control::read_reply(&mut s, Duration::from_secs(5)).unwrap();
+                    assert_eq!(end.kind(), "result");
+                }
+                (_, other) => panic!("unexpected reply {other:?}"),
+            }
+        };
+        hello(false);
+        // The slot the panicking session held is free again (max_sessions is 1).
+        hello(true);
+        assert!(server.join().unwrap().unwrap(), "--once ends after the served test");
+        let log = log.lock().unwrap();
+        assert!(log.iter().any(|l| l.contains("internal error, session ended: boom in a session")), "{log:?}");
+    }
+
     proptest::proptest! {
         /// Whatever a peer puts in a spec, what passes the check is within the limits by
         /// exact arithmetic (u128): no sum or product wrapped on the way.
