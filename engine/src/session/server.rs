@@ -555,6 +555,8 @@ struct Conn {
     want: usize,
     /// The control message reassembled so far.
     msg: Vec<u8>,
+    /// Bytes read in all.
+    got: usize,
 }
 
 /// The accept thread's classifier: every connection in its handshake, on one epoll.
@@ -619,8 +621,13 @@ impl<'a> Gate<'a> {
             self.order.pop_front();
             if let Some(conn) = self.conns.remove(&token) {
                 self.forget(&conn);
-                self.shared
-                    .drop_conn(conn.peer, format!("handshake not finished within {} s", HANDSHAKE_DEADLINE.as_secs()));
+                let secs = HANDSHAKE_DEADLINE.as_secs();
+                let reason = if conn.got == 0 {
+                    format!("sent nothing within {secs} s")
+                } else {
+                    format!("handshake not finished within {secs} s ({} bytes in)", conn.got)
+                };
+                self.shared.drop_conn(conn.peer, reason);
             }
         }
     }
@@ -750,7 +757,7 @@ impl<'a> Gate<'a> {
         self.order.push_back((Instant::now() + HANDSHAKE_DEADLINE, token));
         self.conns.insert(
             token,
-            Conn { stream, peer, step: Step::Magic, buf: Vec::with_capacity(4), want: 4, msg: Vec::new() },
+            Conn { stream, peer, step: Step::Magic, buf: Vec::with_capacity(4), want: 4, msg: Vec::new(), got: 0 },
         );
     }
 
@@ -778,7 +785,10 @@ fn drive(shared: &Arc<Shared>, epoll: &Epoll, mut conn: Conn, hangup: bool) -> N
                     shared.drop_conn(conn.peer, "closed during its handshake");
                     return Next::Done;
                 }
-                Ok(n) => conn.buf.truncate(start + n),
+                Ok(n) => {
+                    conn.buf.truncate(start + n);
+                    conn.got += n;
+                }
                 Err(e) => {
                     conn.buf.truncate(start);
                     match e.kind() {
@@ -829,7 +839,10 @@ fn drive(shared: &Arc<Shared>, epoll: &Epoll, mut conn: Conn, hangup: bool) -> N
             Step::Word(ctl) => {
                 let (len, more) = control::frame_word(conn.buf[..4].try_into().unwrap_or_default());
                 if len > MAX_FRAME || conn.msg.len() + len > MAX_FRAME {
-                    let reason = format!("control message over the {MAX_FRAME}-byte limit");
+                    let reason = format!(
+                        "control message of {} bytes or more exceeds the {MAX_FRAME}-byte limit",
+                        conn.msg.len() + len
+                    );
                     shared.refuse(&conn.stream, conn.peer, reason);
                     return Next::Done;
                 }
