@@ -557,6 +557,9 @@ pub struct SweepArgs {
     /// Host running `uringbench recv` (keep it running: no --once).
     #[arg(short = 'c', long)]
     pub target: String,
+    /// Secret shared with `recv --psk-file` (see `send --psk-file`).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Port [default: 5300].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
@@ -717,6 +720,9 @@ pub struct SearchArgs {
     /// Host running `uringbench recv` (keep it running: no --once).
     #[arg(short = 'c', long)]
     pub target: String,
+    /// Secret shared with `recv --psk-file` (see `send --psk-file`).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Port [default: 5300].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,

@@ -89,7 +89,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),
             local: Default::default(),
-            psk: None,
+            psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
         },
         param,
         values,

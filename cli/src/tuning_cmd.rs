@@ -65,7 +65,7 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         local: Default::default(),
-        psk: None,
+        psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
     };
     let plan = SearchPlan {
         spec: spec.clone(),
