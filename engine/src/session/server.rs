@@ -485,6 +485,8 @@ pub fn serve(
 fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) -> Result<bool> {
     let mut gate = Gate::new(shared, &listener)?;
     let mut ready = Vec::new();
+    // The rate-limited log's windows are swept once a second, not on every wake.
+    let mut next_sweep = Instant::now();
     loop {
         if shared.once_done.load(Ordering::Acquire) {
             return Ok(shared.once_ok.load(Ordering::Acquire));
@@ -504,8 +506,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) -> Result<bool> {
         }
         let now = Instant::now();
         gate.expire(now);
-        for (source, count) in shared.limit_log.expired(now) {
-            (shared.events)(ServerEvent::Suppressed { source, count, seconds: logq::WINDOW.as_secs() });
+        if now >= next_sweep {
+            next_sweep = now + Duration::from_secs(1);
+            for (source, count) in shared.limit_log.expired(now) {
+                (shared.events)(ServerEvent::Suppressed { source, count, seconds: logq::WINDOW.as_secs() });
+            }
         }
         gate.resume_if_due(&listener, now);
         ready.clear();
@@ -866,8 +871,11 @@ fn drive(shared: &Arc<Shared>, epoll: &Epoll, mut conn: Conn, hangup: bool) -> N
                     }
                 };
                 conn.msg = Vec::new();
-                match on_message(shared, epoll, &conn, ctl, msg) {
-                    Some(next) => conn.step = Step::Word(next),
+                match on_message(shared, epoll, conn, ctl, msg) {
+                    Some((back, next)) => {
+                        conn = back;
+                        conn.step = Step::Word(next);
+                    }
                     None => return Next::Done,
                 }
             }
@@ -898,7 +906,7 @@ fn join_flow(shared: &Shared, epoll: &Epoll, conn: Conn, tagged: bool) {
 
 /// A complete control message during the handshake: the next message wanted, or None when
 /// the connection is done with here (handed to a session, or refused).
-fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: &Conn, ctl: Ctl, msg: ControlMsg) -> Option<Ctl> {
+fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: Conn, ctl: Ctl, msg: ControlMsg) -> Option<(Conn, Ctl)> {
     let (stream, peer) = (&conn.stream, conn.peer);
     let psk = shared.cfg.psk.as_ref();
     match (ctl, msg, psk) {
@@ -923,7 +931,7 @@ fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: &Conn, ctl: Ctl, msg: C
                 shared.drop_conn(peer, "could not send the challenge");
                 return None;
             }
-            Some(Ctl::Proof { client, server })
+            Some((conn, Ctl::Proof { client, server }))
         }
         (Ctl::First, ControlMsg::Auth { .. }, None) => {
             shared.refuse(stream, peer, "this receiver has no --psk-file: run the sender without --psk-file".into());
@@ -939,7 +947,7 @@ fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: &Conn, ctl: Ctl, msg: C
         }
         (Ctl::Proof { client, server }, ControlMsg::Proof { proof }, Some(psk)) => {
             if auth::same(&psk.sender_proof(&client, &server), &proof) {
-                Some(Ctl::Hello { key: psk.session_key(&client, &server) })
+                Some((conn, Ctl::Hello { key: psk.session_key(&client, &server) }))
             } else {
                 shared.refuse(
                     stream,
@@ -1002,7 +1010,7 @@ struct Admitted {
 fn admit(
     shared: &Arc<Shared>,
     epoll: &Epoll,
-    conn: &Conn,
+    conn: Conn,
     version: u32,
     mut spec: TestSpec,
     udp_ports: Vec<u16>,
@@ -1085,14 +1093,12 @@ fn admit(
         return shared.refuse(stream, peer, format!("receiver out of threads ({e}); try again later"));
     }
     epoll.remove(stream.as_raw_fd());
-    let ctl = match stream.try_clone() {
-        Ok(s) if s.set_nonblocking(false).is_ok() => s,
-        _ => {
-            drop(tx);
-            drop(slot);
-            return shared.drop_conn(peer, "could not hand the session to its thread");
-        }
-    };
+    let ctl = conn.stream;
+    if ctl.set_nonblocking(false).is_err() {
+        drop(tx);
+        drop(slot);
+        return shared.drop_conn(peer, "could not hand the session to its thread");
+    }
     let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, key, running, slot });
 }
 
