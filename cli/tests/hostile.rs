@@ -317,3 +317,19 @@ fn recv_under_ulimit_64_keeps_serving() {
     let text = String::from_utf8_lossy(&recv.kill().stdout).to_string();
     assert!(text.contains("test from"), "{text}");
 }
+
+#[test]
+fn max_rate_refuses_faster_tests_and_paces_a_reverse_sender() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uomr");
+    let _recv = pair.spawn_recv(&["--max-rate", "200M"]);
+    let t = ["--target", RECV_ADDR, "-t", "2s", "--warmup", "0s", "--cooldown", "0s"];
+    let (fast, _) = pair.send(&[&t[..], &["-b", "1G"]].concat(), Duration::from_secs(20));
+    one_line_error(&fast, 1, "--max-rate");
+    let (unlimited, _) = pair.send(&t, Duration::from_secs(20));
+    one_line_error(&unlimited, 1, "pass -b");
+    let (reverse, _) = pair.send(&[&t[..], &["--reverse", "-J"]].concat(), Duration::from_secs(30));
+    assert!(reverse.status.success(), "reverse under --max-rate: {}", String::from_utf8_lossy(&reverse.stderr));
+    let bps = f64_at(&json(&reverse), "/sum/receiver/bits_per_second");
+    assert!((1.0e8..2.3e8).contains(&bps), "the receiver's reverse sending is paced at 200 Mbit/s: {bps:.3e}");
+}

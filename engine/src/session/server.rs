@@ -1,10 +1,13 @@
 //! `uringbench recv`: one port, test after test, several senders at once, within limits.
 //!
-//! Every connection is classified by its first four bytes (control session or data flow)
-//! on a thread of its own, so a silent or garbage-sending peer costs one thread for a few
-//! seconds and never blocks anyone else. A sender can never make the receiver allocate
-//! without bound: queues, flows, duration, message length and concurrent sessions are capped
-//! by [`ServerLimits`], and a refused test gets the reason.
+//! Every connection's handshake (its greeting, the `--psk-file` exchange, the hello; or a data
+//! flow's greeting) runs on one epoll in the accept thread, under a 5 s deadline, a cap per
+//! source address and one in all: idle or dripping peers cost a descriptor each, never a
+//! thread, and never block anyone else. A hello is checked against [`ServerLimits`] there
+//! (queues, flows, duration, interval, rate, memory, sessions in all and per source, with
+//! checked arithmetic), so a refusal costs no thread and no socket, and the peer gets the
+//! reason. An admitted test runs on a thread of its own, the workload's code handed in as a
+//! [`TestRunner`]; its place in the counts is a guard given back however it ends.
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
@@ -331,6 +334,9 @@ pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 struct SourceUse {
     sessions: usize,
     ms: u64,
+    /// Data flows its accepted tests still wait for: they may be in their handshake at once
+    /// beyond `--max-pending-per-source` (a 1,024-flow test opens them all together).
+    flows_awaited: usize,
 }
 
 struct Shared {
@@ -355,6 +361,10 @@ struct Shared {
 }
 
 impl Shared {
+    fn flows_awaited(&self, ip: IpAddr) -> usize {
+        self.sources.lock().unwrap_or_else(|p| p.into_inner()).get(&ip).map_or(0, |u| u.flows_awaited)
+    }
+
     /// Logs a refusal or a dropped connection, a few per source address per window.
     fn refused(&self, event: ServerEvent) {
         let source = match &event {
@@ -741,7 +751,7 @@ impl<'a> Gate<'a> {
             return self.shared.drop_conn(peer, "source address not in --allow");
         }
         let mine = self.per_source.get(&ip).copied().unwrap_or(0);
-        if mine >= cfg.max_pending_per_source {
+        if mine >= cfg.max_pending_per_source && mine >= cfg.max_pending_per_source + self.shared.flows_awaited(ip) {
             return self.shared.drop_conn(
                 peer,
                 format!("{mine} connections from {ip} already in their handshake (recv --max-pending-per-source)"),
@@ -1335,6 +1345,8 @@ impl Test<'_> {
         shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, (tx, self.key.clone()));
         // However this ends, the cookie admits no more flows.
         let _unregister = Unregister(&shared.pending, cookie);
+        let wanted = self.spec.data_connections() as usize;
+        let _awaited = self.ctl.peer_addr().ok().map(|a| FlowsAwaited::new(shared, a.ip().to_canonical(), wanted));
         control::write_msg(
             self.ctl,
             &ControlMsg::Accept {
@@ -1345,7 +1357,6 @@ impl Test<'_> {
             },
         )?;
         self.announce();
-        let wanted = self.spec.data_connections() as usize;
         let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
         let mut got = 0;
         let deadline = Instant::now() + FLOWS_TIMEOUT;
@@ -1383,6 +1394,30 @@ impl Test<'_> {
 /// Sessions waiting for their data flows: by cookie, where to hand a flow, and the key its
 /// tag must be made with (authenticated sessions).
 type Pending = Mutex<HashMap<SessionCookie, (mpsc::Sender<(u32, TcpStream)>, Option<SessionKey>)>>;
+
+/// A test's data flows counted as awaited from its source while it waits for them.
+struct FlowsAwaited<'a> {
+    shared: &'a Shared,
+    source: IpAddr,
+    n: usize,
+}
+
+impl<'a> FlowsAwaited<'a> {
+    fn new(shared: &'a Shared, source: IpAddr, n: usize) -> Self {
+        if let Some(u) = shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&source) {
+            u.flows_awaited += n;
+        }
+        Self { shared, source, n }
+    }
+}
+
+impl Drop for FlowsAwaited<'_> {
+    fn drop(&mut self) {
+        if let Some(u) = self.shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.source) {
+            u.flows_awaited = u.flows_awaited.saturating_sub(self.n);
+        }
+    }
+}
 
 /// Removes a session's cookie from the pending flows when dropped.
 struct Unregister<'a>(&'a Pending, SessionCookie);
