@@ -236,7 +236,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 format!("uringbench recv: accepting paused: {reason}; retrying until it works")
             }
             ServerEvent::AcceptResumed { paused } => {
-                format!("uringbench recv: accepting again after {:.1} s", paused.as_secs_f64())
+                format!("uringbench recv: accepting again ({:.1} s of trouble)", paused.as_secs_f64())
             }
             ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
             ServerEvent::Unauthenticated { exposed } => format!(

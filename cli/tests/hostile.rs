@@ -333,3 +333,24 @@ fn max_rate_refuses_faster_tests_and_paces_a_reverse_sender() {
     let bps = f64_at(&json(&reverse), "/sum/receiver/bits_per_second");
     assert!((1.0e8..2.3e8).contains(&bps), "the receiver's reverse sending is paced at 200 Mbit/s: {bps:.3e}");
 }
+
+#[test]
+fn running_out_of_descriptors_pauses_accepting_and_recv_resumes() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uoem");
+    let mut recv = pair.spawn_recv_under(&["prlimit", "--nofile=64"], &[]);
+    let t = ["--target", RECV_ADDR, "-t", "1s", "--warmup", "0s", "--cooldown", "0s"];
+    // 80 data flows cannot fit in 64 descriptors: accept fails with EMFILE while they arrive.
+    let (big, _) = pair.send(&[&t[..], &["--flows-per-queue", "80"]].concat(), Duration::from_secs(30));
+    assert_eq!(big.status.code(), Some(1), "80 flows under 64 fds: {}", String::from_utf8_lossy(&big.stderr));
+    assert!(recv.running(), "EMFILE does not end recv");
+    let (out, took) = pair.send(&[&t[..], &["-J"]].concat(), Duration::from_secs(30));
+    assert!(out.status.success(), "the next test: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(u64_at(&json(&out), "/sum/receiver/total_bytes") > 0);
+    assert!(took < Duration::from_secs(8), "served at once: {took:?}");
+    // The trouble counts as over after 2 s without another failure.
+    std::thread::sleep(Duration::from_millis(2500));
+    let text = String::from_utf8_lossy(&recv.kill().stdout).to_string();
+    assert_eq!(text.matches("accepting paused").count(), 1, "said once: {text}");
+    assert!(text.contains("Too many open files") && text.contains("accepting again"), "{text}");
+}

@@ -401,6 +401,8 @@ const MAX_CLASSIFYING: usize = 2304;
 const FD_RESERVE: u64 = 32;
 /// After EMFILE, ENFILE or ENOMEM at accept: how long accepting pauses before it retries.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(250);
+/// Accept trouble is over after this long without another failure.
+const TROUBLE_OVER: Duration = Duration::from_secs(2);
 
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
@@ -584,8 +586,11 @@ struct Gate<'a> {
     per_source: HashMap<IpAddr, usize>,
     next_token: u64,
     max_total: usize,
-    /// Accepting paused since, and until when.
-    paused: Option<(Instant, Instant)>,
+    /// Whether the listener is on the epoll; when not, when to put it back.
+    retry_at: Option<Instant>,
+    /// Accept trouble (EMFILE...): since when, and its latest occurrence. It is over, and
+    /// said so once, after [`TROUBLE_OVER`] without another.
+    trouble: Option<(Instant, Instant)>,
     listener_fd: i32,
 }
 
@@ -611,7 +616,8 @@ impl<'a> Gate<'a> {
             per_source: HashMap::new(),
             next_token: LISTENER + 1,
             max_total,
-            paused: None,
+            retry_at: None,
+            trouble: None,
             listener_fd: listener.as_raw_fd(),
         })
     }
@@ -621,7 +627,7 @@ impl<'a> Gate<'a> {
         if let Some((at, _)) = self.order.front() {
             until = until.min(*at);
         }
-        if let Some((_, retry)) = self.paused {
+        if let Some(retry) = self.retry_at {
             until = until.min(retry);
         }
         until.saturating_duration_since(now).as_millis().clamp(1, 200) as i32
@@ -661,10 +667,13 @@ impl<'a> Gate<'a> {
     }
 
     fn resume_if_due(&mut self, listener: &TcpListener, now: Instant) {
-        if let Some((_, retry)) = self.paused {
-            if now >= retry && self.epoll.add(listener.as_raw_fd(), LISTENER).is_ok() {
-                // Still paused until an accept succeeds; the listener is watched again.
-                self.paused = self.paused.map(|(since, _)| (since, now + Duration::from_secs(3600)));
+        if self.retry_at.is_some_and(|at| now >= at) && self.epoll.add(listener.as_raw_fd(), LISTENER).is_ok() {
+            self.retry_at = None;
+        }
+        if let Some((since, last)) = self.trouble {
+            if self.retry_at.is_none() && now.duration_since(last) >= TROUBLE_OVER {
+                (self.shared.events)(ServerEvent::AcceptResumed { paused: last.duration_since(since) });
+                self.trouble = None;
             }
         }
     }
@@ -674,12 +683,7 @@ impl<'a> Gate<'a> {
     fn accept_all(&mut self, listener: &TcpListener) -> Result<()> {
         for _ in 0..256 {
             match listener.accept() {
-                Ok((stream, peer)) => {
-                    if let Some((since, _)) = self.paused.take() {
-                        (self.shared.events)(ServerEvent::AcceptResumed { paused: since.elapsed() });
-                    }
-                    self.admit_conn(stream, peer);
-                }
+                Ok((stream, peer)) => self.admit_conn(stream, peer),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e)
@@ -687,7 +691,7 @@ impl<'a> Gate<'a> {
                 {
                     self.epoll.remove(self.listener_fd);
                     let now = Instant::now();
-                    if self.paused.is_none() {
+                    if self.trouble.is_none() {
                         let open = self.conns.len();
                         (self.shared.events)(ServerEvent::AcceptPaused {
                             reason: format!(
@@ -696,7 +700,8 @@ impl<'a> Gate<'a> {
                             ),
                         });
                     }
-                    self.paused = Some((self.paused.map_or(now, |(s, _)| s), now + ACCEPT_PAUSE));
+                    self.trouble = Some((self.trouble.map_or(now, |(since, _)| since), now));
+                    self.retry_at = Some(now + ACCEPT_PAUSE);
                     // Make room: the heaviest source's oldest handshake goes first.
                     self.evict_heaviest(None);
                     return Ok(());
@@ -770,6 +775,12 @@ impl<'a> Gate<'a> {
         }
         *self.per_source.entry(ip).or_insert(0) += 1;
         self.order.push_back((Instant::now() + HANDSHAKE_DEADLINE, token));
+        // Finished handshakes leave their tokens behind until their deadline; under churn
+        // they are dropped at once, so scans of the order stay as long as the table.
+        if self.order.len() > 2 * self.conns.len() + 64 {
+            let conns = &self.conns;
+            self.order.retain(|(_, t)| *t == token || conns.contains_key(t));
+        }
         self.conns.insert(
             token,
             Conn { stream, peer, step: Step::Magic, buf: Vec::with_capacity(4), want: 4, msg: Vec::new(), got: 0 },
