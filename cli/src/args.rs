@@ -76,6 +76,10 @@ pub struct RrArgs {
     /// Response size (1 B to 1 MiB).
     #[arg(long, value_parser = size, default_value = "1")]
     pub resp: u64,
+    /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
+    /// before the test is sent, and its data flows carry a key derived from it.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     #[command(flatten)]
     pub window: TestWindow,
     #[arg(long, value_parser = cpu_list)]
@@ -223,7 +227,7 @@ pub struct RecvArgs {
     #[arg(long)]
     pub iperf2: bool,
     /// Longest test a sender may request (warm-up and cool-down included).
-    #[arg(long, value_parser = duration, default_value = "1h")]
+    #[arg(long, value_parser = duration, default_value = "10m")]
     pub max_time: std::time::Duration,
     /// Most queues a sender may request.
     #[arg(long, default_value_t = 256)]
@@ -231,6 +235,28 @@ pub struct RecvArgs {
     /// Tests served at the same time.
     #[arg(long, default_value_t = 4)]
     pub max_sessions: usize,
+    /// Tests served at the same time to one source address.
+    #[arg(long, default_value_t = 2)]
+    pub max_sessions_per_source: usize,
+    /// Connections from one source address still in their handshake (5 s at most each);
+    /// more are closed at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_pending_per_source: usize,
+    /// Highest rate a test may ask for (25G, 500M): faster ones are refused, a reverse test
+    /// asking for no limit is sent at this rate [default: no limit].
+    #[arg(long, value_parser = rate)]
+    pub max_rate: Option<u64>,
+    /// Secret a sender must prove it holds (`send --psk-file` with the same file, at least 16
+    /// bytes) before it may describe a test; without it anyone who reaches the port may.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
+    /// Accept connections only from these networks (CIDR[,CIDR...], e.g. 10.0.0.0/8,2001:db8::/32);
+    /// others are closed at accept.
+    #[arg(long, value_name = "CIDR[,CIDR...]", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// Never busy-poll for a remote peer's test (threads sleep on their completion queues).
+    #[arg(long)]
+    pub no_spin: bool,
     /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
     #[arg(long, value_enum, default_value_t = Engine::Uring)]
     pub engine: Engine,
@@ -257,6 +283,10 @@ pub struct SendArgs {
     /// Host running `uringbench recv`.
     #[arg(short = 'c', long)]
     pub target: String,
+    /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
+    /// before the test is sent, and its data flows carry a key derived from it.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Port [default: 5300, or 5001 with --iperf2].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
@@ -527,6 +557,9 @@ pub struct SweepArgs {
     /// Host running `uringbench recv` (keep it running: no --once).
     #[arg(short = 'c', long)]
     pub target: String,
+    /// Secret shared with `recv --psk-file` (see `send --psk-file`).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Port [default: 5300].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
@@ -687,6 +720,9 @@ pub struct SearchArgs {
     /// Host running `uringbench recv` (keep it running: no --once).
     #[arg(short = 'c', long)]
     pub target: String,
+    /// Secret shared with `recv --psk-file` (see `send --psk-file`).
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
     /// Port [default: 5300].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,

@@ -21,6 +21,9 @@ pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
     if args.repeat != 1 {
         return Err(Error::usage("--repeat is not available with --iperf2: run the command once per repetition"));
     }
+    if args.psk_file.is_some() {
+        return Err(Error::usage("--psk-file is not available with --iperf2: iperf2 servers do not authenticate"));
+    }
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
         return Err(Error::usage("--format csv is not available with --iperf2 (use text or json)"));
@@ -52,6 +55,8 @@ pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         fast,
         local,
+        // iperf2 has no authentication of its own.
+        psk: None,
     };
     uringbench::sys::interrupt::install();
     let report = run_send(&opts)?;
@@ -76,6 +81,12 @@ pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
 pub fn recv(args: &RecvArgs, fast: FastPaths) -> Result<u8, Error> {
+    // The native receiver's authentication and address filter: an iperf2 client has neither.
+    if args.psk_file.is_some() || !args.allow.is_empty() {
+        return Err(Error::usage(
+            "--psk-file and --allow are not available with --iperf2: iperf2 clients do not authenticate (filter with a firewall)",
+        ));
+    }
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let opts = Iperf2RecvOptions {
         bind,

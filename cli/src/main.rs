@@ -22,13 +22,15 @@ use uringbench::metrics::summary::Stats;
 use uringbench::report::export::{csv_rows, RepeatSummary, CSV_HEADER};
 use uringbench::report::stream::end_event;
 use uringbench::runtime::placement::BusyPoll;
+use uringbench::session::auth::Psk;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
 use uringbench::session::sender::SendOptions;
+use uringbench::session::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
 use uringbench::sys::sockopt::LocalEnd;
 use uringbench::uring::fastpath::FastPaths;
 use uringbench::wire::iperf2::IPERF2_PORT;
-use uringbench::workload::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
+use uringbench::workload::receive::Workloads;
 use uringbench::Error;
 
 impl TestWindow {
@@ -154,9 +156,18 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             max_total_ms: args.max_time.as_millis() as u64,
             max_queues: args.max_queues,
             max_sessions: args.max_sessions,
+            max_sessions_per_source: args.max_sessions_per_source,
+            max_rate_bps: args.max_rate,
+            no_spin: args.no_spin,
             ..ServerLimits::default()
         },
-        xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)?,
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
+        allow: args
+            .allow
+            .iter()
+            .map(|c| c.parse().map_err(|e| Error::usage(format!("--allow: {e}"))))
+            .collect::<Result<_, _>>()?,
+        max_pending_per_source: args.max_pending_per_source,
         variants: args
             .variants
             .as_deref()
@@ -165,6 +176,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             .map(Arc::new),
         fast,
     };
+    let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
     if cfg.variants.is_some() {
         // Before any other thread: a variant's settings are reverted on Ctrl-C or a kill.
         uringbench::sys::settings::revert_on_interrupt()?;
@@ -221,6 +233,20 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
                 )
             }
             ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: revert failed: {error}"),
+            ServerEvent::Suppressed { source, count, seconds } => {
+                format!("... and {} more from {source} in the last {seconds} s", units::group_thousands(count))
+            }
+            ServerEvent::AcceptPaused { reason } => {
+                format!("uringbench recv: accepting paused: {reason}; retrying until it works")
+            }
+            ServerEvent::AcceptResumed { paused } => {
+                format!("uringbench recv: accepting again ({:.1} s of trouble)", paused.as_secs_f64())
+            }
+            ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
+            ServerEvent::Unauthenticated { exposed } => format!(
+                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (README: \"A receiver on a public address\")",
+                exposed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            ),
         };
         // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
         let line = escape_controls(&line);
@@ -228,7 +254,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     });
-    let ok = server::serve(cfg, listener, events)?;
+    let ok = server::serve(cfg, Arc::new(workloads), listener, events)?;
     Ok(if ok { 0 } else { 1 })
 }
 
@@ -290,6 +316,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local,
         fast,
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
     };
     uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
@@ -573,6 +600,7 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local,
         fast,
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
     };
     uringbench::sys::interrupt::install();
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);

@@ -90,6 +90,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             busy_poll: busy(args.busy_poll),
             local: Default::default(),
             fast: Default::default(),
+            psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
         },
         param,
         values,

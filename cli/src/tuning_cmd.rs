@@ -66,6 +66,7 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local: Default::default(),
         fast: Default::default(),
+        psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
     };
     let plan = SearchPlan {
         spec: spec.clone(),

@@ -16,9 +16,9 @@
 //! | [`uring`] | rings, waiting, registered memory, fast paths, zcrx |
 //! | [`metrics`] | counters, sampling, sequence tracking, the figure types, statistics over runs |
 //! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`] |
-//! | [`runtime`] | placement, queue threads, the side report built from them |
-//! | [`session`] | the control channel, the live test |
-//! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, the receiver |
+//! | [`runtime`] | placement, queue threads, the one side skeleton, the side report built from them |
+//! | [`session`] | the control channel, the live test, the sender's session, the direction driver, the receiver's accept loop and limits |
+//! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, what the receiver runs |
 //! | [`compat`] | iperf2 interoperability |
 //! | [`analysis`] | the bottleneck verdict, A/B comparisons |
 //! | [`report`] | text, JSON, CSV, charts, saved results |

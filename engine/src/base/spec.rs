@@ -215,8 +215,10 @@ impl Default for TestSpec {
 }
 
 impl TestSpec {
+    /// Flows per direction (saturating: a crafted spec's product must not wrap to a small
+    /// number; the receiver's limit check refuses it).
     pub fn flows(&self) -> u32 {
-        self.queues * self.flows_per_queue
+        self.queues.saturating_mul(self.flows_per_queue)
     }
     /// Data connections of a test: one set of flows per direction; none for crr, whose
     /// connections come and go during the test.
@@ -224,7 +226,7 @@ impl TestSpec {
         if self.workload == Workload::Crr {
             0
         } else if self.direction == Direction::Bidir {
-            2 * self.flows()
+            self.flows().saturating_mul(2)
         } else {
             self.flows()
         }
@@ -244,15 +246,19 @@ impl TestSpec {
     }
     /// Warm-up + window + cool-down: how long the sender keeps sending.
     pub fn total(&self) -> Duration {
-        Duration::from_millis(self.warmup_ms + self.time_ms + self.cooldown_ms)
+        Duration::from_millis(self.warmup_ms.saturating_add(self.time_ms).saturating_add(self.cooldown_ms))
     }
     /// Offsets from the start at which counters are sampled: window start, each interval
     /// boundary inside the window, window end. Consecutive samples bound one interval, so
     /// the interval figures add up exactly to the window's. Computed as they are needed: a
     /// test of a million intervals holds none of them in memory.
     pub fn sample_offsets(&self) -> impl Iterator<Item = Duration> + use<> {
-        let (start, end, step) = (self.warmup_ms, self.warmup_ms + self.time_ms, self.interval_ms);
-        let inner = (step > 0).then(|| (1..).map(move |n| start + n * step).take_while(move |&at| at < end));
+        let (start, end, step) = (self.warmup_ms, self.warmup_ms.saturating_add(self.time_ms), self.interval_ms);
+        let inner = (step > 0).then(|| {
+            (1u64..)
+                .map_while(move |n| n.checked_mul(step).and_then(|d| start.checked_add(d)))
+                .take_while(move |&at| at < end)
+        });
         std::iter::once(start).chain(inner.into_iter().flatten()).chain(std::iter::once(end)).map(Duration::from_millis)
     }
 }

@@ -121,6 +121,19 @@ pub fn format_bits_per_second(bps: f64) -> String {
 }
 
 /// Formats a byte count with binary units, as iperf's transfer column: `24.9 GBytes`.
+/// A count with thousands separated by commas: 1234567 as "1,234,567".
+pub fn group_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn format_bytes(bytes: u64) -> String {
     let b = bytes as f64;
     let (value, unit) = if b >= 1024.0 * 1024.0 * 1024.0 {

@@ -21,13 +21,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-/// Version of the control protocol; a receiver refuses any other. Version 2 added
-/// multi-frame messages, streamed intervals and `stop`.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Version of the control protocol. Version 2 added multi-frame messages, streamed intervals
+/// and `stop`; version 3 the `--psk-file` handshake (`auth`, `challenge`, `proof`) and the
+/// tagged data-flow greeting `UBD2`. A receiver refuses a version outside
+/// [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`], and an authenticated session below 3.
+pub const PROTOCOL_VERSION: u32 = 3;
+/// The oldest sender a receiver without `--psk-file` serves (its wire is unchanged since).
+pub const MIN_PROTOCOL_VERSION: u32 = 2;
 /// Default port of `recv`: distinct from iperf2's 5001 and iperf3's 5201.
 pub const DEFAULT_PORT: u16 = 5300;
 pub const CONTROL_MAGIC: [u8; 4] = *b"UBC1";
 pub const DATA_MAGIC: [u8; 4] = *b"UBD1";
+/// A data flow of an authenticated session: the greeting carries the flow's tag too.
+pub const DATA_AUTH_MAGIC: [u8; 4] = *b"UBD2";
 /// Largest body of one frame, in bytes; also the largest message `recv` accepts from a sender.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Largest message a sender accepts from the receiver (its report, an interval of 1,024
@@ -46,6 +52,12 @@ pub type SessionCookie = [u8; 16];
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlMsg {
+    /// Sender → receiver, first, with `--psk-file`: its nonce (session/auth.rs).
+    Auth { version: u32, nonce: [u8; 32] },
+    /// Receiver → sender: its nonce and its proof of the secret over both nonces.
+    Challenge { nonce: [u8; 32], proof: [u8; 32] },
+    /// Sender → receiver: its proof of the secret; the hello follows.
+    Proof { proof: [u8; 32] },
     /// Sender → receiver: the test it wants. For UDP, `udp_ports` holds the source port of
     /// each flow's socket, so the receiver can give every flow a socket of its own on the
     /// control port (one firewall hole for everything).
@@ -90,6 +102,38 @@ pub enum ControlMsg {
     Stop { reason: String },
     /// Either way: the test is abandoned.
     Abort { reason: String },
+}
+
+impl ControlMsg {
+    /// The message's type, as on the wire: what a log line or an error names (never the
+    /// peer's contents).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ControlMsg::Auth { .. } => "auth",
+            ControlMsg::Challenge { .. } => "challenge",
+            ControlMsg::Proof { .. } => "proof",
+            ControlMsg::Hello { .. } => "hello",
+            ControlMsg::Accept { .. } => "accept",
+            ControlMsg::Refuse { .. } => "refuse",
+            ControlMsg::Ready => "ready",
+            ControlMsg::Result { .. } => "result",
+            ControlMsg::Finished => "finished",
+            ControlMsg::Interval { .. } => "interval",
+            ControlMsg::Stop { .. } => "stop",
+            ControlMsg::Abort { .. } => "abort",
+        }
+    }
+}
+
+/// Splits a frame's length word: the body's length and whether more frames follow.
+pub fn frame_word(word: [u8; 4]) -> (usize, bool) {
+    let word = u32::from_be_bytes(word);
+    ((word & !MORE) as usize, word & MORE != 0)
+}
+
+/// Decodes a reassembled message body.
+pub fn decode(body: &[u8]) -> Result<ControlMsg> {
+    serde_json::from_slice(body).map_err(|e| Error::protocol(format!("malformed control message: {e}")))
 }
 
 /// Writes one message, in as many frames as its size needs, with one write call.

@@ -1,7 +1,10 @@
-//! The control channel both ends speak, the sender's session over it, and the one direction
-//! driver every stream engine plugs its halves into.
+//! The control channel both ends speak, the sender's session over it, the one direction
+//! driver every stream engine plugs its halves into, and the receiver's accept loop and limits.
 
+pub mod auth;
 pub mod control;
 pub mod driver;
 pub mod live;
+pub mod logq;
 pub mod sender;
+pub mod server;

@@ -11,7 +11,6 @@ use crate::session::control::{self, ControlMsg, PROTOCOL_VERSION};
 use crate::session::live::{Live, Observer, SenderLive, StartInfo};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
-use std::io::Write;
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +31,8 @@ pub struct SendOptions {
     pub local: crate::sys::sockopt::LocalEnd,
     /// The fast paths the front end probed (`--sqpoll`, `--napi`).
     pub fast: crate::uring::fastpath::FastPaths,
+    /// `--psk-file`: authenticate to the receiver (and it to us) before sending the test.
+    pub psk: Option<crate::session::auth::Psk>,
 }
 
 /// Decides whether SEND_ZC is used, and why; warns when the memlock limit will not let the
@@ -90,6 +91,9 @@ pub struct SenderSession {
     pub data_port: Option<u16>,
     /// The receiver's placement line, from its accept.
     pub receiver_placement: String,
+    psk: Option<crate::session::auth::Psk>,
+    /// The authenticated session's key, which the data flows' greetings are tagged with.
+    key: Option<crate::session::auth::SessionKey>,
 }
 
 impl SenderSession {
@@ -131,15 +135,15 @@ impl SenderSession {
             cookie: [0; 16],
             data_port: None,
             receiver_placement: String::new(),
+            psk: opts.psk.clone(),
+            key: None,
         })
     }
 
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
     pub fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
         let peer = &self.peer;
-        self.ctl
-            .write_all(&control::CONTROL_MAGIC)
-            .map_err(|e| Error::peer(format!("control channel to {peer}: {e}")))?;
+        self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
             ControlMsg::Accept { cookie, data_port, placement, variant } => {
@@ -161,6 +165,11 @@ impl SenderSession {
             }
         };
         Ok(())
+    }
+
+    /// The greeting data flow `flow` opens with (tagged with the session key, when there is one).
+    pub fn data_hello(&self, flow: u32) -> Vec<u8> {
+        crate::session::auth::data_hello(self.key.as_ref(), &self.cookie, flow)
     }
 
     /// Waits for the receiver to say every flow is in place.

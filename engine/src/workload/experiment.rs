@@ -233,6 +233,7 @@ impl Plan {
             busy_poll: crate::runtime::placement::BusyPoll::Auto,
             local: Default::default(),
             fast: Default::default(),
+            psk: None,
         })
     }
 

@@ -3,9 +3,9 @@
 
 pub mod experiment;
 pub mod http;
+pub mod receive;
 pub mod rr;
 pub mod search;
-pub mod server;
 pub mod stream;
 pub mod sweep;
 pub mod udp_stream;

@@ -228,7 +228,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
                     .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
                 let _ = stream.set_nodelay(true);
                 stream
-                    .write_all(&control::data_hello(&session.cookie, flow))
+                    .write_all(&session.data_hello(flow))
                     .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
                 items.push((queue_of(flow), RrFlow { stream, queue: queue_of(flow) }));
             }

@@ -97,7 +97,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
         let mut stream =
             control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, Some(&spec.tuning))?;
         stream
-            .write_all(&control::data_hello(&session.cookie, flow))
+            .write_all(&session.data_hello(flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
         flows.push((flow, stream));
     }

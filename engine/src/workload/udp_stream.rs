@@ -42,7 +42,7 @@ const INFLIGHT_PLAIN: u32 = 32;
 /// Receive buffer asked for on every UDP flow socket. A sleeping receive thread is woken per
 /// batch (up to 200 us); at 12 Gbit/s that is 300 KB, more than the 208 KiB default, which
 /// dropped 40% of a paced stream on the veth pair.
-const UDP_RCVBUF: usize = 16 << 20;
+pub const UDP_RCVBUF: usize = 16 << 20;
 
 /// Raises SO_RCVBUF to `bytes`: SO_RCVBUFFORCE where allowed (CAP_NET_ADMIN), else as far
 /// as net.core.rmem_max lets SO_RCVBUF go. Returns the size the kernel granted.
