@@ -84,7 +84,7 @@ impl ServerLimits {
         if spec.tuning.window.is_some_and(|w| w > 1 << 31) {
             return Err("socket buffer above 2 GiB requested".into());
         }
-        let total = spec.warmup_ms + spec.time_ms + spec.cooldown_ms;
+        let total = spec.total_ms();
         if spec.time_ms == 0 || total > self.max_total_ms {
             return Err(format!(
                 "test of {:.1} s requested, this receiver allows up to {:.0} s (recv --max-time)",
