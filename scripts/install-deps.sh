@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh: the one list of system packages uringbench needs, and their installer.
 #
-#   scripts/install-deps.sh [--build] [--test] [--peers] [--lab] [--fleet] [--list] [--quiet]
+#   scripts/install-deps.sh [--build] [--test] [--peers] [--lab] [--fleet] [--fuzz] [--list] [--quiet]
 #
 # Groups (the run group is always included):
 #   run      what the binary uses at run time: iproute2, ethtool, libelf, zlib
@@ -15,6 +15,7 @@
 #   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client, e2fsprogs (the guest disk),
 #            ruby (reads the Vagrantfile's provisioners)
 #   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
+#   --fuzz   scripts/fuzz.sh: the nightly Rust toolchain (with rustup) and cargo-fuzz
 #   --bootstrap  what fetching a Rust toolchain with rustup needs: curl, CA certificates
 #
 # Debian and Ubuntu (apt) and Fedora, RHEL and their rebuilds (dnf). Installs only what is
@@ -30,7 +31,7 @@ list_only=0
 quiet=0
 for arg in "$@"; do
     case "$arg" in
-        --build | --test | --peers | --lab | --fleet | --bootstrap) groups+=("${arg#--}") ;;
+        --build | --test | --peers | --lab | --fleet | --fuzz | --bootstrap) groups+=("${arg#--}") ;;
         --list) list_only=1 ;;
         --quiet) quiet=1 ;;
         -h | --help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
@@ -39,7 +40,8 @@ for arg in "$@"; do
 done
 
 # One table: group, Debian package, Fedora/RHEL package ("-" where the distribution has none
-# or another package of the list already provides it). "cargo:NAME" is a tool from crates.io.
+# or another package of the list already provides it). "cargo:NAME" is a tool from crates.io,
+# "rustup:NAME" a Rust toolchain.
 packages() {
     cat <<'TABLE'
 run    iproute2          iproute
@@ -81,6 +83,8 @@ lab    openssh-client    openssh-clients
 lab    xz-utils          xz
 lab    e2fsprogs         e2fsprogs
 lab    ruby              ruby
+fuzz   rustup:nightly    rustup:nightly
+fuzz   cargo:cargo-fuzz  cargo:cargo-fuzz
 fleet  openssh-server    openssh-server
 fleet  openssh-client    openssh-clients
 fleet  python3-venv      python3
@@ -117,6 +121,9 @@ fi
 installed() {
     if [[ "$1" == cargo:* ]]; then
         command -v "${1#cargo:}" >/dev/null || [ -x "$HOME/.cargo/bin/${1#cargo:}" ]
+    elif [[ "$1" == rustup:* ]]; then
+        rustup_bin=$(command -v rustup || echo "$HOME/.cargo/bin/rustup")
+        [ -x "$rustup_bin" ] && "$rustup_bin" toolchain list | grep -q "^${1#rustup:}-"
     elif [ "$distro" = debian ]; then
         [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
     else
@@ -140,11 +147,22 @@ fi
 
 # Tools from crates.io go in with cargo, as the user running this (no sudo).
 crates=()
+toolchains=()
 system=()
 for pkg in "${missing[@]}"; do
-    if [[ "$pkg" == cargo:* ]]; then crates+=("${pkg#cargo:}"); else system+=("$pkg"); fi
+    case "$pkg" in
+        cargo:*) crates+=("${pkg#cargo:}") ;;
+        rustup:*) toolchains+=("${pkg#rustup:}") ;;
+        *) system+=("$pkg") ;;
+    esac
 done
 missing=("${system[@]}")
+for toolchain in "${toolchains[@]}"; do
+    rustup_bin=$(command -v rustup || echo "$HOME/.cargo/bin/rustup")
+    [ -x "$rustup_bin" ] || { echo "$prog: rustup not found; install it, then: rustup toolchain install $toolchain" >&2; exit 1; }
+    echo "$prog: installing the $toolchain Rust toolchain (rustup toolchain install --profile minimal)"
+    "$rustup_bin" toolchain install --profile minimal "$toolchain"
+done
 if [ "${#crates[@]}" -gt 0 ]; then
     cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
     [ -x "$cargo" ] || { echo "$prog: cargo not found; install Rust (rustup), then: cargo install --locked ${crates[*]}" >&2; exit 1; }

@@ -160,3 +160,12 @@ fn install_deps_uses_the_distributions_own_names() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && said.contains("packages for run build are installed"), "{said}");
 }
+
+#[test]
+fn fuzz_sh_refuses_a_bad_duration_in_one_line() {
+    let out = Command::new(root().join("scripts/fuzz.sh")).arg("soon").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("SECONDS must be a positive integer"), "{err}");
+}

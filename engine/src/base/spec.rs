@@ -233,7 +233,7 @@ impl TestSpec {
     }
     /// Queue that owns flow `flow`: flows are dealt out round-robin.
     pub fn queue_of_flow(&self, flow: u32) -> u32 {
-        flow % self.queues
+        flow % self.queues.max(1)
     }
     pub fn time(&self) -> Duration {
         Duration::from_millis(self.time_ms)
@@ -246,7 +246,12 @@ impl TestSpec {
     }
     /// Warm-up + window + cool-down: how long the sender keeps sending.
     pub fn total(&self) -> Duration {
-        Duration::from_millis(self.warmup_ms.saturating_add(self.time_ms).saturating_add(self.cooldown_ms))
+        Duration::from_millis(self.total_ms())
+    }
+    /// [`Self::total`] in milliseconds, saturating: `warmup_ms = 2^64 - 1000` must not wrap
+    /// into a short test.
+    pub fn total_ms(&self) -> u64 {
+        self.warmup_ms.saturating_add(self.time_ms).saturating_add(self.cooldown_ms)
     }
     /// Offsets from the start at which counters are sampled: window start, each interval
     /// boundary inside the window, window end. Consecutive samples bound one interval, so
@@ -254,6 +259,7 @@ impl TestSpec {
     /// test of a million intervals holds none of them in memory.
     pub fn sample_offsets(&self) -> impl Iterator<Item = Duration> + use<> {
         let (start, end, step) = (self.warmup_ms, self.warmup_ms.saturating_add(self.time_ms), self.interval_ms);
+        // Checked steps: an offset past u64 ends the list instead of wrapping back into the window.
         let inner = (step > 0).then(|| {
             (1u64..)
                 .map_while(move |n| n.checked_mul(step).and_then(|d| start.checked_add(d)))
@@ -301,6 +307,78 @@ mod tests {
         assert_eq!(v["tos"], 0x28);
         let back: TestSpec = serde_json::from_value(v).unwrap();
         assert_eq!(back, spec, "the knobs survive the wire");
+    }
+
+    #[test]
+    fn hostile_hellos_saturate_instead_of_wrapping() {
+        // 256 queues × 2^24 flows per queue wrapped to 0 flows; a warm-up of 2^64 - 1000 ms
+        // wrapped into a test shorter than any --max-time.
+        let wide =
+            TestSpec { queues: 256, flows_per_queue: 1 << 24, direction: Direction::Bidir, ..TestSpec::default() };
+        assert_eq!((wide.flows(), wide.data_connections()), (u32::MAX, u32::MAX));
+        let long = TestSpec { warmup_ms: u64::MAX - 1000, ..TestSpec::default() };
+        assert_eq!(long.total_ms(), u64::MAX);
+        assert_eq!(long.sample_offsets().count(), 2, "no interval offset past u64");
+        assert_eq!(TestSpec { queues: 0, ..TestSpec::default() }.queue_of_flow(3), 0, "no division by zero");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sample_offsets_cut_the_window_into_intervals_that_add_up(
+            warmup_ms in 0u64..10_000_000,
+            time_ms in 1u64..10_000_000,
+            interval_ms in 0u64..2_000_000,
+        ) {
+            // At most 10,000 intervals: the property, not the memory, is under test.
+            let interval_ms = if interval_ms > 0 { interval_ms.max(time_ms / 10_000) } else { 0 };
+            let spec = TestSpec { warmup_ms, time_ms, interval_ms, ..TestSpec::default() };
+            let at: Vec<u64> = spec.sample_offsets().map(|d| d.as_millis() as u64).collect();
+            proptest::prop_assert_eq!(at[0], warmup_ms, "the window starts after the warm-up");
+            proptest::prop_assert_eq!(*at.last().unwrap(), warmup_ms + time_ms, "and ends with it");
+            let steps: Vec<u64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+            proptest::prop_assert_eq!(steps.iter().sum::<u64>(), time_ms, "the intervals add up to the window");
+            proptest::prop_assert!(steps.iter().all(|&s| s > 0), "no empty interval");
+            if interval_ms > 0 {
+                let (last, full) = steps.split_last().unwrap();
+                proptest::prop_assert!(full.iter().all(|&s| s == interval_ms), "every interval but the last is whole");
+                proptest::prop_assert!(*last <= interval_ms);
+                proptest::prop_assert_eq!(steps.len() as u64, time_ms.div_ceil(interval_ms));
+            } else {
+                proptest::prop_assert_eq!(steps.len(), 1, "without --interval the window is one interval");
+            }
+        }
+
+        #[test]
+        fn derived_counts_and_durations_never_wrap(
+            queues in proptest::prelude::any::<u32>(),
+            flows_per_queue in proptest::prelude::any::<u32>(),
+            warmup_ms in proptest::prelude::any::<u64>(),
+            time_ms in proptest::prelude::any::<u64>(),
+            cooldown_ms in proptest::prelude::any::<u64>(),
+            interval_ms in proptest::prelude::any::<u64>(),
+            bidir in proptest::prelude::any::<bool>(),
+        ) {
+            let direction = if bidir { Direction::Bidir } else { Direction::Forward };
+            let spec = TestSpec {
+                queues, flows_per_queue, warmup_ms, time_ms, cooldown_ms, interval_ms, direction,
+                ..TestSpec::default()
+            };
+            let flows = u128::from(queues) * u128::from(flows_per_queue);
+            proptest::prop_assert_eq!(u128::from(spec.flows()), flows.min(u128::from(u32::MAX)), "saturates, never wraps");
+            let connections = if bidir { 2 * flows } else { flows };
+            proptest::prop_assert_eq!(u128::from(spec.data_connections()), connections.min(u128::from(u32::MAX)));
+            let total = u128::from(warmup_ms) + u128::from(time_ms) + u128::from(cooldown_ms);
+            proptest::prop_assert_eq!(u128::from(spec.total_ms()), total.min(u128::from(u64::MAX)));
+            proptest::prop_assert!(spec.queue_of_flow(flows_per_queue) < queues.max(1));
+            let end = u128::from(warmup_ms) + u128::from(time_ms);
+            let mut last = None;
+            for at in spec.sample_offsets().take(64) {
+                let at = at.as_millis();
+                proptest::prop_assert!(at <= end.min(u128::from(u64::MAX)), "an offset past the window: {}", at);
+                proptest::prop_assert!(last.is_none_or(|l| at >= l), "offsets never go back (a wrapped one would)");
+                last = Some(at);
+            }
+        }
     }
 
     #[test]

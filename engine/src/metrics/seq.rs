@@ -566,6 +566,112 @@ mod tests {
         assert_eq!(m.jitter_us, 20.0, "(3*10 + 1*50) / 4");
     }
 
+    /// What the network did to one datagram of a generated run.
+    #[derive(Debug, Clone, Copy)]
+    enum Fate {
+        Lost,
+        /// Arrives this many slots late (0: in order).
+        Delayed(u16),
+        /// Arrives twice, the copy this many slots after the original.
+        Doubled(u16),
+    }
+
+    fn fate() -> impl proptest::strategy::Strategy<Value = Fate> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => Just(Fate::Delayed(0)),
+            1 => Just(Fate::Lost),
+            2 => (0u16..300).prop_map(Fate::Delayed),
+            1 => (0u16..300).prop_map(Fate::Doubled),
+        ]
+    }
+
+    /// The arrival order of datagrams `1..=fates.len()` under their fates (stable: equal
+    /// slots keep sending order).
+    fn arrivals(fates: &[Fate]) -> Vec<u64> {
+        let mut slots: Vec<(usize, u64)> = Vec::new();
+        for (i, f) in fates.iter().enumerate() {
+            let seq = i as u64 + 1;
+            match *f {
+                Fate::Lost => {}
+                Fate::Delayed(d) => slots.push((i + usize::from(d), seq)),
+                Fate::Doubled(d) => {
+                    slots.push((i, seq));
+                    slots.push((i + usize::from(d), seq));
+                }
+            }
+        }
+        slots.sort_by_key(|s| s.0);
+        slots.into_iter().map(|s| s.1).collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn received_plus_lost_is_sent_under_reordering_duplication_and_loss(
+            fates in proptest::collection::vec(fate(), 1..1500),
+            fins in 1u64..4,
+        ) {
+            let sent = fates.len() as u64;
+            let order = arrivals(&fates);
+            let mut t = SeqTracker::new();
+            let mut seen = std::collections::HashSet::new();
+            let (mut highest, mut late) = (0u64, 0u64);
+            for &seq in &order {
+                let arrival = t.record(seq, LEN, None, at(0));
+                let new = seen.insert(seq);
+                proptest::prop_assert_eq!(arrival == Arrival::Duplicate, !new, "seq {}: {:?}", seq, arrival);
+                if new && seq < highest {
+                    late += 1;
+                }
+                highest = highest.max(seq);
+            }
+            // The sender's FINs (the first carries sent + 1), retries possibly first.
+            for k in (0..fins).rev() {
+                t.record_fin(sent + 1 + k);
+            }
+            let s = t.stats();
+            let distinct = seen.len() as u64;
+            proptest::prop_assert_eq!(s.received + s.lost, sent, "received + lost = sent");
+            proptest::prop_assert_eq!(s.received, distinct);
+            proptest::prop_assert_eq!(s.lost, fates.iter().filter(|f| matches!(f, Fate::Lost)).count() as u64);
+            proptest::prop_assert_eq!(s.duplicates, order.len() as u64 - distinct);
+            proptest::prop_assert_eq!(s.out_of_order, late, "late = below the highest seen, first time");
+            proptest::prop_assert_eq!((s.expected, s.too_old, s.bytes), (sent, 0, distinct * u64::from(LEN)));
+        }
+
+        #[test]
+        fn interval_snapshots_add_up_to_the_totals(
+            fates in proptest::collection::vec(fate(), 1..800),
+            cuts in proptest::collection::vec(0usize..1600, 0..20),
+        ) {
+            let order = arrivals(&fates);
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < order.len()).collect();
+            cuts.sort_unstable();
+            let mut t = SeqTracker::new();
+            let mut snapshots = vec![t.stats()];
+            let mut next_cut = cuts.iter().peekable();
+            for (i, &seq) in order.iter().enumerate() {
+                while next_cut.next_if(|&&c| c == i).is_some() {
+                    snapshots.push(t.stats());
+                }
+                t.record(seq, LEN, None, at(0));
+            }
+            t.record_fin(fates.len() as u64 + 1);
+            let total = t.stats();
+            snapshots.push(total);
+            let intervals: Vec<SeqStats> = snapshots.windows(2).map(|w| w[1].delta(&w[0])).collect();
+            let sum = SeqStats::sum(&intervals);
+            proptest::prop_assert_eq!(
+                (sum.received, sum.duplicates, sum.out_of_order, sum.expected, sum.bytes),
+                (total.received, total.duplicates, total.out_of_order, total.expected, total.bytes),
+                "the intervals' figures add up to the flow's"
+            );
+            // Lost is clamped per interval (late arrivals repair earlier losses): the intervals'
+            // sum can only exceed the total, never fall short of it.
+            proptest::prop_assert!(sum.lost >= total.lost);
+        }
+    }
+
     #[test]
     fn seq_zero_is_ignored() {
         let mut t = SeqTracker::new();

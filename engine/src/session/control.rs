@@ -173,6 +173,12 @@ pub fn read_reply(stream: &mut TcpStream, timeout: Duration) -> Result<ControlMs
 /// allocating for it.
 pub fn read_msg_up_to(stream: &mut TcpStream, timeout: Duration, limit: usize) -> Result<ControlMsg> {
     stream.set_read_timeout(Some(timeout)).map_err(|e| Error::io("setting control timeout", e))?;
+    read_frames(stream, timeout, limit)
+}
+
+/// The frame reader and message decoder behind [`read_msg_up_to`], over any reader (the
+/// fuzz targets feed it bytes); `timeout` only names the wait in a timeout's error.
+pub fn read_frames(stream: &mut impl Read, timeout: Duration, limit: usize) -> Result<ControlMsg> {
     let mut body = Vec::new();
     loop {
         let mut word = [0u8; 4];
@@ -335,7 +341,7 @@ fn readable(stream: &TcpStream, timeout_ms: i32) -> bool {
 }
 
 /// `read_exact` with errors that say what happened to the peer.
-pub fn read_exact(stream: &mut TcpStream, buf: &mut [u8], timeout: Duration) -> Result<()> {
+pub fn read_exact(stream: &mut impl Read, buf: &mut [u8], timeout: Duration) -> Result<()> {
     stream.read_exact(buf).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => Error::peer("peer closed the control connection"),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
