@@ -23,6 +23,11 @@
 //! | [`analysis`] | the bottleneck verdict, A/B comparisons |
 //! | [`report`] | text, JSON, CSV, charts, saved results |
 
+// What is not part of the engine's API is `pub(crate)`, and the compiler keeps it so; every
+// unsafe block says why it is sound, every unsafe fn what its caller must uphold.
+#![warn(unreachable_pub)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
 pub mod analysis;
 pub mod base;
 pub mod compat;

@@ -72,7 +72,7 @@ impl Metric {
         }
     }
 
-    pub fn higher_is_better(self) -> bool {
+    pub(crate) fn higher_is_better(self) -> bool {
         matches!(self, Metric::ReceivedGbps | Metric::TransactionsPerSecond)
     }
 
@@ -123,7 +123,7 @@ fn is_run_doc(doc: &Value) -> bool {
 
 /// The variants in one saved document. `name` names a single-variant document (a sweep or an
 /// experiment names its own variants).
-pub fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Variant>> {
+pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Variant>> {
     let one = |runs: Vec<Value>| Ok(vec![Variant { name: name.to_owned(), sources: vec![source.to_owned()], runs }]);
     match doc["kind"].as_str() {
         Some("sweep") => {
@@ -377,7 +377,7 @@ pub fn compare(variants: Vec<Variant>, metrics: Option<Vec<Metric>>, seed: u64) 
 }
 
 /// One pair on one metric, with its verdict.
-pub fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) -> Comparison {
+pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) -> Comparison {
     let (xa, xb) = (a.samples(metric), b.samples(metric));
     let (ma, mb) = (stats::median(&xa), stats::median(&xb));
     let ratio = (ma != 0.0).then(|| mb / ma);

@@ -12,9 +12,9 @@ use rand_chacha::ChaCha8Rng;
 
 /// Bootstrap resamples per interval: enough for stable 2.5/97.5 percentiles (their Monte Carlo
 /// error is well under the spread of any real set of runs).
-pub const BOOTSTRAP_ROUNDS: usize = 10_000;
+pub(crate) const BOOTSTRAP_ROUNDS: usize = 10_000;
 /// Two-sided significance level.
-pub const ALPHA: f64 = 0.05;
+pub(crate) const ALPHA: f64 = 0.05;
 
 /// The median of a non-empty sample (mean of the middle two for an even count).
 pub fn median(xs: &[f64]) -> f64 {
@@ -42,7 +42,7 @@ fn resampled_median(xs: &[f64], rng: &mut ChaCha8Rng, buf: &mut Vec<f64>) -> f64
 }
 
 /// 95% percentile-bootstrap interval of the median. A single value gives a point interval.
-pub fn median_ci(xs: &[f64], seed: u64) -> (f64, f64) {
+pub(crate) fn median_ci(xs: &[f64], seed: u64) -> (f64, f64) {
     if xs.len() < 2 {
         let m = median(xs);
         return (m, m);
@@ -56,7 +56,7 @@ pub fn median_ci(xs: &[f64], seed: u64) -> (f64, f64) {
 
 /// 95% percentile-bootstrap interval of median(b) ÷ median(a), the two samples resampled
 /// independently. `None` when a resampled median of `a` is 0 (the ratio is undefined).
-pub fn ratio_ci(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f64)> {
+pub(crate) fn ratio_ci(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f64)> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
@@ -77,7 +77,7 @@ pub fn ratio_ci(a: &[f64], b: &[f64], seed: u64) -> Option<(f64, f64)> {
 
 /// Result of a two-sided Mann–Whitney U test of `b` against `a`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MannWhitney {
+pub(crate) struct MannWhitney {
     /// Pairs (x from b, y from a) with x > y, ties counting one half.
     pub u: f64,
     pub p_value: f64,
@@ -91,7 +91,7 @@ pub struct MannWhitney {
 const EXACT_MAX: usize = 30;
 
 /// Two-sided Mann–Whitney U test. Needs at least one value on each side.
-pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
+pub(crate) fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
     let (na, nb) = (a.len(), b.len());
     if na == 0 || nb == 0 {
         return None;
@@ -160,7 +160,7 @@ fn u_distribution(m: usize, n: usize) -> Vec<f64> {
 }
 
 /// Relative spread of a sample: its standard deviation over its mean (0 for one value).
-pub fn relative_spread(xs: &[f64]) -> f64 {
+pub(crate) fn relative_spread(xs: &[f64]) -> f64 {
     let n = xs.len();
     let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
     if n < 2 || mean == 0.0 {
@@ -172,7 +172,7 @@ pub fn relative_spread(xs: &[f64]) -> f64 {
 
 /// The smallest relative change (0.2 = 20%) that runs with these spreads and counts would find
 /// at the 5% level four times in five: (z₀.₉₇₅ + z₀.₈) × pooled relative spread × √(1/nₐ + 1/n_b).
-pub fn min_detectable_effect(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn min_detectable_effect(a: &[f64], b: &[f64]) -> f64 {
     const Z: f64 = 1.959_964 + 0.841_621;
     if a.is_empty() || b.is_empty() {
         return f64::INFINITY;
@@ -185,7 +185,8 @@ pub fn min_detectable_effect(a: &[f64], b: &[f64]) -> f64 {
 
 /// Normally distributed samples for tests: `n` values with this mean and standard deviation,
 /// from a seeded stream (Box–Muller).
-pub fn normal_samples(n: usize, mean: f64, sd: f64, seed: u64) -> Vec<f64> {
+#[cfg(test)]
+pub(crate) fn normal_samples(n: usize, mean: f64, sd: f64, seed: u64) -> Vec<f64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n)
         .map(|_| {

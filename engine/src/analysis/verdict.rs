@@ -13,15 +13,15 @@ use crate::sys::netpath::LimitKind;
 use serde::{Deserialize, Serialize};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
-pub const RATE_SHARE: f64 = 0.85;
+pub(crate) const RATE_SHARE: f64 = 0.85;
 /// Share of TCP busy time limited by the receive window or send buffer that names it.
-pub const TCP_LIMITED_SHARE: f64 = 0.2;
+pub(crate) const TCP_LIMITED_SHARE: f64 = 0.2;
 /// Retransmitted share of bytes that names loss.
-pub const RETRANS_SHARE: f64 = 0.01;
+pub(crate) const RETRANS_SHARE: f64 = 0.01;
 /// Queue thread or host CPU busy share that counts as saturated.
-pub const CPU_SATURATED: f64 = 0.95;
+pub(crate) const CPU_SATURATED: f64 = 0.95;
 /// A queue thread below this share on a saturated CPU was starved by other work.
-pub const THREAD_STARVED: f64 = 0.8;
+pub(crate) const THREAD_STARVED: f64 = 0.8;
 
 /// What most likely limited a run. Serialized (and shown) as its short name, the
 /// `verdict.bottleneck` values of docs/output.md.
@@ -82,7 +82,7 @@ impl Bottleneck {
     }
 
     /// The limit a path limit names when it is reached.
-    pub fn of_limit(kind: LimitKind) -> Self {
+    pub(crate) fn of_limit(kind: LimitKind) -> Self {
         match kind {
             LimitKind::Qdisc => Bottleneck::Qdisc,
             LimitKind::Link => Bottleneck::LinkSpeed,
@@ -129,7 +129,7 @@ fn verdict(bottleneck: Bottleneck, evidence: String) -> Verdict {
 }
 
 /// Applies the rules in order: the first that names a limit wins.
-pub fn diagnose(e: &Evidence) -> Verdict {
+pub(crate) fn diagnose(e: &Evidence) -> Verdict {
     incomplete(e)
         .or_else(|| datagram_loss(e))
         .or_else(|| configured_rate(e))

@@ -250,7 +250,7 @@ impl TestSpec {
     }
     /// [`Self::total`] in milliseconds, saturating: `warmup_ms = 2^64 - 1000` must not wrap
     /// into a short test.
-    pub fn total_ms(&self) -> u64 {
+    pub(crate) fn total_ms(&self) -> u64 {
         self.warmup_ms.saturating_add(self.time_ms).saturating_add(self.cooldown_ms)
     }
     /// Offsets from the start at which counters are sampled: window start, each interval

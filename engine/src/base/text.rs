@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 /// How much of one peer-supplied string a log line shows.
-pub const PEER_TEXT_MAX: usize = 200;
+pub(crate) const PEER_TEXT_MAX: usize = 200;
 
 /// Control characters (newlines included) and Unicode bidirectional overrides escaped, so the
 /// text stays on one line and reads as it is; then cut to [`PEER_TEXT_MAX`] bytes, with how

@@ -134,7 +134,7 @@ pub fn group_thousands(n: u64) -> String {
     out
 }
 
-pub fn format_bytes(bytes: u64) -> String {
+pub(crate) fn format_bytes(bytes: u64) -> String {
     let b = bytes as f64;
     let (value, unit) = if b >= 1024.0 * 1024.0 * 1024.0 {
         (b / (1024.0 * 1024.0 * 1024.0), "GBytes")

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 /// How many of one resource (connections, flows) each source address holds.
 #[derive(Debug, Default)]
-pub struct PerSource {
+pub(crate) struct PerSource {
     held: HashMap<IpAddr, u32>,
 }
 
 impl PerSource {
     /// Takes one for `ip` unless it holds `limit` already.
-    pub fn try_take(&mut self, ip: IpAddr, limit: u32) -> bool {
+    pub(crate) fn try_take(&mut self, ip: IpAddr, limit: u32) -> bool {
         let n = self.held.entry(ip).or_insert(0);
         if *n >= limit {
             return false;
@@ -23,7 +23,7 @@ impl PerSource {
     }
 
     /// Gives back one that `ip` held.
-    pub fn give_back(&mut self, ip: IpAddr) {
+    pub(crate) fn give_back(&mut self, ip: IpAddr) {
         if let Some(n) = self.held.get_mut(&ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -32,7 +32,7 @@ impl PerSource {
         }
     }
 
-    pub fn held(&self, ip: IpAddr) -> u32 {
+    pub(crate) fn held(&self, ip: IpAddr) -> u32 {
         self.held.get(&ip).copied().unwrap_or(0)
     }
 }
@@ -41,7 +41,7 @@ impl PerSource {
 /// told as one line when the period ends. At most `max_sources` addresses are remembered
 /// (sources of UDP can be spoofed): refusals of the others are counted together.
 #[derive(Debug)]
-pub struct RefusalLog {
+pub(crate) struct RefusalLog {
     period: Duration,
     max_sources: usize,
     seen: HashMap<IpAddr, (Instant, u64)>,
@@ -49,12 +49,12 @@ pub struct RefusalLog {
 }
 
 impl RefusalLog {
-    pub fn new(period: Duration, max_sources: usize) -> Self {
+    pub(crate) fn new(period: Duration, max_sources: usize) -> Self {
         Self { period, max_sources, seen: HashMap::new(), others: 0 }
     }
 
     /// Whether this refusal of `ip` is to be logged (the first of its period).
-    pub fn first(&mut self, ip: IpAddr, now: Instant) -> bool {
+    pub(crate) fn first(&mut self, ip: IpAddr, now: Instant) -> bool {
         if let Some((_, more)) = self.seen.get_mut(&ip) {
             *more += 1;
             return false;
@@ -69,7 +69,7 @@ impl RefusalLog {
 
     /// The refusals left unlogged in periods that ended by `now`: per address (`None`: the
     /// addresses beyond `max_sources`), how many.
-    pub fn expire(&mut self, now: Instant) -> Vec<(Option<IpAddr>, u64)> {
+    pub(crate) fn expire(&mut self, now: Instant) -> Vec<(Option<IpAddr>, u64)> {
         let mut told = Vec::new();
         self.seen.retain(|ip, (since, more)| {
             let over = now.duration_since(*since) >= self.period;
@@ -84,7 +84,7 @@ impl RefusalLog {
         told
     }
 
-    pub fn period(&self) -> Duration {
+    pub(crate) fn period(&self) -> Duration {
         self.period
     }
 }

@@ -7,7 +7,9 @@
 //! the rings of one device are asked for by name. Parsers are separate from the socket and
 //! tested on replies captured on Linux 6.18.
 
-use crate::sys::netlink::{self, attr_str, attrs, data_messages, find, push_attr, u16_at, u32_at, Socket};
+#[cfg(test)]
+use crate::sys::netlink::attr_str;
+use crate::sys::netlink::{self, attrs, data_messages, find, push_attr, u16_at, u32_at, Socket};
 use crate::Result;
 use serde::Serialize;
 
@@ -56,7 +58,7 @@ fn genl_request(cmd: u8, version: u8, attrs_bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The family id out of a `CTRL_CMD_GETFAMILY` reply.
-pub fn parse_family_id(reply: &[u8], what: &str) -> Result<u16> {
+pub(crate) fn parse_family_id(reply: &[u8], what: &str) -> Result<u16> {
     let msgs = data_messages(reply, what)?;
     let msg = msgs.first().ok_or_else(|| netlink::malformed(what, "no reply message"))?;
     let a = attrs(msg.payload.get(GENL_HDRLEN..).ok_or_else(|| netlink::malformed(what, "short genl header"))?, what)?;
@@ -64,7 +66,7 @@ pub fn parse_family_id(reply: &[u8], what: &str) -> Result<u16> {
 }
 
 /// The rings out of an `ETHTOOL_MSG_RINGS_GET_REPLY`.
-pub fn parse_rings(reply: &[u8], what: &str) -> Result<Rings> {
+pub(crate) fn parse_rings(reply: &[u8], what: &str) -> Result<Rings> {
     let msgs = data_messages(reply, what)?;
     let msg = msgs.first().ok_or_else(|| netlink::malformed(what, "no reply message"))?;
     if msg.payload.first() != Some(&ETHTOOL_MSG_RINGS_GET_REPLY) {
@@ -87,7 +89,7 @@ pub fn parse_rings(reply: &[u8], what: &str) -> Result<Rings> {
 }
 
 /// The request attributes asking for the rings of `iface`.
-pub fn rings_request_attrs(iface: &str) -> Vec<u8> {
+pub(crate) fn rings_request_attrs(iface: &str) -> Vec<u8> {
     let mut name = iface.as_bytes().to_vec();
     name.push(0);
     let mut header = Vec::new();
@@ -117,7 +119,8 @@ pub fn rings(iface: &str) -> Result<Rings> {
 }
 
 /// The family name in a `CTRL_CMD_GETFAMILY` reply (for tests and messages).
-pub fn family_name(reply: &[u8], what: &str) -> Option<String> {
+#[cfg(test)]
+pub(crate) fn family_name(reply: &[u8], what: &str) -> Option<String> {
     let msgs = data_messages(reply, what).ok()?;
     let a = attrs(msgs.first()?.payload.get(GENL_HDRLEN..)?, what).ok()?;
     find(&a, CTRL_ATTR_FAMILY_NAME).and_then(attr_str)

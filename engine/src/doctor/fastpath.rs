@@ -18,7 +18,7 @@ pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
 }
 
 /// Whether this kernel lets us open an AF_XDP socket.
-pub fn probe_xdp_socket() -> XdpSocket {
+pub(crate) fn probe_xdp_socket() -> XdpSocket {
     // SAFETY: socket() has no memory-safety preconditions; the fd is closed right away.
     let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

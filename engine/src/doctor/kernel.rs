@@ -7,10 +7,10 @@ use serde_json::json;
 
 /// Pinned memory a full test may want: a 64 MiB AF_XDP UMEM, or buffer rings and registered
 /// payload buffers for many queue threads (2 MiB of ring per thread).
-pub const MEMLOCK_WANTED: u64 = 64 << 20;
+pub(crate) const MEMLOCK_WANTED: u64 = 64 << 20;
 
 /// (major, minor) of a release string such as `6.18.0-rc3-cloud-amd64`.
-pub fn parse_release(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_release(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
@@ -137,7 +137,7 @@ fn memlock(caps: &Result<KernelCaps, String>) -> Check {
 
 /// Governors of all CPUs, from /sys/devices/system/cpu/cpuN/cpufreq/scaling_governor.
 /// (cpu, governor); an unreadable file is skipped.
-pub fn governors(fs: &dyn HostFs) -> Vec<(u32, String)> {
+pub(crate) fn governors(fs: &dyn HostFs) -> Vec<(u32, String)> {
     let mut out: Vec<(u32, String)> = fs
         .list("/sys/devices/system/cpu")
         .unwrap_or_default()

@@ -35,7 +35,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// Version of the doctor JSON document.
-pub const DOCTOR_SCHEMA_VERSION: u32 = 1;
+pub(crate) const DOCTOR_SCHEMA_VERSION: u32 = 1;
 
 /// The verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -113,7 +113,7 @@ pub trait HostFs {
 }
 
 /// The live system.
-pub struct LiveFs;
+pub(crate) struct LiveFs;
 
 impl HostFs for LiveFs {
     fn read(&self, path: &str) -> io::Result<String> {
@@ -235,7 +235,7 @@ pub struct Context {
 
 impl Context {
     /// Gathers the live facts. Only a bad `--iface` or an unresolvable `--target` is an error.
-    pub fn gather(opts: &DoctorOptions) -> Result<Self> {
+    pub(crate) fn gather(opts: &DoctorOptions) -> Result<Self> {
         let target = match &opts.target {
             Some(host) => Some(path::probe_target(host, opts.port)?),
             None => None,
@@ -318,7 +318,7 @@ pub struct DoctorReport {
 }
 
 /// Runs every check family on `ctx` and `fs`.
-pub fn run_checks(ctx: &Context, fs: &dyn HostFs) -> DoctorReport {
+pub(crate) fn run_checks(ctx: &Context, fs: &dyn HostFs) -> DoctorReport {
     let mut checks = Vec::new();
     checks.extend(kernel::checks(ctx, fs));
     checks.extend(nic::checks(ctx, fs));
@@ -460,17 +460,17 @@ pub(crate) mod fake {
     /// Files by path; `Err(errno)` models an unreadable file; a value starting with `->` is a
     /// symbolic link. Directories are implied by the paths below them.
     #[derive(Default)]
-    pub struct FakeFs(pub BTreeMap<String, Result<String, i32>>);
+    pub(crate) struct FakeFs(pub BTreeMap<String, Result<String, i32>>);
 
     impl FakeFs {
-        pub fn new(files: &[(&str, &str)]) -> Self {
+        pub(crate) fn new(files: &[(&str, &str)]) -> Self {
             Self(files.iter().map(|(p, v)| (p.to_string(), Ok(v.to_string()))).collect())
         }
-        pub fn with(mut self, path: &str, value: &str) -> Self {
+        pub(crate) fn with(mut self, path: &str, value: &str) -> Self {
             self.0.insert(path.into(), Ok(value.into()));
             self
         }
-        pub fn unreadable(mut self, path: &str, errno: i32) -> Self {
+        pub(crate) fn unreadable(mut self, path: &str, errno: i32) -> Self {
             self.0.insert(path.into(), Err(errno));
             self
         }
@@ -513,7 +513,7 @@ pub(crate) mod testctx {
     use crate::sys::probe::KernelCaps;
 
     /// The kernel facts of the test machine (Linux 6.18 in a VM, root).
-    pub fn caps() -> KernelCaps {
+    pub(crate) fn caps() -> KernelCaps {
         KernelCaps {
             kernel_release: "6.18.0".into(),
             io_uring_disabled: Some(0),
@@ -529,7 +529,7 @@ pub(crate) mod testctx {
     }
 
     /// A veth end with MTU 9000, one queue each way, on a 2-CPU host, no cloud, no target.
-    pub fn veth_ctx() -> Context {
+    pub(crate) fn veth_ctx() -> Context {
         Context {
             cpus: 2,
             iface: Some(LinkInfo {
@@ -564,7 +564,7 @@ pub(crate) mod testctx {
     }
 
     /// A physical NIC (`driver`) with `queues` combined channels on a `cpus`-CPU host.
-    pub fn nic_ctx(driver: &str, queues: u32, cpus: u32) -> Context {
+    pub(crate) fn nic_ctx(driver: &str, queues: u32, cpus: u32) -> Context {
         let mut c = veth_ctx();
         c.cpus = cpus;
         c.iface = Some(LinkInfo {

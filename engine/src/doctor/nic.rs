@@ -230,7 +230,7 @@ pub struct IrqLine {
 
 /// Parses /proc/interrupts; lines that are not numbered IRQs (NMI, LOC...) are skipped, and
 /// a malformed numbered line is skipped too rather than failing the whole table.
-pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
+pub(crate) fn parse_interrupts(text: &str) -> Vec<IrqLine> {
     let mut lines = text.lines();
     let cpus = lines.next().map_or(0, |h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count());
     lines
@@ -248,7 +248,7 @@ pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
 }
 
 /// Whether an IRQ name is a queue's (not a device's control/config/admin interrupt).
-pub fn is_queue_irq(name: &str) -> bool {
+pub(crate) fn is_queue_irq(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     !["config", "async", "ctrl", "mgmnt", "mgmt", "cmd", "admin", "-event"].iter().any(|k| n.contains(k))
 }
@@ -336,7 +336,7 @@ fn irq_affinity(ctx: &Context, fs: &dyn HostFs, irqs: &[IrqLine]) -> Check {
 
 /// The queue number in an IRQ name: its trailing digits, before any `@pci:...` suffix
 /// (`virtio2-input.3` → 3, `mlx5_comp3@pci:0000:00:04.0` → 3, `ens5-Tx-Rx-0` → 0).
-pub fn irq_queue_index(name: &str) -> Option<u32> {
+pub(crate) fn irq_queue_index(name: &str) -> Option<u32> {
     let base = name.split('@').next().unwrap_or(name);
     let digits = base.len() - base.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     base[base.len() - digits..].parse().ok()
@@ -363,7 +363,7 @@ fn irqbalance(fs: &dyn HostFs, virtual_device: bool) -> Check {
 }
 
 /// Number of CPUs in a hex CPU mask as sysfs prints it (`00000000,0000000f`); None if garbled.
-pub fn mask_cpus(mask: &str) -> Option<u32> {
+pub(crate) fn mask_cpus(mask: &str) -> Option<u32> {
     let mut n = 0;
     for word in mask.trim().split(',') {
         n += u64::from_str_radix(word, 16).ok()?.count_ones();
@@ -521,14 +521,14 @@ fn ethtool_value(sock: &OwnedFd, iface: &str, cmd: u32) -> Option<u32> {
 }
 
 /// The driver name out of a filled `ethtool_drvinfo` block.
-pub fn drvinfo_driver(buf: &[u8]) -> Option<String> {
+pub(crate) fn drvinfo_driver(buf: &[u8]) -> Option<String> {
     let field = buf.get(4..36)?;
     let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
     std::str::from_utf8(&field[..end]).ok().filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
 /// Channel counts out of a filled `ethtool_channels` block (cmd + 8 u32).
-pub fn parse_channels(buf: &[u8]) -> Option<Channels> {
+pub(crate) fn parse_channels(buf: &[u8]) -> Option<Channels> {
     let w = |i: usize| buf.get(4 + 4 * i..8 + 4 * i).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
     Some(Channels { max_rx: w(0)?, max_tx: w(1)?, max_combined: w(3)?, rx: w(4)?, tx: w(5)?, combined: w(7)? })
 }
@@ -543,7 +543,7 @@ const MAX_STATS: usize = 65536;
 
 /// The number of driver statistics from a filled `ethtool_sset_info` block (cmd, reserved,
 /// u64 mask, then one u32 per set in the mask); None when the stats set is not supported.
-pub fn parse_sset_count(buf: &[u8]) -> Option<usize> {
+pub(crate) fn parse_sset_count(buf: &[u8]) -> Option<usize> {
     let mask = u64::from_ne_bytes(buf.get(8..16)?.try_into().ok()?);
     if mask & (1 << ETH_SS_STATS) == 0 {
         return None;
@@ -552,7 +552,7 @@ pub fn parse_sset_count(buf: &[u8]) -> Option<usize> {
 }
 
 /// The names of a filled `ethtool_gstrings` block (cmd, string_set, len, then 32-byte names).
-pub fn parse_stat_names(buf: &[u8], n: usize) -> Option<Vec<String>> {
+pub(crate) fn parse_stat_names(buf: &[u8], n: usize) -> Option<Vec<String>> {
     (0..n)
         .map(|i| {
             let field = buf.get(12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN)?;
@@ -563,12 +563,12 @@ pub fn parse_stat_names(buf: &[u8], n: usize) -> Option<Vec<String>> {
 }
 
 /// The values of a filled `ethtool_stats` block (cmd, n_stats, then u64 values).
-pub fn parse_stat_values(buf: &[u8], n: usize) -> Option<Vec<u64>> {
+pub(crate) fn parse_stat_values(buf: &[u8], n: usize) -> Option<Vec<u64>> {
     (0..n).map(|i| Some(u64::from_ne_bytes(buf.get(8 + i * 8..16 + i * 8)?.try_into().ok()?))).collect()
 }
 
 /// The driver's statistics (`ethtool -S`) by name; None where the driver has none.
-pub fn driver_stats(iface: &str) -> Option<Vec<(String, u64)>> {
+pub(crate) fn driver_stats(iface: &str) -> Option<Vec<(String, u64)>> {
     // SAFETY: socket() has no memory-safety preconditions; a valid fd is owned right away.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -595,7 +595,7 @@ pub fn driver_stats(iface: &str) -> Option<Vec<(String, u64)>> {
 
 /// Whether a driver statistic counts packets lost or refused (drops, misses, a cloud's
 /// allowance), as opposed to traffic or configuration.
-pub fn is_loss_counter(name: &str) -> bool {
+pub(crate) fn is_loss_counter(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     ["drop", "discard", "miss", "allowance_exceeded", "no_buf", "nobuf", "fifo_err", "over_err", "timeout"]
         .iter()
@@ -604,7 +604,7 @@ pub fn is_loss_counter(name: &str) -> bool {
 
 /// Driver, offloads and channels of `iface` from the ethtool ioctls; each None where the
 /// driver does not implement the query.
-pub fn ethtool_facts(iface: &str) -> (Option<String>, Option<Offloads>, Option<Channels>) {
+pub(crate) fn ethtool_facts(iface: &str) -> (Option<String>, Option<Offloads>, Option<Channels>) {
     // SAFETY: socket() has no memory-safety preconditions; a valid fd is owned right away.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

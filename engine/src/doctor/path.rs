@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// How long one handshake may take before the target counts as not answering.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 pub fn checks(ctx: &Context, _fs: &dyn HostFs) -> Vec<Check> {
     let Some(t) = &ctx.target else {
@@ -23,7 +23,7 @@ pub fn checks(ctx: &Context, _fs: &dyn HostFs) -> Vec<Check> {
 
 /// Whether an address stays inside a private network (RFC 1918, CGNAT, link-local,
 /// loopback, IPv6 unique-local and link-local).
-pub fn is_internal(addr: IpAddr) -> bool {
+pub(crate) fn is_internal(addr: IpAddr) -> bool {
     match addr.to_canonical() {
         IpAddr::V4(a) => {
             let o = a.octets();
@@ -106,7 +106,7 @@ fn path_mtu(ctx: &Context, t: &TargetFacts) -> Check {
 }
 
 /// Resolves `host` and finds out how it answers; only an unresolvable name is an error.
-pub fn probe_target(host: &str, port: u16) -> Result<TargetFacts> {
+pub(crate) fn probe_target(host: &str, port: u16) -> Result<TargetFacts> {
     let addr = resolve(host, port)?;
     let local = crate::sys::hostinfo::route_to(addr.ip()).is_ok_and(|r| r.local);
     let (reach, rtt) = handshakes(addr);

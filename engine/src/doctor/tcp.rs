@@ -12,22 +12,22 @@ use crate::sys::hostinfo::softnet::parse_softnet_stat;
 use serde_json::json;
 
 /// Bandwidth assumed when neither `--bandwidth`, a link speed nor a cloud cap says more.
-pub const DEFAULT_BANDWIDTH_BPS: u64 = 25_000_000_000;
+pub(crate) const DEFAULT_BANDWIDTH_BPS: u64 = 25_000_000_000;
 /// RTT assumed without `--target` (a path across a data centre or between zones).
-pub const DEFAULT_RTT_US: f64 = 1000.0;
+pub(crate) const DEFAULT_RTT_US: f64 = 1000.0;
 
 pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
     vec![buffers(ctx, fs), congestion(fs), busy_poll(fs), backlog(fs)]
 }
 
 /// The three fields of `tcp_rmem`/`tcp_wmem`: min, default, max.
-pub fn parse_triple(text: &str) -> Option<[u64; 3]> {
+pub(crate) fn parse_triple(text: &str) -> Option<[u64; 3]> {
     let v: Vec<u64> = text.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
     v.try_into().ok()
 }
 
 /// The bandwidth to plan buffers for, and where that figure comes from.
-pub fn planned_bandwidth(ctx: &Context) -> (u64, String) {
+pub(crate) fn planned_bandwidth(ctx: &Context) -> (u64, String) {
     if let Some(b) = ctx.bandwidth_bps {
         return (b, "--bandwidth".into());
     }

@@ -203,7 +203,7 @@ impl SideReport {
 
     /// The test was stopped before its planned end (`reason`: who stopped it): says how far
     /// it got instead of blaming the flows.
-    pub fn stopped_early(&mut self, spec: &TestSpec, reason: &str) {
+    pub(crate) fn stopped_early(&mut self, spec: &TestSpec, reason: &str) {
         self.errors.retain(|e| e != ENDED_EARLY);
         self.errors.push(format!(
             "interrupted at {:.1} s of {:.1} s ({reason})",
@@ -215,13 +215,16 @@ impl SideReport {
 }
 
 /// A queue thread, tagged with its side ("sender" or "receiver").
-pub type SideThread = (&'static str, ThreadCpu);
+pub(crate) type SideThread = (&'static str, ThreadCpu);
 /// A host CPU, tagged with the side whose queue threads ran on it.
-pub type SideHostCpu = (&'static str, HostCpu);
+pub(crate) type SideHostCpu = (&'static str, HostCpu);
 
 /// The CPU figures the verdict looks at, from the sending and the receiving side: every queue
 /// thread, and of the host's CPUs only those a side's queue threads ran on.
-pub fn cpu_evidence(sender: Option<&SideReport>, receiver: Option<&SideReport>) -> (Vec<SideThread>, Vec<SideHostCpu>) {
+pub(crate) fn cpu_evidence(
+    sender: Option<&SideReport>,
+    receiver: Option<&SideReport>,
+) -> (Vec<SideThread>, Vec<SideHostCpu>) {
     let mut threads = Vec::new();
     let mut host = Vec::new();
     for (name, side) in [("sender", sender), ("receiver", receiver)] {
@@ -282,7 +285,7 @@ impl PathFacts {
 impl StreamReport {
     /// Records that the test was stopped early (`reason`, when it was): the error says how
     /// far it got, in the receiver's window when there is one.
-    pub fn mark_interrupted(&mut self, reason: Option<String>) {
+    pub(crate) fn mark_interrupted(&mut self, reason: Option<String>) {
         let Some(reason) = reason else { return };
         let at = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
         let of = self.spec.time_ms as f64 / 1e3;
@@ -323,7 +326,7 @@ impl StreamReport {
     }
 
     /// Receiver-side host CPU-seconds per GB of received payload in the window.
-    pub fn receiver_cpu_seconds_per_gb(&self) -> Option<f64> {
+    pub(crate) fn receiver_cpu_seconds_per_gb(&self) -> Option<f64> {
         let r = self.receiver.as_ref()?;
         (r.bytes() > 0).then(|| r.cpu.host_busy_seconds / (r.bytes() as f64 / 1e9))
     }

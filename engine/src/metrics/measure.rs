@@ -76,7 +76,7 @@ impl CpuSnapshot {
 /// machine a softirq tick is charged both to the task it interrupted and to softirq, so adding
 /// process time to softirq would count it twice (seen on 2-vCPU cloud VMs: the sum exceeded
 /// 100% of a CPU).
-pub fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
+pub(crate) fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
     text.lines()
         .filter_map(|line| {
             let rest = line.strip_prefix("cpu")?;
@@ -98,7 +98,7 @@ pub fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
 
 /// (utime, stime) ticks from /proc/<pid>/task/<tid>/stat. The command name may contain spaces
 /// and parentheses, so fields are counted from the last ')'.
-pub fn parse_task_stat(text: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_task_stat(text: &str) -> Option<(u64, u64)> {
     let after = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = after.split_whitespace().collect();
     // After the name: state(0) ppid(1) ... utime is field 14 of the line, index 11 here.
@@ -106,7 +106,7 @@ pub fn parse_task_stat(text: &str) -> Option<(u64, u64)> {
 }
 
 /// Clock ticks per second for /proc figures.
-pub fn clock_ticks() -> f64 {
+pub(crate) fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
@@ -119,11 +119,11 @@ pub fn clock_ticks() -> f64 {
 /// Nominal CPU frequency in Hz: the rated speed in the model name (`@ 2.20GHz`), else the
 /// current `cpu MHz`. Used for cycles per byte, as NTttcp does, since this VM has no
 /// hardware cycle counters.
-pub fn nominal_cpu_hz() -> Option<f64> {
+pub(crate) fn nominal_cpu_hz() -> Option<f64> {
     parse_cpuinfo_hz(&fs::read_to_string("/proc/cpuinfo").ok()?)
 }
 
-pub fn parse_cpuinfo_hz(text: &str) -> Option<f64> {
+pub(crate) fn parse_cpuinfo_hz(text: &str) -> Option<f64> {
     let model = text.lines().find(|l| l.starts_with("model name"));
     if let Some(ghz) = model.and_then(|l| l.rsplit_once('@')).and_then(|(_, f)| f.trim().strip_suffix("GHz")) {
         if let Ok(v) = ghz.trim().parse::<f64>() {
@@ -150,7 +150,7 @@ pub struct SampleSources<'a> {
 
 /// The figures of the stretch between samples `a` and `b`, timed from the window's `first`
 /// sample.
-pub fn interval_between(first: &Sample, a: &Sample, b: &Sample) -> IntervalFigures {
+pub(crate) fn interval_between(first: &Sample, a: &Sample, b: &Sample) -> IntervalFigures {
     IntervalFigures {
         start: (a.at - first.at).as_secs_f64(),
         end: (b.at - first.at).as_secs_f64(),
@@ -201,12 +201,12 @@ pub struct Window {
 }
 
 /// Where a side's closed intervals go.
-pub type IntervalSink<'a> = dyn FnMut(IntervalFigures) + 'a;
+pub(crate) type IntervalSink<'a> = dyn FnMut(IntervalFigures) + 'a;
 
 /// Sleeps until each offset after `t0` and samples; stops early (with a final sample) once
 /// `finished()` says the workers are done or the test must end. Each interval (two
 /// consecutive samples) goes to `sink` as it closes.
-pub fn sample_window(
+pub(crate) fn sample_window(
     t0: Instant,
     offsets: impl IntoIterator<Item = Duration>,
     src: &SampleSources,

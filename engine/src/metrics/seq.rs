@@ -43,11 +43,11 @@ use crate::wire::udp_payload::WireTime;
 use serde::{Deserialize, Serialize};
 
 /// Sequence numbers below the highest seen within which duplicates are recognised.
-pub const DUP_WINDOW: u64 = 1 << 16;
+pub(crate) const DUP_WINDOW: u64 = 1 << 16;
 const WINDOW_WORDS: usize = (DUP_WINDOW / 64) as usize;
 
 /// A flow's accounting as of its last completion, published for the interval sampler.
-pub type LiveStats = std::sync::Arc<std::sync::Mutex<SeqStats>>;
+pub(crate) type LiveStats = std::sync::Arc<std::sync::Mutex<SeqStats>>;
 
 /// What one datagram was, relative to those before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,7 @@ impl DelayStats {
         self.sum_us += transit_us;
     }
     /// Mean transit, microseconds (0 when empty).
-    pub fn mean_us(&self) -> f64 {
+    pub(crate) fn mean_us(&self) -> f64 {
         if self.count == 0 {
             0.0
         } else {
@@ -182,7 +182,7 @@ impl SeqStats {
     /// Adds another flow's figures. Jitter becomes the mean of both weighted by datagrams
     /// received (iperf2 prints no jitter on its sum line; this keeps one number that a flow
     /// with few datagrams cannot dominate). `fin` is true only when every flow saw one.
-    pub fn merge(&mut self, other: &SeqStats) {
+    pub(crate) fn merge(&mut self, other: &SeqStats) {
         let weight = self.received + other.received;
         self.jitter_us = if weight == 0 {
             self.jitter_us.max(other.jitter_us)
@@ -348,11 +348,6 @@ impl SeqTracker {
             return;
         }
         self.fin_seq = Some(self.fin_seq.map_or(seq, |f| f.min(seq)));
-    }
-
-    /// Whether a FIN arrived.
-    pub fn fin_seen(&self) -> bool {
-        self.fin_seq.is_some()
     }
 
     /// The highest data sequence number received (0 before the first).

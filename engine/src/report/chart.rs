@@ -55,7 +55,7 @@ const BOTTOM: f64 = HEIGHT - 70.0;
 const PALETTE: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
 /// Escapes text for XML content and attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -73,7 +73,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// A "nice" axis top and step (1, 2 or 5 times a power of ten) for values up to `max`.
-pub fn nice_scale(max: f64) -> (f64, f64) {
+pub(crate) fn nice_scale(max: f64) -> (f64, f64) {
     if !(max.is_finite() && max > 0.0) {
         return (1.0, 0.2);
     }

@@ -39,7 +39,7 @@ pub fn interval_json(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Value
 
 /// Version of the `--json-stream` events (one JSON object per line); bumped when a key of an
 /// event changes meaning.
-pub const STREAM_SCHEMA_VERSION: u32 = 1;
+pub(crate) const STREAM_SCHEMA_VERSION: u32 = 1;
 
 /// `{"event":"start",...}`: the agreed test and both ends' placement, as it starts.
 pub fn start_event(start: &crate::session::live::StartInfo) -> Value {

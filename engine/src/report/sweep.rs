@@ -147,7 +147,7 @@ pub fn run_line(param: SweepParam, label: &str, repeat: u32, f: &RunFigures) -> 
 }
 
 /// `run N: ...` for runs that are not part of a sweep (`send --repeat`).
-pub fn run_line_plain(f: &RunFigures) -> String {
+pub(crate) fn run_line_plain(f: &RunFigures) -> String {
     format!("run {}: {}", f.run, run_figures_text(f))
 }
 

@@ -40,7 +40,7 @@ pub struct Placement {
 
 /// Default spin window of adaptive busy polling: long enough to bridge the gap between
 /// completions of a busy stream, short enough to cost little when a flow goes idle.
-pub const ADAPTIVE_SPIN_US: u32 = 50;
+pub(crate) const ADAPTIVE_SPIN_US: u32 = 50;
 
 /// Places `queues` queues on `cpus`, their threads using the fast paths `fast`. `shared` says the CPUs are also used by another test
 /// running on this process, in which case nobody spins. `latency_bound` says the workload
@@ -119,7 +119,7 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// CPUs this process may run on (its affinity mask, as set by taskset or cgroups).
-pub fn allowed_cpus() -> Vec<usize> {
+pub(crate) fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>().
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -137,7 +137,7 @@ fn num_cpus_online() -> usize {
 }
 
 /// Resolves `--cpus`: the user's list, which must lie inside the allowed set, or the allowed set.
-pub fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {
+pub(crate) fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {
     let allowed = allowed_cpus();
     match requested {
         None => Ok(allowed),
@@ -154,7 +154,7 @@ pub fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {
 }
 
 /// Pins the calling thread to `cpu`.
-pub fn pin_current_thread(cpu: usize) -> Result<()> {
+pub(crate) fn pin_current_thread(cpu: usize) -> Result<()> {
     if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         Ok(())
     } else {

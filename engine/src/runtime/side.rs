@@ -13,10 +13,10 @@ use crate::runtime::threads::QueueThreads;
 use std::time::{Duration, Instant};
 
 /// How long a receiver waits past the planned end for the flows to finish.
-pub const END_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const END_GRACE: Duration = Duration::from_secs(10);
 
 /// How a side ends once its window is sampled.
-pub enum Ending<'a> {
+pub(crate) enum Ending<'a> {
     /// A sending side: the threads stop at their deadline; after a stop, `halt` ends them now.
     Send { halt: &'a mut dyn FnMut() },
     /// A receiving side: waits until every thread returned or `ended()` says the flows are
@@ -32,7 +32,7 @@ pub fn never() -> bool {
 
 /// What one side measured: the window, each thread's result, and the plan each thread ran
 /// (with its kernel thread id, for the CPU figures).
-pub struct SideRun<R> {
+pub(crate) struct SideRun<R> {
     pub window: Window,
     pub results: Vec<R>,
     pub plans: Vec<(ThreadPlan, i32)>,
@@ -42,7 +42,7 @@ pub struct SideRun<R> {
 /// the threads') from `t0` at `offsets`, hands each closed interval to `sink`, polls
 /// `stopped`, ends as `ending` says, and joins; a failed or panicked thread is the side's
 /// error.
-pub fn run_side<R: Send + 'static>(
+pub(crate) fn run_side<R: Send + 'static>(
     threads: QueueThreads<R>,
     plans: &[ThreadPlan],
     src: SampleSources<'_>,

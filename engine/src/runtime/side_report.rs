@@ -77,7 +77,7 @@ impl SideReport {
         }
     }
 
-    pub fn set_zerocopy(&mut self, requested: &str, used: bool, reason: String, counts: &ZeroCopyCounts) {
+    pub(crate) fn set_zerocopy(&mut self, requested: &str, used: bool, reason: String, counts: &ZeroCopyCounts) {
         self.zerocopy = Some(ZeroCopyFigures {
             requested: requested.into(),
             used,

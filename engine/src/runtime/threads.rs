@@ -7,7 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 /// The running queue threads of one test side.
-pub struct QueueThreads<R> {
+pub(crate) struct QueueThreads<R> {
     handles: Vec<JoinHandle<Result<R>>>,
     /// Kernel thread ids, in plan order, for per-thread CPU accounting.
     pub tids: Vec<i32>,
@@ -17,7 +17,7 @@ pub struct QueueThreads<R> {
 impl<R: Send + 'static> QueueThreads<R> {
     /// Starts one thread per plan entry, pins it to its CPU, and runs `body` with its input.
     /// Returns once every thread is pinned and running.
-    pub fn spawn<T, F>(plans: &[ThreadPlan], inputs: Vec<T>, body: F) -> Result<Self>
+    pub(crate) fn spawn<T, F>(plans: &[ThreadPlan], inputs: Vec<T>, body: F) -> Result<Self>
     where
         T: Send + 'static,
         F: Fn(T) -> Result<R> + Send + Sync + 'static,
@@ -55,12 +55,12 @@ impl<R: Send + 'static> QueueThreads<R> {
     }
 
     /// Whether every thread has returned.
-    pub fn all_finished(&self) -> bool {
+    pub(crate) fn all_finished(&self) -> bool {
         self.finished.load(Ordering::Acquire) == self.handles.len()
     }
 
     /// Waits for every thread; the first error (or panic) wins.
-    pub fn join(self) -> Result<Vec<R>> {
+    pub(crate) fn join(self) -> Result<Vec<R>> {
         let mut out = Vec::with_capacity(self.handles.len());
         let mut first_err = None;
         for h in self.handles {
@@ -83,7 +83,7 @@ impl<R: Send + 'static> QueueThreads<R> {
 
 /// The error a panicked thread becomes: what it was, and the panic's message, so the test
 /// fails with the cause instead of taking the process down.
-pub fn panic_error(what: &str, payload: &(dyn std::any::Any + Send)) -> Error {
+pub(crate) fn panic_error(what: &str, payload: &(dyn std::any::Any + Send)) -> Error {
     let message = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -93,7 +93,7 @@ pub fn panic_error(what: &str, payload: &(dyn std::any::Any + Send)) -> Error {
 }
 
 /// Deals items (flows) to the threads of a plan by the queue each item belongs to.
-pub fn deal_by_queue<T>(plans: &[ThreadPlan], items: Vec<(u32, T)>) -> Vec<Vec<T>> {
+pub(crate) fn deal_by_queue<T>(plans: &[ThreadPlan], items: Vec<(u32, T)>) -> Vec<Vec<T>> {
     let mut per_thread: Vec<Vec<T>> = plans.iter().map(|_| Vec::new()).collect();
     for (queue, item) in items {
         let t = plans.iter().position(|p| p.queues.contains(&queue)).expect("every queue is planned on a thread");

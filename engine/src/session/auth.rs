@@ -22,14 +22,14 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 /// Length of each side's nonce and of each proof.
-pub const NONCE_LEN: usize = 32;
-pub type Nonce = [u8; NONCE_LEN];
-pub type Proof = [u8; 32];
+pub(crate) const NONCE_LEN: usize = 32;
+pub(crate) type Nonce = [u8; NONCE_LEN];
+pub(crate) type Proof = [u8; 32];
 /// Length of a data flow's tag (a truncated HMAC-SHA256: 128 bits cannot be guessed).
-pub const TAG_LEN: usize = 16;
-pub type FlowTag = [u8; TAG_LEN];
+pub(crate) const TAG_LEN: usize = 16;
+pub(crate) type FlowTag = [u8; TAG_LEN];
 /// The shortest secret accepted: 16 bytes (128 bits, if random).
-pub const MIN_PSK_LEN: usize = 16;
+pub(crate) const MIN_PSK_LEN: usize = 16;
 
 const RECEIVER_LABEL: &[u8] = b"uringbench receiver proof";
 const SENDER_LABEL: &[u8] = b"uringbench sender proof";
@@ -64,7 +64,8 @@ impl Psk {
     }
 
     /// A secret from bytes (tests).
-    pub fn from_bytes(bytes: &[u8]) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Self {
         Self(bytes.to_vec())
     }
 
@@ -73,17 +74,17 @@ impl Psk {
     }
 
     /// The receiver's proof that it holds the secret.
-    pub fn receiver_proof(&self, client: &Nonce, server: &Nonce) -> Proof {
+    pub(crate) fn receiver_proof(&self, client: &Nonce, server: &Nonce) -> Proof {
         self.mac(RECEIVER_LABEL, client, server)
     }
 
     /// The sender's proof that it holds the secret.
-    pub fn sender_proof(&self, client: &Nonce, server: &Nonce) -> Proof {
+    pub(crate) fn sender_proof(&self, client: &Nonce, server: &Nonce) -> Proof {
         self.mac(SENDER_LABEL, client, server)
     }
 
     /// The key of the session both proofs opened.
-    pub fn session_key(&self, client: &Nonce, server: &Nonce) -> SessionKey {
+    pub(crate) fn session_key(&self, client: &Nonce, server: &Nonce) -> SessionKey {
         SessionKey(self.mac(SESSION_LABEL, client, server))
     }
 }
@@ -100,7 +101,7 @@ impl std::fmt::Debug for SessionKey {
 
 impl SessionKey {
     /// The tag data flow `flow` of the session with `cookie` presents.
-    pub fn flow_tag(&self, cookie: &SessionCookie, flow: u32) -> FlowTag {
+    pub(crate) fn flow_tag(&self, cookie: &SessionCookie, flow: u32) -> FlowTag {
         let full = mac(&self.0, &[FLOW_LABEL, cookie, &flow.to_be_bytes()]);
         let mut tag = [0u8; TAG_LEN];
         tag.copy_from_slice(&full[..TAG_LEN]);
@@ -108,7 +109,7 @@ impl SessionKey {
     }
 
     /// Whether `tag` is flow `flow`'s, in constant time.
-    pub fn verify_flow(&self, cookie: &SessionCookie, flow: u32, tag: &[u8]) -> bool {
+    pub(crate) fn verify_flow(&self, cookie: &SessionCookie, flow: u32, tag: &[u8]) -> bool {
         same(&self.flow_tag(cookie, flow), tag)
     }
 }
@@ -149,7 +150,7 @@ pub fn data_hello(key: Option<&SessionKey>, cookie: &SessionCookie, flow: u32) -
 /// The sender's side: opens the control session (`UBC1`), and with a secret runs the
 /// challenge-response. Returns the session key (None without a secret). A receiver that
 /// cannot prove it holds the secret is an error: the sender never sends it a test.
-pub fn open_session(
+pub(crate) fn open_session(
     ctl: &mut TcpStream,
     psk: Option<&Psk>,
     peer: &str,

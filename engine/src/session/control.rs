@@ -27,13 +27,13 @@ use std::time::Duration;
 /// [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`], and an authenticated session below 3.
 pub const PROTOCOL_VERSION: u32 = 3;
 /// The oldest sender a receiver without `--psk-file` serves (its wire is unchanged since).
-pub const MIN_PROTOCOL_VERSION: u32 = 2;
+pub(crate) const MIN_PROTOCOL_VERSION: u32 = 2;
 /// Default port of `recv`: distinct from iperf2's 5001 and iperf3's 5201.
 pub const DEFAULT_PORT: u16 = 5300;
 pub const CONTROL_MAGIC: [u8; 4] = *b"UBC1";
 pub const DATA_MAGIC: [u8; 4] = *b"UBD1";
 /// A data flow of an authenticated session: the greeting carries the flow's tag too.
-pub const DATA_AUTH_MAGIC: [u8; 4] = *b"UBD2";
+pub(crate) const DATA_AUTH_MAGIC: [u8; 4] = *b"UBD2";
 /// Largest body of one frame, in bytes; also the largest message `recv` accepts from a sender.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Largest message a sender accepts from the receiver (its report, an interval of 1,024
@@ -46,7 +46,7 @@ const MORE: u32 = 1 << 31;
 pub const DATA_HELLO_LEN: usize = 4 + 16 + 4;
 
 /// Identifies one test on the receiver; data flows present it to join their session.
-pub type SessionCookie = [u8; 16];
+pub(crate) type SessionCookie = [u8; 16];
 
 /// Messages of the control channel.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -126,7 +126,7 @@ impl ControlMsg {
 }
 
 /// Splits a frame's length word: the body's length and whether more frames follow.
-pub fn frame_word(word: [u8; 4]) -> (usize, bool) {
+pub(crate) fn frame_word(word: [u8; 4]) -> (usize, bool) {
     let word = u32::from_be_bytes(word);
     ((word & !MORE) as usize, word & MORE != 0)
 }
@@ -137,7 +137,7 @@ pub fn decode(body: &[u8]) -> Result<ControlMsg> {
 }
 
 /// Writes one message, in as many frames as its size needs, with one write call.
-pub fn write_msg(mut stream: &TcpStream, msg: &ControlMsg) -> Result<()> {
+pub(crate) fn write_msg(mut stream: &TcpStream, msg: &ControlMsg) -> Result<()> {
     let body = serde_json::to_vec(msg).map_err(|e| Error::protocol(format!("encoding control message: {e}")))?;
     stream.write_all(&frame(&body)).map_err(|e| Error::peer(format!("control channel write failed: {e}")))
 }
@@ -165,13 +165,13 @@ pub fn read_msg(stream: &mut TcpStream, timeout: Duration) -> Result<ControlMsg>
 }
 
 /// Reads one message from the receiver (a report may span many frames).
-pub fn read_reply(stream: &mut TcpStream, timeout: Duration) -> Result<ControlMsg> {
+pub(crate) fn read_reply(stream: &mut TcpStream, timeout: Duration) -> Result<ControlMsg> {
     read_msg_up_to(stream, timeout, MAX_REPORT)
 }
 
 /// Reads one message of at most `limit` bytes, frame by frame; refuses a longer one before
 /// allocating for it.
-pub fn read_msg_up_to(stream: &mut TcpStream, timeout: Duration, limit: usize) -> Result<ControlMsg> {
+pub(crate) fn read_msg_up_to(stream: &mut TcpStream, timeout: Duration, limit: usize) -> Result<ControlMsg> {
     stream.set_read_timeout(Some(timeout)).map_err(|e| Error::io("setting control timeout", e))?;
     read_frames(stream, timeout, limit)
 }
@@ -205,20 +205,20 @@ pub fn read_frames(stream: &mut impl Read, timeout: Duration, limit: usize) -> R
 /// direction streams intervals while the session thread may send `stop`). After a failed
 /// write the stream may hold half a frame, so every later write is refused.
 #[derive(Clone)]
-pub struct CtlWriter {
+pub(crate) struct CtlWriter {
     inner: Arc<Mutex<Option<TcpStream>>>,
 }
 
 impl CtlWriter {
     /// A writer over a duplicate of `ctl`. A peer that stops reading blocks a write for at
     /// most `stall`, then the channel counts as broken.
-    pub fn new(ctl: &TcpStream, stall: Duration) -> Result<Self> {
+    pub(crate) fn new(ctl: &TcpStream, stall: Duration) -> Result<Self> {
         let w = ctl.try_clone().map_err(|e| Error::io("duplicating the control socket", e))?;
         w.set_write_timeout(Some(stall)).map_err(|e| Error::io("setting the control write timeout", e))?;
         Ok(Self { inner: Arc::new(Mutex::new(Some(w))) })
     }
 
-    pub fn send(&self, msg: &ControlMsg) -> Result<()> {
+    pub(crate) fn send(&self, msg: &ControlMsg) -> Result<()> {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let Some(stream) = guard.as_ref() else {
             return Err(Error::peer("control channel broken by an earlier failed write"));
@@ -235,30 +235,28 @@ impl CtlWriter {
 /// the samplers poll, intervals go to `on_interval` as they arrive, anything else waits in a
 /// queue for [`CtlWatch::recv`]. The thread ends at the first read error (the far end closed)
 /// or when the watch is dropped.
-pub struct CtlWatch {
+pub(crate) struct CtlWatch {
     stop: Arc<Mutex<Option<String>>>,
     /// Why the channel ended, once a read failed (the far end closed it, or it broke).
     closed: Arc<Mutex<Option<String>>>,
-    stopped: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
     rx: Mutex<mpsc::Receiver<Result<ControlMsg>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What a watch does with the intervals it receives.
-pub type IntervalHandler = Box<dyn FnMut(Role, IntervalFigures) + Send>;
+pub(crate) type IntervalHandler = Box<dyn FnMut(Role, IntervalFigures) + Send>;
 
 impl CtlWatch {
     /// Starts watching `ctl` (a duplicate of it); messages are accepted up to `limit` bytes.
-    pub fn start(ctl: &TcpStream, limit: usize, mut on_interval: IntervalHandler) -> Result<Self> {
+    pub(crate) fn start(ctl: &TcpStream, limit: usize, mut on_interval: IntervalHandler) -> Result<Self> {
         let mut stream = ctl.try_clone().map_err(|e| Error::io("duplicating the control socket", e))?;
         let stop = Arc::new(Mutex::new(None));
         let closed = Arc::new(Mutex::new(None));
         let t_closed = Arc::clone(&closed);
-        let stopped = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
-        let (t_stop, t_stopped, t_done) = (Arc::clone(&stop), Arc::clone(&stopped), Arc::clone(&done));
+        let (t_stop, t_done) = (Arc::clone(&stop), Arc::clone(&done));
         let thread = std::thread::Builder::new()
             .name("ub-ctl".into())
             .spawn(move || {
@@ -270,7 +268,6 @@ impl CtlWatch {
                         Ok(ControlMsg::Interval { role, interval }) => on_interval(role, interval),
                         Ok(ControlMsg::Stop { reason }) => {
                             *t_stop.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
-                            t_stopped.store(true, Ordering::Release);
                         }
                         Ok(msg) => {
                             let _ = tx.send(Ok(msg));
@@ -284,27 +281,28 @@ impl CtlWatch {
                 }
             })
             .map_err(|e| Error::io("starting the control reader", e))?;
-        Ok(Self { stop, closed, stopped, done, rx: Mutex::new(rx), thread: Some(thread) })
+        Ok(Self { stop, closed, done, rx: Mutex::new(rx), thread: Some(thread) })
     }
 
     /// Whether the far end asked to stop.
-    pub fn stop_requested(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
+    #[cfg(test)]
+    fn stop_requested(&self) -> bool {
+        self.stop_reason().is_some()
     }
 
     /// Why the far end asked to stop, once it did.
-    pub fn stop_reason(&self) -> Option<String> {
+    pub(crate) fn stop_reason(&self) -> Option<String> {
         self.stop.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Why the channel ended, once the far end closed it (or it broke).
-    pub fn closed(&self) -> Option<String> {
+    pub(crate) fn closed(&self) -> Option<String> {
         self.closed.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The next message other than an interval or `stop` if one is in, without waiting;
     /// `Some(Err)` once the channel has ended.
-    pub fn try_next(&self) -> Option<Result<ControlMsg>> {
+    pub(crate) fn try_next(&self) -> Option<Result<ControlMsg>> {
         match self.rx.lock().unwrap_or_else(|p| p.into_inner()).try_recv() {
             Ok(msg) => Some(msg),
             Err(mpsc::TryRecvError::Empty) => None,
@@ -313,7 +311,7 @@ impl CtlWatch {
     }
 
     /// The next message other than an interval or `stop`, waiting at most `timeout`.
-    pub fn recv(&self, timeout: Duration) -> Result<ControlMsg> {
+    pub(crate) fn recv(&self, timeout: Duration) -> Result<ControlMsg> {
         match self.rx.lock().unwrap_or_else(|p| p.into_inner()).recv_timeout(timeout) {
             Ok(msg) => msg,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -341,7 +339,7 @@ fn readable(stream: &TcpStream, timeout_ms: i32) -> bool {
 }
 
 /// `read_exact` with errors that say what happened to the peer.
-pub fn read_exact(stream: &mut impl Read, buf: &mut [u8], timeout: Duration) -> Result<()> {
+pub(crate) fn read_exact(stream: &mut impl Read, buf: &mut [u8], timeout: Duration) -> Result<()> {
     stream.read_exact(buf).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => Error::peer("peer closed the control connection"),
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
@@ -368,7 +366,7 @@ pub fn parse_data_hello(rest: &[u8; DATA_HELLO_LEN - 4]) -> (SessionCookie, u32)
 }
 
 /// A fresh random session cookie.
-pub fn new_cookie() -> SessionCookie {
+pub(crate) fn new_cookie() -> SessionCookie {
     let mut cookie = [0u8; 16];
     // SAFETY: getrandom writes at most cookie.len() bytes into our buffer.
     let n = unsafe { libc::getrandom(cookie.as_mut_ptr().cast(), cookie.len(), 0) };
@@ -383,13 +381,13 @@ pub fn new_cookie() -> SessionCookie {
 
 /// How long a control write may block on a far end that stops reading before the channel
 /// counts as broken (the test's figures are then lost, its flows are not).
-pub const CTL_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CTL_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Makes a control connection notice a far end that has gone silently (host down, path cut)
 /// within seconds rather than the kernel's minutes: writes give up after 10 s, keepalive
 /// probes an idle connection after 5 s (1 s apart, 5 of them), and TCP_USER_TIMEOUT drops it
 /// once sent data has waited 10 s for an acknowledgement.
-pub fn harden(ctl: &TcpStream) -> Result<()> {
+pub(crate) fn harden(ctl: &TcpStream) -> Result<()> {
     let sock = socket2::SockRef::from(ctl);
     let keepalive = socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(5))
@@ -408,7 +406,7 @@ pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream> {
 
 /// [`connect`] from `local` (address family, local address, device), with the flow knobs
 /// that must be set before the handshake.
-pub fn connect_from(
+pub(crate) fn connect_from(
     host: &str,
     port: u16,
     timeout: Duration,

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// A data flow with its index in the test.
-pub type Indexed<T> = (u32, T);
+pub(crate) type Indexed<T> = (u32, T);
 
 /// Splits the data connections of a test: forward flows (sender to receiver) come first,
 /// reverse flows (receiver's host back to the sender's) after them.
-pub fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<Indexed<T>>, Vec<Indexed<T>>) {
+pub(crate) fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<Indexed<T>>, Vec<Indexed<T>>) {
     let n = spec.flows();
     match spec.direction {
         Direction::Forward => (flows, Vec::new()),
@@ -38,7 +38,7 @@ pub fn split_by_direction<T>(spec: &TestSpec, flows: Vec<Indexed<T>>) -> (Vec<In
 /// An engine's two halves of a stream test over its flows. An engine that works one way only
 /// (AF_XDP) implements that half and refuses the other direction before the test, so the
 /// default is never reached.
-pub trait StreamHalves: Sync {
+pub(crate) trait StreamHalves: Sync {
     /// What one flow is to this engine (a connected socket, a peer address).
     type Flow: Send;
     /// Sends on `flows` from `t0` until the planned end (or a stop); this side's report.
@@ -56,7 +56,7 @@ pub trait StreamHalves: Sync {
 /// What this host did in one test.
 // One per test, moved once: boxing the reports would buy nothing.
 #[allow(clippy::large_enum_variant)]
-pub enum Halves {
+pub(crate) enum Halves {
     Sent(SideReport),
     Received(SideReport),
     Both { sent: SideReport, received: SideReport },
@@ -65,13 +65,13 @@ pub enum Halves {
 /// Which end of the test this host is: the sending host's forward flows are its to send,
 /// `recv`'s forward flows are its to receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     Sender,
     Receiver,
 }
 
 /// Runs this host's halves of a test over `flows` (every data connection, by index).
-pub fn run_halves<H: StreamHalves>(
+pub(crate) fn run_halves<H: StreamHalves>(
     h: &H,
     spec: &TestSpec,
     end: End,
@@ -102,7 +102,7 @@ pub fn run_halves<H: StreamHalves>(
 
 /// The sending host's test once its flows are open: waits for `Ready`, runs the halves, and
 /// puts the far side's report beside them.
-pub fn run_stream<H: StreamHalves>(
+pub(crate) fn run_stream<H: StreamHalves>(
     mut session: SenderSession,
     spec: &TestSpec,
     h: &H,
@@ -121,7 +121,7 @@ pub fn run_stream<H: StreamHalves>(
 /// `recv`'s side of an accepted stream test whose flows are in place: says `Ready`, runs the
 /// halves while watching the control channel, and returns the report of what it received
 /// (forward flows) and of what it sent (reverse flows).
-pub fn serve_stream<H: StreamHalves>(
+pub(crate) fn serve_stream<H: StreamHalves>(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     h: &H,

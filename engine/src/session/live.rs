@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex};
 /// (about 100 bytes each): 1,048,576 is 16 flows for 18 hours at 1 s, or 64 flows for 4.5
 /// hours at 100 ms. Later intervals keep their sums and per-queue bytes; their per-flow
 /// entries are only in the live output (`--json-stream`).
-pub const KEPT_FLOW_ENTRIES: usize = 1 << 20;
+pub(crate) const KEPT_FLOW_ENTRIES: usize = 1 << 20;
 
 /// One side of a running test: whether it must end now, and where its intervals go.
-pub trait Live: Sync {
+pub(crate) trait Live: Sync {
     /// `Some(reason)` once the test must end before its planned end.
     fn stopped(&self) -> Option<String>;
     /// One closed interval of the side playing `role` on this host.
@@ -43,7 +43,7 @@ fn local_stop(writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String
 /// `recv`'s side of a test: intervals go to the sender as they close; a `stop` from the
 /// sender, the sender's control connection closing (the sender was killed, or went away
 /// without a word), or a signal to `recv` ends the test.
-pub struct ServerLive {
+pub(crate) struct ServerLive {
     pub watch: CtlWatch,
     writer: CtlWriter,
     told: AtomicBool,
@@ -51,7 +51,7 @@ pub struct ServerLive {
 
 impl ServerLive {
     /// Starts watching the control channel once the test is accepted and its flows are in.
-    pub fn start(ctl: &TcpStream) -> Result<Self> {
+    pub(crate) fn start(ctl: &TcpStream) -> Result<Self> {
         // A sender sends nothing during a test but small messages (stop, finished).
         let watch = CtlWatch::start(ctl, MAX_FRAME, Box::new(|_, _| {}))?;
         Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?, told: AtomicBool::new(false) })
@@ -131,7 +131,7 @@ impl Store {
 
 /// The sending host's side of a test: the far end's intervals and ours, paired and kept; a
 /// signal here or a `stop` from `recv` ends the test.
-pub struct SenderLive {
+pub(crate) struct SenderLive {
     pub watch: CtlWatch,
     writer: CtlWriter,
     told: AtomicBool,
@@ -141,7 +141,7 @@ pub struct SenderLive {
 
 impl SenderLive {
     /// Starts watching `ctl`; `paired`: whether intervals wait for the far end's half.
-    pub fn start(ctl: &TcpStream, observer: Arc<dyn Observer>, paired: bool) -> Result<Self> {
+    pub(crate) fn start(ctl: &TcpStream, observer: Arc<dyn Observer>, paired: bool) -> Result<Self> {
         let store = Arc::new(Mutex::new(Store::new(paired)));
         let (remote_store, remote_observer) = (Arc::clone(&store), Arc::clone(&observer));
         let watch = CtlWatch::start(
@@ -161,7 +161,7 @@ impl SenderLive {
     /// The intervals this run kept, put into the reports they belong to: forward flows
     /// (`sender` offered them, `receiver` received them), reverse flows likewise. Intervals
     /// still unshown (the far end's report arrived, ours did not pair) are shown first.
-    pub fn attach(
+    pub(crate) fn attach(
         &self,
         forward: (Option<&mut SideReport>, Option<&mut SideReport>),
         reverse: (Option<&mut SideReport>, Option<&mut SideReport>),

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Events waiting for the log thread before new ones are dropped.
-pub const QUEUE_LEN: usize = 1024;
+pub(crate) const QUEUE_LEN: usize = 1024;
 
 /// A bounded queue in front of `sink`, which runs on a thread of its own.
-pub struct LogQueue<T> {
+pub(crate) struct LogQueue<T> {
     tx: SyncSender<T>,
     /// Events dropped because the queue was full, not yet reported.
     dropped: Arc<AtomicU64>,
@@ -25,7 +25,7 @@ pub struct LogQueue<T> {
 impl<T: Send + 'static> LogQueue<T> {
     /// Starts the log thread; `dropped(n)` makes the event that reports `n` dropped ones.
     /// Without a thread (none can be started) events are written on the caller's thread.
-    pub fn start(sink: Arc<dyn Fn(T) + Send + Sync>, dropped: fn(u64) -> T) -> std::io::Result<Self> {
+    pub(crate) fn start(sink: Arc<dyn Fn(T) + Send + Sync>, dropped: fn(u64) -> T) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::sync_channel::<T>(QUEUE_LEN);
         let lost = Arc::new(AtomicU64::new(0));
         let queued = Arc::new(AtomicU64::new(0));
@@ -44,7 +44,7 @@ impl<T: Send + 'static> LogQueue<T> {
     }
 
     /// Queues `event`, never waiting: a full queue drops it (and counts it).
-    pub fn send(&self, event: T) {
+    pub(crate) fn send(&self, event: T) {
         self.queued.fetch_add(1, Ordering::AcqRel);
         match self.tx.try_send(event) {
             Ok(()) => {}
@@ -56,7 +56,7 @@ impl<T: Send + 'static> LogQueue<T> {
     }
 
     /// Waits (at most `limit`) until every queued event is written.
-    pub fn flush(&self, limit: Duration) {
+    pub(crate) fn flush(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
         while self.queued.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
@@ -65,15 +65,15 @@ impl<T: Send + 'static> LogQueue<T> {
 }
 
 /// Lines about one source address allowed per window; the rest are counted.
-pub const LINES_PER_WINDOW: u32 = 5;
-pub const WINDOW: Duration = Duration::from_secs(10);
+pub(crate) const LINES_PER_WINDOW: u32 = 5;
+pub(crate) const WINDOW: Duration = Duration::from_secs(10);
 /// Source addresses tracked at once; beyond, further sources share one count (an IPv6
 /// attacker has addresses without end, the table must not grow with them).
 const MAX_SOURCES: usize = 4096;
 
 /// Per-source counts of repeated lines.
 #[derive(Default)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     sources: Mutex<HashMap<IpAddr, Window>>,
 }
 
@@ -85,7 +85,7 @@ struct Window {
 
 impl RateLimit {
     /// Whether a line about `source` may be written now; if not it is counted.
-    pub fn allow(&self, source: IpAddr, now: Instant) -> bool {
+    pub(crate) fn allow(&self, source: IpAddr, now: Instant) -> bool {
         let mut map = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         let key = if map.len() >= MAX_SOURCES && !map.contains_key(&source) { IpAddr::from([0u8; 16]) } else { source };
         let w = map.entry(key).or_insert(Window { start: now, logged: 0, suppressed: 0 });
@@ -100,7 +100,7 @@ impl RateLimit {
 
     /// The windows that ended by `now`, with what they suppressed: (source, count). The
     /// unspecified address stands for the sources beyond the table's size.
-    pub fn expired(&self, now: Instant) -> Vec<(IpAddr, u64)> {
+    pub(crate) fn expired(&self, now: Instant) -> Vec<(IpAddr, u64)> {
         let mut map = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         map.retain(|ip, w| {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a sender waits for the receiver to accept a connection.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What `uringbench send` asks for.
@@ -78,7 +78,7 @@ fn zerocopy_choice(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len:
 /// The sender's end of the control channel for one test, shared by the TCP and UDP streams:
 /// connect and probe the path, agree on the test, wait for `Ready`, and at the end collect the
 /// receiver's report.
-pub struct SenderSession {
+pub(crate) struct SenderSession {
     pub ctl: TcpStream,
     /// The receiver's control address, for messages.
     pub peer: String,
@@ -99,7 +99,7 @@ pub struct SenderSession {
 impl SenderSession {
     /// Probes the kernel, plans the queue threads, connects the control channel and looks up
     /// the path to the receiver.
-    pub fn connect(opts: &SendOptions) -> Result<Self> {
+    pub(crate) fn connect(opts: &SendOptions) -> Result<Self> {
         let caps = KernelCaps::detect()?;
         caps.require_tcp_stream()?;
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
@@ -141,7 +141,7 @@ impl SenderSession {
     }
 
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
-    pub fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
+    pub(crate) fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
         let peer = &self.peer;
         self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
@@ -168,12 +168,12 @@ impl SenderSession {
     }
 
     /// The greeting data flow `flow` opens with (tagged with the session key, when there is one).
-    pub fn data_hello(&self, flow: u32) -> Vec<u8> {
+    pub(crate) fn data_hello(&self, flow: u32) -> Vec<u8> {
         crate::session::auth::data_hello(self.key.as_ref(), &self.cookie, flow)
     }
 
     /// Waits for the receiver to say every flow is in place.
-    pub fn wait_ready(&mut self) -> Result<()> {
+    pub(crate) fn wait_ready(&mut self) -> Result<()> {
         let peer = &self.peer;
         match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
             ControlMsg::Ready => Ok(()),
@@ -184,7 +184,7 @@ impl SenderSession {
 
     /// The test starts: the far end's messages are watched from now on, and the observer
     /// hears of the start.
-    pub fn start_live(&self, spec: &TestSpec, observer: Arc<dyn Observer>) -> Result<SenderLive> {
+    pub(crate) fn start_live(&self, spec: &TestSpec, observer: Arc<dyn Observer>) -> Result<SenderLive> {
         // Streams show each interval once both ends' figures are in; transaction tests show
         // the client's alone.
         let paired = spec.workload == crate::base::spec::Workload::Stream;
@@ -222,7 +222,7 @@ impl SenderSession {
     }
 
     /// Forward test: collects the receiver's report and puts both sides together.
-    pub fn finish(mut self, spec: &TestSpec, mut sender: SideReport, live: SenderLive) -> StreamReport {
+    pub(crate) fn finish(mut self, spec: &TestSpec, mut sender: SideReport, live: SenderLive) -> StreamReport {
         let (mut receiver, _, error) = self.remote_reports(&live);
         live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
         let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
@@ -242,7 +242,12 @@ impl SenderSession {
     }
 
     /// Reverse test: this side received; the far side's report is the sender's.
-    pub fn finish_reverse(mut self, spec: &TestSpec, mut receiver: SideReport, live: SenderLive) -> StreamReport {
+    pub(crate) fn finish_reverse(
+        mut self,
+        spec: &TestSpec,
+        mut receiver: SideReport,
+        live: SenderLive,
+    ) -> StreamReport {
         let (_, mut remote_sender, error) = self.remote_reports(&live);
         live.attach((None, None), (remote_sender.as_mut(), Some(&mut receiver)));
         let path = self.path_facts(&receiver);
@@ -252,7 +257,7 @@ impl SenderSession {
     }
 
     /// Both directions: the forward report carries the reverse one.
-    pub fn finish_bidir(
+    pub(crate) fn finish_bidir(
         mut self,
         spec: &TestSpec,
         mut sender: SideReport,

@@ -70,10 +70,10 @@ impl Default for ServerLimits {
 
 /// Shortest interval a test may ask for: each interval is a message to the sender and a
 /// sample per flow, so 1 ms intervals turn a test into a memory and bandwidth sink.
-pub const MIN_INTERVAL_MS: u64 = 10;
+pub(crate) const MIN_INTERVAL_MS: u64 = 10;
 /// No test asks for more than 10 Tbit/s; a larger rate is a crafted hello (and would wrap
 /// the pacing arithmetic).
-pub const RATE_CEILING: u64 = 10_000_000_000_000;
+pub(crate) const RATE_CEILING: u64 = 10_000_000_000_000;
 
 impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
@@ -329,7 +329,7 @@ pub enum ServerEvent {
     },
 }
 
-pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+pub(crate) type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
 /// How many tests, and how many seconds of them, one source address runs now.
 #[derive(Debug, Default, Clone, Copy)]
@@ -392,7 +392,7 @@ impl Shared {
 /// The whole handshake (greeting, `--psk-file` exchange, hello; or a data flow's greeting)
 /// must be over this long after the connection was accepted: a deadline, however slowly
 /// the peer drips its bytes.
-pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// How long `recv` waits, after a signal, for its running tests to report.
 const STOP_GRACE: Duration = Duration::from_secs(30);
 const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -441,7 +441,7 @@ pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
 
 /// The addresses a listener on `bind` serves that are neither loopback nor private (for the
 /// unspecified address: every such address of the host's interfaces).
-pub fn exposed_addresses(bind: IpAddr) -> Vec<IpAddr> {
+pub(crate) fn exposed_addresses(bind: IpAddr) -> Vec<IpAddr> {
     let candidates = if bind.is_unspecified() { crate::sys::sockopt::interface_addresses() } else { vec![bind] };
     candidates.into_iter().filter(|a| !crate::doctor::path::is_internal(*a) && !a.is_unspecified()).collect()
 }
@@ -1325,7 +1325,7 @@ pub trait TestRunner: Send + Sync {
 }
 
 /// What the receiver received (forward flows) and sent (reverse flows) in one test.
-pub type Reports = (Option<SideReport>, Option<SideReport>);
+pub(crate) type Reports = (Option<SideReport>, Option<SideReport>);
 
 /// One test the receiver admitted, as the per-test code sees it.
 pub struct Test<'a> {
@@ -1357,7 +1357,7 @@ impl Test<'_> {
 
     /// Accepts a test whose TCP data flows connect to the port: hands the sender a cookie,
     /// and returns the flows, in flow order, once all of them arrived.
-    pub fn accept_flows(&mut self) -> Result<Vec<(u32, TcpStream)>> {
+    pub(crate) fn accept_flows(&mut self) -> Result<Vec<(u32, TcpStream)>> {
         let shared = self.shared;
         let cookie = control::new_cookie();
         let (tx, rx) = mpsc::channel();

@@ -3,17 +3,17 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-pub struct Epoll(OwnedFd);
+pub(crate) struct Epoll(OwnedFd);
 
 /// One ready descriptor: the token it was added with, and whether it hung up or failed.
 #[derive(Debug, Clone, Copy)]
-pub struct Ready {
+pub(crate) struct Ready {
     pub token: u64,
     pub hangup: bool,
 }
 
 impl Epoll {
-    pub fn new() -> std::io::Result<Self> {
+    pub(crate) fn new() -> std::io::Result<Self> {
         // SAFETY: epoll_create1 has no memory preconditions; the result is checked.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
@@ -24,7 +24,7 @@ impl Epoll {
     }
 
     /// Watches `fd` for input (and hang-up) under `token`.
-    pub fn add(&self, fd: RawFd, token: u64) -> std::io::Result<()> {
+    pub(crate) fn add(&self, fd: RawFd, token: u64) -> std::io::Result<()> {
         let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, u64: token };
         // SAFETY: a valid epoll descriptor and event struct for the duration of the call.
         if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
@@ -34,14 +34,14 @@ impl Epoll {
     }
 
     /// Stops watching `fd` (closing it does too; this is for descriptors that stay open).
-    pub fn remove(&self, fd: RawFd) {
+    pub(crate) fn remove(&self, fd: RawFd) {
         let mut ev = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: as in `add`; a descriptor not watched only gets ENOENT back.
         unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
     }
 
     /// Waits up to `timeout_ms` and appends what is ready to `out`.
-    pub fn wait(&self, out: &mut Vec<Ready>, timeout_ms: i32) -> std::io::Result<()> {
+    pub(crate) fn wait(&self, out: &mut Vec<Ready>, timeout_ms: i32) -> std::io::Result<()> {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 256];
         // SAFETY: the buffer holds `events.len()` entries and outlives the call.
         let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms) };

@@ -17,23 +17,23 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use crate::{Error, Result};
 
 // <linux/netlink.h>
-pub const NLMSG_HDRLEN: usize = 16;
-pub const NLMSG_ERROR: u16 = 2;
-pub const NLMSG_DONE: u16 = 3;
-pub const NLM_F_REQUEST: u16 = 0x1;
-pub const NLM_F_MULTI: u16 = 0x2;
-pub const NLM_F_DUMP: u16 = 0x300;
+pub(crate) const NLMSG_HDRLEN: usize = 16;
+pub(crate) const NLMSG_ERROR: u16 = 2;
+pub(crate) const NLMSG_DONE: u16 = 3;
+pub(crate) const NLM_F_REQUEST: u16 = 0x1;
+pub(crate) const NLM_F_MULTI: u16 = 0x2;
+pub(crate) const NLM_F_DUMP: u16 = 0x300;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
 // <linux/rtnetlink.h>
-pub const RTM_NEWLINK: u16 = 16;
-pub const RTM_GETLINK: u16 = 18;
-pub const RTM_NEWROUTE: u16 = 24;
-pub const RTM_GETROUTE: u16 = 26;
-pub const RTM_NEWQDISC: u16 = 36;
-pub const RTM_GETQDISC: u16 = 38;
-pub const RTM_NEWTCLASS: u16 = 40;
-pub const RTM_GETTCLASS: u16 = 42;
+pub(crate) const RTM_NEWLINK: u16 = 16;
+pub(crate) const RTM_GETLINK: u16 = 18;
+pub(crate) const RTM_NEWROUTE: u16 = 24;
+pub(crate) const RTM_GETROUTE: u16 = 26;
+pub(crate) const RTM_NEWQDISC: u16 = 36;
+pub(crate) const RTM_GETQDISC: u16 = 38;
+pub(crate) const RTM_NEWTCLASS: u16 = 40;
+pub(crate) const RTM_GETTCLASS: u16 = 42;
 
 /// The most a reply may add up to; a namespace with more qdiscs than this is not a test host.
 const MAX_REPLY_BYTES: usize = 16 << 20;
@@ -42,7 +42,7 @@ const RECV_TIMEOUT_S: libc::time_t = 2;
 
 /// One netlink message inside a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Message<'a> {
+pub(crate) struct Message<'a> {
     pub kind: u16,
     pub flags: u16,
     pub seq: u32,
@@ -51,7 +51,7 @@ pub struct Message<'a> {
 }
 
 /// An error for a reply we cannot decode; `what` names the question we asked.
-pub fn malformed(what: &str, detail: impl std::fmt::Display) -> Error {
+pub(crate) fn malformed(what: &str, detail: impl std::fmt::Display) -> Error {
     Error::unsupported(format!("{what}: the kernel's netlink reply is malformed ({detail})"))
 }
 
@@ -59,21 +59,21 @@ fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-pub fn u16_at(buf: &[u8], off: usize) -> Option<u16> {
+pub(crate) fn u16_at(buf: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(buf.get(off..off + 2)?.try_into().ok()?))
 }
 
-pub fn u32_at(buf: &[u8], off: usize) -> Option<u32> {
+pub(crate) fn u32_at(buf: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(buf.get(off..off + 4)?.try_into().ok()?))
 }
 
-pub fn u64_at(buf: &[u8], off: usize) -> Option<u64> {
+pub(crate) fn u64_at(buf: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(buf.get(off..off + 8)?.try_into().ok()?))
 }
 
 /// Splits a buffer of concatenated netlink messages. Every length is checked against what is
 /// left, so a truncated or garbled reply is an error, never a panic or an endless loop.
-pub fn messages<'a>(buf: &'a [u8], what: &str) -> Result<Vec<Message<'a>>> {
+pub(crate) fn messages<'a>(buf: &'a [u8], what: &str) -> Result<Vec<Message<'a>>> {
     let mut out = Vec::new();
     let mut off = 0;
     while off < buf.len() {
@@ -98,7 +98,7 @@ pub fn messages<'a>(buf: &'a [u8], what: &str) -> Result<Vec<Message<'a>>> {
 
 /// The data messages of a reply: an `NLMSG_ERROR` carrying an errno becomes that error
 /// (with `what` as context), acknowledgements are dropped, and `NLMSG_DONE` ends the list.
-pub fn data_messages<'a>(buf: &'a [u8], what: &str) -> Result<Vec<Message<'a>>> {
+pub(crate) fn data_messages<'a>(buf: &'a [u8], what: &str) -> Result<Vec<Message<'a>>> {
     let mut out = Vec::new();
     for msg in messages(buf, what)? {
         match msg.kind {
@@ -125,7 +125,7 @@ pub fn data_messages<'a>(buf: &'a [u8], what: &str) -> Result<Vec<Message<'a>>> 
 
 /// The attributes (type, value) that follow a fixed header. The nested and byte-order flag
 /// bits are masked off the type.
-pub fn attrs<'a>(buf: &'a [u8], what: &str) -> Result<Vec<(u16, &'a [u8])>> {
+pub(crate) fn attrs<'a>(buf: &'a [u8], what: &str) -> Result<Vec<(u16, &'a [u8])>> {
     let mut out = Vec::new();
     let mut off = 0;
     while off + 4 <= buf.len() {
@@ -144,18 +144,18 @@ pub fn attrs<'a>(buf: &'a [u8], what: &str) -> Result<Vec<(u16, &'a [u8])>> {
 }
 
 /// The value of the first attribute of type `kind`.
-pub fn find<'a>(attrs: &[(u16, &'a [u8])], kind: u16) -> Option<&'a [u8]> {
+pub(crate) fn find<'a>(attrs: &[(u16, &'a [u8])], kind: u16) -> Option<&'a [u8]> {
     attrs.iter().find(|(k, _)| *k == kind).map(|(_, v)| *v)
 }
 
 /// A NUL-terminated string attribute.
-pub fn attr_str(value: &[u8]) -> Option<String> {
+pub(crate) fn attr_str(value: &[u8]) -> Option<String> {
     let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
     std::str::from_utf8(&value[..end]).ok().filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
 /// Appends one attribute (header, value, padding) to a request.
-pub fn push_attr(req: &mut Vec<u8>, kind: u16, value: &[u8]) {
+pub(crate) fn push_attr(req: &mut Vec<u8>, kind: u16, value: &[u8]) {
     let len = 4 + value.len();
     req.extend_from_slice(&(len as u16).to_ne_bytes());
     req.extend_from_slice(&kind.to_ne_bytes());
@@ -164,18 +164,18 @@ pub fn push_attr(req: &mut Vec<u8>, kind: u16, value: &[u8]) {
 }
 
 /// A route netlink socket, bound in the caller's network namespace.
-pub struct Socket {
+pub(crate) struct Socket {
     fd: OwnedFd,
     seq: u32,
 }
 
 impl Socket {
-    pub fn open() -> Result<Self> {
+    pub(crate) fn open() -> Result<Self> {
         Self::open_protocol(libc::NETLINK_ROUTE)
     }
 
     /// A socket of another netlink protocol (`NETLINK_GENERIC` for the ethtool family).
-    pub fn open_protocol(protocol: libc::c_int) -> Result<Self> {
+    pub(crate) fn open_protocol(protocol: libc::c_int) -> Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked before use.
         let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol) };
         if fd < 0 {
@@ -217,7 +217,7 @@ impl Socket {
     /// Sends one request (`body` is the fixed header and attributes after the netlink header)
     /// and returns the raw reply: every datagram up to `NLMSG_DONE`, an error, or a single
     /// message without `NLM_F_MULTI`. Parse it with [`data_messages`].
-    pub fn request(&mut self, kind: u16, flags: u16, body: &[u8], what: &str) -> Result<Vec<u8>> {
+    pub(crate) fn request(&mut self, kind: u16, flags: u16, body: &[u8], what: &str) -> Result<Vec<u8>> {
         self.seq = self.seq.wrapping_add(1);
         let mut req = Vec::with_capacity(NLMSG_HDRLEN + body.len());
         req.extend_from_slice(&((NLMSG_HDRLEN + body.len()) as u32).to_ne_bytes());
@@ -271,7 +271,7 @@ impl Socket {
 }
 
 /// The name of interface `ifindex` in the caller's network namespace.
-pub fn ifname(ifindex: u32) -> Option<String> {
+pub(crate) fn ifname(ifindex: u32) -> Option<String> {
     let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
     // SAFETY: name has room for IF_NAMESIZE bytes, as if_indextoname requires.
     let p = unsafe { libc::if_indextoname(ifindex, name.as_mut_ptr()) };

@@ -35,7 +35,7 @@ pub struct PathLimit {
 
 /// The path to one target as the kernel sees it.
 #[derive(Debug, Clone, Default)]
-pub struct PathProbe {
+pub(crate) struct PathProbe {
     pub route: Option<Route>,
     pub link: Option<LinkInfo>,
     /// Egress qdisc, link speed and cloud egress caps, in the order the verdict checks them.
@@ -44,7 +44,7 @@ pub struct PathProbe {
 
 impl PathProbe {
     /// Looks up the route to `dst` and the limits on its interface; every part is best-effort.
-    pub fn to(dst: IpAddr, flows: u32) -> Self {
+    pub(crate) fn to(dst: IpAddr, flows: u32) -> Self {
         let route = hostinfo::route_to(dst).ok();
         let link = route.as_ref().and_then(|r| LinkInfo::read(&r.ifname).ok());
         let mut limits = Vec::new();
@@ -73,19 +73,19 @@ impl PathProbe {
         Self { route, link, limits }
     }
 
-    pub fn interface(&self) -> Option<&str> {
+    pub(crate) fn interface(&self) -> Option<&str> {
         self.route.as_ref().map(|r| r.ifname.as_str())
     }
 
     /// Whether the kernel delivers locally (loopback or a software device), so that
     /// zero-copy sends would be copied anyway.
-    pub fn local_delivery(&self) -> bool {
+    pub(crate) fn local_delivery(&self) -> bool {
         self.route.as_ref().is_none_or(|r| r.local || r.ifname == "lo")
             || self.link.as_ref().is_none_or(|l| l.virtual_device)
     }
 
     /// The egress interface and its kind, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match (&self.route, &self.link) {
             (Some(r), _) if r.local => format!("{} (local delivery)", r.ifname),
             (Some(r), Some(l)) => {

@@ -33,7 +33,7 @@ pub struct KernelCaps {
 
 impl KernelCaps {
     /// Probes the running kernel. Fails only when io_uring cannot be used at all.
-    pub fn detect() -> Result<Self> {
+    pub(crate) fn detect() -> Result<Self> {
         let io_uring_disabled = read_u32("/proc/sys/kernel/io_uring_disabled");
         let ring = IoUring::new(8).map_err(|e| explain_ring_error(e, io_uring_disabled))?;
         let mut probe = Probe::new();
@@ -61,7 +61,7 @@ impl KernelCaps {
     }
 
     /// Checks that the opcodes a TCP stream test needs are there.
-    pub fn require_tcp_stream(&self) -> Result<()> {
+    pub(crate) fn require_tcp_stream(&self) -> Result<()> {
         if !self.recv {
             return Err(Error::unsupported("io_uring lacks IORING_OP_RECV/SEND: kernel 5.6 or newer is needed"));
         }
@@ -69,7 +69,7 @@ impl KernelCaps {
     }
 
     /// Whether `bytes` of pinned memory (registered buffers, buffer rings) fit the memlock limit.
-    pub fn memlock_allows(&self, bytes: u64) -> bool {
+    pub(crate) fn memlock_allows(&self, bytes: u64) -> bool {
         self.cap_ipc_lock || self.memlock_limit.is_none_or(|limit| bytes <= limit)
     }
 }
@@ -94,7 +94,7 @@ fn read_u32(path: &str) -> Option<u32> {
 }
 
 /// RLIMIT_MEMLOCK as (soft, hard); `None` = unlimited.
-pub fn memlock_rlimit() -> (Option<u64>, Option<u64>) {
+pub(crate) fn memlock_rlimit() -> (Option<u64>, Option<u64>) {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the rlimit struct we own.
     if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } != 0 {

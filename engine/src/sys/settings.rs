@@ -409,7 +409,7 @@ fn parse_root_qdisc(show: &str) -> Result<String> {
 }
 
 /// A variant name as a plan or `recv --variants` file may give it.
-pub fn valid_variant_name(name: &str) -> bool {
+pub(crate) fn valid_variant_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
 }
 
@@ -744,7 +744,7 @@ impl Journal {
 }
 
 /// A journal shared with the interrupt watcher.
-pub type SharedJournal = Arc<Mutex<Journal>>;
+pub(crate) type SharedJournal = Arc<Mutex<Journal>>;
 
 static LIVE: Mutex<Vec<Weak<Mutex<Journal>>>> = Mutex::new(Vec::new());
 

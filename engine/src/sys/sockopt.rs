@@ -26,7 +26,7 @@ pub struct LocalEnd {
 
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the
 /// handshake (buffers, for the window scale; MSS, which the SYN announces).
-pub fn connect_tcp(
+pub(crate) fn connect_tcp(
     addr: SocketAddr,
     local: &LocalEnd,
     tuning: Option<&Tuning>,
@@ -54,7 +54,7 @@ pub fn connect_tcp(
 
 /// Applies the knobs that hold on a connected flow: congestion control, buffers, no-delay,
 /// TOS and, where the flow sends, the kernel pacing rate.
-pub fn apply_tuning(stream: &TcpStream, t: &Tuning, sends: bool) -> io::Result<()> {
+pub(crate) fn apply_tuning(stream: &TcpStream, t: &Tuning, sends: bool) -> io::Result<()> {
     let s = SockRef::from(stream);
     if let Some(c) = &t.congestion {
         s.set_tcp_congestion(c.as_bytes())?;
@@ -76,7 +76,7 @@ pub fn apply_tuning(stream: &TcpStream, t: &Tuning, sends: bool) -> io::Result<(
 }
 
 /// Marks a socket's packets: IP_TOS for IPv4, IPV6_TCLASS for IPv6 (TCP and UDP alike).
-pub fn set_tos(s: &SockRef, tos: u8, ipv6: bool) -> io::Result<()> {
+pub(crate) fn set_tos(s: &SockRef, tos: u8, ipv6: bool) -> io::Result<()> {
     if ipv6 {
         s.set_tclass_v6(u32::from(tos))?;
         // An IPv6 socket carrying IPv4 (a v4-mapped peer) marks with IP_TOS.
@@ -89,7 +89,7 @@ pub fn set_tos(s: &SockRef, tos: u8, ipv6: bool) -> io::Result<()> {
 
 /// SO_MAX_PACING_RATE in bytes per second, as 64 bits (rates above 34 Gbit/s do not fit the
 /// 32-bit form); socket2 has no setter for it.
-pub fn set_max_pacing_rate(fd: RawFd, bytes_per_second: u64) -> io::Result<()> {
+pub(crate) fn set_max_pacing_rate(fd: RawFd, bytes_per_second: u64) -> io::Result<()> {
     // SAFETY: a u64 option value that lives across the call; a bad fd is an error return.
     let rc = unsafe {
         libc::setsockopt(
@@ -171,7 +171,7 @@ fn is_v4_mapped(a: &SocketAddr) -> bool {
 
 /// What `-w` came to: a note when the kernel granted less than asked (twice the request,
 /// its bookkeeping) because of net.core.wmem_max / rmem_max, with the sysctl that raises it.
-pub fn window_note(t: &Tuning, flows: &[FlowSocket]) -> Option<String> {
+pub(crate) fn window_note(t: &Tuning, flows: &[FlowSocket]) -> Option<String> {
     let want = u64::from(t.window?) * 2;
     let mut notes = Vec::new();
     for (name, got, sysctl) in [
@@ -190,12 +190,12 @@ pub fn window_note(t: &Tuning, flows: &[FlowSocket]) -> Option<String> {
 
 /// A new close-on-exec socket of `kind` (`SOCK_STREAM`, `SOCK_DGRAM`) in `addr`'s family,
 /// not yet bound (so options such as `SO_REUSEPORT` can be set first).
-pub fn socket_for(addr: &SocketAddr, kind: libc::c_int) -> io::Result<OwnedFd> {
+pub(crate) fn socket_for(addr: &SocketAddr, kind: libc::c_int) -> io::Result<OwnedFd> {
     Ok(Socket::new(Domain::for_address(*addr), Type::from(kind).cloexec(), None)?.into())
 }
 
 /// Sets an integer socket option.
-pub fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+pub(crate) fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: a c_int option value that lives across the call; a bad fd is an error return.
     let rc = unsafe {
         libc::setsockopt(
@@ -226,7 +226,7 @@ const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
 /// any other CPU takes socket `cpu % group_size`. With each socket served by a thread pinned
 /// to its CPU, a connection is accepted (and its packets handled) where its interrupt and
 /// softirq already run.
-pub fn cpu_steering_program(cpu_to_socket: &[(usize, u32)], group_size: u32) -> Vec<libc::sock_filter> {
+pub(crate) fn cpu_steering_program(cpu_to_socket: &[(usize, u32)], group_size: u32) -> Vec<libc::sock_filter> {
     let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
     let (ld_abs_w, jeq_k, ret_k, mod_k, ret_a) = (0x20, 0x15, 0x06, 0x94, 0x16);
     let mut prog = vec![op(ld_abs_w, 0, 0, (libc::SKF_AD_OFF + libc::SKF_AD_CPU) as u32)];
@@ -241,7 +241,7 @@ pub fn cpu_steering_program(cpu_to_socket: &[(usize, u32)], group_size: u32) -> 
 }
 
 /// Attaches [`cpu_steering_program`] to the SO_REUSEPORT group `fd` belongs to.
-pub fn attach_cpu_steering(fd: RawFd, cpu_to_socket: &[(usize, u32)], group_size: u32) -> io::Result<()> {
+pub(crate) fn attach_cpu_steering(fd: RawFd, cpu_to_socket: &[(usize, u32)], group_size: u32) -> io::Result<()> {
     let mut prog = cpu_steering_program(cpu_to_socket, group_size);
     let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
     // SAFETY: fprog points at `prog`, which lives across the call; the kernel copies it.
@@ -262,12 +262,12 @@ pub fn attach_cpu_steering(fd: RawFd, cpu_to_socket: &[(usize, u32)], group_size
 }
 
 /// `addr` as a raw `sockaddr` for io_uring operations (`as_ptr()`, `len()`).
-pub fn sockaddr(addr: &SocketAddr) -> socket2::SockAddr {
+pub(crate) fn sockaddr(addr: &SocketAddr) -> socket2::SockAddr {
     (*addr).into()
 }
 
 /// Every address of the host's interfaces (what a listener on the unspecified address serves).
-pub fn interface_addresses() -> Vec<std::net::IpAddr> {
+pub(crate) fn interface_addresses() -> Vec<std::net::IpAddr> {
     let mut out = Vec::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list this function frees below.
@@ -299,7 +299,7 @@ pub fn interface_addresses() -> Vec<std::net::IpAddr> {
 }
 
 /// The soft limit on open descriptors (RLIMIT_NOFILE); a large number when unlimited.
-pub fn open_files_limit() -> u64 {
+pub(crate) fn open_files_limit() -> u64 {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes one rlimit into our struct.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {

@@ -182,14 +182,14 @@ impl TcpWindow {
     }
 
     /// Share of the flows' busy time spent limited by the receiver's window.
-    pub fn rwnd_limited_share(&self) -> f64 {
+    pub(crate) fn rwnd_limited_share(&self) -> f64 {
         share(self.rwnd_limited_us, self.busy_time_us)
     }
-    pub fn sndbuf_limited_share(&self) -> f64 {
+    pub(crate) fn sndbuf_limited_share(&self) -> f64 {
         share(self.sndbuf_limited_us, self.busy_time_us)
     }
     /// Retransmitted bytes as a share of bytes sent.
-    pub fn retrans_share(&self) -> f64 {
+    pub(crate) fn retrans_share(&self) -> f64 {
         share(self.bytes_retrans, self.bytes_sent)
     }
 }

@@ -24,7 +24,7 @@ pub struct FlowOutcome {
 }
 
 /// Names a negative completion result the way users know it.
-pub fn errno_text(res: i32) -> String {
+pub(crate) fn errno_text(res: i32) -> String {
     let err = std::io::Error::from_raw_os_error(-res);
     let name = match -res {
         libc::ECONNRESET => "ECONNRESET",

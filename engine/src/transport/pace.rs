@@ -10,38 +10,38 @@ use std::time::{Duration, Instant};
 
 /// Shortest wait a paced loop is told to take: waking more often than every 20 us costs more
 /// than the accuracy it buys.
-pub const MIN_WAIT: Duration = Duration::from_micros(20);
+pub(crate) const MIN_WAIT: Duration = Duration::from_micros(20);
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// The schedule of one sending thread: `rate_bps` bits per second from `start`; 0 is unpaced.
 #[derive(Debug, Clone, Copy)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     rate_bps: u64,
     start: Instant,
     issued: u64,
 }
 
 impl Pacer {
-    pub fn new(rate_bps: u64, start: Instant) -> Self {
+    pub(crate) fn new(rate_bps: u64, start: Instant) -> Self {
         Self { rate_bps, start, issued: 0 }
     }
 
     /// Whether a rate applies at all.
     #[inline]
-    pub fn is_paced(&self) -> bool {
+    pub(crate) fn is_paced(&self) -> bool {
         self.rate_bps > 0
     }
 
     /// Bytes issued so far (less those given back with [`Pacer::refund`]).
-    #[inline]
-    pub fn issued(&self) -> u64 {
+    #[cfg(test)]
+    fn issued(&self) -> u64 {
         self.issued
     }
 
     /// Bytes the rate allows from the start until `now` (`u64::MAX` when unpaced or past it).
     #[inline]
-    pub fn allowed(&self, now: Instant) -> u64 {
+    pub(crate) fn allowed(&self, now: Instant) -> u64 {
         if self.rate_bps == 0 {
             return u64::MAX;
         }
@@ -53,7 +53,7 @@ impl Pacer {
     /// `None` when a send may start at `now`; otherwise how long until it may (at least
     /// [`MIN_WAIT`]).
     #[inline]
-    pub fn wait(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn wait(&self, now: Instant) -> Option<Duration> {
         if self.issued < self.allowed(now) {
             return None;
         }
@@ -64,7 +64,7 @@ impl Pacer {
     /// any may): the rest of the allowance, rounded up, so a batch ends at most one send
     /// ahead. `Err` carries the wait as [`Pacer::wait`] gives it.
     #[inline]
-    pub fn budget(&self, now: Instant, unit: u64, max: u64) -> Result<u64, Duration> {
+    pub(crate) fn budget(&self, now: Instant, unit: u64, max: u64) -> Result<u64, Duration> {
         if !self.is_paced() {
             return Ok(max);
         }
@@ -77,13 +77,13 @@ impl Pacer {
 
     /// Counts `bytes` as issued.
     #[inline]
-    pub fn issue(&mut self, bytes: u64) {
+    pub(crate) fn issue(&mut self, bytes: u64) {
         self.issued = self.issued.saturating_add(bytes);
     }
 
     /// Gives back the bytes of a send that failed and will be sent again: they were not sent.
     #[inline]
-    pub fn refund(&mut self, bytes: u64) {
+    pub(crate) fn refund(&mut self, bytes: u64) {
         self.issued = self.issued.saturating_sub(bytes);
     }
 

@@ -16,15 +16,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest request or response over TCP: `--req` and `--resp` go from 1 byte to 1 MiB.
-pub const MAX_MESSAGE: u32 = 1 << 20;
+pub(crate) const MAX_MESSAGE: u32 = 1 << 20;
 /// Largest request or response over UDP: one IPv4 datagram.
-pub const MAX_UDP_MESSAGE: u32 = 65_507;
+pub(crate) const MAX_UDP_MESSAGE: u32 = 65_507;
 /// Longest per-transaction timeout a test may ask for.
-pub const MAX_TIMEOUT_MS: u64 = 60_000;
+pub(crate) const MAX_TIMEOUT_MS: u64 = 60_000;
 
 /// How an rr thread runs.
 #[derive(Debug, Clone)]
-pub struct RrConfig {
+pub(crate) struct RrConfig {
     pub wait: WaitMode,
     /// The fast paths the thread's ring is built with.
     pub ring: RingPaths,
@@ -42,7 +42,7 @@ pub struct RrConfig {
 
 impl RrConfig {
     /// Records one completed transaction's round trip if it ended inside the window.
-    pub fn record(&self, latency_ns: &mut Histogram<u64>, started: Instant, now: Instant) {
+    pub(crate) fn record(&self, latency_ns: &mut Histogram<u64>, started: Instant, now: Instant) {
         if now >= self.window.0 && now <= self.window.1 {
             let rtt = now.duration_since(started).as_nanos().max(1) as u64;
             let _ = latency_ns.record(rtt.min(latency_ns.high()));
@@ -84,7 +84,7 @@ impl RrFailures {
     }
 
     /// One line per non-zero cause, saying what it means and what to do about it.
-    pub fn explain(&self, timeout: Duration) -> Vec<String> {
+    pub(crate) fn explain(&self, timeout: Duration) -> Vec<String> {
         let ms = timeout.as_millis();
         let mut lines = Vec::new();
         if self.timeouts > 0 {
@@ -122,7 +122,7 @@ impl RrFailures {
 }
 
 /// What an rr client thread measured.
-pub struct RrClientResult {
+pub(crate) struct RrClientResult {
     /// Per flow; `bytes` counts transactions.
     pub flows: Vec<FlowOutcome>,
     /// Round-trip times inside the window, nanoseconds.
@@ -131,7 +131,7 @@ pub struct RrClientResult {
 }
 
 /// A new histogram for round trips from 1 ns to 100 s at 3 significant digits.
-pub fn latency_histogram() -> Histogram<u64> {
+pub(crate) fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
 }
 

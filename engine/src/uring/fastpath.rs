@@ -52,7 +52,7 @@ impl FastPaths {
 
     /// One sentence on the NAPI ids of a test's sockets, for the report's path; `None` when
     /// NAPI busy polling is off.
-    pub fn napi_evidence(&self, fds: &[std::os::fd::RawFd]) -> Option<String> {
+    pub(crate) fn napi_evidence(&self, fds: &[std::os::fd::RawFd]) -> Option<String> {
         self.napi?;
         let ids: Vec<u32> = fds.iter().filter_map(|&fd| incoming_napi_id(fd)).filter(|&id| id != 0).collect();
         Some(if ids.is_empty() {
@@ -103,7 +103,7 @@ fn probe_ring_features(paths: &FastPaths) -> Result<()> {
 
 /// `SO_INCOMING_NAPI_ID` of a socket: the NIC queue its packets arrive on, 0 when the path
 /// has none (loopback, veth without GRO/XDP): NAPI busy polling then has nothing to poll.
-pub fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
+pub(crate) fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
     let mut id: libc::c_uint = 0;
     let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
     // SAFETY: id and len live across the call and len is id's size.

@@ -35,7 +35,7 @@ impl WaitMode {
         }
     }
     /// How long to keep polling after the last completion before sleeping.
-    pub fn spin_window(&self) -> Option<Duration> {
+    pub(crate) fn spin_window(&self) -> Option<Duration> {
         match self {
             WaitMode::Spin => None,
             WaitMode::Adaptive { spin_us } => Some(Duration::from_micros(u64::from(*spin_us))),
@@ -74,7 +74,7 @@ pub struct RingPaths {
 /// memory when deferred work waits, so a spinning thread can see it without a syscall.
 /// With `paths.sqpoll` a kernel thread submits (DEFER_TASKRUN cannot be combined with it),
 /// with `paths.napi` waits busy-poll.
-pub fn build_ring(entries: u32, paths: RingPaths) -> Result<IoUring> {
+pub(crate) fn build_ring(entries: u32, paths: RingPaths) -> Result<IoUring> {
     let ring = if let Some(sq) = paths.sqpoll {
         IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder()
             .setup_sqpoll(sq.idle_ms)
@@ -101,7 +101,7 @@ pub fn build_ring(entries: u32, paths: RingPaths) -> Result<IoUring> {
 }
 
 /// Registers NAPI busy polling on `ring`.
-pub fn register_napi<S: io_uring::squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
+pub(crate) fn register_napi<S: io_uring::squeue::EntryMarker, C: io_uring::cqueue::EntryMarker>(
     ring: &IoUring<S, C>,
     n: NapiPoll,
 ) -> Result<()> {
@@ -125,7 +125,7 @@ pub struct WakeBatch {
 
 /// Waits for completions the way the thread's mode asks, never past `limit` from now.
 /// `last_activity` is when the thread last saw a completion (for adaptive spinning).
-pub fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
+pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
     ring: &mut IoUring<io_uring::squeue::Entry, C>,
     mode: WaitMode,
     last_activity: Instant,
@@ -179,7 +179,7 @@ fn poll_once<C: io_uring::cqueue::EntryMarker>(ring: &mut IoUring<io_uring::sque
 }
 
 /// `user_data` of the request [`cancel_all`] submits; loops must not use it.
-pub const CANCEL_ALL_TAG: u64 = u64::MAX;
+pub(crate) const CANCEL_ALL_TAG: u64 = u64::MAX;
 
 /// Cancels every operation still in flight on `ring` and reaps completions until all
 /// `inflight` of them have ended (or `limit` has passed), so the buffers they point at can be
@@ -188,7 +188,7 @@ pub const CANCEL_ALL_TAG: u64 = u64::MAX;
 /// completion is shown to `on_cqe` (user_data, result, flags) first, so that a descriptor
 /// an accept delivered meanwhile can be closed; one flagged `IORING_CQE_F_MORE` does not end
 /// its operation.
-pub fn cancel_all(
+pub(crate) fn cancel_all(
     ring: &mut IoUring,
     mut inflight: usize,
     limit: Duration,
@@ -222,7 +222,9 @@ pub fn cancel_all(
 }
 
 /// Submits queued entries without waiting.
-pub fn submit_now<C: io_uring::cqueue::EntryMarker>(ring: &mut IoUring<io_uring::squeue::Entry, C>) -> Result<()> {
+pub(crate) fn submit_now<C: io_uring::cqueue::EntryMarker>(
+    ring: &mut IoUring<io_uring::squeue::Entry, C>,
+) -> Result<()> {
     match ring.submit() {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(()),
@@ -254,13 +256,13 @@ pub unsafe fn push<C: io_uring::cqueue::EntryMarker>(
 
 /// Heap memory with page alignment (buffer rings must be page aligned; payload buffers
 /// benefit from it).
-pub struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
 }
 
 impl AlignedBuf {
-    pub fn new(len: usize) -> Result<Self> {
+    pub(crate) fn new(len: usize) -> Result<Self> {
         let len = len.max(1).next_multiple_of(4096);
         // SAFETY: anonymous private mapping, no file; checked for MAP_FAILED below.
         let ptr = unsafe {
@@ -278,14 +280,11 @@ impl AlignedBuf {
         }
         Ok(Self { ptr: ptr.cast(), len })
     }
-    pub fn as_ptr(&self) -> *mut u8 {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 
@@ -303,24 +302,23 @@ unsafe impl Send for AlignedBuf {}
 /// multishot receives. Recycling a buffer is only a ring entry write and a tail bump: no copy,
 /// no syscall. The TCP receiver never reads the payload; the UDP receiver reads each buffer
 /// ([`BufRing::buffer`]) before giving it back.
-pub struct BufRing {
+pub(crate) struct BufRing {
     ring: AlignedBuf,
     data: AlignedBuf,
     count: u16,
     size: u32,
     tail: u16,
-    pub group: u16,
 }
 
 impl BufRing {
     /// Creates the ring and registers it with `ring` as buffer group `group`.
-    pub fn register(uring: &IoUring, group: u16, count: u16, size: u32) -> Result<Self> {
+    pub(crate) fn register(uring: &IoUring, group: u16, count: u16, size: u32) -> Result<Self> {
         if !count.is_power_of_two() {
             return Err(Error::usage(format!("buffer ring size {count} must be a power of two")));
         }
         let ring = AlignedBuf::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
         let data = AlignedBuf::new(count as usize * size as usize)?;
-        let mut this = Self { ring, data, count, size, tail: 0, group };
+        let mut this = Self { ring, data, count, size, tail: 0 };
         for bid in 0..count {
             this.provide(bid);
         }
@@ -362,7 +360,7 @@ impl BufRing {
 
     /// Gives back the buffers a completion of `bytes` bytes used, starting at buffer `first`.
     /// A bundle fills consecutive buffers, each completely before the next.
-    pub fn recycle(&mut self, first: u16, bytes: u32) {
+    pub(crate) fn recycle(&mut self, first: u16, bytes: u32) {
         let used = bytes.div_ceil(self.size).max(1);
         for i in 0..used {
             let bid = ((u32::from(first) + i) % u32::from(self.count)) as u16;
@@ -373,7 +371,7 @@ impl BufRing {
 
     /// The first `len` bytes of buffer `bid`, as the kernel filled them. Valid until the
     /// buffer is recycled.
-    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+    pub(crate) fn buffer(&self, bid: u16, len: usize) -> &[u8] {
         let bid = (bid % self.count) as usize;
         let len = len.min(self.size as usize);
         // SAFETY: bid < count and len <= size keep the slice inside our mapping; the kernel
@@ -381,16 +379,8 @@ impl BufRing {
         unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(bid * self.size as usize), len) }
     }
 
-    pub fn buffer_size(&self) -> u32 {
-        self.size
-    }
-
     /// Bytes of pinned memory the ring needs (entries only: payload buffers are not pinned).
-    pub fn pinned_bytes(count: u16) -> u64 {
+    pub(crate) fn pinned_bytes(count: u16) -> u64 {
         (count as u64 * std::mem::size_of::<BufRingEntry>() as u64).next_multiple_of(4096)
-    }
-
-    pub fn data_len(&self) -> usize {
-        self.data.len()
     }
 }

@@ -28,16 +28,16 @@ pub struct ZcRx {
 }
 
 /// Memory registered per receive queue for the NIC to write into.
-pub const AREA_BYTES: usize = 64 << 20;
+pub(crate) const AREA_BYTES: usize = 64 << 20;
 /// Refill ring entries (the kernel may round it).
-pub const RQ_ENTRIES: u32 = 4096;
+pub(crate) const RQ_ENTRIES: u32 = 4096;
 /// Offsets in a zcrx CQE carry the area id above this bit.
 const AREA_SHIFT: u32 = io_uring::types::IORING_ZCRX_AREA_SHIFT;
 const AREA_MASK: u64 = !((1u64 << AREA_SHIFT) - 1);
 
 /// A ring bound to one NIC receive queue for zero-copy receive. Field order is drop order:
 /// the ring (and with it the registration) goes before the memory it points at.
-pub struct ZcrxRing {
+pub(crate) struct ZcrxRing {
     pub ring: IoUring<squeue::Entry, cqueue::Entry32>,
     _area: AlignedBuf,
     _region: AlignedBuf,
@@ -54,7 +54,7 @@ pub struct ZcrxRing {
 impl ZcrxRing {
     /// Registers `AREA_BYTES` of memory and a refill ring on receive queue `rxq` of
     /// interface `ifindex`. The error is the kernel's errno, for [`explain`].
-    pub fn register(ifindex: u32, rxq: u32, entries: u32) -> std::result::Result<Self, std::io::Error> {
+    pub(crate) fn register(ifindex: u32, rxq: u32, entries: u32) -> std::result::Result<Self, std::io::Error> {
         let ring = IoUring::<squeue::Entry, cqueue::Entry32>::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -103,7 +103,7 @@ impl ZcrxRing {
     }
 
     /// Hands a received piece (`off` from its CQE, `len` its result) back to the NIC.
-    pub fn refill(&mut self, off: u64, len: u32) {
+    pub(crate) fn refill(&mut self, off: u64, len: u32) {
         let idx = (self.tail & self.rq_mask) as usize;
         // SAFETY: idx is inside the rq_entries the kernel sized; the kernel only reads entries
         // below the published tail.
@@ -114,7 +114,7 @@ impl ZcrxRing {
     }
 
     /// Publishes the refill entries written since the last call.
-    pub fn publish(&mut self) {
+    pub(crate) fn publish(&mut self) {
         // SAFETY: the tail word lives in the registered region for the ring's lifetime.
         unsafe { (*self.rq_tail).store(self.tail, Ordering::Release) };
     }
@@ -122,7 +122,7 @@ impl ZcrxRing {
 
 /// Turns a registration errno into the missing prerequisite, naming the interface, its
 /// driver and the commands that provide what is missing.
-pub fn explain(z: &ZcRx, rxq: u32, err: &std::io::Error) -> Error {
+pub(crate) fn explain(z: &ZcRx, rxq: u32, err: &std::io::Error) -> Error {
     let driver = crate::sys::hostinfo::ifstats::LinkInfo::read(&z.iface)
         .ok()
         .and_then(|l| l.driver)
@@ -182,7 +182,8 @@ pub fn probe(z: &ZcRx) -> Result<()> {
 }
 
 /// Splits a zcrx CQE's offset into the byte offset inside the area.
-pub fn area_offset(off: u64) -> u64 {
+#[cfg(test)]
+pub(crate) fn area_offset(off: u64) -> u64 {
     off & !AREA_MASK
 }
 

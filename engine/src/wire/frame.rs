@@ -10,10 +10,10 @@
 use crate::wire::udp_payload::{self as payload, WireTime};
 use std::net::IpAddr;
 
-pub const ETH_HEADER_LEN: usize = 14;
-pub const IPV4_HEADER_LEN: usize = 20;
-pub const IPV6_HEADER_LEN: usize = 40;
-pub const UDP_HEADER_LEN: usize = 8;
+pub(crate) const ETH_HEADER_LEN: usize = 14;
+pub(crate) const IPV4_HEADER_LEN: usize = 20;
+pub(crate) const IPV6_HEADER_LEN: usize = 40;
+pub(crate) const UDP_HEADER_LEN: usize = 8;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86DD;
 const PROTO_UDP: u8 = 17;
@@ -21,7 +21,7 @@ const PROTO_UDP: u8 = 17;
 const TTL: u8 = 64;
 
 /// Bytes of Ethernet + IP + UDP header in front of a datagram of this address family.
-pub fn header_len(ipv6: bool) -> usize {
+pub(crate) fn header_len(ipv6: bool) -> usize {
     ETH_HEADER_LEN + if ipv6 { IPV6_HEADER_LEN } else { IPV4_HEADER_LEN } + UDP_HEADER_LEN
 }
 
@@ -29,7 +29,7 @@ pub fn header_len(ipv6: bool) -> usize {
 /// last byte is padded with zero. Eight bytes are added per step as two 32-bit halves: since
 /// 2^16 = 1 modulo 0xFFFF, a 32-bit word sums to the same folded value as its two 16-bit
 /// words, and the receiver checks every byte of every frame with this.
-pub fn sum_words(mut acc: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn sum_words(mut acc: u64, bytes: &[u8]) -> u64 {
     let mut wide = bytes.chunks_exact(8);
     for w in &mut wide {
         let v = u64::from_be_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
@@ -150,7 +150,7 @@ impl FrameTemplate {
 
     /// Like [`Self::write`] but leaves the filler after the sequence header alone: for UMEM
     /// frames whose filler was zeroed once and is never written by anyone else.
-    pub fn write_headers(&self, buf: &mut [u8], seq: u64, sent: WireTime, fin: bool) -> usize {
+    pub(crate) fn write_headers(&self, buf: &mut [u8], seq: u64, sent: WireTime, fin: bool) -> usize {
         let h = self.header.len();
         buf[..h].copy_from_slice(&self.header);
         let seq_hdr = &mut buf[h..h + payload::HEADER_LEN];

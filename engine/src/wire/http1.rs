@@ -9,7 +9,7 @@
 use std::fmt;
 
 /// Most bytes of a response head (status line + headers), and of chunked trailers.
-pub const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// Most bytes of one chunk-size line (size, extensions and CRLF).
 const MAX_CHUNK_LINE: usize = 4096;
 

@@ -35,63 +35,65 @@ use std::time::Duration;
 // ---- Client header flags (include/payloads.h:61-115) -------------------------------------
 
 /// 1.7-style header: a legacy dual (`-d`) or trade-off (`-r`) test when VERSION2 is clear.
-pub const HEADER_VERSION1: u32 = 0x8000_0000;
+pub(crate) const HEADER_VERSION1: u32 = 0x8000_0000;
 /// Extended header present (version, rate, upper flags).
-pub const HEADER_EXTEND: u32 = 0x4000_0000;
+pub(crate) const HEADER_EXTEND: u32 = 0x4000_0000;
 /// UDP stateless test settings present in every datagram.
-pub const HEADER_UDPTESTS: u32 = 0x2000_0000;
+pub(crate) const HEADER_UDPTESTS: u32 = 0x2000_0000;
 /// A permit key follows the header.
-pub const HEADER_KEYCHECK: u32 = 0x1000_0000;
+pub(crate) const HEADER_KEYCHECK: u32 = 0x1000_0000;
 /// 64-bit UDP sequence numbers (`id` + `id2`).
-pub const HEADER_SEQNO64B: u32 = 0x0800_0000;
+pub(crate) const HEADER_SEQNO64B: u32 = 0x0800_0000;
 /// 2.0.14+ header: reverse or full duplex (with the upper flags), or peer detect.
-pub const HEADER_VERSION2: u32 = 0x0400_0000;
+pub(crate) const HEADER_VERSION2: u32 = 0x0400_0000;
 /// The client waits for a [`ClientHdrAck`] (`-X`, `--peer-detect`).
-pub const HEADER_V2PEERDETECT: u32 = 0x0200_0000;
+pub(crate) const HEADER_V2PEERDETECT: u32 = 0x0200_0000;
 /// `--bounceback` test.
-pub const HEADER_BOUNCEBACK: u32 = 0x0080_0000;
+pub(crate) const HEADER_BOUNCEBACK: u32 = 0x0080_0000;
 /// UDP "small trip times" header (16-bit flags at offset 16).
-pub const HEADER32_SMALL_TRIPTIMES: u32 = 0x0002_0000;
+pub(crate) const HEADER32_SMALL_TRIPTIMES: u32 = 0x0002_0000;
 /// The header length is in [`HEADER_LEN_MASK`].
-pub const HEADER_LEN_BIT: u32 = 0x0001_0000;
+pub(crate) const HEADER_LEN_BIT: u32 = 0x0001_0000;
 /// Header length in bytes, shifted left by one.
-pub const HEADER_LEN_MASK: u32 = 0x0000_01FE;
+pub(crate) const HEADER_LEN_MASK: u32 = 0x0000_01FE;
 /// Longest header a 2.1.8 server accepts (Settings.cpp:2511); the 8-bit length field
 /// cannot exceed it (255), so the check there never fires.
 pub const MAX_HEADER_LEN: u32 = 256;
 /// With VERSION1 and not VERSION2: the legacy dual test runs both directions at once.
-pub const RUN_NOW: u32 = 0x0000_0001;
+pub(crate) const RUN_NOW: u32 = 0x0000_0001;
 /// In a server report's flags: the latency extension is filled in.
-pub const SERVER_HEADER_EXTEND: u32 = 0x4000_0000;
+pub(crate) const SERVER_HEADER_EXTEND: u32 = 0x4000_0000;
 
-/// Upper flags of the extended header (a 16-bit field).
+/// Upper flags of the extended header (a 16-bit field), the whole field as iperf 2.1.8
+/// defines it, so a captured header can be read bit by bit; we act on some of them only.
+#[allow(dead_code)]
 pub mod upper {
-    pub const ISOCH: u16 = 0x0001;
-    pub const L2ETHPIPV6: u16 = 0x0002;
-    pub const L2LENCHECK: u16 = 0x0004;
-    pub const NOUDPFIN: u16 = 0x0008;
-    pub const TRIPTIME: u16 = 0x0010;
-    pub const ISOCH_SETTINGS: u16 = 0x0040;
-    pub const UNITS_PPS: u16 = 0x0080;
-    pub const BWSET: u16 = 0x0100;
-    pub const FQRATESET: u16 = 0x0200;
-    pub const REVERSE: u16 = 0x0400;
-    pub const FULLDUPLEX: u16 = 0x0800;
-    pub const EPOCH_START: u16 = 0x1000;
-    pub const PERIODICBURST: u16 = 0x2000;
-    pub const WRITEPREFETCH: u16 = 0x4000;
-    pub const TCPQUICKACK: u16 = 0x8000;
+    pub(crate) const ISOCH: u16 = 0x0001;
+    pub(crate) const L2ETHPIPV6: u16 = 0x0002;
+    pub(crate) const L2LENCHECK: u16 = 0x0004;
+    pub(crate) const NOUDPFIN: u16 = 0x0008;
+    pub(crate) const TRIPTIME: u16 = 0x0010;
+    pub(crate) const ISOCH_SETTINGS: u16 = 0x0040;
+    pub(crate) const UNITS_PPS: u16 = 0x0080;
+    pub(crate) const BWSET: u16 = 0x0100;
+    pub(crate) const FQRATESET: u16 = 0x0200;
+    pub(crate) const REVERSE: u16 = 0x0400;
+    pub(crate) const FULLDUPLEX: u16 = 0x0800;
+    pub(crate) const EPOCH_START: u16 = 0x1000;
+    pub(crate) const PERIODICBURST: u16 = 0x2000;
+    pub(crate) const WRITEPREFETCH: u16 = 0x4000;
+    pub(crate) const TCPQUICKACK: u16 = 0x8000;
 }
 
 /// `struct client_hdr_v1`: flags, numThreads, mPort, mBufLen, mWinBand, mAmount.
-pub const CLIENT_HDR_V1_LEN: u32 = 24;
+pub(crate) const CLIENT_HDR_V1_LEN: u32 = 24;
 /// `struct client_hdrext`: type, length, upperflags, lowerflags, version_u, version_l,
 /// reserved, tos, lRate, uRate, TCPWritePrefetch.
-pub const CLIENT_HDREXT_LEN: u32 = 36;
+pub(crate) const CLIENT_HDREXT_LEN: u32 = 36;
 
 /// The version words of iperf 2.1.8 as its release binary sends them (captured; the "3" in
 /// the low word marks a release build, include/version.h).
-pub const IPERF_2_1_8_VERSION: (u32, u32) = (0x0002_0001, 0x0008_0003);
+pub(crate) const IPERF_2_1_8_VERSION: (u32, u32) = (0x0002_0001, 0x0008_0003);
 
 /// Formats iperf2 version words as iperf2 prints them (`2.1.8`, `2.1.9-rc`, ...).
 pub fn version_string(version_u: u32, version_l: u32) -> String {
@@ -128,7 +130,7 @@ fn put32(buf: &mut [u8], at: usize, value: u32) {
 /// VERSION1, VERSION2, EXTEND. Our senders' payload must pass this to be counted by
 /// `iperf -s`; a byte pattern `[b; 4]` does when `b & 0xC4 == 0` (e.g. 0x00, 0x30 '0', 0x3a),
 /// while 0x5a, for one, sets EXTEND, KEYCHECK and V2PEERDETECT and is refused.
-pub fn is_plain_tcp_first_word(word: u32) -> bool {
+pub(crate) fn is_plain_tcp_first_word(word: u32) -> bool {
     word & (HEADER_BOUNCEBACK | HEADER_VERSION1 | HEADER_VERSION2 | HEADER_EXTEND) == 0
 }
 
@@ -244,15 +246,15 @@ pub struct TcpClientHeader {
 
 /// Offsets inside `client_tcp_testhdr`.
 mod tcp_off {
-    pub const NUM_THREADS: usize = 4;
-    pub const PORT: usize = 8;
-    pub const BUF_LEN: usize = 12;
-    pub const AMOUNT: usize = 20;
-    pub const UPPER_FLAGS: usize = 32;
-    pub const VERSION_U: usize = 36;
-    pub const VERSION_L: usize = 40;
-    pub const RATE_L: usize = 48;
-    pub const RATE_U: usize = 52;
+    pub(crate) const NUM_THREADS: usize = 4;
+    pub(super) const PORT: usize = 8;
+    pub(crate) const BUF_LEN: usize = 12;
+    pub(crate) const AMOUNT: usize = 20;
+    pub(crate) const UPPER_FLAGS: usize = 32;
+    pub(crate) const VERSION_U: usize = 36;
+    pub(crate) const VERSION_L: usize = 40;
+    pub(crate) const RATE_L: usize = 48;
+    pub(crate) const RATE_U: usize = 52;
 }
 
 impl TcpClientHeader {
@@ -316,12 +318,12 @@ impl TcpClientHeader {
 }
 
 /// `CLIENTHDRACK`, the type word of the ack (payloads.h:124-130).
-pub const CLIENTHDRACK: u32 = 2;
+pub(crate) const CLIENTHDRACK: u32 = 2;
 /// The ack without timestamps: type, length, flags, version_u, version_l, reserved1,
 /// reserved2 (`struct client_hdr_ack` minus `client_hdr_ack_ts`).
-pub const ACK_LEN: usize = 28;
+pub(crate) const ACK_LEN: usize = 28;
 /// The ack with the three trip-time timestamps.
-pub const ACK_LEN_TRIPTIMES: usize = 52;
+pub(crate) const ACK_LEN_TRIPTIMES: usize = 52;
 
 /// Timestamps of a trip-times ack: when the client sent its header, when the server read it,
 /// when the server sent the ack.
@@ -403,14 +405,14 @@ pub struct UdpClientHeader {
 
 /// Offsets inside `client_udp_testhdr` (after the 16-byte `UDP_datagram`).
 mod udp_off {
-    pub const FLAGS: usize = 16;
-    pub const NUM_THREADS: usize = 20;
-    pub const AMOUNT: usize = 36;
-    pub const UPPER_FLAGS: usize = 48;
-    pub const VERSION_U: usize = 52;
-    pub const VERSION_L: usize = 56;
-    pub const RATE_L: usize = 64;
-    pub const RATE_U: usize = 68;
+    pub(crate) const FLAGS: usize = 16;
+    pub(crate) const NUM_THREADS: usize = 20;
+    pub(crate) const AMOUNT: usize = 36;
+    pub(crate) const UPPER_FLAGS: usize = 48;
+    pub(crate) const VERSION_U: usize = 52;
+    pub(crate) const VERSION_L: usize = 56;
+    pub(crate) const RATE_L: usize = 64;
+    pub(crate) const RATE_U: usize = 68;
 }
 
 impl UdpClientHeader {
@@ -460,34 +462,31 @@ impl UdpClientHeader {
 }
 
 /// Where the server report starts in its datagram: after a zeroed `struct UDP_datagram`.
-pub const SERVER_REPORT_OFFSET: usize = 16;
+pub(crate) const SERVER_REPORT_OFFSET: usize = 16;
 /// `struct server_hdr_v1`: flags, total_len1/2, stop_sec/usec, error_cnt, outorder_cnt,
 /// datagrams, jitter1/2.
-pub const SERVER_HDR_V1_LEN: usize = 40;
+pub(crate) const SERVER_HDR_V1_LEN: usize = 40;
 /// `struct server_hdr_extension`: transit min/max/sum/mean/m2/vd pairs, cntTransit, cntIPG,
 /// IPGsum.
-pub const SERVER_HDR_EXTENSION_LEN: usize = 60;
+pub(crate) const SERVER_HDR_EXTENSION_LEN: usize = 60;
 /// `struct server_hdr_extension2` (2.1+): high words of error, out-of-order, datagrams.
-pub const SERVER_HDR_EXTENSION2_LEN: usize = 12;
+pub(crate) const SERVER_HDR_EXTENSION2_LEN: usize = 12;
 /// Length of the report datagram a 2.1.8 server writes (Reports.c:895).
-pub const SERVER_REPORT_DATAGRAM_LEN: usize =
+pub(crate) const SERVER_REPORT_DATAGRAM_LEN: usize =
     SERVER_REPORT_OFFSET + SERVER_HDR_V1_LEN + SERVER_HDR_EXTENSION_LEN + SERVER_HDR_EXTENSION2_LEN;
 
 /// How long an iperf2 UDP client waits for a report before re-sending a FIN
 /// (Client.cpp:1561 `RETRYTIMER`).
-pub const CLIENT_FIN_RETRY_INTERVAL: Duration = Duration::from_millis(10);
-/// How many times it re-sends (Client.cpp:1562 `RETRYCOUNT`: 2 s worth), each FIN's id one
-/// lower than the last (`-(last+2)`, `-(last+3)`, ...).
-pub const CLIENT_FIN_RETRIES: u32 = 200;
+pub(crate) const CLIENT_FIN_RETRY_INTERVAL: Duration = Duration::from_millis(10);
 /// How many bytes the client reads as the report (Client.cpp:76 `MAXUDPBUF`); it takes the
 /// first datagram that is not a stale 28-byte TCP-style ack as the report.
-pub const CLIENT_REPORT_READ_LEN: usize = 1470;
+pub(crate) const CLIENT_REPORT_READ_LEN: usize = 1470;
 /// How many times a server sends its report (Reports.c:952-954: `TRYCOUNT` 10 with
 /// `while (--count)`).
-pub const SERVER_ACKFIN_TRIES: u32 = 9;
+pub(crate) const SERVER_ACKFIN_TRIES: u32 = 9;
 /// How long a server waits for silence after each report before it assumes it arrived
 /// (Reports.c:972).
-pub const SERVER_ACKFIN_SILENCE: Duration = Duration::from_millis(250);
+pub(crate) const SERVER_ACKFIN_SILENCE: Duration = Duration::from_millis(250);
 
 /// The latency part of a report (`SERVER_HEADER_EXTEND`, sent by `iperf -s -e`), seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

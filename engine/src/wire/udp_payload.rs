@@ -42,13 +42,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const HEADER_LEN: usize = 20;
 
 /// iperf2 `HEADER_SEQNO64B` (include/payloads.h): `id` and `id2` form one 64-bit number.
-pub const FLAG_SEQNO64B: u32 = 0x0800_0000;
+pub(crate) const FLAG_SEQNO64B: u32 = 0x0800_0000;
 
 /// The flags word we put at offset 16 (see the module documentation for why nothing else).
-pub const FLAGS_WORD: u32 = FLAG_SEQNO64B;
+pub(crate) const FLAGS_WORD: u32 = FLAG_SEQNO64B;
 
 /// The first sequence number of a flow.
-pub const FIRST_SEQ: u64 = 1;
+pub(crate) const FIRST_SEQ: u64 = 1;
 
 /// The largest sequence number that can be sent: its negation must fit in an `i64`.
 pub const MAX_SEQ: u64 = i64::MAX as u64;
@@ -70,7 +70,7 @@ impl WireTime {
     }
 
     /// From a `timespec`-like pair (kernel receive timestamps); nanoseconds are truncated.
-    pub fn from_nanos_parts(sec: i64, nsec: i64) -> Self {
+    pub(crate) fn from_nanos_parts(sec: i64, nsec: i64) -> Self {
         Self { sec: sec as u32, usec: (nsec.clamp(0, 999_999_999) / 1000) as u32 }
     }
 
@@ -81,7 +81,7 @@ impl WireTime {
 
     /// `self - earlier` in microseconds, signed. Differences of times taken on different
     /// hosts (one-way delay) are only meaningful when the clocks are synchronised.
-    pub fn micros_since(&self, earlier: WireTime) -> i64 {
+    pub(crate) fn micros_since(&self, earlier: WireTime) -> i64 {
         self.as_micros() - earlier.as_micros()
     }
 }

@@ -183,7 +183,7 @@ impl Plan {
     }
 
     /// The sender's options for every run (the variant's receiver name is added per run).
-    pub fn send_options(&self) -> Result<SendOptions> {
+    pub(crate) fn send_options(&self) -> Result<SendOptions> {
         let t = &self.test;
         let usage = |m: String| Error::usage(format!("[test]: {m}"));
         let proto = match t.proto.as_str() {

@@ -42,7 +42,7 @@ const BUF_SIZE: u32 = 16 * 1024;
 
 /// A parsed `http://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpUrl {
+pub(crate) struct HttpUrl {
     /// Host as written (brackets kept for IPv6), for the `Host` header.
     pub host_header: String,
     /// Host without brackets, for resolving.
@@ -54,7 +54,7 @@ pub struct HttpUrl {
 
 impl HttpUrl {
     /// Parses `http://host[:port][/path]`; https and other schemes are usage errors.
-    pub fn parse(url: &str) -> Result<Self> {
+    pub(crate) fn parse(url: &str) -> Result<Self> {
         let lower = url.to_ascii_lowercase();
         if lower.starts_with("https://") {
             return Err(Error::usage(format!(
@@ -106,7 +106,7 @@ impl HttpUrl {
     /// Resolves the host (a name, or an IPv4/IPv6 literal). A name with several addresses
     /// (`localhost`: ::1 and 127.0.0.1) gets the first one that accepts a connection within
     /// `timeout`, as wrk does; if none does, the first, and the run counts connect errors.
-    pub fn resolve(&self, timeout: Duration) -> Result<SocketAddr> {
+    pub(crate) fn resolve(&self, timeout: Duration) -> Result<SocketAddr> {
         let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(|e| Error::peer(format!("cannot resolve '{}': {e}", self.host)))?
@@ -152,7 +152,7 @@ pub enum FailKind {
 }
 
 impl FailKind {
-    pub const ALL: [FailKind; 6] = [
+    pub(crate) const ALL: [FailKind; 6] = [
         FailKind::Connect,
         FailKind::Write,
         FailKind::Read,
@@ -271,8 +271,6 @@ pub struct HttpReport {
     pub complete: bool,
     /// Set when a signal ended the run before `-d` or `-n`: how far it got.
     pub interrupted: Option<String>,
-    #[serde(skip)]
-    histogram: Option<Histogram<u64>>,
 }
 
 /// Result of one thread.
@@ -303,7 +301,7 @@ struct Shared {
 }
 
 /// Builds the request bytes; refuses header/method text that would break the framing.
-pub fn build_request(url: &HttpUrl, opts: &HttpOptions) -> Result<Vec<u8>> {
+pub(crate) fn build_request(url: &HttpUrl, opts: &HttpOptions) -> Result<Vec<u8>> {
     let method = opts.method.to_ascii_uppercase();
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         return Err(Error::usage(format!("invalid --method '{}'", opts.method)));
@@ -456,7 +454,6 @@ fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<Threa
         errors,
         connections_opened: opened,
         cpu,
-        histogram: Some(hist),
     }
 }
 
@@ -1002,11 +999,6 @@ impl HttpReport {
             e.oversized_headers,
             self.cpu.us_per_request
         )
-    }
-
-    /// The merged latency histogram (for callers that want other percentiles).
-    pub fn histogram(&self) -> Option<&Histogram<u64>> {
-        self.histogram.as_ref()
     }
 }
 

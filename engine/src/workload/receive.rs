@@ -84,7 +84,7 @@ const SAMPLE_BYTES_PER_FLOW: u64 = 640;
 /// doubles what is asked: `-w` on both buffers of every TCP flow, the forced UDP receive
 /// buffer of every receiving UDP socket), and the interval samples in flight. Saturating:
 /// a crafted spec comes out as too much, never as a small wrapped number.
-pub fn test_memory(spec: &TestSpec, threads: usize) -> u64 {
+pub(crate) fn test_memory(spec: &TestSpec, threads: usize) -> u64 {
     let per_thread = u64::from(RECV_BUF_COUNT) * u64::from(RECV_BUF_SIZE) + BufRing::pinned_bytes(RECV_BUF_COUNT);
     let rings = (threads as u64).saturating_mul(per_thread);
     let sockets = u64::from(spec.data_connections().max(spec.flows()));

@@ -312,7 +312,7 @@ fn ends_with_its_flows(spec: &TestSpec) -> bool {
 }
 
 /// What the server side of a transaction test serves.
-pub enum ServerFlows {
+pub(crate) enum ServerFlows {
     /// TCP rr: the data connections, by flow index.
     Tcp(Vec<(u32, TcpStream)>),
     /// UDP rr: one socket per flow, connected to the client's, by flow index.
@@ -324,7 +324,12 @@ pub enum ServerFlows {
 /// The server side of an accepted rr or crr test on `recv`: says `Ready`, answers requests
 /// until the flows end (TCP rr) or the client says `Finished`, and reports its transaction
 /// counts.
-pub fn serve_rr(ctl: &mut TcpStream, spec: &TestSpec, flows: ServerFlows, placement: &Placement) -> Result<SideReport> {
+pub(crate) fn serve_rr(
+    ctl: &mut TcpStream,
+    spec: &TestSpec,
+    flows: ServerFlows,
+    placement: &Placement,
+) -> Result<SideReport> {
     check_spec(spec)?;
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));

@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 /// A paced trial counts as offered when the sender reached this share of the rate asked.
-pub const OFFERED_SHARE: f64 = 0.97;
+pub(crate) const OFFERED_SHARE: f64 = 0.97;
 /// Trials at most, whatever the resolution: a bound on the search's time.
-pub const MAX_TRIALS: usize = 40;
+pub(crate) const MAX_TRIALS: usize = 40;
 
 #[derive(Debug, Clone)]
 pub struct SearchPlan {

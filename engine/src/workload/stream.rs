@@ -34,19 +34,19 @@ use std::time::{Duration, Instant};
 
 /// Buffers per receive ring and their size: 2 MiB per queue thread, small enough to stay
 /// mostly in cache, large enough for bundles of dozens of segments.
-pub const RECV_BUF_COUNT: u16 = 64;
-pub const RECV_BUF_SIZE: u32 = 32 * 1024;
+pub(crate) const RECV_BUF_COUNT: u16 = 64;
+pub(crate) const RECV_BUF_SIZE: u32 = 32 * 1024;
 /// A sleeping receive thread is woken once per 8 completions or 200 us, whichever comes
 /// first: measured on the veth pair, this cut the waker's CPU (the sender's, where veth runs
 /// the receive softirq) enough to raise 16-queue throughput from ~14.5 to ~24 Gbit/s and
 /// halve CPU-seconds per GB; larger batches starved the TCP window of a single flow.
-pub const RECV_BATCH: WakeBatch = WakeBatch { want: 8, max_delay_us: 200 };
+pub(crate) const RECV_BATCH: WakeBatch = WakeBatch { want: 8, max_delay_us: 200 };
 
 /// Receive low-water mark for unpaced streams: the softirq that queues data (on veth, the
 /// sender's CPU) signals the socket once per 128 KiB instead of once per packet. With 16
 /// flows on the veth pair this raised throughput from ~24 to ~40 Gbit/s; one flow was
 /// unchanged. FIN still wakes the reader, so the tail below the mark is never stranded.
-pub const RECV_LOWAT: u32 = 128 * 1024;
+pub(crate) const RECV_LOWAT: u32 = 128 * 1024;
 
 /// The low-water mark for a test: at most 1 ms of a paced flow's data, so that interval
 /// figures of slow flows stay smooth; none below 4 KiB.
@@ -110,7 +110,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
 
 /// The TCP engine's halves of a stream test: what the driver needs to send or receive on
 /// connected TCP flows.
-pub struct TcpHalves<'a> {
+pub(crate) struct TcpHalves<'a> {
     pub spec: &'a TestSpec,
     pub placement: &'a Placement,
     pub caps: &'a KernelCaps,
@@ -133,7 +133,7 @@ impl StreamHalves for TcpHalves<'_> {
 /// The serving side of an accepted test on `recv`, whatever its direction: receives forward
 /// flows, sends on reverse flows, both at once for `--bidir`. Returns the report of what it
 /// received (forward) and of what it sent (reverse).
-pub fn serve_test(
+pub(crate) fn serve_test(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,

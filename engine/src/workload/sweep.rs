@@ -39,7 +39,7 @@ impl SweepParam {
     }
 
     /// The x-axis title.
-    pub fn axis_title(self) -> &'static str {
+    pub(crate) fn axis_title(self) -> &'static str {
         match self {
             SweepParam::Queues => "queues (-P)",
             SweepParam::Len => "message length (--len)",
@@ -111,7 +111,7 @@ pub struct RunFigures {
 impl RunFigures {
     /// A run's figures from its report, with the verdict's bottleneck name as the caller
     /// found it.
-    pub fn of_report(run: u32, r: &StreamReport, verdict: String) -> Self {
+    pub(crate) fn of_report(run: u32, r: &StreamReport, verdict: String) -> Self {
         Self {
             run,
             complete: r.complete(),
@@ -285,7 +285,7 @@ impl SweepResult {
     }
 
     /// Reads a saved sweep back (summaries are recomputed from the runs).
-    pub fn from_json(doc: &Value) -> Result<Self> {
+    pub(crate) fn from_json(doc: &Value) -> Result<Self> {
         if doc["kind"] != "sweep" {
             return Err(Error::usage("not a sweep document (no \"kind\": \"sweep\")"));
         }

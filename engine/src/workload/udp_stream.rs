@@ -42,7 +42,7 @@ const INFLIGHT_PLAIN: u32 = 32;
 /// Receive buffer asked for on every UDP flow socket. A sleeping receive thread is woken per
 /// batch (up to 200 us); at 12 Gbit/s that is 300 KB, more than the 208 KiB default, which
 /// dropped 40% of a paced stream on the veth pair.
-pub const UDP_RCVBUF: usize = 16 << 20;
+pub(crate) const UDP_RCVBUF: usize = 16 << 20;
 
 /// Raises SO_RCVBUF to `bytes`: SO_RCVBUFFORCE where allowed (CAP_NET_ADMIN), else as far
 /// as net.core.rmem_max lets SO_RCVBUF go. Returns the size the kernel granted.
@@ -57,7 +57,7 @@ fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
 
 /// The sender's flow sockets, bound to the address its control connection left from, with
 /// the source ports to announce in the hello.
-pub fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec<u16>)> {
+pub(crate) fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec<u16>)> {
     let sockets: Vec<UdpSocket> = (0..count)
         .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("binding a UDP flow socket", e)))
         .collect::<Result<_>>()?;
@@ -66,7 +66,7 @@ pub fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec
 }
 
 /// Runs a UDP stream test against `recv`, in the direction the spec asks.
-pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
+pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
@@ -98,7 +98,7 @@ pub fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<S
 
 /// The socket engine's halves of a UDP stream: what the driver needs to send or receive on
 /// connected UDP sockets.
-pub struct UdpHalves<'a> {
+pub(crate) struct UdpHalves<'a> {
     pub spec: &'a TestSpec,
     pub placement: &'a Placement,
     /// The interface facing the peer, whose counters the window reads.
@@ -255,7 +255,7 @@ fn udp_send_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, t0: Instant, liv
 
 /// Creates the receiver's flow sockets: bound to the control connection's local address and
 /// port (SO_REUSEPORT), each connected to one of the sender's announced source ports.
-pub fn receiver_sockets(ctl: &TcpStream, ports: &[u16]) -> Result<Vec<UdpSocket>> {
+pub(crate) fn receiver_sockets(ctl: &TcpStream, ports: &[u16]) -> Result<Vec<UdpSocket>> {
     let local = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
     let peer = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?;
     let local = SocketAddr::new(local.ip().to_canonical(), local.port());
@@ -276,7 +276,7 @@ fn reuseport_socket(local: SocketAddr, peer: SocketAddr) -> Result<UdpSocket> {
 /// The serving side of an accepted UDP test on `recv`, whatever its direction: receives on
 /// forward flows, sends on reverse flows, both at once for `--bidir`. Returns the report of
 /// what it received and of what it sent.
-pub fn serve_udp(
+pub(crate) fn serve_udp(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,

@@ -62,7 +62,7 @@ fn interface_mtu(ifname: &str) -> Result<u32> {
 }
 
 /// Refuses datagram lengths the path or a UMEM frame cannot carry, naming the `--len` that fits.
-pub fn check_len(len: u32, ipv6: bool, ifname: &str, mtu: u32) -> Result<u32> {
+pub(crate) fn check_len(len: u32, ipv6: bool, ifname: &str, mtu: u32) -> Result<u32> {
     let l3 = (frame::header_len(ipv6) - frame::ETH_HEADER_LEN) as u32;
     let frame_len = len + frame::header_len(ipv6) as u32;
     if len < crate::wire::udp_payload::HEADER_LEN as u32 {
@@ -140,7 +140,7 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
 
 /// The AF_XDP engine's sending half: its sockets, opened before the hello, and the flows'
 /// frame templates. It sends forward only (the command refuses the other directions).
-pub struct XdpSendHalf<'a> {
+pub(crate) struct XdpSendHalf<'a> {
     spec: &'a TestSpec,
     placement: &'a Placement,
     /// One socket per queue, taken by the send.
@@ -246,7 +246,7 @@ fn xdp_send_side(
 
 /// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its
 /// sockets bound and registered, before the sender is told to start.
-pub struct XdpReception {
+pub(crate) struct XdpReception {
     program: XdpProgram,
     xsks: Vec<XskQueue>,
     flows: Vec<(IpAddr, u16)>,
@@ -257,7 +257,7 @@ impl XdpReception {
     /// Attaches the program on the interface facing the peer and binds a socket on each of its
     /// receive queues. Fails (and the caller refuses the test) if any step fails; whatever was
     /// set up is torn down on the way out (the program detaches when dropped).
-    pub fn prepare(ctl: &TcpStream, udp_ports: &[u16], xdp: &XdpOptions) -> Result<Self> {
+    pub(crate) fn prepare(ctl: &TcpStream, udp_ports: &[u16], xdp: &XdpOptions) -> Result<Self> {
         let peer = ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
         let port = ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.port();
         let ifname = match &xdp.iface {
@@ -284,7 +284,7 @@ impl XdpReception {
 
     /// Tells the sender to start, receives until every flow's FIN (or the planned end plus a
     /// grace), and returns the receiver's report. The program is detached on return.
-    pub fn serve(self, ctl: &mut TcpStream, spec: &TestSpec, placement: &Placement) -> Result<SideReport> {
+    pub(crate) fn serve(self, ctl: &mut TcpStream, spec: &TestSpec, placement: &Placement) -> Result<SideReport> {
         let flows: Vec<Indexed<(IpAddr, u16)>> = (0..).zip(self.flows.iter().copied()).collect();
         let half = XdpReceiveHalf { spec, placement, reception: Mutex::new(Some(self)) };
         let (received, _) = serve_stream(ctl, spec, &half, flows)?;
@@ -294,7 +294,7 @@ impl XdpReception {
 
 /// The AF_XDP engine's receiving half on `recv`: forward UDP tests only (the receiver hands
 /// every other test to the socket engine).
-pub struct XdpReceiveHalf<'a> {
+pub(crate) struct XdpReceiveHalf<'a> {
     spec: &'a TestSpec,
     placement: &'a Placement,
     /// The program and sockets, taken by the receive.

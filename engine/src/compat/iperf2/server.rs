@@ -52,19 +52,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long an accepted TCP client has, from its accept, to send its whole header.
-pub const HEADER_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const HEADER_DEADLINE: Duration = Duration::from_secs(5);
 /// Flows of one `iperf -c -P N` that connect within this time of the first one are one test.
-pub const JOIN_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const JOIN_WINDOW: Duration = Duration::from_secs(1);
 /// How long past a client's own `-t` we wait for its flows to end.
-pub const END_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const END_GRACE: Duration = Duration::from_secs(10);
 /// A UDP flow that received data and then nothing for this long is over (no FIN came).
-pub const UDP_IDLE_END: Duration = Duration::from_secs(3);
+pub(crate) const UDP_IDLE_END: Duration = Duration::from_secs(3);
 /// Connections still sending their header, and flows, one source address may hold.
-pub const PER_SOURCE: u32 = 64;
+pub(crate) const PER_SOURCE: u32 = 64;
 /// Connections still sending their header, in total.
-pub const MAX_PENDING: u32 = 512;
+pub(crate) const MAX_PENDING: u32 = 512;
 /// UDP sessions (client ports) served at once, in total: their sources can be spoofed.
-pub const MAX_UDP_SESSIONS: u32 = 64;
+pub(crate) const MAX_UDP_SESSIONS: u32 = 64;
 /// Descriptors kept for everything but connections and flows (stdio, listeners, /proc reads).
 const RESERVED_FDS: u64 = 16;
 /// After running out of descriptors or threads, accepting waits this long before trying again.
@@ -109,7 +109,8 @@ pub struct Iperf2Listeners {
 }
 
 impl Iperf2Listeners {
-    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+    #[cfg(test)]
+    pub(crate) fn tcp_addr(&self) -> Option<SocketAddr> {
         self.tcp.local_addr().ok()
     }
 }
@@ -199,7 +200,7 @@ pub struct Caps {
 }
 
 impl Caps {
-    pub fn for_limit(open_files: u64, max_flows: u32) -> Self {
+    pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
         let budget = open_files.saturating_sub(RESERVED_FDS);
         let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;
         let flows = ((budget.saturating_sub(u64::from(pending)) / 2).max(1)).min(u64::from(max_flows.max(1))) as u32;

@@ -6,7 +6,7 @@ use crate::report::sweep::{csv_field, opt, opt_bps};
 use std::fmt::Write as _;
 
 /// The fixed columns; the fact columns follow them.
-pub const FLEET_CSV_COLUMNS: &str = "id,entry,sender,receiver,address,target,repeat,complete,exact,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,sender_total_bytes,receiver_total_bytes,verdict,error";
+pub(crate) const FLEET_CSV_COLUMNS: &str = "id,entry,sender,receiver,address,target,repeat,complete,exact,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,sender_total_bytes,receiver_total_bytes,verdict,error";
 
 fn fact_names(runs: &[FleetRun], pick: fn(&FleetRun) -> &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
     let mut names: Vec<String> = runs.iter().flat_map(|r| pick(r).keys().cloned()).collect();

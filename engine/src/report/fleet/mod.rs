@@ -61,7 +61,7 @@ impl FleetRun {
 
     /// Whether the run belongs to the pair: the same plan entry (the same options), the same
     /// two hosts in the same direction, the same kind of address.
-    pub fn of_pair(&self, p: &PairSummary) -> bool {
+    pub(crate) fn of_pair(&self, p: &PairSummary) -> bool {
         self.entry == p.entry && self.sender == p.sender && self.receiver == p.receiver && self.address == p.address
     }
 
@@ -165,7 +165,7 @@ pub struct FleetReport {
 
 /// Attributes summarised when none is asked for: the address kind and the sender's vCPUs
 /// (what the cloud labs compare: internal against external, cores against throughput).
-pub const DEFAULT_ATTRIBUTES: &[&str] = &["address", "vcpus"];
+pub(crate) const DEFAULT_ATTRIBUTES: &[&str] = &["address", "vcpus"];
 
 impl FleetReport {
     /// Reads `DIR/plan.json` and `DIR/runs/*.json` and summarises by `attributes` (None:
@@ -204,7 +204,11 @@ impl FleetReport {
     }
 
     /// Merges a plan with the run records (by run id).
-    pub fn merge(plan: &Value, records: &BTreeMap<String, Value>, attributes: Option<&[String]>) -> Result<Self> {
+    pub(crate) fn merge(
+        plan: &Value,
+        records: &BTreeMap<String, Value>,
+        attributes: Option<&[String]>,
+    ) -> Result<Self> {
         if plan["kind"] != "fleet-plan" {
             return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
         }
@@ -220,7 +224,7 @@ impl FleetReport {
     }
 
     /// An attribute asked for that no run has is a usage error (a typo, most likely).
-    pub fn of_runs(runs: Vec<FleetRun>, attributes: Option<&[String]>) -> Result<Self> {
+    pub(crate) fn of_runs(runs: Vec<FleetRun>, attributes: Option<&[String]>) -> Result<Self> {
         let mut pairs: Vec<PairSummary> = Vec::new();
         for r in &runs {
             if !pairs.iter().any(|p| r.of_pair(p)) {
@@ -592,7 +596,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A `send -J` document with the keys the merge reads.
-    pub fn doc(gbps: f64, sent: u64, counted: u64) -> Value {
+    pub(crate) fn doc(gbps: f64, sent: u64, counted: u64) -> Value {
         json!({"schema_version": 1, "complete": true, "error": null, "test": {"proto": "tcp"},
             "sum": {"sender": {"bits_per_second": gbps * 1e9, "total_bytes": sent},
                     "receiver": {"bits_per_second": gbps * 1e9, "total_bytes": counted}},
@@ -604,7 +608,7 @@ pub(crate) mod tests {
         json!({"vcpus": vcpus, "machine_type": format!("lab-{vcpus}cpu"), "kernel": "6.18"})
     }
 
-    pub fn plan_and_records() -> (Value, BTreeMap<String, Value>) {
+    pub(crate) fn plan_and_records() -> (Value, BTreeMap<String, Value>) {
         let hosts = [("h1", 1), ("h2", 2), ("h3", 2)];
         let mut planned = Vec::new();
         let mut records = BTreeMap::new();

@@ -63,7 +63,7 @@ impl Dmi {
     }
 
     /// Reads the DMI strings from a directory laid out like /sys/class/dmi/id.
-    pub fn read_from(dir: &Path) -> Option<Self> {
+    pub(crate) fn read_from(dir: &Path) -> Option<Self> {
         if !dir.is_dir() {
             return None;
         }
@@ -79,7 +79,7 @@ impl Dmi {
 }
 
 /// The cloud these DMI strings belong to, if one we know.
-pub fn detect(dmi: &Dmi) -> Option<Cloud> {
+pub(crate) fn detect(dmi: &Dmi) -> Option<Cloud> {
     let has = |field: &str, needle: &str| field.to_ascii_lowercase().contains(needle);
     if dmi.sys_vendor.trim() == "Google" || dmi.product_name.trim() == "Google Compute Engine" {
         return Some(Cloud::Gcp);
@@ -97,13 +97,14 @@ pub fn detect(dmi: &Dmi) -> Option<Cloud> {
 
 /// The instance type of an AWS Nitro instance (its DMI product name, e.g. `m6i.large`),
 /// which decides its bandwidth; None elsewhere.
-pub fn aws_instance_type(dmi: &Dmi) -> Option<&str> {
+#[cfg(test)]
+pub(crate) fn aws_instance_type(dmi: &Dmi) -> Option<&str> {
     let p = dmi.product_name.trim();
     (dmi.sys_vendor.trim() == "Amazon EC2" && p.contains('.')).then_some(p)
 }
 
 /// The number of online CPUs (vCPUs on a VM), from /sys/devices/system/cpu/online.
-pub fn online_cpus() -> Option<u32> {
+pub(crate) fn online_cpus() -> Option<u32> {
     let list = fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
     crate::base::units::parse_cpu_list(&list).ok().map(|cpus| cpus.len() as u32)
 }
@@ -125,7 +126,7 @@ pub struct EgressCap {
 /// One cloud's entry in the egress table.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CloudEgress {
+pub(crate) struct CloudEgress {
     pub name: String,
     pub per_vcpu_gbps: Option<f64>,
     pub max_gbps: Option<f64>,
@@ -137,7 +138,7 @@ pub struct CloudEgress {
 /// The vendor figures, as in `engine/data/cloud-egress.json`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EgressTable {
+pub(crate) struct EgressTable {
     pub schema_version: u32,
     #[serde(default)]
     pub about: String,
@@ -146,14 +147,14 @@ pub struct EgressTable {
 
 impl EgressTable {
     /// The table built into the binary.
-    pub fn builtin() -> &'static EgressTable {
+    pub(crate) fn builtin() -> &'static EgressTable {
         static TABLE: OnceLock<EgressTable> = OnceLock::new();
         // The embedded file is checked by a unit test, so this cannot fail in a tested build.
         TABLE.get_or_init(|| EgressTable::from_json(BUILTIN_JSON).expect("engine/data/cloud-egress.json is valid"))
     }
 
     /// Parses and checks a table (the built-in one, or a user's corrected copy).
-    pub fn from_json(text: &str) -> Result<Self> {
+    pub(crate) fn from_json(text: &str) -> Result<Self> {
         let table: EgressTable =
             serde_json::from_str(text).map_err(|e| Error::usage(format!("cloud egress table: {e}")))?;
         if table.schema_version != 1 {
@@ -179,7 +180,7 @@ impl EgressTable {
 
     /// The egress figures for `cloud` on a VM with `vcpus` vCPUs; None if the table has no
     /// entry for that cloud. With `vcpus` 0 (unknown) a per-vCPU cloud gives its maximum alone.
-    pub fn egress_cap(&self, cloud: Cloud, vcpus: u32) -> Option<EgressCap> {
+    pub(crate) fn egress_cap(&self, cloud: Cloud, vcpus: u32) -> Option<EgressCap> {
         let c = self.clouds.get(cloud.key())?;
         let by_vcpu = c.per_vcpu_gbps.filter(|_| vcpus > 0).map(|per| per * f64::from(vcpus));
         let gbps = match (by_vcpu, c.max_gbps) {

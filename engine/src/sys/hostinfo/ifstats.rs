@@ -45,7 +45,7 @@ impl IfCounters {
 
     /// Builds the counters from `get(file name)` (the text of each statistics file), so the
     /// parsing is testable without sysfs. `iface` names the interface in errors.
-    pub fn from_files(mut get: impl FnMut(&str) -> Option<String>, iface: &str) -> Result<Self> {
+    pub(crate) fn from_files(mut get: impl FnMut(&str) -> Option<String>, iface: &str) -> Result<Self> {
         let mut one = |name: &str| -> Result<u64> {
             let text = get(name)
                 .ok_or_else(|| Error::unsupported(format!("interface {iface}: statistics/{name} is missing")))?;
@@ -150,20 +150,20 @@ fn iface_dir(iface: &str) -> Result<PathBuf> {
 
 /// The content of /sys/class/net/IF/speed: Mbit/s, or None for "unknown" (`-1`, or
 /// `4294967295` from kernels that print SPEED_UNKNOWN unsigned) and for garbage.
-pub fn parse_speed(text: &str) -> Option<u32> {
+pub(crate) fn parse_speed(text: &str) -> Option<u32> {
     let v: i64 = text.trim().parse().ok()?;
     (v > 0 && v < i64::from(u32::MAX)).then_some(v as u32)
 }
 
 /// The driver's name from the target of /sys/class/net/IF/device/driver
 /// (`../../../../bus/virtio/drivers/virtio_net` → `virtio_net`).
-pub fn driver_name(link_target: &Path) -> Option<String> {
+pub(crate) fn driver_name(link_target: &Path) -> Option<String> {
     link_target.file_name()?.to_str().filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
 /// What to call a software device: its rtnetlink kind (`veth`, `bridge`, `ifb`, `tun`...),
 /// else what its hardware type says (`loopback` for lo, which has no kind).
-pub fn software_kind(kind: Option<&str>, arphrd: Option<u16>) -> Option<String> {
+pub(crate) fn software_kind(kind: Option<&str>, arphrd: Option<u16>) -> Option<String> {
     match (kind, arphrd) {
         (Some(k), _) if !k.is_empty() => Some(k.to_owned()),
         (_, Some(ARPHRD_LOOPBACK)) => Some("loopback".to_owned()),
@@ -172,7 +172,7 @@ pub fn software_kind(kind: Option<&str>, arphrd: Option<u16>) -> Option<String> 
 }
 
 /// (tx, rx) queue counts from the entry names of /sys/class/net/IF/queues.
-pub fn count_queues<S: AsRef<str>>(names: &[S]) -> (u32, u32) {
+pub(crate) fn count_queues<S: AsRef<str>>(names: &[S]) -> (u32, u32) {
     let count = |prefix: &str| {
         names.iter().filter(|n| n.as_ref().strip_prefix(prefix).is_some_and(|i| i.parse::<u32>().is_ok())).count()
     };
@@ -181,7 +181,7 @@ pub fn count_queues<S: AsRef<str>>(names: &[S]) -> (u32, u32) {
 
 /// The rtnetlink kind (`IFLA_INFO_KIND`) of interface `ifindex`, None for devices without
 /// one (physical NICs, lo).
-pub fn link_kind(ifindex: u32) -> Result<Option<String>> {
+pub(crate) fn link_kind(ifindex: u32) -> Result<Option<String>> {
     let what = format!("reading link {ifindex}");
     let mut body = vec![0u8; IFINFOMSG_LEN];
     body[4..8].copy_from_slice(&ifindex.to_ne_bytes());
@@ -190,7 +190,7 @@ pub fn link_kind(ifindex: u32) -> Result<Option<String>> {
 }
 
 /// Decodes the `IFLA_INFO_KIND` out of an `RTM_NEWLINK` reply.
-pub fn parse_link_kind(reply: &[u8], what: &str) -> Result<Option<String>> {
+pub(crate) fn parse_link_kind(reply: &[u8], what: &str) -> Result<Option<String>> {
     let msgs = netlink::data_messages(reply, what)?;
     let msg = msgs
         .iter()

@@ -30,7 +30,7 @@ pub struct Neighbour {
 
 impl Neighbour {
     /// Entries being resolved or that failed carry no usable address.
-    pub fn usable(&self) -> bool {
+    pub(crate) fn usable(&self) -> bool {
         self.state & (NUD_INCOMPLETE | NUD_FAILED) == 0 && self.lladdr.len() == 6
     }
 }
@@ -44,7 +44,7 @@ fn request(family: u8, ifindex: u32) -> Vec<u8> {
 }
 
 /// Decodes the entries of an `RTM_GETNEIGH` dump reply, keeping those of `ifindex`.
-pub fn parse_dump(reply: &[u8], ifindex: u32, what: &str) -> Result<Vec<Neighbour>> {
+pub(crate) fn parse_dump(reply: &[u8], ifindex: u32, what: &str) -> Result<Vec<Neighbour>> {
     let mut out = Vec::new();
     for msg in netlink::data_messages(reply, what)? {
         if msg.kind != RTM_NEWNEIGH || msg.payload.len() < NDMSG_LEN {
@@ -79,7 +79,7 @@ pub fn lookup(ip: IpAddr, ifindex: u32) -> Result<Option<Neighbour>> {
 
 /// The MAC address of `ip` on `ifindex`: from the table, or after making the kernel resolve
 /// it (one datagram to port 9, discard) and waiting up to `wait`.
-pub fn resolve(ip: IpAddr, ifindex: u32, ifname: &str, wait: Duration) -> Result<[u8; 6]> {
+pub(crate) fn resolve(ip: IpAddr, ifindex: u32, ifname: &str, wait: Duration) -> Result<[u8; 6]> {
     let ip = ip.to_canonical();
     let usable =
         |n: Option<Neighbour>| n.filter(Neighbour::usable).map(|n| <[u8; 6]>::try_from(n.lladdr).unwrap_or_default());
@@ -104,7 +104,7 @@ pub fn resolve(ip: IpAddr, ifindex: u32, ifname: &str, wait: Duration) -> Result
 }
 
 /// The MAC address of a local interface, from sysfs.
-pub fn interface_mac(ifname: &str) -> Result<[u8; 6]> {
+pub(crate) fn interface_mac(ifname: &str) -> Result<[u8; 6]> {
     let path = format!("/sys/class/net/{ifname}/address");
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
     parse_mac(text.trim())
@@ -112,7 +112,7 @@ pub fn interface_mac(ifname: &str) -> Result<[u8; 6]> {
 }
 
 /// `aa:bb:cc:dd:ee:ff` to bytes.
-pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+pub(crate) fn parse_mac(text: &str) -> Option<[u8; 6]> {
     let parts: Vec<u8> =
         text.split(':').map(|p| u8::from_str_radix(p, 16)).collect::<std::result::Result<_, _>>().ok()?;
     parts.try_into().ok()

@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use crate::sys::netlink::{self, NLM_F_DUMP, RTM_GETQDISC, RTM_GETTCLASS, RTM_NEWQDISC, RTM_NEWTCLASS};
-use crate::{Error, Result};
+use crate::Result;
 
 // <linux/pkt_sched.h>, <linux/rtnetlink.h>
 const TC_H_ROOT: u32 = 0xffff_ffff;
@@ -51,7 +51,7 @@ pub struct QdiscLimit {
 
 /// One qdisc from a dump.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Qdisc {
+pub(crate) struct Qdisc {
     pub ifindex: u32,
     pub handle: u32,
     pub parent: u32,
@@ -61,14 +61,14 @@ pub struct Qdisc {
 }
 
 impl Qdisc {
-    pub fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.parent == TC_H_ROOT
     }
 }
 
 /// One HTB class from a class dump; rates in bytes per second, as the kernel keeps them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HtbClass {
+pub(crate) struct HtbClass {
     pub classid: u32,
     pub parent: u32,
     pub rate_bytes: u64,
@@ -86,7 +86,7 @@ pub fn root_rate_limit(ifindex: u32) -> Result<Option<QdiscLimit>> {
 
 /// The decision behind [`root_rate_limit`], on a raw `RTM_GETQDISC` dump; `class_dump` is
 /// called (with a description for errors) only when the root is `htb` and its classes matter.
-pub fn rate_limit_from_dumps(
+pub(crate) fn rate_limit_from_dumps(
     qdisc_dump: &[u8],
     ifindex: u32,
     class_dump: impl FnOnce(&str) -> Result<Vec<u8>>,
@@ -111,12 +111,14 @@ pub fn rate_limit_from_dumps(
 }
 
 /// [`root_rate_limit`] for an interface named `iface`.
-pub fn root_rate_limit_of(iface: &str) -> Result<Option<QdiscLimit>> {
-    let name = std::ffi::CString::new(iface).map_err(|_| Error::usage(format!("bad interface name {iface:?}")))?;
+#[cfg(test)]
+pub(crate) fn root_rate_limit_of(iface: &str) -> Result<Option<QdiscLimit>> {
+    let name =
+        std::ffi::CString::new(iface).map_err(|_| crate::Error::usage(format!("bad interface name {iface:?}")))?;
     // SAFETY: name is a valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
     if ifindex == 0 {
-        return Err(Error::io(format!("interface {iface}"), std::io::Error::last_os_error()));
+        return Err(crate::Error::io(format!("interface {iface}"), std::io::Error::last_os_error()));
     }
     root_rate_limit(ifindex)
 }
@@ -158,7 +160,7 @@ fn parse_tc_messages<'a>(reply: &'a [u8], kind: u16, what: &str) -> Result<Vec<T
 }
 
 /// Decodes an `RTM_GETQDISC` dump (the raw reply, netlink headers included).
-pub fn parse_qdisc_dump(reply: &[u8], what: &str) -> Result<Vec<Qdisc>> {
+pub(crate) fn parse_qdisc_dump(reply: &[u8], what: &str) -> Result<Vec<Qdisc>> {
     parse_tc_messages(reply, RTM_NEWQDISC, what)?
         .into_iter()
         .map(|TcMessage { ifindex, handle, parent, attrs }| {
@@ -176,7 +178,7 @@ fn ratespec_rate(spec: &[u8]) -> Option<u64> {
 }
 
 /// A `tbf` qdisc's rate in bytes per second, from its `TCA_OPTIONS`.
-pub fn tbf_rate(options: &[u8], what: &str) -> Result<u64> {
+pub(crate) fn tbf_rate(options: &[u8], what: &str) -> Result<u64> {
     let attrs = netlink::attrs(options, what)?;
     if let Some(r64) = netlink::find(&attrs, TCA_TBF_RATE64) {
         return netlink::u64_at(r64, 0).ok_or_else(|| netlink::malformed(what, "short TCA_TBF_RATE64"));
@@ -188,7 +190,7 @@ pub fn tbf_rate(options: &[u8], what: &str) -> Result<u64> {
 
 /// The class id unclassified traffic goes to in an `htb` qdisc with handle `handle`, or None
 /// when it has no default class (such traffic then bypasses shaping).
-pub fn htb_default_class(options: &[u8], handle: u32, what: &str) -> Result<Option<u32>> {
+pub(crate) fn htb_default_class(options: &[u8], handle: u32, what: &str) -> Result<Option<u32>> {
     let attrs = netlink::attrs(options, what)?;
     let init =
         netlink::find(&attrs, TCA_HTB_INIT).ok_or_else(|| netlink::malformed(what, "htb without TCA_HTB_INIT"))?;
@@ -198,7 +200,7 @@ pub fn htb_default_class(options: &[u8], handle: u32, what: &str) -> Result<Opti
 }
 
 /// Decodes an `RTM_GETTCLASS` dump, keeping the `htb` classes of `ifindex`.
-pub fn parse_htb_classes(reply: &[u8], ifindex: u32, what: &str) -> Result<Vec<HtbClass>> {
+pub(crate) fn parse_htb_classes(reply: &[u8], ifindex: u32, what: &str) -> Result<Vec<HtbClass>> {
     let mut out = Vec::new();
     for TcMessage { ifindex: idx, handle: classid, parent, attrs } in parse_tc_messages(reply, RTM_NEWTCLASS, what)? {
         if idx != ifindex || netlink::find(&attrs, TCA_KIND).and_then(netlink::attr_str).as_deref() != Some("htb") {
@@ -225,7 +227,7 @@ pub fn parse_htb_classes(reply: &[u8], ifindex: u32, what: &str) -> Result<Vec<H
 /// The most traffic in class `classid` can get: the smallest ceiling on its way up to the
 /// root. None if the class does not exist (traffic for a missing default class is sent
 /// unshaped) or the parent chain is broken.
-pub fn htb_ceiling(classes: &[HtbClass], classid: u32) -> Option<u64> {
+pub(crate) fn htb_ceiling(classes: &[HtbClass], classid: u32) -> Option<u64> {
     let mut limit = u64::MAX;
     let mut id = classid;
     for _ in 0..HTB_MAX_DEPTH {

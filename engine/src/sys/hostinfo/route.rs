@@ -44,7 +44,7 @@ pub struct Route {
 
 /// The parts of an `RTM_NEWROUTE` answer we use, before the interface name is looked up.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteReply {
+pub(crate) struct RouteReply {
     pub ifindex: u32,
     pub source: Option<IpAddr>,
     pub gateway: Option<IpAddr>,
@@ -69,7 +69,7 @@ pub fn route_to(dst: IpAddr) -> Result<Route> {
 }
 
 /// The body of an `RTM_GETROUTE` request for one destination (after the netlink header).
-pub fn route_request(dst: IpAddr) -> Vec<u8> {
+pub(crate) fn route_request(dst: IpAddr) -> Vec<u8> {
     let (family, bits, octets) = match dst {
         IpAddr::V4(a) => (libc::AF_INET as u8, 32u8, a.octets().to_vec()),
         IpAddr::V6(a) => (libc::AF_INET6 as u8, 128u8, a.octets().to_vec()),
@@ -81,7 +81,7 @@ pub fn route_request(dst: IpAddr) -> Vec<u8> {
 }
 
 /// Decodes the kernel's answer to [`route_request`] (the raw reply, netlink headers included).
-pub fn parse_route_reply(reply: &[u8], what: &str) -> Result<RouteReply> {
+pub(crate) fn parse_route_reply(reply: &[u8], what: &str) -> Result<RouteReply> {
     let msgs = netlink::data_messages(reply, what)?;
     let msg = msgs
         .iter()

@@ -53,7 +53,8 @@ impl SnmpCounters {
     }
 
     /// Retransmitted segments per segment sent, when any were sent.
-    pub fn tcp_retrans_ratio(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn tcp_retrans_ratio(&self) -> Option<f64> {
         (self.tcp_out_segs > 0).then(|| self.tcp_retrans_segs as f64 / self.tcp_out_segs as f64)
     }
 }
@@ -78,7 +79,7 @@ impl Section<'_> {
 }
 
 /// Parses the text of /proc/net/snmp.
-pub fn parse_snmp(text: &str) -> Result<SnmpCounters> {
+pub(crate) fn parse_snmp(text: &str) -> Result<SnmpCounters> {
     let sections = sections(text)?;
     let find = |proto: &str| {
         sections

@@ -58,7 +58,7 @@ pub fn read() -> Result<Vec<SoftnetCounters>> {
 }
 
 /// Parses the text of /proc/net/softnet_stat.
-pub fn parse_softnet_stat(text: &str) -> Result<Vec<SoftnetCounters>> {
+pub(crate) fn parse_softnet_stat(text: &str) -> Result<Vec<SoftnetCounters>> {
     let mut out = Vec::new();
     for (line_no, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
         let cols = line
@@ -86,7 +86,7 @@ pub fn parse_softnet_stat(text: &str) -> Result<Vec<SoftnetCounters>> {
 
 /// Per-CPU changes, for the CPUs present in both snapshots (a CPU that went on- or offline
 /// in between has no meaningful difference).
-pub fn delta_per_cpu(before: &[SoftnetCounters], after: &[SoftnetCounters]) -> Vec<SoftnetCounters> {
+pub(crate) fn delta_per_cpu(before: &[SoftnetCounters], after: &[SoftnetCounters]) -> Vec<SoftnetCounters> {
     after.iter().filter_map(|a| before.iter().find(|b| b.cpu == a.cpu).map(|b| SoftnetCounters::delta(b, a))).collect()
 }
 

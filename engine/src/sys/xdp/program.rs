@@ -21,7 +21,7 @@ use std::sync::Once;
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/uringbench_xdp.o"));
 
 /// Entries of the program's per-queue maps (`MAX_QUEUES` in the C source).
-pub const MAX_QUEUES: u32 = 256;
+pub(crate) const MAX_QUEUES: u32 = 256;
 
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
@@ -72,7 +72,7 @@ fn silence_library_logs() {
 }
 
 /// Interface index of `name`, or an error that says how to list interfaces.
-pub fn ifindex(name: &str) -> Result<u32> {
+pub(crate) fn ifindex(name: &str) -> Result<u32> {
     let c = CString::new(name).map_err(|_| Error::usage(format!("invalid interface name '{name}'")))?;
     // SAFETY: a valid NUL-terminated string.
     let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
@@ -85,7 +85,7 @@ pub fn ifindex(name: &str) -> Result<u32> {
 }
 
 /// The number of queues of `kind` ("rx" or "tx") the interface exposes in sysfs.
-pub fn queue_count(ifname: &str, kind: &str) -> u32 {
+pub(crate) fn queue_count(ifname: &str, kind: &str) -> u32 {
     let dir = format!("/sys/class/net/{ifname}/queues");
     std::fs::read_dir(dir)
         .map(|d| {
@@ -105,14 +105,13 @@ fn possible_cpus() -> Result<usize> {
 }
 
 /// The loaded program, attached to one interface until dropped.
-pub struct XdpProgram {
+pub(crate) struct XdpProgram {
     /// The BPF link: closing it detaches the program. Always `Some` until dropped.
     link: Option<OwnedFd>,
     object: *mut sys::bpf_object,
     xsks_fd: RawFd,
     counters_fd: RawFd,
     pub ifname: String,
-    pub ifindex: u32,
     pub mode: AttachMode,
     /// Why generic mode was used, when it was.
     pub note: Option<String>,
@@ -165,7 +164,11 @@ fn load_error(err: std::io::Error) -> Error {
 impl XdpProgram {
     /// Loads the program, steers UDP to destination ports `ports` and attaches it to `ifname`:
     /// native mode first, generic if the driver refuses (or only `force`'s mode when given).
-    pub fn attach(ifname: &str, ports: std::ops::RangeInclusive<u16>, force: Option<AttachMode>) -> Result<Self> {
+    pub(crate) fn attach(
+        ifname: &str,
+        ports: std::ops::RangeInclusive<u16>,
+        force: Option<AttachMode>,
+    ) -> Result<Self> {
         silence_library_logs();
         let ifindex = ifindex(ifname)?;
         // SAFETY: OBJECT is a valid ELF image that outlives the call (libbpf copies it).
@@ -241,7 +244,6 @@ impl XdpProgram {
                     xsks_fd,
                     counters_fd,
                     ifname: ifname.to_string(),
-                    ifindex,
                     mode,
                     note: note.take(),
                 });
@@ -269,13 +271,13 @@ impl XdpProgram {
 
     /// Detaches the program from the interface now; its maps (counters) stay readable until
     /// the program is dropped.
-    pub fn detach(&mut self) {
+    pub(crate) fn detach(&mut self) {
         drop(self.link.take());
     }
 
     /// Puts an AF_XDP socket in the program's map at `queue`: test frames arriving on that
     /// receive queue go to it.
-    pub fn register_socket(&self, queue: u32, socket_fd: RawFd) -> Result<()> {
+    pub(crate) fn register_socket(&self, queue: u32, socket_fd: RawFd) -> Result<()> {
         if queue >= MAX_QUEUES {
             return Err(Error::usage(format!(
                 "receive queue {queue} is beyond the {MAX_QUEUES} queues the XDP program serves"
@@ -296,7 +298,7 @@ impl XdpProgram {
     }
 
     /// The program's counters for queues `0..queues`, summed over CPUs.
-    pub fn counters(&self, queues: u32) -> Result<Vec<SteerCounters>> {
+    pub(crate) fn counters(&self, queues: u32) -> Result<Vec<SteerCounters>> {
         let cpus = possible_cpus()?;
         // Per-CPU values are laid out one per possible CPU, each rounded up to 8 bytes
         // (our value is 3 x u64 already).

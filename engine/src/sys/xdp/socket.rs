@@ -19,15 +19,15 @@ use xsk_rs::umem::{frame::FrameDesc, CompQueue, FillQueue, Umem};
 
 /// Bytes per UMEM frame: a page. Room for a frame of [`MAX_FRAME_LEN`] bytes after the
 /// 256-byte headroom the kernel keeps in front of received data.
-pub const UMEM_FRAME_SIZE: u32 = 4096;
+pub(crate) const UMEM_FRAME_SIZE: u32 = 4096;
 /// The longest Ethernet frame one UMEM frame holds (larger needs AF_XDP multi-buffer).
-pub const MAX_FRAME_LEN: u32 = UMEM_FRAME_SIZE - 256;
+pub(crate) const MAX_FRAME_LEN: u32 = UMEM_FRAME_SIZE - 256;
 /// Frames per UMEM: 32 MiB per queue. Half of them sit in the fill ring, so at 1 M frames/s
 /// the receiver can be off its CPU for 4 ms before the kernel runs out of buffers (with 2048
 /// it dropped frames as `fill_ring_empty` on a shared 2-vCPU VM).
-pub const UMEM_FRAMES: u32 = 8192;
+pub(crate) const UMEM_FRAMES: u32 = 8192;
 /// Descriptors per ring (fill, completion, RX, TX).
-pub const RING_SIZE: u32 = 4096;
+pub(crate) const RING_SIZE: u32 = 4096;
 
 /// How the socket was bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ pub struct SocketCounters {
 }
 
 impl SocketCounters {
-    pub fn from_stats(s: &XdpStatistics) -> Self {
+    pub(crate) fn from_stats(s: &XdpStatistics) -> Self {
         Self {
             rx_dropped: s.rx_dropped(),
             rx_ring_full: s.rx_ring_full(),
@@ -122,7 +122,7 @@ fn umem_error(err: Option<&std::io::Error>, bytes: u64) -> Error {
 }
 
 /// Checks that `queue` exists on the interface for `kind` ("rx" or "tx").
-pub fn check_queue(ifname: &str, queue: u32, kind: &str) -> Result<()> {
+pub(crate) fn check_queue(ifname: &str, queue: u32, kind: &str) -> Result<()> {
     let count = super::program::queue_count(ifname, kind);
     if queue >= count {
         return Err(Error::usage(format!(
@@ -208,7 +208,7 @@ impl XskQueue {
     /// Gives the kernel receive buffers: as many frames as the fill ring holds (the rest stay
     /// in `frames`). Done before the sender is told to start: a frame that arrives while the
     /// fill ring is empty is dropped (`rx_fill_ring_empty`).
-    pub fn prime_fill(&mut self) {
+    pub(crate) fn prime_fill(&mut self) {
         let give = self.frames.len().min(RING_SIZE as usize);
         let at = self.frames.len() - give;
         // SAFETY: frames of this UMEM that are in no ring yet.
@@ -222,7 +222,7 @@ impl XskQueue {
     /// the queue's NAPI in the caller's context instead of waiting for its interrupt. The
     /// error names the option the kernel refused (raising SO_BUSY_POLL above
     /// net.core.busy_read needs CAP_NET_ADMIN).
-    pub fn enable_busy_poll(&self, usecs: u32, budget: u32) -> std::result::Result<(), String> {
+    pub(crate) fn enable_busy_poll(&self, usecs: u32, budget: u32) -> std::result::Result<(), String> {
         // asm-generic/socket.h; the libc crate lacks the last two.
         const SO_PREFER_BUSY_POLL: libc::c_int = 69;
         const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
@@ -238,7 +238,7 @@ impl XskQueue {
     }
 
     /// The socket's file descriptor, for the program's XSKMAP.
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
         use std::os::fd::AsRawFd;
         self.rx.fd().as_raw_fd()
     }

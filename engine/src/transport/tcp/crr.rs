@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 const SCRATCH: u32 = 64 * 1024;
 
 /// One client flow: a slot that runs connections one after another, owned by `queue`.
-pub struct CrrFlow {
+pub(crate) struct CrrFlow {
     pub queue: u32,
 }
 
@@ -288,7 +288,7 @@ impl Client<'_> {
 
 /// Runs a crr client thread: each flow opens connection after connection to `target`
 /// until the deadline.
-pub fn run_client(
+pub(crate) fn run_client(
     flows: Vec<CrrFlow>,
     target: SocketAddr,
     counters: &QueueCounters,
@@ -507,7 +507,11 @@ impl Server<'_> {
 
 /// Runs a crr server thread: accepts on its listeners, answers each connection's request and
 /// closes it, until `cfg.stop`. `bytes` in the outcomes counts answered transactions.
-pub fn run_server(listeners: Vec<CrrListener>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
+pub(crate) fn run_server(
+    listeners: Vec<CrrListener>,
+    counters: &QueueCounters,
+    cfg: &RrConfig,
+) -> Result<Vec<FlowOutcome>> {
     let mut srv = Server {
         cr: CrrRing::new(64, cfg.resp_len, cfg.ring)?,
         listeners: &listeners,

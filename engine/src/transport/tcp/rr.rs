@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 const SCRATCH: u32 = 64 * 1024;
 
 /// One flow handed to an rr thread.
-pub struct RrFlow {
+pub(crate) struct RrFlow {
     pub stream: TcpStream,
     pub queue: u32,
 }
@@ -109,7 +109,7 @@ fn outcomes(state: Vec<FlowState>) -> Vec<FlowOutcome> {
 /// then half-closes each flow. A transaction's send and the receive of its response are
 /// submitted together: one `io_uring_enter` issues both, and the only other is the one that
 /// collects the response.
-pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
+pub(crate) fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
     let mut rr = RrRing::new(flows.len(), cfg)?;
     let mut state = states(flows, Phase::Sending);
     let mut latency_ns = latency_histogram();
@@ -199,7 +199,7 @@ pub fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) 
 
 /// Runs an rr server thread: answers every complete request until each flow's EOF. The
 /// answer and the receive of the next request are submitted together.
-pub fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
+pub(crate) fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
     let mut rr = RrRing::new(flows.len(), cfg)?;
     let mut state = states(flows, Phase::Receiving);
     for (idx, f) in state.iter().enumerate() {

@@ -25,7 +25,7 @@ const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;
 
 /// Payload byte: ASCII '0', as iperf2 fills its own. Its first 32-bit word carries none of the
 /// iperf2 header flags (`b & 0xC4 == 0`), so an unmodified `iperf -s` just counts the bytes.
-pub const PAYLOAD_FILL: u8 = b'0';
+pub(crate) const PAYLOAD_FILL: u8 = b'0';
 
 /// One flow handed to a sending thread.
 pub struct SendFlow {
@@ -66,7 +66,7 @@ pub struct ZeroCopyCounts {
 }
 
 impl ZeroCopyCounts {
-    pub fn merge(&mut self, other: &ZeroCopyCounts) {
+    pub(crate) fn merge(&mut self, other: &ZeroCopyCounts) {
         self.sends += other.sends;
         self.notifications += other.notifications;
         self.copied += other.copied;

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest payload one receive can carry: a GRO buffer holds up to 64 KiB of datagrams.
-pub const GRO_PAYLOAD: u32 = 65_535;
+pub(crate) const GRO_PAYLOAD: u32 = 65_535;
 /// Bytes of the `io_uring_recvmsg_out` header the kernel writes first in each buffer.
 const RECVMSG_OUT_LEN: usize = 16;
 /// Room for the source address (`sockaddr_in6`, which also holds a `sockaddr_in`).
@@ -84,7 +84,7 @@ pub struct UdpRecvConfig {
 
 impl UdpRecvConfig {
     /// Payload room per buffer for `gro` and datagrams of at most `len` bytes.
-    pub fn payload_room(gro: bool, len: u32) -> u32 {
+    pub(crate) fn payload_room(gro: bool, len: u32) -> u32 {
         if gro {
             GRO_PAYLOAD
         } else {
@@ -172,7 +172,7 @@ fn set_int_opt(socket: &UdpSocket, level: libc::c_int, name: libc::c_int, value:
 /// socket. [`run`] does it too, but a caller that prepares its sockets before telling the
 /// sender to start avoids the first datagrams arriving before GRO is on (they would then be
 /// split one per completion).
-pub fn prepare_socket(socket: &UdpSocket, gro: bool, kernel_timestamps: bool) -> std::io::Result<()> {
+pub(crate) fn prepare_socket(socket: &UdpSocket, gro: bool, kernel_timestamps: bool) -> std::io::Result<()> {
     if gro {
         set_int_opt(socket, libc::SOL_UDP, libc::UDP_GRO, 1)?;
     }

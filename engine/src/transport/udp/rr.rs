@@ -25,7 +25,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// One flow handed to a UDP rr thread: a socket connected to its peer.
-pub struct UdpRrFlow {
+pub(crate) struct UdpRrFlow {
     pub socket: UdpSocket,
     pub queue: u32,
 }
@@ -136,7 +136,7 @@ fn classify(failures: &mut RrFailures, res: i32) {
 
 /// Runs a UDP rr client thread until the deadline: one transaction in flight per flow,
 /// each retried as a new transaction when unanswered within `cfg.timeout`.
-pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
+pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
     let mut rr = UdpRrRing::new(flows, cfg.req_len, cfg.resp_len, cfg.ring)?;
     let tag = tag_len(cfg.req_len).min(tag_len(cfg.resp_len));
     let mut failures = RrFailures::default();
@@ -237,7 +237,7 @@ pub fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfi
 }
 
 /// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.stop`.
-pub fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
+pub(crate) fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
     let mut rr = UdpRrRing::new(flows, cfg.resp_len, cfg.req_len, cfg.ring)?;
     let tag = tag_len(cfg.req_len).min(tag_len(cfg.resp_len));
     for idx in 0..rr.flows.len() {

@@ -37,11 +37,11 @@ use std::time::{Duration, Instant};
 
 /// Most datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older kernels,
 /// 128 on newer ones: 64 works everywhere).
-pub const MAX_GSO_SEGMENTS: u32 = 64;
+pub(crate) const MAX_GSO_SEGMENTS: u32 = 64;
 /// Most bytes in one GSO send: the largest IPv4 UDP payload (65535 - 20 - 8).
-pub const MAX_GSO_BYTES: u32 = 65_507;
+pub(crate) const MAX_GSO_BYTES: u32 = 65_507;
 /// Largest datagram payload at all (IPv4).
-pub const MAX_DATAGRAM: u32 = 65_507;
+pub(crate) const MAX_DATAGRAM: u32 = 65_507;
 
 /// One flow handed to a sending thread: a UDP socket already `connect`ed to the receiver.
 pub struct UdpSendFlow {
@@ -164,7 +164,7 @@ pub struct UdpSendResult {
 }
 
 /// Datagrams per GSO send for datagrams of `len` bytes (1 when GSO cannot help).
-pub fn gso_segments(len: u32) -> u32 {
+pub(crate) fn gso_segments(len: u32) -> u32 {
     (MAX_GSO_BYTES / len.max(1)).clamp(1, MAX_GSO_SEGMENTS)
 }
 
@@ -250,14 +250,14 @@ pub fn path_mtu(socket: &UdpSocket) -> Option<u32> {
 }
 
 /// IP + UDP header bytes in front of each datagram on the wire.
-pub fn ip_udp_overhead(socket: &UdpSocket) -> u32 {
+pub(crate) fn ip_udp_overhead(socket: &UdpSocket) -> u32 {
     match socket.peer_addr() {
         Ok(a) if a.is_ipv6() => 48,
         _ => 28,
     }
 }
 
-pub fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
+pub(crate) fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
     let overhead = ip_udp_overhead(socket);
     let what = if gso { "UDP GSO segment" } else { "datagram" };
     match path_mtu(socket) {
@@ -595,7 +595,7 @@ pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfi
 
 /// What [`send_fins`] did for one flow.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FinOutcome {
+pub(crate) struct FinOutcome {
     pub sent: u32,
     pub report: Option<ServerReport>,
 }
@@ -606,7 +606,7 @@ pub struct FinOutcome {
 /// FIN of a flow carries the same number, so repeats are never taken for lost data. Bounded:
 /// at most `copies + await_report / interval + 1` FINs per flow. Blocking; call it after the
 /// ring is gone.
-pub fn send_fins(targets: &[(&UdpSocket, u64)], len: u32, fin: &FinConfig) -> Vec<FinOutcome> {
+pub(crate) fn send_fins(targets: &[(&UdpSocket, u64)], len: u32, fin: &FinConfig) -> Vec<FinOutcome> {
     let len = (len as usize).clamp(HEADER_LEN, MAX_DATAGRAM as usize);
     let interval = fin.interval.max(Duration::from_micros(100));
     let await_report = !fin.await_report.is_zero();

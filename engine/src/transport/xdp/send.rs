@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use xsk_rs::umem::frame::FrameDesc;
 
 /// Frames per produce/kick: the kernel's copy-mode transmit batch.
-pub const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 
 /// One flow: its frame template and the queue it is counted under.
 pub struct XdpSendFlow {
