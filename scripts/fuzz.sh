@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh: builds every cargo-fuzz target in fuzz/ and runs each for SECONDS (default 60),
 # one after another, starting from its committed seeds (fuzz/seeds/TARGET, captured from real
-# traffic by fuzz/seeds.sh) plus what earlier runs found (fuzz/corpus/TARGET, not committed).
+# traffic by fuzz/seeds.sh), the inputs of crashes fixed since (fuzz/regressions/TARGET) and
+# what earlier runs found (fuzz/corpus/TARGET, not committed).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
@@ -37,7 +38,10 @@ for t in "${targets[@]}"; do
     echo "$prog: $t for $seconds s"
     rc=0
     # The corpus directory comes first: libFuzzer adds what it finds there, never to the seeds.
-    (cd fuzz && timeout -k 10 $((seconds + 300)) cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
+    # fuzz/regressions/TARGET holds inputs that once crashed a target (fixed since).
+    dirs=("corpus/$t" "seeds/$t")
+    [ -d "fuzz/regressions/$t" ] && dirs+=("regressions/$t")
+    (cd fuzz && timeout -k 10 $((seconds + 300)) cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1) \
         >"$log" 2>&1 || rc=$?
     execs=$(sed -n 's/^#\([0-9]*\)[[:space:]]*DONE.*/\1/p' "$log" | tail -n 1)
