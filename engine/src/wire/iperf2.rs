@@ -14,7 +14,7 @@
 //! reverse (0x0400) or full-duplex (0x0800) bit in the upper flags at byte 32. The server
 //! decides from the first word alone ([`classify_tcp_first_word`]), reads the rest of the
 //! header ([`TcpClientHeader::parse`]), and writes the [`ClientHdrAck`] back when the client
-//! asked (Listener.cpp:1369). After the header every byte is data, to EOF.
+//! asked. After the header every byte is data, to EOF.
 //!
 //! ## UDP
 //! Every datagram of a 2.1.8 client starts with the [`crate::wire::udp_payload`] header and carries
@@ -22,9 +22,9 @@
 //! the client sends the negated next sequence number, then waits for the server's report,
 //! re-sending a FIN (with the id decremented once more each time) every
 //! [`CLIENT_FIN_RETRY_INTERVAL`] up to [`CLIENT_FIN_RETRIES`] times, about 2 s
-//! (Client.cpp:1561-1617). The server answers each FIN burst with [`ServerReport`] in a
+//!. The server answers each FIN burst with [`ServerReport`] in a
 //! 128-byte datagram, up to [`SERVER_ACKFIN_TRIES`] times, waiting
-//! [`SERVER_ACKFIN_SILENCE`] for the client to go quiet after each (Reports.c:893-996).
+//! [`SERVER_ACKFIN_SILENCE`] for the client to go quiet after each.
 
 /// iperf2's default port (`iperf -s`), used by `--iperf2` modes.
 pub const IPERF2_PORT: u16 = 5001;
@@ -56,7 +56,7 @@ pub(crate) const HEADER32_SMALL_TRIPTIMES: u32 = 0x0002_0000;
 pub(crate) const HEADER_LEN_BIT: u32 = 0x0001_0000;
 /// Header length in bytes, shifted left by one.
 pub(crate) const HEADER_LEN_MASK: u32 = 0x0000_01FE;
-/// Longest header a 2.1.8 server accepts (Settings.cpp:2511); the 8-bit length field
+/// Longest header a 2.1.8 server accepts; the 8-bit length field
 /// cannot exceed it (255), so the check there never fires.
 pub const MAX_HEADER_LEN: u32 = 256;
 /// With VERSION1 and not VERSION2: the legacy dual test runs both directions at once.
@@ -126,7 +126,7 @@ fn put32(buf: &mut [u8], at: usize, value: u32) {
 // ---- TCP ----------------------------------------------------------------------------------
 
 /// Whether a TCP stream starting with `word` is taken as plain data by an iperf2 2.1.8
-/// server (Listener.cpp:1221 and :1270 via Settings.cpp:2506-2525): no BOUNCEBACK and none of
+/// server: no BOUNCEBACK and none of
 /// VERSION1, VERSION2, EXTEND. Our senders' payload must pass this to be counted by
 /// `iperf -s`; a byte pattern `[b; 4]` does when `b & 0xC4 == 0` (e.g. 0x00, 0x30 '0', 0x3a),
 /// while 0x5a, for one, sets EXTEND, KEYCHECK and V2PEERDETECT and is refused.
@@ -156,8 +156,7 @@ pub struct TcpHeaderWord {
     /// The client blocks reading a [`ClientHdrAck`] after its header (`-X`): the receiver must
     /// send one or the client never starts.
     pub needs_ack: bool,
-    /// An iperf2 server would send the ack (also to plain 2.1.8 clients, which never read it;
-    /// Listener.cpp:1369-1373).
+    /// An iperf2 server would send the ack (also to plain 2.1.8 clients, which never read it).
     pub iperf2_server_acks: bool,
     /// Legacy `-d`/`-r` test (VERSION1 without VERSION2): the server must connect back.
     pub legacy_dual: bool,
@@ -286,7 +285,7 @@ impl TcpClientHeader {
                 TestAmount::Bytes(amount as u64)
             },
             upper_flags,
-            // Listener.cpp:1336-1345: reverse and full duplex count only with VERSION2.
+            // iperf2's listener: reverse and full duplex count only with VERSION2.
             reverse: version2 && upper_flags & upper::REVERSE != 0,
             full_duplex: version2 && upper_flags & upper::FULLDUPLEX != 0,
             trip_times: upper_flags & upper::TRIPTIME != 0,
@@ -307,7 +306,7 @@ impl TcpClientHeader {
     }
 
     /// Length of the ack this client reads: 52 bytes with `--trip-times`, else 28
-    /// (Client.cpp:1730).
+    ///.
     pub fn ack_len(&self) -> usize {
         if self.trip_times {
             ACK_LEN_TRIPTIMES
@@ -334,7 +333,7 @@ pub struct AckTimes {
     pub ack: WireTime,
 }
 
-/// The ack a server writes after a client's TCP header (Listener.cpp:1379-1404): the client
+/// The ack a server writes after a client's TCP header: the client
 /// learns the server's version (and, with trip times, the clock offset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientHdrAck {
@@ -471,21 +470,21 @@ pub(crate) const SERVER_HDR_V1_LEN: usize = 40;
 pub(crate) const SERVER_HDR_EXTENSION_LEN: usize = 60;
 /// `struct server_hdr_extension2` (2.1+): high words of error, out-of-order, datagrams.
 pub(crate) const SERVER_HDR_EXTENSION2_LEN: usize = 12;
-/// Length of the report datagram a 2.1.8 server writes (Reports.c:895).
+/// Length of the report datagram a 2.1.8 server writes.
 pub(crate) const SERVER_REPORT_DATAGRAM_LEN: usize =
     SERVER_REPORT_OFFSET + SERVER_HDR_V1_LEN + SERVER_HDR_EXTENSION_LEN + SERVER_HDR_EXTENSION2_LEN;
 
 /// How long an iperf2 UDP client waits for a report before re-sending a FIN
-/// (Client.cpp:1561 `RETRYTIMER`).
+/// (iperf2's `RETRYTIMER`).
 pub(crate) const CLIENT_FIN_RETRY_INTERVAL: Duration = Duration::from_millis(10);
-/// How many bytes the client reads as the report (Client.cpp:76 `MAXUDPBUF`); it takes the
+/// How many bytes the client reads as the report (iperf2's `MAXUDPBUF`); it takes the
 /// first datagram that is not a stale 28-byte TCP-style ack as the report.
 pub(crate) const CLIENT_REPORT_READ_LEN: usize = 1470;
-/// How many times a server sends its report (Reports.c:952-954: `TRYCOUNT` 10 with
+/// How many times a server sends its report (iperf2's `TRYCOUNT` 10 with
 /// `while (--count)`).
 pub(crate) const SERVER_ACKFIN_TRIES: u32 = 9;
 /// How long a server waits for silence after each report before it assumes it arrived
-/// (Reports.c:972).
+///.
 pub(crate) const SERVER_ACKFIN_SILENCE: Duration = Duration::from_millis(250);
 
 /// The latency part of a report (`SERVER_HEADER_EXTEND`, sent by `iperf -s -e`), seconds.
@@ -579,7 +578,7 @@ impl ServerReport {
 
     /// Decodes a report datagram. `None` unless it is one: at least the v1 part, id 0 and
     /// VERSION1 in the flags. The id/flags check matters: a 2.1.8 server that hears more
-    /// FINs re-sends whatever it last *read* (Reports.c:981 reads into the report buffer), so
+    /// FINs re-sends whatever it last *read* (iperf2 reads it into its report buffer), so
     /// a client may get its own FIN echoed back, whose flags lack VERSION1.
     pub fn decode(datagram: &[u8]) -> Option<ServerReport> {
         let o = SERVER_REPORT_OFFSET;

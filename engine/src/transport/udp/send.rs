@@ -13,7 +13,7 @@
 //! four, allocated once and reused when their completion comes back.
 //!
 //! Sequence numbers of a send that failed are not lost: they go back to the flow and are sent
-//! again (iperf2 does the same, Client.cpp:1183-1194), so a receiver's loss figure means loss
+//! again (iperf2 does the same), so a receiver's loss figure means loss
 //! on the path, not refused sends. `ECONNREFUSED` (the receiver's port was closed when an
 //! earlier datagram arrived: ICMP port unreachable) is counted and retried, never fatal.
 //!
@@ -61,7 +61,7 @@ pub struct FinConfig {
 }
 
 impl FinConfig {
-    /// What an iperf2 client does (Client.cpp:1561-1617): one FIN, then one more every 10 ms
+    /// What an iperf2 client does: one FIN, then one more every 10 ms
     /// until the server's report arrives, for at most about 2 s.
     pub fn iperf2() -> Self {
         Self { copies: 1, interval: CLIENT_FIN_RETRY_INTERVAL, await_report: Duration::from_secs(2) }
