@@ -345,7 +345,13 @@ fn running_out_of_descriptors_pauses_accepting_and_recv_resumes() {
     assert_eq!(big.status.code(), Some(1), "80 flows under 64 fds: {}", String::from_utf8_lossy(&big.stderr));
     assert!(recv.running(), "EMFILE does not end recv");
     let (out, took) = pair.send(&[&t[..], &["-J"]].concat(), Duration::from_secs(30));
-    assert!(out.status.success(), "the next test: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the next test: {:?} {} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(u64_at(&json(&out), "/sum/receiver/total_bytes") > 0);
     assert!(took < Duration::from_secs(8), "served at once: {took:?}");
     // The trouble counts as over after 2 s without another failure.
