@@ -279,7 +279,7 @@ def run_uringbench(args, tool, run, tmp):
         res["udp_rcvbuf_errors"] = snmp.get("udp_rcvbuf_errors")
     except (KeyError, TypeError):
         pass
-    if (tool == "nogso") != (test.get("gso") is False):
+    if tool.startswith("nogso") != (test.get("gso") is False):
         w = "JSON test.gso = %r for %s" % (test.get("gso"), label(tool))
         res["warning"] = (res["warning"] + "; " + w) if res["warning"] else w
     finish(res, args.len, cpu)
