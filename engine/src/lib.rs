@@ -46,3 +46,13 @@ pub mod workload;
 mod layer_rules;
 
 pub use crate::base::error::{Error, ErrorKind, Result};
+
+// The engine's front door: a test is described by a `TestSpec`, sent with `run_send`, served
+// by `serve` on a `ReceiverConfig`, and reported as a `StreamReport`. Everything else is
+// reached through its layer.
+pub use crate::base::spec::{Direction, Proto, TestSpec};
+pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
+pub use crate::session::sender::SendOptions;
+pub use crate::session::server::{bind, serve, ReceiverConfig, ServerEvent, ServerLimits};
+pub use crate::uring::fastpath::FastPaths;
+pub use crate::workload::stream::run_send;
