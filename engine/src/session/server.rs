@@ -393,6 +393,11 @@ impl Shared {
 /// must be over this long after the connection was accepted: a deadline, however slowly
 /// the peer drips its bytes.
 pub(crate) const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
+/// Out of descriptors, only a handshake at least this old is closed to make room: a real peer
+/// sends its greeting within a round trip, and the accept that found no descriptor may have
+/// been the probe after the last connection (Linux reserves the descriptor before it looks
+/// at the queue), so the newest handshake is as likely a data flow of a test as an attack.
+const EVICT_MIN_AGE: Duration = Duration::from_secs(1);
 /// How long `recv` waits, after a signal, for its running tests to report.
 const STOP_GRACE: Duration = Duration::from_secs(30);
 const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -704,8 +709,8 @@ impl<'a> Gate<'a> {
                     }
                     self.trouble = Some((self.trouble.map_or(now, |(since, _)| since), now));
                     self.retry_at = Some(now + ACCEPT_PAUSE);
-                    // Make room: the heaviest source's oldest handshake goes first.
-                    self.evict_heaviest(None);
+                    // Make room: the heaviest source's oldest stalled handshake goes first.
+                    self.evict_heaviest(None, Some(now));
                     return Ok(());
                 }
                 // The peer gave up between SYN and accept, or a transient network error.
@@ -735,14 +740,18 @@ impl<'a> Gate<'a> {
     }
 
     /// Closes the oldest handshake of the source holding most, if it holds more than `than`.
-    fn evict_heaviest(&mut self, than: Option<usize>) -> bool {
+    /// With `stalled_at`, only a handshake older than [`EVICT_MIN_AGE`] then is closed.
+    fn evict_heaviest(&mut self, than: Option<usize>, stalled_at: Option<Instant>) -> bool {
         let Some((&ip, &n)) = self.per_source.iter().max_by_key(|(_, n)| **n) else { return false };
         if than.is_some_and(|t| n <= t) {
             return false;
         }
+        // A deadline is the accept time plus HANDSHAKE_DEADLINE, so the queue is oldest first.
+        let latest = stalled_at.map(|now| now + HANDSHAKE_DEADLINE - EVICT_MIN_AGE);
         let token = self
             .order
             .iter()
+            .take_while(|(at, _)| latest.is_none_or(|l| *at <= l))
             .map(|(_, t)| *t)
             .find(|t| self.conns.get(t).is_some_and(|c| c.peer.ip().to_canonical() == ip));
         let Some(conn) = token.and_then(|t| self.conns.remove(&t)) else { return false };
@@ -764,7 +773,7 @@ impl<'a> Gate<'a> {
                 format!("{mine} connections from {ip} already in their handshake (recv --max-pending-per-source)"),
             );
         }
-        if self.conns.len() >= self.max_total && !self.evict_heaviest(Some(mine + 1)) {
+        if self.conns.len() >= self.max_total && !self.evict_heaviest(Some(mine + 1), None) {
             return self.shared.drop_conn(peer, format!("{} connections already in their handshake", self.conns.len()));
         }
         if stream.set_nonblocking(true).is_err() {
