@@ -6,6 +6,7 @@
 
 pub mod pace;
 pub mod rr;
+pub(crate) mod stopping;
 pub mod tcp;
 pub mod udp;
 pub mod xdp;

@@ -7,13 +7,14 @@
 use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::pace::Pacer;
+use crate::transport::stopping::Stopping;
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -297,14 +298,10 @@ impl<'a> Sender<'a> {
 /// Runs one sending thread until `cfg.deadline`, then drains and half-closes every flow.
 pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfig) -> Result<SendWorkerResult> {
     let mut s = Sender::new(flows, cfg)?;
-    let mut stop_from: Option<Instant> = None;
+    let mut stop = Stopping::new(cfg.deadline, cfg.halt.clone(), cfg.drain_limit);
     loop {
         let now = Instant::now();
-        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
-        let stopping = now >= cfg.deadline || halted;
-        if stopping && stop_from.is_none() {
-            stop_from = Some(now.min(cfg.deadline));
-        }
+        let stopping = stop.check(now);
         let pace_wait = if stopping { None } else { s.issue(now)? };
         let inflight: u32 = s.flows.iter().map(|f| f.inflight).sum();
         // Every flow failed or sent its whole budget (`-n`).
@@ -312,13 +309,11 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
         if inflight == 0 && s.notifs_pending == 0 && (stopping || all_failed) {
             break;
         }
-        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
+        if stop.drain_over(now) {
             s.result.stuck = inflight;
             break;
         }
-        let until_deadline =
-            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
-        let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
+        let limit = stop.wait_limit(now, pace_wait);
         wait_for_completions(&mut s.sr.ring, cfg.wait, s.last_activity, limit, cfg.batch)?;
         s.reap(counters);
     }

@@ -24,6 +24,7 @@ use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::errno_text;
 use crate::transport::pace::Pacer;
+use crate::transport::stopping::Stopping;
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
 use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
@@ -566,27 +567,21 @@ impl<'a> Sender<'a> {
 /// drains, and sends the FINs if `cfg.fin` asks.
 pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfig) -> Result<UdpSendResult> {
     let mut s = Sender::new(flows, cfg)?;
-    let mut stop_from: Option<Instant> = None;
+    let mut stop = Stopping::new(cfg.deadline, cfg.halt.clone(), cfg.drain_limit);
     loop {
         let now = Instant::now();
-        let halted = cfg.halt.as_ref().is_some_and(|h| h.load(Ordering::Relaxed));
-        let stopping = now >= cfg.deadline || halted;
-        if stopping && stop_from.is_none() {
-            stop_from = Some(now.min(cfg.deadline));
-        }
+        let stopping = stop.check(now);
         let pace_wait = if stopping { None } else { s.issue(now)? };
         let inflight: usize = s.flows.iter().map(|f| f.inflight(s.per_flow)).sum();
         let all_done = s.flows.iter().all(|f| !f.has_work(cfg.max_datagrams));
         if inflight == 0 && (stopping || all_done) {
             break;
         }
-        if stop_from.is_some_and(|from| now > from + cfg.drain_limit) {
+        if stop.drain_over(now) {
             s.stuck = inflight as u32;
             break;
         }
-        let until_deadline =
-            if stopping { Duration::from_millis(50) } else { cfg.deadline.saturating_duration_since(now) };
-        let limit = pace_wait.unwrap_or(until_deadline).min(until_deadline).min(Duration::from_millis(100));
+        let limit = stop.wait_limit(now, pace_wait);
         wait_for_completions(&mut s.sr.ring, cfg.wait, s.last_activity, limit, cfg.batch)?;
         s.reap(counters);
     }
