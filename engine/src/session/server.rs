@@ -710,7 +710,7 @@ impl<'a> Gate<'a> {
                     self.trouble = Some((self.trouble.map_or(now, |(since, _)| since), now));
                     self.retry_at = Some(now + ACCEPT_PAUSE);
                     // Make room: the heaviest source's oldest stalled handshake goes first.
-                    self.evict_heaviest(None, Some(now));
+                    self.close_stalled(now);
                     return Ok(());
                 }
                 // The peer gave up between SYN and accept, or a transient network error.
@@ -739,19 +739,34 @@ impl<'a> Gate<'a> {
         Ok(())
     }
 
-    /// Closes the oldest handshake of the source holding most, if it holds more than `than`.
-    /// With `stalled_at`, only a handshake older than [`EVICT_MIN_AGE`] then is closed.
-    fn evict_heaviest(&mut self, than: Option<usize>, stalled_at: Option<Instant>) -> bool {
-        let Some((&ip, &n)) = self.per_source.iter().max_by_key(|(_, n)| **n) else { return false };
-        if than.is_some_and(|t| n <= t) {
-            return false;
-        }
+    /// The table is full and a newcomer's source holds `mine`: the source holding most closes
+    /// its oldest handshake, if it holds more than the newcomer's would with it.
+    fn make_room_for(&mut self, mine: usize) -> bool {
+        let Some((ip, n)) = self.heaviest_source() else { return false };
+        // Every deadline is at most HANDSHAKE_DEADLINE from now: any age will do.
+        n > mine + 1 && self.close_oldest_of(ip, n, Instant::now() + HANDSHAKE_DEADLINE)
+    }
+
+    /// Out of descriptors at `now`: the source holding most closes its oldest handshake if it
+    /// is older than [`EVICT_MIN_AGE`] (a newer one may be a test's own data flow).
+    fn close_stalled(&mut self, now: Instant) -> bool {
+        let Some((ip, n)) = self.heaviest_source() else { return false };
+        self.close_oldest_of(ip, n, now + HANDSHAKE_DEADLINE - EVICT_MIN_AGE)
+    }
+
+    /// The source with the most handshakes, and how many it has.
+    fn heaviest_source(&self) -> Option<(IpAddr, usize)> {
+        self.per_source.iter().max_by_key(|(_, n)| **n).map(|(&ip, &n)| (ip, n))
+    }
+
+    /// Closes the oldest handshake from `ip` (which holds `n`) whose deadline is no later than
+    /// `due_by`; false when it has none.
+    fn close_oldest_of(&mut self, ip: IpAddr, n: usize, due_by: Instant) -> bool {
         // A deadline is the accept time plus HANDSHAKE_DEADLINE, so the queue is oldest first.
-        let latest = stalled_at.map(|now| now + HANDSHAKE_DEADLINE - EVICT_MIN_AGE);
         let token = self
             .order
             .iter()
-            .take_while(|(at, _)| latest.is_none_or(|l| *at <= l))
+            .take_while(|(at, _)| *at <= due_by)
             .map(|(_, t)| *t)
             .find(|t| self.conns.get(t).is_some_and(|c| c.peer.ip().to_canonical() == ip));
         let Some(conn) = token.and_then(|t| self.conns.remove(&t)) else { return false };
@@ -773,7 +788,7 @@ impl<'a> Gate<'a> {
                 format!("{mine} connections from {ip} already in their handshake (recv --max-pending-per-source)"),
             );
         }
-        if self.conns.len() >= self.max_total && !self.evict_heaviest(Some(mine + 1), None) {
+        if self.conns.len() >= self.max_total && !self.make_room_for(mine) {
             return self.shared.drop_conn(peer, format!("{} connections already in their handshake", self.conns.len()));
         }
         if stream.set_nonblocking(true).is_err() {
