@@ -13,10 +13,10 @@ use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{never, run_side, Ending, END_GRACE};
+use crate::runtime::side::{never, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Live, Observer, Quiet, ServerLive};
+use crate::session::live::{run_watched, Live, Observer, Quiet, ServerLive};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
@@ -253,13 +253,13 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
     // Stopped early: the flows end now, not at the planned end.
     let mut halt = || stop.store(true, Ordering::Relaxed);
-    let run = run_side(
+    let run = run_watched(
+        &live,
+        Some(Role::Sender),
+        (spec, t0),
         threads,
         &placement.threads,
         src,
-        (t0, spec.sample_offsets()),
-        &|| live.stopped().is_some(),
-        &mut |iv| live.interval(Role::Sender, iv),
         Ending::Send { halt: &mut halt },
     )?;
     let (window, results, plans) = (run.window, run.results, run.plans);
@@ -399,13 +399,13 @@ pub(crate) fn serve_rr(
     };
     let mut release = || stop.store(true, Ordering::Relaxed);
     // The report shows the client's intervals: the server's are not kept or sent.
-    let run = run_side(
+    let run = run_watched(
+        &live,
+        None,
+        (spec, t0),
         threads,
         &placement.threads,
         src,
-        (t0, spec.sample_offsets()),
-        &|| live.stopped().is_some(),
-        &mut |_| {},
         Ending::Receive { until, ended, stop_cuts: false, release: &mut release },
     )?;
     let (window, plans) = (run.window, run.plans);

@@ -10,11 +10,11 @@ use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{never, run_side, Ending, END_GRACE};
+use crate::runtime::side::{never, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, Quiet};
+use crate::session::live::{run_watched, Live, Observer, Quiet};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
@@ -197,13 +197,13 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
     let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
     // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
     let mut halt_now = || halt.store(true, Ordering::Relaxed);
-    let run = run_side(
+    let run = run_watched(
+        live,
+        Some(Role::Sender),
+        (spec, t0),
         threads,
         &placement.threads,
         src,
-        (t0, spec.sample_offsets()),
-        &|| live.stopped().is_some(),
-        &mut |iv| live.interval(Role::Sender, iv),
         Ending::Send { halt: &mut halt_now },
     )?;
     let (window, results, plans) = (run.window, run.results, run.plans);
@@ -282,13 +282,13 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
     // Stopped early, the far sender ends its flows too: they reach EOF within the grace.
     let mut release = || stop.store(true, Ordering::Relaxed);
-    let run = run_side(
+    let run = run_watched(
+        live,
+        Some(Role::Receiver),
+        (spec, t0),
         threads,
         &placement.threads,
         src,
-        (t0, spec.sample_offsets()),
-        &|| live.stopped().is_some(),
-        &mut |iv| live.interval(Role::Receiver, iv),
         Ending::Receive {
             until: t0 + spec.total() + END_GRACE,
             ended: &never,

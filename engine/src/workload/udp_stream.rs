@@ -18,7 +18,7 @@ use crate::runtime::placement::Placement;
 use crate::runtime::side::{never, run_side, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer};
+use crate::session::live::{run_watched, Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::sys::sockopt;
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
@@ -333,13 +333,13 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
     let t0 = Instant::now();
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &flow_live };
     let mut release = || stop.store(true, Ordering::Relaxed);
-    let run = run_side(
+    let run = run_watched(
+        live,
+        Some(Role::Receiver),
+        (spec, t0),
         threads,
         &placement.threads,
         src,
-        (t0, spec.sample_offsets()),
-        &|| live.stopped().is_some(),
-        &mut |iv| live.interval(Role::Receiver, iv),
         Ending::Receive {
             until: t0 + spec.total() + END_GRACE,
             ended: &never,

@@ -20,15 +20,15 @@ use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{run_side, Ending};
+use crate::runtime::side::Ending;
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer};
+use crate::session::live::{run_watched, Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
-use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow};
+use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow, XdpRecvResult};
 use crate::transport::xdp::send::{self as xsend, XdpSendConfig, XdpSendFlow, XdpSendQueue};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
@@ -199,13 +199,13 @@ fn xdp_send_side(
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&h.ifname), udp: &[] };
     // A stop ends the window and the far end's reception; AF_XDP queues send until the
     // planned end (they have no early stop of their own).
-    let run = run_side(
+    let run = run_watched(
+        live,
+        Some(Role::Sender),
+        (spec, t0),
         threads,
         &placement.threads,
         src,
-        (t0, spec.sample_offsets()),
-        &|| live.stopped().is_some(),
-        &mut |iv| live.interval(Role::Sender, iv),
         Ending::Send { halt: &mut || {} },
     )?;
     let (window, results, plans) = (run.window, run.results, run.plans);
@@ -375,15 +375,7 @@ impl XdpReception {
             stop_cuts: true,
             release: &mut release,
         };
-        let run = run_side(
-            threads,
-            &placement.threads,
-            src,
-            (t0, spec.sample_offsets()),
-            &|| ctl_live.stopped().is_some(),
-            &mut |iv| ctl_live.interval(Role::Receiver, iv),
-            ending,
-        )?;
+        let run = run_watched(ctl_live, Some(Role::Receiver), (spec, t0), threads, &placement.threads, src, ending)?;
         let (window, results, plans) = (run.window, run.results, run.plans);
         let steer: Vec<SteerCounters> = program.counters(nic_queues)?;
         let (mode, program_note) = (program.mode, program.note.clone());
@@ -412,45 +404,57 @@ impl XdpReception {
         let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>());
         let datagrams = received.datagrams;
         report.udp = Some(received);
-        let mut sockets = SocketCounters::default();
-        let mut notes: Vec<String> = program_note.into_iter().collect();
-        for r in &results {
-            sockets.add(&r.sockets);
-            for n in &r.notes {
-                if !notes.contains(n) {
-                    notes.push(n.clone());
-                }
-            }
-        }
-        let steer_sum = steer.iter().fold(SteerCounters::default(), |a, c| SteerCounters {
-            redirected: a.redirected + c.redirected,
-            passed: a.passed + c.passed,
-            dropped: a.dropped + c.dropped,
-        });
-        let frames: u64 = results.iter().map(|r| r.frames).sum();
         let ipv6 = flows.first().is_some_and(|(ip, _)| ip.is_ipv6());
-        let figures = XdpFigures {
-            interface: ifname,
-            nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
-            program_mode: Some(mode),
-            bind: results.iter().find_map(|r| r.bind),
-            need_wakeup: true,
-            frame_len: spec.len + frame::header_len(ipv6) as u32,
-            frames,
-            produced: 0,
-            wakeups: results.iter().map(|r| r.polls).sum(),
-            ring_full: 0,
-            steer: Some(steer_sum),
-            sockets,
-            strangers: results.iter().map(|r| r.strangers).sum(),
-            malformed: results.iter().map(|r| r.malformed).sum(),
-            foreign: results.iter().map(|r| r.foreign).sum(),
-            checksum_unverified: results.iter().map(|r| r.checksum_unverified).sum(),
-            notes,
-        };
+        let frame_len = spec.len + frame::header_len(ipv6) as u32;
+        let figures = receive_figures(&results, ifname, (mode, program_note), &steer, frame_len);
         report.placement = placement.summary.clone();
         report.path = format!("{}, {} datagrams accounted", figures.describe(), datagrams);
         report.xdp = Some(figures);
         Ok(report)
+    }
+}
+
+/// The AF_XDP figures of a reception: what the threads counted, summed, beside the program's
+/// steering counters.
+fn receive_figures(
+    results: &[XdpRecvResult],
+    interface: String,
+    (mode, program_note): (AttachMode, Option<String>),
+    steer: &[SteerCounters],
+    frame_len: u32,
+) -> XdpFigures {
+    let mut sockets = SocketCounters::default();
+    let mut notes: Vec<String> = program_note.into_iter().collect();
+    for r in results {
+        sockets.add(&r.sockets);
+        for n in &r.notes {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+    }
+    let steer_sum = steer.iter().fold(SteerCounters::default(), |a, c| SteerCounters {
+        redirected: a.redirected + c.redirected,
+        passed: a.passed + c.passed,
+        dropped: a.dropped + c.dropped,
+    });
+    XdpFigures {
+        interface,
+        nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
+        program_mode: Some(mode),
+        bind: results.iter().find_map(|r| r.bind),
+        need_wakeup: true,
+        frame_len,
+        frames: results.iter().map(|r| r.frames).sum(),
+        produced: 0,
+        wakeups: results.iter().map(|r| r.polls).sum(),
+        ring_full: 0,
+        steer: Some(steer_sum),
+        sockets,
+        strangers: results.iter().map(|r| r.strangers).sum(),
+        malformed: results.iter().map(|r| r.malformed).sum(),
+        foreign: results.iter().map(|r| r.foreign).sum(),
+        checksum_unverified: results.iter().map(|r| r.checksum_unverified).sum(),
+        notes,
     }
 }
