@@ -575,7 +575,8 @@ fn parse_fail_kind(e: &ParseError) -> FailKind {
     }
 }
 
-/// One thread's loop over connections `first..first+n` (of `total`).
+/// One thread's loop over connections `first..first+n` (of `total`): open and schedule
+/// (the scan), wait, reap the completions; at the end, close every connection.
 fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResult> {
     let cpu0 = own_cpu_ticks();
     let entries = (n * 4).next_power_of_two().clamp(64, 4096);
@@ -592,20 +593,7 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
         bytes: 0,
         opened: 0,
     };
-    let mut conns: Vec<Conn> = (0..n)
-        .map(|i| {
-            // Spread the schedules of all connections evenly over one interval.
-            let offset = sh.interval.map_or(Duration::ZERO, |iv| iv.mul_f64(f64::from(first + i) / f64::from(total)));
-            Conn {
-                stream: None,
-                state: ConnState::Closed(sh.start),
-                generation: 0,
-                parser: ResponseParser::new(sh.head_only),
-                next_at: sh.start + offset,
-                armed: false,
-            }
-        })
-        .collect();
+    let mut conns = new_conns(sh, first, n, total);
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
     let mut last_activity = Instant::now();
     // Closed-loop runs on many connections sleep until several responses are in (or 50 µs
@@ -630,56 +618,8 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
         let rescan = now >= next_event || tally.dirty;
         if rescan {
             tally.dirty = false;
-            busy = 0;
             next_event = now + Duration::from_millis(5);
-        }
-        for (idx, conn) in conns.iter_mut().enumerate().filter(|_| rescan) {
-            if let ConnState::Closed(at) = conn.state {
-                if at > now {
-                    next_event = next_event.min(at);
-                    continue;
-                }
-                if !quota_left {
-                    continue;
-                }
-                match TcpStream::connect_timeout(&sh.addr, sh.timeout) {
-                    Ok(s) => {
-                        let _ = s.set_nodelay(true);
-                        conn.stream = Some(s);
-                        conn.state = ConnState::Idle;
-                        tally.opened += 1;
-                        arm_recv(&mut hr.ring, conn, idx)?;
-                    }
-                    Err(e) => {
-                        let now = Instant::now();
-                        tally.fail(conn, FailKind::Connect, || format!("connect to {}: {e}", sh.addr), now);
-                        continue;
-                    }
-                }
-            }
-            match &conn.state {
-                ConnState::Idle => {
-                    let now = Instant::now();
-                    if sh.interval.is_some() && conn.next_at > now {
-                        next_event = next_event.min(conn.next_at);
-                        continue;
-                    }
-                    if start_request(sh, &mut hr.ring, conn, idx, now)? {
-                        next_event = next_event.min(now + sh.timeout);
-                        busy += 1;
-                    }
-                }
-                ConnState::Busy(f) => {
-                    if now >= f.deadline {
-                        let timeout = sh.timeout;
-                        tally.fail(conn, FailKind::Timeout, || format!("no complete response within {timeout:?}"), now);
-                    } else {
-                        next_event = next_event.min(f.deadline);
-                        busy += 1;
-                    }
-                }
-                ConnState::Closed(_) => {}
-            }
+            busy = scan(sh, &mut hr, &mut conns, &mut tally, (now, quota_left), &mut next_event)?;
         }
         if !quota_left && (rescan && busy == 0 || conns.iter().all(|c| !matches!(c.state, ConnState::Busy(_)))) {
             break;
@@ -695,24 +635,7 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
         if !cqes.is_empty() {
             last_activity = Instant::now();
         }
-        for &(ud, res, flags) in &cqes {
-            let idx = ((ud & 0xffff_ffff) >> 1) as usize;
-            let is_send = ud & 1 == 1;
-            let generation = (ud >> 32) as u32;
-            let bid = cqueue::buffer_select(flags);
-            let Some(conn) = conns.get_mut(idx) else { continue };
-            if generation != conn.generation {
-                if let Some(bid) = bid {
-                    hr.bufs.recycle(bid, res.max(1) as u32);
-                }
-                continue;
-            }
-            if is_send {
-                on_send(sh, &mut hr, conn, idx, res, &mut tally, last_activity)?;
-            } else {
-                on_recv(sh, &mut hr, conn, idx, res, flags, bid, &mut tally, last_activity)?;
-            }
-        }
+        reap(sh, &mut hr, &mut conns, &cqes, &mut tally, last_activity)?;
     }
     let elapsed = sh.start.elapsed();
     for conn in &mut conns {
@@ -729,6 +652,117 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
         cpu_ticks: (cpu1.0.saturating_sub(cpu0.0), cpu1.1.saturating_sub(cpu0.1)),
         elapsed,
     })
+}
+
+/// The thread's connections, closed, their schedules spread evenly over one interval.
+fn new_conns(sh: &Shared, first: u32, n: u32, total: u32) -> Vec<Conn> {
+    (0..n)
+        .map(|i| {
+            let offset = sh.interval.map_or(Duration::ZERO, |iv| iv.mul_f64(f64::from(first + i) / f64::from(total)));
+            Conn {
+                stream: None,
+                state: ConnState::Closed(sh.start),
+                generation: 0,
+                parser: ResponseParser::new(sh.head_only),
+                next_at: sh.start + offset,
+                armed: false,
+            }
+        })
+        .collect()
+}
+
+/// One pass over every connection at `now`: connects the closed ones that are due (while the
+/// quota lasts), starts the requests that are due, fails the ones past their deadline, and
+/// pulls `next_event` in to the earliest of what is pending. Returns the requests in flight.
+fn scan(
+    sh: &Shared,
+    hr: &mut HttpRing,
+    conns: &mut [Conn],
+    tally: &mut Tally,
+    (now, quota_left): (Instant, bool),
+    next_event: &mut Instant,
+) -> Result<u32> {
+    let mut busy = 0;
+    for (idx, conn) in conns.iter_mut().enumerate() {
+        if let ConnState::Closed(at) = conn.state {
+            if at > now {
+                *next_event = (*next_event).min(at);
+                continue;
+            }
+            if !quota_left {
+                continue;
+            }
+            match TcpStream::connect_timeout(&sh.addr, sh.timeout) {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    conn.stream = Some(s);
+                    conn.state = ConnState::Idle;
+                    tally.opened += 1;
+                    arm_recv(&mut hr.ring, conn, idx)?;
+                }
+                Err(e) => {
+                    let now = Instant::now();
+                    tally.fail(conn, FailKind::Connect, || format!("connect to {}: {e}", sh.addr), now);
+                    continue;
+                }
+            }
+        }
+        match &conn.state {
+            ConnState::Idle => {
+                let now = Instant::now();
+                if sh.interval.is_some() && conn.next_at > now {
+                    *next_event = (*next_event).min(conn.next_at);
+                    continue;
+                }
+                if start_request(sh, &mut hr.ring, conn, idx, now)? {
+                    *next_event = (*next_event).min(now + sh.timeout);
+                    busy += 1;
+                }
+            }
+            ConnState::Busy(f) => {
+                if now >= f.deadline {
+                    let timeout = sh.timeout;
+                    tally.fail(conn, FailKind::Timeout, || format!("no complete response within {timeout:?}"), now);
+                } else {
+                    *next_event = (*next_event).min(f.deadline);
+                    busy += 1;
+                }
+            }
+            ConnState::Closed(_) => {}
+        }
+    }
+    Ok(busy)
+}
+
+/// Hands each completion to its connection's send or receive step; a completion of an
+/// earlier connection on the same slot (an older generation) only gives its buffer back.
+fn reap(
+    sh: &Shared,
+    hr: &mut HttpRing,
+    conns: &mut [Conn],
+    cqes: &[(u64, i32, u32)],
+    tally: &mut Tally,
+    last_activity: Instant,
+) -> Result<()> {
+    for &(ud, res, flags) in cqes {
+        let idx = ((ud & 0xffff_ffff) >> 1) as usize;
+        let is_send = ud & 1 == 1;
+        let generation = (ud >> 32) as u32;
+        let bid = cqueue::buffer_select(flags);
+        let Some(conn) = conns.get_mut(idx) else { continue };
+        if generation != conn.generation {
+            if let Some(bid) = bid {
+                hr.bufs.recycle(bid, res.max(1) as u32);
+            }
+            continue;
+        }
+        if is_send {
+            on_send(sh, hr, conn, idx, res, tally, last_activity)?;
+        } else {
+            on_recv(sh, hr, conn, idx, res, flags, bid, tally, last_activity)?;
+        }
+    }
+    Ok(())
 }
 
 fn on_send(
