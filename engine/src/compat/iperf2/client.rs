@@ -15,11 +15,12 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::{sample_window, QueueCounters, SampleSources, Window};
+use crate::metrics::measure::{QueueCounters, SampleSources, Window};
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
+use crate::runtime::side::Ending;
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::StreamHalves;
-use crate::session::live::Live;
+use crate::session::live::{run_watched, Live};
 use crate::session::sender::{decide_zerocopy, SendOptions};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
@@ -219,14 +220,12 @@ fn send_udp(
     let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
         udp_send::run(flows, &worker_counters, &cfg)
     })?;
-    let src = SampleSources { counters: &counters, tids: &threads.tids, sockets: &[], iface, udp: &[] };
-    let finished = || threads.all_finished() || live.stopped().is_some();
-    let window = sample_window(t0, spec.sample_offsets(), &src, &finished, &mut |iv| live.interval(Role::Sender, iv));
-    if live.stopped().is_some() {
-        halt.store(true, Ordering::Relaxed);
-    }
-    let plans: Vec<_> = placement.threads.iter().cloned().zip(threads.tids.iter().copied()).collect();
-    let results = threads.join()?;
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &[] };
+    // Stopped early: the flows end now (and send their FINs), not at the planned end.
+    let mut halt_now = || halt.store(true, Ordering::Relaxed);
+    let ending = Ending::Send { halt: &mut halt_now };
+    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, &placement.threads, src, ending)?;
+    let (window, results, plans) = (run.window, run.results, run.plans);
     let sent: Vec<UdpFlowSent> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let outcomes: Vec<FlowOutcome> =
         sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
