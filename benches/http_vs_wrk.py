@@ -10,8 +10,8 @@ What it does
     127.0.0.1:18180, and starts nginx pinned to CPU 1 (taskset -c 1). It is checked (a real
     GET of the file) before each run and restarted if it died; at the end it gets SIGKILL,
     also on Ctrl-C / SIGTERM / errors.
-  * For each run r, runs both clients once, interleaved; which tool goes first alternates
-    from run to run (order bias). Both clients are pinned to CPU 0 (taskset -c 0), one
+  * For each run r, runs both clients once, interleaved; the order rotates from run to
+    run and runs backwards every other run (order bias). Both clients are pinned to CPU 0 (taskset -c 0), one
     thread, the same number of connections and the same duration:
       uringbench: taskset -c 0 BIN http URL -c 64 -d 10s -t 1 -J
       wrk:        taskset -c 0 wrk -t1 -c64 -d10s --latency URL
@@ -457,7 +457,7 @@ def explain_header(args, wrk_version):
     return [
         "nginx (1 worker, master_process off, access_log off) pinned to CPU %d serves a "
         "%d-byte file on %s; clients pinned to CPU %d, 1 thread, %d keep-alive connections, "
-        "%d s per run, %d interleaved runs (order alternates). wrk: %s."
+        "%d s per run, %d interleaved runs (order rotates, reversed every other run). wrk: %s."
         % (CPU_SERVER, FILE_SIZE, URL, CPU_CLIENT, args.connections, args.time, args.runs,
            wrk_version or "version unknown"),
         "requests/s: as reported (uringbench transactions_per_second; wrk Requests/sec).",
@@ -685,8 +685,7 @@ def main(argv):
                 if args.prev_binary:
                     tools.insert(1, ("uringbench-prev", lambda a, r, t: run_uringbench(
                         a, r, t, tool="uringbench-prev")))
-                k = (run - 1) % len(tools)
-                tools = tools[k:] + tools[:k]
+                tools = sv.run_order(tools, run)
                 for order, (_name, fn) in enumerate(tools, 1):
                     nginx.ensure()
                     res = fn(args, run, tmp)

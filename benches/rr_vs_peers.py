@@ -13,7 +13,7 @@ What it does
     ubrr-b = server host 10.77.0.2) and removes it at the end, also on Ctrl-C / SIGTERM /
     errors.
   * For each run r, runs the three tools once each, interleaved; the order rotates from run to
-    run (order bias).
+    run and runs backwards every other run (order bias: no tool always follows the same one).
   * Same pinning for all: server on CPU 1, client on CPU 0 (taskset -c).
   * Every process is bounded in time (client timeouts; servers SIGTERM -> SIGKILL).
 
@@ -409,7 +409,7 @@ def p_cell(tool, t, key):
 def explain(args):
     return [
         "One %s flow, one transaction in flight, netns pair over veth; server pinned to CPU %d, "
-        "client to CPU %d (taskset); %g s per run, %d interleaved runs, order rotated per run."
+        "client to CPU %d (taskset); %g s per run, %d interleaved runs, order rotated per run and reversed every other run."
         % ("UDP" if args.udp else "TCP", CPU_SRV, CPU_CLI, args.time, args.runs),
         "Message sizes: uringbench 1 B request / 1 B response; iperf2 64 B (its bounceback "
         "minimum); sockperf 14 B (its minimum).",
@@ -587,8 +587,7 @@ def main(argv):
         pair_up = True
         with tempfile.TemporaryDirectory(prefix="ubrr-") as tmp:
             for run in range(1, args.runs + 1):
-                k = (run - 1) % len(TOOLS)
-                order = TOOLS[k:] + TOOLS[:k]
+                order = sv.run_order(TOOLS, run)
                 for pos, tool in enumerate(order, 1):
                     res = RUNNERS[tool](args, run, tmp)
                     res["order"] = pos

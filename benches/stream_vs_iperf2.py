@@ -10,7 +10,8 @@ What it does
     10.77.0.1, ubbench-b = receiver host 10.77.0.2) and removes it at the end, also on
     Ctrl-C / SIGTERM / errors.
   * For each queue count Q and each run r, runs uringbench and iperf2 once each,
-    interleaved; which tool goes first alternates from run to run (order bias).
+    interleaved; the order rotates from run to run and runs backwards every other run (order
+    bias: each tool goes first in turn, and none always follows the same one).
   * Both tools get the same pinning: receiver on CPU 1, sender on CPU 0 (taskset -c).
   * Every process is bounded in time (client timeouts, server shutdown SIGTERM -> SIGKILL).
 
@@ -621,6 +622,18 @@ def add_common_args(ap):
                          "(reported as uringbench-prev, with this/previous ratios)")
 
 
+def run_order(tools, run):
+    """The order of `tools` in run `run` (from 1): rotated by one place per run, and backwards
+    in every even run. So each tool goes first in turn, and no tool always follows the same one:
+    with rotation alone the cyclic order never changes, and whatever a tool leaves behind
+    (a busy-polling peer, a warm or cold cache, sockets in TIME_WAIT) always falls on the same
+    successor, which biased the this-build/previous-build pair of every rotation-only run."""
+    tools = list(tools)
+    k = (run - 1) % len(tools)
+    order = tools[k:] + tools[:k]
+    return order[::-1] if run % 2 == 0 else order
+
+
 def check_prev_binary(ap, args):
     """--prev-binary must name an executable; it is kept as an absolute path."""
     if args.prev_binary:
@@ -808,10 +821,8 @@ def main(argv):
                     if args.prev_binary:
                         tools.insert(1, ("uringbench-prev", lambda a, q_, r_, t_: run_uringbench(
                             a, q_, r_, t_, binary=args.prev_binary, tool="uringbench-prev")))
-                    # Rotate the order from slot to slot: each tool goes first in turn.
-                    k = slot % len(tools)
-                    tools = tools[k:] + tools[:k]
                     slot += 1
+                    tools = run_order(tools, slot)
                     slot_ok = False
                     for _name, fn in tools:
                         res = fn(args, q, run, tmp)

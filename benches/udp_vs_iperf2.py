@@ -11,8 +11,8 @@ What it does
     10.77.0.1, ubudp-b = receiver host 10.77.0.2) and removes it at the end, also on
     Ctrl-C / SIGTERM / errors.
   * For each run r, runs three tools once each, interleaved; the order rotates from run
-    to run (run 1: a b c, run 2: b c a, run 3: c a b, ...) so that no tool always goes
-    first or last:
+    to run and runs backwards every other run (run 1: a b c, run 2: a c b, run 3: c a b,
+    run 4: c b a, ...) so that no tool always goes first or last, or follows the same one:
       (a) uringbench UDP with GSO on the sender and GRO on the receiver:
             ip netns exec ubudp-b taskset -c 1 uringbench recv --once --port 5300
             ip netns exec ubudp-a taskset -c 0 uringbench send --target 10.77.0.2
@@ -495,7 +495,7 @@ def explain_header(args):
             "no rate limit (uringbench default -b 0, iperf2 -b %s)" % UNPACED_IPERF_RATE)
     return [
         "Receiver pinned to CPU %d, sender to CPU %d (taskset), netns pair over veth, MTU %d, "
-        "%d-byte datagrams, %s, %g s per run, %d interleaved runs (order rotates)."
+        "%d-byte datagrams, %s, %g s per run, %d interleaved runs (order rotates, reversed every other run)."
         % (CPU_RECV, CPU_SEND, args.mtu, args.len, load, args.time, args.runs),
         "Received Mdgram/s (headline, same definition for both tools): datagrams the "
         "receiver got over the WHOLE test / whole-test duration. uringbench: "
@@ -694,8 +694,7 @@ def main(argv):
         log(pair("up", args.mtu))
         with tempfile.TemporaryDirectory(prefix="ubudp-") as tmp:
             for run in range(1, args.runs + 1):
-                k = (run - 1) % len(args.tools)
-                order = args.tools[k:] + args.tools[:k]
+                order = sv.run_order(args.tools, run)
                 run_ok = False
                 for pos, tool in enumerate(order, 1):
                     res = runners[tool](args, tool, run, tmp)
