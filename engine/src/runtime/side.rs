@@ -25,6 +25,14 @@ pub(crate) enum Ending<'a> {
     Receive { until: Instant, ended: &'a dyn Fn() -> bool, stop_cuts: bool, release: &'a mut dyn FnMut() },
 }
 
+impl<'a> Ending<'a> {
+    /// A receiving side whose flows end when the far sender's do (EOF, FIN): it waits for its
+    /// threads until `until`, a stop does not cut the wait short, then `release` lets them go.
+    pub(crate) fn with_the_sender(until: Instant, release: &'a mut dyn FnMut()) -> Self {
+        Ending::Receive { until, ended: &never, stop_cuts: false, release }
+    }
+}
+
 /// Flows that end only with their threads.
 pub fn never() -> bool {
     false

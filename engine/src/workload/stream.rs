@@ -10,7 +10,7 @@ use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{never, Ending, END_GRACE};
+use crate::runtime::side::{Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
@@ -289,12 +289,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
         threads,
         &placement.threads,
         src,
-        Ending::Receive {
-            until: t0 + spec.total() + END_GRACE,
-            ended: &never,
-            stop_cuts: false,
-            release: &mut release,
-        },
+        Ending::with_the_sender(t0 + spec.total() + END_GRACE, &mut release),
     )?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();

@@ -15,7 +15,7 @@ use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{never, run_side, Ending, END_GRACE};
+use crate::runtime::side::{run_side, Ending, END_GRACE};
 use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
 use crate::session::live::{run_watched, Live, Observer};
@@ -340,12 +340,7 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
         threads,
         &placement.threads,
         src,
-        Ending::Receive {
-            until: t0 + spec.total() + END_GRACE,
-            ended: &never,
-            stop_cuts: false,
-            release: &mut release,
-        },
+        Ending::with_the_sender(t0 + spec.total() + END_GRACE, &mut release),
     )?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
