@@ -190,51 +190,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let worker_counters = Arc::clone(&counters);
     let placement = session.placement.clone();
-    let queue_of = |flow: u32| spec.queue_of_flow(flow);
-    // Open (or announce) the flows the server waits for, by transport.
-    let flows = match (spec.workload, spec.proto) {
-        (Workload::Crr, _) => {
-            session.negotiate(spec, Vec::new())?;
-            let port = session.data_port.ok_or_else(|| {
-                Error::protocol(format!("receiver {peer} accepted a crr test without a port to connect to"))
-            })?;
-            let items = (0..spec.flows()).map(|f| (queue_of(f), CrrFlow { queue: queue_of(f) })).collect();
-            ClientFlows::Crr(items, SocketAddr::new(session.target_ip, port))
-        }
-        (_, Proto::Udp) => {
-            let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
-            let (sockets, ports) = udp_stream::flow_sockets(local.ip().to_canonical(), spec.flows())?;
-            session.negotiate(spec, ports)?;
-            let target = SocketAddr::new(session.target_ip, opts.port);
-            let mut items = Vec::with_capacity(sockets.len());
-            for (flow, socket) in (0..).zip(sockets) {
-                socket.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
-                items.push((queue_of(flow), UdpRrFlow { socket, queue: queue_of(flow) }));
-            }
-            ClientFlows::Udp(items)
-        }
-        (_, Proto::Tcp) => {
-            session.negotiate(spec, Vec::new())?;
-            let mut items = Vec::with_capacity(spec.flows() as usize);
-            for flow in 0..spec.flows() {
-                let mut stream = control::connect_from(
-                    &opts.target,
-                    opts.port,
-                    Duration::from_secs(3),
-                    &opts.local,
-                    Some(&spec.tuning),
-                )?;
-                crate::sys::sockopt::apply_tuning(&stream, &spec.tuning, true)
-                    .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
-                let _ = stream.set_nodelay(true);
-                stream
-                    .write_all(&session.data_hello(flow))
-                    .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
-                items.push((queue_of(flow), RrFlow { stream, queue: queue_of(flow) }));
-            }
-            ClientFlows::Tcp(items)
-        }
-    };
+    let flows = open_flows(opts, &mut session)?;
     session.wait_ready()?;
     let live = session.start_live(spec, observer)?;
     let t0 = Instant::now();
@@ -303,6 +259,56 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         latency: LatencySummary::of(&latency),
         failures,
         error,
+    })
+}
+
+/// Opens (or, for UDP and crr, announces) the flows the server waits for, by transport.
+fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientFlows> {
+    let spec = &opts.spec;
+    let peer = session.peer.clone();
+    let queue_of = |flow: u32| spec.queue_of_flow(flow);
+    Ok(match (spec.workload, spec.proto) {
+        (Workload::Crr, _) => {
+            session.negotiate(spec, Vec::new())?;
+            let port = session.data_port.ok_or_else(|| {
+                Error::protocol(format!("receiver {peer} accepted a crr test without a port to connect to"))
+            })?;
+            let items = (0..spec.flows()).map(|f| (queue_of(f), CrrFlow { queue: queue_of(f) })).collect();
+            ClientFlows::Crr(items, SocketAddr::new(session.target_ip, port))
+        }
+        (_, Proto::Udp) => {
+            let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
+            let (sockets, ports) = udp_stream::flow_sockets(local.ip().to_canonical(), spec.flows())?;
+            session.negotiate(spec, ports)?;
+            let target = SocketAddr::new(session.target_ip, opts.port);
+            let mut items = Vec::with_capacity(sockets.len());
+            for (flow, socket) in (0..).zip(sockets) {
+                socket.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
+                items.push((queue_of(flow), UdpRrFlow { socket, queue: queue_of(flow) }));
+            }
+            ClientFlows::Udp(items)
+        }
+        (_, Proto::Tcp) => {
+            session.negotiate(spec, Vec::new())?;
+            let mut items = Vec::with_capacity(spec.flows() as usize);
+            for flow in 0..spec.flows() {
+                let mut stream = control::connect_from(
+                    &opts.target,
+                    opts.port,
+                    Duration::from_secs(3),
+                    &opts.local,
+                    Some(&spec.tuning),
+                )?;
+                crate::sys::sockopt::apply_tuning(&stream, &spec.tuning, true)
+                    .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
+                let _ = stream.set_nodelay(true);
+                stream
+                    .write_all(&session.data_hello(flow))
+                    .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
+                items.push((queue_of(flow), RrFlow { stream, queue: queue_of(flow) }));
+            }
+            ClientFlows::Tcp(items)
+        }
     })
 }
 
