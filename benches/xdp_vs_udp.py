@@ -10,7 +10,7 @@ What it does
   * Creates the netns pair "uxbench" (scripts/netns-pair.sh; uxbench-a = sender 10.77.0.1,
     uxbench-b = receiver 10.77.0.2, MTU 1500) and removes it at the end, also on Ctrl-C.
   * For each datagram length and each run, runs the tools once each, interleaved, the
-    order rotating from run to run, with the same pinning (receiver CPU 1, sender CPU 0):
+    order rotating from run to run and reversed every other run (sv.run_order), with the same pinning (receiver CPU 1, sender CPU 0):
       (x) uringbench --engine xdp at both ends (AF_XDP sockets, uringbench's XDP program on
           the receiver's veth: native mode, copy-mode sockets):
             ip netns exec uxbench-b taskset -c 1 uringbench recv --once --engine xdp
@@ -224,9 +224,8 @@ def main(argv):
         with tempfile.TemporaryDirectory(prefix="uxbench-") as tmp:
             for length in args.lens:
                 for run in range(1, args.runs + 1):
-                    k = (run - 1) % len(args.tools)
                     run_ok = False
-                    for tool in args.tools[k:] + args.tools[:k]:
+                    for tool in sv.run_order(args.tools, run):
                         res = run_tool(args, tool, length, run, tmp)
                         results.append(res)
                         uv.progress(res, args.runs)
