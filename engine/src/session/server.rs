@@ -743,15 +743,14 @@ impl<'a> Gate<'a> {
     /// its oldest handshake, if it holds more than the newcomer's would with it.
     fn make_room_for(&mut self, mine: usize) -> bool {
         let Some((ip, n)) = self.heaviest_source() else { return false };
-        // Every deadline is at most HANDSHAKE_DEADLINE from now: any age will do.
-        n > mine + 1 && self.close_oldest_of(ip, n, Instant::now() + HANDSHAKE_DEADLINE)
+        n > mine + 1 && self.close_oldest_of(ip, n, Instant::now(), Duration::ZERO)
     }
 
     /// Out of descriptors at `now`: the source holding most closes its oldest handshake if it
     /// is older than [`EVICT_MIN_AGE`] (a newer one may be a test's own data flow).
     fn close_stalled(&mut self, now: Instant) -> bool {
         let Some((ip, n)) = self.heaviest_source() else { return false };
-        self.close_oldest_of(ip, n, now + HANDSHAKE_DEADLINE - EVICT_MIN_AGE)
+        self.close_oldest_of(ip, n, now, EVICT_MIN_AGE)
     }
 
     /// The source with the most handshakes, and how many it has.
@@ -759,10 +758,11 @@ impl<'a> Gate<'a> {
         self.per_source.iter().max_by_key(|(_, n)| **n).map(|(&ip, &n)| (ip, n))
     }
 
-    /// Closes the oldest handshake from `ip` (which holds `n`) whose deadline is no later than
-    /// `due_by`; false when it has none.
-    fn close_oldest_of(&mut self, ip: IpAddr, n: usize, due_by: Instant) -> bool {
+    /// Closes the oldest handshake from `ip` (which holds `n`) that is at least `min_age` old
+    /// at `now`; false when it has none.
+    fn close_oldest_of(&mut self, ip: IpAddr, n: usize, now: Instant, min_age: Duration) -> bool {
         // A deadline is the accept time plus HANDSHAKE_DEADLINE, so the queue is oldest first.
+        let due_by = now + HANDSHAKE_DEADLINE - min_age;
         let token = self
             .order
             .iter()
