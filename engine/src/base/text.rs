@@ -40,9 +40,27 @@ pub fn escape_controls(text: &str) -> String {
     out
 }
 
+/// `items` without repeats, each where it first appears (notes and path texts gathered from
+/// several threads read in the threads' order).
+pub(crate) fn first_seen(items: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_seen_keeps_the_first_of_each_in_order() {
+        let got = first_seen(["b", "a", "b", "c", "a"].map(String::from));
+        assert_eq!(got, ["b", "a", "c"]);
+    }
 
     #[test]
     fn a_forged_line_stays_on_one_line() {

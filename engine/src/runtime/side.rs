@@ -46,13 +46,11 @@ pub(crate) struct SideRun<R> {
     pub plans: Vec<(ThreadPlan, i32)>,
 }
 
-/// Runs the side whose `threads` were started from `plans`: samples `src` (its `tids` are
-/// the threads') from `t0` at `offsets`, hands each closed interval to `sink`, polls
-/// `stopped`, ends as `ending` says, and joins; a failed or panicked thread is the side's
-/// error.
+/// Runs the side whose `threads` are started: samples `src` (its `tids` are the threads')
+/// from `t0` at `offsets`, hands each closed interval to `sink`, polls `stopped`, ends as
+/// `ending` says, and joins; a failed or panicked thread is the side's error.
 pub(crate) fn run_side<R: Send + 'static>(
     threads: QueueThreads<R>,
-    plans: &[ThreadPlan],
     src: SampleSources<'_>,
     (t0, offsets): (Instant, impl IntoIterator<Item = Duration>),
     stopped: &dyn Fn() -> bool,
@@ -80,7 +78,7 @@ pub(crate) fn run_side<R: Send + 'static>(
             release();
         }
     }
-    let plans: Vec<_> = plans.iter().cloned().zip(threads.tids.iter().copied()).collect();
+    let plans: Vec<_> = threads.plans.iter().cloned().zip(threads.tids.iter().copied()).collect();
     let results = threads.join()?;
     Ok(SideRun { window, results, plans })
 }
@@ -120,7 +118,7 @@ mod tests {
             stop_cuts: false,
             release: &mut release,
         };
-        let run = run_side(threads, &plans, src, (t0, offsets), &|| false, &mut |_| {}, ending).unwrap();
+        let run = run_side(threads, src, (t0, offsets), &|| false, &mut |_| {}, ending).unwrap();
         assert!(run.window.complete, "the whole window was sampled");
         assert_eq!(run.results, vec![7]);
         assert!(t0.elapsed() >= Duration::from_millis(60), "waited for the flows until the hard end");
@@ -145,10 +143,9 @@ mod tests {
         let offsets = vec![Duration::ZERO, Duration::from_secs(30)];
         let mut stop = || halt.store(true, Ordering::Relaxed);
         let started = Instant::now();
-        let err =
-            run_side(threads, &plans, src, (started, offsets), &|| true, &mut |_| {}, Ending::Send { halt: &mut stop })
-                .err()
-                .expect("a panicked thread fails the side");
+        let err = run_side(threads, src, (started, offsets), &|| true, &mut |_| {}, Ending::Send { halt: &mut stop })
+            .err()
+            .expect("a panicked thread fails the side");
         assert!(started.elapsed() < Duration::from_secs(5), "the stop ended the window and the thread");
         assert!(err.message.contains("queue 0 gave up"), "the panic message is kept: {}", err.message);
     }

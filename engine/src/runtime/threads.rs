@@ -11,6 +11,8 @@ pub(crate) struct QueueThreads<R> {
     handles: Vec<JoinHandle<Result<R>>>,
     /// Kernel thread ids, in plan order, for per-thread CPU accounting.
     pub tids: Vec<i32>,
+    /// The plan each thread runs (its CPU and queues), in the same order.
+    pub plans: Vec<ThreadPlan>,
     finished: Arc<AtomicUsize>,
 }
 
@@ -51,7 +53,7 @@ impl<R: Send + 'static> QueueThreads<R> {
         for (i, tid) in tid_rx.iter().take(plans.len()) {
             tids[i] = tid;
         }
-        Ok(Self { handles, tids, finished })
+        Ok(Self { handles, tids, plans: plans.to_vec(), finished })
     }
 
     /// Whether every thread has returned.

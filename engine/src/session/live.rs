@@ -11,7 +11,6 @@ use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::figures::{IntervalFigures, Role, SideReport};
 use crate::metrics::measure::SampleSources;
-use crate::runtime::placement::ThreadPlan;
 use crate::runtime::side::{run_side, Ending, SideRun};
 use crate::runtime::threads::QueueThreads;
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
@@ -43,7 +42,6 @@ pub(crate) fn run_watched<R: Send + 'static>(
     shown_as: Option<Role>,
     (spec, t0): (&TestSpec, Instant),
     threads: QueueThreads<R>,
-    plans: &[ThreadPlan],
     src: SampleSources<'_>,
     ending: Ending<'_>,
 ) -> Result<SideRun<R>> {
@@ -52,7 +50,7 @@ pub(crate) fn run_watched<R: Send + 'static>(
             live.interval(role, iv);
         }
     };
-    run_side(threads, plans, src, (t0, spec.sample_offsets()), &|| live.stopped().is_some(), &mut sink, ending)
+    run_side(threads, src, (t0, spec.sample_offsets()), &|| live.stopped().is_some(), &mut sink, ending)
 }
 
 /// The first local signal stops the test; the far end is told once, so it stops too.

@@ -209,15 +209,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
     // Stopped early: the flows end now, not at the planned end.
     let mut halt = || stop.store(true, Ordering::Relaxed);
-    let run = run_watched(
-        &live,
-        Some(Role::Sender),
-        (spec, t0),
-        threads,
-        &placement.threads,
-        src,
-        Ending::Send { halt: &mut halt },
-    )?;
+    let run = run_watched(&live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut halt })?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let mut latency = latency_histogram();
     let mut failures = RrFailures::default();
@@ -410,7 +402,6 @@ pub(crate) fn serve_rr(
         None,
         (spec, t0),
         threads,
-        &placement.threads,
         src,
         Ending::Receive { until, ended, stop_cuts: false, release: &mut release },
     )?;

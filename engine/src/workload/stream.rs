@@ -197,15 +197,7 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
     let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
     // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
     let mut halt_now = || halt.store(true, Ordering::Relaxed);
-    let run = run_watched(
-        live,
-        Some(Role::Sender),
-        (spec, t0),
-        threads,
-        &placement.threads,
-        src,
-        Ending::Send { halt: &mut halt_now },
-    )?;
+    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut halt_now })?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
@@ -287,7 +279,6 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
         Some(Role::Receiver),
         (spec, t0),
         threads,
-        &placement.threads,
         src,
         Ending::with_the_sender(t0 + spec.total() + END_GRACE, &mut release),
     )?;

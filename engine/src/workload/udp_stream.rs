@@ -223,7 +223,6 @@ fn udp_send_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, t0: Instant, liv
     let mut halt_now = || halt.store(true, Ordering::Relaxed);
     let run = run_side(
         threads,
-        &placement.threads,
         src,
         (t0, spec.sample_offsets()),
         &|| stop_reason().is_some(),
@@ -338,7 +337,6 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
         Some(Role::Receiver),
         (spec, t0),
         threads,
-        &placement.threads,
         src,
         Ending::with_the_sender(t0 + spec.total() + END_GRACE, &mut release),
     )?;

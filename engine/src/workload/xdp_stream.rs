@@ -15,6 +15,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::base::text::first_seen;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::metrics::seq::{LiveStats, SeqStats};
@@ -199,15 +200,7 @@ fn xdp_send_side(
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&h.ifname), udp: &[] };
     // A stop ends the window and the far end's reception; AF_XDP queues send until the
     // planned end (they have no early stop of their own).
-    let run = run_watched(
-        live,
-        Some(Role::Sender),
-        (spec, t0),
-        threads,
-        &placement.threads,
-        src,
-        Ending::Send { halt: &mut || {} },
-    )?;
+    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut || {} })?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
@@ -232,12 +225,8 @@ fn xdp_send_side(
     };
     for r in &results {
         figures.sockets.add(&r.sockets);
-        for n in &r.notes {
-            if !figures.notes.contains(n) {
-                figures.notes.push(n.clone());
-            }
-        }
     }
+    figures.notes = first_seen(results.iter().flat_map(|r| r.notes.iter().cloned()));
     sender.path = format!("{}, {} B datagrams", figures.describe(), spec.len);
     sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
     sender.xdp = Some(figures);
@@ -375,7 +364,7 @@ impl XdpReception {
             stop_cuts: true,
             release: &mut release,
         };
-        let run = run_watched(ctl_live, Some(Role::Receiver), (spec, t0), threads, &placement.threads, src, ending)?;
+        let run = run_watched(ctl_live, Some(Role::Receiver), (spec, t0), threads, src, ending)?;
         let (window, results, plans) = (run.window, run.results, run.plans);
         let steer: Vec<SteerCounters> = program.counters(nic_queues)?;
         let (mode, program_note) = (program.mode, program.note.clone());
@@ -424,15 +413,10 @@ fn receive_figures(
     frame_len: u32,
 ) -> XdpFigures {
     let mut sockets = SocketCounters::default();
-    let mut notes: Vec<String> = program_note.into_iter().collect();
     for r in results {
         sockets.add(&r.sockets);
-        for n in &r.notes {
-            if !notes.contains(n) {
-                notes.push(n.clone());
-            }
-        }
     }
+    let notes = first_seen(program_note.into_iter().chain(results.iter().flat_map(|r| r.notes.iter().cloned())));
     let steer_sum = steer.iter().fold(SteerCounters::default(), |a, c| SteerCounters {
         redirected: a.redirected + c.redirected,
         passed: a.passed + c.passed,

@@ -14,6 +14,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
+use crate::base::text::first_seen;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{QueueCounters, SampleSources, Window};
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
@@ -224,7 +225,7 @@ fn send_udp(
     // Stopped early: the flows end now (and send their FINs), not at the planned end.
     let mut halt_now = || halt.store(true, Ordering::Relaxed);
     let ending = Ending::Send { halt: &mut halt_now };
-    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, &placement.threads, src, ending)?;
+    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, ending)?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let sent: Vec<UdpFlowSent> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let outcomes: Vec<FlowOutcome> =
@@ -233,12 +234,7 @@ fn send_udp(
     if let Some(reason) = live.stopped() {
         sender.stopped_early(spec, &reason);
     }
-    let mut paths: Vec<String> = Vec::new();
-    for p in results.iter().map(|r| r.path.describe()) {
-        if !paths.contains(&p) {
-            paths.push(p);
-        }
-    }
+    let paths = first_seen(results.iter().map(|r| r.path.describe()));
     sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B datagrams (iperf2 header, 64-bit sequence numbers), iperf2 FIN exchange at the end",
