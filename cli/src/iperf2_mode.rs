@@ -7,6 +7,7 @@ use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendAr
 use std::io::Write;
 use std::sync::Arc;
 use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::base::stop::StopToken;
 use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::format_bits_per_second;
 use uringbench::compat::iperf2::{
@@ -17,7 +18,7 @@ use uringbench::uring::fastpath::FastPaths;
 use uringbench::Error;
 
 /// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
-pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
+pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     if args.repeat != 1 {
         return Err(Error::usage("--repeat is not available with --iperf2: run the command once per repetition"));
     }
@@ -57,8 +58,8 @@ pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
         local,
         // iperf2 has no authentication of its own.
         psk: None,
+        stop,
     };
-    uringbench::sys::interrupt::install();
     let report = run_send(&opts)?;
     let mut out = std::io::stdout().lock();
     match format {
@@ -80,7 +81,7 @@ pub fn send(args: &SendArgs, fast: FastPaths) -> Result<u8, Error> {
 }
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
-pub fn recv(args: &RecvArgs, fast: FastPaths) -> Result<u8, Error> {
+pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     // The native receiver's authentication and address filter: an iperf2 client has neither.
     if args.psk_file.is_some() || !args.allow.is_empty() {
         return Err(Error::usage(
@@ -96,7 +97,7 @@ pub fn recv(args: &RecvArgs, fast: FastPaths) -> Result<u8, Error> {
         once: args.once,
         max_time: args.max_time,
         max_flows: args.max_queues,
-        shutdown: None,
+        stop,
         fast,
     };
     let listeners = bind_receiver(&opts)?;

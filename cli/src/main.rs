@@ -14,7 +14,9 @@ use live_out::{LiveOut, Out, Style};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use uringbench::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
+use uringbench::base::stop::StopToken;
 use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::{self, format_bits_per_second};
 use uringbench::metrics::figures::{Role, SCHEMA_VERSION};
@@ -113,18 +115,42 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Commands that run tests end them early on a signal, with what they measured; the
+    // others keep the default action (a Ctrl-C on `doctor` ends it at once).
+    let runs_tests = matches!(
+        cli.command,
+        Command::Recv(_)
+            | Command::Send(_)
+            | Command::Http(_)
+            | Command::Rr(_)
+            | Command::Crr(_)
+            | Command::Sweep(_)
+            | Command::Search(_)
+            | Command::Experiment(_)
+    );
+    let stop = if runs_tests {
+        match stop_on_signals() {
+            Ok(stop) => stop,
+            Err(e) => {
+                eprintln!("uringbench: {e}");
+                return ExitCode::from(e.exit_code() as u8);
+            }
+        }
+    } else {
+        StopToken::new()
+    };
     let result = match cli.command {
-        Command::Recv(args) => recv(args),
-        Command::Send(args) => send(args),
-        Command::Http(args) => http(args),
-        Command::Rr(args) => rr(args, Workload::Rr),
-        Command::Crr(args) => rr(args, Workload::Crr),
+        Command::Recv(args) => recv(args, stop),
+        Command::Send(args) => send(args, stop),
+        Command::Http(args) => http(args, stop),
+        Command::Rr(args) => rr(args, Workload::Rr, stop),
+        Command::Crr(args) => rr(args, Workload::Crr, stop),
         Command::Doctor(args) => doctor_cmd::doctor(args),
-        Command::Sweep(args) => sweep_cmd::sweep(args),
+        Command::Sweep(args) => sweep_cmd::sweep(args, stop),
         Command::Report(args) => sweep_cmd::report(args),
         Command::Compare(args) => tuning_cmd::compare(args),
-        Command::Search(args) => tuning_cmd::search(args),
-        Command::Experiment(args) => tuning_cmd::experiment(args),
+        Command::Search(args) => tuning_cmd::search(args, stop),
+        Command::Experiment(args) => tuning_cmd::experiment(args, stop),
         Command::Settings(args) => tuning_cmd::settings(args),
     };
     match result {
@@ -136,14 +162,54 @@ fn main() -> ExitCode {
     }
 }
 
-fn recv(args: RecvArgs) -> Result<u8, Error> {
+/// How long after the first stop signal another one forces an exit. A shorter gap is the same
+/// stop delivered twice: GNU `timeout` and a terminal signal the process and then its process
+/// group, microseconds apart.
+const FORCE_EXIT_AFTER: Duration = Duration::from_millis(500);
+
+/// Maps the stop signals (SIGINT, SIGTERM, SIGHUP) onto a new stop token: the first one
+/// stops it, so the running test ends early with its report; another one at least
+/// [`FORCE_EXIT_AFTER`] later reverts every setting still applied and exits at once. Call it
+/// before any other thread exists (the signals are blocked here, and so in every later thread).
+fn stop_on_signals() -> Result<StopToken, Error> {
+    let signals = uringbench::sys::signals::StopSignals::block()?;
+    let stop = StopToken::new();
+    let token = stop.clone();
+    std::thread::Builder::new()
+        .name("ub-signals".into())
+        .spawn(move || {
+            let mut first: Option<std::time::Instant> = None;
+            while let Some(signal) = signals.wait() {
+                match first {
+                    None => {
+                        first = Some(std::time::Instant::now());
+                        token.stop(signal.name);
+                    }
+                    Some(at) if at.elapsed() >= FORCE_EXIT_AFTER => {
+                        let (reverted, failed) = uringbench::sys::settings::revert_registered();
+                        if reverted > 0 {
+                            eprintln!("uringbench: interrupted: reverted {reverted} setting(s)");
+                        }
+                        for e in &failed {
+                            eprintln!("uringbench: interrupted: {e}");
+                        }
+                        std::process::exit(if failed.is_empty() { 128 + signal.number } else { 1 });
+                    }
+                    Some(_) => {}
+                }
+            }
+        })
+        .map_err(|e| Error::io("starting the signal watcher", e))?;
+    Ok(stop)
+}
+
+fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(args.zc_rx.as_deref())?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
-        return iperf2_mode::recv(&args, fast);
+        return iperf2_mode::recv(&args, fast, stop);
     }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
-    uringbench::sys::interrupt::install();
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
@@ -168,6 +234,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             .map(|c| c.parse().map_err(|e| Error::usage(format!("--allow: {e}"))))
             .collect::<Result<_, _>>()?,
         max_pending_per_source: args.max_pending_per_source,
+        stop,
         variants: args
             .variants
             .as_deref()
@@ -177,10 +244,6 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
         fast,
     };
     let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
-    if cfg.variants.is_some() {
-        // Before any other thread: a variant's settings are reverted on Ctrl-C or a kill.
-        uringbench::sys::settings::revert_on_interrupt()?;
-    }
     let listener = server::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
         let line = match event {
@@ -223,8 +286,8 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             ServerEvent::Dropped { peer, reason } => {
                 format!("dropped connection from {peer}: {}", peer_text(&reason))
             }
-            ServerEvent::Stopping { signal, running } => {
-                format!("uringbench recv: {signal}: accepting no more tests, ending {running} running")
+            ServerEvent::Stopping { cause, running } => {
+                format!("uringbench recv: {cause}: accepting no more tests, ending {running} running")
             }
             ServerEvent::VariantApplied { name, applied } => {
                 format!(
@@ -258,13 +321,13 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
     Ok(if ok { 0 } else { 1 })
 }
 
-fn send(args: SendArgs) -> Result<u8, Error> {
+fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
     if args.iperf2 {
-        return iperf2_mode::send(&args, fast);
+        return iperf2_mode::send(&args, fast, stop);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
@@ -317,8 +380,8 @@ fn send(args: SendArgs) -> Result<u8, Error> {
         local,
         fast,
         psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
+        stop,
     };
-    uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
     if args.output.json_stream && format == Format::Csv {
         return Err(Error::usage("--json-stream writes JSON; it does not combine with --format csv"));
@@ -360,7 +423,7 @@ fn send(args: SendArgs) -> Result<u8, Error> {
             (None, Format::Json) => {}
         }
         reports.push(report);
-        if uringbench::sys::interrupt::requested() {
+        if opts.stop.is_stopped() {
             break; // The partial run is reported; no more runs.
         }
     }
@@ -382,12 +445,12 @@ fn send(args: SendArgs) -> Result<u8, Error> {
     } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
         eprintln!("uringbench: {e}");
     }
-    let interrupted_early = uringbench::sys::interrupt::requested() && reports.len() < repeat;
+    let interrupted_early = opts.stop.is_stopped() && reports.len() < repeat;
     let all_complete = stopped.is_none() && !interrupted_early && reports.iter().all(|r| r.complete());
     Ok(if all_complete { 0 } else { 1 })
 }
 
-fn http(args: HttpArgs) -> Result<u8, Error> {
+fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
     use uringbench::workload::http::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
     let opts = HttpOptions {
         url: args.url,
@@ -406,8 +469,8 @@ fn http(args: HttpArgs) -> Result<u8, Error> {
         timeout: args.timeout,
         cpus: args.cpus.map(|c| c.0),
         threads: args.threads,
+        stop,
     };
-    uringbench::sys::interrupt::install();
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Text {
         // The summary comes at the end; say at once what runs, and for how long at most.
@@ -561,7 +624,7 @@ fn render_summary(s: &RepeatSummary) -> String {
     out
 }
 
-fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
+fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None)?;
     if args.queues == 0 || args.flows_per_queue == 0 || args.window.time.is_zero() {
         return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
@@ -601,8 +664,8 @@ fn rr(args: RrArgs, workload: Workload) -> Result<u8, Error> {
         local,
         fast,
         psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
+        stop,
     };
-    uringbench::sys::interrupt::install();
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
     let observer: Arc<dyn Observer> = if format == Format::Json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };

@@ -6,6 +6,7 @@ use crate::{busy, port_or_default, print_json};
 use std::io::Write;
 use std::path::Path;
 use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::base::stop::StopToken;
 use uringbench::report::fleet::{self, FleetReport};
 use uringbench::report::saved::SavedResults;
 use uringbench::session::sender::SendOptions;
@@ -55,7 +56,7 @@ pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
-pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
+pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     let (param, values) = swept(&args)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let single = |list: &Option<ValueList>| list.as_ref().map(|l| l.0[0]);
@@ -91,6 +92,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
             local: Default::default(),
             fast: Default::default(),
             psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
+            stop,
         },
         param,
         values,
@@ -100,8 +102,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
-    // The first signal ends the running test early and stops the sweep after it.
-    uringbench::sys::interrupt::install();
+    // A stop ends the running test early and the sweep after it.
     let result = sweep::run(
         &plan,
         |r| r.verdict().bottleneck.to_string(),
@@ -134,8 +135,8 @@ pub fn sweep(args: SweepArgs) -> Result<u8, Error> {
         }
     }
     let _ = out.flush();
-    if let Some(signal) = uringbench::sys::interrupt::signal_name() {
-        eprintln!("uringbench: sweep stopped by {signal}; the runs so far are reported and saved");
+    if let Some(cause) = plan.base.stop.cause() {
+        eprintln!("uringbench: sweep stopped by {cause}; the runs so far are reported and saved");
         return Ok(1);
     }
     if !result.complete() {

@@ -5,6 +5,7 @@ use crate::{busy, port_or_default, print_json, xdp_mode};
 use std::io::Write;
 use uringbench::analysis::compare::{self, Metric};
 use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::base::stop::StopToken;
 use uringbench::metrics::summary::DEFAULT_SEED;
 use uringbench::session::sender::SendOptions;
 use uringbench::sys::settings::{self, Change, Journal};
@@ -37,7 +38,7 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-pub fn search(args: SearchArgs) -> Result<u8, Error> {
+pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
@@ -67,6 +68,7 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
         local: Default::default(),
         fast: Default::default(),
         psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
+        stop,
     };
     let plan = SearchPlan {
         spec: spec.clone(),
@@ -94,6 +96,9 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
     let result = search::search(
         &plan,
         |spec| {
+            if let Some(cause) = base.stop.cause() {
+                return Err(Error::peer(format!("search stopped by {cause} before its answer")));
+            }
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
             run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet))
                 .map(|r| TrialFigures::of_json(&r.to_json()))
@@ -116,13 +121,13 @@ pub fn search(args: SearchArgs) -> Result<u8, Error> {
     Ok(if result.found() { 0 } else { 1 })
 }
 
-pub fn experiment(args: ExperimentArgs) -> Result<u8, Error> {
+pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let text =
         std::fs::read_to_string(&args.plan).map_err(|e| Error::usage(format!("{}: {e}", args.plan.display())))?;
     let plan =
         Plan::parse(&text).map_err(|e| Error { message: format!("{}: {}", args.plan.display(), e.message), ..e })?;
-    // Before any other thread exists: Ctrl-C and kills are turned into a revert and exit 130.
-    settings::revert_on_interrupt()?;
+    // A stop (Ctrl-C, a kill) ends the running test early, reverts and exits 130; a second
+    // signal reverts from the signal watcher and exits at once.
     let state = args.state.clone().unwrap_or_else(|| settings::default_state("experiment"));
     let journal =
         settings::register(Journal::create(&state, &format!("uringbench experiment {}", args.plan.display()))?);
@@ -143,9 +148,12 @@ pub fn experiment(args: ExperimentArgs) -> Result<u8, Error> {
         plan.seed,
         state.display()
     ));
+    // Settings reverted once a stop came: what the interrupted experiment undid.
+    let mut reverted_after_stop = 0;
     let outcome = experiment::run(
         &plan,
         &journal,
+        &stop,
         |opts| match opts.spec.workload {
             Workload::Stream => uringbench::workload::stream::run_send(opts).map(|r| r.to_json()),
             Workload::Rr | Workload::Crr => uringbench::workload::rr::run_rr(opts).map(|r| r.to_json()),
@@ -157,14 +165,23 @@ pub fn experiment(args: ExperimentArgs) -> Result<u8, Error> {
                 if warmup { " (warm-up)" } else { "" },
                 run_summary(doc)
             )),
-            Progress::Reverted { variant, count } => say(format!("{variant}: reverted {count} setting(s)")),
+            Progress::Reverted { variant, count } => {
+                if stop.is_stopped() {
+                    reverted_after_stop += count;
+                }
+                say(format!("{variant}: reverted {count} setting(s)"))
+            }
         },
     );
     // Whatever happened, nothing may stay changed: the engine reverts; say so if it could not.
     let leftover = journal.lock().unwrap_or_else(|p| p.into_inner()).entries().len();
     if leftover > 0 {
         let revert = journal.lock().unwrap_or_else(|p| p.into_inner()).revert();
-        revert?;
+        reverted_after_stop += revert?.len();
+    }
+    if let Some(cause) = stop.cause() {
+        eprintln!("uringbench: interrupted: reverted {reverted_after_stop} setting(s) after {cause}");
+        return Ok(130);
     }
     let result = outcome?;
     let comparison = compare::compare_experiment(&result, plan.seed)?;

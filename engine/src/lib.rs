@@ -9,8 +9,8 @@
 //!
 //! | layer | holds |
 //! |---|---|
-//! | [`base`] | errors, units, the test spec |
-//! | [`sys`] | socket options, TCP_INFO, probes, /proc and /sys, netlink, BPF, AF_XDP sockets, signals, host settings |
+//! | [`base`] | errors, units, the test spec, the stop token |
+//! | [`sys`] | socket options, TCP_INFO, probes, /proc and /sys, netlink, BPF, AF_XDP sockets, stop signals, host settings |
 //! | [`doctor`] | host readiness checks |
 //! | [`wire`] | byte formats: UDP payload header, iperf2, HTTP/1.1, frames |
 //! | [`uring`] | rings, waiting, registered memory, fast paths, zcrx |
@@ -48,11 +48,13 @@ mod layer_rules;
 pub use crate::base::error::{Error, ErrorKind, Result};
 
 // The engine's front door: a test is described by a `TestSpec`, sent with `run_send`, served
-// by `serve` on a `ReceiverConfig`, and reported as a `StreamReport`. Everything else is
-// reached through its layer.
+// by `serve` on a `ReceiverConfig` with the receiver's `Workloads`, ended early through a
+// `StopToken`, and reported as a `StreamReport`. Everything else is reached through its layer.
 pub use crate::base::spec::{Direction, Proto, TestSpec};
+pub use crate::base::stop::StopToken;
 pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve, ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::uring::fastpath::FastPaths;
+pub use crate::workload::receive::Workloads;
 pub use crate::workload::stream::run_send;

@@ -523,6 +523,7 @@ impl CompareReport {
 pub(crate) mod tests {
     use super::*;
     use crate::analysis::stats::normal_samples;
+    use crate::base::stop::StopToken;
 
     pub(crate) fn variant(name: &str, gbps: &[f64]) -> Variant {
         let runs = gbps
@@ -625,6 +626,7 @@ pub(crate) mod tests {
         let result = run(
             &plan,
             &journal,
+            &StopToken::new(),
             |opts| {
                 // The command variant's mark exists exactly while its runs are made.
                 let marked = mark.exists();
@@ -648,9 +650,32 @@ pub(crate) mod tests {
         assert!(doc["compare"]["comparisons"].is_array());
         // The first run failing ends it, reverted.
         let journal = register(Journal::create(&state, "test").unwrap());
-        let e = run(&plan, &journal, |_| Err(Error::peer("refused: no such variant")), |_| {}).unwrap_err();
+        let e = run(&plan, &journal, &StopToken::new(), |_| Err(Error::peer("refused: no such variant")), |_| {})
+            .unwrap_err();
         assert!(e.message.contains("refused"), "{e}");
         assert!(!mark.exists() && !state.exists());
+        // A stop during the third run ends the experiment after it, reverted, with the runs so far.
+        let journal = register(Journal::create(&state, "test").unwrap());
+        let stop = StopToken::new();
+        let mut runs = 0;
+        let result = run(
+            &plan,
+            &journal,
+            &stop,
+            |_| {
+                runs += 1;
+                if runs == 3 {
+                    stop.stop("SIGINT");
+                }
+                Ok(json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"receiver": {"bits_per_second": 1e9}}}))
+            },
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(runs, 3, "no run after the stop");
+        let kept: usize = result.variants.iter().map(|v| v.runs.len()).sum();
+        assert_eq!(kept, 1, "a warm-up and a measured run, then the warm-up that saw the stop: {kept}");
+        assert!(!mark.exists() && !state.exists(), "reverted after the stop");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -2,5 +2,6 @@
 
 pub mod error;
 pub mod spec;
+pub mod stop;
 pub mod text;
 pub mod units;

@@ -9,6 +9,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
+use crate::base::stop::StopToken;
 use crate::metrics::figures::{SideReport, StreamReport};
 use crate::runtime::threads::panic_error;
 use crate::session::control::{self, ControlMsg};
@@ -123,11 +124,12 @@ pub(crate) fn run_stream<H: StreamHalves>(
 /// (forward flows) and of what it sent (reverse flows).
 pub(crate) fn serve_stream<H: StreamHalves>(
     ctl: &mut TcpStream,
+    stop: &StopToken,
     spec: &TestSpec,
     h: &H,
     flows: Vec<Indexed<H::Flow>>,
 ) -> Result<(Option<SideReport>, Option<SideReport>)> {
-    let live = ServerLive::start(ctl)?;
+    let live = ServerLive::start(ctl, stop.clone())?;
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
     control::write_msg(ctl, &ControlMsg::Ready)?;

@@ -9,12 +9,12 @@
 
 use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
+use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, Role, SideReport};
 use crate::metrics::measure::SampleSources;
 use crate::runtime::side::{run_side, Ending, SideRun};
 use crate::runtime::threads::QueueThreads;
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
-use crate::sys::interrupt;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,10 +53,9 @@ pub(crate) fn run_watched<R: Send + 'static>(
     run_side(threads, src, (t0, spec.sample_offsets()), &|| live.stopped().is_some(), &mut sink, ending)
 }
 
-/// The first local signal stops the test; the far end is told once, so it stops too.
-fn local_stop(writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String> {
-    let signal = interrupt::signal_name()?;
-    let reason = format!("{signal} on the {who}");
+/// A stop of this host's token ends the test; the far end is told once, so it stops too.
+fn local_stop(stop: &StopToken, writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String> {
+    let reason = format!("{} on the {who}", stop.cause()?);
     if !told.swap(true, Ordering::AcqRel) {
         let _ = writer.send(&ControlMsg::Stop { reason: reason.clone() });
     }
@@ -65,19 +64,20 @@ fn local_stop(writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String
 
 /// `recv`'s side of a test: intervals go to the sender as they close; a `stop` from the
 /// sender, the sender's control connection closing (the sender was killed, or went away
-/// without a word), or a signal to `recv` ends the test.
+/// without a word), or a stop of `recv`'s token (a signal) ends the test.
 pub(crate) struct ServerLive {
     pub watch: CtlWatch,
     writer: CtlWriter,
     told: AtomicBool,
+    stop: StopToken,
 }
 
 impl ServerLive {
     /// Starts watching the control channel once the test is accepted and its flows are in.
-    pub(crate) fn start(ctl: &TcpStream) -> Result<Self> {
+    pub(crate) fn start(ctl: &TcpStream, stop: StopToken) -> Result<Self> {
         // A sender sends nothing during a test but small messages (stop, finished).
         let watch = CtlWatch::start(ctl, MAX_FRAME, Box::new(|_, _| {}))?;
-        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?, told: AtomicBool::new(false) })
+        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?, told: AtomicBool::new(false), stop })
     }
 }
 
@@ -86,7 +86,7 @@ impl Live for ServerLive {
         self.watch
             .stop_reason()
             .or_else(|| self.watch.closed().map(|e| format!("the sender went away: {e}")))
-            .or_else(|| local_stop(&self.writer, &self.told, "receiver"))
+            .or_else(|| local_stop(&self.stop, &self.writer, &self.told, "receiver"))
     }
     fn interval(&self, role: Role, mut interval: IntervalFigures) {
         // The report shows the receiver's bytes per interval and the sender's TCP view; the
@@ -153,18 +153,19 @@ impl Store {
 }
 
 /// The sending host's side of a test: the far end's intervals and ours, paired and kept; a
-/// signal here or a `stop` from `recv` ends the test.
+/// stop of this host's token (a signal, a library caller) or a `stop` from `recv` ends the test.
 pub(crate) struct SenderLive {
     pub watch: CtlWatch,
     writer: CtlWriter,
     told: AtomicBool,
+    stop: StopToken,
     store: Arc<Mutex<Store>>,
     observer: Arc<dyn Observer>,
 }
 
 impl SenderLive {
     /// Starts watching `ctl`; `paired`: whether intervals wait for the far end's half.
-    pub(crate) fn start(ctl: &TcpStream, observer: Arc<dyn Observer>, paired: bool) -> Result<Self> {
+    pub(crate) fn start(ctl: &TcpStream, observer: Arc<dyn Observer>, paired: bool, stop: StopToken) -> Result<Self> {
         let store = Arc::new(Mutex::new(Store::new(paired)));
         let (remote_store, remote_observer) = (Arc::clone(&store), Arc::clone(&observer));
         let watch = CtlWatch::start(
@@ -176,6 +177,7 @@ impl SenderLive {
             watch,
             writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?,
             told: AtomicBool::new(false),
+            stop,
             store,
             observer,
         })
@@ -250,7 +252,7 @@ fn add(store: &Mutex<Store>, observer: &dyn Observer, local: bool, role: Role, i
 
 impl Live for SenderLive {
     fn stopped(&self) -> Option<String> {
-        self.watch.stop_reason().or_else(|| local_stop(&self.writer, &self.told, "sender"))
+        self.watch.stop_reason().or_else(|| local_stop(&self.stop, &self.writer, &self.told, "sender"))
     }
     fn interval(&self, role: Role, interval: IntervalFigures) {
         add(&self.store, self.observer.as_ref(), true, role, interval);

@@ -4,6 +4,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec, ZeroCopyMode};
+use crate::base::stop::StopToken;
 use crate::metrics::figures::{PathFacts, Role, SideReport, StreamReport};
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::runtime::side::END_GRACE;
@@ -33,6 +34,9 @@ pub struct SendOptions {
     pub fast: crate::uring::fastpath::FastPaths,
     /// `--psk-file`: authenticate to the receiver (and it to us) before sending the test.
     pub psk: Option<crate::session::auth::Psk>,
+    /// Ends the test early (and a sweep, search or experiment between runs); the report says
+    /// it was interrupted and why. Clones of the options share it.
+    pub stop: StopToken,
 }
 
 /// Decides whether SEND_ZC is used, and why; warns when the memlock limit will not let the
@@ -94,6 +98,7 @@ pub(crate) struct SenderSession {
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
+    stop: StopToken,
 }
 
 impl SenderSession {
@@ -137,6 +142,7 @@ impl SenderSession {
             receiver_placement: String::new(),
             psk: opts.psk.clone(),
             key: None,
+            stop: opts.stop.clone(),
         })
     }
 
@@ -188,7 +194,7 @@ impl SenderSession {
         // Streams show each interval once both ends' figures are in; transaction tests show
         // the client's alone.
         let paired = spec.workload == crate::base::spec::Workload::Stream;
-        let live = SenderLive::start(&self.ctl, Arc::clone(&observer), paired)?;
+        let live = SenderLive::start(&self.ctl, Arc::clone(&observer), paired, self.stop.clone())?;
         observer.started(&StartInfo {
             spec: spec.clone(),
             target: self.peer.clone(),

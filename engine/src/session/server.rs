@@ -11,6 +11,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
+use crate::base::stop::StopToken;
 use crate::metrics::figures::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::session::auth::{self, Nonce, Psk, SessionKey};
@@ -211,6 +212,8 @@ pub struct ReceiverConfig {
     pub allow: Vec<Cidr>,
     /// Connections from one source address in their handshake at once.
     pub max_pending_per_source: usize,
+    /// Ends the receiver: no new tests, and the running ones end now with their reports.
+    pub stop: StopToken,
 }
 
 /// A network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`, or one address).
@@ -287,9 +290,10 @@ pub enum ServerEvent {
         peer: SocketAddr,
         reason: String,
     },
-    /// A signal arrived: no new tests; the running ones end now, each with its report.
+    /// The receiver's stop token was stopped (a signal): no new tests; the running ones end
+    /// now, each with its report.
     Stopping {
-        signal: &'static str,
+        cause: String,
         running: usize,
     },
     Dropped {
@@ -510,11 +514,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) -> Result<bool> {
         if shared.once_done.load(Ordering::Acquire) {
             return Ok(shared.once_ok.load(Ordering::Acquire));
         }
-        if let Some(signal) = crate::sys::interrupt::signal_name() {
+        if let Some(cause) = shared.cfg.stop.cause().map(str::to_owned) {
             drop(gate);
             drop(listener);
             let running = shared.active.load(Ordering::Acquire);
-            (shared.events)(ServerEvent::Stopping { signal, running });
+            (shared.events)(ServerEvent::Stopping { cause, running });
             // Each running test sees the signal in its sampler, stops its flows, tells its
             // sender and returns its report; the bound covers a sender that never answers.
             let deadline = Instant::now() + STOP_GRACE;
@@ -1222,6 +1226,7 @@ fn run_session(shared: &Shared, work: Admitted) {
         udp_ports: &udp_ports,
         placement: &placement,
         caps: &shared.caps,
+        stop: &shared.cfg.stop,
         shared,
         id,
         key,
@@ -1358,6 +1363,8 @@ pub struct Test<'a> {
     pub udp_ports: &'a [u16],
     pub placement: &'a Placement,
     pub caps: &'a KernelCaps,
+    /// The receiver's stop token: the test's live watch ends the test when it is stopped.
+    pub stop: &'a StopToken,
     shared: &'a Shared,
     id: u64,
     /// The authenticated session's key: its data flows must present a tag made with it.
@@ -1586,6 +1593,7 @@ mod tests {
             psk: None,
             allow: Vec::new(),
             max_pending_per_source: 64,
+            stop: StopToken::new(),
         };
         let listener = bind(&cfg).unwrap();
         let addr = listener.local_addr().unwrap();

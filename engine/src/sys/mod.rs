@@ -2,11 +2,11 @@
 
 pub mod epoll;
 pub mod hostinfo;
-pub mod interrupt;
 pub(crate) mod netlink;
 pub mod netpath;
 pub mod probe;
 pub mod settings;
+pub mod signals;
 pub mod sockopt;
 pub mod tcpinfo;
 pub mod xdp;

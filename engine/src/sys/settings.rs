@@ -743,12 +743,12 @@ impl Journal {
     }
 }
 
-/// A journal shared with the interrupt watcher.
+/// A journal shared with the forced-exit path (see [`revert_registered`]).
 pub(crate) type SharedJournal = Arc<Mutex<Journal>>;
 
 static LIVE: Mutex<Vec<Weak<Mutex<Journal>>>> = Mutex::new(Vec::new());
 
-/// Registers a journal for [`revert_on_interrupt`]: reverted if the process is interrupted
+/// Registers a journal for [`revert_registered`]: reverted if the process is forced to exit
 /// while it is alive.
 pub fn register(journal: Journal) -> SharedJournal {
     let shared = Arc::new(Mutex::new(journal));
@@ -756,54 +756,26 @@ pub fn register(journal: Journal) -> SharedJournal {
     shared
 }
 
-/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it spawns later: call
-/// it before any other thread exists), and starts a thread that waits for them: on one it
-/// reverts every registered journal, says so on stderr, and exits with 130. Handling the
-/// signal on a thread of its own, rather than in a handler, lets the revert run ordinary
-/// code (files, ethtool, tc) while the test threads are stopped by the exit.
-pub fn revert_on_interrupt() -> Result<()> {
-    // SAFETY: a zeroed sigset_t is a valid argument for sigemptyset, which initialises it.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid sigset_t owned by this function.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
+/// Reverts every registered journal that is still alive and not empty: the last step before a
+/// forced exit (a second signal while a stopped run is still ending), so that no setting
+/// outlives the process. A run that ends normally reverts its own journal; this is only for
+/// the exit that does not wait for it. Returns how many settings were reverted, and the
+/// journals that could not be (their state files stay for `uringbench settings revert`).
+pub fn revert_registered() -> (usize, Vec<Error>) {
+    let live: Vec<SharedJournal> =
+        LIVE.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(Weak::upgrade).collect();
+    let (mut reverted, mut failed) = (0, Vec::new());
+    for journal in live {
+        let mut journal = journal.lock().unwrap_or_else(|p| p.into_inner());
+        if journal.entries().is_empty() {
+            continue;
+        }
+        match journal.revert() {
+            Ok(done) => reverted += done.len(),
+            Err(e) => failed.push(e),
+        }
     }
-    // SAFETY: `set` is initialised; the old mask is not needed.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(Error::io("blocking SIGINT", std::io::Error::from_raw_os_error(rc)));
-    }
-    std::thread::Builder::new()
-        .name("ub-revert".into())
-        .spawn(move || {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: `set` is initialised and `sig` is a valid out-parameter.
-            if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
-                return;
-            }
-            let live: Vec<SharedJournal> =
-                LIVE.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(Weak::upgrade).collect();
-            let mut code = 130;
-            for j in live {
-                let mut j = j.lock().unwrap_or_else(|p| p.into_inner());
-                if j.entries().is_empty() {
-                    continue;
-                }
-                match j.revert() {
-                    Ok(done) => eprintln!("uringbench: interrupted: reverted {} setting(s)", done.len()),
-                    Err(e) => {
-                        eprintln!("uringbench: interrupted: {e}");
-                        code = 1;
-                    }
-                }
-            }
-            std::process::exit(code);
-        })
-        .map_err(|e| Error::io("starting the interrupt watcher", e))?;
-    Ok(())
+    (reverted, failed)
 }
 
 /// The default state file for this network namespace and purpose.

@@ -14,6 +14,7 @@
 //! that name. The sender never sends a setting or a command.
 
 use crate::base::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
+use crate::base::stop::StopToken;
 use crate::base::units::{parse_cpu_list, parse_duration, parse_rate, parse_size};
 use crate::session::sender::SendOptions;
 use crate::sys::settings::{Change, SettingsSpec, SharedJournal};
@@ -234,6 +235,7 @@ impl Plan {
             local: Default::default(),
             fast: Default::default(),
             psk: None,
+            stop: StopToken::new(),
         })
     }
 
@@ -292,10 +294,11 @@ fn failed_run(e: &Error) -> Value {
 pub fn run(
     plan: &Plan,
     journal: &SharedJournal,
+    stop: &StopToken,
     mut run_test: impl FnMut(&SendOptions) -> Result<Value>,
     mut progress: impl FnMut(Progress),
 ) -> Result<ExperimentResult> {
-    let base = plan.send_options()?;
+    let base = SendOptions { stop: stop.clone(), ..plan.send_options()? };
     let orders = plan.block_orders();
     let mut variants: Vec<VariantRuns> = plan
         .variants
@@ -319,7 +322,7 @@ pub fn run(
     // A variant whose first run fails ends the experiment: there would be nothing to compare
     // (the receiver refused its variant, or the variant broke the path).
     let mut tried = vec![false; plan.variants.len()];
-    for (b, order) in orders.iter().enumerate() {
+    'blocks: for (b, order) in orders.iter().enumerate() {
         for &vi in order {
             let v = &plan.variants[vi];
             let mut applied = Vec::new();
@@ -366,8 +369,15 @@ pub fn run(
                 if !warmup {
                     variants[vi].runs.push(doc);
                 }
+                if stop.is_stopped() {
+                    break;
+                }
             }
             revert(&v.name, &mut progress)?;
+            if stop.is_stopped() {
+                // The run that saw the stop is kept as far as it got; no more runs.
+                break 'blocks;
+            }
         }
     }
     Ok(ExperimentResult {

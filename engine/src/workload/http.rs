@@ -14,6 +14,7 @@
 //! not hidden by the client waiting for it (coordinated omission).
 
 use crate::base::error::{Error, Result};
+use crate::base::stop::StopToken;
 use crate::metrics::measure::{clock_ticks, parse_task_stat};
 use crate::runtime::placement::{resolve_cpus, ThreadPlan};
 use crate::runtime::threads::QueueThreads;
@@ -138,6 +139,8 @@ pub struct HttpOptions {
     pub timeout: Duration,
     pub cpus: Option<Vec<usize>>,
     pub threads: Option<u32>,
+    /// Ends the run early; the report says it was interrupted and why.
+    pub stop: StopToken,
 }
 
 /// Kinds of failed requests. A non-2xx status is not one of them: it is a status count.
@@ -295,6 +298,7 @@ struct Shared {
     interval: Option<Duration>,
     start: Instant,
     end: Instant,
+    stop: StopToken,
     /// Request quota (`-n`) and how much of it has been taken.
     quota: Option<u64>,
     issued: AtomicU64,
@@ -376,6 +380,7 @@ pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
         interval: rate.map(|r| Duration::from_secs_f64(f64::from(opts.connections) / r)),
         start,
         end: start + opts.duration,
+        stop: opts.stop.clone(),
         quota: opts.requests,
         issued: AtomicU64::new(0),
     });
@@ -448,9 +453,11 @@ fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<Threa
         latency_us,
         status,
         non_2xx,
-        complete: errors.total() == 0 && requests > 0 && !crate::sys::interrupt::requested(),
-        interrupted: crate::sys::interrupt::signal_name()
-            .map(|signal| format!("interrupted at {secs:.1} s of {:.1} s ({signal})", opts.duration.as_secs_f64())),
+        complete: errors.total() == 0 && requests > 0 && !opts.stop.is_stopped(),
+        interrupted: opts
+            .stop
+            .cause()
+            .map(|cause| format!("interrupted at {secs:.1} s of {:.1} s ({cause})", opts.duration.as_secs_f64())),
         errors,
         connections_opened: opened,
         cpu,
@@ -611,7 +618,7 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
     let mut busy = 0;
     loop {
         let now = Instant::now();
-        if now >= sh.end || crate::sys::interrupt::requested() {
+        if now >= sh.end || sh.stop.is_stopped() {
             break;
         }
         let quota_left = sh.quota.is_none_or(|q| sh.issued.load(Ordering::Relaxed) < q);
@@ -1074,6 +1081,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             cpus: None,
             threads: None,
+            stop: StopToken::new(),
         };
         let req = String::from_utf8(build_request(&url, &opts).unwrap()).unwrap();
         assert_eq!(

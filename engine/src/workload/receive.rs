@@ -39,7 +39,7 @@ impl TestRunner for Workloads {
             let steer: Vec<(usize, u32)> = test.placement.threads.iter().map(|t| (t.cpu, t.queues[0])).collect();
             let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
             test.accept(Some(port))?;
-            return rr::serve_rr(test.ctl, spec, ServerFlows::Crr(listeners, spread), test.placement)
+            return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Crr(listeners, spread), test.placement)
                 .map(|r| (Some(r), None));
         }
         if let Some(xdp) = self.xdp.as_ref().filter(|_| {
@@ -55,23 +55,24 @@ impl TestRunner for Workloads {
                 }
             };
             test.accept(None)?;
-            return reception.serve(test.ctl, spec, test.placement).map(|r| (Some(r), None));
+            return reception.serve(test.ctl, test.stop, spec, test.placement).map(|r| (Some(r), None));
         }
         if spec.proto == Proto::Udp {
             // Sockets first, so the sender's first datagrams find them (with GRO on).
             let sockets = udp_stream::receiver_sockets(test.ctl, test.udp_ports)?;
             test.accept(None)?;
             if spec.workload == Workload::Rr {
-                return rr::serve_rr(test.ctl, spec, ServerFlows::Udp(sockets), test.placement)
+                return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Udp(sockets), test.placement)
                     .map(|r| (Some(r), None));
             }
-            return udp_stream::serve_udp(test.ctl, spec, sockets, test.placement);
+            return udp_stream::serve_udp(test.ctl, test.stop, spec, sockets, test.placement);
         }
         let flows = test.accept_flows()?;
         if spec.workload == Workload::Rr {
-            return rr::serve_rr(test.ctl, spec, ServerFlows::Tcp(flows), test.placement).map(|r| (Some(r), None));
+            return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Tcp(flows), test.placement)
+                .map(|r| (Some(r), None));
         }
-        stream::serve_test(test.ctl, spec, flows, test.placement, test.caps)
+        stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.caps)
     }
 }
 

@@ -10,6 +10,7 @@
 use super::udp_stream;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload};
+use crate::base::stop::StopToken;
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
@@ -324,6 +325,7 @@ pub(crate) enum ServerFlows {
 /// counts.
 pub(crate) fn serve_rr(
     ctl: &mut TcpStream,
+    stop_token: &StopToken,
     spec: &TestSpec,
     flows: ServerFlows,
     placement: &Placement,
@@ -332,7 +334,7 @@ pub(crate) fn serve_rr(
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(QueueCounters::new(spec.queues as usize));
     let worker_counters = Arc::clone(&counters);
-    let live = ServerLive::start(ctl)?;
+    let live = ServerLive::start(ctl, stop_token.clone())?;
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     let cfg = config(spec, placement, t0, &stop);

@@ -7,6 +7,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
+use crate::base::stop::StopToken;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
@@ -135,6 +136,7 @@ impl StreamHalves for TcpHalves<'_> {
 /// received (forward) and of what it sent (reverse).
 pub(crate) fn serve_test(
     ctl: &mut TcpStream,
+    stop: &StopToken,
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,
@@ -149,7 +151,7 @@ pub(crate) fn serve_test(
         let path = PathProbe::to(peer_ip, spec.flows());
         (decide_zerocopy(spec.zerocopy, caps, &path, spec.len)?, path.interface().map(str::to_string))
     };
-    serve_stream(ctl, spec, &TcpHalves { spec, placement, caps, zc, iface }, flows)
+    serve_stream(ctl, stop, spec, &TcpHalves { spec, placement, caps, zc, iface }, flows)
 }
 
 /// The sending half of a test over connected TCP flows: queue threads write until the

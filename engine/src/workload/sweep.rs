@@ -249,8 +249,8 @@ pub fn run(
                 report: report.as_ref(),
                 sweep: &result,
             });
-            if crate::sys::interrupt::requested() {
-                // The run that saw the signal was reported as far as it got; no more runs.
+            if plan.base.stop.is_stopped() {
+                // The run that saw the stop was reported as far as it got; no more runs.
                 return Ok(result);
             }
         }

@@ -11,6 +11,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
+use crate::base::stop::StopToken;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::metrics::seq::{LiveStats, SeqStats};
@@ -277,6 +278,7 @@ fn reuseport_socket(local: SocketAddr, peer: SocketAddr) -> Result<UdpSocket> {
 /// what it received and of what it sent.
 pub(crate) fn serve_udp(
     ctl: &mut TcpStream,
+    stop: &StopToken,
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,
     placement: &Placement,
@@ -289,7 +291,7 @@ pub(crate) fn serve_udp(
     }
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
     let iface = peer_ip.and_then(|ip| crate::sys::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
-    serve_stream(ctl, spec, &UdpHalves { spec, placement, iface, serving: true }, flows)
+    serve_stream(ctl, stop, spec, &UdpHalves { spec, placement, iface, serving: true }, flows)
 }
 
 /// The receiving half over prepared UDP sockets: measures the window from now and waits for

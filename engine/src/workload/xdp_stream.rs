@@ -15,6 +15,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{QueueCounters, SampleSources};
@@ -176,6 +177,7 @@ fn xdp_send_side(
     let items: Vec<(u32, XdpSendQueue)> =
         xsks.into_iter().zip(per_queue).map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows })).collect();
     let total_flows = u64::from(spec.flows().max(1));
+    let halt = Arc::new(AtomicBool::new(false));
     let inputs: Vec<(Vec<XdpSendQueue>, XdpSendConfig)> = deal_by_queue(&placement.threads, items)
         .into_iter()
         .map(|queues| {
@@ -183,6 +185,7 @@ fn xdp_send_side(
             let cfg = XdpSendConfig {
                 len: spec.len,
                 deadline: t0 + spec.total(),
+                halt: Some(Arc::clone(&halt)),
                 rate_bps: spec.rate_bps * flows / total_flows,
                 fin_copies: 5,
                 fin_interval: Duration::from_millis(5),
@@ -198,9 +201,9 @@ fn xdp_send_side(
         Ok(xsend::run(queues, &worker_counters, &cfg))
     })?;
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&h.ifname), udp: &[] };
-    // A stop ends the window and the far end's reception; AF_XDP queues send until the
-    // planned end (they have no early stop of their own).
-    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut || {} })?;
+    // A stop ends the window, the queues' sending (then their FINs) and the far end's reception.
+    let mut halt_now = || halt.store(true, Ordering::Relaxed);
+    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut halt_now })?;
     let (window, results, plans) = (run.window, run.results, run.plans);
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
@@ -273,10 +276,16 @@ impl XdpReception {
 
     /// Tells the sender to start, receives until every flow's FIN (or the planned end plus a
     /// grace), and returns the receiver's report. The program is detached on return.
-    pub(crate) fn serve(self, ctl: &mut TcpStream, spec: &TestSpec, placement: &Placement) -> Result<SideReport> {
+    pub(crate) fn serve(
+        self,
+        ctl: &mut TcpStream,
+        stop: &StopToken,
+        spec: &TestSpec,
+        placement: &Placement,
+    ) -> Result<SideReport> {
         let flows: Vec<Indexed<(IpAddr, u16)>> = (0..).zip(self.flows.iter().copied()).collect();
         let half = XdpReceiveHalf { spec, placement, reception: Mutex::new(Some(self)) };
-        let (received, _) = serve_stream(ctl, spec, &half, flows)?;
+        let (received, _) = serve_stream(ctl, stop, spec, &half, flows)?;
         received.ok_or_else(|| Error::usage("recv --engine xdp receives forward tests only"))
     }
 }

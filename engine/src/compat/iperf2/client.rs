@@ -14,6 +14,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
+use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::{QueueCounters, SampleSources, Window};
@@ -80,16 +81,18 @@ impl Iperf2Report {
     }
 }
 
-/// The sender's intervals, kept; a signal stops the test.
-#[derive(Default)]
-struct Intervals(Mutex<Vec<IntervalFigures>>);
+/// The sender's intervals, kept; a stop of the sender's token stops the test.
+struct Intervals {
+    kept: Mutex<Vec<IntervalFigures>>,
+    stop: StopToken,
+}
 
 impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
-        crate::sys::interrupt::signal_name().map(|s| format!("{s} on the sender"))
+        self.stop.cause().map(|cause| format!("{cause} on the sender"))
     }
     fn interval(&self, _role: Role, interval: IntervalFigures) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(interval);
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push(interval);
     }
 }
 
@@ -120,7 +123,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
     let target = resolve(&opts.target, opts.port, opts.local.family)?;
     let path = PathProbe::to(target.ip(), spec.flows());
-    let live = Intervals::default();
+    let live = Intervals { kept: Mutex::default(), stop: opts.stop.clone() };
     let (mut sender, receiver, error, fins, notes) = match spec.proto {
         Proto::Tcp => {
             let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
@@ -151,7 +154,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
             (sender, server_side(&spec, &sent), error, fins, notes.into_iter().collect())
         }
     };
-    sender.intervals = std::mem::take(&mut *live.0.lock().unwrap_or_else(|p| p.into_inner()));
+    sender.intervals = std::mem::take(&mut *live.kept.lock().unwrap_or_else(|p| p.into_inner()));
     let host = sender.host.as_ref();
     let facts = PathFacts {
         egress_interface: path.interface().map(str::to_string),

@@ -28,6 +28,7 @@
 use super::shown;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
+use crate::base::stop::StopToken;
 use crate::compat::limits::{PerSource, RefusalLog};
 use crate::metrics::measure::QueueCounters;
 use crate::metrics::seq::SeqStats;
@@ -96,8 +97,8 @@ pub struct Iperf2RecvOptions {
     pub max_time: Duration,
     /// Most flows (TCP connections and UDP client ports) served at once.
     pub max_flows: u32,
-    /// Raised by the caller to stop serving (returns `Ok(true)`); `None`: serve until killed.
-    pub shutdown: Option<Arc<AtomicBool>>,
+    /// Stopped by the caller to stop serving (`serve` returns `Ok(true)`).
+    pub stop: StopToken,
     /// The fast paths the front end probed; the flow threads' rings use their ring part.
     pub fast: crate::uring::fastpath::FastPaths,
 }
@@ -1154,7 +1155,7 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
         if let Some(ok) = shared.lock().once_result {
             break ok;
         }
-        if shared.opts.shutdown.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+        if shared.opts.stop.is_stopped() {
             break true;
         }
         let now = Instant::now();
@@ -1242,7 +1243,7 @@ mod tests {
             once: true,
             max_time: Duration::from_secs(20),
             max_flows: 16,
-            shutdown: None,
+            stop: StopToken::new(),
             fast: Default::default(),
         }
     }
@@ -1357,8 +1358,7 @@ mod tests {
     fn udp_reverse_client_is_ignored() {
         let mut opts = loopback_opts();
         opts.once = false;
-        let shutdown = Arc::new(AtomicBool::new(false));
-        opts.shutdown = Some(Arc::clone(&shutdown));
+        let stop = opts.stop.clone();
         let listeners = bind_receiver(&opts).expect("bind on loopback");
         let addr = listeners.udp.local_addr().unwrap();
         let (sink, seen) = collect_events();
@@ -1381,7 +1381,7 @@ mod tests {
         let events = seen.lock().unwrap().clone();
         assert_eq!(events.iter().filter(|e| refused(e)).count(), 1, "logged once for 20 datagrams: {events:?}");
         assert!(!events.iter().any(|e| matches!(e, Iperf2Event::TestDone(_))), "no test is served for it");
-        shutdown.store(true, Ordering::Relaxed);
+        stop.stop("the test is over");
         assert!(server.join().unwrap().expect("serving ends when asked"));
     }
 }

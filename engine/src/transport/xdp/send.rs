@@ -14,8 +14,11 @@
 use crate::metrics::measure::QueueCounters;
 use crate::sys::xdp::socket::{BindMode, SocketCounters, XskQueue};
 use crate::transport::pace::Pacer;
+use crate::transport::stopping::Stopping;
 use crate::wire::frame::FrameTemplate;
 use crate::wire::udp_payload::{WireTime, FIRST_SEQ};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xsk_rs::umem::frame::FrameDesc;
 
@@ -42,6 +45,8 @@ pub struct XdpSendConfig {
     pub len: u32,
     /// Stop sending data at this instant, then send the FINs.
     pub deadline: Instant,
+    /// Raised to stop before the deadline (the test was stopped): the FINs follow at once.
+    pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of the offered rate in payload bits/s; 0 = unlimited.
     pub rate_bps: u64,
     /// FIN copies per flow, and the time between two.
@@ -237,11 +242,12 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     let bind = queues.first().map_or(BindMode::Copy, |q| q.xsk.bind);
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
     let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
+    let mut stopping = Stopping::new(cfg.deadline, cfg.halt.clone(), cfg.drain_limit);
     loop {
-        let now = Instant::now();
-        if now >= cfg.deadline {
+        if stopping.check(Instant::now()) {
             break;
         }
+        let now = Instant::now();
         let budget = match pacer.budget(now, u64::from(cfg.len), BATCH as u64) {
             Ok(n) => n as usize,
             Err(wait) => {
