@@ -71,7 +71,7 @@ impl Out {
     }
 
     /// One JSON document, indented (`-J`).
-    pub fn json_doc(&self, v: &Value) -> Result<(), Error> {
+    pub fn json_doc(&self, v: &impl serde::Serialize) -> Result<(), Error> {
         let text = serde_json::to_string_pretty(v).map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
         self.write(format!("{text}\n").as_bytes());
         Ok(())

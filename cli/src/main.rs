@@ -19,6 +19,7 @@ use uringbench::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroC
 use uringbench::base::stop::StopToken;
 use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::{self, format_bits_per_second};
+use uringbench::metrics::document::{Kind, RepeatDocument, StreamDocument, Tool, TransactionDocument};
 use uringbench::metrics::figures::{Role, SCHEMA_VERSION};
 use uringbench::metrics::summary::Stats;
 use uringbench::report::export::{csv_rows, RepeatSummary, CSV_HEADER};
@@ -416,7 +417,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             }
         };
         match (live, format) {
-            (Some(Style::JsonStream), _) => out.json_line(&end_event(with_title(report.to_json(), &title))),
+            (Some(Style::JsonStream), _) => out.json_line(&end_event(&titled(report.to_document(), &title))),
             (Some(Style::Text), _) => out.text(&report.render_after_live()),
             (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
             (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
@@ -430,13 +431,15 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let summary = RepeatSummary::of(&reports);
     match format {
         _ if args.output.json_stream => {}
-        Format::Json if repeat == 1 => out.json_doc(&with_title(reports[0].to_json(), &title))?,
-        Format::Json => {
-            let runs: Vec<_> = reports.iter().map(|r| with_title(r.to_json(), &title)).collect();
-            out.json_doc(
-                &serde_json::json!({"schema_version": SCHEMA_VERSION, "repeat": repeat, "runs": runs, "summary": summary}),
-            )?;
-        }
+        Format::Json if repeat == 1 => out.json_doc(&titled(reports[0].to_document(), &title))?,
+        Format::Json => out.json_doc(&RepeatDocument {
+            kind: Kind::Repeat,
+            schema_version: SCHEMA_VERSION,
+            tool: Tool::this(),
+            repeat,
+            runs: reports.iter().map(|r| titled(r.to_document(), &title)).collect(),
+            summary,
+        })?,
         Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
     }
@@ -591,12 +594,27 @@ fn refuse_knobs(t: &TuningArgs, no_tcp_flows: bool, no_knobs: bool) -> Result<()
     Ok(())
 }
 
-/// A report document with `title` (`--title`) added when one was given.
-fn with_title(mut doc: serde_json::Value, title: &Option<String>) -> serde_json::Value {
-    if let (Some(t), Some(map)) = (title, doc.as_object_mut()) {
-        map.insert("title".into(), serde_json::json!(t));
-    }
+/// A run's document with its `title` (`--title`), when one was given.
+fn titled<D: Titled>(mut doc: D, title: &Option<String>) -> D {
+    doc.set_title(title.clone());
     doc
+}
+
+/// A document that carries `--title`.
+trait Titled {
+    fn set_title(&mut self, title: Option<String>);
+}
+
+impl Titled for StreamDocument {
+    fn set_title(&mut self, title: Option<String>) {
+        self.title = title;
+    }
+}
+
+impl Titled for TransactionDocument {
+    fn set_title(&mut self, title: Option<String>) {
+        self.title = title;
+    }
 }
 
 fn print_json(out: &mut impl Write, doc: &serde_json::Value) -> Result<(), Error> {
@@ -672,8 +690,8 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let report = uringbench::workload::rr::run_rr_live(&opts, observer)?;
     let title = args.output.title.clone();
     match (format, style) {
-        (Format::Json, _) => out.json_doc(&with_title(report.to_json(), &title))?,
-        (_, Style::JsonStream) => out.json_line(&end_event(with_title(report.to_json(), &title))),
+        (Format::Json, _) => out.json_doc(&titled(report.to_document(), &title))?,
+        (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
         _ => out.text(&report.render_after_live()),
     }
     if let Some(e) = report.error.as_ref().filter(|_| format == Format::Json || args.output.json_stream) {

@@ -101,7 +101,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
             }
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
             run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet))
-                .map(|r| TrialFigures::of_json(&r.to_json()))
+                .map(|r| TrialFigures::of_document(&r.to_document()))
         },
         |step| {
             if !json {

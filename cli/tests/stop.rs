@@ -118,3 +118,38 @@ fn a_second_signal_half_a_second_after_the_first_forces_the_exit() {
     let _ = listener.kill();
     let _ = listener.wait();
 }
+
+#[test]
+fn sigint_ends_an_af_xdp_send_early() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubstop-x");
+    let _recv = pair.spawn_recv(&[]);
+    let child = pair
+        .cmd(
+            &pair.sender_ns(),
+            bin(),
+            &[
+                "send", "-c", RECV_ADDR, "--engine", "xdp", "-t", "10", "--warmup", "0s", "-l", "1470", "-b", "50M",
+                "-J",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn send");
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&child, libc::SIGINT);
+    let signalled = Instant::now();
+    let out = finish(child, Duration::from_secs(15));
+    let took = signalled.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "an interrupted test exits 1: {stderr}");
+    // Before, the AF_XDP queues sent on to the planned end, 8 s after the signal.
+    assert!(took < Duration::from_secs(4), "the AF_XDP sender stops with the test, took {took:?}");
+    let doc = json(&out);
+    assert!(doc["interrupted"]["reason"].as_str().unwrap().starts_with("SIGINT on the sender"));
+    let sent = u64_at(&doc, "/sum/sender/datagrams");
+    assert!(sent > 0, "frames went out before the stop");
+    // Paced far below what the pair carries, with FINs after the stop: every frame counted.
+    assert_eq!(u64_at(&doc, "/sum/receiver/datagrams"), sent, "{}", doc["sum"]);
+}

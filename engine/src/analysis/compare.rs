@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 /// A figure compared between variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// `sum.receiver.bits_per_second`, in Gbit/s.
@@ -265,7 +265,7 @@ pub fn load_operand(operand: &str) -> Result<Vec<Variant>> {
 }
 
 /// A variant's statistics for one metric.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MetricSummary {
     pub n: usize,
     pub median: f64,
@@ -277,7 +277,7 @@ pub struct MetricSummary {
 }
 
 /// One variant against the first, on one metric.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub a: String,
     pub b: String,

@@ -9,8 +9,7 @@
 
 use crate::base::units::format_bits_per_second;
 use crate::metrics::figures::Evidence;
-use crate::sys::netpath::LimitKind;
-use serde::{Deserialize, Serialize};
+pub use crate::metrics::verdict::{Bottleneck, Verdict};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
 pub(crate) const RATE_SHARE: f64 = 0.85;
@@ -23,101 +22,13 @@ pub(crate) const CPU_SATURATED: f64 = 0.95;
 /// A queue thread below this share on a saturated CPU was starved by other work.
 pub(crate) const THREAD_STARVED: f64 = 0.8;
 
-/// What most likely limited a run. Serialized (and shown) as its short name, the
-/// `verdict.bottleneck` values of docs/output.md.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Bottleneck {
-    #[serde(rename = "incomplete")]
-    Incomplete,
-    #[serde(rename = "datagram loss")]
-    DatagramLoss,
-    #[serde(rename = "configured rate")]
-    ConfiguredRate,
-    #[serde(rename = "qdisc")]
-    Qdisc,
-    #[serde(rename = "link speed")]
-    LinkSpeed,
-    #[serde(rename = "cloud egress cap")]
-    CloudEgressCap,
-    #[serde(rename = "receive window")]
-    ReceiveWindow,
-    #[serde(rename = "send buffer")]
-    SendBuffer,
-    #[serde(rename = "softirq-bound cpu")]
-    SoftirqBoundCpu,
-    #[serde(rename = "cpu contention")]
-    CpuContention,
-    #[serde(rename = "retransmissions")]
-    Retransmissions,
-    #[serde(rename = "interface drops")]
-    InterfaceDrops,
-    #[serde(rename = "sender cpu")]
-    SenderCpu,
-    #[serde(rename = "receiver cpu")]
-    ReceiverCpu,
-    #[serde(rename = "no clear bottleneck")]
-    NoClearBottleneck,
-}
-
-impl Bottleneck {
-    /// The short name users see (the same string as the JSON value).
-    pub fn name(self) -> &'static str {
-        match self {
-            Bottleneck::Incomplete => "incomplete",
-            Bottleneck::DatagramLoss => "datagram loss",
-            Bottleneck::ConfiguredRate => "configured rate",
-            Bottleneck::Qdisc => "qdisc",
-            Bottleneck::LinkSpeed => "link speed",
-            Bottleneck::CloudEgressCap => "cloud egress cap",
-            Bottleneck::ReceiveWindow => "receive window",
-            Bottleneck::SendBuffer => "send buffer",
-            Bottleneck::SoftirqBoundCpu => "softirq-bound cpu",
-            Bottleneck::CpuContention => "cpu contention",
-            Bottleneck::Retransmissions => "retransmissions",
-            Bottleneck::InterfaceDrops => "interface drops",
-            Bottleneck::SenderCpu => "sender cpu",
-            Bottleneck::ReceiverCpu => "receiver cpu",
-            Bottleneck::NoClearBottleneck => "no clear bottleneck",
-        }
+/// A saturated CPU on one side: `sender cpu` or `receiver cpu`.
+fn cpu_of(side: &str) -> Bottleneck {
+    if side == "sender" {
+        Bottleneck::SenderCpu
+    } else {
+        Bottleneck::ReceiverCpu
     }
-
-    /// The limit a path limit names when it is reached.
-    pub(crate) fn of_limit(kind: LimitKind) -> Self {
-        match kind {
-            LimitKind::Qdisc => Bottleneck::Qdisc,
-            LimitKind::Link => Bottleneck::LinkSpeed,
-            LimitKind::CloudCap => Bottleneck::CloudEgressCap,
-        }
-    }
-
-    /// A saturated CPU on one side: `sender cpu` or `receiver cpu`.
-    fn cpu_of(side: &str) -> Self {
-        if side == "sender" {
-            Bottleneck::SenderCpu
-        } else {
-            Bottleneck::ReceiverCpu
-        }
-    }
-}
-
-impl std::fmt::Display for Bottleneck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Lets tests and callers compare with the name users see.
-impl PartialEq<&str> for Bottleneck {
-    fn eq(&self, other: &&str) -> bool {
-        self.name() == *other
-    }
-}
-
-/// The likely limit of a run, with the figure behind it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub bottleneck: Bottleneck,
-    pub evidence: String,
 }
 
 fn pct(x: f64) -> String {
@@ -306,7 +217,7 @@ fn saturated_cpu(e: &Evidence) -> Option<Verdict> {
         let Some((_, thread)) = e.threads.iter().find(|(s, t)| s == side && t.cpu == h.cpu) else { continue };
         if h.utilization >= CPU_SATURATED && thread.utilization >= THREAD_STARVED {
             return Some(verdict(
-                Bottleneck::cpu_of(side),
+                cpu_of(side),
                 format!(
                     "CPU {} of the {side} was {} busy: its queue thread {}, softirq {}; more queues or CPUs would help",
                     h.cpu,
@@ -321,7 +232,7 @@ fn saturated_cpu(e: &Evidence) -> Option<Verdict> {
     if let Some((side, t)) = busiest.filter(|(_, t)| t.utilization >= CPU_SATURATED) {
         let sys = t.system_seconds / (t.user_seconds + t.system_seconds).max(1e-9);
         return Some(verdict(
-            Bottleneck::cpu_of(side),
+            cpu_of(side),
             format!(
                 "{side} queue thread on CPU {} was {} busy ({} in the kernel): more queues or CPUs would help",
                 t.cpu,
@@ -337,6 +248,7 @@ fn saturated_cpu(e: &Evidence) -> Option<Verdict> {
 mod tests {
     use super::*;
     use crate::metrics::figures::{HostCpu, ThreadCpu};
+    use crate::sys::netpath::LimitKind;
     use crate::sys::netpath::PathLimit;
     use crate::sys::tcpinfo::TcpWindow;
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Transport protocol of the data flows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Proto {
     Tcp,
@@ -16,7 +16,7 @@ pub enum Proto {
 }
 
 /// Whether the sender uses `IORING_OP_SEND_ZC`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ZeroCopyMode {
     /// Zero-copy only where it pays: never when the kernel would copy anyway (local delivery).
@@ -26,7 +26,7 @@ pub enum ZeroCopyMode {
 }
 
 /// Which way the data flows, seen from the side that runs `send`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// `send` sends, `recv` receives.
@@ -40,7 +40,7 @@ pub enum Direction {
 }
 
 /// Workload run over the flows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
     Stream,
@@ -58,7 +58,7 @@ impl Workload {
 }
 
 /// One test as agreed by both ends. Durations are in milliseconds on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TestSpec {
     pub proto: Proto,
     pub workload: Workload,
@@ -107,7 +107,7 @@ pub struct TestSpec {
 
 /// Kernel knobs of a test's data flows, applied by both ends to each flow they hold, and
 /// read back from the kernel afterwards. Absent keys mean the kernel's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tuning {
     /// TCP congestion control algorithm (`-C`), TCP_CONGESTION.
     #[serde(default, skip_serializing_if = "Option::is_none")]

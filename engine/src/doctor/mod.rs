@@ -38,7 +38,7 @@ use std::path::PathBuf;
 pub(crate) const DOCTOR_SCHEMA_VERSION: u32 = 1;
 
 /// The verdict of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
@@ -59,7 +59,7 @@ impl Status {
 }
 
 /// One check: what was found, how it is judged, and what fixes it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Check {
     /// Stable name, `family.check` (e.g. `nic.mtu`), for scripts.
     pub id: &'static str,
@@ -151,7 +151,7 @@ pub struct DoctorOptions {
 }
 
 /// How the target answered a TCP connect to its control port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reach {
     /// Something accepted the connection.
@@ -165,7 +165,7 @@ pub enum Reach {
 }
 
 /// The target as doctor found it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct TargetFacts {
     pub host: String,
     pub addr: IpAddr,
@@ -189,7 +189,7 @@ pub enum XdpSocket {
 }
 
 /// Offload state read with the ethtool ioctls; None where the driver does not answer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Offloads {
     pub tso: Option<bool>,
     pub gso: Option<bool>,
@@ -199,7 +199,7 @@ pub struct Offloads {
 }
 
 /// Channel counts from ETHTOOL_GCHANNELS.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Channels {
     pub max_rx: u32,
     pub max_tx: u32,
@@ -348,7 +348,7 @@ pub fn run(opts: &DoctorOptions) -> Result<DoctorReport> {
 }
 
 /// How many checks ended in each status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Tally {
     pub pass: usize,
     pub warn: usize,

@@ -19,7 +19,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub(crate) const ENDED_EARLY: &str = "the flows ended before the measured window did";
 
 /// A test stopped before its planned end, by a signal at either end.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Interruption {
     /// How much of the measured window had run (the receiver's figure when it reported).
     pub at_seconds: f64,
@@ -29,7 +29,7 @@ pub struct Interruption {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Sender,
@@ -37,7 +37,7 @@ pub enum Role {
 }
 
 /// One queue's bytes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueFigures {
     pub id: u32,
     /// Bytes inside the measured window.
@@ -49,7 +49,7 @@ pub struct QueueFigures {
 }
 
 /// Bytes per queue between two consecutive samples.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalFigures {
     /// Seconds since the window started.
     pub start: f64,
@@ -73,7 +73,7 @@ impl IntervalFigures {
 }
 
 /// One queue thread's CPU time inside the window.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadCpu {
     pub cpu: usize,
     pub queues: Vec<u32>,
@@ -84,7 +84,7 @@ pub struct ThreadCpu {
 }
 
 /// One host CPU's busy time inside the window (user+nice+system+irq+softirq+steal).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostCpu {
     pub cpu: usize,
     pub busy_seconds: f64,
@@ -93,7 +93,7 @@ pub struct HostCpu {
     pub utilization: f64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuFigures {
     pub threads: Vec<ThreadCpu>,
     pub host: Vec<HostCpu>,
@@ -105,7 +105,7 @@ pub struct CpuFigures {
 
 /// UDP datagram accounting of one side: the sender counts what it sent, the receiver the
 /// sequence-number accounting over the whole test (FIN included: losses at the end count).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UdpFigures {
     /// Sender: datagrams sent. Receiver: distinct datagrams received.
     pub datagrams: u64,
@@ -144,7 +144,7 @@ impl UdpFigures {
 }
 
 /// Zero-copy truth for one side: requested, used, and what the kernel reported.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ZeroCopyFigures {
     /// `--zerocopy` as given.
     pub requested: String,
@@ -159,7 +159,7 @@ pub struct ZeroCopyFigures {
 }
 
 /// Everything one side measured.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SideReport {
     pub role: Role,
     /// Threads, CPUs and wait mode, in one line.
@@ -264,7 +264,7 @@ pub struct StreamReport {
 }
 
 /// Facts about the network path gathered by the sender around the window.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PathFacts {
     /// Interface the kernel routes the target through.
     pub egress_interface: Option<String>,

@@ -1,7 +1,10 @@
 //! Counters, window sampling, CPU clocks, sequence tracking and the figure types.
 
+pub mod document;
 pub mod figures;
 pub mod measure;
 pub mod seq;
 pub mod summary;
+pub mod transactions;
+pub mod verdict;
 pub mod xdp;

@@ -68,7 +68,7 @@ pub enum Arrival {
 
 /// One-way delay (transit) statistics, microseconds; meaningful only with synchronised
 /// clocks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DelayStats {
     pub count: u64,
     pub min_us: f64,
@@ -103,7 +103,7 @@ impl DelayStats {
 }
 
 /// A snapshot of a flow's accounting (or of several flows merged).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SeqStats {
     /// Distinct datagrams received.
     pub received: u64,

@@ -8,7 +8,7 @@ use serde::Serialize;
 pub const DEFAULT_SEED: u64 = 0x7572_696e_6762_656e;
 
 /// Summary statistics of one figure over several runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     pub n: usize,
     pub min: f64,

@@ -18,7 +18,7 @@ pub use crate::sys::xdp::socket::{BindMode, SocketCounters};
 use serde::{Deserialize, Serialize};
 
 /// What the AF_XDP engine did on one side, for the report (`xdp` in JSON).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct XdpFigures {
     pub interface: String,
     /// NIC queues with a socket bound.

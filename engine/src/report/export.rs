@@ -5,36 +5,9 @@
 //! [`CSV_HEADER`]) and documented in the README.
 
 use crate::metrics::figures::StreamReport;
-use crate::metrics::summary::Stats;
-use serde::Serialize;
 use std::fmt::Write as _;
 
-/// Figures over the runs of `--repeat N`. Only complete runs enter the statistics.
-#[derive(Debug, Clone, Serialize)]
-pub struct RepeatSummary {
-    pub runs: usize,
-    pub complete_runs: usize,
-    pub receiver_bits_per_second: Option<Stats>,
-    pub sender_bits_per_second: Option<Stats>,
-    /// Receiver-side host CPU-seconds per GB.
-    pub cpu_seconds_per_gb: Option<Stats>,
-}
-
-impl RepeatSummary {
-    pub fn of(reports: &[StreamReport]) -> Self {
-        let complete: Vec<&StreamReport> = reports.iter().filter(|r| r.complete()).collect();
-        let recv: Vec<f64> = complete.iter().filter_map(|r| r.receiver.as_ref().map(|x| x.bits_per_second())).collect();
-        let send: Vec<f64> = complete.iter().map(|r| r.sender.bits_per_second()).collect();
-        let cpu: Vec<f64> = complete.iter().filter_map(|r| r.receiver_cpu_seconds_per_gb()).collect();
-        Self {
-            runs: reports.len(),
-            complete_runs: complete.len(),
-            receiver_bits_per_second: Stats::of(&recv),
-            sender_bits_per_second: Stats::of(&send),
-            cpu_seconds_per_gb: Stats::of(&cpu),
-        }
-    }
-}
+pub use crate::metrics::document::RepeatSummary;
 
 /// Columns of the CSV export.
 pub const CSV_HEADER: &str = "run,kind,start,end,queue,receiver_bytes,receiver_bits_per_second,sender_bytes,sender_bits_per_second,retransmits,rtt_us,cwnd";

@@ -2,9 +2,14 @@
 
 use crate::analysis::verdict::{diagnose, Verdict};
 use crate::base::spec::TestSpec;
-use crate::metrics::figures::{IntervalFigures, SCHEMA_VERSION};
+use crate::base::spec::Workload;
+use crate::metrics::document::{
+    ClientServer, Kind, Tool, TransactionDocument, TransactionInterval, TransactionQueue, TransactionSide,
+    TransactionSum, Transactions,
+};
+use crate::metrics::figures::{IntervalFigures, SideReport, SCHEMA_VERSION};
 use crate::workload::rr::{workload_name, RrReport};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The first line of an rr or crr report: the agreed test.
 pub fn rr_header(s: &TestSpec, target: &str) -> String {
@@ -34,10 +39,19 @@ pub fn rr_interval_line(i: &IntervalFigures) -> String {
     )
 }
 
-/// One entry of an rr report's `intervals[]` (and of a `--json-stream` interval event).
+/// One entry of an rr report's `intervals[]`.
+fn rr_interval(i: &IntervalFigures) -> TransactionInterval {
+    TransactionInterval {
+        start: i.start,
+        end: i.end,
+        transactions: i.sum(),
+        transactions_per_second: i.sum() as f64 / (i.end - i.start).max(1e-9),
+    }
+}
+
+/// [`rr_interval`] as JSON (a `--json-stream` interval event's keys).
 pub fn rr_interval_json(i: &IntervalFigures) -> Value {
-    json!({"start": i.start, "end": i.end, "transactions": i.sum(),
-           "transactions_per_second": i.sum() as f64 / (i.end - i.start).max(1e-9)})
+    serde_json::to_value(rr_interval(i)).unwrap_or(Value::Null)
 }
 
 impl RrReport {
@@ -46,44 +60,59 @@ impl RrReport {
         diagnose(&self.evidence())
     }
 
-    /// JSON with the latency keys of docs/output.md: `latency_us` and `transactions_per_second`.
-    pub fn to_json(&self) -> Value {
+    /// The document with the latency keys of docs/output.md: `latency_us` and
+    /// `transactions_per_second`.
+    pub fn to_document(&self) -> TransactionDocument {
         let server = self.server.as_ref();
-        let queues: Vec<Value> = self
+        let counted = |s: &SideReport| Transactions { transactions: s.bytes(), total_transactions: s.total_bytes() };
+        let queues = self
             .client
             .queues
             .iter()
-            .map(|q| {
-                json!({"id": q.id, "flows": q.flows,
-                       "client": {"transactions": q.bytes, "total_transactions": q.total_bytes},
-                       "server": server.and_then(|s| s.queues.get(q.id as usize))
-                           .map(|s| json!({"transactions": s.bytes, "total_transactions": s.total_bytes}))})
+            .map(|q| TransactionQueue {
+                id: q.id,
+                flows: q.flows,
+                client: Transactions { transactions: q.bytes, total_transactions: q.total_bytes },
+                server: server
+                    .and_then(|s| s.queues.get(q.id as usize))
+                    .map(|s| Transactions { transactions: s.bytes, total_transactions: s.total_bytes }),
             })
             .collect();
-        let intervals: Vec<Value> = self.client.intervals.iter().map(rr_interval_json).collect();
-        json!({
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "target": self.target,
-            "test": self.spec,
-            "complete": self.complete(),
-            "error": self.error,
-            "transactions_per_second": self.transactions_per_second(),
-            "latency_us": self.latency,
-            "failures": self.failures,
-            "failure_notes": self.failures.explain(self.spec.timeout()),
-            "queues": queues,
-            "sum": {
-                "window_seconds": self.client.window_seconds,
-                "client": {"transactions": self.client.bytes(), "total_transactions": self.client.total_bytes()},
-                "server": server.map(|s| json!({"transactions": s.bytes(), "total_transactions": s.total_bytes()})),
+        let side = |s: &SideReport| TransactionSide {
+            placement: s.placement.clone(),
+            path: s.path.clone(),
+            errors: s.errors.clone(),
+        };
+        TransactionDocument {
+            kind: Some(if self.spec.workload == Workload::Crr { Kind::Crr } else { Kind::Rr }),
+            schema_version: SCHEMA_VERSION,
+            tool: Tool::this(),
+            title: None,
+            target: self.target.clone(),
+            test: self.spec.clone(),
+            complete: self.complete(),
+            error: self.error.clone(),
+            transactions_per_second: self.transactions_per_second(),
+            latency_us: self.latency,
+            failures: self.failures,
+            failure_notes: self.failures.explain(self.spec.timeout()),
+            queues,
+            sum: TransactionSum {
+                window_seconds: self.client.window_seconds,
+                client: counted(&self.client),
+                server: server.map(counted),
             },
-            "intervals": intervals,
-            "cpu": {"client": self.client.cpu, "server": server.map(|s| &s.cpu)},
-            "client": {"placement": self.client.placement, "path": self.client.path, "errors": self.client.errors},
-            "server": server.map(|s| json!({"placement": s.placement, "path": s.path, "errors": s.errors})),
-            "verdict": self.verdict(),
-        })
+            intervals: self.client.intervals.iter().map(rr_interval).collect(),
+            cpu: ClientServer { client: self.client.cpu.clone(), server: server.map(|s| s.cpu.clone()) },
+            client: side(&self.client),
+            server: server.map(side),
+            verdict: self.verdict(),
+        }
+    }
+
+    /// [`to_document`](Self::to_document) as a JSON value.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.to_document()).unwrap_or(Value::Null)
     }
 
     pub fn render_text(&self) -> String {

@@ -2,6 +2,7 @@
 //! `send -J` document, or a `send --repeat N -J` document, as a text summary and a chart.
 
 use crate::base::units::format_bits_per_second;
+use crate::metrics::document::{RunDocument, StreamDocument};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use crate::workload::sweep::{RunFigures, SweepResult};
@@ -14,9 +15,9 @@ use std::fmt::Write as _;
 pub enum SavedResults {
     Sweep(Box<SweepResult>),
     /// `send --repeat N -J`: the run documents.
-    Repeat(Vec<Value>),
+    Repeat(Vec<StreamDocument>),
     /// `send -J`: one test.
-    Send(Box<Value>),
+    Send(Box<StreamDocument>),
 }
 
 /// Most queues drawn as lines of their own in an interval chart; more would be unreadable.
@@ -29,16 +30,16 @@ impl SavedResults {
         if doc["kind"] == "sweep" {
             return SweepResult::from_json(&doc).map(|s| SavedResults::Sweep(Box::new(s)));
         }
-        if let Some(runs) = doc["runs"].as_array().filter(|_| doc.get("repeat").is_some()) {
-            if runs.is_empty() || !runs.iter().all(is_send_doc) {
-                return Err(Error::usage("a --repeat document whose runs are not send reports"));
+        let unreadable =
+            |e: String| Error::usage(format!("not a uringbench sweep, send -J or send --repeat -J document: {e}"));
+        match RunDocument::from_value(doc).map_err(unreadable)? {
+            RunDocument::Stream(d) => Ok(SavedResults::Send(d)),
+            RunDocument::Repeat(r) if !r.runs.is_empty() => Ok(SavedResults::Repeat(r.runs)),
+            RunDocument::Repeat(_) => Err(Error::usage("a --repeat document with no runs")),
+            RunDocument::Transactions(_) => {
+                Err(Error::usage("an rr or crr document: report re-renders sweeps and send -J documents"))
             }
-            return Ok(SavedResults::Repeat(runs.clone()));
         }
-        if is_send_doc(&doc) {
-            return Ok(SavedResults::Send(Box::new(doc)));
-        }
-        Err(Error::usage("not a uringbench sweep, send -J or send --repeat -J document"))
     }
 
     pub fn render_text(&self) -> String {
@@ -50,9 +51,8 @@ impl SavedResults {
                 out
             }
             SavedResults::Repeat(runs) => {
-                let figures: Vec<RunFigures> =
-                    runs.iter().enumerate().map(|(i, d)| RunFigures::of_json(i as u32 + 1, d)).collect();
-                let mut out = format!("{} runs against {}\n", runs.len(), runs[0]["target"].as_str().unwrap_or("?"));
+                let figures = run_figures(runs);
+                let mut out = format!("{} runs against {}\n", runs.len(), runs[0].target);
                 for f in &figures {
                     let _ = writeln!(out, "{}", crate::report::sweep::run_line_plain(f));
                 }
@@ -72,27 +72,26 @@ impl SavedResults {
                 out
             }
             SavedResults::Send(doc) => {
-                let f = RunFigures::of_json(1, doc);
-                let t = &doc["test"];
+                let f = RunFigures::of_document(1, doc);
                 let mut out = format!(
                     "{} stream to {}, {} queue(s), {:.2} s window: received {}, offered {}, {}, verdict: {} ({})\n",
-                    t["proto"].as_str().unwrap_or("?").to_uppercase(),
-                    doc["target"].as_str().unwrap_or("?"),
-                    t["queues"].as_u64().unwrap_or(0),
-                    doc.pointer("/sum/window_seconds").and_then(Value::as_f64).unwrap_or(0.0),
+                    format!("{:?}", doc.test.proto).to_uppercase(),
+                    doc.target,
+                    doc.test.queues,
+                    doc.sum.window_seconds,
                     f.receiver_bits_per_second.map_or("nothing".into(), format_bits_per_second),
                     f.sender_bits_per_second.map_or("nothing".into(), format_bits_per_second),
                     f.cpu_seconds_per_gb.map_or("cpu n/a".into(), |c| format!("{c:.3} CPU-s/GB")),
-                    f.verdict.as_deref().unwrap_or("none"),
-                    doc.pointer("/verdict/evidence").and_then(Value::as_str).unwrap_or("")
+                    doc.verdict.bottleneck,
+                    doc.verdict.evidence
                 );
-                for iv in doc["intervals"].as_array().into_iter().flatten() {
+                for iv in &doc.intervals {
                     let _ = writeln!(
                         out,
                         "[SUM] {:>6.2}-{:<6.2} sec  {}",
-                        iv["start"].as_f64().unwrap_or(0.0),
-                        iv["end"].as_f64().unwrap_or(0.0),
-                        format_bits_per_second(iv["bits_per_second"].as_f64().unwrap_or(0.0))
+                        iv.start,
+                        iv.end,
+                        format_bits_per_second(iv.bits_per_second)
                     );
                 }
                 if let Some(e) = &f.error {
@@ -107,8 +106,7 @@ impl SavedResults {
         match self {
             SavedResults::Sweep(s) => s.chart(),
             SavedResults::Repeat(runs) => {
-                let figures: Vec<RunFigures> =
-                    runs.iter().enumerate().map(|(i, d)| RunFigures::of_json(i as u32 + 1, d)).collect();
+                let figures = run_figures(runs);
                 let pick = |f: fn(&RunFigures) -> Option<f64>, scale: f64| -> Vec<Point> {
                     figures
                         .iter()
@@ -118,11 +116,7 @@ impl SavedResults {
                         .collect()
                 };
                 Chart {
-                    title: format!(
-                        "uringbench send --repeat {} to {}",
-                        runs.len(),
-                        runs[0]["target"].as_str().unwrap_or("?")
-                    ),
+                    title: format!("uringbench send --repeat {} to {}", runs.len(), runs[0].target),
                     x_label: "run".into(),
                     categories: (1..=runs.len()).map(|i| i.to_string()).collect(),
                     left_label: "received Gbit/s".into(),
@@ -148,19 +142,19 @@ impl SavedResults {
     }
 }
 
-fn is_send_doc(doc: &Value) -> bool {
-    doc.get("schema_version").is_some() && doc["sum"].is_object() && doc["test"].is_object()
+fn run_figures(runs: &[StreamDocument]) -> Vec<RunFigures> {
+    runs.iter().enumerate().map(|(i, d)| RunFigures::of_document(i as u32 + 1, d)).collect()
 }
 
 /// Received Gbit/s per interval (the sum, and each queue when there are a few), or the
 /// window's headline alone when the test ran without `--interval`.
-fn interval_chart(doc: &Value) -> Chart {
-    let intervals = doc["intervals"].as_array().cloned().unwrap_or_default();
+fn interval_chart(doc: &StreamDocument) -> Chart {
+    let intervals = &doc.intervals;
     let mut series = Vec::new();
     let categories: Vec<String>;
     if intervals.is_empty() {
         categories = vec!["window".into()];
-        let y = doc.pointer("/sum/receiver/bits_per_second").and_then(Value::as_f64).unwrap_or(0.0) / 1e9;
+        let y = doc.sum.receiver.as_ref().map_or(0.0, |r| r.bits_per_second) / 1e9;
         series.push(Series {
             key: "receiver_gbps".into(),
             name: "received Gbit/s".into(),
@@ -168,8 +162,7 @@ fn interval_chart(doc: &Value) -> Chart {
             points: vec![Point { x: 0, y, min: None, max: None }],
         });
     } else {
-        categories = intervals.iter().map(|iv| format!("{:.1}", iv["end"].as_f64().unwrap_or(0.0))).collect();
-        let gbps = |iv: &Value| iv["bits_per_second"].as_f64().unwrap_or(0.0) / 1e9;
+        categories = intervals.iter().map(|iv| format!("{:.1}", iv.end)).collect();
         series.push(Series {
             key: "receiver_gbps".into(),
             name: "received Gbit/s".into(),
@@ -177,18 +170,18 @@ fn interval_chart(doc: &Value) -> Chart {
             points: intervals
                 .iter()
                 .enumerate()
-                .map(|(x, iv)| Point { x, y: gbps(iv), min: None, max: None })
+                .map(|(x, iv)| Point { x, y: iv.bits_per_second / 1e9, min: None, max: None })
                 .collect(),
         });
-        let queues = intervals[0]["queues"].as_array().map_or(0, Vec::len);
+        let queues = intervals[0].queues.len();
         if (2..=MAX_QUEUE_LINES).contains(&queues) {
             for q in 0..queues {
                 let points = intervals
                     .iter()
                     .enumerate()
                     .filter_map(|(x, iv)| {
-                        let bytes = iv["queues"][q].as_f64()?;
-                        let secs = iv["end"].as_f64()? - iv["start"].as_f64()?;
+                        let bytes = *iv.queues.get(q)? as f64;
+                        let secs = iv.end - iv.start;
                         (secs > 0.0).then(|| Point { x, y: bytes * 8.0 / secs / 1e9, min: None, max: None })
                     })
                     .collect();
@@ -202,7 +195,7 @@ fn interval_chart(doc: &Value) -> Chart {
         }
     }
     Chart {
-        title: format!("uringbench send to {}: received Gbit/s per interval", doc["target"].as_str().unwrap_or("?")),
+        title: format!("uringbench send to {}: received Gbit/s per interval", doc.target),
         x_label: "seconds into the window (interval end)".into(),
         categories,
         left_label: "received Gbit/s".into(),
@@ -214,28 +207,66 @@ fn interval_chart(doc: &Value) -> Chart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::metrics::document::{IntervalEntry, Kind, RepeatDocument, RepeatSummary, Tool};
 
-    fn send_doc(gbps: f64, intervals: bool) -> Value {
-        let iv = |s: f64, b: f64| {
-            json!({"start": s, "end": s + 1.0, "bytes": (b * 1e9 / 8.0) as u64, "bits_per_second": b * 1e9,
-            "queues": [(b * 1e9 / 16.0) as u64, (b * 1e9 / 16.0) as u64]})
+    /// A real `send -J` document (the release before the typed model wrote it), with the
+    /// headline and intervals set to known figures.
+    fn send_doc(gbps: f64, intervals: bool) -> StreamDocument {
+        let mut doc: StreamDocument =
+            serde_json::from_str(include_str!("../../tests/fixtures/53b0d44/stream-tcp.json")).unwrap();
+        doc.sum.window_seconds = 2.0;
+        doc.sum.receiver.as_mut().unwrap().bits_per_second = gbps * 1e9;
+        doc.sum.sender.bits_per_second = gbps * 1e9;
+        doc.complete = true;
+        doc.error = None;
+        doc.cpu.receiver_per_byte.as_mut().unwrap().cpu_seconds_per_gb = 0.2;
+        doc.verdict.evidence = "cpu0 99%".into();
+        let iv = |s: f64, b: f64| IntervalEntry {
+            start: s,
+            end: s + 1.0,
+            bytes: (b * 1e9 / 8.0) as u64,
+            bits_per_second: b * 1e9,
+            queues: vec![(b * 1e9 / 16.0) as u64, (b * 1e9 / 16.0) as u64],
+            sender_bytes: None,
+            tcp: None,
+            tcp_flows: None,
+            udp: None,
         };
-        json!({"schema_version": 1, "target": "10.77.0.2", "test": {"proto": "tcp", "queues": 2}, "complete": true, "error": null,
-            "sum": {"window_seconds": 2.0, "receiver": {"bits_per_second": gbps * 1e9}, "sender": {"bits_per_second": gbps * 1e9}},
-            "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 0.2}}, "verdict": {"bottleneck": "sender cpu", "evidence": "cpu0 99%"},
-            "intervals": if intervals { json!([iv(0.0, gbps - 1.0), iv(1.0, gbps + 1.0)]) } else { json!([]) }})
+        doc.intervals = if intervals { vec![iv(0.0, gbps - 1.0), iv(1.0, gbps + 1.0)] } else { Vec::new() };
+        doc
+    }
+
+    fn text_of(doc: &impl serde::Serialize) -> String {
+        serde_json::to_string(doc).unwrap()
+    }
+
+    fn repeat_of(runs: Vec<StreamDocument>) -> String {
+        let summary = RepeatSummary {
+            runs: runs.len(),
+            complete_runs: runs.len(),
+            receiver_bits_per_second: None,
+            sender_bits_per_second: None,
+            cpu_seconds_per_gb: None,
+        };
+        text_of(&RepeatDocument {
+            kind: Kind::Repeat,
+            schema_version: 1,
+            tool: Tool::this(),
+            repeat: runs.len(),
+            runs,
+            summary,
+        })
     }
 
     #[test]
     fn recognises_each_kind_and_refuses_others() {
-        assert!(matches!(SavedResults::parse(&send_doc(10.0, true).to_string()).unwrap(), SavedResults::Send(_)));
-        let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [send_doc(10.0, false), send_doc(12.0, false)], "summary": {}});
-        assert!(matches!(SavedResults::parse(&repeat.to_string()).unwrap(), SavedResults::Repeat(r) if r.len() == 2));
+        assert!(matches!(SavedResults::parse(&text_of(&send_doc(10.0, true))).unwrap(), SavedResults::Send(_)));
+        let repeat = repeat_of(vec![send_doc(10.0, false), send_doc(12.0, false)]);
+        assert!(matches!(SavedResults::parse(&repeat).unwrap(), SavedResults::Repeat(r) if r.len() == 2));
         for (text, want) in [
             ("{", "not JSON"),
             ("{\"a\": 1}", "not a uringbench"),
-            ("{\"repeat\": 2, \"runs\": [1]}", "runs are not send reports"),
+            ("{\"repeat\": 2, \"runs\": [1]}", "not a uringbench"),
             ("{\"kind\": \"sweep\", \"schema_version\": 1}", "malformed sweep"),
         ] {
             let e = SavedResults::parse(text).unwrap_err();
@@ -246,23 +277,23 @@ mod tests {
 
     #[test]
     fn send_renders_intervals() {
-        let saved = SavedResults::parse(&send_doc(10.0, true).to_string()).unwrap();
+        let saved = SavedResults::parse(&text_of(&send_doc(10.0, true))).unwrap();
         let text = saved.render_text();
-        assert!(text.contains("received 10.00 Gbits/sec") && text.contains("verdict: sender cpu (cpu0 99%)"), "{text}");
+        assert!(text.contains("received 10.00 Gbits/sec") && text.contains("(cpu0 99%)"), "{text}");
         assert_eq!(text.matches("[SUM]").count(), 2);
         let chart = saved.chart();
         assert_eq!(chart.categories, vec!["1.0", "2.0"]);
         assert_eq!(chart.series.len(), 3, "the sum and two queues");
         assert_eq!(chart.series[0].points[1].y, 11.0);
         assert!((chart.series[1].points[0].y - 4.5).abs() < 1e-9);
-        let bare = SavedResults::parse(&send_doc(10.0, false).to_string()).unwrap().chart();
+        let bare = SavedResults::parse(&text_of(&send_doc(10.0, false))).unwrap().chart();
         assert_eq!((bare.categories.len(), bare.series[0].points[0].y), (1, 10.0));
     }
 
     #[test]
     fn repeat_renders_runs_and_stats() {
-        let repeat = json!({"schema_version": 1, "repeat": 3, "runs": [send_doc(10.0, false), send_doc(12.0, false), send_doc(14.0, false)]});
-        let saved = SavedResults::parse(&repeat.to_string()).unwrap();
+        let repeat = repeat_of(vec![send_doc(10.0, false), send_doc(12.0, false), send_doc(14.0, false)]);
+        let saved = SavedResults::parse(&repeat).unwrap();
         let text = saved.render_text();
         assert!(text.contains("median 12.000"), "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("run ")).count(), 3, "{text}");

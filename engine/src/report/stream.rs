@@ -4,37 +4,50 @@
 use crate::analysis::verdict::{diagnose, Verdict};
 use crate::base::spec::TestSpec;
 use crate::base::units::{format_bits_per_second, format_bytes};
+use crate::metrics::document::{
+    BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, OneWayDelay, QueueBytes,
+    QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum, TcpSection, Tool,
+};
 use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 /// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.
-fn flows_end_json(side: &SideReport) -> Value {
-    let entries: Vec<Value> = side
-        .tcp_flows_end
+fn flows_end(side: &SideReport) -> Vec<Option<FlowEnd>> {
+    side.tcp_flows_end
         .iter()
         .enumerate()
         .map(|(i, info)| {
-            let mut v = serde_json::to_value(info).unwrap_or(Value::Null);
-            if let (Value::Object(map), Some(Value::Object(sock))) =
-                (&mut v, side.flow_sockets.get(i).map(|s| serde_json::to_value(s).unwrap_or(Value::Null)))
-            {
-                map.extend(sock);
-            }
-            v
+            info.map(|info| FlowEnd { info, socket: side.flow_sockets.get(i).cloned().unwrap_or_default() })
         })
-        .collect();
-    Value::Array(entries)
+        .collect()
 }
 
 /// One entry of `intervals[]` (and of a `--json-stream` interval event): the receiver's
 /// figures for the stretch, with the sender's view of it beside them.
+pub fn interval_entry(i: &IntervalFigures, si: Option<&IntervalFigures>) -> IntervalEntry {
+    IntervalEntry {
+        start: i.start,
+        end: i.end,
+        bytes: i.sum(),
+        bits_per_second: i.bits_per_second(),
+        queues: i.bytes.clone(),
+        sender_bytes: si.map(|s| s.sum()),
+        tcp: si.map(|s| s.tcp.clone()),
+        tcp_flows: si.map(|s| s.tcp_flows.clone()),
+        udp: i.udp.map(|u| IntervalDatagrams {
+            datagrams: u.received,
+            lost: u.lost,
+            out_of_order: u.out_of_order,
+            duplicates: u.duplicates,
+            jitter_us: u.jitter_us,
+        }),
+    }
+}
+
+/// [`interval_entry`] as a JSON value.
 pub fn interval_json(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Value {
-    json!({"start": i.start, "end": i.end, "bytes": i.sum(), "bits_per_second": i.bits_per_second(),
-           "queues": i.bytes, "sender_bytes": si.map(|s| s.sum()),
-           "tcp": si.map(|s| &s.tcp), "tcp_flows": si.map(|s| &s.tcp_flows),
-           "udp": i.udp.map(|u| json!({"datagrams": u.received, "lost": u.lost,
-               "out_of_order": u.out_of_order, "duplicates": u.duplicates, "jitter_us": u.jitter_us}))})
+    serde_json::to_value(interval_entry(i, si)).unwrap_or(Value::Null)
 }
 
 /// Version of the `--json-stream` events (one JSON object per line); bumped when a key of an
@@ -60,9 +73,9 @@ pub fn interval_event(direction: crate::base::spec::Direction, n: usize, entry: 
 }
 
 /// `{"event":"end",...}`: the whole report, the document `-J` writes, with `event` first.
-pub fn end_event(doc: Value) -> Value {
+pub fn end_event(doc: &impl serde::Serialize) -> Value {
     let mut v = json!({"event": "end", "stream_schema_version": STREAM_SCHEMA_VERSION});
-    if let (Value::Object(event), Value::Object(doc)) = (&mut v, doc) {
+    if let (Value::Object(event), Ok(Value::Object(doc))) = (&mut v, serde_json::to_value(doc)) {
         event.extend(doc);
     }
     v
@@ -140,102 +153,121 @@ impl StreamReport {
         diagnose(&self.evidence())
     }
 
-    /// Cycles per received byte and CPU-seconds per GB from the receiver's host busy time.
-    fn cpu_per_byte(side: &SideReport, bytes: u64) -> Value {
+    /// Cycles per received byte and CPU-seconds per GB from a side's host busy time.
+    fn cpu_per_byte(side: &SideReport, bytes: u64) -> Option<CpuPerByte> {
         if bytes == 0 {
-            return Value::Null;
+            return None;
         }
         let busy = side.cpu.host_busy_seconds;
-        json!({
-            "cpu_seconds_per_gb": busy / (bytes as f64 / 1e9),
-            "cycles_per_byte": side.cpu.nominal_hz.map(|hz| busy * hz / bytes as f64),
+        Some(CpuPerByte {
+            cpu_seconds_per_gb: busy / (bytes as f64 / 1e9),
+            cycles_per_byte: side.cpu.nominal_hz.map(|hz| busy * hz / bytes as f64),
         })
     }
 
-    /// The JSON document that docs/output.md describes.
-    pub fn to_json(&self) -> Value {
+    /// The document docs/output.md describes (what `-J` writes).
+    pub fn to_document(&self) -> StreamDocument {
         let recv = self.receiver.as_ref();
-        let queues: Vec<Value> = self
+        let queue_bytes = |bytes: u64, total_bytes: u64, window: f64| QueueBytes {
+            bytes,
+            total_bytes,
+            bits_per_second: rate(bytes, window),
+        };
+        let queues = self
             .sender
             .queues
             .iter()
-            .map(|sq| {
-                let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
-                json!({
-                    "id": sq.id,
-                    "flows": sq.flows,
-                    "sender": {"bytes": sq.bytes, "total_bytes": sq.total_bytes,
-                               "bits_per_second": rate(sq.bytes, self.sender.window_seconds)},
-                    "receiver": rq.map(|q| json!({"bytes": q.bytes, "total_bytes": q.total_bytes,
-                               "bits_per_second": rate(q.bytes, recv.map_or(0.0, |r| r.window_seconds))})),
-                })
+            .map(|sq| QueueEntry {
+                id: sq.id,
+                flows: sq.flows,
+                sender: queue_bytes(sq.bytes, sq.total_bytes, self.sender.window_seconds),
+                receiver: recv.and_then(|r| {
+                    r.queues.get(sq.id as usize).map(|q| queue_bytes(q.bytes, q.total_bytes, r.window_seconds))
+                }),
             })
             .collect();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
-        let intervals: Vec<Value> = recv
+        let intervals = recv
             .map(|r| r.intervals.as_slice())
             .unwrap_or_default()
             .iter()
             .enumerate()
             // The sender samples the same offsets on its own clock: its interval n is the same
             // stretch of the test, and carries the TCP view (RTT, retransmits, limits).
-            .map(|(n, i)| interval_json(i, self.sender.intervals.get(n)))
+            .map(|(n, i)| interval_entry(i, self.sender.intervals.get(n)))
             .collect();
-        let verdict = self.verdict();
-        json!({
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "target": self.target,
-            "test": self.spec,
-            "complete": self.complete(),
-            "error": self.error,
-            "interrupted": self.interrupted,
-            "queues": queues,
-            "sum": {
-                "window_seconds": window,
-                "sender": {"bytes": self.sender.bytes(), "total_bytes": self.sender.total_bytes(),
-                           "bits_per_second": self.sender.bits_per_second(),
-                           "window_seconds": self.sender.window_seconds,
-                           "datagrams": self.sender.udp.as_ref().map(|u| u.datagrams)},
-                "receiver": recv.map(|r| {
-                    let mut v = json!({"bytes": r.bytes(), "total_bytes": r.total_bytes(),
-                           "bits_per_second": r.bits_per_second(), "window_seconds": r.window_seconds});
-                    if let Some(u) = &r.udp {
-                        v["datagrams"] = json!(u.datagrams);
-                        v["lost"] = json!(u.lost);
-                        v["out_of_order"] = json!(u.out_of_order);
-                        v["duplicates"] = json!(u.duplicates);
-                        v["jitter_us"] = json!(u.jitter_us);
-                        v["expected"] = json!(u.expected);
-                        v["loss_ratio"] = json!(if u.expected > 0 { u.lost as f64 / u.expected as f64 } else { 0.0 });
-                        v["one_way_delay_us"] = json!(u.delay_us.map(|[min, mean, max]| json!({"min": min, "mean": mean, "max": max})));
-                    }
-                    v
+        let side = |s: &SideReport| SideSummary {
+            placement: s.placement.clone(),
+            path: s.path.clone(),
+            complete: s.complete,
+            errors: s.errors.clone(),
+        };
+        StreamDocument {
+            kind: Kind::Stream,
+            schema_version: SCHEMA_VERSION,
+            tool: Tool::this(),
+            title: None,
+            peer: None,
+            target: self.target.clone(),
+            test: self.spec.clone(),
+            complete: self.complete(),
+            error: self.error.clone(),
+            interrupted: self.interrupted.clone(),
+            queues,
+            sum: StreamSum {
+                window_seconds: window,
+                sender: SenderSum {
+                    bytes: self.sender.bytes(),
+                    total_bytes: self.sender.total_bytes(),
+                    bits_per_second: self.sender.bits_per_second(),
+                    window_seconds: self.sender.window_seconds,
+                    datagrams: self.sender.udp.as_ref().map(|u| u.datagrams),
+                },
+                receiver: recv.map(|r| ReceiverSum {
+                    bytes: r.bytes(),
+                    total_bytes: r.total_bytes(),
+                    bits_per_second: r.bits_per_second(),
+                    window_seconds: r.window_seconds,
+                    udp: r.udp.as_ref().map(|u| ReceivedDatagrams {
+                        datagrams: u.datagrams,
+                        lost: u.lost,
+                        out_of_order: u.out_of_order,
+                        duplicates: u.duplicates,
+                        jitter_us: u.jitter_us,
+                        expected: u.expected,
+                        loss_ratio: if u.expected > 0 { u.lost as f64 / u.expected as f64 } else { 0.0 },
+                        one_way_delay_us: u.delay_us.map(|[min, mean, max]| OneWayDelay { min, mean, max }),
+                    }),
                 }),
             },
-            "intervals": intervals,
-            "cpu": {
-                "sender": self.sender.cpu,
-                "receiver": recv.map(|r| &r.cpu),
-                "sender_per_byte": Self::cpu_per_byte(&self.sender, self.sender.bytes()),
-                "receiver_per_byte": recv.map(|r| Self::cpu_per_byte(r, r.bytes())),
+            intervals,
+            cpu: CpuSection {
+                sender: self.sender.cpu.clone(),
+                receiver: recv.map(|r| r.cpu.clone()),
+                sender_per_byte: Self::cpu_per_byte(&self.sender, self.sender.bytes()),
+                receiver_per_byte: recv.and_then(|r| Self::cpu_per_byte(r, r.bytes())),
             },
-            "tcp": {
-                "sender": self.sender.tcp,
-                "receiver": recv.map(|r| &r.tcp),
-                "sender_flows_end": flows_end_json(&self.sender),
-                "receiver_flows_end": recv.map(flows_end_json),
+            tcp: TcpSection {
+                sender: self.sender.tcp.clone(),
+                receiver: recv.map(|r| r.tcp.clone()),
+                sender_flows_end: flows_end(&self.sender),
+                receiver_flows_end: recv.map(flows_end),
             },
-            "path": self.path,
-            "host": {"sender": self.sender.host, "receiver": recv.map(|r| &r.host)},
-            "zerocopy": self.sender.zerocopy,
-            "xdp": {"sender": self.sender.xdp, "receiver": recv.and_then(|r| r.xdp.as_ref())},
-            "sender": {"placement": self.sender.placement, "path": self.sender.path, "complete": self.sender.complete, "errors": self.sender.errors},
-            "receiver": recv.map(|r| json!({"placement": r.placement, "path": r.path, "complete": r.complete, "errors": r.errors})),
-            "verdict": verdict,
-            "direction": self.spec.direction,
-            "reverse": self.reverse.as_ref().map(|r| r.to_json()),
-        })
+            path: self.path.clone(),
+            host: BySide { sender: self.sender.host.clone(), receiver: recv.and_then(|r| r.host.clone()) },
+            zerocopy: self.sender.zerocopy.clone(),
+            xdp: BySide { sender: self.sender.xdp.clone(), receiver: recv.and_then(|r| r.xdp.clone()) },
+            sender: side(&self.sender),
+            receiver: recv.map(side),
+            verdict: self.verdict(),
+            direction: self.spec.direction,
+            reverse: self.reverse.as_ref().map(|r| Box::new(r.to_document())),
+        }
+    }
+
+    /// [`to_document`](Self::to_document) as a JSON value.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.to_document()).unwrap_or(Value::Null)
     }
 
     /// One line for a run of `--repeat`.

@@ -11,7 +11,7 @@ use crate::uring::ring::WaitMode;
 use serde::{Deserialize, Serialize};
 
 /// What the user asked for with `--busy-poll`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BusyPoll {
     Auto,
@@ -20,14 +20,14 @@ pub enum BusyPoll {
 }
 
 /// One worker thread: the CPU it is pinned to and the queues it serves.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadPlan {
     pub cpu: usize,
     pub queues: Vec<u32>,
 }
 
 /// The threads of one side of a test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Placement {
     pub threads: Vec<ThreadPlan>,
     pub wait: WaitMode,

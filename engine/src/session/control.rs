@@ -49,7 +49,7 @@ pub const DATA_HELLO_LEN: usize = 4 + 16 + 4;
 pub(crate) type SessionCookie = [u8; 16];
 
 /// Messages of the control channel.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControlMsg {
     /// Sender → receiver, first, with `--psk-file`: its nonce (session/auth.rs).

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 
 /// What kind of device or rule sets a path limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LimitKind {
     /// The egress root qdisc's rate (tbf, htb default class).
@@ -23,7 +23,7 @@ pub enum LimitKind {
 }
 
 /// A rate limit found on the path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PathLimit {
     pub kind: LimitKind,
     /// What sets it: `qdisc tbf on eth0`, `link eth0`, `GCP egress cap for 8 vCPUs`.

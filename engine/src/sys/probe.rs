@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::fs;
 
 /// The io_uring and memory facts that decide how a test runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KernelCaps {
     pub kernel_release: String,
     /// `kernel.io_uring_disabled`: 0 enabled, 1 restricted to a group, 2 disabled.

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, Weak};
 const WRITABLE: &[&str] = &["/proc/sys/", "/sys/class/net/", "/proc/irq/", "/sys/devices/system/cpu/"];
 
 /// One change to make.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Change {
     /// Write a kernel file (a sysctl is `/proc/sys/` plus its dotted name as a path).
@@ -181,7 +181,7 @@ impl Change {
 }
 
 /// The settings of one variant as a plan or a `--variants` file writes them.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsSpec {
     /// `"net.ipv4.tcp_congestion_control" = "cubic"`.
@@ -200,7 +200,7 @@ pub struct SettingsSpec {
     pub commands: Vec<CommandPair>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IfaceSettings {
     pub mtu: Option<u32>,
@@ -220,7 +220,7 @@ pub struct IfaceSettings {
     pub qdisc: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommandPair {
     pub apply: String,

@@ -137,7 +137,7 @@ pub fn check_congestion(name: &str) -> Result<(), String> {
 }
 
 /// A flow's knobs as the kernel reports them after the test.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowSocket {
     /// TCP_CONGESTION.
     pub congestion: Option<String>,

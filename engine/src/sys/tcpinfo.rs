@@ -71,7 +71,7 @@ struct RawTcpInfo {
 }
 
 /// The TCP_INFO figures uringbench reports, in plain units.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpInfo {
     /// Smoothed RTT and its variation, microseconds.
     pub rtt_us: u32,
@@ -134,7 +134,7 @@ impl TcpInfo {
 
 /// TCP figures of a set of flows over a window: counters as differences between the window's
 /// first and last reading, gauges as read at its end.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpWindow {
     pub flows: u32,
     pub retransmitted_segments: u64,

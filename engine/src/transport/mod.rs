@@ -14,7 +14,7 @@ pub mod xdp;
 use serde::{Deserialize, Serialize};
 
 /// How one flow ended, as seen by the thread that served it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowOutcome {
     /// Queue the flow belongs to.
     pub queue: u32,

@@ -13,7 +13,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 /// How a worker waits for completions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitMode {
     /// Never sleep: poll the completion queue in a loop.

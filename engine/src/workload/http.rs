@@ -176,7 +176,7 @@ impl FailKind {
 }
 
 /// Errors by kind, with the first message of each kind as an example.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ErrorCounts {
     pub connect: u64,
     pub write: u64,
@@ -227,7 +227,7 @@ impl ErrorCounts {
 }
 
 /// Latency percentiles in microseconds (key `latency_us` of docs/output.md).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, schemars::JsonSchema)]
 pub struct LatencyUs {
     pub p50: u64,
     pub p90: u64,
@@ -239,7 +239,7 @@ pub struct LatencyUs {
 }
 
 /// The client's own CPU time over the run, from its threads' /proc/self/task stat times.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, schemars::JsonSchema)]
 pub struct ClientCpu {
     pub user_seconds: f64,
     pub system_seconds: f64,
@@ -248,7 +248,7 @@ pub struct ClientCpu {
 }
 
 /// What one run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HttpReport {
     pub url: String,
     pub method: String,

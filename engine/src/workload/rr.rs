@@ -23,8 +23,6 @@ use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConf
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
-use hdrhistogram::Histogram;
-use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -32,37 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Round-trip percentiles in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub min: f64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub p999: f64,
-    pub max: f64,
-}
-
-impl LatencySummary {
-    pub fn of(h: &Histogram<u64>) -> Self {
-        if h.is_empty() {
-            return Self::default();
-        }
-        let us = |ns: u64| ns as f64 / 1e3;
-        Self {
-            count: h.len(),
-            min: us(h.min()),
-            mean: h.mean() / 1e3,
-            p50: us(h.value_at_quantile(0.50)),
-            p90: us(h.value_at_quantile(0.90)),
-            p99: us(h.value_at_quantile(0.99)),
-            p999: us(h.value_at_quantile(0.999)),
-            max: us(h.max()),
-        }
-    }
-}
+pub use crate::metrics::transactions::LatencySummary;
 
 /// "TCP rr", "UDP rr" or "TCP crr".
 pub(crate) fn workload_name(spec: &TestSpec) -> String {

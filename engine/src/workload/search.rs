@@ -11,6 +11,7 @@
 
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
+use crate::metrics::document::StreamDocument;
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -36,7 +37,7 @@ pub struct SearchPlan {
 }
 
 /// The figures of one trial that the search needs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TrialFigures {
     pub complete: bool,
     pub offered_bps: f64,
@@ -47,28 +48,26 @@ pub struct TrialFigures {
 }
 
 impl TrialFigures {
-    /// A trial's figures from its report's JSON document (docs/output.md keys).
-    pub fn of_json(doc: &Value) -> Self {
-        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
-        let loss_ratio = if doc.pointer("/test/proto") == Some(&json!("udp")) {
-            f("/sum/receiver/loss_ratio")
+    /// A trial's figures from its report's document.
+    pub fn of_document(doc: &StreamDocument) -> Self {
+        let received = doc.sum.receiver.as_ref();
+        let loss_ratio = if doc.test.proto == Proto::Udp {
+            received.and_then(|r| r.udp.as_ref()).map(|u| u.loss_ratio)
         } else {
-            match (f("/tcp/sender/bytes_retrans"), f("/tcp/sender/bytes_sent")) {
-                (Some(r), Some(s)) if s > 0.0 => Some(r / s),
-                _ => None,
-            }
+            let tcp = &doc.tcp.sender;
+            (tcp.bytes_sent > 0).then(|| tcp.bytes_retrans as f64 / tcp.bytes_sent as f64)
         };
         Self {
-            complete: doc["complete"].as_bool().unwrap_or(false),
-            offered_bps: f("/sum/sender/bits_per_second").unwrap_or(0.0),
-            received_bps: f("/sum/receiver/bits_per_second"),
+            complete: doc.complete,
+            offered_bps: doc.sum.sender.bits_per_second,
+            received_bps: received.map(|r| r.bits_per_second),
             loss_ratio,
-            error: doc["error"].as_str().map(str::to_owned),
+            error: doc.error.clone(),
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// The unpaced first trial.
@@ -78,7 +77,7 @@ pub enum Phase {
 }
 
 /// One trial as reported.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Step {
     pub step: usize,
     pub phase: Phase,
@@ -91,7 +90,7 @@ pub struct Step {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SearchResult {
     /// The highest rate that passed every confirmation; None when none did.
     pub rate_bps: Option<f64>,
@@ -429,12 +428,20 @@ mod tests {
 
     #[test]
     fn figures_of_a_report_document() {
-        let udp = json!({"test": {"proto": "udp"}, "complete": true,
-            "sum": {"sender": {"bits_per_second": 2e9}, "receiver": {"bits_per_second": 1.9e9, "loss_ratio": 0.05}}});
-        let f = TrialFigures::of_json(&udp);
-        assert_eq!((f.offered_bps, f.loss_ratio), (2e9, Some(0.05)));
-        let tcp = json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"sender": {"bits_per_second": 1e9}},
-            "tcp": {"sender": {"bytes_retrans": 10, "bytes_sent": 1000}}});
-        assert_eq!(TrialFigures::of_json(&tcp).loss_ratio, Some(0.01));
+        // Documents the release before the typed model wrote, from real runs.
+        let read = |text: &str| -> (Value, StreamDocument) {
+            let raw: Value = serde_json::from_str(text).unwrap();
+            (raw.clone(), serde_json::from_value(raw).unwrap())
+        };
+        let (raw, udp) = read(include_str!("../../tests/fixtures/53b0d44/stream-udp.json"));
+        let f = TrialFigures::of_document(&udp);
+        assert_eq!(Some(f.offered_bps), raw.pointer("/sum/sender/bits_per_second").and_then(Value::as_f64));
+        assert_eq!(f.loss_ratio, raw.pointer("/sum/receiver/loss_ratio").and_then(Value::as_f64));
+        let (raw, mut tcp) = read(include_str!("../../tests/fixtures/53b0d44/stream-tcp.json"));
+        assert!(f.received_bps.is_some());
+        let sent = raw.pointer("/tcp/sender/bytes_sent").and_then(Value::as_u64).unwrap();
+        assert!(sent > 0);
+        tcp.tcp.sender.bytes_retrans = sent / 100;
+        assert_eq!(TrialFigures::of_document(&tcp).loss_ratio, Some((sent / 100) as f64 / sent as f64));
     }
 }

@@ -9,6 +9,7 @@
 //! back and recomputes the summaries, so `uringbench report` charts old sweeps the same way.
 
 use crate::base::spec::TestSpec;
+use crate::metrics::document::StreamDocument;
 use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
 use crate::metrics::summary::Stats;
 use crate::session::sender::SendOptions;
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// The swept parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SweepParam {
     /// `--queues`: queue count (one flow each, times `--flows-per-queue`).
@@ -93,7 +94,7 @@ pub struct SweepPlan {
 }
 
 /// The figures of one run, as kept in the results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunFigures {
     /// 1-based run number at this point.
     pub run: u32,
@@ -135,23 +136,22 @@ impl RunFigures {
         }
     }
 
-    /// The figures of one run out of a saved `send -J` document (the keys docs/output.md fixes).
-    pub fn of_json(run: u32, doc: &Value) -> Self {
-        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
+    /// The figures of one run out of a saved `send -J` document.
+    pub fn of_document(run: u32, doc: &StreamDocument) -> Self {
         Self {
             run,
-            complete: doc["complete"].as_bool().unwrap_or(false),
-            receiver_bits_per_second: f("/sum/receiver/bits_per_second"),
-            sender_bits_per_second: f("/sum/sender/bits_per_second"),
-            cpu_seconds_per_gb: f("/cpu/receiver_per_byte/cpu_seconds_per_gb"),
-            verdict: doc.pointer("/verdict/bottleneck").and_then(Value::as_str).map(str::to_owned),
-            error: doc["error"].as_str().map(str::to_owned),
+            complete: doc.complete,
+            receiver_bits_per_second: doc.sum.receiver.as_ref().map(|r| r.bits_per_second),
+            sender_bits_per_second: Some(doc.sum.sender.bits_per_second),
+            cpu_seconds_per_gb: doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb),
+            verdict: Some(doc.verdict.bottleneck.name().to_owned()),
+            error: doc.error.clone(),
         }
     }
 }
 
 /// One point of the series.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepPoint {
     pub value: u64,
     pub label: String,
@@ -159,7 +159,7 @@ pub struct SweepPoint {
 }
 
 /// Statistics of a point over its complete runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PointSummary {
     pub runs: usize,
     pub complete_runs: usize,
@@ -185,7 +185,7 @@ impl SweepPoint {
 }
 
 /// A whole sweep: what was swept, the base test, and every point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepResult {
     pub parameter: SweepParam,
     pub target: String,
@@ -395,13 +395,18 @@ pub(crate) mod tests {
 
     #[test]
     fn figures_from_a_saved_send_document() {
-        let doc = json!({"complete": true, "sum": {"receiver": {"bits_per_second": 5e9}, "sender": {"bits_per_second": 5.1e9}},
-            "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 0.4}}, "verdict": {"bottleneck": "receiver cpu"}, "error": null});
-        let f = RunFigures::of_json(1, &doc);
-        assert_eq!(f.receiver_bits_per_second, Some(5e9));
-        assert_eq!(f.cpu_seconds_per_gb, Some(0.4));
-        assert_eq!(f.verdict.as_deref(), Some("receiver cpu"));
-        let f = RunFigures::of_json(2, &json!({}));
-        assert!(!f.complete && f.receiver_bits_per_second.is_none());
+        // A document the release before the typed model wrote, from a real run.
+        let text = include_str!("../../tests/fixtures/53b0d44/stream-tcp.json");
+        let raw: Value = serde_json::from_str(text).unwrap();
+        let doc: StreamDocument = serde_json::from_value(raw.clone()).unwrap();
+        let f = RunFigures::of_document(1, &doc);
+        assert_eq!(f.receiver_bits_per_second, raw.pointer("/sum/receiver/bits_per_second").and_then(Value::as_f64));
+        assert_eq!(f.sender_bits_per_second, raw.pointer("/sum/sender/bits_per_second").and_then(Value::as_f64));
+        assert_eq!(
+            f.cpu_seconds_per_gb,
+            raw.pointer("/cpu/receiver_per_byte/cpu_seconds_per_gb").and_then(Value::as_f64)
+        );
+        assert_eq!(f.verdict.as_deref(), raw.pointer("/verdict/bottleneck").and_then(Value::as_str));
+        assert_eq!(f.complete, raw["complete"] == true);
     }
 }

@@ -25,7 +25,7 @@ use std::path::Path;
 pub const SCHEMA_VERSION: u64 = 1;
 
 /// One planned run and what became of it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FleetRun {
     pub id: String,
     /// The plan entry it came from.
@@ -92,7 +92,7 @@ fn fact_text(v: &Value) -> Option<String> {
 }
 
 /// Figures over a set of runs: the complete ones enter the statistics.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Aggregate {
     pub runs: usize,
     pub complete_runs: usize,
@@ -125,7 +125,7 @@ impl Aggregate {
 }
 
 /// One ordered pair over one kind of address, in one plan entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PairSummary {
     pub entry: String,
     pub sender: String,
@@ -136,7 +136,7 @@ pub struct PairSummary {
 }
 
 /// The runs sharing one value of an attribute.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AttributeGroup {
     pub value: String,
     /// Distinct (sender, receiver, address) pairs among the runs.
@@ -146,7 +146,7 @@ pub struct AttributeGroup {
 }
 
 /// A summary by one attribute, and inside it by address when the plan used several.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AttributeSummary {
     pub attribute: String,
     pub groups: Vec<AttributeGroup>,

@@ -25,7 +25,7 @@ const DMI_DIR: &str = "/sys/class/dmi/id";
 const AZURE_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
 
 /// A cloud whose egress rules we know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Cloud {
     Gcp,
@@ -46,7 +46,7 @@ impl Cloud {
 
 /// The DMI (SMBIOS) strings that identify a platform, as in /sys/class/dmi/id. Missing
 /// files are empty strings.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Dmi {
     pub sys_vendor: String,
     pub product_name: String,
@@ -110,7 +110,7 @@ pub(crate) fn online_cpus() -> Option<u32> {
 }
 
 /// What a vendor says about a VM's egress, for the verdict to compare with.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct EgressCap {
     /// The VM-wide egress cap in Gbit/s, when it follows from the vCPU count; None when it
     /// depends on the instance type or size (AWS, Azure).

@@ -24,7 +24,7 @@ const IFINFOMSG_LEN: usize = 16;
 const ARPHRD_LOOPBACK: u16 = 772;
 
 /// The counters of /sys/class/net/IF/statistics that the report uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct IfCounters {
     pub rx_bytes: u64,
     pub rx_packets: u64,
@@ -88,7 +88,7 @@ impl IfCounters {
 pub(crate) const ZCRX_DRIVERS: &[&str] = &["mlx5_core", "bnxt_en", "gve"];
 
 /// What an interface is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct LinkInfo {
     pub name: String,
     pub ifindex: u32,

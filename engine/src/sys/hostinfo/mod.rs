@@ -35,7 +35,7 @@ pub use snmp::SnmpCounters;
 pub use softnet::{SoftnetCounters, SoftnetTotals};
 
 /// The host's counters at one instant.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostSnapshot {
     /// The interface whose counters were read.
     pub iface: String,
@@ -63,7 +63,7 @@ impl HostSnapshot {
 }
 
 /// What changed between two snapshots.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HostDelta {
     pub iface: String,
     /// Time between the snapshots.

@@ -40,7 +40,7 @@ const HTB_GLOB_DEFCLS_OFF: usize = 8;
 const HTB_MAX_DEPTH: usize = 8;
 
 /// The rate a root qdisc holds an interface's egress to.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct QdiscLimit {
     /// The qdisc kind, as `tc` names it: `tbf` or `htb`.
     pub kind: String,

@@ -27,7 +27,7 @@ const RTN_PROHIBIT: u8 = 8;
 const RTMSG_LEN: usize = 12;
 
 /// The route the kernel picked for a destination.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Route {
     /// Output interface index (`RTA_OIF`).
     pub ifindex: u32,

@@ -17,7 +17,7 @@ const PATH: &str = "/proc/net/snmp";
 
 /// The protocol counters the verdict looks at. Totals since the namespace was created, or
 /// changes over a window after [`SnmpCounters::delta`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SnmpCounters {
     pub tcp_retrans_segs: u64,
     pub tcp_out_segs: u64,

@@ -19,7 +19,7 @@ const PATH: &str = "/proc/net/softnet_stat";
 const CPU_ID_COLUMN: usize = 12;
 
 /// One CPU's softnet counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SoftnetCounters {
     pub cpu: u32,
     /// Packets the receive softirq handled on this CPU.
@@ -31,7 +31,7 @@ pub struct SoftnetCounters {
 }
 
 /// The sum over CPUs, in 64 bits so it cannot wrap.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SoftnetTotals {
     pub processed: u64,
     pub dropped: u64,

@@ -27,7 +27,7 @@ const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 /// How the program runs on the interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AttachMode {
     /// In the driver, before an skb exists.
@@ -37,7 +37,7 @@ pub enum AttachMode {
 }
 
 /// The program's counters for one receive queue, summed over CPUs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SteerCounters {
     /// Test frames handed to the queue's AF_XDP socket.
     pub redirected: u64,

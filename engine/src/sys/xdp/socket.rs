@@ -30,7 +30,7 @@ pub(crate) const UMEM_FRAMES: u32 = 8192;
 pub(crate) const RING_SIZE: u32 = 4096;
 
 /// How the socket was bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BindMode {
     /// The NIC reads and writes the UMEM directly.
@@ -55,7 +55,7 @@ pub struct XskQueue {
 }
 
 /// Counters the kernel keeps for an AF_XDP socket (`XDP_STATISTICS`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SocketCounters {
     /// Frames dropped for other reasons than a full ring.
     pub rx_dropped: u64,

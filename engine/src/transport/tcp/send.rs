@@ -58,7 +58,7 @@ pub struct SendWorkerConfig {
 }
 
 /// What the kernel did with zero-copy sends.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ZeroCopyCounts {
     pub sends: u64,
     pub notifications: u64,

@@ -1,0 +1,421 @@
+//! The result documents: what `-J` writes and what every reader of saved results (`report`,
+//! `compare`, the fleet report) reads back, as one set of types. Writers build these values and
+//! serialize them; readers deserialize them; nobody reaches into a document by string keys or
+//! JSON pointers. docs/output.md says what each key means; docs/schema/ holds the JSON Schema
+//! generated from these types (a test fails when the two drift apart).
+//!
+//! Every document starts with the same envelope: `kind` (what it holds), `schema_version`
+//! ([`SCHEMA_VERSION`], one constant for all kinds) and `tool` (name and version). Documents
+//! written before `kind` existed load as the kind their shape says (a stream document).
+
+use crate::base::spec::{Direction, TestSpec};
+use crate::metrics::figures::{CpuFigures, Interruption, PathFacts, StreamReport, ZeroCopyFigures};
+use crate::metrics::summary::Stats;
+use crate::metrics::transactions::{LatencySummary, RrFailures};
+use crate::metrics::verdict::Verdict;
+use crate::metrics::xdp::XdpFigures;
+use crate::sys::hostinfo::HostDelta;
+use crate::sys::sockopt::FlowSocket;
+use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use crate::metrics::figures::SCHEMA_VERSION;
+
+/// What a document holds: the `kind` key of every document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// One stream test (`send`), TCP, UDP or AF_XDP, any direction.
+    Stream,
+    /// One request/response test (`rr`).
+    Rr,
+    /// One connect/request/response test (`crr`).
+    Crr,
+    /// One HTTP load run (`http`).
+    Http,
+    /// `send --repeat N`: the runs and statistics over them.
+    Repeat,
+    /// `sweep`: runs over a swept parameter.
+    Sweep,
+    /// `search`: the highest rate within a loss limit.
+    Search,
+    /// `experiment`: interleaved runs of settings variants and their comparison.
+    Experiment,
+    /// `compare`: saved runs compared.
+    Compare,
+    /// `report --fleet`: a fleet run merged.
+    Fleet,
+    /// `doctor`: host readiness checks.
+    Doctor,
+}
+
+impl Kind {
+    fn stream() -> Self {
+        Kind::Stream
+    }
+}
+
+/// The program that wrote a document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Tool {
+    /// This build.
+    pub fn this() -> Self {
+        Self { name: "uringbench".into(), version: env!("CARGO_PKG_VERSION").into() }
+    }
+}
+
+/// One value per side of a stream test.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct BySide<T> {
+    pub sender: T,
+    pub receiver: T,
+}
+
+/// A stream test (`send -J`): `queues[]`, `sum`, `intervals[]`, CPU, TCP, path, host counters,
+/// zero-copy and XDP figures, the verdict; `reverse` holds the other direction of `--bidir`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StreamDocument {
+    #[serde(default = "Kind::stream")]
+    pub kind: Kind,
+    pub schema_version: u32,
+    pub tool: Tool,
+    /// `-T/--title`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `iperf2` when the far end was a stock iperf2 (`send --iperf2`, `recv --iperf2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    /// The receiver's control address as connected.
+    pub target: String,
+    pub test: TestSpec,
+    pub complete: bool,
+    pub error: Option<String>,
+    pub interrupted: Option<Interruption>,
+    pub queues: Vec<QueueEntry>,
+    pub sum: StreamSum,
+    pub intervals: Vec<IntervalEntry>,
+    pub cpu: CpuSection,
+    pub tcp: TcpSection,
+    pub path: PathFacts,
+    pub host: BySide<Option<HostDelta>>,
+    pub zerocopy: Option<ZeroCopyFigures>,
+    pub xdp: BySide<Option<XdpFigures>>,
+    pub sender: SideSummary,
+    pub receiver: Option<SideSummary>,
+    pub verdict: Verdict,
+    pub direction: Direction,
+    pub reverse: Option<Box<StreamDocument>>,
+}
+
+/// Bytes one side moved on one queue.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueBytes {
+    /// Inside the window.
+    pub bytes: u64,
+    /// Over the whole test, warm-up and cool-down included.
+    pub total_bytes: u64,
+    /// Window bytes × 8 ÷ that side's window.
+    pub bits_per_second: f64,
+}
+
+/// One entry of `queues[]`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueEntry {
+    pub id: u32,
+    pub flows: u32,
+    pub sender: QueueBytes,
+    pub receiver: Option<QueueBytes>,
+}
+
+/// `sum`: the window over all queues.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StreamSum {
+    /// The receiver's window (the sender's when no receiver report arrived).
+    pub window_seconds: f64,
+    pub sender: SenderSum,
+    pub receiver: Option<ReceiverSum>,
+}
+
+/// `sum.sender`: what the sender offered.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SenderSum {
+    pub bytes: u64,
+    pub total_bytes: u64,
+    pub bits_per_second: f64,
+    pub window_seconds: f64,
+    /// UDP: datagrams sent over the whole test.
+    pub datagrams: Option<u64>,
+}
+
+/// `sum.receiver`: what the receiver counted (the headline is its `bits_per_second`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReceiverSum {
+    pub bytes: u64,
+    pub total_bytes: u64,
+    pub bits_per_second: f64,
+    pub window_seconds: f64,
+    /// UDP accounting (absent for TCP).
+    #[serde(flatten)]
+    pub udp: Option<ReceivedDatagrams>,
+}
+
+/// A UDP receiver's accounting over the whole test.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReceivedDatagrams {
+    pub datagrams: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    pub jitter_us: f64,
+    pub expected: u64,
+    pub loss_ratio: f64,
+    /// `--one-way-delay`: arrival − send timestamp; null without it.
+    pub one_way_delay_us: Option<OneWayDelay>,
+}
+
+/// One-way delay over the test, in µs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct OneWayDelay {
+    pub min: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// One entry of `intervals[]`: the receiver's figures for the stretch, with the sender's view.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct IntervalEntry {
+    pub start: f64,
+    pub end: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    /// Bytes per queue.
+    pub queues: Vec<u64>,
+    pub sender_bytes: Option<u64>,
+    pub tcp: Option<TcpWindow>,
+    pub tcp_flows: Option<Vec<Option<TcpInfo>>>,
+    pub udp: Option<IntervalDatagrams>,
+}
+
+/// A UDP receiver's accounting over one interval (jitter as of its end).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct IntervalDatagrams {
+    pub datagrams: u64,
+    pub lost: u64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    pub jitter_us: f64,
+}
+
+/// `cpu`: both sides' CPU objects and CPU per byte.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CpuSection {
+    pub sender: CpuFigures,
+    pub receiver: Option<CpuFigures>,
+    pub sender_per_byte: Option<CpuPerByte>,
+    pub receiver_per_byte: Option<CpuPerByte>,
+}
+
+/// CPU cost per byte a side counted in its window.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct CpuPerByte {
+    pub cpu_seconds_per_gb: f64,
+    pub cycles_per_byte: Option<f64>,
+}
+
+/// `tcp`: the TCP window objects and each flow's TCP_INFO at the end.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TcpSection {
+    pub sender: TcpWindow,
+    pub receiver: Option<TcpWindow>,
+    pub sender_flows_end: Vec<Option<FlowEnd>>,
+    pub receiver_flows_end: Option<Vec<Option<FlowEnd>>>,
+}
+
+/// A flow's TCP_INFO after the test, with its knobs as the kernel reports them.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FlowEnd {
+    #[serde(flatten)]
+    pub info: TcpInfo,
+    #[serde(flatten)]
+    pub socket: FlowSocket,
+}
+
+/// `sender`, `receiver`: placement, data path, completeness, errors.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SideSummary {
+    pub placement: String,
+    pub path: String,
+    pub complete: bool,
+    pub errors: Vec<String>,
+}
+
+/// `send --repeat N -J`: every run's document and statistics over the complete ones.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RepeatDocument {
+    /// `repeat` (documents written before `kind` existed have none).
+    #[serde(default = "Kind::repeat")]
+    pub kind: Kind,
+    pub schema_version: u32,
+    #[serde(default = "Tool::this")]
+    pub tool: Tool,
+    pub repeat: usize,
+    pub runs: Vec<StreamDocument>,
+    pub summary: RepeatSummary,
+}
+
+impl Kind {
+    fn repeat() -> Self {
+        Kind::Repeat
+    }
+}
+
+/// Figures over the runs of `--repeat N`. Only complete runs enter the statistics.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RepeatSummary {
+    pub runs: usize,
+    pub complete_runs: usize,
+    pub receiver_bits_per_second: Option<Stats>,
+    pub sender_bits_per_second: Option<Stats>,
+    /// Receiver-side host CPU-seconds per GB.
+    pub cpu_seconds_per_gb: Option<Stats>,
+}
+
+impl RepeatSummary {
+    pub fn of(reports: &[StreamReport]) -> Self {
+        let complete: Vec<&StreamReport> = reports.iter().filter(|r| r.complete()).collect();
+        let recv: Vec<f64> = complete.iter().filter_map(|r| r.receiver.as_ref().map(|x| x.bits_per_second())).collect();
+        let send: Vec<f64> = complete.iter().map(|r| r.sender.bits_per_second()).collect();
+        let cpu: Vec<f64> = complete.iter().filter_map(|r| r.receiver_cpu_seconds_per_gb()).collect();
+        Self {
+            runs: reports.len(),
+            complete_runs: complete.len(),
+            receiver_bits_per_second: Stats::of(&recv),
+            sender_bits_per_second: Stats::of(&send),
+            cpu_seconds_per_gb: Stats::of(&cpu),
+        }
+    }
+}
+
+/// An rr or crr test (`rr -J`, `crr -J`): transactions, latency percentiles, failures.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TransactionDocument {
+    /// `rr` or `crr` (older documents: from `test.workload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    pub schema_version: u32,
+    pub tool: Tool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub target: String,
+    pub test: TestSpec,
+    pub complete: bool,
+    pub error: Option<String>,
+    pub transactions_per_second: f64,
+    pub latency_us: LatencySummary,
+    pub failures: RrFailures,
+    /// One line per non-zero failure cause, with what to do about it.
+    pub failure_notes: Vec<String>,
+    pub queues: Vec<TransactionQueue>,
+    pub sum: TransactionSum,
+    pub intervals: Vec<TransactionInterval>,
+    pub cpu: ClientServer<CpuFigures>,
+    pub client: TransactionSide,
+    pub server: Option<TransactionSide>,
+    pub verdict: Verdict,
+}
+
+/// Transactions one side counted.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct Transactions {
+    /// Inside the window.
+    pub transactions: u64,
+    /// Over the whole test.
+    pub total_transactions: u64,
+}
+
+/// One entry of an rr document's `queues[]`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TransactionQueue {
+    pub id: u32,
+    pub flows: u32,
+    pub client: Transactions,
+    pub server: Option<Transactions>,
+}
+
+/// An rr document's `sum`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TransactionSum {
+    pub window_seconds: f64,
+    pub client: Transactions,
+    pub server: Option<Transactions>,
+}
+
+/// One entry of an rr document's `intervals[]` (the client's).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct TransactionInterval {
+    pub start: f64,
+    pub end: f64,
+    pub transactions: u64,
+    pub transactions_per_second: f64,
+}
+
+/// One value for the client and one for the server (absent when its report never came).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ClientServer<T> {
+    pub client: T,
+    pub server: Option<T>,
+}
+
+/// An rr document's `client`, `server`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TransactionSide {
+    pub placement: String,
+    pub path: String,
+    pub errors: Vec<String>,
+}
+
+/// The envelope every document starts with: enough to tell what the rest holds.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Envelope {
+    pub kind: Option<Kind>,
+    pub schema_version: Option<u64>,
+}
+
+/// A saved document of any run kind, as a reader finds it in a file.
+#[derive(Debug, Clone)]
+pub enum RunDocument {
+    Stream(Box<StreamDocument>),
+    Transactions(Box<TransactionDocument>),
+    Repeat(Box<RepeatDocument>),
+}
+
+impl RunDocument {
+    /// Reads a document of a run kind: the envelope says which, and documents from before the
+    /// envelope are told apart by their shape (`repeat` + `runs`, `transactions_per_second`).
+    pub fn from_value(doc: serde_json::Value) -> Result<Self, String> {
+        let envelope: Envelope = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
+        if let Some(v) = envelope.schema_version.filter(|&v| v != u64::from(SCHEMA_VERSION)) {
+            return Err(format!("schema_version {v}, this build reads {SCHEMA_VERSION}"));
+        }
+        let kind = envelope.kind.unwrap_or(if doc.get("repeat").is_some() && doc.get("runs").is_some() {
+            Kind::Repeat
+        } else if doc.get("transactions_per_second").is_some() {
+            Kind::Rr
+        } else {
+            Kind::Stream
+        });
+        let typed = |e: serde_json::Error| format!("not a {kind:?} document: {e}");
+        Ok(match kind {
+            Kind::Stream => RunDocument::Stream(Box::new(serde_json::from_value(doc).map_err(typed)?)),
+            Kind::Rr | Kind::Crr => RunDocument::Transactions(Box::new(serde_json::from_value(doc).map_err(typed)?)),
+            Kind::Repeat => RunDocument::Repeat(Box::new(serde_json::from_value(doc).map_err(typed)?)),
+            other => return Err(format!("a {other:?} document, not a run")),
+        })
+    }
+}

@@ -1,0 +1,95 @@
+//! The typed result model against documents written by the release before it (commit 53b0d44,
+//! captured from real runs by fixtures/capture.sh): each loads as its typed document, and
+//! written back it keeps every key with its value (a key that moved or changed meaning fails
+//! here; new sibling keys are allowed, as docs/output.md promises).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use uringbench::metrics::document::{Kind, RunDocument, SCHEMA_VERSION};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/53b0d44")
+}
+
+fn load(name: &str) -> Value {
+    let path = fixtures().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every key of `old`, at every depth, is in `new` with the same value; `where_` names the
+/// path for the failure message.
+fn keeps_every_key(old: &Value, new: &Value, where_: &str) {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            for (k, v) in o {
+                let here = format!("{where_}/{k}");
+                let nv = n.get(k).unwrap_or_else(|| panic!("{here}: missing in the document written back"));
+                keeps_every_key(v, nv, &here);
+            }
+        }
+        (Value::Array(o), Value::Array(n)) => {
+            assert_eq!(o.len(), n.len(), "{where_}: array length");
+            for (i, (ov, nv)) in o.iter().zip(n).enumerate() {
+                keeps_every_key(ov, nv, &format!("{where_}/{i}"));
+            }
+        }
+        (Value::Number(o), Value::Number(n)) => {
+            assert_eq!(o.as_f64(), n.as_f64(), "{where_}: number");
+        }
+        _ => assert_eq!(old, new, "{where_}"),
+    }
+}
+
+fn round_trip(name: &str) -> (RunDocument, Value) {
+    let old = load(name);
+    let typed = RunDocument::from_value(old.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let new = match &typed {
+        RunDocument::Stream(d) => serde_json::to_value(d),
+        RunDocument::Transactions(d) => serde_json::to_value(d),
+        RunDocument::Repeat(d) => serde_json::to_value(d),
+    }
+    .unwrap();
+    keeps_every_key(&old, &new, name);
+    (typed, new)
+}
+
+#[test]
+fn stream_documents_of_the_previous_release_load_and_keep_their_keys() {
+    for name in ["stream-tcp.json", "stream-udp.json", "stream-bidir.json", "stream-reverse.json"] {
+        let (typed, new) = round_trip(name);
+        let RunDocument::Stream(doc) = typed else { panic!("{name}: not read as a stream document") };
+        assert_eq!(doc.kind, Kind::Stream, "{name}: a document without `kind` is a stream");
+        assert_eq!(new["kind"], "stream", "{name}: written back with its kind");
+        assert_eq!(doc.schema_version, SCHEMA_VERSION);
+        assert!(doc.sum.receiver.is_some(), "{name}: the receiver's figures");
+    }
+    let (typed, _) = round_trip("stream-udp.json");
+    let RunDocument::Stream(udp) = typed else { unreachable!() };
+    let udp_sum = udp.sum.receiver.and_then(|r| r.udp).expect("a UDP document carries the datagram accounting");
+    assert!(udp_sum.datagrams > 0 && udp_sum.expected >= udp_sum.datagrams);
+    let (typed, _) = round_trip("stream-bidir.json");
+    let RunDocument::Stream(bidir) = typed else { unreachable!() };
+    assert!(bidir.reverse.is_some(), "--bidir holds the other direction");
+}
+
+#[test]
+fn transaction_and_repeat_documents_of_the_previous_release_load_and_keep_their_keys() {
+    for name in ["rr.json", "crr.json", "rr-udp.json"] {
+        let (typed, _) = round_trip(name);
+        let RunDocument::Transactions(doc) = typed else { panic!("{name}: not read as an rr document") };
+        assert!(doc.latency_us.count > 0, "{name}: transactions were timed");
+    }
+    let (typed, new) = round_trip("repeat.json");
+    let RunDocument::Repeat(doc) = typed else { panic!("repeat.json: not read as a repeat document") };
+    assert_eq!(doc.runs.len(), 2);
+    assert_eq!(new["kind"], "repeat");
+}
+
+#[test]
+fn a_document_of_another_schema_version_is_refused_by_name() {
+    let mut doc = load("stream-tcp.json");
+    doc["schema_version"] = Value::from(SCHEMA_VERSION + 1);
+    let e = RunDocument::from_value(doc).unwrap_err();
+    assert!(e.contains("schema_version"), "{e}");
+}
