@@ -211,7 +211,12 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
         }
         let _ = write!(out, "\n{}", comparison.render_text());
     }
-    let incomplete = result.variants.iter().flat_map(|v| &v.runs).filter(|r| r["complete"] == false).count();
+    let incomplete = result
+        .variants
+        .iter()
+        .flat_map(|v| &v.runs)
+        .filter(|r| compare::RunMetrics::of_value(r).map_or(true, |run| !run.complete))
+        .count();
     if incomplete > 0 {
         eprintln!("uringbench: {incomplete} run(s) were incomplete (left out of the comparison)");
         return Ok(1);
@@ -221,17 +226,19 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
 
 /// One run in a progress line.
 fn run_summary(doc: &serde_json::Value) -> String {
-    if doc["complete"] == false && doc.get("test").is_none() {
-        return format!("failed: {}", doc["error"].as_str().unwrap_or("?"));
-    }
+    let run = match compare::RunMetrics::of_value(doc) {
+        Ok(run) => run,
+        Err(e) => return format!("unreadable: {e}"),
+    };
     let mut parts = Vec::new();
     for m in compare::ALL_METRICS {
-        if let Some(v) = m.of_doc(doc) {
+        if let Some(v) = m.of_run(&run) {
             parts.push(format!("{} {}", if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.3}") }, m.title()));
         }
     }
-    if doc["complete"] == false {
-        parts.push(format!("incomplete: {}", doc["error"].as_str().unwrap_or("?")));
+    if !run.complete {
+        let why = run.error.as_deref().unwrap_or("?");
+        parts.push(if parts.is_empty() { format!("failed: {why}") } else { format!("incomplete: {why}") });
     }
     parts.join(", ")
 }

@@ -87,9 +87,73 @@ fn transaction_and_repeat_documents_of_the_previous_release_load_and_keep_their_
 }
 
 #[test]
+fn http_documents_of_the_previous_release_load_and_keep_their_keys() {
+    use uringbench::workload::http::HttpDocument;
+    let old = load("http.json");
+    let doc: HttpDocument = serde_json::from_value(old.clone()).expect("an http document");
+    assert_eq!(doc.kind, Kind::Http, "a document without `kind` from http is an http document");
+    assert!(doc.report.requests > 0);
+    keeps_every_key(&old, &serde_json::to_value(&doc).unwrap(), "http.json");
+}
+
+#[test]
 fn a_document_of_another_schema_version_is_refused_by_name() {
     let mut doc = load("stream-tcp.json");
     doc["schema_version"] = Value::from(SCHEMA_VERSION + 1);
     let e = RunDocument::from_value(doc).unwrap_err();
     assert!(e.contains("schema_version"), "{e}");
+}
+
+/// The JSON Schemas in docs/schema/, generated from the document types: a change to a type
+/// that is not carried into the published schema fails here. Regenerate with
+/// `URINGBENCH_WRITE_SCHEMA=1 cargo test -p uringbench-engine --test documents schemas`.
+#[test]
+fn schemas_in_docs_match_the_types() {
+    use uringbench::metrics::document::{RepeatDocument, StreamDocument, TransactionDocument};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema");
+    let schemas = [
+        ("stream.schema.json", schemars::schema_for!(StreamDocument)),
+        ("rr.schema.json", schemars::schema_for!(TransactionDocument)),
+        ("repeat.schema.json", schemars::schema_for!(RepeatDocument)),
+        ("http.schema.json", schemars::schema_for!(uringbench::workload::http::HttpDocument)),
+    ];
+    let write = std::env::var_os("URINGBENCH_WRITE_SCHEMA").is_some();
+    for (name, schema) in schemas {
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        let path = dir.join(name);
+        if write {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+            continue;
+        }
+        let published = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            published == text,
+            "{} is not the schema of the types: regenerate it (URINGBENCH_WRITE_SCHEMA=1 cargo test -p uringbench-engine --test documents schemas) and say what changed in docs/output.md",
+            path.display()
+        );
+    }
+}
+
+/// Every captured document validates against the published schema of its kind (the schema
+/// describes what the release writes, not only what the types accept).
+#[test]
+fn captured_documents_validate_against_the_published_schemas() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema");
+    for (doc, schema) in [
+        ("stream-tcp.json", "stream.schema.json"),
+        ("stream-udp.json", "stream.schema.json"),
+        ("stream-bidir.json", "stream.schema.json"),
+        ("rr.json", "rr.schema.json"),
+        ("crr.json", "rr.schema.json"),
+        ("repeat.json", "repeat.schema.json"),
+        ("http.json", "http.schema.json"),
+    ] {
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(schema)).unwrap()).unwrap();
+        let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+        let instance = load(doc);
+        let errors: Vec<String> =
+            validator.iter_errors(&instance).map(|e| format!("{}: {e}", e.instance_path)).collect();
+        assert!(errors.is_empty(), "{doc} against {schema}: {errors:#?}");
+    }
 }

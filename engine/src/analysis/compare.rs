@@ -8,11 +8,15 @@
 //! point) and an `experiment` result (one variant per named variant).
 
 use crate::analysis::stats::{self, MannWhitney};
+use crate::base::spec::Proto;
+use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
 use crate::metrics::figures::SCHEMA_VERSION;
 use crate::metrics::summary::Stats;
 use crate::workload::experiment::ExperimentResult;
+use crate::workload::http::HttpDocument;
+use crate::workload::sweep::{RunFigures, SweepResult};
 use crate::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// A figure compared between variants.
@@ -76,123 +80,245 @@ impl Metric {
         matches!(self, Metric::ReceivedGbps | Metric::TransactionsPerSecond)
     }
 
-    /// The figure of one run document, when that run has it.
-    pub fn of_doc(self, doc: &Value) -> Option<f64> {
-        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64).filter(|v| v.is_finite());
-        let transactional = doc.get("transactions_per_second").is_some();
-        match self {
-            Metric::ReceivedGbps if !transactional => f("/sum/receiver/bits_per_second").map(|b| b / 1e9),
-            Metric::CpuSecondsPerGb if !transactional => f("/cpu/receiver_per_byte/cpu_seconds_per_gb"),
-            Metric::Retransmits if !transactional && doc.pointer("/test/proto") == Some(&json!("tcp")) => {
-                f("/tcp/sender/retransmitted_segments")
-            }
-            Metric::LossPercent if !transactional && doc.pointer("/test/proto") == Some(&json!("udp")) => {
-                f("/sum/receiver/loss_ratio").map(|r| r * 100.0)
-            }
-            Metric::TransactionsPerSecond => f("/transactions_per_second"),
-            Metric::P99Us => f("/latency_us/p99"),
-            _ => None,
+    /// The figure of one run, when that run has it.
+    pub fn of_run(self, run: &RunMetrics) -> Option<f64> {
+        let v = match self {
+            Metric::ReceivedGbps => run.received_gbps,
+            Metric::CpuSecondsPerGb => run.cpu_seconds_per_gb,
+            Metric::Retransmits => run.retransmits,
+            Metric::LossPercent => run.loss_percent,
+            Metric::TransactionsPerSecond => run.transactions_per_second,
+            Metric::P99Us => run.p99_us,
+        };
+        v.filter(|v| v.is_finite())
+    }
+}
+
+/// The figures of one run that a comparison can use, read from its typed document: a stream
+/// has the stream figures (retransmits over TCP, loss over UDP), rr, crr and http the
+/// transaction figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunMetrics {
+    pub complete: bool,
+    /// Why the run is incomplete, when it is.
+    pub error: Option<String>,
+    pub received_gbps: Option<f64>,
+    pub cpu_seconds_per_gb: Option<f64>,
+    pub retransmits: Option<f64>,
+    pub loss_percent: Option<f64>,
+    pub transactions_per_second: Option<f64>,
+    pub p99_us: Option<f64>,
+}
+
+impl RunMetrics {
+    pub fn of_stream(doc: &StreamDocument) -> Self {
+        let received = doc.sum.receiver.as_ref();
+        Self {
+            complete: doc.complete,
+            error: doc.error.clone(),
+            received_gbps: received.map(|r| r.bits_per_second / 1e9),
+            cpu_seconds_per_gb: doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb),
+            retransmits: (doc.test.proto == Proto::Tcp).then_some(doc.tcp.sender.retransmitted_segments as f64),
+            loss_percent: received.and_then(|r| r.udp.as_ref()).map(|u| u.loss_ratio * 100.0),
+            ..Self::default()
+        }
+    }
+
+    pub fn of_transactions(doc: &TransactionDocument) -> Self {
+        Self {
+            complete: doc.complete,
+            error: doc.error.clone(),
+            transactions_per_second: Some(doc.transactions_per_second),
+            p99_us: Some(doc.latency_us.p99),
+            ..Self::default()
+        }
+    }
+
+    pub fn of_http(doc: &HttpDocument) -> Self {
+        Self {
+            complete: doc.report.complete,
+            error: doc.report.interrupted.clone(),
+            transactions_per_second: Some(doc.report.transactions_per_second),
+            p99_us: Some(doc.report.latency_us.p99 as f64),
+            ..Self::default()
+        }
+    }
+
+    /// A sweep keeps each run's figures, not its document.
+    pub fn of_sweep_run(run: &RunFigures) -> Self {
+        Self {
+            complete: run.complete,
+            error: run.error.clone(),
+            received_gbps: run.receiver_bits_per_second.map(|b| b / 1e9),
+            cpu_seconds_per_gb: run.cpu_seconds_per_gb,
+            ..Self::default()
+        }
+    }
+
+    /// One run's document of any run kind (stream, rr, crr, http), as saved by `-J`, or the
+    /// record of a run that never started (an experiment keeps those as incomplete runs).
+    pub fn of_value(doc: &Value) -> Result<Self> {
+        let not_a_run = |e: String| Error::usage(format!("not a test report: {e}"));
+        if let Ok(failed) = serde_json::from_value::<FailedRun>(doc.clone()) {
+            return Ok(Self { complete: false, error: Some(failed.error), ..Self::default() });
+        }
+        if doc.get("url").is_some() && doc.get("transactions_per_second").is_some() {
+            let http: HttpDocument = serde_json::from_value(doc.clone()).map_err(|e| not_a_run(e.to_string()))?;
+            return Ok(Self::of_http(&http));
+        }
+        match RunDocument::from_value(doc.clone()).map_err(not_a_run)? {
+            RunDocument::Stream(d) => Ok(Self::of_stream(&d)),
+            RunDocument::Transactions(d) => Ok(Self::of_transactions(&d)),
+            RunDocument::Repeat(_) => Err(not_a_run("a --repeat document".into())),
         }
     }
 }
 
-/// One variant: its name, where its runs came from, and the run documents.
+/// A run that failed before it had a report: `{"complete": false, "error": "..."}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailedRun {
+    #[allow(dead_code)]
+    complete: FalseOnly,
+    error: String,
+}
+
+/// `complete: false`, and nothing else.
+#[derive(Debug)]
+struct FalseOnly;
+
+impl<'de> Deserialize<'de> for FalseOnly {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        match bool::deserialize(d)? {
+            false => Ok(FalseOnly),
+            true => Err(serde::de::Error::custom("a failed run is not complete")),
+        }
+    }
+}
+
+/// One variant: its name, where its runs came from, and the runs' figures.
 #[derive(Debug, Clone)]
 pub struct Variant {
     pub name: String,
     pub sources: Vec<String>,
-    pub runs: Vec<Value>,
+    pub runs: Vec<RunMetrics>,
 }
 
 impl Variant {
-    /// Runs that completed (a document without `complete` counts as complete).
-    pub fn complete_runs(&self) -> impl Iterator<Item = &Value> {
-        self.runs.iter().filter(|d| d["complete"].as_bool() != Some(false))
+    /// Runs that completed.
+    pub fn complete_runs(&self) -> impl Iterator<Item = &RunMetrics> {
+        self.runs.iter().filter(|r| r.complete)
     }
 
     pub fn samples(&self, metric: Metric) -> Vec<f64> {
-        self.complete_runs().filter_map(|d| metric.of_doc(d)).collect()
+        self.complete_runs().filter_map(|r| metric.of_run(r)).collect()
     }
 }
 
-fn is_run_doc(doc: &Value) -> bool {
-    doc.get("test").is_some()
-        && (doc.pointer("/sum/receiver").is_some() || doc.get("transactions_per_second").is_some())
-        || (doc.get("url").is_some() && doc.get("transactions_per_second").is_some())
+/// A saved document as `compare` reads it: the kinds that hold runs, by their envelope.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum Holder {
+    Experiment(ExperimentRuns),
+    /// One run of a fleet plan (`runs/ID.json` of `report --fleet`).
+    FleetRun(FleetRunRecord),
+}
+
+/// An experiment document's variants and their run documents.
+#[derive(Debug, Deserialize)]
+struct ExperimentRuns {
+    variants: Vec<ExperimentVariantRuns>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ExperimentVariantRuns {
+    name: String,
+    runs: Vec<Value>,
+}
+
+/// A fleet run record: the run's document, or why there is none.
+#[derive(Debug, Deserialize)]
+struct FleetRunRecord {
+    id: String,
+    #[serde(default)]
+    document: Option<Value>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// The completed run of a fleet record, if it has one.
+fn fleet_run(record: &FleetRunRecord) -> Option<RunMetrics> {
+    record.document.as_ref().and_then(|d| RunMetrics::of_value(d).ok())
 }
 
 /// The variants in one saved document. `name` names a single-variant document (a sweep or an
 /// experiment names its own variants).
 pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Variant>> {
-    let one = |runs: Vec<Value>| Ok(vec![Variant { name: name.to_owned(), sources: vec![source.to_owned()], runs }]);
-    match doc["kind"].as_str() {
+    let variant = |name: String, runs: Vec<RunMetrics>| Variant { name, sources: vec![source.to_owned()], runs };
+    let holder = match doc.get("kind").and_then(Value::as_str) {
         Some("sweep") => {
-            let sweep = crate::workload::sweep::SweepResult::from_json(doc)?;
-            let runs_of = |i: usize| -> Vec<Value> {
-                doc["points"][i]["runs"].as_array().cloned().unwrap_or_default().into_iter().map(sweep_run).collect()
-            };
+            let sweep = SweepResult::from_json(doc)?;
             return Ok(sweep
                 .points
                 .iter()
-                .enumerate()
-                .map(|(i, p)| Variant {
-                    name: format!("{}={}", sweep.parameter.key(), p.label),
-                    sources: vec![source.to_owned()],
-                    runs: runs_of(i),
+                .map(|p| {
+                    variant(
+                        format!("{}={}", sweep.parameter.key(), p.label),
+                        p.runs.iter().map(RunMetrics::of_sweep_run).collect(),
+                    )
                 })
                 .collect());
         }
-        Some("fleet-run") => {
-            // One run of a fleet plan (`runs/ID.json` of `report --fleet`): its `send -J` document.
-            let run = &doc["document"];
-            if !is_run_doc(run) {
-                let why = doc["error"].as_str().unwrap_or("no report");
-                return Err(Error::usage(format!("fleet run {} failed: {why}", doc["id"].as_str().unwrap_or("?"))));
-            }
-            return one(vec![run.clone()]);
+        Some("experiment" | "fleet-run") => Some(
+            serde_json::from_value::<Holder>(doc.clone())
+                .map_err(|e| Error::usage(format!("malformed {} document: {e}", doc["kind"])))?,
+        ),
+        _ => None,
+    };
+    match holder {
+        Some(Holder::FleetRun(record)) => {
+            let run = fleet_run(&record).ok_or_else(|| {
+                Error::usage(format!(
+                    "fleet run {} failed: {}",
+                    record.id,
+                    record.error.as_deref().unwrap_or("no report")
+                ))
+            })?;
+            return Ok(vec![variant(name.to_owned(), vec![run])]);
         }
-        Some("experiment") => {
-            let variants = doc["variants"]
-                .as_array()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| Error::usage("experiment document without variants"))?;
-            return variants
+        Some(Holder::Experiment(exp)) => {
+            if exp.variants.is_empty() {
+                return Err(Error::usage("experiment document without variants"));
+            }
+            return exp
+                .variants
                 .iter()
                 .map(|v| {
-                    let runs = v["runs"].as_array().cloned().unwrap_or_default();
-                    if !runs.iter().all(is_run_doc) {
-                        return Err(Error::usage("experiment document whose runs are not test reports"));
-                    }
-                    Ok(Variant {
-                        name: v["name"].as_str().unwrap_or("?").to_owned(),
-                        sources: vec![source.to_owned()],
-                        runs,
-                    })
+                    let runs = v
+                        .runs
+                        .iter()
+                        .map(RunMetrics::of_value)
+                        .collect::<Result<Vec<_>>>()
+                        .map_err(|_| Error::usage("experiment document whose runs are not test reports"))?;
+                    Ok(variant(v.name.clone(), runs))
                 })
                 .collect();
         }
-        _ => {}
+        None => {}
     }
-    if let Some(runs) = doc["runs"].as_array().filter(|_| doc.get("repeat").is_some()) {
-        if runs.is_empty() || !runs.iter().all(is_run_doc) {
-            return Err(Error::usage("a --repeat document whose runs are not test reports"));
+    if doc.get("repeat").is_some() && doc.get("runs").is_some() {
+        let runs = match RunDocument::from_value(doc.clone()) {
+            Ok(RunDocument::Repeat(r)) if !r.runs.is_empty() => r.runs,
+            _ => return Err(Error::usage("a --repeat document whose runs are not test reports")),
+        };
+        return Ok(vec![variant(name.to_owned(), runs.iter().map(RunMetrics::of_stream).collect())]);
+    }
+    match RunMetrics::of_value(doc) {
+        Ok(run) => Ok(vec![variant(name.to_owned(), vec![run])]),
+        Err(_) => {
+            Err(Error::usage("not a uringbench send, send --repeat, rr, crr, http, sweep or experiment JSON document"))
         }
-        return one(runs.clone());
     }
-    if is_run_doc(doc) {
-        return one(vec![doc.clone()]);
-    }
-    Err(Error::usage("not a uringbench send, send --repeat, rr, crr, http, sweep or experiment JSON document"))
-}
-
-/// A sweep keeps each run's figures, not its document: the figures as the paths `Metric`
-/// reads.
-fn sweep_run(r: Value) -> Value {
-    json!({
-        "complete": r["complete"],
-        "sum": {"receiver": {"bits_per_second": r["receiver_bits_per_second"]}},
-        "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": r["cpu_seconds_per_gb"]}},
-    })
 }
 
 /// A command-line operand: `[NAME=]FILE[,FILE...]`. Several files make one variant; the name
@@ -228,8 +354,9 @@ pub fn load_operand(operand: &str) -> Result<Vec<Variant>> {
         let complete: Vec<String> = records
             .into_iter()
             .filter(|r| {
-                let doc = std::fs::read_to_string(r).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
-                doc.is_some_and(|d| is_run_doc(&d["document"]))
+                let record =
+                    std::fs::read_to_string(r).ok().and_then(|t| serde_json::from_str::<FleetRunRecord>(&t).ok());
+                record.is_some_and(|rec| fleet_run(&rec).is_some())
             })
             .collect();
         if complete.is_empty() {
@@ -525,16 +652,21 @@ pub(crate) mod tests {
     use crate::analysis::stats::normal_samples;
     use crate::base::stop::StopToken;
 
+    /// A real `send -J` document (the release before the typed model wrote it) with a
+    /// complete run at `gbps` received and 1/`gbps` CPU-s/GB.
+    pub(crate) fn stream_doc(gbps: f64) -> Value {
+        let mut d: StreamDocument =
+            serde_json::from_str(include_str!("../../tests/fixtures/53b0d44/stream-tcp.json")).unwrap();
+        d.complete = true;
+        d.error = None;
+        d.sum.receiver.as_mut().unwrap().bits_per_second = gbps * 1e9;
+        d.cpu.receiver_per_byte.as_mut().unwrap().cpu_seconds_per_gb = 1.0 / gbps;
+        d.tcp.sender.retransmitted_segments = 0;
+        serde_json::to_value(d).unwrap()
+    }
+
     pub(crate) fn variant(name: &str, gbps: &[f64]) -> Variant {
-        let runs = gbps
-            .iter()
-            .map(|g| {
-                json!({"test": {"proto": "tcp"}, "complete": true,
-                       "sum": {"receiver": {"bits_per_second": g * 1e9}},
-                       "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 1.0 / g}},
-                       "tcp": {"sender": {"retransmitted_segments": 0}}})
-            })
-            .collect();
+        let runs = gbps.iter().map(|&g| RunMetrics::of_value(&stream_doc(g)).unwrap()).collect();
         Variant { name: name.into(), sources: vec![], runs }
     }
 
@@ -577,7 +709,7 @@ pub(crate) mod tests {
     fn a_fleet_folder_is_one_variant_of_its_completed_runs() {
         let dir = std::env::temp_dir().join(format!("uringbench-compare-fleet-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("runs")).unwrap();
-        let run = variant("x", &[5.0]).runs[0].clone();
+        let run = stream_doc(5.0);
         for (id, doc) in [("a", run.clone()), ("b", run), ("c", Value::Null)] {
             let rec = json!({"kind": "fleet-run", "id": id, "rc": 0, "document": doc});
             std::fs::write(dir.join("runs").join(format!("{id}.json")), rec.to_string()).unwrap();
@@ -590,10 +722,13 @@ pub(crate) mod tests {
 
     #[test]
     fn documents_of_each_kind_give_variants() {
-        let run = variant("x", &[5.0]).runs[0].clone();
-        let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [run.clone(), run.clone()]});
+        let run = stream_doc(5.0);
+        let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [run.clone(), run.clone()], "summary":
+            {"runs": 2, "complete_runs": 2, "receiver_bits_per_second": null, "sender_bits_per_second": null, "cpu_seconds_per_gb": null}});
         assert_eq!(variants_of_doc("r", "f", &repeat).unwrap()[0].runs.len(), 2);
-        let rr = json!({"test": {"proto": "tcp", "workload": "rr"}, "complete": true, "transactions_per_second": 1e5, "latency_us": {"p99": 9.0}});
+        let mut rr: Value = serde_json::from_str(include_str!("../../tests/fixtures/53b0d44/rr.json")).unwrap();
+        rr["transactions_per_second"] = json!(1e5);
+        rr["complete"] = json!(true);
         let v = &variants_of_doc("rr", "f", &rr).unwrap()[0];
         assert_eq!((v.samples(Metric::TransactionsPerSecond), v.samples(Metric::ReceivedGbps)), (vec![1e5], vec![]));
         let exp = json!({"kind": "experiment", "variants": [{"name": "gro-on", "runs": [run.clone()]}, {"name": "gro-off", "runs": [run]}]});
@@ -633,7 +768,7 @@ pub(crate) mod tests {
                 assert_eq!(marked, opts.spec.variant.is_some());
                 seen.push(marked);
                 let gbps = if marked { 12.0 } else { 10.0 } + seen.len() as f64 * 0.01;
-                Ok(json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"receiver": {"bits_per_second": gbps * 1e9}}}))
+                Ok(stream_doc(gbps))
             },
             |_| {},
         )
@@ -667,7 +802,7 @@ pub(crate) mod tests {
                 if runs == 3 {
                     stop.stop("SIGINT");
                 }
-                Ok(json!({"test": {"proto": "tcp"}, "complete": true, "sum": {"receiver": {"bits_per_second": 1e9}}}))
+                Ok(stream_doc(1.0))
             },
             |_| {},
         )

@@ -5,3 +5,7 @@ pub mod spec;
 pub mod stop;
 pub mod text;
 pub mod units;
+
+/// Version of every JSON document uringbench writes (`schema_version`), one number for all
+/// kinds: bumped when a key of any document changes meaning (new keys are added freely).
+pub const SCHEMA_VERSION: u32 = 1;

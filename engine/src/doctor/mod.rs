@@ -34,9 +34,6 @@ use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-/// Version of the doctor JSON document.
-pub(crate) const DOCTOR_SCHEMA_VERSION: u32 = 1;
-
 /// The verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -381,7 +378,8 @@ impl DoctorReport {
 
     pub fn to_json(&self) -> Value {
         json!({
-            "schema_version": DOCTOR_SCHEMA_VERSION,
+            "kind": "doctor",
+            "schema_version": crate::base::SCHEMA_VERSION,
             "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
             "host": {"kernel_release": self.kernel_release, "cpus": self.cpus, "cloud": self.cloud},
             "interface": {"name": self.iface, "chosen_by": self.iface_reason, "driver": self.driver},

@@ -12,8 +12,7 @@ use crate::sys::netpath::PathLimit;
 use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
 use serde::{Deserialize, Serialize};
 
-/// Version of the JSON document; bumped when a fixed key changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::base::SCHEMA_VERSION;
 
 /// A side's error when its flows ended before its window did.
 pub(crate) const ENDED_EARLY: &str = "the flows ended before the measured window did";

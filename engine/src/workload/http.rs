@@ -15,6 +15,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::stop::StopToken;
+use crate::metrics::document::{Kind, Tool};
 use crate::metrics::measure::{clock_ticks, parse_task_stat};
 use crate::runtime::placement::{resolve_cpus, ThreadPlan};
 use crate::runtime::threads::QueueThreads;
@@ -176,7 +177,7 @@ impl FailKind {
 }
 
 /// Errors by kind, with the first message of each kind as an example.
-#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ErrorCounts {
     pub connect: u64,
     pub write: u64,
@@ -185,13 +186,13 @@ pub struct ErrorCounts {
     pub malformed: u64,
     pub oversized_headers: u64,
     /// One example message per kind that occurred.
-    pub examples: BTreeMap<&'static str, String>,
+    pub examples: BTreeMap<String, String>,
 }
 
 impl ErrorCounts {
     fn add(&mut self, kind: FailKind, message: impl FnOnce() -> String) {
         *self.slot(kind) += 1;
-        self.examples.entry(kind.name()).or_insert_with(message);
+        self.examples.entry(kind.name().to_owned()).or_insert_with(message);
     }
     fn slot(&mut self, kind: FailKind) -> &mut u64 {
         match kind {
@@ -221,13 +222,13 @@ impl ErrorCounts {
             *self.slot(kind) += other.get(kind);
         }
         for (k, v) in &other.examples {
-            self.examples.entry(k).or_insert_with(|| v.clone());
+            self.examples.entry(k.clone()).or_insert_with(|| v.clone());
         }
     }
 }
 
 /// Latency percentiles in microseconds (key `latency_us` of docs/output.md).
-#[derive(Debug, Clone, Copy, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct LatencyUs {
     pub p50: u64,
     pub p90: u64,
@@ -239,7 +240,7 @@ pub struct LatencyUs {
 }
 
 /// The client's own CPU time over the run, from its threads' /proc/self/task stat times.
-#[derive(Debug, Clone, Copy, Default, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ClientCpu {
     pub user_seconds: f64,
     pub system_seconds: f64,
@@ -248,7 +249,7 @@ pub struct ClientCpu {
 }
 
 /// What one run measured.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct HttpReport {
     pub url: String,
     pub method: String,
@@ -265,6 +266,7 @@ pub struct HttpReport {
     pub bytes_per_second: f64,
     pub latency_us: LatencyUs,
     /// Responses per status code.
+    #[serde(deserialize_with = "status_counts")]
     pub status: BTreeMap<u16, u64>,
     pub non_2xx: u64,
     pub errors: ErrorCounts,
@@ -285,6 +287,40 @@ struct ThreadResult {
     opened: u64,
     cpu_ticks: (u64, u64),
     elapsed: Duration,
+}
+
+/// `http -J`: the run's figures in the common envelope.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpDocument {
+    /// `http` (documents written before `kind` existed have none).
+    #[serde(default = "http_kind")]
+    pub kind: Kind,
+    pub schema_version: u32,
+    #[serde(default = "Tool::this")]
+    pub tool: Tool,
+    pub test: HttpTest,
+    /// The sum of `errors`' counts.
+    pub errors_total: u64,
+    #[serde(flatten)]
+    pub report: HttpReport,
+}
+
+/// `status` read back: JSON object keys are strings, and a flattened document hands them over
+/// as such, so the status codes are parsed here (a key that is not one is an error).
+fn status_counts<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<BTreeMap<u16, u64>, D::Error> {
+    let by_text: BTreeMap<String, u64> = serde::Deserialize::deserialize(d)?;
+    by_text.into_iter().map(|(code, n)| code.parse::<u16>().map(|c| (c, n)).map_err(serde::de::Error::custom)).collect()
+}
+
+fn http_kind() -> Kind {
+    Kind::Http
+}
+
+/// An http document's `test`: the workload and what it loaded.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpTest {
+    pub workload: String,
+    pub url: String,
 }
 
 /// Everything a thread needs to know, shared read-only.
@@ -998,15 +1034,22 @@ impl HttpReport {
         out
     }
 
-    /// The JSON document (keys `latency_us` and `transactions_per_second` of docs/output.md).
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("schema_version".into(), serde_json::json!(crate::metrics::figures::SCHEMA_VERSION));
-            obj.insert("test".into(), serde_json::json!({"workload": "http", "url": self.url}));
-            obj.insert("errors_total".into(), serde_json::json!(self.errors.total()));
+    /// The document `http -J` writes (keys `latency_us` and `transactions_per_second` of
+    /// docs/output.md).
+    pub fn to_document(&self) -> HttpDocument {
+        HttpDocument {
+            kind: Kind::Http,
+            schema_version: crate::metrics::figures::SCHEMA_VERSION,
+            tool: Tool::this(),
+            test: HttpTest { workload: "http".into(), url: self.url.clone() },
+            errors_total: self.errors.total(),
+            report: self.clone(),
         }
-        v
+    }
+
+    /// [`to_document`](Self::to_document) as a JSON value.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.to_document()).unwrap_or(serde_json::Value::Null)
     }
 
     /// Columns of [`HttpReport::csv_row`].

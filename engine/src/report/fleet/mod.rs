@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Version of `plan.json`, the run records and the merged document.
-pub const SCHEMA_VERSION: u64 = 1;
+pub use crate::metrics::figures::SCHEMA_VERSION;
 
 /// One planned run and what became of it.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -212,7 +212,7 @@ impl FleetReport {
         if plan["kind"] != "fleet-plan" {
             return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
         }
-        if plan["schema_version"].as_u64() != Some(SCHEMA_VERSION) {
+        if plan["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
             return Err(Error::usage(format!("fleet plan schema_version {} is not supported", plan["schema_version"])));
         }
         let planned = plan["runs"].as_array().ok_or_else(|| Error::usage("plan.json has no runs[]"))?;
