@@ -6,6 +6,7 @@
 //! are counted, not stored. One response is parsed at a time (no pipelining): bytes after a
 //! complete response are reported back to the caller, which treats them as a protocol error.
 
+use crate::base::error::Error;
 use std::fmt;
 
 /// Most bytes of a response head (status line + headers), and of chunked trailers.
@@ -376,9 +377,91 @@ fn find_head_end(hay: &[u8]) -> Option<usize> {
     None
 }
 
+/// A parsed `http://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HttpUrl {
+    /// Host as written (brackets kept for IPv6), for the `Host` header.
+    pub host_header: String,
+    /// Host without brackets, for resolving.
+    pub host: String,
+    pub port: u16,
+    /// Path and query, at least `/`.
+    pub path: String,
+}
+
+impl HttpUrl {
+    /// Parses `http://host[:port][/path]`; https and other schemes are usage errors.
+    pub(crate) fn parse(url: &str) -> crate::base::error::Result<Self> {
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("https://") {
+            return Err(Error::usage(format!(
+                "'{url}': https is not supported (uringbench http speaks plain HTTP/1.1; use an http:// URL)"
+            )));
+        }
+        let rest = url
+            .get(..7)
+            .filter(|s| s.eq_ignore_ascii_case("http://"))
+            .map(|_| &url[7..])
+            .ok_or_else(|| Error::usage(format!("'{url}': the URL must start with http://")))?;
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+            None => (rest, "/".to_string()),
+        };
+        let path = path.split('#').next().unwrap_or("/").to_string();
+        if authority.contains('@') {
+            return Err(Error::usage(format!("'{url}': user info in URLs is not supported")));
+        }
+        let bad = || Error::usage(format!("'{url}': invalid host or port"));
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').ok_or_else(bad)?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(bad()),
+            };
+            (h.to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (authority.to_string(), None),
+            }
+        };
+        let port = match port {
+            None => 80,
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(bad)?,
+        };
+        if host.is_empty()
+            || host.chars().any(|c| c.is_whitespace() || c.is_control())
+            || path.contains(char::is_whitespace)
+        {
+            return Err(bad());
+        }
+        Ok(Self { host_header: authority.to_string(), host, port, path })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls() {
+        let u = HttpUrl::parse("http://127.0.0.1:8080/a?b=1").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str(), u.host_header.as_str()),
+            ("127.0.0.1", 8080, "/a?b=1", "127.0.0.1:8080")
+        );
+        let u = HttpUrl::parse("http://[::1]:81").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str(), u.host_header.as_str()), ("::1", 81, "/", "[::1]:81"));
+        let u = HttpUrl::parse("HTTP://localhost?x").unwrap();
+        assert_eq!((u.port, u.path.as_str()), (80, "/?x"));
+        let e = HttpUrl::parse("https://example.com/").unwrap_err();
+        assert!(e.message.contains("https is not supported") && e.exit_code() == 2);
+        for bad in ["ftp://x/", "http://", "http://h:0/", "http://h:99999/", "http://[::1/", "http://a b/"] {
+            assert_eq!(HttpUrl::parse(bad).map_err(|e| e.exit_code()), Err(2), "{bad}");
+        }
+    }
 
     /// Feeds `text` one byte at a time (the hardest split) and whole; both must agree.
     fn parse(text: &[u8], head_only: bool) -> Result<Option<(Response, usize)>, ParseError> {

@@ -21,7 +21,7 @@ use crate::runtime::placement::{resolve_cpus, ThreadPlan};
 use crate::runtime::threads::QueueThreads;
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WakeBatch};
-use crate::wire::http1::{ParseError, ResponseParser};
+use crate::wire::http1::{HttpUrl, ParseError, ResponseParser};
 use hdrhistogram::Histogram;
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::Serialize;
@@ -42,83 +42,19 @@ pub const DEFAULT_REQUEST_RUN_LIMIT: Duration = Duration::from_secs(600);
 const BUF_GROUP: u16 = 0;
 const BUF_SIZE: u32 = 16 * 1024;
 
-/// A parsed `http://` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HttpUrl {
-    /// Host as written (brackets kept for IPv6), for the `Host` header.
-    pub host_header: String,
-    /// Host without brackets, for resolving.
-    pub host: String,
-    pub port: u16,
-    /// Path and query, at least `/`.
-    pub path: String,
-}
-
-impl HttpUrl {
-    /// Parses `http://host[:port][/path]`; https and other schemes are usage errors.
-    pub(crate) fn parse(url: &str) -> Result<Self> {
-        let lower = url.to_ascii_lowercase();
-        if lower.starts_with("https://") {
-            return Err(Error::usage(format!(
-                "'{url}': https is not supported (uringbench http speaks plain HTTP/1.1; use an http:// URL)"
-            )));
-        }
-        let rest = url
-            .get(..7)
-            .filter(|s| s.eq_ignore_ascii_case("http://"))
-            .map(|_| &url[7..])
-            .ok_or_else(|| Error::usage(format!("'{url}': the URL must start with http://")))?;
-        let (authority, path) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
-            Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-            None => (rest, "/".to_string()),
-        };
-        let path = path.split('#').next().unwrap_or("/").to_string();
-        if authority.contains('@') {
-            return Err(Error::usage(format!("'{url}': user info in URLs is not supported")));
-        }
-        let bad = || Error::usage(format!("'{url}': invalid host or port"));
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or_else(bad)?;
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if after.is_empty() => None,
-                None => return Err(bad()),
-            };
-            (h.to_string(), port)
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p)),
-                None => (authority.to_string(), None),
-            }
-        };
-        let port = match port {
-            None => 80,
-            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(bad)?,
-        };
-        if host.is_empty()
-            || host.chars().any(|c| c.is_whitespace() || c.is_control())
-            || path.contains(char::is_whitespace)
-        {
-            return Err(bad());
-        }
-        Ok(Self { host_header: authority.to_string(), host, port, path })
+/// Resolves the host (a name, or an IPv4/IPv6 literal). A name with several addresses
+/// (`localhost`: ::1 and 127.0.0.1) gets the first one that accepts a connection within
+/// `timeout`, as wrk does; if none does, the first, and the run counts connect errors.
+pub(crate) fn resolve(url: &HttpUrl, timeout: Duration) -> Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = (url.host.as_str(), url.port)
+        .to_socket_addrs()
+        .map_err(|e| Error::peer(format!("cannot resolve '{}': {e}", url.host)))?
+        .collect();
+    let first = *addrs.first().ok_or_else(|| Error::peer(format!("'{}' has no address", url.host)))?;
+    if addrs.len() == 1 {
+        return Ok(first);
     }
-
-    /// Resolves the host (a name, or an IPv4/IPv6 literal). A name with several addresses
-    /// (`localhost`: ::1 and 127.0.0.1) gets the first one that accepts a connection within
-    /// `timeout`, as wrk does; if none does, the first, and the run counts connect errors.
-    pub(crate) fn resolve(&self, timeout: Duration) -> Result<SocketAddr> {
-        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(|e| Error::peer(format!("cannot resolve '{}': {e}", self.host)))?
-            .collect();
-        let first = *addrs.first().ok_or_else(|| Error::peer(format!("'{}' has no address", self.host)))?;
-        if addrs.len() == 1 {
-            return Ok(first);
-        }
-        Ok(addrs.into_iter().find(|a| TcpStream::connect_timeout(a, timeout).is_ok()).unwrap_or(first))
-    }
+    Ok(addrs.into_iter().find(|a| TcpStream::connect_timeout(a, timeout).is_ok()).unwrap_or(first))
 }
 
 /// What the user asked for.
@@ -398,7 +334,7 @@ pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
         r => r,
     };
     let request = build_request(&url, opts)?;
-    let addr = url.resolve(opts.timeout)?;
+    let addr = resolve(&url, opts.timeout)?;
     let cpus = resolve_cpus(opts.cpus.as_deref())?;
     let threads = opts.threads.unwrap_or(cpus.len() as u32).clamp(1, opts.connections);
     if opts.threads == Some(0) {
@@ -955,158 +891,9 @@ fn start_request(sh: &Shared, ring: &mut IoUring, conn: &mut Conn, idx: usize, n
     Ok(true)
 }
 
-impl HttpReport {
-    /// Text report in the spirit of wrk's.
-    pub fn render_text(&self) -> String {
-        let mut out = String::new();
-        let rate = self.rate.map_or(String::new(), |r| format!(", target {r:.0} req/s"));
-        let _ = writeln!(
-            out,
-            "{} {}: {} connections on {} threads, {:.2} s{}{}",
-            self.method,
-            self.url,
-            self.connections,
-            self.threads,
-            self.window_seconds,
-            if self.keep_alive { "" } else { ", no keep-alive" },
-            rate
-        );
-        let _ = writeln!(
-            out,
-            "  requests   {} ({:.1}/s), {} read ({}/s), {} connections opened",
-            self.requests,
-            self.transactions_per_second,
-            crate::base::units::format_bytes(self.bytes_read),
-            crate::base::units::format_bytes(self.bytes_per_second as u64),
-            self.connections_opened
-        );
-        let l = &self.latency_us;
-        let _ = writeln!(
-            out,
-            "  latency    p50 {} us  p90 {} us  p99 {} us  p99.9 {} us  max {} us  (mean {:.1} us{})",
-            l.p50,
-            l.p90,
-            l.p99,
-            l.p999,
-            l.max,
-            l.mean,
-            if self.rate.is_some() { ", from scheduled send times" } else { "" }
-        );
-        let status: Vec<String> = self.status.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        let _ = writeln!(
-            out,
-            "  status     {}{}",
-            if status.is_empty() { "none".into() } else { status.join(", ") },
-            if self.non_2xx > 0 { format!("  ({} non-2xx)", self.non_2xx) } else { String::new() }
-        );
-        let e = &self.errors;
-        if e.total() == 0 {
-            let _ = writeln!(out, "  errors     none");
-        } else {
-            let kinds: Vec<String> = FailKind::ALL
-                .iter()
-                .filter(|k| e.get(**k) > 0)
-                .map(|k| format!("{} {}", k.name(), e.get(*k)))
-                .collect();
-            let _ = writeln!(out, "  errors     {}", kinds.join(", "));
-            for (kind, example) in &e.examples {
-                let _ = writeln!(out, "    {kind}: {example}");
-            }
-        }
-        let _ = writeln!(
-            out,
-            "  client CPU {:.2} s user, {:.2} s system: {:.1} us per request",
-            self.cpu.user_seconds, self.cpu.system_seconds, self.cpu.us_per_request
-        );
-        if let Some(i) = &self.interrupted {
-            let _ = writeln!(out, "incomplete: {i}");
-        } else if !self.complete {
-            let _ = writeln!(
-                out,
-                "incomplete: {}",
-                if self.requests == 0 {
-                    "no response received".to_string()
-                } else {
-                    format!("{} requests failed", e.total())
-                }
-            );
-        }
-        out
-    }
-
-    /// The document `http -J` writes (keys `latency_us` and `transactions_per_second` of
-    /// docs/output.md).
-    pub fn to_document(&self) -> HttpDocument {
-        HttpDocument {
-            kind: Kind::Http,
-            schema_version: crate::metrics::figures::SCHEMA_VERSION,
-            tool: Tool::this(),
-            test: HttpTest { workload: "http".into(), url: self.url.clone() },
-            errors_total: self.errors.total(),
-            report: self.clone(),
-        }
-    }
-
-    /// [`to_document`](Self::to_document) as a JSON value.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.to_document()).unwrap_or(serde_json::Value::Null)
-    }
-
-    /// Columns of [`HttpReport::csv_row`].
-    pub const CSV_HEADER: &'static str = "url,connections,threads,seconds,requests,transactions_per_second,bytes_read,bytes_per_second,p50_us,p90_us,p99_us,p999_us,max_us,non_2xx,errors_connect,errors_write,errors_read,errors_timeout,errors_malformed,errors_oversized_headers,cpu_us_per_request";
-
-    /// One CSV row for the whole run.
-    pub fn csv_row(&self) -> String {
-        let l = &self.latency_us;
-        let e = &self.errors;
-        format!(
-            "{},{},{},{:.3},{},{:.1},{},{:.0},{},{},{},{},{},{},{},{},{},{},{},{},{:.2}",
-            self.url.replace(',', "%2C"),
-            self.connections,
-            self.threads,
-            self.window_seconds,
-            self.requests,
-            self.transactions_per_second,
-            self.bytes_read,
-            self.bytes_per_second,
-            l.p50,
-            l.p90,
-            l.p99,
-            l.p999,
-            l.max,
-            self.non_2xx,
-            e.connect,
-            e.write,
-            e.read,
-            e.timeout,
-            e.malformed,
-            e.oversized_headers,
-            self.cpu.us_per_request
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls() {
-        let u = HttpUrl::parse("http://127.0.0.1:8080/a?b=1").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.port, u.path.as_str(), u.host_header.as_str()),
-            ("127.0.0.1", 8080, "/a?b=1", "127.0.0.1:8080")
-        );
-        let u = HttpUrl::parse("http://[::1]:81").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str(), u.host_header.as_str()), ("::1", 81, "/", "[::1]:81"));
-        let u = HttpUrl::parse("HTTP://localhost?x").unwrap();
-        assert_eq!((u.port, u.path.as_str()), (80, "/?x"));
-        let e = HttpUrl::parse("https://example.com/").unwrap_err();
-        assert!(e.message.contains("https is not supported") && e.exit_code() == 2);
-        for bad in ["ftp://x/", "http://", "http://h:0/", "http://h:99999/", "http://[::1/", "http://a b/"] {
-            assert_eq!(HttpUrl::parse(bad).map_err(|e| e.exit_code()), Err(2), "{bad}");
-        }
-    }
 
     #[test]
     fn requests() {
