@@ -1,9 +1,9 @@
 //! `uringbench recv`: one port, test after test, several senders at once, within limits.
 //!
 //! Every connection's handshake (its greeting, the `--psk-file` exchange, the hello; or a data
-//! flow's greeting) runs on one epoll in the accept thread, under a 5 s deadline, a cap per
-//! source address and one in all: idle or dripping peers cost a descriptor each, never a
-//! thread, and never block anyone else. A hello is checked against [`ServerLimits`] there
+//! flow's greeting) is read on the accept gate ([`crate::session::gate`]), whose deadline and
+//! caps keep idle or dripping peers to a descriptor each, never a thread; this file is its
+//! classifier ([`Handshakes`]). A hello is checked against [`ServerLimits`] there
 //! (queues, flows, duration, interval, rate, memory, sessions in all and per source, with
 //! checked arithmetic), so a refusal costs no thread and no socket, and the peer gets the
 //! reason. An admitted test runs on a thread of its own, the workload's code handed in as a
@@ -17,14 +17,13 @@ use crate::session::auth::{self, Nonce, Psk, SessionKey};
 use crate::session::control::{
     self, ControlMsg, SessionCookie, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
-use crate::session::logq::{self, LogQueue, RateLimit};
+use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
+use crate::session::logq::{LogQueue, RateLimit};
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::settings::{self, Journal, ReceiverVariants, SharedJournal};
-use std::collections::{HashMap, VecDeque};
-use std::io::Read;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -389,15 +388,6 @@ impl Shared {
     }
 }
 
-/// The whole handshake (greeting, `--psk-file` exchange, hello; or a data flow's greeting)
-/// must be over this long after the connection was accepted: a deadline, however slowly
-/// the peer drips its bytes.
-pub(crate) const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
-/// Out of descriptors, only a handshake at least this old is closed to make room: a real peer
-/// sends its greeting within a round trip, and the accept that found no descriptor may have
-/// been the probe after the last connection (Linux reserves the descriptor before it looks
-/// at the queue), so the newest handshake is as likely a data flow of a test as an attack.
-const EVICT_MIN_AGE: Duration = Duration::from_secs(1);
 /// How long `recv` waits, after a signal, for its running tests to report.
 const STOP_GRACE: Duration = Duration::from_secs(30);
 const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -406,10 +396,6 @@ const FLOWS_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CLASSIFYING: usize = 2304;
 /// Descriptors kept free for the tests themselves (rings, flows, duplicates for sampling).
 const FD_RESERVE: u64 = 32;
-/// After EMFILE, ENFILE or ENOMEM at accept: how long accepting pauses before it retries.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(250);
-/// Accept trouble is over after this long without another failure.
-const TROUBLE_OVER: Duration = Duration::from_secs(2);
 
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
@@ -480,7 +466,6 @@ pub fn serve(
             (events)(ServerEvent::Unauthenticated { exposed });
         }
     }
-    listener.set_nonblocking(true).map_err(|e| Error::io("making the listener non-blocking", e))?;
     let shared = Arc::new(Shared {
         cfg,
         runner,
@@ -496,55 +481,96 @@ pub fn serve(
         once_ok: AtomicBool::new(false),
         variant_active: AtomicBool::new(false),
     });
-    let outcome = accept_loop(&shared, listener);
+    let limits = GateLimits {
+        total: (gate::open_files_limit().saturating_sub(FD_RESERVE).max(4) as usize).min(MAX_CLASSIFYING),
+        per_source: shared.cfg.max_pending_per_source,
+        what: "handshake",
+        doing: "in their handshake",
+        per_source_option: "recv --max-pending-per-source",
+    };
+    // The gate (the listener and every connection in its handshake) is closed when it returns.
+    let outcome = gate::serve(listener, limits, &mut Handshakes(&shared)).map(|ended| match ended {
+        Ended::Once(ok) => ok,
+        Ended::Signal(signal) => {
+            stop_running(&shared, signal);
+            true
+        }
+    });
     log.flush(Duration::from_secs(2));
     outcome
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) -> Result<bool> {
-    let mut gate = Gate::new(shared, &listener)?;
-    let mut ready = Vec::new();
-    // The rate-limited log's windows are swept once a second, not on every wake.
-    let mut next_sweep = Instant::now();
-    loop {
-        if shared.once_done.load(Ordering::Acquire) {
-            return Ok(shared.once_ok.load(Ordering::Acquire));
-        }
-        if let Some(signal) = crate::sys::interrupt::signal_name() {
-            drop(gate);
-            drop(listener);
-            let running = shared.active.load(Ordering::Acquire);
-            (shared.events)(ServerEvent::Stopping { signal, running });
-            // Each running test sees the signal in its sampler, stops its flows, tells its
-            // sender and returns its report; the bound covers a sender that never answers.
-            let deadline = Instant::now() + STOP_GRACE;
-            while shared.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            return Ok(true);
-        }
-        let now = Instant::now();
-        gate.expire(now);
-        if now >= next_sweep {
-            next_sweep = now + Duration::from_secs(1);
-            for (source, count) in shared.limit_log.expired(now) {
-                (shared.events)(ServerEvent::Suppressed { source, count, seconds: logq::WINDOW.as_secs() });
-            }
-        }
-        gate.resume_if_due(&listener, now);
-        ready.clear();
-        gate.epoll.wait(&mut ready, gate.wait_ms(now)).map_err(|e| Error::io("waiting for connections", e))?;
-        for r in &ready {
-            if r.token == LISTENER {
-                gate.accept_all(&listener)?;
-            } else {
-                gate.readable(r.token, r.hangup);
-            }
-        }
+/// Why the accept loop ended.
+enum Ended {
+    /// With `--once`: the first test ended, complete or not.
+    Once(bool),
+    Signal(&'static str),
+}
+
+/// After a signal, with the listener closed: each running test sees the signal in its
+/// sampler, stops its flows, tells its sender and returns its report; the bound covers a
+/// sender that never answers.
+fn stop_running(shared: &Shared, signal: &'static str) {
+    let running = shared.active.load(Ordering::Acquire);
+    (shared.events)(ServerEvent::Stopping { signal, running });
+    let deadline = Instant::now() + STOP_GRACE;
+    while shared.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-const LISTENER: u64 = 0;
+/// `recv`'s classifier on the gate: a control session's greeting, `--psk-file` exchange and
+/// hello, or a data flow's greeting.
+struct Handshakes<'a>(&'a Arc<Shared>);
+
+impl Classifier for Handshakes<'_> {
+    type State = Handshake;
+    type Outcome = Ended;
+
+    fn open(&self, ip: IpAddr) -> std::result::Result<(Handshake, usize), String> {
+        let allow = &self.0.cfg.allow;
+        if !allow.is_empty() && !allow.iter().any(|c| c.contains(ip)) {
+            return Err("source address not in --allow".into());
+        }
+        Ok((Handshake { step: Step::Magic, msg: Vec::new() }, 4))
+    }
+
+    fn classify(&mut self, conn: Conn) -> Verdict<Handshake> {
+        classify(self.0, conn)
+    }
+
+    /// A test's data flows may all be in their handshake at once beyond
+    /// `--max-pending-per-source` (a 1,024-flow test opens them together).
+    fn extra_room(&self, ip: IpAddr) -> usize {
+        self.0.flows_awaited(ip)
+    }
+
+    fn refusals(&self) -> &RateLimit {
+        &self.0.limit_log
+    }
+
+    fn tell(&self, event: GateEvent) {
+        let shared = self.0;
+        (shared.events)(match event {
+            GateEvent::Dropped { peer, reason } => ServerEvent::Dropped { peer, reason },
+            GateEvent::Paused { error, open, .. } => ServerEvent::AcceptPaused {
+                reason: format!(
+                    "{error} ({open} connections in their handshake, {} tests running)",
+                    shared.active.load(Ordering::Acquire)
+                ),
+            },
+            GateEvent::Resumed { paused } => ServerEvent::AcceptResumed { paused },
+            GateEvent::Suppressed { source, count, seconds } => ServerEvent::Suppressed { source, count, seconds },
+        });
+    }
+
+    fn tick(&mut self, _: &Epoll, _: Instant) -> Option<Ended> {
+        if self.0.once_done.load(Ordering::Acquire) {
+            return Some(Ended::Once(self.0.once_ok.load(Ordering::Acquire)));
+        }
+        crate::sys::interrupt::signal_name().map(Ended::Signal)
+    }
+}
 
 /// Where a connection's handshake is.
 enum Step {
@@ -569,370 +595,92 @@ enum Ctl {
     Hello { key: SessionKey },
 }
 
-/// A connection in its handshake: non-blocking, read exactly as far as the current step
-/// needs (so nothing a test sends after it is consumed here).
-struct Conn {
-    stream: TcpStream,
-    peer: SocketAddr,
+/// A connection's handshake: its step, and the control message reassembled so far.
+struct Handshake {
     step: Step,
-    buf: Vec<u8>,
-    want: usize,
-    /// The control message reassembled so far.
     msg: Vec<u8>,
-    /// Bytes read in all.
-    got: usize,
 }
 
-/// The accept thread's classifier: every connection in its handshake, on one epoll.
-struct Gate<'a> {
-    shared: &'a Arc<Shared>,
-    epoll: Epoll,
-    conns: HashMap<u64, Conn>,
-    /// Tokens in accept order: their deadlines are in order too.
-    order: VecDeque<(Instant, u64)>,
-    per_source: HashMap<IpAddr, usize>,
-    next_token: u64,
-    max_total: usize,
-    /// Whether the listener is on the epoll; when not, when to put it back.
-    retry_at: Option<Instant>,
-    /// Accept trouble (EMFILE...): since when, and its latest occurrence. It is over, and
-    /// said so once, after [`TROUBLE_OVER`] without another.
-    trouble: Option<(Instant, Instant)>,
-    listener_fd: i32,
-}
+type Conn = gate::Pending<Handshake>;
 
-/// What a step of a handshake came to.
-enum Next {
-    /// Waits for more bytes.
-    More(Conn),
-    /// Handed on or closed.
-    Done,
-}
-
-impl<'a> Gate<'a> {
-    fn new(shared: &'a Arc<Shared>, listener: &TcpListener) -> Result<Self> {
-        let epoll = Epoll::new().map_err(|e| Error::io("creating the accept loop's epoll", e))?;
-        epoll.add(listener.as_raw_fd(), LISTENER).map_err(|e| Error::io("watching the listener", e))?;
-        let nofile = crate::sys::sockopt::open_files_limit();
-        let max_total = (nofile.saturating_sub(FD_RESERVE).max(4) as usize).min(MAX_CLASSIFYING);
-        Ok(Self {
-            shared,
-            epoll,
-            conns: HashMap::new(),
-            order: VecDeque::new(),
-            per_source: HashMap::new(),
-            next_token: LISTENER + 1,
-            max_total,
-            retry_at: None,
-            trouble: None,
-            listener_fd: listener.as_raw_fd(),
-        })
-    }
-
-    fn wait_ms(&self, now: Instant) -> i32 {
-        let mut until = now + Duration::from_millis(200);
-        if let Some((at, _)) = self.order.front() {
-            until = until.min(*at);
-        }
-        if let Some(retry) = self.retry_at {
-            until = until.min(retry);
-        }
-        until.saturating_duration_since(now).as_millis().clamp(1, 200) as i32
-    }
-
-    /// Closes every connection whose handshake ran past its deadline.
-    fn expire(&mut self, now: Instant) {
-        while let Some(&(at, token)) = self.order.front() {
-            if at > now {
-                break;
-            }
-            self.order.pop_front();
-            if let Some(conn) = self.conns.remove(&token) {
-                self.forget(&conn);
-                let secs = HANDSHAKE_DEADLINE.as_secs();
-                let reason = if conn.got == 0 {
-                    format!("sent nothing within {secs} s")
-                } else {
-                    format!("handshake not finished within {secs} s ({} bytes in)", conn.got)
-                };
-                self.shared.drop_conn(conn.peer, reason);
-            }
-        }
-    }
-
-    fn forget(&mut self, conn: &Conn) {
-        self.forget_ip(conn.peer.ip().to_canonical());
-    }
-
-    fn forget_ip(&mut self, ip: IpAddr) {
-        if let Some(n) = self.per_source.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_source.remove(&ip);
-            }
-        }
-    }
-
-    fn resume_if_due(&mut self, listener: &TcpListener, now: Instant) {
-        if self.retry_at.is_some_and(|at| now >= at) && self.epoll.add(listener.as_raw_fd(), LISTENER).is_ok() {
-            self.retry_at = None;
-        }
-        if let Some((since, last)) = self.trouble {
-            if self.retry_at.is_none() && now.duration_since(last) >= TROUBLE_OVER {
-                (self.shared.events)(ServerEvent::AcceptResumed { paused: last.duration_since(since) });
-                self.trouble = None;
-            }
-        }
-    }
-
-    /// Accepts what the listener holds. Running out of descriptors, memory or threads pauses
-    /// accepting (said once) instead of ending `recv`.
-    fn accept_all(&mut self, listener: &TcpListener) -> Result<()> {
-        for _ in 0..256 {
-            match listener.accept() {
-                Ok((stream, peer)) => self.admit_conn(stream, peer),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) =>
-                {
-                    self.epoll.remove(self.listener_fd);
-                    let now = Instant::now();
-                    if self.trouble.is_none() {
-                        let open = self.conns.len();
-                        (self.shared.events)(ServerEvent::AcceptPaused {
-                            reason: format!(
-                                "{e} ({open} connections in their handshake, {} tests running)",
-                                self.shared.active.load(Ordering::Acquire)
-                            ),
-                        });
-                    }
-                    self.trouble = Some((self.trouble.map_or(now, |(since, _)| since), now));
-                    self.retry_at = Some(now + ACCEPT_PAUSE);
-                    // Make room: the heaviest source's oldest stalled handshake goes first.
-                    self.close_stalled(now);
-                    return Ok(());
+/// The bytes the current step asked for are in: the next step, or where the connection goes.
+fn classify(shared: &Arc<Shared>, mut conn: Conn) -> Verdict<Handshake> {
+    let step = std::mem::replace(&mut conn.state.step, Step::Magic);
+    match step {
+        Step::Magic => {
+            let magic: [u8; 4] = conn.buf[..4].try_into().unwrap_or_default();
+            match magic {
+                control::CONTROL_MAGIC => {
+                    conn.buf.clear();
+                    conn.want = 4;
+                    conn.state.step = Step::Word(Ctl::First);
                 }
-                // The peer gave up between SYN and accept, or a transient network error.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(
-                            libc::ECONNABORTED
-                                | libc::EPROTO
-                                | libc::EPERM
-                                | libc::ENETDOWN
-                                | libc::ENETUNREACH
-                                | libc::EHOSTUNREACH
-                                | libc::EHOSTDOWN
-                                | libc::ENONET
-                                | libc::EOPNOTSUPP
-                                | libc::ETIMEDOUT
-                        )
-                    ) =>
-                {
-                    continue
+                control::DATA_MAGIC => {
+                    conn.want = DATA_HELLO_LEN;
+                    conn.state.step = Step::Data { tagged: false };
                 }
-                Err(e) => return Err(Error::io("accepting a connection", e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// The table is full and a newcomer's source holds `mine`: the source holding most closes
-    /// its oldest handshake, if it holds more than the newcomer's would with it.
-    fn make_room_for(&mut self, mine: usize) -> bool {
-        let Some((ip, n)) = self.heaviest_source() else { return false };
-        n > mine + 1 && self.close_oldest_of(ip, n, Instant::now(), Duration::ZERO)
-    }
-
-    /// Out of descriptors at `now`: the source holding most closes its oldest handshake if it
-    /// is older than [`EVICT_MIN_AGE`] (a newer one may be a test's own data flow).
-    fn close_stalled(&mut self, now: Instant) -> bool {
-        let Some((ip, n)) = self.heaviest_source() else { return false };
-        self.close_oldest_of(ip, n, now, EVICT_MIN_AGE)
-    }
-
-    /// The source with the most handshakes, and how many it has.
-    fn heaviest_source(&self) -> Option<(IpAddr, usize)> {
-        self.per_source.iter().max_by_key(|(_, n)| **n).map(|(&ip, &n)| (ip, n))
-    }
-
-    /// Closes the oldest handshake from `ip` (which holds `n`) that is at least `min_age` old
-    /// at `now`; false when it has none.
-    fn close_oldest_of(&mut self, ip: IpAddr, n: usize, now: Instant, min_age: Duration) -> bool {
-        // A deadline is the accept time plus HANDSHAKE_DEADLINE, so the queue is oldest first.
-        let due_by = now + HANDSHAKE_DEADLINE - min_age;
-        let token = self
-            .order
-            .iter()
-            .take_while(|(at, _)| *at <= due_by)
-            .map(|(_, t)| *t)
-            .find(|t| self.conns.get(t).is_some_and(|c| c.peer.ip().to_canonical() == ip));
-        let Some(conn) = token.and_then(|t| self.conns.remove(&t)) else { return false };
-        self.forget(&conn);
-        self.shared.drop_conn(conn.peer, format!("closed to make room: {n} connections from {ip} in their handshake"));
-        true
-    }
-
-    fn admit_conn(&mut self, stream: TcpStream, peer: SocketAddr) {
-        let ip = peer.ip().to_canonical();
-        let cfg = &self.shared.cfg;
-        if !cfg.allow.is_empty() && !cfg.allow.iter().any(|c| c.contains(ip)) {
-            return self.shared.drop_conn(peer, "source address not in --allow");
-        }
-        let mine = self.per_source.get(&ip).copied().unwrap_or(0);
-        if mine >= cfg.max_pending_per_source && mine >= cfg.max_pending_per_source + self.shared.flows_awaited(ip) {
-            return self.shared.drop_conn(
-                peer,
-                format!("{mine} connections from {ip} already in their handshake (recv --max-pending-per-source)"),
-            );
-        }
-        if self.conns.len() >= self.max_total && !self.make_room_for(mine) {
-            return self.shared.drop_conn(peer, format!("{} connections already in their handshake", self.conns.len()));
-        }
-        if stream.set_nonblocking(true).is_err() {
-            return;
-        }
-        let token = self.next_token;
-        self.next_token += 1;
-        if let Err(e) = self.epoll.add(stream.as_raw_fd(), token) {
-            return self.shared.drop_conn(peer, format!("cannot watch the connection: {e}"));
-        }
-        *self.per_source.entry(ip).or_insert(0) += 1;
-        self.order.push_back((Instant::now() + HANDSHAKE_DEADLINE, token));
-        // Finished handshakes leave their tokens behind until their deadline; under churn
-        // they are dropped at once, so scans of the order stay as long as the table.
-        if self.order.len() > 2 * self.conns.len() + 64 {
-            let conns = &self.conns;
-            self.order.retain(|(_, t)| *t == token || conns.contains_key(t));
-        }
-        self.conns.insert(
-            token,
-            Conn { stream, peer, step: Step::Magic, buf: Vec::with_capacity(4), want: 4, msg: Vec::new(), got: 0 },
-        );
-    }
-
-    fn readable(&mut self, token: u64, hangup: bool) {
-        let Some(conn) = self.conns.remove(&token) else { return };
-        let ip = conn.peer.ip().to_canonical();
-        match drive(self.shared, &self.epoll, conn, hangup) {
-            Next::More(conn) => {
-                self.conns.insert(token, conn);
-            }
-            Next::Done => self.forget_ip(ip),
-        }
-    }
-}
-
-/// Reads what `conn` has for its current step and moves it on as far as that allows.
-fn drive(shared: &Arc<Shared>, epoll: &Epoll, mut conn: Conn, hangup: bool) -> Next {
-    loop {
-        while conn.buf.len() < conn.want {
-            let start = conn.buf.len();
-            let end = conn.want.min(start + 16 * 1024);
-            conn.buf.resize(end, 0);
-            match (&conn.stream).read(&mut conn.buf[start..end]) {
-                Ok(0) => {
-                    shared.drop_conn(conn.peer, "closed during its handshake");
-                    return Next::Done;
+                control::DATA_AUTH_MAGIC => {
+                    conn.want = DATA_HELLO_LEN + auth::TAG_LEN;
+                    conn.state.step = Step::Data { tagged: true };
                 }
-                Ok(n) => {
-                    conn.buf.truncate(start + n);
-                    conn.got += n;
-                }
-                Err(e) => {
-                    conn.buf.truncate(start);
-                    match e.kind() {
-                        std::io::ErrorKind::WouldBlock if !hangup => return Next::More(conn),
-                        std::io::ErrorKind::Interrupted => continue,
-                        _ => {
-                            shared.drop_conn(conn.peer, format!("failed during its handshake: {e}"));
-                            return Next::Done;
-                        }
-                    }
-                }
-            }
-        }
-        let step = std::mem::replace(&mut conn.step, Step::Magic);
-        match step {
-            Step::Magic => {
-                let magic: [u8; 4] = conn.buf[..4].try_into().unwrap_or_default();
-                match magic {
-                    control::CONTROL_MAGIC => {
-                        conn.buf.clear();
-                        conn.want = 4;
-                        conn.step = Step::Word(Ctl::First);
-                    }
-                    control::DATA_MAGIC => {
-                        conn.want = DATA_HELLO_LEN;
-                        conn.step = Step::Data { tagged: false };
-                    }
-                    control::DATA_AUTH_MAGIC => {
-                        conn.want = DATA_HELLO_LEN + auth::TAG_LEN;
-                        conn.step = Step::Data { tagged: true };
-                    }
-                    other => {
-                        shared.drop_conn(
-                            conn.peer,
-                            format!(
-                                "not a uringbench peer (greeting {:02x}{:02x}{:02x}{:02x})",
-                                other[0], other[1], other[2], other[3]
-                            ),
-                        );
-                        return Next::Done;
-                    }
-                }
-            }
-            Step::Data { tagged } => {
-                join_flow(shared, epoll, conn, tagged);
-                return Next::Done;
-            }
-            Step::Word(ctl) => {
-                let (len, more) = control::frame_word(conn.buf[..4].try_into().unwrap_or_default());
-                if len > MAX_FRAME || conn.msg.len() + len > MAX_FRAME {
-                    let reason = format!(
-                        "control message of {} bytes or more exceeds the {MAX_FRAME}-byte limit",
-                        conn.msg.len() + len
+                other => {
+                    shared.drop_conn(
+                        conn.peer,
+                        format!(
+                            "not a uringbench peer (greeting {:02x}{:02x}{:02x}{:02x})",
+                            other[0], other[1], other[2], other[3]
+                        ),
                     );
-                    shared.refuse(&conn.stream, conn.peer, reason);
-                    return Next::Done;
-                }
-                conn.buf.clear();
-                conn.want = len;
-                conn.step = Step::Body(ctl, more);
-            }
-            Step::Body(ctl, more) => {
-                conn.msg.extend_from_slice(&conn.buf);
-                conn.buf.clear();
-                conn.want = 4;
-                if more {
-                    conn.step = Step::Word(ctl);
-                    continue;
-                }
-                let msg = match control::decode(&conn.msg) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        shared.refuse(&conn.stream, conn.peer, e.message);
-                        return Next::Done;
-                    }
-                };
-                conn.msg = Vec::new();
-                match on_message(shared, epoll, conn, ctl, msg) {
-                    Some((back, next)) => {
-                        conn = back;
-                        conn.step = Step::Word(next);
-                    }
-                    None => return Next::Done,
+                    return Verdict::Done;
                 }
             }
         }
+        Step::Data { tagged } => {
+            join_flow(shared, conn, tagged);
+            return Verdict::Done;
+        }
+        Step::Word(ctl) => {
+            let (len, more) = control::frame_word(conn.buf[..4].try_into().unwrap_or_default());
+            let total = conn.state.msg.len() + len;
+            if len > MAX_FRAME || total > MAX_FRAME {
+                let reason = format!("control message of {total} bytes or more exceeds the {MAX_FRAME}-byte limit");
+                shared.refuse(&conn.stream, conn.peer, reason);
+                return Verdict::Done;
+            }
+            conn.buf.clear();
+            conn.want = len;
+            conn.state.step = Step::Body(ctl, more);
+        }
+        Step::Body(ctl, more) => {
+            conn.state.msg.extend_from_slice(&conn.buf);
+            conn.buf.clear();
+            conn.want = 4;
+            if more {
+                conn.state.step = Step::Word(ctl);
+                return Verdict::More(conn);
+            }
+            let msg = match control::decode(&std::mem::take(&mut conn.state.msg)) {
+                Ok(m) => m,
+                Err(e) => {
+                    shared.refuse(&conn.stream, conn.peer, e.message);
+                    return Verdict::Done;
+                }
+            };
+            match on_message(shared, conn, ctl, msg) {
+                Some((back, next)) => {
+                    conn = back;
+                    conn.state.step = Step::Word(next);
+                }
+                None => return Verdict::Done,
+            }
+        }
     }
+    Verdict::More(conn)
 }
 
 /// Hands a data flow to the session whose cookie it presents, if its tag (for an
 /// authenticated session) proves it holds the session key.
-fn join_flow(shared: &Shared, epoll: &Epoll, conn: Conn, tagged: bool) {
+fn join_flow(shared: &Shared, conn: Conn, tagged: bool) {
     let rest: [u8; DATA_HELLO_LEN - 4] = conn.buf[4..DATA_HELLO_LEN].try_into().unwrap_or([0; DATA_HELLO_LEN - 4]);
     let (cookie, flow) = control::parse_data_hello(&rest);
     let entry = shared.pending.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
@@ -945,7 +693,6 @@ fn join_flow(shared: &Shared, epoll: &Epoll, conn: Conn, tagged: bool) {
         (Some(_), _) => return shared.drop_conn(conn.peer, "data flow without the session's key (--psk-file)"),
         (None, true) => return shared.drop_conn(conn.peer, "tagged data flow for an unauthenticated session"),
     }
-    epoll.remove(conn.stream.as_raw_fd());
     if conn.stream.set_nonblocking(false).is_ok() {
         let _ = tx.send((flow, conn.stream));
     }
@@ -953,7 +700,7 @@ fn join_flow(shared: &Shared, epoll: &Epoll, conn: Conn, tagged: bool) {
 
 /// A complete control message during the handshake: the next message wanted, or None when
 /// the connection is done with here (handed to a session, or refused).
-fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: Conn, ctl: Ctl, msg: ControlMsg) -> Option<(Conn, Ctl)> {
+fn on_message(shared: &Arc<Shared>, conn: Conn, ctl: Ctl, msg: ControlMsg) -> Option<(Conn, Ctl)> {
     let (stream, peer) = (&conn.stream, conn.peer);
     let psk = shared.cfg.psk.as_ref();
     match (ctl, msg, psk) {
@@ -1005,11 +752,11 @@ fn on_message(shared: &Arc<Shared>, epoll: &Epoll, conn: Conn, ctl: Ctl, msg: Co
             }
         }
         (Ctl::First, ControlMsg::Hello { version, spec, udp_ports }, None) => {
-            admit(shared, epoll, conn, version, spec, udp_ports, None);
+            admit(shared, conn, version, spec, udp_ports, None);
             None
         }
         (Ctl::Hello { key }, ControlMsg::Hello { version, spec, udp_ports }, Some(_)) => {
-            admit(shared, epoll, conn, version, spec, udp_ports, Some(key));
+            admit(shared, conn, version, spec, udp_ports, Some(key));
             None
         }
         (_, other, _) => {
@@ -1056,7 +803,6 @@ struct Admitted {
 /// costs no thread and no socket), then run on a thread of its own.
 fn admit(
     shared: &Arc<Shared>,
-    epoll: &Epoll,
     conn: Conn,
     version: u32,
     mut spec: TestSpec,
@@ -1139,7 +885,6 @@ fn admit(
         drop(slot);
         return shared.refuse(stream, peer, format!("receiver out of threads ({e}); try again later"));
     }
-    epoll.remove(stream.as_raw_fd());
     let ctl = conn.stream;
     if ctl.set_nonblocking(false).is_err() {
         drop(tx);
