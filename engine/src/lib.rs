@@ -52,7 +52,8 @@ pub use crate::base::error::{Error, ErrorKind, Result};
 // reached through its layer.
 pub use crate::base::spec::{Direction, Proto, TestSpec};
 pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
+pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
-pub use crate::session::server::{bind, serve, ReceiverConfig, ServerEvent, ServerLimits};
+pub use crate::session::server::{bind, serve};
 pub use crate::uring::fastpath::FastPaths;
 pub use crate::workload::stream::run_send;

@@ -167,6 +167,24 @@ pub(crate) fn out_of_resources(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM))
 }
 
+/// A listener for the gate on `addr` (on `device` only, when given). Its backlog is deep: a
+/// flood of connections waits in it rather than in SYN-ACK retries.
+pub(crate) fn listen(addr: SocketAddr, device: Option<&str>) -> io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // "::" serves IPv4 peers too (as v4-mapped addresses), as std's listener does.
+        let _ = socket.set_only_v6(false);
+    }
+    if let Some(dev) = device {
+        socket.bind_device(Some(dev.as_bytes()))?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
 /// The soft `RLIMIT_NOFILE`.
 pub(crate) fn open_files_limit() -> u64 {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

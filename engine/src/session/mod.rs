@@ -8,5 +8,6 @@ pub mod driver;
 pub mod gate;
 pub mod live;
 pub mod logq;
+pub mod receiver;
 pub mod sender;
 pub mod server;

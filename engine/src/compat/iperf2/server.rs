@@ -227,20 +227,7 @@ pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
         _ => Error::io(format!("binding {what} {}", SocketAddr::new(opts.bind, port)), e),
     }
     };
-    // A backlog as deep as `recv`'s: a flood of connections waits in it rather than in
-    // SYN-ACK retries.
-    let listen = |addr: SocketAddr| -> io::Result<TcpListener> {
-        let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM.cloexec(), None)?;
-        socket.set_reuse_address(true)?;
-        if addr.is_ipv6() {
-            // "::" serves IPv4 peers too (as v4-mapped addresses).
-            let _ = socket.set_only_v6(false);
-        }
-        socket.bind(&addr.into())?;
-        socket.listen(1024)?;
-        Ok(socket.into())
-    };
-    let tcp = listen(SocketAddr::new(opts.bind, opts.port)).map_err(|e| in_use("TCP", opts.port, e))?;
+    let tcp = gate::listen(SocketAddr::new(opts.bind, opts.port), None).map_err(|e| in_use("TCP", opts.port, e))?;
     let port = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?.port();
     let addr = SocketAddr::new(opts.bind, port);
     let udp = sockopt::socket_for(&addr, libc::SOCK_DGRAM)
