@@ -25,192 +25,41 @@
 //! allows ([`Caps`]); running out of descriptors or threads anyway pauses accepting (or taking
 //! new UDP clients), said once, and never ends the serving.
 
+use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, State, REFUSED_MAX};
+use super::receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
 use super::shown;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
 use crate::metrics::measure::QueueCounters;
-use crate::metrics::seq::SeqStats;
-use crate::runtime::placement::{pin_current_thread, resolve_cpus, BusyPoll};
-use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Pause, PerSource, Verdict};
+use crate::runtime::placement::resolve_cpus;
+use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Pause, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow, GRO_PAYLOAD};
-use crate::uring::ring::WaitMode;
 use crate::wire::iperf2::{
     self, classify_tcp_first_word, version_string, ClientHdrAck, TcpClientHeader, TcpClientKind, TcpHeaderWord,
     TestAmount, UdpClientHeader, IPERF_2_1_8_VERSION, SERVER_ACKFIN_SILENCE,
 };
 use crate::wire::udp_payload::{self as payload, WireTime};
 use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
-use std::collections::HashMap;
 use std::io::{self, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Flows of one `iperf -c -P N` that connect within this time of the first one are one test.
-pub(crate) const JOIN_WINDOW: Duration = Duration::from_secs(1);
-/// How long past a client's own `-t` we wait for its flows to end.
-pub(crate) const END_GRACE: Duration = Duration::from_secs(10);
-/// A UDP flow that received data and then nothing for this long is over (no FIN came).
-pub(crate) const UDP_IDLE_END: Duration = Duration::from_secs(3);
-/// Connections still sending their header, and flows, one source address may hold.
-pub(crate) const PER_SOURCE: u32 = 64;
-/// Connections still sending their header, in total.
-pub(crate) const MAX_PENDING: u32 = 512;
-/// UDP sessions (client ports) served at once, in total: their sources can be spoofed.
-pub(crate) const MAX_UDP_SESSIONS: u32 = 64;
-/// Descriptors kept for everything but connections and flows (stdio, listeners, /proc reads).
-const RESERVED_FDS: u64 = 16;
 /// Refusals are told once per address per window of the refusal log (10 s).
 const TELLS_PER_WINDOW: u32 = 1;
 /// The UDP listening socket's token on the gate's epoll.
 const UDP_TOKEN: u64 = 1;
 /// Buffers of a UDP flow's GRO ring (each up to 64 KiB of coalesced datagrams).
 const UDP_RECV_BUFS: u16 = 64;
-/// UDP peers whose test was refused are remembered (to log once) this long after their last
-/// datagram, and at most this many.
-const REFUSED_MEMORY: Duration = Duration::from_secs(60);
-const REFUSED_MAX: usize = 4096;
 /// Datagrams the serving loop looks at per wake-up, so TCP accepts are never starved.
 const UDP_PEEKS_PER_TICK: usize = 256;
-
-/// What `uringbench recv --iperf2` serves.
-#[derive(Debug, Clone)]
-pub struct Iperf2RecvOptions {
-    pub bind: IpAddr,
-    pub port: u16,
-    pub cpus: Option<Vec<usize>>,
-    /// `--busy-poll on` spins the flow threads; otherwise they sleep.
-    pub busy_poll: BusyPoll,
-    /// Return after the first finished test.
-    pub once: bool,
-    /// Longest any test may last, whatever the client asks.
-    pub max_time: Duration,
-    /// Most flows (TCP connections and UDP client ports) served at once.
-    pub max_flows: u32,
-    /// Raised by the caller to stop serving (returns `Ok(true)`); `None`: serve until killed.
-    pub shutdown: Option<Arc<AtomicBool>>,
-    /// The fast paths the front end probed; the flow threads' rings use their ring part.
-    pub fast: crate::uring::fastpath::FastPaths,
-}
-
-/// The sockets `recv --iperf2` listens on: TCP and UDP on the same port.
-pub struct Iperf2Listeners {
-    pub tcp: TcpListener,
-    pub udp: UdpSocket,
-}
-
-impl Iperf2Listeners {
-    #[cfg(test)]
-    pub(crate) fn tcp_addr(&self) -> Option<SocketAddr> {
-        self.tcp.local_addr().ok()
-    }
-}
-
-/// What the receiver tells its operator, as it happens. Reasons may quote a peer: escape them.
-#[derive(Debug, Clone)]
-pub enum Iperf2Event {
-    Listening {
-        tcp: SocketAddr,
-        udp: SocketAddr,
-        caps: Caps,
-    },
-    /// A client test (all its flows) ended.
-    TestDone(Iperf2TestSummary),
-    /// A client asked for something we do not do; TCP: the connection was closed, UDP: its
-    /// datagrams are ignored.
-    Refused {
-        proto: Proto,
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// A connection or datagram that never became a test (silent, closed early, over a limit).
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// Refusals of `peer` (`None`: of addresses not told apart) not logged one by one.
-    More {
-        peer: Option<IpAddr>,
-        count: u64,
-        seconds: f64,
-    },
-    /// Accepting (TCP) or taking new clients (UDP) waits: out of descriptors or threads.
-    Paused {
-        proto: Proto,
-        reason: String,
-    },
-}
-
-/// Receives the events of [`serve`]; called from several threads.
-pub type Iperf2EventSink = Arc<dyn Fn(Iperf2Event) + Send + Sync>;
-
-/// One finished client test, as `recv --iperf2` prints it.
-#[derive(Debug, Clone)]
-pub struct Iperf2TestSummary {
-    pub id: u64,
-    pub proto: Proto,
-    pub peer: IpAddr,
-    /// The client's iperf version, when its header said.
-    pub client_version: Option<String>,
-    /// Flows the client announced (`-P`), and flows that came.
-    pub expected_flows: u32,
-    pub flows: u32,
-    /// Bytes received (TCP: everything to EOF, header included, as iperf2 counts).
-    pub bytes: u64,
-    /// First flow's start to last flow's end (UDP: the longest flow, first datagram to FIN).
-    pub seconds: f64,
-    /// UDP accounting summed over the flows.
-    pub udp: Option<SeqStats>,
-    /// UDP: server reports sent back in answer to FINs.
-    pub reports_sent: u32,
-    pub notes: Vec<String>,
-    pub errors: Vec<String>,
-}
-
-impl Iperf2TestSummary {
-    pub fn bits_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.bytes as f64 * 8.0 / self.seconds
-        } else {
-            0.0
-        }
-    }
-    pub fn complete(&self) -> bool {
-        self.errors.is_empty()
-    }
-}
-
-/// The limits in force, from the options and the open-file limit: a connection still
-/// sending its header holds one descriptor, a flow two (its socket and its ring).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caps {
-    pub pending: u32,
-    pub pending_per_source: u32,
-    pub flows: u32,
-    pub udp_sessions: u32,
-}
-
-impl Caps {
-    pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
-        let budget = open_files.saturating_sub(RESERVED_FDS);
-        let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;
-        let flows = ((budget.saturating_sub(u64::from(pending)) / 2).max(1)).min(u64::from(max_flows.max(1))) as u32;
-        Self {
-            pending,
-            // One address never holds more than half the header slots.
-            pending_per_source: (pending / 2).clamp(1, PER_SOURCE),
-            flows,
-            udp_sessions: flows.min(MAX_UDP_SESSIONS),
-        }
-    }
-}
 
 /// Binds the TCP listener and the UDP socket on `opts.port` (port 0: any free port, the same
 /// for both). Another listener on the port is a usage error.
@@ -269,341 +118,6 @@ fn disconnect(socket: &UdpSocket) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
-    }
-}
-
-/// What the serving loop knows about one running flow.
-struct FlowSlot {
-    deadline: Instant,
-    stop: Arc<AtomicBool>,
-    /// UDP flows: progress, to end a flow whose client went silent without a FIN.
-    counters: Option<Arc<QueueCounters>>,
-    last_bytes: u64,
-    last_change: Instant,
-}
-
-/// One client test being served: the flows of one `iperf -c [-P N]`.
-struct Group {
-    id: u64,
-    proto: Proto,
-    peer: IpAddr,
-    version: Option<String>,
-    expected: u32,
-    joined: u32,
-    finished: u32,
-    opened: Instant,
-    span: Option<(Instant, Instant)>,
-    bytes: u64,
-    udp: Option<SeqStats>,
-    udp_seconds: f64,
-    reports_sent: u32,
-    flows: HashMap<u64, FlowSlot>,
-    notes: Vec<String>,
-    errors: Vec<String>,
-}
-
-impl Group {
-    fn done(&self, now: Instant) -> bool {
-        self.finished == self.joined && (self.joined >= self.expected || now.duration_since(self.opened) >= JOIN_WINDOW)
-    }
-
-    fn summary(&self) -> Iperf2TestSummary {
-        let seconds = match (self.proto, self.span) {
-            (Proto::Udp, _) => self.udp_seconds,
-            (Proto::Tcp, Some((a, b))) => b.saturating_duration_since(a).as_secs_f64(),
-            (Proto::Tcp, None) => 0.0,
-        };
-        let mut errors = self.errors.clone();
-        if self.joined < self.expected {
-            errors.push(format!(
-                "{} of the {} flows the client announced arrived within {:.0} s",
-                self.joined,
-                self.expected,
-                JOIN_WINDOW.as_secs_f64()
-            ));
-        }
-        Iperf2TestSummary {
-            id: self.id,
-            proto: self.proto,
-            peer: self.peer,
-            client_version: self.version.clone(),
-            expected_flows: self.expected,
-            flows: self.joined,
-            bytes: self.bytes,
-            seconds,
-            udp: self.udp,
-            reports_sent: self.reports_sent,
-            notes: self.notes.clone(),
-            errors,
-        }
-    }
-}
-
-/// How one flow ended, handed back to its group.
-#[derive(Default)]
-struct FlowEnd {
-    bytes: u64,
-    span: Option<(Instant, Instant)>,
-    udp: Option<(SeqStats, Duration, u32)>,
-    notes: Vec<String>,
-    errors: Vec<String>,
-}
-
-#[derive(Default)]
-struct State {
-    groups: Vec<Group>,
-    next_group: u64,
-    next_flow: u64,
-    flows: u32,
-    udp_sessions: u32,
-    per_source: PerSource,
-    refused_udp: HashMap<SocketAddr, Instant>,
-    /// Set once a test has ended with `--once`: whether it was complete.
-    once_result: Option<bool>,
-}
-
-struct Shared {
-    opts: Iperf2RecvOptions,
-    caps: Caps,
-    kernel: KernelCaps,
-    cpus: Vec<usize>,
-    next_cpu: AtomicUsize,
-    events: Iperf2EventSink,
-    state: Mutex<State>,
-    /// Raised when serving ends: flow threads stop waiting.
-    stopping: AtomicBool,
-}
-
-/// What a client's header says about its test.
-struct ClientTest {
-    version: Option<String>,
-    threads: u32,
-    time: Option<Duration>,
-    rate_bps: u64,
-}
-
-/// A flow's place in its test, taken before its thread starts.
-struct Joined {
-    group: u64,
-    flow: u64,
-    stop: Arc<AtomicBool>,
-    deadline: Instant,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait_mode(&self) -> WaitMode {
-        if self.opts.busy_poll == BusyPoll::On {
-            WaitMode::Spin
-        } else {
-            WaitMode::Sleep
-        }
-    }
-
-    /// Pins the calling flow thread to the next CPU of the list (best effort).
-    fn pin(&self) {
-        if !self.cpus.is_empty() {
-            let i = self.next_cpu.fetch_add(1, Ordering::Relaxed) % self.cpus.len();
-            let _ = pin_current_thread(self.cpus[i]);
-        }
-    }
-
-    /// Registers a new flow of `peer`, in the open test of that client or a new one; `Err`
-    /// says which limit it is over.
-    fn join(
-        &self,
-        proto: Proto,
-        peer: IpAddr,
-        test: &ClientTest,
-        counters: Option<Arc<QueueCounters>>,
-    ) -> std::result::Result<Joined, String> {
-        let mut st = self.lock();
-        let caps = self.caps;
-        if st.flows >= caps.flows {
-            return Err(format!("{} flows are being served already (--max-queues, or the open-file limit)", st.flows));
-        }
-        if proto == Proto::Udp && st.udp_sessions >= caps.udp_sessions {
-            return Err(format!("{} UDP sessions are being served already", st.udp_sessions));
-        }
-        if !st.per_source.try_take(peer, PER_SOURCE as usize) {
-            return Err(format!("{PER_SOURCE} flows from {peer} are being served already"));
-        }
-        st.flows += 1;
-        st.udp_sessions += u32::from(proto == Proto::Udp);
-        let now = Instant::now();
-        let limit = test.time.map_or(self.opts.max_time, |t| (t + END_GRACE).min(self.opts.max_time));
-        let deadline = now + limit;
-        let flow = st.next_flow;
-        st.next_flow += 1;
-        let stop = Arc::new(AtomicBool::new(self.stopping.load(Ordering::Relaxed)));
-        let slot = FlowSlot { deadline, stop: Arc::clone(&stop), counters, last_bytes: 0, last_change: now };
-        let open = st.groups.iter_mut().find(|g| {
-            g.proto == proto && g.peer == peer && g.joined < g.expected && now.duration_since(g.opened) < JOIN_WINDOW
-        });
-        let group = match open {
-            Some(g) => {
-                g.joined += 1;
-                g.flows.insert(flow, slot);
-                g.id
-            }
-            None => {
-                st.next_group += 1;
-                let id = st.next_group;
-                st.groups.push(Group {
-                    id,
-                    proto,
-                    peer,
-                    version: test.version.clone(),
-                    expected: test.threads.clamp(1, caps.flows),
-                    joined: 1,
-                    finished: 0,
-                    opened: now,
-                    span: None,
-                    bytes: 0,
-                    udp: None,
-                    udp_seconds: 0.0,
-                    reports_sent: 0,
-                    flows: HashMap::from([(flow, slot)]),
-                    notes: Vec::new(),
-                    errors: Vec::new(),
-                });
-                id
-            }
-        };
-        Ok(Joined { group, flow, stop, deadline })
-    }
-
-    /// Gives back what [`Self::join`] took, for a flow whose thread never started.
-    fn leave(&self, joined: &Joined) {
-        let mut st = self.lock();
-        let Some(i) = st.groups.iter().position(|g| g.id == joined.group) else { return };
-        let g = &mut st.groups[i];
-        g.flows.remove(&joined.flow);
-        g.joined -= 1;
-        let (proto, peer, empty) = (g.proto, g.peer, g.joined == 0);
-        if empty {
-            st.groups.remove(i);
-        }
-        Self::release(&mut st, proto, peer);
-    }
-
-    fn release(st: &mut State, proto: Proto, peer: IpAddr) {
-        st.flows = st.flows.saturating_sub(1);
-        if proto == Proto::Udp {
-            st.udp_sessions = st.udp_sessions.saturating_sub(1);
-        }
-        st.per_source.give_back(peer);
-    }
-
-    /// Records the end of a flow; reports its test when it was the last.
-    fn finish(&self, group: u64, flow: u64, end: FlowEnd) {
-        let done = {
-            let mut st = self.lock();
-            let Some(g) = st.groups.iter_mut().find(|g| g.id == group) else { return };
-            g.flows.remove(&flow);
-            g.finished += 1;
-            g.bytes += end.bytes;
-            if let Some((a, b)) = end.span {
-                g.span = Some(g.span.map_or((a, b), |(s, e)| (s.min(a), e.max(b))));
-            }
-            if let Some((stats, duration, reports)) = end.udp {
-                match &mut g.udp {
-                    Some(sum) => sum.merge(&stats),
-                    None => g.udp = Some(stats),
-                }
-                g.udp_seconds = g.udp_seconds.max(duration.as_secs_f64());
-                g.reports_sent += reports;
-            }
-            for n in end.notes {
-                if !g.notes.contains(&n) {
-                    g.notes.push(n);
-                }
-            }
-            for e in end.errors {
-                if !g.errors.contains(&e) {
-                    g.errors.push(e);
-                }
-            }
-            let (proto, peer) = (g.proto, g.peer);
-            Self::release(&mut st, proto, peer);
-            Self::take_done(&mut st, Instant::now())
-        };
-        self.report(done);
-    }
-
-    /// Removes the tests that are over.
-    fn take_done(st: &mut State, now: Instant) -> Vec<Iperf2TestSummary> {
-        let (done, open): (Vec<Group>, Vec<Group>) =
-            std::mem::take(&mut st.groups).into_iter().partition(|g| g.done(now));
-        st.groups = open;
-        done.iter().map(Group::summary).collect()
-    }
-
-    fn report(&self, done: Vec<Iperf2TestSummary>) {
-        for summary in done {
-            let complete = summary.complete();
-            (self.events)(Iperf2Event::TestDone(summary));
-            if self.opts.once {
-                self.lock().once_result.get_or_insert(complete);
-            }
-        }
-    }
-
-    /// Enforces deadlines and idle ends, and reports tests whose join window closed.
-    fn tick(&self) {
-        let now = Instant::now();
-        let done = {
-            let mut st = self.lock();
-            for slot in st.groups.iter_mut().flat_map(|g| g.flows.values_mut()) {
-                if now >= slot.deadline {
-                    slot.stop.store(true, Ordering::Relaxed);
-                }
-                if let Some(c) = &slot.counters {
-                    let bytes = c.snapshot().iter().sum::<u64>();
-                    if bytes != slot.last_bytes {
-                        (slot.last_bytes, slot.last_change) = (bytes, now);
-                    } else if bytes > 0 && now.duration_since(slot.last_change) >= UDP_IDLE_END {
-                        slot.stop.store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-            st.refused_udp.retain(|_, seen| now.duration_since(*seen) < REFUSED_MEMORY);
-            Self::take_done(&mut st, now)
-        };
-        self.report(done);
-    }
-
-    fn stop_all(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        for slot in self.lock().groups.iter().flat_map(|g| g.flows.values()) {
-            slot.stop.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Hands a flow's end to its test when its thread ends, however it ends: a panic in the
-/// receive loop still gives back the flow's slot and its source's count.
-struct FlowGuard<'a> {
-    shared: &'a Shared,
-    joined: &'a Joined,
-    end: FlowEnd,
-}
-
-impl Drop for FlowGuard<'_> {
-    fn drop(&mut self) {
-        let end = std::mem::take(&mut self.end);
-        self.shared.finish(self.joined.group, self.joined.flow, end);
-    }
-}
-
-impl<'a> FlowGuard<'a> {
-    fn new(shared: &'a Shared, joined: &'a Joined) -> Self {
-        shared.pin();
-        let end = FlowEnd { errors: vec!["the flow's thread failed (a panic)".into()], ..FlowEnd::default() };
-        Self { shared, joined, end }
     }
 }
 
@@ -1070,19 +584,13 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compat::iperf2::receiver::Iperf2TestSummary;
+    use crate::runtime::placement::BusyPoll;
     use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
+    use crate::uring::ring::WaitMode;
     use crate::uring::ring::WakeBatch;
     use crate::wire::iperf2::{HEADER_EXTEND, HEADER_LEN_BIT, HEADER_VERSION2};
     use std::io::Read;
-
-    #[test]
-    fn caps_follow_the_open_file_limit() {
-        let small = Caps::for_limit(64, 256);
-        assert_eq!(small, Caps { pending: 12, pending_per_source: 6, flows: 18, udp_sessions: 18 });
-        let big = Caps::for_limit(1 << 20, 256);
-        assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
-        assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
-    }
 
     #[test]
     fn refusal_names_the_mode() {
