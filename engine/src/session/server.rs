@@ -3,7 +3,8 @@
 //! Every connection's handshake (its greeting, the `--psk-file` exchange, the hello; or a data
 //! flow's greeting) is read on the accept gate ([`crate::session::gate`]), whose deadline and
 //! caps keep idle or dripping peers to a descriptor each, never a thread; this file is its
-//! classifier ([`Handshakes`]). A hello is checked against [`ServerLimits`] there
+//! classifier ([`Handshakes`]). A hello is checked against
+//! [`ServerLimits`](crate::session::receiver::ServerLimits) there
 //! (queues, flows, duration, interval, rate, memory, sessions in all and per source, with
 //! checked arithmetic), so a refusal costs no thread and no socket, and the peer gets the
 //! reason. An admitted test runs on a thread of its own, the workload's code handed in as a

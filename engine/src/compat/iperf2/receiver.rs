@@ -1,6 +1,6 @@
 //! What `recv --iperf2` is set up with and what it tells: its options, its listeners, the
 //! limits in force ([`Caps`]), its events and the summary of a finished client test. The
-//! serving loop is in [`super::server`], the tests in flight in [`super::groups`].
+//! serving loop is in [`super::server`], the tests in flight in `groups`.
 
 use crate::base::spec::Proto;
 use crate::metrics::seq::SeqStats;
@@ -86,7 +86,7 @@ pub enum Iperf2Event {
     },
 }
 
-/// Receives the events of [`serve`]; called from several threads.
+/// Receives the events of [`super::server::serve`]; called from several threads.
 pub type Iperf2EventSink = Arc<dyn Fn(Iperf2Event) + Send + Sync>;
 
 /// One finished client test, as `recv --iperf2` prints it.
