@@ -29,12 +29,13 @@ use uringbench::session::auth::Psk;
 use uringbench::session::control::DEFAULT_PORT;
 use uringbench::session::live::{Observer, Quiet};
 use uringbench::session::sender::SendOptions;
-use uringbench::session::server::{self, ReceiverConfig, ServerEvent, ServerLimits};
+use uringbench::session::server;
 use uringbench::sys::sockopt::LocalEnd;
 use uringbench::uring::fastpath::FastPaths;
 use uringbench::wire::iperf2::IPERF2_PORT;
 use uringbench::workload::receive::Workloads;
 use uringbench::Error;
+use uringbench::{ReceiverConfig, ServerEvent, ServerLimits};
 
 impl TestWindow {
     /// Writes the window into a spec (milliseconds on the wire).

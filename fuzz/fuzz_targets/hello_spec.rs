@@ -9,7 +9,8 @@
 use libfuzzer_sys::fuzz_target;
 use uringbench::base::spec::{Direction, Proto, TestSpec, Workload};
 use uringbench::session::control::{ControlMsg, PROTOCOL_VERSION};
-use uringbench::session::server::{ServerLimits, TestRunner};
+use uringbench::session::receiver::ServerLimits;
+use uringbench::session::server::TestRunner;
 use uringbench::workload::receive::Workloads;
 
 /// CPUs of the pretend receiver: `threads` is the queues it can place, as `recv` computes it.

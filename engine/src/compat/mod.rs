@@ -1,4 +1,3 @@
 //! Other tools' protocols over our loops.
 
 pub mod iperf2;
-pub mod limits;

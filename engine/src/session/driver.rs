@@ -15,6 +15,7 @@ use crate::runtime::threads::panic_error;
 use crate::session::control::{self, ControlMsg};
 use crate::session::live::{Live, Observer, ServerLive};
 use crate::session::sender::SenderSession;
+use crate::session::server::ServedReports;
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Instant;
@@ -128,15 +129,15 @@ pub(crate) fn serve_stream<H: StreamHalves>(
     spec: &TestSpec,
     h: &H,
     flows: Vec<Indexed<H::Flow>>,
-) -> Result<(Option<SideReport>, Option<SideReport>)> {
+) -> Result<ServedReports> {
     let live = ServerLive::start(ctl, stop.clone())?;
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
     control::write_msg(ctl, &ControlMsg::Ready)?;
     Ok(match run_halves(h, spec, End::Receiver, flows, Instant::now(), &live)? {
-        Halves::Sent(sent) => (None, Some(sent)),
-        Halves::Received(received) => (Some(received), None),
-        Halves::Both { sent, received } => (Some(received), Some(sent)),
+        Halves::Sent(sent) => ServedReports { received: None, sent: Some(sent) },
+        Halves::Received(received) => ServedReports::received(received),
+        Halves::Both { sent, received } => ServedReports { received: Some(received), sent: Some(sent) },
     })
 }
 

@@ -64,17 +64,23 @@ impl<T: Send + 'static> LogQueue<T> {
     }
 }
 
-/// Lines about one source address allowed per window; the rest are counted.
+/// Lines about one source address allowed per window by default; the rest are counted.
 pub(crate) const LINES_PER_WINDOW: u32 = 5;
 pub(crate) const WINDOW: Duration = Duration::from_secs(10);
 /// Source addresses tracked at once; beyond, further sources share one count (an IPv6
 /// attacker has addresses without end, the table must not grow with them).
 const MAX_SOURCES: usize = 4096;
 
-/// Per-source counts of repeated lines.
-#[derive(Default)]
+/// Per-source counts of repeated lines: `lines` per source address per [`WINDOW`].
 pub(crate) struct RateLimit {
+    lines: u32,
     sources: Mutex<HashMap<IpAddr, Window>>,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self::new(LINES_PER_WINDOW)
+    }
 }
 
 struct Window {
@@ -84,12 +90,16 @@ struct Window {
 }
 
 impl RateLimit {
+    pub(crate) fn new(lines: u32) -> Self {
+        Self { lines, sources: Mutex::new(HashMap::new()) }
+    }
+
     /// Whether a line about `source` may be written now; if not it is counted.
     pub(crate) fn allow(&self, source: IpAddr, now: Instant) -> bool {
         let mut map = self.sources.lock().unwrap_or_else(|p| p.into_inner());
         let key = if map.len() >= MAX_SOURCES && !map.contains_key(&source) { IpAddr::from([0u8; 16]) } else { source };
         let w = map.entry(key).or_insert(Window { start: now, logged: 0, suppressed: 0 });
-        if w.logged < LINES_PER_WINDOW && key == source {
+        if w.logged < self.lines && key == source {
             w.logged += 1;
             true
         } else {

@@ -1,10 +1,13 @@
 //! The control channel both ends speak, the sender's session over it, the one direction
-//! driver every stream engine plugs its halves into, and the receiver's accept loop and limits.
+//! driver every stream engine plugs its halves into, the accept gate both receivers stand
+//! behind, and the receiver's handshake and limits.
 
 pub mod auth;
 pub mod control;
 pub mod driver;
+pub mod gate;
 pub mod live;
 pub mod logq;
+pub mod receiver;
 pub mod sender;
 pub mod server;

@@ -298,16 +298,6 @@ pub(crate) fn interface_addresses() -> Vec<std::net::IpAddr> {
     out
 }
 
-/// The soft limit on open descriptors (RLIMIT_NOFILE); a large number when unlimited.
-pub(crate) fn open_files_limit() -> u64 {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one rlimit into our struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
-        return 1 << 20;
-    }
-    lim.rlim_cur
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 use crate::base::error::Result;
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::session::control::{self, ControlMsg};
-use crate::session::server::{Reports, Test, TestRunner};
+use crate::session::server::{ServedReports, Test, TestRunner};
 use crate::transport::tcp::crr as tcp_crr;
 use crate::uring::ring::BufRing;
 use crate::workload::rr::{self, ServerFlows};
@@ -29,7 +29,7 @@ impl TestRunner for Workloads {
         self.xdp.is_some()
     }
 
-    fn run(&self, test: &mut Test<'_>) -> Result<Reports> {
+    fn run(&self, test: &mut Test<'_>) -> Result<ServedReports> {
         let spec = test.spec;
         if spec.workload == Workload::Crr {
             let local = test
@@ -40,7 +40,7 @@ impl TestRunner for Workloads {
             let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
             test.accept(Some(port))?;
             return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Crr(listeners, spread), test.placement)
-                .map(|r| (Some(r), None));
+                .map(ServedReports::received);
         }
         if let Some(xdp) = self.xdp.as_ref().filter(|_| {
             spec.proto == Proto::Udp && spec.workload == Workload::Stream && spec.direction == Direction::Forward
@@ -55,7 +55,7 @@ impl TestRunner for Workloads {
                 }
             };
             test.accept(None)?;
-            return reception.serve(test.ctl, test.stop, spec, test.placement).map(|r| (Some(r), None));
+            return reception.serve(test.ctl, test.stop, spec, test.placement).map(ServedReports::received);
         }
         if spec.proto == Proto::Udp {
             // Sockets first, so the sender's first datagrams find them (with GRO on).
@@ -63,14 +63,14 @@ impl TestRunner for Workloads {
             test.accept(None)?;
             if spec.workload == Workload::Rr {
                 return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Udp(sockets), test.placement)
-                    .map(|r| (Some(r), None));
+                    .map(ServedReports::received);
             }
             return udp_stream::serve_udp(test.ctl, test.stop, spec, sockets, test.placement);
         }
         let flows = test.accept_flows()?;
         if spec.workload == Workload::Rr {
             return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Tcp(flows), test.placement)
-                .map(|r| (Some(r), None));
+                .map(ServedReports::received);
         }
         stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.caps)
     }
@@ -103,7 +103,7 @@ pub(crate) fn test_memory(spec: &TestSpec, threads: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::server::ServerLimits;
+    use crate::session::receiver::ServerLimits;
 
     #[test]
     fn memory_counts_forced_socket_buffers_and_saturates() {

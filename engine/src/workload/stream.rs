@@ -17,6 +17,7 @@ use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
 use crate::session::live::{run_watched, Live, Observer, Quiet};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
+use crate::session::server::ServedReports;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt::{self, FlowSocket};
@@ -141,7 +142,7 @@ pub(crate) fn serve_test(
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,
     caps: &KernelCaps,
-) -> Result<(Option<SideReport>, Option<SideReport>)> {
+) -> Result<ServedReports> {
     let (zc, iface) = if spec.direction == Direction::Forward {
         let iface = ctl.peer_addr().ok().and_then(|a| crate::sys::hostinfo::route_to(a.ip()).ok()).map(|r| r.ifname);
         ((false, String::new()), iface)

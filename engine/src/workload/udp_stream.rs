@@ -21,6 +21,7 @@ use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
 use crate::session::live::{run_watched, Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
+use crate::session::server::ServedReports;
 use crate::sys::sockopt;
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
@@ -282,7 +283,7 @@ pub(crate) fn serve_udp(
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,
     placement: &Placement,
-) -> Result<(Option<SideReport>, Option<SideReport>)> {
+) -> Result<ServedReports> {
     mark_flows(spec, sockets.iter())?;
     let flows: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
     let (forward, _) = split_by_direction(spec, flows.iter().map(|(i, s)| (*i, s)).collect());

@@ -285,8 +285,8 @@ impl XdpReception {
     ) -> Result<SideReport> {
         let flows: Vec<Indexed<(IpAddr, u16)>> = (0..).zip(self.flows.iter().copied()).collect();
         let half = XdpReceiveHalf { spec, placement, reception: Mutex::new(Some(self)) };
-        let (received, _) = serve_stream(ctl, stop, spec, &half, flows)?;
-        received.ok_or_else(|| Error::usage("recv --engine xdp receives forward tests only"))
+        let served = serve_stream(ctl, stop, spec, &half, flows)?;
+        served.received.ok_or_else(|| Error::usage("recv --engine xdp receives forward tests only"))
     }
 }
 

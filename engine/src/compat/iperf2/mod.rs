@@ -5,15 +5,17 @@
 //!
 //! - [`client`]: `send --iperf2`, our sender to `iperf -s [-u]`, reported as a native
 //!   [`crate::report::stream::StreamReport`] with iperf2's server report as the receiver side.
-//! - [`server`]: `recv --iperf2`, `iperf -c [-u]` clients served on one port, within limits.
+//! - [`server`]: `recv --iperf2`, `iperf -c [-u]` clients served on one port, within limits:
+//!   its options and events are in [`receiver`], the client tests in flight in `groups`.
 
 pub mod client;
+mod groups;
+pub mod receiver;
 pub mod server;
 
 pub use client::{run_send, Iperf2Report};
-pub use server::{
-    bind_receiver, serve, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions, Iperf2TestSummary,
-};
+pub use receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions, Iperf2TestSummary};
+pub use server::{bind_receiver, serve};
 
 use std::net::SocketAddr;
 

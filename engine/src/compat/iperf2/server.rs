@@ -1,11 +1,11 @@
 //! `recv --iperf2`: serves unmodified `iperf -c` clients, TCP and UDP, on one port (5001 by
 //! default), test after test.
 //!
-//! One serving thread polls the TCP listener, the UDP listening socket and every accepted
-//! connection that has not yet sent its whole header, so an idle or slow connection costs a
-//! descriptor, never a thread, and gets [`HEADER_DEADLINE`] from its accept to send it. Only a
-//! flow that will be served gets a thread of its own, which counts its bytes with the io_uring
-//! receive loops.
+//! One serving thread watches the UDP listening socket, and the TCP listener through the accept
+//! gate ([`crate::session::gate`]), which holds every accepted connection that has not yet sent
+//! its whole header: an idle or slow connection costs a descriptor, never a thread, and has the
+//! gate's deadline from its accept to send it. Only a flow that will be served gets a thread of
+//! its own, which counts its bytes with the io_uring receive loops.
 //! - **TCP**: the first word is classified ([`classify_tcp_first_word`]), the rest of the
 //!   header read, the ack written when the client blocks for one (`-X`), and tests that need
 //!   us to send (`-r`, `-d`, `-R`, `--full-duplex`, `--bounceback`) are refused and closed. The
@@ -22,208 +22,44 @@
 //! Flows of one `iperf -c -P N` (same client address, the header says N) are one test: one
 //! event when the last of them ends. Limits: connections still sending their header, flows and
 //! UDP sessions are capped per source address and in total, within what the open-file limit
-//! allows ([`Caps`]); running out of descriptors or threads anyway pauses accepting, said
-//! once, and never ends the serving.
+//! allows ([`Caps`]); running out of descriptors or threads anyway pauses accepting (or taking
+//! new UDP clients), said once, and never ends the serving.
 
+use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, State, REFUSED_MAX};
+use super::receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
 use super::shown;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
-use crate::base::stop::StopToken;
-use crate::compat::limits::{PerSource, RefusalLog};
 use crate::metrics::measure::QueueCounters;
-use crate::metrics::seq::SeqStats;
-use crate::runtime::placement::{pin_current_thread, resolve_cpus, BusyPoll};
+use crate::runtime::placement::resolve_cpus;
+use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Pause, Verdict};
+use crate::session::logq::RateLimit;
+use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow, GRO_PAYLOAD};
-use crate::uring::ring::WaitMode;
 use crate::wire::iperf2::{
     self, classify_tcp_first_word, version_string, ClientHdrAck, TcpClientHeader, TcpClientKind, TcpHeaderWord,
-    TestAmount, UdpClientHeader, IPERF_2_1_8_VERSION, MAX_HEADER_LEN, SERVER_ACKFIN_SILENCE,
+    TestAmount, UdpClientHeader, IPERF_2_1_8_VERSION, SERVER_ACKFIN_SILENCE,
 };
 use crate::wire::udp_payload::{self as payload, WireTime};
 use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
-use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::io::{self, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long an accepted TCP client has, from its accept, to send its whole header.
-pub(crate) const HEADER_DEADLINE: Duration = Duration::from_secs(5);
-/// Flows of one `iperf -c -P N` that connect within this time of the first one are one test.
-pub(crate) const JOIN_WINDOW: Duration = Duration::from_secs(1);
-/// How long past a client's own `-t` we wait for its flows to end.
-pub(crate) const END_GRACE: Duration = Duration::from_secs(10);
-/// A UDP flow that received data and then nothing for this long is over (no FIN came).
-pub(crate) const UDP_IDLE_END: Duration = Duration::from_secs(3);
-/// Connections still sending their header, and flows, one source address may hold.
-pub(crate) const PER_SOURCE: u32 = 64;
-/// Connections still sending their header, in total.
-pub(crate) const MAX_PENDING: u32 = 512;
-/// UDP sessions (client ports) served at once, in total: their sources can be spoofed.
-pub(crate) const MAX_UDP_SESSIONS: u32 = 64;
-/// Descriptors kept for everything but connections and flows (stdio, listeners, /proc reads).
-const RESERVED_FDS: u64 = 16;
-/// After running out of descriptors or threads, accepting waits this long before trying again.
-const PAUSE: Duration = Duration::from_millis(250);
-/// Refusals and pauses are told once per address (or once) per this period.
-const TELL_PERIOD: Duration = Duration::from_secs(10);
-/// The serving loop wakes at least this often to enforce deadlines.
-const TICK: Duration = Duration::from_millis(100);
+/// Refusals are told once per address per window of the refusal log (10 s).
+const TELLS_PER_WINDOW: u32 = 1;
+/// The UDP listening socket's token on the gate's epoll.
+const UDP_TOKEN: u64 = 1;
 /// Buffers of a UDP flow's GRO ring (each up to 64 KiB of coalesced datagrams).
 const UDP_RECV_BUFS: u16 = 64;
-/// UDP peers whose test was refused are remembered (to log once) this long after their last
-/// datagram, and at most this many.
-const REFUSED_MEMORY: Duration = Duration::from_secs(60);
-const REFUSED_MAX: usize = 4096;
 /// Datagrams the serving loop looks at per wake-up, so TCP accepts are never starved.
 const UDP_PEEKS_PER_TICK: usize = 256;
-
-/// What `uringbench recv --iperf2` serves.
-#[derive(Debug, Clone)]
-pub struct Iperf2RecvOptions {
-    pub bind: IpAddr,
-    pub port: u16,
-    pub cpus: Option<Vec<usize>>,
-    /// `--busy-poll on` spins the flow threads; otherwise they sleep.
-    pub busy_poll: BusyPoll,
-    /// Return after the first finished test.
-    pub once: bool,
-    /// Longest any test may last, whatever the client asks.
-    pub max_time: Duration,
-    /// Most flows (TCP connections and UDP client ports) served at once.
-    pub max_flows: u32,
-    /// Stopped by the caller to stop serving (`serve` returns `Ok(true)`).
-    pub stop: StopToken,
-    /// The fast paths the front end probed; the flow threads' rings use their ring part.
-    pub fast: crate::uring::fastpath::FastPaths,
-}
-
-/// The sockets `recv --iperf2` listens on: TCP and UDP on the same port.
-pub struct Iperf2Listeners {
-    pub tcp: TcpListener,
-    pub udp: UdpSocket,
-}
-
-impl Iperf2Listeners {
-    #[cfg(test)]
-    pub(crate) fn tcp_addr(&self) -> Option<SocketAddr> {
-        self.tcp.local_addr().ok()
-    }
-}
-
-/// What the receiver tells its operator, as it happens. Reasons may quote a peer: escape them.
-#[derive(Debug, Clone)]
-pub enum Iperf2Event {
-    Listening {
-        tcp: SocketAddr,
-        udp: SocketAddr,
-        caps: Caps,
-    },
-    /// A client test (all its flows) ended.
-    TestDone(Iperf2TestSummary),
-    /// A client asked for something we do not do; TCP: the connection was closed, UDP: its
-    /// datagrams are ignored.
-    Refused {
-        proto: Proto,
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// A connection or datagram that never became a test (silent, closed early, over a limit).
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// Refusals of `peer` (`None`: of addresses not told apart) not logged one by one.
-    More {
-        peer: Option<IpAddr>,
-        count: u64,
-        seconds: f64,
-    },
-    /// Accepting (TCP) or taking new clients (UDP) waits: out of descriptors or threads.
-    Paused {
-        proto: Proto,
-        reason: String,
-    },
-}
-
-/// Receives the events of [`serve`]; called from several threads.
-pub type Iperf2EventSink = Arc<dyn Fn(Iperf2Event) + Send + Sync>;
-
-/// One finished client test, as `recv --iperf2` prints it.
-#[derive(Debug, Clone)]
-pub struct Iperf2TestSummary {
-    pub id: u64,
-    pub proto: Proto,
-    pub peer: IpAddr,
-    /// The client's iperf version, when its header said.
-    pub client_version: Option<String>,
-    /// Flows the client announced (`-P`), and flows that came.
-    pub expected_flows: u32,
-    pub flows: u32,
-    /// Bytes received (TCP: everything to EOF, header included, as iperf2 counts).
-    pub bytes: u64,
-    /// First flow's start to last flow's end (UDP: the longest flow, first datagram to FIN).
-    pub seconds: f64,
-    /// UDP accounting summed over the flows.
-    pub udp: Option<SeqStats>,
-    /// UDP: server reports sent back in answer to FINs.
-    pub reports_sent: u32,
-    pub notes: Vec<String>,
-    pub errors: Vec<String>,
-}
-
-impl Iperf2TestSummary {
-    pub fn bits_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.bytes as f64 * 8.0 / self.seconds
-        } else {
-            0.0
-        }
-    }
-    pub fn complete(&self) -> bool {
-        self.errors.is_empty()
-    }
-}
-
-/// The limits in force, from the options and the open-file limit: a connection still
-/// sending its header holds one descriptor, a flow two (its socket and its ring).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caps {
-    pub pending: u32,
-    pub pending_per_source: u32,
-    pub flows: u32,
-    pub udp_sessions: u32,
-}
-
-impl Caps {
-    pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
-        let budget = open_files.saturating_sub(RESERVED_FDS);
-        let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;
-        let flows = ((budget.saturating_sub(u64::from(pending)) / 2).max(1)).min(u64::from(max_flows.max(1))) as u32;
-        Self {
-            pending,
-            // One address never holds more than half the header slots.
-            pending_per_source: (pending / 2).clamp(1, PER_SOURCE),
-            flows,
-            udp_sessions: flows.min(MAX_UDP_SESSIONS),
-        }
-    }
-}
-
-/// The soft `RLIMIT_NOFILE`.
-fn open_file_limit() -> u64 {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the rlimit struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    lim.rlim_cur
-}
 
 /// Binds the TCP listener and the UDP socket on `opts.port` (port 0: any free port, the same
 /// for both). Another listener on the port is a usage error.
@@ -240,20 +76,7 @@ pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
         _ => Error::io(format!("binding {what} {}", SocketAddr::new(opts.bind, port)), e),
     }
     };
-    // A backlog as deep as `recv`'s: a flood of connections waits in it rather than in
-    // SYN-ACK retries.
-    let listen = |addr: SocketAddr| -> io::Result<TcpListener> {
-        let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM.cloexec(), None)?;
-        socket.set_reuse_address(true)?;
-        if addr.is_ipv6() {
-            // "::" serves IPv4 peers too (as v4-mapped addresses).
-            let _ = socket.set_only_v6(false);
-        }
-        socket.bind(&addr.into())?;
-        socket.listen(1024)?;
-        Ok(socket.into())
-    };
-    let tcp = listen(SocketAddr::new(opts.bind, opts.port)).map_err(|e| in_use("TCP", opts.port, e))?;
+    let tcp = gate::listen(SocketAddr::new(opts.bind, opts.port), None).map_err(|e| in_use("TCP", opts.port, e))?;
     let port = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?.port();
     let addr = SocketAddr::new(opts.bind, port);
     let udp = sockopt::socket_for(&addr, libc::SOCK_DGRAM)
@@ -298,341 +121,6 @@ fn disconnect(socket: &UdpSocket) -> io::Result<()> {
     }
 }
 
-/// What the serving loop knows about one running flow.
-struct FlowSlot {
-    deadline: Instant,
-    stop: Arc<AtomicBool>,
-    /// UDP flows: progress, to end a flow whose client went silent without a FIN.
-    counters: Option<Arc<QueueCounters>>,
-    last_bytes: u64,
-    last_change: Instant,
-}
-
-/// One client test being served: the flows of one `iperf -c [-P N]`.
-struct Group {
-    id: u64,
-    proto: Proto,
-    peer: IpAddr,
-    version: Option<String>,
-    expected: u32,
-    joined: u32,
-    finished: u32,
-    opened: Instant,
-    span: Option<(Instant, Instant)>,
-    bytes: u64,
-    udp: Option<SeqStats>,
-    udp_seconds: f64,
-    reports_sent: u32,
-    flows: HashMap<u64, FlowSlot>,
-    notes: Vec<String>,
-    errors: Vec<String>,
-}
-
-impl Group {
-    fn done(&self, now: Instant) -> bool {
-        self.finished == self.joined && (self.joined >= self.expected || now.duration_since(self.opened) >= JOIN_WINDOW)
-    }
-
-    fn summary(&self) -> Iperf2TestSummary {
-        let seconds = match (self.proto, self.span) {
-            (Proto::Udp, _) => self.udp_seconds,
-            (Proto::Tcp, Some((a, b))) => b.saturating_duration_since(a).as_secs_f64(),
-            (Proto::Tcp, None) => 0.0,
-        };
-        let mut errors = self.errors.clone();
-        if self.joined < self.expected {
-            errors.push(format!(
-                "{} of the {} flows the client announced arrived within {:.0} s",
-                self.joined,
-                self.expected,
-                JOIN_WINDOW.as_secs_f64()
-            ));
-        }
-        Iperf2TestSummary {
-            id: self.id,
-            proto: self.proto,
-            peer: self.peer,
-            client_version: self.version.clone(),
-            expected_flows: self.expected,
-            flows: self.joined,
-            bytes: self.bytes,
-            seconds,
-            udp: self.udp,
-            reports_sent: self.reports_sent,
-            notes: self.notes.clone(),
-            errors,
-        }
-    }
-}
-
-/// How one flow ended, handed back to its group.
-#[derive(Default)]
-struct FlowEnd {
-    bytes: u64,
-    span: Option<(Instant, Instant)>,
-    udp: Option<(SeqStats, Duration, u32)>,
-    notes: Vec<String>,
-    errors: Vec<String>,
-}
-
-#[derive(Default)]
-struct State {
-    groups: Vec<Group>,
-    next_group: u64,
-    next_flow: u64,
-    flows: u32,
-    udp_sessions: u32,
-    per_source: PerSource,
-    refused_udp: HashMap<SocketAddr, Instant>,
-    /// Set once a test has ended with `--once`: whether it was complete.
-    once_result: Option<bool>,
-}
-
-struct Shared {
-    opts: Iperf2RecvOptions,
-    caps: Caps,
-    kernel: KernelCaps,
-    cpus: Vec<usize>,
-    next_cpu: AtomicUsize,
-    events: Iperf2EventSink,
-    state: Mutex<State>,
-    /// Raised when serving ends: flow threads stop waiting.
-    stopping: AtomicBool,
-}
-
-/// What a client's header says about its test.
-struct ClientTest {
-    version: Option<String>,
-    threads: u32,
-    time: Option<Duration>,
-    rate_bps: u64,
-}
-
-/// A flow's place in its test, taken before its thread starts.
-struct Joined {
-    group: u64,
-    flow: u64,
-    stop: Arc<AtomicBool>,
-    deadline: Instant,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait_mode(&self) -> WaitMode {
-        if self.opts.busy_poll == BusyPoll::On {
-            WaitMode::Spin
-        } else {
-            WaitMode::Sleep
-        }
-    }
-
-    /// Pins the calling flow thread to the next CPU of the list (best effort).
-    fn pin(&self) {
-        if !self.cpus.is_empty() {
-            let i = self.next_cpu.fetch_add(1, Ordering::Relaxed) % self.cpus.len();
-            let _ = pin_current_thread(self.cpus[i]);
-        }
-    }
-
-    /// Registers a new flow of `peer`, in the open test of that client or a new one; `Err`
-    /// says which limit it is over.
-    fn join(
-        &self,
-        proto: Proto,
-        peer: IpAddr,
-        test: &ClientTest,
-        counters: Option<Arc<QueueCounters>>,
-    ) -> std::result::Result<Joined, String> {
-        let mut st = self.lock();
-        let caps = self.caps;
-        if st.flows >= caps.flows {
-            return Err(format!("{} flows are being served already (--max-queues, or the open-file limit)", st.flows));
-        }
-        if proto == Proto::Udp && st.udp_sessions >= caps.udp_sessions {
-            return Err(format!("{} UDP sessions are being served already", st.udp_sessions));
-        }
-        if !st.per_source.try_take(peer, PER_SOURCE) {
-            return Err(format!("{PER_SOURCE} flows from {peer} are being served already"));
-        }
-        st.flows += 1;
-        st.udp_sessions += u32::from(proto == Proto::Udp);
-        let now = Instant::now();
-        let limit = test.time.map_or(self.opts.max_time, |t| (t + END_GRACE).min(self.opts.max_time));
-        let deadline = now + limit;
-        let flow = st.next_flow;
-        st.next_flow += 1;
-        let stop = Arc::new(AtomicBool::new(self.stopping.load(Ordering::Relaxed)));
-        let slot = FlowSlot { deadline, stop: Arc::clone(&stop), counters, last_bytes: 0, last_change: now };
-        let open = st.groups.iter_mut().find(|g| {
-            g.proto == proto && g.peer == peer && g.joined < g.expected && now.duration_since(g.opened) < JOIN_WINDOW
-        });
-        let group = match open {
-            Some(g) => {
-                g.joined += 1;
-                g.flows.insert(flow, slot);
-                g.id
-            }
-            None => {
-                st.next_group += 1;
-                let id = st.next_group;
-                st.groups.push(Group {
-                    id,
-                    proto,
-                    peer,
-                    version: test.version.clone(),
-                    expected: test.threads.clamp(1, caps.flows),
-                    joined: 1,
-                    finished: 0,
-                    opened: now,
-                    span: None,
-                    bytes: 0,
-                    udp: None,
-                    udp_seconds: 0.0,
-                    reports_sent: 0,
-                    flows: HashMap::from([(flow, slot)]),
-                    notes: Vec::new(),
-                    errors: Vec::new(),
-                });
-                id
-            }
-        };
-        Ok(Joined { group, flow, stop, deadline })
-    }
-
-    /// Gives back what [`Self::join`] took, for a flow whose thread never started.
-    fn leave(&self, joined: &Joined) {
-        let mut st = self.lock();
-        let Some(i) = st.groups.iter().position(|g| g.id == joined.group) else { return };
-        let g = &mut st.groups[i];
-        g.flows.remove(&joined.flow);
-        g.joined -= 1;
-        let (proto, peer, empty) = (g.proto, g.peer, g.joined == 0);
-        if empty {
-            st.groups.remove(i);
-        }
-        Self::release(&mut st, proto, peer);
-    }
-
-    fn release(st: &mut State, proto: Proto, peer: IpAddr) {
-        st.flows = st.flows.saturating_sub(1);
-        if proto == Proto::Udp {
-            st.udp_sessions = st.udp_sessions.saturating_sub(1);
-        }
-        st.per_source.give_back(peer);
-    }
-
-    /// Records the end of a flow; reports its test when it was the last.
-    fn finish(&self, group: u64, flow: u64, end: FlowEnd) {
-        let done = {
-            let mut st = self.lock();
-            let Some(g) = st.groups.iter_mut().find(|g| g.id == group) else { return };
-            g.flows.remove(&flow);
-            g.finished += 1;
-            g.bytes += end.bytes;
-            if let Some((a, b)) = end.span {
-                g.span = Some(g.span.map_or((a, b), |(s, e)| (s.min(a), e.max(b))));
-            }
-            if let Some((stats, duration, reports)) = end.udp {
-                match &mut g.udp {
-                    Some(sum) => sum.merge(&stats),
-                    None => g.udp = Some(stats),
-                }
-                g.udp_seconds = g.udp_seconds.max(duration.as_secs_f64());
-                g.reports_sent += reports;
-            }
-            for n in end.notes {
-                if !g.notes.contains(&n) {
-                    g.notes.push(n);
-                }
-            }
-            for e in end.errors {
-                if !g.errors.contains(&e) {
-                    g.errors.push(e);
-                }
-            }
-            let (proto, peer) = (g.proto, g.peer);
-            Self::release(&mut st, proto, peer);
-            Self::take_done(&mut st, Instant::now())
-        };
-        self.report(done);
-    }
-
-    /// Removes the tests that are over.
-    fn take_done(st: &mut State, now: Instant) -> Vec<Iperf2TestSummary> {
-        let (done, open): (Vec<Group>, Vec<Group>) =
-            std::mem::take(&mut st.groups).into_iter().partition(|g| g.done(now));
-        st.groups = open;
-        done.iter().map(Group::summary).collect()
-    }
-
-    fn report(&self, done: Vec<Iperf2TestSummary>) {
-        for summary in done {
-            let complete = summary.complete();
-            (self.events)(Iperf2Event::TestDone(summary));
-            if self.opts.once {
-                self.lock().once_result.get_or_insert(complete);
-            }
-        }
-    }
-
-    /// Enforces deadlines and idle ends, and reports tests whose join window closed.
-    fn tick(&self) {
-        let now = Instant::now();
-        let done = {
-            let mut st = self.lock();
-            for slot in st.groups.iter_mut().flat_map(|g| g.flows.values_mut()) {
-                if now >= slot.deadline {
-                    slot.stop.store(true, Ordering::Relaxed);
-                }
-                if let Some(c) = &slot.counters {
-                    let bytes = c.snapshot().iter().sum::<u64>();
-                    if bytes != slot.last_bytes {
-                        (slot.last_bytes, slot.last_change) = (bytes, now);
-                    } else if bytes > 0 && now.duration_since(slot.last_change) >= UDP_IDLE_END {
-                        slot.stop.store(true, Ordering::Relaxed);
-                    }
-                }
-            }
-            st.refused_udp.retain(|_, seen| now.duration_since(*seen) < REFUSED_MEMORY);
-            Self::take_done(&mut st, now)
-        };
-        self.report(done);
-    }
-
-    fn stop_all(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        for slot in self.lock().groups.iter().flat_map(|g| g.flows.values()) {
-            slot.stop.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Hands a flow's end to its test when its thread ends, however it ends: a panic in the
-/// receive loop still gives back the flow's slot and its source's count.
-struct FlowGuard<'a> {
-    shared: &'a Shared,
-    joined: &'a Joined,
-    end: FlowEnd,
-}
-
-impl Drop for FlowGuard<'_> {
-    fn drop(&mut self) {
-        let end = std::mem::take(&mut self.end);
-        self.shared.finish(self.joined.group, self.joined.flow, end);
-    }
-}
-
-impl<'a> FlowGuard<'a> {
-    fn new(shared: &'a Shared, joined: &'a Joined) -> Self {
-        shared.pin();
-        let end = FlowEnd { errors: vec!["the flow's thread failed (a panic)".into()], ..FlowEnd::default() };
-        Self { shared, joined, end }
-    }
-}
-
 /// Names what a header asks the receiver to send, for the refusal message.
 fn sending_mode(reverse: bool, full_duplex: bool, legacy_dual: bool, run_now: bool) -> &'static str {
     if full_duplex {
@@ -654,62 +142,50 @@ fn refusal(mode: &str) -> String {
     )
 }
 
-/// An accepted TCP connection whose header is not complete yet.
-struct Pending {
-    stream: TcpStream,
-    peer: SocketAddr,
-    accepted: Instant,
-    buf: Vec<u8>,
-    word: Option<TcpHeaderWord>,
+/// A TCP connection on the gate: its header's first word, once read.
+type Header = gate::Pending<Option<TcpHeaderWord>>;
+
+/// The serving loop's own state: the UDP listening socket, and the refusal log.
+struct Serving {
+    shared: Arc<Shared>,
+    udp: UdpSocket,
+    udp_addr: SocketAddr,
+    refusals: RateLimit,
+    udp_pause: Pause,
 }
 
-/// What reading a pending connection came to.
-enum Step {
-    Wait,
-    Ready(u64, ClientTest),
-    Refused(String),
-    Dropped(String),
-}
+impl Classifier for Serving {
+    type State = Option<TcpHeaderWord>;
+    type Outcome = bool;
 
-impl Pending {
-    /// Bytes the header still needs.
-    fn need(&self) -> usize {
-        self.word.map_or(4, |w| w.len_bytes as usize)
+    fn open(&self, _: IpAddr) -> std::result::Result<(Self::State, usize), String> {
+        Ok((None, 4))
     }
 
-    /// Reads what has arrived (non-blocking) and moves on when a part of the header is in.
-    fn advance(&mut self) -> Step {
-        let mut chunk = [0u8; MAX_HEADER_LEN as usize];
-        while self.buf.len() < self.need() {
-            let want = (self.need() - self.buf.len()).min(chunk.len());
-            match self.stream.read(&mut chunk[..want]) {
-                Ok(0) => return Step::Dropped("closed before sending a test header".into()),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Wait,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Step::Dropped(format!("reading the header failed: {e}")),
-            }
-            if self.word.is_none() && self.buf.len() == 4 {
-                match classify_tcp_first_word(u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]))
-                {
-                    TcpClientKind::BounceBack => return Step::Refused(refusal("--bounceback")),
-                    TcpClientKind::PlainData => {
-                        return Step::Ready(4, ClientTest { version: None, threads: 1, time: None, rate_bps: 0 })
-                    }
-                    TcpClientKind::Header(word) => self.word = Some(word),
+    /// The first word classifies the stream; the rest of the header says the test.
+    fn classify(&mut self, mut conn: Header) -> Verdict<Self::State> {
+        let Some(word) = conn.state else {
+            let first = u32::from_be_bytes([conn.buf[0], conn.buf[1], conn.buf[2], conn.buf[3]]);
+            return match classify_tcp_first_word(first) {
+                TcpClientKind::BounceBack => self.refuse_tcp(conn, refusal("--bounceback")),
+                TcpClientKind::PlainData => {
+                    self.start_tcp_flow(conn, 4, ClientTest { version: None, threads: 1, time: None, rate_bps: 0 })
                 }
-            }
-        }
-        let Some(word) = self.word else { return Step::Wait };
-        let h = TcpClientHeader::parse(word, &self.buf);
+                TcpClientKind::Header(word) => {
+                    conn.state = Some(word);
+                    conn.want = word.len_bytes as usize;
+                    Verdict::More(conn)
+                }
+            };
+        };
+        let h = TcpClientHeader::parse(word, &conn.buf);
         if h.receiver_must_send() {
             let run_now = word.flags & iperf2::RUN_NOW != 0;
-            return Step::Refused(refusal(sending_mode(h.reverse, h.full_duplex, word.legacy_dual, run_now)));
+            return self.refuse_tcp(conn, refusal(sending_mode(h.reverse, h.full_duplex, word.legacy_dual, run_now)));
         }
         if word.permit_key {
-            return Step::Refused(
-                "the client sent a permit key (--permit-key), which this receiver does not check".into(),
-            );
+            let reason = "the client sent a permit key (--permit-key), which this receiver does not check";
+            return self.refuse_tcp(conn, reason.into());
         }
         if word.needs_ack {
             // A 2.1.8 client without -X never reads the ack; one left unread in its socket
@@ -718,8 +194,9 @@ impl Pending {
             let now = WireTime::now();
             let times = h.trip_times.then_some(iperf2::AckTimes { sent: now, sent_rx: now, ack: now });
             let ack = ClientHdrAck { version: IPERF_2_1_8_VERSION, flags: 0, times }.encode();
-            if let Err(e) = self.stream.write_all(&ack) {
-                return Step::Dropped(format!("writing the header ack failed: {e}"));
+            if let Err(e) = (&conn.stream).write_all(&ack) {
+                self.drop_conn(conn.peer, format!("writing the header ack failed: {e}"));
+                return Verdict::Done;
             }
         }
         let test = ClientTest {
@@ -731,149 +208,91 @@ impl Pending {
             },
             rate_bps: h.rate_bps,
         };
-        Step::Ready(u64::from(word.len_bytes), test)
+        self.start_tcp_flow(conn, u64::from(word.len_bytes), test)
+    }
+
+    fn refusals(&self) -> &RateLimit {
+        &self.refusals
+    }
+
+    fn start(&mut self, epoll: &Epoll) -> io::Result<()> {
+        epoll.add(self.udp.as_raw_fd(), UDP_TOKEN)
+    }
+
+    fn tell(&self, event: GateEvent) {
+        (self.shared.events)(match event {
+            GateEvent::Dropped { peer, reason } => Iperf2Event::Dropped { peer: shown(peer), reason },
+            GateEvent::Paused { what, error, .. } => {
+                Iperf2Event::Paused { proto: Proto::Tcp, reason: paused(what, &error) }
+            }
+            // The pause said it retries; the next test line says it worked.
+            GateEvent::Resumed { .. } => return,
+            GateEvent::Suppressed { source, count, seconds } => {
+                Iperf2Event::More { peer: Some(source).filter(|s| !s.is_unspecified()), count, seconds: seconds as f64 }
+            }
+        });
+    }
+
+    fn tick(&mut self, epoll: &Epoll, now: Instant) -> Option<bool> {
+        if let Some(ok) = self.shared.lock().once_result {
+            return Some(ok);
+        }
+        if self.shared.opts.stop.is_stopped() {
+            return Some(true);
+        }
+        if self.udp_pause.due(now) && epoll.add(self.udp.as_raw_fd(), UDP_TOKEN).is_ok() {
+            self.udp_pause.retried();
+        }
+        self.udp_pause.over(now);
+        self.shared.tick();
+        None
+    }
+
+    fn ready(&mut self, token: u64, epoll: &Epoll) {
+        if token == UDP_TOKEN {
+            self.handle_udp(epoll);
+        }
     }
 }
 
-/// Accepting, or taking new UDP clients, paused after running out of descriptors or threads.
-#[derive(Default)]
-struct Pause {
-    until: Option<Instant>,
-    told: Option<Instant>,
-}
-
-impl Pause {
-    fn active(&self, now: Instant) -> bool {
-        self.until.is_some_and(|u| now < u)
-    }
-}
-
-/// The serving loop's own state: listeners, connections still sending their header.
-struct Serving {
-    shared: Arc<Shared>,
-    tcp: TcpListener,
-    udp: UdpSocket,
-    udp_addr: SocketAddr,
-    pending: Vec<Pending>,
-    pending_by_source: PerSource,
-    refusals: RefusalLog,
-    accept_pause: Pause,
-    udp_pause: Pause,
+/// Why an intake paused, as `recv --iperf2` says it.
+fn paused(what: &str, e: &io::Error) -> String {
+    let why = match e.raw_os_error() {
+        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors",
+        _ => "out of resources",
+    };
+    format!("{what} failed ({why}: {e}); trying again every {} ms", gate::PAUSE.as_millis())
 }
 
 impl Serving {
-    fn tell(&self, event: Iperf2Event) {
+    fn tell_event(&self, event: Iperf2Event) {
         (self.shared.events)(event);
     }
 
-    /// Logs a refusal of `peer` unless one was logged for its address in this period.
-    fn drop_logged(&mut self, peer: SocketAddr, reason: String) {
-        if self.refusals.first(peer.ip().to_canonical(), Instant::now()) {
-            self.tell(Iperf2Event::Dropped { peer: shown(peer), reason });
+    /// Refuses a TCP test: its connection is closed, so the client ends at once.
+    fn refuse_tcp(&self, conn: Header, reason: String) -> Verdict<Option<TcpHeaderWord>> {
+        let _ = conn.stream.shutdown(Shutdown::Both);
+        self.tell_event(Iperf2Event::Refused { proto: Proto::Tcp, peer: shown(conn.peer), reason });
+        Verdict::Done
+    }
+
+    /// Taking new UDP clients waits [`gate::PAUSE`] (the socket is off the epoll meanwhile);
+    /// said once per episode.
+    fn pause_udp(&mut self, epoll: &Epoll, what: &str, e: &io::Error) {
+        epoll.remove(self.udp.as_raw_fd());
+        if self.udp_pause.failed(Instant::now()) {
+            self.tell_event(Iperf2Event::Paused { proto: Proto::Udp, reason: paused(what, e) });
         }
     }
 
-    /// Waits `PAUSE` before the next try; says why once per period.
-    fn pause(&mut self, proto: Proto, what: &str, e: &io::Error) {
-        let now = Instant::now();
-        let pause = if proto == Proto::Tcp { &mut self.accept_pause } else { &mut self.udp_pause };
-        pause.until = Some(now + PAUSE);
-        if pause.told.is_some_and(|t| now.duration_since(t) < TELL_PERIOD) {
-            return;
-        }
-        pause.told = Some(now);
-        let why = match e.raw_os_error() {
-            Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors",
-            _ => "out of resources",
-        };
-        let reason = format!("{what} failed ({why}: {e}); trying again every {} ms", PAUSE.as_millis());
-        self.tell(Iperf2Event::Paused { proto, reason });
-    }
-
-    /// Accepts every pending TCP connection within the header caps; the others are closed.
-    fn accept_all(&mut self) {
-        let caps = self.shared.caps;
-        loop {
-            let (stream, peer) = match self.tcp.accept() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) =>
-                {
-                    return self.pause(Proto::Tcp, "accepting a connection", &e);
-                }
-                // A connection reset before accept: the next one.
-                Err(_) => continue,
-            };
-            let ip = peer.ip().to_canonical();
-            if self.pending.len() as u32 >= caps.pending && !self.make_room(ip) {
-                self.drop_logged(peer, format!("{} connections are still sending their header", caps.pending));
-            } else if !self.pending_by_source.try_take(ip, caps.pending_per_source) {
-                let n = caps.pending_per_source;
-                self.drop_logged(peer, format!("{n} connections from {ip} are still sending their header"));
-            } else if let Err(e) = stream.set_nonblocking(true) {
-                self.pending_by_source.give_back(ip);
-                self.drop_logged(peer, format!("cannot read it: {e}"));
-            } else {
-                self.pending.push(Pending { stream, peer, accepted: Instant::now(), buf: Vec::new(), word: None });
-            }
-        }
-    }
-
-    /// All header slots are taken: closes the oldest connection of the address holding the
-    /// most, when it holds more than `ip` would, so that a few addresses filling every slot
-    /// cannot lock the others out. Returns whether a slot came free.
-    fn make_room(&mut self, ip: IpAddr) -> bool {
-        let held = |p: &Pending| self.pending_by_source.held(p.peer.ip().to_canonical());
-        let Some(heaviest) = self.pending.iter().max_by_key(|p| held(p)).map(|p| p.peer.ip().to_canonical()) else {
-            return false;
-        };
-        if self.pending_by_source.held(heaviest) <= self.pending_by_source.held(ip) + 1 {
-            return false;
-        }
-        // The list is in accept order: the first of that address is its oldest.
-        let Some(i) = self.pending.iter().position(|p| p.peer.ip().to_canonical() == heaviest) else { return false };
-        let old = self.pending.remove(i);
-        self.pending_by_source.give_back(heaviest);
-        self.drop_logged(old.peer, "closed to make room for another address's connection".into());
-        true
-    }
-
-    /// Reads the pending connections `ready` marks, drops those past the deadline, and starts
-    /// a flow thread for each whose header is complete.
-    fn advance_pending(&mut self, ready: &[bool]) {
-        let now = Instant::now();
-        let flags = ready.iter().copied().chain(std::iter::repeat(false));
-        for (mut p, was_ready) in std::mem::take(&mut self.pending).into_iter().zip(flags) {
-            let step = if was_ready { p.advance() } else { Step::Wait };
-            if matches!(step, Step::Wait) && now.duration_since(p.accepted) < HEADER_DEADLINE {
-                self.pending.push(p);
-                continue;
-            }
-            self.pending_by_source.give_back(p.peer.ip().to_canonical());
-            match step {
-                Step::Wait => {
-                    let secs = HEADER_DEADLINE.as_secs_f64();
-                    self.drop_logged(p.peer, format!("sent no complete iperf2 header within {secs:.0} s"));
-                }
-                Step::Dropped(reason) => self.drop_logged(p.peer, reason),
-                Step::Refused(reason) => {
-                    let _ = p.stream.shutdown(Shutdown::Both);
-                    self.tell(Iperf2Event::Refused { proto: Proto::Tcp, peer: shown(p.peer), reason });
-                }
-                Step::Ready(prefix, test) => self.start_tcp_flow(p, prefix, test),
-            }
-        }
-    }
-
-    fn start_tcp_flow(&mut self, p: Pending, prefix: u64, test: ClientTest) {
+    fn start_tcp_flow(&mut self, p: Header, prefix: u64, test: ClientTest) -> Verdict<Option<TcpHeaderWord>> {
         let ip = p.peer.ip().to_canonical();
         let joined = match self.shared.join(Proto::Tcp, ip, &test, None) {
             Ok(j) => Arc::new(j),
             Err(reason) => {
                 let _ = p.stream.shutdown(Shutdown::Both);
-                return self.drop_logged(p.peer, reason);
+                self.drop_conn(p.peer, reason);
+                return Verdict::Done;
             }
         };
         let (shared, mine) = (Arc::clone(&self.shared), Arc::clone(&joined));
@@ -881,16 +300,19 @@ impl Serving {
             let mut guard = FlowGuard::new(&shared, &mine);
             guard.end = receive_tcp(&shared, p.stream, &test, prefix, p.accepted, &mine);
         });
-        if let Err(e) = spawned {
-            self.shared.leave(&joined);
-            self.pause(Proto::Tcp, "starting a flow thread", &e);
+        match spawned {
+            Ok(_) => Verdict::Done,
+            Err(e) => {
+                self.shared.leave(&joined);
+                Verdict::Pause("starting a flow thread", e)
+            }
         }
     }
 
     /// Looks at the datagrams waiting on the UDP listening socket: a new client's first
     /// datagram hands the socket over to that client and binds a new one; anything else is
     /// read away.
-    fn handle_udp(&mut self) {
+    fn handle_udp(&mut self, epoll: &Epoll) {
         let mut head = [0u8; 128];
         for _ in 0..UDP_PEEKS_PER_TICK {
             let (n, peer) = match self.udp.peek_from(&mut head) {
@@ -899,7 +321,7 @@ impl Serving {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // ICMP errors for earlier report datagrams (a client gone) surface here: skip.
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
-                Err(e) => return self.pause(Proto::Udp, "reading the UDP listening socket", &e),
+                Err(e) => return self.pause_udp(epoll, "reading the UDP listening socket", &e),
             };
             let datagram = &head[..n.min(head.len())];
             let header = payload::decode(datagram).filter(|d| !d.fin).and_then(|_| UdpClientHeader::parse(datagram));
@@ -912,7 +334,7 @@ impl Serving {
                 self.discard();
                 continue;
             }
-            if !self.hand_over(peer, &header) {
+            if !self.hand_over(epoll, peer, &header) {
                 return;
             }
         }
@@ -944,14 +366,14 @@ impl Serving {
         let run_now = header.flags & iperf2::RUN_NOW != 0;
         let mode = sending_mode(header.reverse, header.full_duplex, header.legacy_dual, run_now);
         let reason = format!("{}; its datagrams are ignored", refusal(mode));
-        self.tell(Iperf2Event::Refused { proto: Proto::Udp, peer: shown(peer), reason });
+        self.tell_event(Iperf2Event::Refused { proto: Proto::Udp, peer: shown(peer), reason });
         true
     }
 
     /// A new client port: this socket becomes its own (everything it sent so far is queued
     /// here), and a fresh socket listens for the next client. `false`: taking new clients is
     /// paused.
-    fn hand_over(&mut self, peer: SocketAddr, header: &UdpClientHeader) -> bool {
+    fn hand_over(&mut self, epoll: &Epoll, peer: SocketAddr, header: &UdpClientHeader) -> bool {
         let test = ClientTest {
             version: header.peer_version.map(|(u, l)| version_string(u, l)),
             threads: header.threads,
@@ -963,7 +385,7 @@ impl Serving {
             Ok(j) => Arc::new(j),
             Err(reason) => {
                 self.discard();
-                self.drop_logged(peer, reason);
+                self.drop_conn(peer, reason);
                 return true;
             }
         };
@@ -973,14 +395,14 @@ impl Serving {
             Err(e) => {
                 self.shared.leave(&joined);
                 self.discard();
-                self.pause(Proto::Udp, "opening a UDP socket for a new client", &e);
+                self.pause_udp(epoll, "opening a UDP socket for a new client", &e);
                 return false;
             }
         };
         if let Err(e) = self.udp.connect(peer) {
             self.shared.leave(&joined);
             self.discard();
-            self.drop_logged(peer, format!("cannot connect a UDP socket to it: {e}"));
+            self.drop_conn(peer, format!("cannot connect a UDP socket to it: {e}"));
             return true;
         }
         let next = match udp_listener(spare, self.udp_addr, false) {
@@ -990,11 +412,16 @@ impl Serving {
                 let _ = disconnect(&self.udp);
                 self.shared.leave(&joined);
                 self.discard();
-                self.pause(Proto::Udp, "binding a UDP socket for the next client", &e);
+                self.pause_udp(epoll, "binding a UDP socket for the next client", &e);
                 return false;
             }
         };
+        // The client's socket leaves the epoll before it is handed over; the new one joins.
+        epoll.remove(self.udp.as_raw_fd());
         let socket = std::mem::replace(&mut self.udp, next);
+        if let Err(e) = epoll.add(self.udp.as_raw_fd(), UDP_TOKEN) {
+            self.pause_udp(epoll, "watching the UDP socket for the next client", &e);
+        }
         let _ = socket.set_nonblocking(false);
         let (shared, mine) = (Arc::clone(&self.shared), Arc::clone(&joined));
         let (no_fin, trip_times) = (header.no_udp_fin, header.trip_times);
@@ -1004,18 +431,10 @@ impl Serving {
         });
         if let Err(e) = spawned {
             self.shared.leave(&joined);
-            self.pause(Proto::Udp, "starting a flow thread", &e);
+            self.pause_udp(epoll, "starting a flow thread", &e);
             return false;
         }
         true
-    }
-
-    /// Tells the refusals not logged one by one, per address, as their periods end.
-    fn tell_more(&mut self) {
-        let seconds = self.refusals.period().as_secs_f64();
-        for (peer, count) in self.refusals.expire(Instant::now()) {
-            self.tell(Iperf2Event::More { peer, count, seconds });
-        }
     }
 }
 
@@ -1124,10 +543,9 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
         cpus.reverse();
     }
     let Iperf2Listeners { tcp, udp } = listeners;
-    tcp.set_nonblocking(true).map_err(|e| Error::io("setting the TCP listener non-blocking", e))?;
     let tcp_addr = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let udp_addr = udp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
-    let caps = Caps::for_limit(open_file_limit(), opts.max_flows);
+    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
     (events)(Iperf2Event::Listening { tcp: tcp_addr, udp: udp_addr, caps });
     let shared = Arc::new(Shared {
         opts,
@@ -1141,45 +559,19 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
     });
     let mut serving = Serving {
         shared: Arc::clone(&shared),
-        tcp,
         udp,
         udp_addr,
-        pending: Vec::new(),
-        pending_by_source: PerSource::default(),
-        refusals: RefusalLog::new(TELL_PERIOD, REFUSED_MAX),
-        accept_pause: Pause::default(),
+        refusals: RateLimit::new(TELLS_PER_WINDOW),
         udp_pause: Pause::default(),
     };
-    let mut fds = Vec::new();
-    let ok = loop {
-        if let Some(ok) = shared.lock().once_result {
-            break ok;
-        }
-        if shared.opts.stop.is_stopped() {
-            break true;
-        }
-        let now = Instant::now();
-        // A paused listener is left out of the poll: its backlog waits in the kernel.
-        let listen =
-            |fd: i32, paused: bool| libc::pollfd { fd: if paused { -1 } else { fd }, events: libc::POLLIN, revents: 0 };
-        fds.clear();
-        fds.push(listen(serving.tcp.as_raw_fd(), serving.accept_pause.active(now)));
-        fds.push(listen(serving.udp.as_raw_fd(), serving.udp_pause.active(now)));
-        fds.extend(serving.pending.iter().map(|p| listen(p.stream.as_raw_fd(), false)));
-        // SAFETY: fds is a valid array of pollfd entries of that length for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, TICK.as_millis() as libc::c_int) };
-        let ready: Vec<bool> = fds.iter().map(|f| n > 0 && f.revents != 0).collect();
-        // Pending connections first: accepting appends to the list the flags describe.
-        serving.advance_pending(&ready[2..]);
-        if ready[0] {
-            serving.accept_all();
-        }
-        if ready[1] {
-            serving.handle_udp();
-        }
-        serving.tell_more();
-        shared.tick();
+    let limits = GateLimits {
+        total: caps.pending as usize,
+        per_source: caps.pending_per_source as usize,
+        what: "iperf2 header",
+        doing: "sending their header",
+        per_source_option: "",
     };
+    let ok = gate::serve(tcp, limits, &mut serving)?;
     shared.stop_all();
     // Flow threads notice the stop within one wait (100 ms); give them a bounded moment.
     let until = Instant::now() + Duration::from_secs(2);
@@ -1192,18 +584,14 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::stop::StopToken;
+    use crate::compat::iperf2::receiver::Iperf2TestSummary;
+    use crate::runtime::placement::BusyPoll;
     use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
+    use crate::uring::ring::WaitMode;
     use crate::uring::ring::WakeBatch;
     use crate::wire::iperf2::{HEADER_EXTEND, HEADER_LEN_BIT, HEADER_VERSION2};
-
-    #[test]
-    fn caps_follow_the_open_file_limit() {
-        let small = Caps::for_limit(64, 256);
-        assert_eq!(small, Caps { pending: 12, pending_per_source: 6, flows: 18, udp_sessions: 18 });
-        let big = Caps::for_limit(1 << 20, 256);
-        assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
-        assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
-    }
+    use std::io::Read;
 
     #[test]
     fn refusal_names_the_mode() {
