@@ -185,7 +185,8 @@ struct Slot {
     count: u32,
 }
 
-struct FlowState {
+/// A flow being sent on: its socket, its free send slots, its next sequence number and its counts.
+struct UdpSendingFlow {
     socket: UdpSocket,
     queue: u32,
     free: Vec<usize>,
@@ -194,7 +195,7 @@ struct FlowState {
     out: UdpFlowSent,
 }
 
-impl FlowState {
+impl UdpSendingFlow {
     fn inflight(&self, per_flow: usize) -> usize {
         per_flow - self.free.len()
     }
@@ -214,7 +215,7 @@ impl FlowState {
             }
         }
     }
-    /// Takes the `count` numbers [`FlowState::next_numbers`] gave off the retry queue or the
+    /// Takes the `count` numbers [`UdpSendingFlow::next_numbers`] gave off the retry queue or the
     /// sequence.
     #[inline]
     fn take_numbers(&mut self, count: u32, from_retry: bool) {
@@ -317,7 +318,7 @@ fn new_slots(nslots: usize, per_flow: usize, slot_bytes: usize, cfg: &UdpSendCon
 struct Sender<'a> {
     cfg: &'a UdpSendConfig,
     sr: SendRing,
-    flows: Vec<FlowState>,
+    flows: Vec<UdpSendingFlow>,
     /// Datagram length in bytes (`cfg.len`).
     len: usize,
     /// Send slots per flow.
@@ -371,7 +372,7 @@ impl<'a> Sender<'a> {
         let flows = flows
             .into_iter()
             .enumerate()
-            .map(|(idx, f)| FlowState {
+            .map(|(idx, f)| UdpSendingFlow {
                 queue: f.queue,
                 socket: f.socket,
                 free: (idx * per_flow..(idx + 1) * per_flow).rev().collect(),
