@@ -1,5 +1,6 @@
 //! The control channel both ends speak, the sender's session over it, the one direction
-//! driver every stream engine plugs its halves into, and the receiver's accept loop and limits.
+//! driver every stream engine plugs its halves into, the one builder every side of a test is
+//! run by, and the receiver's accept loop and limits.
 
 pub mod auth;
 pub mod control;
@@ -8,3 +9,4 @@ pub mod live;
 pub mod logq;
 pub mod sender;
 pub mod server;
+pub mod test_side;

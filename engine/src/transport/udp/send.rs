@@ -22,9 +22,9 @@
 
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
-use crate::transport::errno_text;
 use crate::transport::pace::Pacer;
 use crate::transport::stopping::Stopping;
+use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
 use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
@@ -148,6 +148,13 @@ pub struct UdpFlowSent {
     pub report: Option<ServerReport>,
     /// Why the flow stopped early, if it did.
     pub error: Option<String>,
+}
+
+impl UdpFlowSent {
+    /// The flow's outcome for the side's report: what the kernel accepted.
+    pub(crate) fn outcome(&self) -> FlowOutcome {
+        FlowOutcome { queue: self.queue, bytes: self.bytes, error: self.error.clone() }
+    }
 }
 
 /// Result of one UDP sending thread.
