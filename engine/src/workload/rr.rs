@@ -18,7 +18,7 @@ use crate::session::control::{self, ControlMsg};
 use crate::session::live::{Observer, Quiet, ServerLive};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
-use crate::transport::rr::{check_spec, latency_histogram, RrConfig, RrFailures};
+use crate::transport::rr::{latency_histogram, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
@@ -174,7 +174,6 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
 /// (`bytes` count transactions).
 pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<RrReport> {
     let spec = &opts.spec;
-    check_spec(spec)?;
     let mut session = SenderSession::connect(opts)?;
     let peer = session.peer.clone();
     let placement = session.placement.clone();
@@ -313,7 +312,6 @@ pub(crate) fn serve_rr(
     flows: ServerFlows,
     placement: &Placement,
 ) -> Result<SideReport> {
-    check_spec(spec)?;
     let live = ServerLive::start(ctl, stop_token.clone())?;
     // The report shows the client's intervals: the server's are not kept or sent.
     let side = TestSide::new(Role::Receiver, spec, placement, &live).unshown();

@@ -30,7 +30,6 @@ use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpS
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
 use crate::wire::iperf2::IPERF2_PORT;
-use crate::wire::udp_payload;
 use crate::workload::stream::TcpHalves;
 use crate::workload::udp_stream;
 use std::io;
@@ -101,22 +100,7 @@ impl Live for Intervals {
 pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     let mut spec = opts.spec.clone();
     (spec.warmup_ms, spec.cooldown_ms) = (0, 0);
-    if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 || spec.len == 0 {
-        return Err(Error::usage("--queues, --flows-per-queue, --depth and --len must be at least 1"));
-    }
-    if spec.time_ms == 0 {
-        return Err(Error::usage("--time must be longer than 0"));
-    }
-    let udp_lens = udp_payload::HEADER_LEN as u32..=udp_send::MAX_DATAGRAM;
-    if spec.proto == Proto::Udp && !udp_lens.contains(&spec.len) {
-        return Err(Error::usage(format!(
-            "UDP datagram length {} is outside {}..={} bytes (iperf2's header takes {})",
-            spec.len,
-            udp_lens.start(),
-            udp_lens.end(),
-            udp_lens.start()
-        )));
-    }
+    spec.validate()?;
     let caps = KernelCaps::detect()?;
     caps.require_tcp_stream()?;
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;

@@ -42,7 +42,7 @@ pub(crate) const MAX_GSO_SEGMENTS: u32 = 64;
 /// Most bytes in one GSO send: the largest IPv4 UDP payload (65535 - 20 - 8).
 pub(crate) const MAX_GSO_BYTES: u32 = 65_507;
 /// Largest datagram payload at all (IPv4).
-pub(crate) const MAX_DATAGRAM: u32 = 65_507;
+pub(crate) const MAX_DATAGRAM: u32 = crate::base::spec::MAX_UDP_PAYLOAD;
 
 /// One flow handed to a sending thread: a UDP socket already `connect`ed to the receiver.
 pub struct UdpSendFlow {
