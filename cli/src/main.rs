@@ -518,8 +518,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
     };
     let tuning = Tuning {
         congestion: t.congestion.clone(),
-        // Beyond u32, the check's "2 GiB" refusal: the largest value stands for any larger.
-        window: t.window.map(|w| u32::try_from(w).unwrap_or(u32::MAX)),
+        window: t.window.map(Tuning::window_of).transpose()?,
         mss: t.mss,
         nodelay: t.no_delay,
         tos: t.tos.or(t.dscp),

@@ -389,11 +389,19 @@ impl TestSpec {
 }
 
 impl Tuning {
+    /// `-w`'s socket buffer size from the bytes asked for: 1 byte to 2 GiB.
+    pub fn window_of(bytes: u64) -> Result<u32> {
+        u32::try_from(bytes)
+            .ok()
+            .filter(|w| (1..=MAX_WINDOW).contains(w))
+            .ok_or_else(|| Error::usage(format!("-w/--window {bytes} out of range: 1 byte to 2 GiB")))
+    }
+
     /// Checks each knob on its own (whether the kernel has a congestion control is the
     /// host's question, asked where the flows are made).
     pub fn validate(&self) -> Result<()> {
-        if let Some(w) = self.window.filter(|w| !(1..=MAX_WINDOW).contains(w)) {
-            return Err(Error::usage(format!("-w/--window {w} out of range: 1 byte to 2 GiB")));
+        if let Some(w) = self.window {
+            Self::window_of(u64::from(w))?;
         }
         if let Some(m) = self.mss.filter(|m| !MSS_RANGE.contains(m)) {
             let (lo, hi) = (MSS_RANGE.start(), MSS_RANGE.end());
