@@ -1,8 +1,9 @@
 //! A running test as both hosts see it while it runs: intervals stream to the far end as they
 //! close, and either end can stop the test early (Ctrl-C, SIGTERM, `recv` shutting down).
 //!
-//! The side functions of every workload (send, receive, serve) take a [`Live`]: they poll
-//! [`Live::stopped`] from their sampler and hand it each closed interval. On `recv`'s host
+//! Every side of a test runs watched by a [`Live`] (through
+//! `session::test_side::TestSide`): its sampler polls [`Live::stopped`] and hands it
+//! each closed interval. On `recv`'s host
 //! ([`ServerLive`]) intervals go over the control channel and are not kept. On the sending
 //! host ([`SenderLive`]) they are paired with the far end's (received figures beside offered
 //! ones), shown to an [`Observer`] as each pair is complete, and kept for the final report.

@@ -1,10 +1,10 @@
 //! One side of a test, built once for every engine: the side's queue counters and the flag
 //! that ends its threads, its flows dealt to the planned queue threads, the threads started,
-//! the window sampled and watched by [`Live`], and the side's report built from what came back.
+//! the window sampled and watched by `Live`, and the side's report built from what came back.
 //!
-//! An engine supplies only what differs (neper's "a small table of callbacks over one shared
-//! loop"): the input of each queue thread (its flows and its config) and the loop the thread
-//! runs, then the figures only it has (path, zero-copy, UDP, AF_XDP).
+//! An engine supplies only what differs, a small table of callbacks over this one loop: the
+//! input of each queue thread (its flows and its config) and the loop the thread runs, then
+//! the figures only it has (path, zero-copy, UDP, AF_XDP).
 
 use crate::base::error::Result;
 use crate::base::spec::TestSpec;
