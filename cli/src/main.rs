@@ -364,12 +364,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         spec.cooldown_ms = 0;
     }
     spec.tuning = tuning;
-    if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 {
-        return Err(Error::usage("--queues, --flows-per-queue and --depth must be at least 1"));
-    }
-    if spec.time_ms == 0 {
-        return Err(Error::usage("--time must be longer than 0"));
-    }
+    spec.validate()?;
     if args.repeat == 0 {
         return Err(Error::usage("--repeat must be at least 1"));
     }
@@ -512,26 +507,9 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
     Ok(if report.complete { 0 } else { 1 })
 }
 
-/// The knobs of `-C`, `-w`, `-M`... checked before any traffic, and where this side's sockets
-/// leave from.
+/// The knobs of `-C`, `-w`, `-M`... (the congestion control checked against this kernel, the
+/// rest by the spec's `validate`), and where this side's sockets leave from.
 fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
-    if let Some(w) = t.window {
-        if w == 0 || w > 1 << 31 {
-            return Err(Error::usage(format!("-w/--window {w} out of range: 1 byte to 2 GiB")));
-        }
-    }
-    if t.mss.is_some_and(|m| m < 88) {
-        return Err(Error::usage(format!(
-            "-M/--mss {} is below 88, the smallest MSS the kernel takes",
-            t.mss.unwrap_or(0)
-        )));
-    }
-    if t.bytes == Some(0) {
-        return Err(Error::usage("-n/--bytes must be at least 1"));
-    }
-    if t.fq_rate == Some(0) {
-        return Err(Error::usage("--fq-rate must be above 0"));
-    }
     if let Some(c) = &t.congestion {
         uringbench::sys::sockopt::check_congestion(c).map_err(Error::usage)?;
     }
@@ -544,7 +522,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
     };
     let tuning = Tuning {
         congestion: t.congestion.clone(),
-        window: t.window.map(|w| w as u32),
+        window: t.window.map(Tuning::window_of).transpose()?,
         mss: t.mss,
         nodelay: t.no_delay,
         tos: t.tos.or(t.dscp),
@@ -645,12 +623,6 @@ fn render_summary(s: &RepeatSummary) -> String {
 
 fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None)?;
-    if args.queues == 0 || args.flows_per_queue == 0 || args.window.time.is_zero() {
-        return Err(Error::usage("--queues, --flows-per-queue and --time must be at least 1"));
-    }
-    if workload == Workload::Crr && args.udp {
-        return Err(Error::usage("crr opens TCP connections; it has no --udp form"));
-    }
     let mut spec = TestSpec {
         proto: if args.udp { Proto::Udp } else { Proto::Tcp },
         workload,
@@ -669,7 +641,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     // rr over TCP keeps its flows for the whole test; crr's come and go, UDP rr has none.
     refuse_knobs(&args.tuning, args.udp || workload == Workload::Crr, false)?;
     spec.tuning = tuning;
-    uringbench::transport::rr::check_spec(&spec)?;
+    spec.validate()?;
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
         return Err(Error::usage("rr and crr write text or json"));

@@ -61,8 +61,8 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let single = |list: &Option<ValueList>| list.as_ref().map(|l| l.0[0]);
     let len = single(&args.len).unwrap_or(if udp { 1470 } else { 128 * 1024 });
-    if args.repeat == 0 || args.flows_per_queue == 0 || args.depth == 0 || args.window.time.is_zero() {
-        return Err(Error::usage("--repeat, --flows-per-queue, --depth and --time must be at least 1"));
+    if args.repeat == 0 {
+        return Err(Error::usage("--repeat must be at least 1"));
     }
     let mut base = TestSpec {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
@@ -76,11 +76,14 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         ..TestSpec::default()
     };
     args.window.apply(&mut base);
-    // The fixed parameters must be valid on their own; the swept one is checked per value.
+    // The fixed parameters must be valid on their own; then every point, before any runs.
     for (p, v) in [(SweepParam::Queues, args.queues.0[0]), (SweepParam::Len, len)] {
         if p != param {
             p.apply(&base, v)?;
         }
+    }
+    for &v in &values {
+        param.apply(&base, v)?.validate()?;
     }
     let plan = SweepPlan {
         base: SendOptions {

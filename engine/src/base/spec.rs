@@ -4,8 +4,30 @@
 //! every report as the `test` key (docs/output.md), so it holds only what both ends must agree on. Local
 //! choices (which CPUs, busy polling) stay out of it.
 
+use crate::base::error::{Error, Result};
+use crate::base::units::format_bits_per_second;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// Bytes of uringbench's header at the start of every UDP datagram (sequence number and send
+/// time; the format is `wire::udp_payload`'s).
+pub const UDP_HEADER_LEN: u32 = 20;
+/// The most one UDP datagram carries over IPv4: 65535 - 8 (UDP) - 20 (IP).
+pub const MAX_UDP_PAYLOAD: u32 = 65_507;
+/// The largest rr request or response over TCP.
+pub const MAX_RR_MESSAGE: u32 = 1 << 20;
+/// The longest transaction timeout (`--timeout`) of rr over UDP and crr.
+pub const MAX_RR_TIMEOUT_MS: u64 = 60_000;
+/// Shortest interval a test may ask for: each interval is a message to the sender and a
+/// sample per flow, so 1 ms intervals turn a test into a memory and bandwidth sink.
+pub const MIN_INTERVAL_MS: u64 = 10;
+/// No test asks for more than 10 Tbit/s; a larger rate is a crafted hello (and would wrap
+/// the pacing arithmetic).
+pub const RATE_CEILING: u64 = 10_000_000_000_000;
+/// The MSS range the kernel takes for TCP_MAXSEG.
+pub const MSS_RANGE: std::ops::RangeInclusive<u32> = 88..=65_535;
+/// The largest socket buffer a test may ask for (`-w`): the kernel's int holds twice it.
+pub const MAX_WINDOW: u32 = 1 << 31;
 
 /// Transport protocol of the data flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -269,6 +291,136 @@ impl TestSpec {
     }
 }
 
+impl TestSpec {
+    /// Checks each field on its own and every sum and product of them, the same on both ends:
+    /// the sender before it connects, the receiver before its own limits. The first bad field
+    /// is a usage error naming its flag; a crafted spec whose product or sum would wrap is
+    /// refused, never passed as small.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |message: String| Err(Error::usage(message));
+        if self.workload == Workload::Crr && self.proto == Proto::Udp {
+            return bad("crr opens TCP connections; it has no UDP form (--udp)".into());
+        }
+        if self.queues == 0 {
+            return bad("--queues must be at least 1".into());
+        }
+        if self.flows_per_queue == 0 {
+            return bad("--flows-per-queue must be at least 1".into());
+        }
+        let ways = if self.direction == Direction::Bidir { 2 } else { 1 };
+        if self.queues.checked_mul(self.flows_per_queue).and_then(|f| f.checked_mul(ways)).is_none() {
+            let both = if ways == 2 { " x 2 (--bidir)" } else { "" };
+            return bad(format!(
+                "--queues {} x --flows-per-queue {}{both} overflows the count of flows",
+                self.queues, self.flows_per_queue
+            ));
+        }
+        if self.time_ms == 0 {
+            return bad("--time must be longer than 0".into());
+        }
+        if self.warmup_ms.checked_add(self.time_ms).and_then(|t| t.checked_add(self.cooldown_ms)).is_none() {
+            let asked = self.warmup_ms as f64 + self.time_ms as f64 + self.cooldown_ms as f64;
+            return bad(format!(
+                "--warmup + --time + --cooldown of {:.1} s overflows the count of milliseconds, longer than any recv --max-time",
+                asked / 1e3
+            ));
+        }
+        if self.interval_ms != 0 && self.interval_ms < MIN_INTERVAL_MS {
+            return bad(format!(
+                "--interval of {} ms requested, the shortest is {MIN_INTERVAL_MS} ms",
+                self.interval_ms
+            ));
+        }
+        if self.len == 0 {
+            return bad("--len must be at least 1".into());
+        }
+        if self.proto == Proto::Udp && self.workload == Workload::Stream {
+            if self.len < UDP_HEADER_LEN {
+                return bad(format!(
+                    "UDP datagram length {} (--len) is shorter than the {UDP_HEADER_LEN}-byte sequence header every datagram carries",
+                    self.len
+                ));
+            }
+            if self.len > MAX_UDP_PAYLOAD {
+                return bad(format!(
+                    "UDP datagram length {} (--len) is over {MAX_UDP_PAYLOAD} bytes, the most one datagram carries",
+                    self.len
+                ));
+            }
+        }
+        if self.depth == 0 {
+            return bad("--depth must be at least 1".into());
+        }
+        for (flag, rate) in [("-b/--rate", Some(self.rate_bps)), ("--fq-rate", self.tuning.fq_rate_bps)] {
+            if let Some(r) = rate.filter(|&r| r > RATE_CEILING) {
+                return bad(format!(
+                    "{flag} of {} requested, over the {} ceiling of any test (no recv --max-rate raises it)",
+                    format_bits_per_second(r as f64),
+                    format_bits_per_second(RATE_CEILING as f64)
+                ));
+            }
+        }
+        if self.workload.latency_bound() {
+            self.validate_transactions()?;
+        }
+        self.tuning.validate()
+    }
+
+    /// A transaction test's sizes and timeout.
+    fn validate_transactions(&self) -> Result<()> {
+        let (max, what) = match self.proto {
+            Proto::Tcp => (MAX_RR_MESSAGE, "1 MiB"),
+            Proto::Udp => (MAX_UDP_PAYLOAD, "65507 bytes (one UDP datagram)"),
+        };
+        for (flag, v) in [("--req", self.req_len), ("--resp", self.resp_len)] {
+            if v == 0 || v > max {
+                return Err(Error::usage(format!("{flag} {v} bytes is outside 1 byte .. {what}")));
+            }
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_RR_TIMEOUT_MS {
+            return Err(Error::usage(format!(
+                "--timeout {} ms is outside 1 ms .. {} s",
+                self.timeout_ms,
+                MAX_RR_TIMEOUT_MS / 1000
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Tuning {
+    /// `-w`'s socket buffer size from the bytes asked for: 1 byte to 2 GiB.
+    pub fn window_of(bytes: u64) -> Result<u32> {
+        u32::try_from(bytes)
+            .ok()
+            .filter(|w| (1..=MAX_WINDOW).contains(w))
+            .ok_or_else(|| Error::usage(format!("-w/--window {bytes} out of range: 1 byte to 2 GiB")))
+    }
+
+    /// Checks each knob on its own (whether the kernel has a congestion control is the
+    /// host's question, asked where the flows are made).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(w) = self.window {
+            Self::window_of(u64::from(w))?;
+        }
+        if let Some(m) = self.mss.filter(|m| !MSS_RANGE.contains(m)) {
+            let (lo, hi) = (MSS_RANGE.start(), MSS_RANGE.end());
+            return Err(Error::usage(if m < *lo {
+                format!("-M/--mss {m} is below {lo}, the smallest MSS the kernel takes")
+            } else {
+                format!("-M/--mss {m} is above {hi}, the largest MSS")
+            }));
+        }
+        if self.bytes == Some(0) {
+            return Err(Error::usage("-n/--bytes must be at least 1"));
+        }
+        if self.fq_rate_bps == Some(0) {
+            return Err(Error::usage("--fq-rate must be above 0"));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,5 +539,152 @@ mod tests {
         assert_eq!(spec.flows(), 8);
         let queues: Vec<u32> = (0..8).map(|f| spec.queue_of_flow(f)).collect();
         assert_eq!(queues, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+    }
+
+    /// The message of `spec`'s check, which must be a usage error.
+    fn refusal(spec: &TestSpec) -> String {
+        let e = spec.validate().expect_err("a bad field is refused");
+        assert_eq!(e.exit_code(), 2, "a bad field is a usage error: {e}");
+        assert!(!e.message.contains('\n'), "one line: {e}");
+        e.message
+    }
+
+    #[test]
+    fn each_bad_field_is_refused_with_its_own_flag() {
+        let ok = TestSpec::default();
+        ok.validate().expect("the default spec is valid");
+        let rr = TestSpec { workload: Workload::Rr, ..ok.clone() };
+        let udp = TestSpec { proto: Proto::Udp, len: 1470, ..ok.clone() };
+        let tuned = |tuning: Tuning| TestSpec { tuning, ..ok.clone() };
+        let cases = [
+            (TestSpec { workload: Workload::Crr, proto: Proto::Udp, ..ok.clone() }, "no UDP form"),
+            (TestSpec { queues: 0, ..ok.clone() }, "--queues must be at least 1"),
+            (TestSpec { flows_per_queue: 0, ..ok.clone() }, "--flows-per-queue must be at least 1"),
+            (TestSpec { queues: 256, flows_per_queue: 1 << 24, ..ok.clone() }, "overflows"),
+            (
+                TestSpec { queues: 4, flows_per_queue: u32::MAX / 2, direction: Direction::Bidir, ..ok.clone() },
+                "--bidir",
+            ),
+            (TestSpec { time_ms: 0, ..ok.clone() }, "--time must be longer than 0"),
+            (TestSpec { warmup_ms: u64::MAX - 1000, ..ok.clone() }, "--max-time"),
+            (TestSpec { interval_ms: 1, ..ok.clone() }, "shortest is 10 ms"),
+            (TestSpec { len: 0, ..ok.clone() }, "--len must be at least 1"),
+            (TestSpec { len: 10, ..udp.clone() }, "shorter than the 20-byte sequence header"),
+            (TestSpec { len: 70_000, ..udp.clone() }, "UDP datagram length 70000"),
+            (TestSpec { depth: 0, ..ok.clone() }, "--depth must be at least 1"),
+            (TestSpec { rate_bps: u64::MAX, ..ok.clone() }, "-b/--rate"),
+            (tuned(Tuning { fq_rate_bps: Some(u64::MAX), ..Tuning::default() }), "--fq-rate of"),
+            (TestSpec { req_len: 0, ..rr.clone() }, "--req 0"),
+            (TestSpec { resp_len: MAX_RR_MESSAGE + 1, ..rr.clone() }, "--resp"),
+            (TestSpec { timeout_ms: 0, ..rr.clone() }, "--timeout 0 ms"),
+            (TestSpec { timeout_ms: MAX_RR_TIMEOUT_MS + 1, ..rr.clone() }, "--timeout"),
+            (tuned(Tuning { window: Some(0), ..Tuning::default() }), "-w/--window 0"),
+            (tuned(Tuning { window: Some(MAX_WINDOW + 1), ..Tuning::default() }), "2 GiB"),
+            (tuned(Tuning { mss: Some(50), ..Tuning::default() }), "below 88"),
+            (tuned(Tuning { mss: Some(70_000), ..Tuning::default() }), "above 65535"),
+            (tuned(Tuning { bytes: Some(0), ..Tuning::default() }), "-n/--bytes must be at least 1"),
+            (tuned(Tuning { fq_rate_bps: Some(0), ..Tuning::default() }), "--fq-rate must be above 0"),
+        ];
+        for (spec, expect) in cases {
+            let message = refusal(&spec);
+            assert!(message.contains(expect), "'{message}' should say '{expect}'");
+        }
+        // The edges themselves pass.
+        for spec in [
+            TestSpec { interval_ms: MIN_INTERVAL_MS, rate_bps: RATE_CEILING, ..ok.clone() },
+            TestSpec { len: UDP_HEADER_LEN, ..udp.clone() },
+            TestSpec { len: MAX_UDP_PAYLOAD, ..udp.clone() },
+            TestSpec { req_len: MAX_RR_MESSAGE, timeout_ms: MAX_RR_TIMEOUT_MS, ..rr.clone() },
+            tuned(Tuning { window: Some(MAX_WINDOW), mss: Some(88), bytes: Some(1), ..Tuning::default() }),
+            // A transaction test's length is not a datagram's.
+            TestSpec { proto: Proto::Udp, len: 1, ..rr.clone() },
+        ] {
+            spec.validate().unwrap_or_else(|e| panic!("{spec:?} is valid: {e}"));
+        }
+    }
+
+    #[test]
+    fn transaction_sizes_outside_the_protocol_limits_are_usage_errors() {
+        let tcp = TestSpec { workload: Workload::Rr, req_len: 1, resp_len: MAX_RR_MESSAGE, ..TestSpec::default() };
+        assert!(tcp.validate().is_ok(), "1 B / 1 MiB is the TCP range");
+        for (req, resp) in [(0, 1), (1, 0), (MAX_RR_MESSAGE + 1, 1)] {
+            let e = TestSpec { req_len: req, resp_len: resp, ..tcp.clone() }.validate().unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+        }
+        let udp = TestSpec { proto: Proto::Udp, resp_len: MAX_UDP_PAYLOAD, ..tcp.clone() };
+        assert!(udp.validate().is_ok(), "a 65507-byte answer fits one datagram");
+        let e = TestSpec { resp_len: MAX_UDP_PAYLOAD + 1, ..udp.clone() }.validate().unwrap_err();
+        assert!(e.message.contains("65507"), "names the datagram limit: {e}");
+        let e = TestSpec { workload: Workload::Crr, ..udp }.validate().unwrap_err();
+        assert!(e.message.contains("TCP"), "{e}");
+        assert!(TestSpec { timeout_ms: 0, ..tcp }.validate().is_err(), "a zero timeout is refused");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+        /// Whatever a peer or a caller puts in a spec, the check returns (no panic), and what
+        /// passes is in range by exact arithmetic (u128): no product or sum wrapped on the way.
+        #[test]
+        fn validate_never_panics_and_never_passes_a_wrapped_spec(
+            (queues, flows_per_queue, len, depth) in proptest::prelude::any::<(u32, u32, u32, u32)>(),
+            (warmup_ms, time_ms, cooldown_ms, interval_ms, rate_bps) in
+                proptest::prelude::any::<(u64, u64, u64, u64, u64)>(),
+            (req_len, resp_len, timeout_ms) in proptest::prelude::any::<(u32, u32, u64)>(),
+            (window, mss, fq_rate_bps, bytes) in
+                proptest::prelude::any::<(Option<u32>, Option<u32>, Option<u64>, Option<u64>)>(),
+            (proto_udp, workload, direction) in (proptest::prelude::any::<bool>(), 0u8..3, 0u8..3),
+            small in proptest::prelude::any::<bool>(),
+        ) {
+            // Half the cases near the edges, where a wrap or an off-by-one would hide.
+            let near = |big: u64, m: u64| if small { big % m } else { big };
+            let spec = TestSpec {
+                proto: if proto_udp { Proto::Udp } else { Proto::Tcp },
+                workload: [Workload::Stream, Workload::Rr, Workload::Crr][usize::from(workload)],
+                direction: [Direction::Forward, Direction::Reverse, Direction::Bidir][usize::from(direction)],
+                queues: near(u64::from(queues), 300) as u32,
+                flows_per_queue: near(u64::from(flows_per_queue), 2000) as u32,
+                warmup_ms: near(warmup_ms, 700_000),
+                time_ms: near(time_ms, 700_000),
+                cooldown_ms: near(cooldown_ms, 700_000),
+                interval_ms: near(interval_ms, 40),
+                len: near(u64::from(len), 70_000) as u32,
+                rate_bps: near(rate_bps, RATE_CEILING + RATE_CEILING / 8),
+                depth: near(u64::from(depth), 8) as u32,
+                req_len: near(u64::from(req_len), u64::from(MAX_RR_MESSAGE) + 1000) as u32,
+                resp_len: near(u64::from(resp_len), u64::from(MAX_RR_MESSAGE) + 1000) as u32,
+                timeout_ms: near(timeout_ms, 70_000),
+                tuning: Tuning {
+                    window: window.map(|w| near(u64::from(w), u64::from(MAX_WINDOW) + 1000) as u32),
+                    mss: mss.map(|m| near(u64::from(m), 70_000) as u32),
+                    fq_rate_bps: fq_rate_bps.map(|r| near(r, RATE_CEILING + RATE_CEILING / 8)),
+                    bytes,
+                    ..Tuning::default()
+                },
+                ..TestSpec::default()
+            };
+            if spec.validate().is_ok() {
+                let ways = if spec.direction == Direction::Bidir { 2 } else { 1 };
+                let flows = u128::from(spec.queues) * u128::from(spec.flows_per_queue) * ways;
+                proptest::prop_assert!(flows >= 1 && flows <= u128::from(u32::MAX));
+                proptest::prop_assert_eq!(u128::from(spec.flows()) * ways, flows);
+                let total = u128::from(spec.warmup_ms) + u128::from(spec.time_ms) + u128::from(spec.cooldown_ms);
+                proptest::prop_assert_eq!(u128::from(spec.total_ms()), total);
+                proptest::prop_assert!(spec.time_ms > 0 && spec.len > 0 && spec.depth > 0);
+                proptest::prop_assert!(spec.interval_ms == 0 || spec.interval_ms >= MIN_INTERVAL_MS);
+                proptest::prop_assert!(spec.rate_bps <= RATE_CEILING);
+                proptest::prop_assert!(spec.tuning.fq_rate_bps.is_none_or(|r| (1..=RATE_CEILING).contains(&r)));
+                proptest::prop_assert!(spec.tuning.window.is_none_or(|w| (1..=MAX_WINDOW).contains(&w)));
+                proptest::prop_assert!(spec.tuning.mss.is_none_or(|m| MSS_RANGE.contains(&m)));
+                proptest::prop_assert!(spec.tuning.bytes != Some(0));
+                if spec.workload == Workload::Stream && spec.proto == Proto::Udp {
+                    proptest::prop_assert!((UDP_HEADER_LEN..=MAX_UDP_PAYLOAD).contains(&spec.len));
+                }
+                if spec.workload.latency_bound() {
+                    proptest::prop_assert!(spec.req_len >= 1 && spec.resp_len >= 1);
+                    proptest::prop_assert!((1..=MAX_RR_TIMEOUT_MS).contains(&spec.timeout_ms));
+                    proptest::prop_assert!(!(spec.workload == Workload::Crr && spec.proto == Proto::Udp));
+                }
+            }
+        }
     }
 }

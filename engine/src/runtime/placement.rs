@@ -42,7 +42,7 @@ pub struct Placement {
 /// completions of a busy stream, short enough to cost little when a flow goes idle.
 pub(crate) const ADAPTIVE_SPIN_US: u32 = 50;
 
-/// Places `queues` queues on `cpus`, their threads using the fast paths `fast`. `shared` says the CPUs are also used by another test
+/// Places `queues` queues (at least one: a validated spec's) on `cpus`, their threads using the fast paths `fast`. `shared` says the CPUs are also used by another test
 /// running on this process, in which case nobody spins. `latency_bound` says the workload
 /// waits on each completion (request/response): only then does `auto` spin.
 ///
@@ -59,9 +59,6 @@ pub fn plan(
 ) -> Result<Placement> {
     if cpus.is_empty() {
         return Err(Error::usage("no CPU available for the queue threads (check --cpus and taskset)"));
-    }
-    if queues == 0 {
-        return Err(Error::usage("--queues must be at least 1"));
     }
     let nthreads = (queues as usize).min(cpus.len());
     let mut threads: Vec<ThreadPlan> =

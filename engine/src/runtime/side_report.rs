@@ -77,6 +77,14 @@ impl SideReport {
         }
     }
 
+    /// Appends each of `notes` to the path text, after a "; ".
+    pub(crate) fn add_path_notes(&mut self, notes: impl IntoIterator<Item = String>) {
+        for note in notes {
+            self.path.push_str("; ");
+            self.path.push_str(&note);
+        }
+    }
+
     pub(crate) fn set_zerocopy(&mut self, requested: &str, used: bool, reason: String, counts: &ZeroCopyCounts) {
         self.zerocopy = Some(ZeroCopyFigures {
             requested: requested.into(),

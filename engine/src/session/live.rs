@@ -1,8 +1,9 @@
 //! A running test as both hosts see it while it runs: intervals stream to the far end as they
 //! close, and either end can stop the test early (Ctrl-C, SIGTERM, `recv` shutting down).
 //!
-//! The side functions of every workload (send, receive, serve) take a [`Live`]: they poll
-//! [`Live::stopped`] from their sampler and hand it each closed interval. On `recv`'s host
+//! Every side of a test runs watched by a [`Live`] (through
+//! `session::test_side::TestSide`): its sampler polls [`Live::stopped`] and hands it
+//! each closed interval. On `recv`'s host
 //! ([`ServerLive`]) intervals go over the control channel and are not kept. On the sending
 //! host ([`SenderLive`]) they are paired with the far end's (received figures beside offered
 //! ones), shown to an [`Observer`] as each pair is complete, and kept for the final report.
@@ -11,14 +12,10 @@ use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, Role, SideReport};
-use crate::metrics::measure::SampleSources;
-use crate::runtime::side::{run_side, Ending, SideRun};
-use crate::runtime::threads::QueueThreads;
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// Per-flow TCP_INFO entries of intervals the sending host keeps for the final report
 /// (about 100 bytes each): 1,048,576 is 16 flows for 18 hours at 1 s, or 64 flows for 4.5
@@ -32,25 +29,6 @@ pub(crate) trait Live: Sync {
     fn stopped(&self) -> Option<String>;
     /// One closed interval of the side playing `role` on this host.
     fn interval(&self, role: Role, interval: IntervalFigures);
-}
-
-/// Runs one side of `spec` on its started queue threads (runtime's skeleton), watched by
-/// `live`: the window is sampled from `t0`, a stop from `live` ends it early, and each closed
-/// interval goes to `live` as `shown_as`'s (`None`: not shown, as an rr server's are not).
-pub(crate) fn run_watched<R: Send + 'static>(
-    live: &dyn Live,
-    shown_as: Option<Role>,
-    (spec, t0): (&TestSpec, Instant),
-    threads: QueueThreads<R>,
-    src: SampleSources<'_>,
-    ending: Ending<'_>,
-) -> Result<SideRun<R>> {
-    let mut sink = |iv| {
-        if let Some(role) = shown_as {
-            live.interval(role, iv);
-        }
-    };
-    run_side(threads, src, (t0, spec.sample_offsets()), &|| live.stopped().is_some(), &mut sink, ending)
 }
 
 /// A stop of this host's token ends the test; the far end is told once, so it stops too.

@@ -1,6 +1,6 @@
 //! The control channel both ends speak, the sender's session over it, the one direction
-//! driver every stream engine plugs its halves into, the accept gate both receivers stand
-//! behind, and the receiver's handshake and limits.
+//! driver every stream engine plugs its halves into, the one builder every side of a test is
+//! run by, the accept gate both receivers stand behind, and the receiver's handshake and limits.
 
 pub mod auth;
 pub mod control;
@@ -11,3 +11,4 @@ pub mod logq;
 pub mod receiver;
 pub mod sender;
 pub mod server;
+pub mod test_side;

@@ -3,7 +3,7 @@
 //! as a small one), the networks it accepts connections from, and its events. The accept loop
 //! and the sessions that use them are in [`crate::session::server`].
 
-use crate::base::spec::{Direction, Proto, TestSpec, Workload};
+use crate::base::spec::{Direction, TestSpec, Workload, RATE_CEILING};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::SideReport;
 use crate::runtime::placement::BusyPoll;
@@ -152,81 +152,37 @@ impl Default for ServerLimits {
     }
 }
 
-/// Shortest interval a test may ask for: each interval is a message to the sender and a
-/// sample per flow, so 1 ms intervals turn a test into a memory and bandwidth sink.
-pub(crate) const MIN_INTERVAL_MS: u64 = 10;
-/// No test asks for more than 10 Tbit/s; a larger rate is a crafted hello (and would wrap
-/// the pacing arithmetic).
-pub(crate) const RATE_CEILING: u64 = 10_000_000_000_000;
-
 impl ServerLimits {
     /// Checks a requested test against the limits; `Err` holds the reason sent to the peer.
-    /// `memory` is what the test would allocate here (`TestRunner::memory`). Every sum and
+    /// `memory` is what the test would allocate here ([`TestRunner::memory`]). Every sum and
     /// product of peer-supplied numbers is checked: a wrapped product must not pass as small.
     pub fn check(&self, spec: &TestSpec, memory: u64) -> std::result::Result<(), String> {
-        if spec.workload.latency_bound() {
-            crate::transport::rr::check_spec(spec).map_err(|e| e.message)?;
-        } else if spec.proto == Proto::Udp
-            && (spec.len < crate::wire::udp_payload::HEADER_LEN as u32 || spec.len > 65507)
-        {
-            return Err(format!(
-                "UDP datagram length {} outside {}..65507",
-                spec.len,
-                crate::wire::udp_payload::HEADER_LEN
-            ));
-        }
-        if spec.queues == 0 || spec.queues > self.max_queues {
+        // The fields on their own first (both ends check them alike), then this receiver's limits.
+        spec.validate().map_err(|e| e.message)?;
+        if spec.queues > self.max_queues {
             return Err(format!("{} queues requested, this receiver allows 1 to {}", spec.queues, self.max_queues));
         }
-        let per_direction = spec.queues.checked_mul(spec.flows_per_queue);
-        let both = if spec.direction == Direction::Bidir {
-            per_direction.and_then(|f| f.checked_mul(2))
-        } else {
-            per_direction
-        };
-        match both {
-            Some(flows) if spec.flows_per_queue > 0 && flows <= self.max_flows => {}
-            Some(flows) => {
-                return Err(format!("{flows} flows requested, this receiver allows 1 to {}", self.max_flows))
-            }
-            None => {
-                return Err(format!(
-                    "{} queues x {} flows per queue overflows; this receiver allows at most {} flows",
-                    spec.queues, spec.flows_per_queue, self.max_flows
-                ))
-            }
+        let flows = spec.flows().saturating_mul(if spec.direction == Direction::Bidir { 2 } else { 1 });
+        if flows > self.max_flows {
+            return Err(format!("{flows} flows requested, this receiver allows 1 to {}", self.max_flows));
         }
         if let Some(c) = &spec.tuning.congestion {
             crate::sys::sockopt::check_congestion(c)?;
         }
-        if spec.tuning.mss.is_some_and(|m| !(88..=65535).contains(&m)) {
-            return Err(format!("MSS {} outside 88..65535", spec.tuning.mss.unwrap_or(0)));
-        }
-        if spec.tuning.window.is_some_and(|w| w > 1 << 31) {
-            return Err("socket buffer above 2 GiB requested".into());
-        }
-        let total = spec.warmup_ms.checked_add(spec.time_ms).and_then(|t| t.checked_add(spec.cooldown_ms));
-        match total {
-            Some(t) if spec.time_ms > 0 && t <= self.max_total_ms => {}
-            _ => {
-                let asked = spec.warmup_ms as f64 + spec.time_ms as f64 + spec.cooldown_ms as f64;
-                return Err(format!(
-                    "test of {:.1} s requested (warm-up + time + cool-down), this receiver allows up to {:.0} s (recv --max-time)",
-                    asked / 1e3,
-                    self.max_total_ms as f64 / 1e3
-                ));
-            }
-        }
-        if spec.interval_ms != 0 && spec.interval_ms < MIN_INTERVAL_MS {
-            return Err(format!("interval of {} ms requested, the shortest is {MIN_INTERVAL_MS} ms", spec.interval_ms));
+        if spec.total_ms() > self.max_total_ms {
+            return Err(format!(
+                "test of {:.1} s requested (warm-up + time + cool-down), this receiver allows up to {:.0} s (recv --max-time)",
+                spec.total_ms() as f64 / 1e3,
+                self.max_total_ms as f64 / 1e3
+            ));
         }
         if spec.timeout_ms > self.max_total_ms {
             return Err(format!("timeout of {} ms is longer than the longest test", spec.timeout_ms));
         }
-        if spec.len == 0 || spec.len > self.max_len {
+        if spec.len > self.max_len {
             return Err(format!("message length {} bytes outside 1..{}", spec.len, self.max_len));
         }
-        if spec.depth == 0 || spec.depth > self.max_depth {
+        if spec.depth > self.max_depth {
             return Err(format!("send depth {} outside 1..{}", spec.depth, self.max_depth));
         }
         let ceiling = self.max_rate_bps.unwrap_or(RATE_CEILING).min(RATE_CEILING);
@@ -329,6 +285,7 @@ pub(crate) fn exposed_addresses(bind: IpAddr) -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::spec::{Proto, MIN_INTERVAL_MS};
 
     #[test]
     fn limits_refuse_what_a_peer_must_not_demand() {

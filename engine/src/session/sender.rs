@@ -105,6 +105,8 @@ impl SenderSession {
     /// Probes the kernel, plans the queue threads, connects the control channel and looks up
     /// the path to the receiver.
     pub(crate) fn connect(opts: &SendOptions) -> Result<Self> {
+        // A library caller's spec is checked as the CLI's is, before anything is opened.
+        opts.spec.validate()?;
         let caps = KernelCaps::detect()?;
         caps.require_tcp_stream()?;
         let cpus = resolve_cpus(opts.cpus.as_deref())?;

@@ -6,20 +6,11 @@
 //! [`crate::transport::tcp::crr`] (a new connection per transaction).
 
 use super::FlowOutcome;
-use crate::base::error::{Error, Result};
-use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::uring::ring::{RingPaths, WaitMode};
 use hdrhistogram::Histogram;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Largest request or response over TCP: `--req` and `--resp` go from 1 byte to 1 MiB.
-pub(crate) const MAX_MESSAGE: u32 = 1 << 20;
-/// Largest request or response over UDP: one IPv4 datagram.
-pub(crate) const MAX_UDP_MESSAGE: u32 = 65_507;
-/// Longest per-transaction timeout a test may ask for.
-pub(crate) const MAX_TIMEOUT_MS: u64 = 60_000;
 
 /// How an rr thread runs.
 #[derive(Debug, Clone)]
@@ -65,51 +56,9 @@ pub(crate) fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
 }
 
-/// Checks a transaction test's sizes, protocol and timeout (both ends run it).
-pub fn check_spec(spec: &TestSpec) -> Result<()> {
-    let max = match spec.proto {
-        Proto::Tcp => MAX_MESSAGE,
-        Proto::Udp => MAX_UDP_MESSAGE,
-    };
-    for (name, v) in [("--req", spec.req_len), ("--resp", spec.resp_len)] {
-        if v == 0 || v > max {
-            let what = if spec.proto == Proto::Udp { "65507 bytes (one UDP datagram)" } else { "1 MiB" };
-            return Err(Error::usage(format!("{name} {v} bytes is outside 1 byte .. {what}")));
-        }
-    }
-    if spec.workload == Workload::Crr && spec.proto == Proto::Udp {
-        return Err(Error::usage("crr opens TCP connections; it has no UDP form"));
-    }
-    if spec.timeout_ms == 0 || spec.timeout_ms > MAX_TIMEOUT_MS {
-        return Err(Error::usage(format!(
-            "--timeout {} ms is outside 1 ms .. {} s",
-            spec.timeout_ms,
-            MAX_TIMEOUT_MS / 1000
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_outside_the_protocol_limits_are_usage_errors() {
-        let tcp = TestSpec { workload: Workload::Rr, req_len: 1, resp_len: MAX_MESSAGE, ..TestSpec::default() };
-        assert!(check_spec(&tcp).is_ok(), "1 B / 1 MiB is the TCP range");
-        for (req, resp) in [(0, 1), (1, 0), (MAX_MESSAGE + 1, 1)] {
-            let e = check_spec(&TestSpec { req_len: req, resp_len: resp, ..tcp.clone() }).unwrap_err();
-            assert_eq!(e.exit_code(), 2, "{e}");
-        }
-        let udp = TestSpec { proto: Proto::Udp, resp_len: MAX_UDP_MESSAGE, ..tcp.clone() };
-        assert!(check_spec(&udp).is_ok(), "a 65507-byte answer fits one datagram");
-        let e = check_spec(&TestSpec { resp_len: MAX_UDP_MESSAGE + 1, ..udp.clone() }).unwrap_err();
-        assert!(e.message.contains("65507"), "names the datagram limit: {e}");
-        let e = check_spec(&TestSpec { workload: Workload::Crr, ..udp }).unwrap_err();
-        assert!(e.message.contains("TCP"), "{e}");
-        assert!(check_spec(&TestSpec { timeout_ms: 0, ..tcp }).is_err(), "a zero timeout is refused");
-    }
 
     #[test]
     fn failures_add_up_and_explain_only_what_happened() {

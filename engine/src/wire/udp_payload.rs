@@ -39,7 +39,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Bytes of header at the front of every datagram; shorter datagrams are not ours (nor
 /// iperf2's with the 64-bit flag) and [`decode`] returns `None` for them. Also the smallest
 /// datagram length a sender may be configured with.
-pub const HEADER_LEN: usize = 20;
+pub const HEADER_LEN: usize = crate::base::spec::UDP_HEADER_LEN as usize;
 
 /// iperf2 `HEADER_SEQNO64B` (include/payloads.h): `id` and `id2` form one 64-bit number.
 pub(crate) const FLAG_SEQNO64B: u32 = 0x0800_0000;

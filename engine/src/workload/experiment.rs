@@ -220,12 +220,7 @@ impl Plan {
             resp_len: t.resp,
             ..TestSpec::default()
         };
-        if spec.queues == 0 || spec.flows_per_queue == 0 || spec.time_ms == 0 {
-            return Err(usage("queues, flows_per_queue and time must be at least 1".into()));
-        }
-        if workload.latency_bound() {
-            crate::transport::rr::check_spec(&spec)?;
-        }
+        spec.validate().map_err(|e| usage(e.message))?;
         Ok(SendOptions {
             target: t.target.clone(),
             port: t.port,

@@ -12,21 +12,20 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
-use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{never, Ending, END_GRACE};
-use crate::runtime::threads::{deal_by_queue, QueueThreads};
+use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{run_watched, Live, Observer, Quiet, ServerLive};
+use crate::session::live::{Observer, Quiet, ServerLive};
 use crate::session::sender::{SendOptions, SenderSession};
-use crate::transport::rr::{check_spec, latency_histogram, RrClientResult, RrConfig, RrFailures};
+use crate::session::test_side::{SideEnd, SideProbes, TestSide};
+use crate::transport::rr::{latency_histogram, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,7 +94,7 @@ impl RrReport {
     }
 }
 
-fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: &Arc<AtomicBool>) -> RrConfig {
+fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: Arc<AtomicBool>) -> RrConfig {
     RrConfig {
         wait: placement.wait,
         ring: placement.fast.ring(),
@@ -104,7 +103,7 @@ fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: &Arc<Atomic
         deadline: t0 + spec.total(),
         window: (t0 + spec.warmup(), t0 + spec.warmup() + spec.time()),
         timeout: spec.timeout(),
-        stop: Arc::clone(stop),
+        stop,
     }
 }
 
@@ -134,15 +133,6 @@ enum ClientFlows {
     Crr(Vec<(u32, CrrFlow)>, SocketAddr),
 }
 
-/// Spawns one client thread per planned CPU over `items`, dealt by queue.
-fn spawn<T, F>(placement: &Placement, items: Vec<(u32, T)>, body: F) -> Result<QueueThreads<RrClientResult>>
-where
-    T: Send + 'static,
-    F: Fn(Vec<T>) -> Result<RrClientResult> + Send + Sync + 'static,
-{
-    QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), body)
-}
-
 /// Runs the client side of an rr or crr test against `recv`.
 pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
     run_rr_live(opts, Arc::new(Quiet))
@@ -152,48 +142,40 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
 /// (`bytes` count transactions).
 pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<RrReport> {
     let spec = &opts.spec;
-    check_spec(spec)?;
     let mut session = SenderSession::connect(opts)?;
     let peer = session.peer.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let worker_counters = Arc::clone(&counters);
     let placement = session.placement.clone();
     let flows = open_flows(opts, &mut session)?;
     session.wait_ready()?;
     let live = session.start_live(spec, observer)?;
+    let side = TestSide::new(Role::Sender, spec, &placement, &live);
     let t0 = Instant::now();
-    let cfg = config(spec, &placement, t0, &stop);
+    let cfg = config(spec, &placement, t0, side.halt());
     let threads = match flows {
         ClientFlows::Tcp(items) => {
-            spawn(&placement, items, move |flows| tcp_rr::run_client(flows, &worker_counters, &cfg))?
+            side.spawn(items, |(_, flows)| flows, move |flows, counters| tcp_rr::run_client(flows, counters, &cfg))?
         }
         ClientFlows::Udp(items) => {
-            spawn(&placement, items, move |flows| udp_rr::run_client(flows, &worker_counters, &cfg))?
+            side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_rr::run_client(flows, counters, &cfg))?
         }
-        ClientFlows::Crr(items, target) => {
-            spawn(&placement, items, move |flows| tcp_crr::run_client(flows, target, &worker_counters, &cfg))?
-        }
+        ClientFlows::Crr(items, target) => side.spawn(
+            items,
+            |(_, flows)| flows,
+            move |flows, counters| tcp_crr::run_client(flows, target, counters, &cfg),
+        )?,
     };
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
     // Stopped early: the flows end now, not at the planned end.
-    let mut halt = || stop.store(true, Ordering::Relaxed);
-    let run = run_watched(&live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut halt })?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
+    let run = side.run(threads, t0, SideProbes::default(), SideEnd::AtDeadline)?;
     let mut latency = latency_histogram();
     let mut failures = RrFailures::default();
-    for r in &results {
+    for r in &run.results {
         let _ = latency.add(&r.latency_ns);
         failures.add(&r.failures);
     }
-    let outcomes: Vec<_> = results.into_iter().flat_map(|r| r.flows).collect();
-    let mut client = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
-    let stopped = live.stopped();
-    if let Some(reason) = &stopped {
-        client.stopped_early(spec, reason);
-    }
+    let outcomes: Vec<_> = run.results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
+    let mut client = side.report(&run, &outcomes);
+    let stopped = run.stopped;
     live.attach((Some(&mut client), None), (None, None));
-    client.placement = placement.summary.clone();
     client.path = path_text(spec, true);
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
@@ -298,47 +280,32 @@ pub(crate) fn serve_rr(
     flows: ServerFlows,
     placement: &Placement,
 ) -> Result<SideReport> {
-    check_spec(spec)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let worker_counters = Arc::clone(&counters);
     let live = ServerLive::start(ctl, stop_token.clone())?;
+    // The report shows the client's intervals: the server's are not kept or sent.
+    let side = TestSide::new(Role::Receiver, spec, placement, &live).unshown();
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
-    let cfg = config(spec, placement, t0, &stop);
+    let cfg = config(spec, placement, t0, side.halt());
     let mut path = path_text(spec, false);
     let threads = match flows {
         ServerFlows::Tcp(flows) => {
-            let items = flows
-                .into_iter()
-                .map(|(flow, stream)| {
-                    let _ = stream.set_nodelay(true);
-                    let _ = crate::sys::sockopt::apply_tuning(&stream, &spec.tuning, true);
-                    (spec.queue_of_flow(flow), RrFlow { stream, queue: spec.queue_of_flow(flow) })
-                })
-                .collect();
-            QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
-                tcp_rr::run_server(flows, &worker_counters, &cfg)
-            })?
+            let items = side.by_queue(flows, |_, queue, stream| {
+                let _ = stream.set_nodelay(true);
+                let _ = crate::sys::sockopt::apply_tuning(&stream, &spec.tuning, true);
+                RrFlow { stream, queue }
+            });
+            side.spawn(items, |(_, flows)| flows, move |flows, counters| tcp_rr::run_server(flows, counters, &cfg))?
         }
         ServerFlows::Udp(sockets) => {
-            let items = (0..)
-                .zip(sockets)
-                .map(|(flow, socket)| (spec.queue_of_flow(flow), UdpRrFlow { socket, queue: spec.queue_of_flow(flow) }))
-                .collect();
-            QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
-                udp_rr::run_server(flows, &worker_counters, &cfg)
-            })?
+            let items = side.by_queue((0..).zip(sockets).collect(), |_, queue, socket| UdpRrFlow { socket, queue });
+            side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_rr::run_server(flows, counters, &cfg))?
         }
         ServerFlows::Crr(listeners, spread) => {
             path = format!("{path}; {spread}");
             let items = listeners.into_iter().map(|l| (l.queue, l)).collect();
-            QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |ls| {
-                tcp_crr::run_server(ls, &worker_counters, &cfg)
-            })?
+            side.spawn(items, |(_, ls)| ls, move |ls, counters| tcp_crr::run_server(ls, counters, &cfg))?
         }
     };
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
     let errors = RefCell::new(Vec::new());
     let finished = Cell::new(false);
     // TCP rr flows end with the client's half-close; otherwise the client finishes its last
@@ -360,29 +327,16 @@ pub(crate) fn serve_rr(
         finished.set(said);
         said
     };
-    let (ended, until): (&dyn Fn() -> bool, _) = if ends_with_its_flows(spec) {
-        (&never, t0 + spec.total() + END_GRACE)
+    let end = if ends_with_its_flows(spec) {
+        SideEnd::WithTheSender
     } else {
-        (&said_finished, t0 + spec.total() + spec.timeout() + END_GRACE)
+        let until = t0 + spec.total() + spec.timeout() + END_GRACE;
+        SideEnd::Receive { until, ended: &said_finished, stop_cuts: false, before_release: None }
     };
-    let mut release = || stop.store(true, Ordering::Relaxed);
-    // The report shows the client's intervals: the server's are not kept or sent.
-    let run = run_watched(
-        &live,
-        None,
-        (spec, t0),
-        threads,
-        src,
-        Ending::Receive { until, ended, stop_cuts: false, release: &mut release },
-    )?;
-    let (window, plans) = (run.window, run.plans);
-    let outcomes: Vec<_> = run.results.into_iter().flatten().collect();
+    let run = side.run(threads, t0, SideProbes::default(), end)?;
+    let outcomes: Vec<_> = run.results.iter().flatten().cloned().collect();
     let errors = errors.into_inner();
-    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
-        report.stopped_early(spec, &reason);
-    }
-    report.placement = placement.summary.clone();
+    let mut report = side.report(&run, &outcomes);
     report.path = path;
     if !errors.is_empty() {
         report.complete = false;

@@ -76,9 +76,9 @@ pub enum Phase {
     Confirm,
 }
 
-/// One trial as reported.
+/// One trial at one rate, as reported.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Step {
+pub struct RateTrial {
     pub step: usize,
     pub phase: Phase,
     /// Rate asked for; 0 = unpaced.
@@ -100,7 +100,7 @@ pub struct SearchResult {
     pub confirm: u32,
     /// The unpaced first trial lost nothing (the search then looked above its rate).
     pub probe_passed: bool,
-    pub steps: Vec<Step>,
+    pub steps: Vec<RateTrial>,
 }
 
 fn pps_of(rate_bps: f64, len: u32) -> f64 {
@@ -136,7 +136,7 @@ fn judge(rate: u64, f: &TrialFigures, threshold: f64) -> (bool, Option<String>) 
 pub fn search(
     plan: &SearchPlan,
     mut trial: impl FnMut(&TestSpec) -> Result<TrialFigures>,
-    mut progress: impl FnMut(&Step),
+    mut progress: impl FnMut(&RateTrial),
 ) -> Result<SearchResult> {
     if !(0.0..1.0).contains(&plan.loss_threshold) {
         return Err(Error::usage("--loss must be at least 0% and below 100%"));
@@ -148,8 +148,8 @@ pub fn search(
         return Err(Error::usage("--confirm must be at least 1"));
     }
     let len = plan.spec.len;
-    let mut steps: Vec<Step> = Vec::new();
-    let mut run = |rate: u64, phase: Phase, steps: &mut Vec<Step>| -> Result<bool> {
+    let mut steps: Vec<RateTrial> = Vec::new();
+    let mut run = |rate: u64, phase: Phase, steps: &mut Vec<RateTrial>| -> Result<bool> {
         if steps.len() >= MAX_TRIALS {
             return Err(Error::usage(format!("search stopped after {MAX_TRIALS} trials without converging")));
         }
@@ -157,13 +157,20 @@ pub fn search(
         let figures = trial(&spec)?;
         let (passed, reason) = judge(rate, &figures, plan.loss_threshold);
         let shown = if rate == 0 { figures.offered_bps } else { rate as f64 };
-        let step =
-            Step { step: steps.len() + 1, phase, rate_bps: rate, pps: pps_of(shown, len), figures, passed, reason };
+        let step = RateTrial {
+            step: steps.len() + 1,
+            phase,
+            rate_bps: rate,
+            pps: pps_of(shown, len),
+            figures,
+            passed,
+            reason,
+        };
         progress(&step);
         steps.push(step);
         Ok(passed)
     };
-    let finish = |rate: Option<f64>, steps: Vec<Step>| SearchResult {
+    let finish = |rate: Option<f64>, steps: Vec<RateTrial>| SearchResult {
         rate_bps: rate,
         pps: rate.map(|r| pps_of(r, len)),
         loss_threshold: plan.loss_threshold,
@@ -260,7 +267,7 @@ impl SearchResult {
         })
     }
 
-    pub fn step_line(s: &Step) -> String {
+    pub fn step_line(s: &RateTrial) -> String {
         let rate = if s.rate_bps == 0 {
             format!("unpaced ({})", format_bits_per_second(s.figures.offered_bps))
         } else {

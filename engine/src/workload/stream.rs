@@ -9,15 +9,13 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
-use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{Ending, END_GRACE};
-use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{run_watched, Live, Observer, Quiet};
+use crate::session::live::{Live, Observer, Quiet};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::session::server::ServedReports;
+use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt::{self, FlowSocket};
@@ -30,7 +28,6 @@ use crate::uring::ring::WakeBatch;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -159,72 +156,56 @@ pub(crate) fn serve_test(
 /// planned end, the sampler measures the window, the flows are half-closed.
 fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
     let (spec, placement, caps, zc) = (h.spec, h.placement, h.caps, &h.zc);
-    let iface = h.iface.as_deref();
     let zerocopy = zc.0;
-    let halt = Arc::new(AtomicBool::new(false));
     tune_flows(spec, &flows, true)?;
     let probes = sampler_sockets(flows.iter().map(|(_, f)| f))?;
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let items = flows
-        .into_iter()
-        .map(|(flow, stream)| {
-            let queue = spec.queue_of_flow(flow);
-            (queue, SendFlow { stream, queue, budget: spec.tuning.flow_bytes(flow, spec.flows()) })
-        })
-        .collect();
-    let per_thread = deal_by_queue(&placement.threads, items);
+    let side = TestSide::new(Role::Sender, spec, placement, live);
+    let items = side.by_queue(flows, |flow, queue, stream| SendFlow {
+        stream,
+        queue,
+        budget: spec.tuning.flow_bytes(flow, spec.flows()),
+    });
     let total_flows = spec.flows().max(1) as u64;
-    let inputs: Vec<(Vec<SendFlow>, SendWorkerConfig)> = per_thread
-        .into_iter()
-        .map(|flows| {
-            let cfg = SendWorkerConfig {
-                wait: placement.wait,
-                ring: placement.fast.ring(),
-                batch: send_batch(flows.len() as u32 * spec.depth),
-                len: spec.len,
-                depth: spec.depth,
-                zerocopy,
-                deadline: t0 + spec.total(),
-                halt: Some(Arc::clone(&halt)),
-                rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
-                drain_limit: Duration::from_secs(5),
-            };
-            (flows, cfg)
-        })
-        .collect();
-    let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
-        tcp_send::run(flows, &worker_counters, &cfg)
-    })?;
+    let input = |(_, flows): (u32, Vec<SendFlow>)| {
+        let cfg = SendWorkerConfig {
+            wait: placement.wait,
+            ring: placement.fast.ring(),
+            batch: send_batch(flows.len() as u32 * spec.depth),
+            len: spec.len,
+            depth: spec.depth,
+            zerocopy,
+            deadline: t0 + spec.total(),
+            halt: Some(side.halt()),
+            rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
+            drain_limit: Duration::from_secs(5),
+        };
+        (flows, cfg)
+    };
+    let threads = side.spawn(items, input, |(flows, cfg), counters| tcp_send::run(flows, counters, &cfg))?;
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
     // Stopped early: the flows end now (drained and half-closed), not after the cool-down.
-    let mut halt_now = || halt.store(true, Ordering::Relaxed);
-    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut halt_now })?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
+    let run =
+        side.run(threads, t0, SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] }, SideEnd::AtDeadline)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
 
+    let results = &run.results;
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let mut zc_counts = ZeroCopyCounts::default();
     results.iter().for_each(|r| zc_counts.merge(&r.zerocopy));
-    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
-        sender.stopped_early(spec, &reason);
-    }
+    let mut sender = side.report(&run, &outcomes);
     sender.tcp_flows_end = tcp_end;
     let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
     sender.flow_sockets = flow_sockets;
-    sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B, {} in flight per flow{}",
         if zerocopy { "SEND_ZC" } else { "SEND (copy)" },
         spec.len,
         spec.depth,
         if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
-    ) + &wake_note(placement.wait, send_batch(spec.depth), caps)
-        + &window_note.map_or(String::new(), |n| format!("; {n}"));
+    ) + &wake_note(placement.wait, send_batch(spec.depth), caps);
+    sender.add_path_notes(window_note);
     // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
     let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
     let reason = match results.iter().find_map(|r| r.note.clone()) {
@@ -239,18 +220,10 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
 /// window by this side's clock from now, and waits for the flows to reach EOF.
 fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) -> Result<SideReport> {
     let (spec, placement, caps) = (h.spec, h.placement, h.caps);
-    let iface = h.iface.as_deref();
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let stop = Arc::new(AtomicBool::new(false));
     tune_flows(spec, &flows, false)?;
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
-    let items = flows
-        .into_iter()
-        .map(|(flow, stream)| {
-            let queue = spec.queue_of_flow(flow);
-            (queue, RecvFlow { stream, queue })
-        })
-        .collect();
+    let side = TestSide::new(Role::Receiver, spec, placement, live);
+    let items = side.by_queue(flows, |_, queue, stream| RecvFlow { stream, queue });
     let cfg = RecvWorkerConfig {
         wait: placement.wait,
         ring: placement.fast.ring(),
@@ -259,47 +232,37 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
         buf_size: RECV_BUF_SIZE,
         bundle: caps.recvsend_bundle,
         rcvlowat: recv_lowat(spec),
-        stop: Arc::clone(&stop),
+        stop: side.halt(),
         skip_copy: spec.tuning.skip_rx_copy,
     };
-    let worker_counters = Arc::clone(&counters);
     let zc_rx = placement.fast.zc_rx.as_ref();
     // With --zc-rx, thread i receives from NIC queue first_queue + i.
-    let inputs: Vec<(u32, Vec<RecvFlow>)> = (0..).zip(deal_by_queue(&placement.threads, items)).collect();
     let thread_zc_rx = zc_rx.cloned();
-    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(thread, flows)| match &thread_zc_rx {
-        Some(zc) => tcp_recv_zc::run(flows, &worker_counters, &cfg, zc, zc.first_queue + thread),
-        None => tcp_recv::run(flows, &worker_counters, &cfg),
-    })?;
+    let threads = side.spawn(
+        items,
+        |input| input,
+        move |(thread, flows), counters| match &thread_zc_rx {
+            Some(zc) => tcp_recv_zc::run(flows, counters, &cfg, zc, zc.first_queue + thread),
+            None => tcp_recv::run(flows, counters, &cfg),
+        },
+    )?;
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
     let napi = placement.fast.napi_evidence(&fds);
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &fds, iface, udp: &[] };
     // Stopped early, the far sender ends its flows too: they reach EOF within the grace.
-    let mut release = || stop.store(true, Ordering::Relaxed);
-    let run = run_watched(
-        live,
-        Some(Role::Receiver),
-        (spec, t0),
-        threads,
-        src,
-        Ending::with_the_sender(t0 + spec.total() + END_GRACE, &mut release),
-    )?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
+    let probed = SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] };
+    let run = side.run(threads, t0, probed, SideEnd::WithTheSender)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     drop(probes);
+    let results = &run.results;
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let rearms: u64 = results.iter().map(|r| r.rearms).sum();
-    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
-        report.stopped_early(spec, &reason);
-    }
+    let mut report = side.report(&run, &outcomes);
     report.tcp_flows_end = tcp_end;
     let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
     report.flow_sockets = flow_sockets;
-    report.placement = placement.summary.clone();
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
     report.path = match zc_rx {
         Some(zc) => format!(
@@ -323,14 +286,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
             wake_note(placement.wait, RECV_BATCH, caps)
         ),
     };
-    if let Some(napi) = napi {
-        report.path.push_str("; ");
-        report.path.push_str(&napi);
-    }
-    if let Some(note) = window_note {
-        report.path.push_str("; ");
-        report.path.push_str(&note);
-    }
+    report.add_path_notes(napi.into_iter().chain(window_note));
     Ok(report)
 }
 

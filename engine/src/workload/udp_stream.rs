@@ -12,26 +12,23 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::base::stop::StopToken;
-use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::{QueueCounters, SampleSources};
+use crate::metrics::figures::{IntervalFigures, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::{run_side, Ending, END_GRACE};
-use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
-use crate::session::live::{run_watched, Live, Observer};
+use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::server::ServedReports;
+use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::sockopt;
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
-use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
+use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
-use std::cell::Cell;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Buffers per receive ring: with GRO each holds up to 64 KiB of coalesced datagrams.
@@ -125,32 +122,34 @@ impl StreamHalves for UdpHalves<'_> {
 const REFUSALS_FOR: Duration = Duration::from_secs(1);
 const REFUSAL_GAP: Duration = Duration::from_millis(1500);
 
-/// Watches the sending threads' count of refused sends (ICMP port unreachable).
-struct Refusals {
+/// The sending side's view of a running test on `recv`: the test's own, with refusals that
+/// went on too long (the sending threads count each refused send) as one more reason to stop.
+struct Refusals<'a> {
+    live: &'a dyn Live,
     count: Arc<AtomicU64>,
-    seen: Cell<u64>,
-    /// The first and the latest refusal of the current run.
-    run: Cell<Option<(Instant, Instant)>>,
+    /// The count seen, and the first and the latest refusal of the current run.
+    seen: Mutex<(u64, Option<(Instant, Instant)>)>,
 }
 
-impl Refusals {
-    fn new() -> Self {
-        Self { count: Arc::new(AtomicU64::new(0)), seen: Cell::new(0), run: Cell::new(None) }
+impl<'a> Refusals<'a> {
+    fn new(live: &'a dyn Live) -> Self {
+        Self { live, count: Arc::new(AtomicU64::new(0)), seen: Mutex::new((0, None)) }
     }
 
     /// `Some(reason)` once refusals have gone on for [`REFUSALS_FOR`].
     fn gone(&self) -> Option<String> {
         let now = Instant::now();
         let count = self.count.load(Ordering::Relaxed);
-        let run = match self.run.get() {
-            _ if count > self.seen.get() => {
-                self.seen.set(count);
-                Some(self.run.get().map_or((now, now), |(first, _)| (first, now)))
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let run = match seen.1 {
+            _ if count > seen.0 => {
+                seen.0 = count;
+                Some(seen.1.map_or((now, now), |(first, _)| (first, now)))
             }
             Some((_, last)) if now - last > REFUSAL_GAP => None,
             run => run,
         };
-        self.run.set(run);
+        seen.1 = run;
         let (first, last) = run?;
         (last - first >= REFUSALS_FOR).then(|| {
             format!(
@@ -158,6 +157,15 @@ impl Refusals {
                 (last - first).as_secs_f64()
             )
         })
+    }
+}
+
+impl Live for Refusals<'_> {
+    fn stopped(&self) -> Option<String> {
+        self.live.stopped().or_else(|| self.gone())
+    }
+    fn interval(&self, role: Role, interval: IntervalFigures) {
+        self.live.interval(role, interval);
     }
 }
 
@@ -181,77 +189,64 @@ fn prepare_receiver(socket: &UdpSocket, spec: &TestSpec) -> Result<usize> {
 /// The sending half over connected UDP sockets: queue threads send until the planned end,
 /// then FINs; the sampler measures the window.
 fn udp_send_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
-    let (spec, placement, iface) = (h.spec, h.placement, h.iface.as_deref());
-    let refusals = Refusals::new();
-    let halt = Arc::new(AtomicBool::new(false));
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let flows: Vec<(u32, UdpSendFlow)> = sockets
-        .into_iter()
-        .map(|(i, socket)| {
-            let queue = spec.queue_of_flow(i);
-            (queue, UdpSendFlow { socket, queue })
-        })
-        .collect();
-    let total_flows = u64::from(spec.flows().max(1));
-    let inputs: Vec<(Vec<UdpSendFlow>, UdpSendConfig)> = deal_by_queue(&placement.threads, flows)
-        .into_iter()
-        .map(|flows| {
-            let inflight = if spec.gso { INFLIGHT_GSO } else { INFLIGHT_PLAIN };
-            let cfg = UdpSendConfig {
-                wait: placement.wait,
-                ring: placement.fast.ring(),
-                batch: WakeBatch { want: (inflight * flows.len() as u32 / 2).clamp(1, 8), max_delay_us: 200 },
-                len: spec.len,
-                gso: spec.gso,
-                inflight,
-                deadline: t0 + spec.total(),
-                halt: Some(Arc::clone(&halt)),
-                rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
-                max_datagrams: 0,
-                drain_limit: Duration::from_secs(2),
-                fin: Some(FinConfig::default()),
-                refused: h.serving.then(|| Arc::clone(&refusals.count)),
-            };
-            (flows, cfg)
-        })
-        .collect();
-    let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
-        udp_send::run(flows, &worker_counters, &cfg)
-    })?;
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &[] };
-    let stop_reason = || live.stopped().or_else(|| refusals.gone());
+    let (spec, placement) = (h.spec, h.placement);
+    let refusals = Refusals::new(live);
+    let side = TestSide::new(Role::Sender, spec, placement, &refusals);
+    let flows = side.by_queue(sockets, |_, queue, socket| UdpSendFlow { socket, queue });
+    let input = |(_, flows): (u32, Vec<UdpSendFlow>)| {
+        let cfg = UdpSendConfig {
+            refused: h.serving.then(|| Arc::clone(&refusals.count)),
+            ..send_config(spec, placement, (t0, flows.len()), side.halt())
+        };
+        (flows, cfg)
+    };
+    let threads = side.spawn(flows, input, |(flows, cfg), counters| udp_send::run(flows, counters, &cfg))?;
     // Stopped early: the flows send their FINs now, not after the cool-down.
-    let mut halt_now = || halt.store(true, Ordering::Relaxed);
-    let run = run_side(
-        threads,
-        src,
-        (t0, spec.sample_offsets()),
-        &|| stop_reason().is_some(),
-        &mut |iv| live.interval(Role::Sender, iv),
-        Ending::Send { halt: &mut halt_now },
-    )?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
-
-    let sent: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
-    let outcomes: Vec<FlowOutcome> =
-        sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
-    if let Some(reason) = stop_reason() {
-        sender.stopped_early(spec, &reason);
-    }
-    let path = results.first().map_or_else(String::new, |r| r.path.describe());
-    sender.placement = placement.summary.clone();
+    let probes = SideProbes { iface: h.iface.as_deref(), ..SideProbes::default() };
+    let run = side.run(threads, t0, probes, SideEnd::AtDeadline)?;
+    let sent: Vec<_> = run.results.iter().flat_map(|r| r.flows.iter()).collect();
+    let outcomes: Vec<FlowOutcome> = sent.iter().map(|f| f.outcome()).collect();
+    let mut sender = side.report(&run, &outcomes);
+    let path = run.results.first().map_or_else(String::new, |r| r.path.describe());
     sender.path = format!("io_uring UDP {path}, {} B datagrams", spec.len);
-    sender.udp = Some(UdpFigures {
-        datagrams: sent.iter().map(|f| f.datagrams).sum(),
-        refused: sent.iter().map(|f| f.refused).sum(),
-        ..UdpFigures::default()
-    });
-    for note in results.iter().filter_map(|r| r.note.clone()) {
-        sender.path.push_str(&format!("; {note}"));
-    }
+    sender.udp = Some(sent_figures(&sent));
+    sender.add_path_notes(run.results.iter().filter_map(|r| r.note.clone()));
     Ok(sender)
+}
+
+/// A sender's UDP figures: the datagrams the kernel accepted and the sends refused.
+pub(crate) fn sent_figures(flows: &[&UdpFlowSent]) -> UdpFigures {
+    UdpFigures {
+        datagrams: flows.iter().map(|f| f.datagrams).sum(),
+        refused: flows.iter().map(|f| f.refused).sum(),
+        ..UdpFigures::default()
+    }
+}
+
+/// The config of a UDP sending thread over `flows` of the test's flows, from `t0` until the
+/// planned end (or `halt`), with a FIN after the last datagram.
+pub(crate) fn send_config(
+    spec: &TestSpec,
+    placement: &Placement,
+    (t0, flows): (Instant, usize),
+    halt: Arc<AtomicBool>,
+) -> UdpSendConfig {
+    let inflight = if spec.gso { INFLIGHT_GSO } else { INFLIGHT_PLAIN };
+    UdpSendConfig {
+        wait: placement.wait,
+        ring: placement.fast.ring(),
+        batch: WakeBatch { want: (inflight * flows as u32 / 2).clamp(1, 8), max_delay_us: 200 },
+        len: spec.len,
+        gso: spec.gso,
+        inflight,
+        deadline: t0 + spec.total(),
+        halt: Some(halt),
+        rate_bps: spec.rate_bps * flows as u64 / u64::from(spec.flows().max(1)),
+        max_datagrams: 0,
+        drain_limit: Duration::from_secs(2),
+        fin: Some(FinConfig::default()),
+        refused: None,
+    }
 }
 
 /// Creates the receiver's flow sockets: bound to the control connection's local address and
@@ -298,20 +293,16 @@ pub(crate) fn serve_udp(
 /// The receiving half over prepared UDP sockets: measures the window from now and waits for
 /// every flow's FIN (or the planned end plus a short grace).
 fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Live) -> Result<SideReport> {
-    let (spec, placement, iface) = (h.spec, h.placement, h.iface.as_deref());
+    let (spec, placement) = (h.spec, h.placement);
     let gro = spec.gso;
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let stop = Arc::new(AtomicBool::new(false));
+    let side = TestSide::new(Role::Receiver, spec, placement, live);
     let flow_live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
-    let items: Vec<(u32, UdpRecvFlow)> = sockets
-        .into_iter()
-        .zip(&flow_live)
-        .map(|((i, socket), live)| {
-            let queue = spec.queue_of_flow(i);
-            (queue, UdpRecvFlow { socket, queue, live: Some(Arc::clone(live)) })
-        })
-        .collect();
+    let mut flow_lives = flow_live.iter();
+    let items = side.by_queue(sockets, |_, queue, socket| {
+        let live = flow_lives.next().map(Arc::clone);
+        UdpRecvFlow { socket, queue, live }
+    });
     let t_start = Instant::now();
     let cfg = UdpRecvConfig {
         wait: placement.wait,
@@ -324,33 +315,19 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
         one_way_delay: spec.one_way_delay,
         answer_fin: false,
         fin_linger: Duration::from_millis(20),
-        stop: Arc::clone(&stop),
+        stop: side.halt(),
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
         deadline: t_start + spec.total() + Duration::from_secs(2),
     };
-    let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(&placement.threads, deal_by_queue(&placement.threads, items), move |flows| {
-        udp_recv::run(flows, &worker_counters, &cfg)
-    })?;
+    let threads = side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_recv::run(flows, counters, &cfg))?;
     let t0 = Instant::now();
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &flow_live };
-    let mut release = || stop.store(true, Ordering::Relaxed);
-    let run = run_watched(
-        live,
-        Some(Role::Receiver),
-        (spec, t0),
-        threads,
-        src,
-        Ending::with_the_sender(t0 + spec.total() + END_GRACE, &mut release),
-    )?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
+    let probes = SideProbes { iface: h.iface.as_deref(), udp: &flow_live, ..SideProbes::default() };
+    let run = side.run(threads, t0, probes, SideEnd::WithTheSender)?;
+    let results = &run.results;
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.stats.bytes, error: f.error.clone() }).collect();
-    let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
-        report.stopped_early(spec, &reason);
-    }
+    let mut report = side.report(&run, &outcomes);
     let flow_stats: Vec<&SeqStats> = flows.iter().map(|f| &f.stats).collect();
     let received = UdpFigures::received(&flow_stats);
     let datagrams = received.datagrams;
@@ -358,7 +335,6 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let coalesced: u64 = results.iter().map(|r| r.coalesced).sum();
     let gro_on = results.iter().all(|r| r.gro);
-    report.placement = placement.summary.clone();
     report.path = format!(
         "io_uring multishot RECVMSG, {}, SO_RCVBUF {} KiB, {} datagrams in {} completions ({} coalesced)",
         if gro_on { "UDP GRO on" } else { "no GRO: one datagram per completion" },
@@ -367,8 +343,6 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
         completions,
         coalesced
     );
-    for note in results.iter().filter_map(|r| r.note.clone()) {
-        report.path.push_str(&format!("; {note}"));
-    }
+    report.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
     Ok(report)
 }

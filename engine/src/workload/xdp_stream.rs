@@ -18,15 +18,13 @@ use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::{QueueCounters, SampleSources};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::Ending;
-use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{run_watched, Live, Observer};
+use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
+use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
@@ -177,42 +175,30 @@ fn xdp_send_side(
     let items: Vec<(u32, XdpSendQueue)> =
         xsks.into_iter().zip(per_queue).map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows })).collect();
     let total_flows = u64::from(spec.flows().max(1));
-    let halt = Arc::new(AtomicBool::new(false));
-    let inputs: Vec<(Vec<XdpSendQueue>, XdpSendConfig)> = deal_by_queue(&placement.threads, items)
-        .into_iter()
-        .map(|queues| {
-            let flows: u64 = queues.iter().map(|q| q.flows.len() as u64).sum();
-            let cfg = XdpSendConfig {
-                len: spec.len,
-                deadline: t0 + spec.total(),
-                halt: Some(Arc::clone(&halt)),
-                rate_bps: spec.rate_bps * flows / total_flows,
-                fin_copies: 5,
-                fin_interval: Duration::from_millis(5),
-                drain_limit: Duration::from_secs(2),
-                spin: placement.wait == WaitMode::Spin,
-            };
-            (queues, cfg)
-        })
-        .collect();
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-    let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(queues, cfg)| {
-        Ok(xsend::run(queues, &worker_counters, &cfg))
-    })?;
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&h.ifname), udp: &[] };
+    let side = TestSide::new(Role::Sender, spec, placement, live);
+    let input = |(_, queues): (u32, Vec<XdpSendQueue>)| {
+        let flows: u64 = queues.iter().map(|q| q.flows.len() as u64).sum();
+        let cfg = XdpSendConfig {
+            len: spec.len,
+            deadline: t0 + spec.total(),
+            halt: Some(side.halt()),
+            rate_bps: spec.rate_bps * flows / total_flows,
+            fin_copies: 5,
+            fin_interval: Duration::from_millis(5),
+            drain_limit: Duration::from_secs(2),
+            spin: placement.wait == WaitMode::Spin,
+        };
+        (queues, cfg)
+    };
+    let threads = side.spawn(items, input, |(queues, cfg), counters| Ok(xsend::run(queues, counters, &cfg)))?;
     // A stop ends the window, the queues' sending (then their FINs) and the far end's reception.
-    let mut halt_now = || halt.store(true, Ordering::Relaxed);
-    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, Ending::Send { halt: &mut halt_now })?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
+    let probes = SideProbes { iface: Some(&h.ifname), ..SideProbes::default() };
+    let run = side.run(threads, t0, probes, SideEnd::AtDeadline)?;
+    let results = &run.results;
     let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> =
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
-        sender.stopped_early(spec, &reason);
-    }
-    sender.placement = placement.summary.clone();
+    let mut sender = side.report(&run, &outcomes);
     let mut figures = XdpFigures {
         interface: h.ifname.clone(),
         nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
@@ -226,7 +212,7 @@ fn xdp_send_side(
         ring_full: results.iter().map(|r| r.ring_full).sum(),
         ..XdpFigures::default()
     };
-    for r in &results {
+    for r in results {
         figures.sockets.add(&r.sockets);
     }
     figures.notes = first_seen(results.iter().flat_map(|r| r.notes.iter().cloned()));
@@ -314,15 +300,14 @@ impl XdpReception {
         let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
         let nic_queues = xsks.len() as u32;
-        let counters = Arc::new(QueueCounters::new(spec.queues as usize));
-        let stop = Arc::new(AtomicBool::new(false));
+        let side = TestSide::new(Role::Receiver, spec, placement, ctl_live);
         let fins: Arc<Vec<AtomicBool>> = Arc::new(flows.iter().map(|_| AtomicBool::new(false)).collect());
         let activity = Arc::new(AtomicU64::new(0));
         let epoch = Instant::now();
         let cfg = XdpRecvConfig {
             dst_port: port,
             one_way_delay: spec.one_way_delay,
-            stop: Arc::clone(&stop),
+            stop: side.halt(),
             fins: Arc::clone(&fins),
             activity: Arc::clone(&activity),
             epoch,
@@ -334,47 +319,39 @@ impl XdpReception {
             let quiet = epoch.elapsed().saturating_sub(Duration::from_nanos(activity.load(Ordering::Relaxed)));
             !fins.is_empty() && fins.iter().all(|f| f.load(Ordering::Relaxed)) && quiet >= FIN_LINGER
         };
-        // NIC queue q is served by the thread of test queue q mod queues.
-        let dealt = deal_by_queue(&placement.threads, xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect());
         let mut live: Vec<LiveStats> = Vec::new();
-        let inputs: Vec<(Vec<XskQueue>, Vec<XdpRecvFlow>)> = dealt
-            .into_iter()
-            .map(|queues| {
-                let thread_flows: Vec<XdpRecvFlow> = flows
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &(src, src_port))| {
-                        let l = LiveStats::default();
-                        live.push(Arc::clone(&l));
-                        XdpRecvFlow { src, src_port, queue: spec.queue_of_flow(i as u32), live: Some(l) }
-                    })
-                    .collect();
-                (queues, thread_flows)
-            })
-            .collect();
-        let worker_counters = Arc::clone(&counters);
-        let worker_cfg = cfg.clone();
-        let threads = QueueThreads::spawn(&placement.threads, inputs, move |(queues, flows)| {
-            Ok(xrecv::run(queues, &flows, &worker_counters, &worker_cfg))
-        })?;
+        // Every thread watches every flow; each flow's figures come from the threads that saw it.
+        let input = |(_, queues): (u32, Vec<XskQueue>)| {
+            let thread_flows: Vec<XdpRecvFlow> = flows
+                .iter()
+                .enumerate()
+                .map(|(i, &(src, src_port))| {
+                    let l = LiveStats::default();
+                    live.push(Arc::clone(&l));
+                    XdpRecvFlow { src, src_port, queue: spec.queue_of_flow(i as u32), live: Some(l) }
+                })
+                .collect();
+            (queues, thread_flows)
+        };
+        // NIC queue q is served by the thread of test queue q mod queues.
+        let items = xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect();
+        let threads =
+            side.spawn(items, input, move |(queues, flows), counters| Ok(xrecv::run(queues, &flows, counters, &cfg)))?;
         let t0 = Instant::now();
-        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: Some(&ifname), udp: &live };
         // Detach first, then let the threads empty their rings: the program's `redirected`
         // then equals what the threads read plus what the sockets dropped, exactly.
-        let mut release = || {
-            program.detach();
-            stop.store(true, Ordering::Relaxed);
-        };
+        let mut detach = || program.detach();
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
         // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
-        let ending = Ending::Receive {
+        let ending = SideEnd::Receive {
             until: t0 + spec.total() + RECEIVE_GRACE,
             ended: &ended,
             stop_cuts: true,
-            release: &mut release,
+            before_release: Some(&mut detach),
         };
-        let run = run_watched(ctl_live, Some(Role::Receiver), (spec, t0), threads, src, ending)?;
-        let (window, results, plans) = (run.window, run.results, run.plans);
+        let probes = SideProbes { iface: Some(&ifname), udp: &live, ..SideProbes::default() };
+        let run = side.run(threads, t0, probes, ending)?;
+        let results = &run.results;
         let steer: Vec<SteerCounters> = program.counters(nic_queues)?;
         let (mode, program_note) = (program.mode, program.note.clone());
         drop(program);
@@ -395,17 +372,13 @@ impl XdpReception {
             .enumerate()
             .map(|(i, s)| FlowOutcome { queue: spec.queue_of_flow(i as u32), bytes: s.bytes, error: None })
             .collect();
-        let mut report = SideReport::build(Role::Receiver, spec, &window, &outcomes, &plans);
-        if let Some(reason) = ctl_live.stopped() {
-            report.stopped_early(spec, &reason);
-        }
+        let mut report = side.report(&run, &outcomes);
         let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>());
         let datagrams = received.datagrams;
         report.udp = Some(received);
         let ipv6 = flows.first().is_some_and(|(ip, _)| ip.is_ipv6());
         let frame_len = spec.len + frame::header_len(ipv6) as u32;
-        let figures = receive_figures(&results, ifname, (mode, program_note), &steer, frame_len);
-        report.placement = placement.summary.clone();
+        let figures = receive_figures(results, ifname, (mode, program_note), &steer, frame_len);
         report.path = format!("{}, {} datagrams accounted", figures.describe(), datagrams);
         report.xdp = Some(figures);
         Ok(report)

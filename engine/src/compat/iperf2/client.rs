@@ -17,13 +17,12 @@ use crate::base::spec::{Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::{QueueCounters, SampleSources, Window};
+use crate::metrics::measure::Window;
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
-use crate::runtime::side::Ending;
-use crate::runtime::threads::{deal_by_queue, QueueThreads};
 use crate::session::driver::StreamHalves;
-use crate::session::live::{run_watched, Live};
+use crate::session::live::Live;
 use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
@@ -31,12 +30,11 @@ use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpS
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
 use crate::wire::iperf2::IPERF2_PORT;
-use crate::wire::udp_payload;
 use crate::workload::stream::TcpHalves;
+use crate::workload::udp_stream;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long a connect to the iperf2 server may take.
@@ -102,22 +100,7 @@ impl Live for Intervals {
 pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     let mut spec = opts.spec.clone();
     (spec.warmup_ms, spec.cooldown_ms) = (0, 0);
-    if spec.queues == 0 || spec.flows_per_queue == 0 || spec.depth == 0 || spec.len == 0 {
-        return Err(Error::usage("--queues, --flows-per-queue, --depth and --len must be at least 1"));
-    }
-    if spec.time_ms == 0 {
-        return Err(Error::usage("--time must be longer than 0"));
-    }
-    let udp_lens = udp_payload::HEADER_LEN as u32..=udp_send::MAX_DATAGRAM;
-    if spec.proto == Proto::Udp && !udp_lens.contains(&spec.len) {
-        return Err(Error::usage(format!(
-            "UDP datagram length {} is outside {}..={} bytes (iperf2's header takes {})",
-            spec.len,
-            udp_lens.start(),
-            udp_lens.end(),
-            udp_lens.start()
-        )));
-    }
+    spec.validate()?;
     let caps = KernelCaps::detect()?;
     caps.require_tcp_stream()?;
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
@@ -195,63 +178,33 @@ fn send_udp(
         let queue = spec.queue_of_flow(flow);
         items.push((queue, UdpSendFlow { socket, queue }));
     }
-    let halt = Arc::new(AtomicBool::new(false));
-    let counters = Arc::new(QueueCounters::new(spec.queues as usize));
+    let side = TestSide::new(Role::Sender, spec, placement, live);
     let inflight = if spec.gso { 8 } else { 32 };
     let t0 = Instant::now();
-    let inputs: Vec<_> = deal_by_queue(&placement.threads, items)
-        .into_iter()
-        .map(|flows| {
-            let cfg = UdpSendConfig {
-                wait: placement.wait,
-                ring: placement.fast.ring(),
-                batch: WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 },
-                len: spec.len,
-                gso: spec.gso,
-                inflight,
-                deadline: t0 + spec.total(),
-                halt: Some(Arc::clone(&halt)),
-                rate_bps: spec.rate_bps * flows.len() as u64 / u64::from(spec.flows()),
-                max_datagrams: 0,
-                drain_limit: Duration::from_secs(5),
-                fin: Some(FinConfig::iperf2()),
-                refused: None,
-            };
-            (flows, cfg)
-        })
-        .collect();
-    let worker_counters = Arc::clone(&counters);
-    let threads = QueueThreads::spawn(&placement.threads, inputs, move |(flows, cfg)| {
-        udp_send::run(flows, &worker_counters, &cfg)
-    })?;
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface, udp: &[] };
+    let input = |(_, flows): (u32, Vec<UdpSendFlow>)| {
+        let cfg = UdpSendConfig {
+            batch: WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 },
+            drain_limit: Duration::from_secs(5),
+            fin: Some(FinConfig::iperf2()),
+            ..udp_stream::send_config(spec, placement, (t0, flows.len()), side.halt())
+        };
+        (flows, cfg)
+    };
+    let threads = side.spawn(items, input, |(flows, cfg), counters| udp_send::run(flows, counters, &cfg))?;
     // Stopped early: the flows end now (and send their FINs), not at the planned end.
-    let mut halt_now = || halt.store(true, Ordering::Relaxed);
-    let ending = Ending::Send { halt: &mut halt_now };
-    let run = run_watched(live, Some(Role::Sender), (spec, t0), threads, src, ending)?;
-    let (window, results, plans) = (run.window, run.results, run.plans);
+    let run = side.run(threads, t0, SideProbes { iface, ..SideProbes::default() }, SideEnd::AtDeadline)?;
+    let results = &run.results;
     let sent: Vec<UdpFlowSent> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
-    let outcomes: Vec<FlowOutcome> =
-        sent.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = SideReport::build(Role::Sender, spec, &window, &outcomes, &plans);
-    if let Some(reason) = live.stopped() {
-        sender.stopped_early(spec, &reason);
-    }
+    let outcomes: Vec<FlowOutcome> = sent.iter().map(UdpFlowSent::outcome).collect();
+    let mut sender = side.report(&run, &outcomes);
     let paths = first_seen(results.iter().map(|r| r.path.describe()));
-    sender.placement = placement.summary.clone();
     sender.path = format!(
         "io_uring {} of {} B datagrams (iperf2 header, 64-bit sequence numbers), iperf2 FIN exchange at the end",
         paths.join(" / "),
         spec.len
     );
-    for note in results.iter().filter_map(|r| r.note.as_ref()) {
-        sender.path.push_str(&format!("; {note}"));
-    }
-    sender.udp = Some(UdpFigures {
-        datagrams: sent.iter().map(|f| f.datagrams).sum(),
-        refused: sent.iter().map(|f| f.refused).sum(),
-        ..UdpFigures::default()
-    });
+    sender.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
+    sender.udp = Some(udp_stream::sent_figures(&sent.iter().collect::<Vec<_>>()));
     Ok((sender, sent))
 }
 

@@ -56,7 +56,8 @@ pub struct RecvWorkerResult {
     pub rearms: u64,
 }
 
-struct FlowState {
+/// A flow being received on: its socket and what it has received so far.
+struct TcpReceivingFlow {
     stream: TcpStream,
     queue: u32,
     bytes: u64,
@@ -108,9 +109,9 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
     let ring = build_ring(entries, cfg.ring)?;
     let bufs = BufRing::register(&ring, BUF_GROUP, cfg.buf_count, cfg.buf_size)?;
     let mut rr = RecvRing { ring, bufs };
-    let mut state: Vec<FlowState> = flows
+    let mut state: Vec<TcpReceivingFlow> = flows
         .into_iter()
-        .map(|f| FlowState { stream: f.stream, queue: f.queue, bytes: 0, open: true, error: None })
+        .map(|f| TcpReceivingFlow { stream: f.stream, queue: f.queue, bytes: 0, open: true, error: None })
         .collect();
     if let Some(lowat) = cfg.rcvlowat {
         for flow in &state {

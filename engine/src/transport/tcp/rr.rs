@@ -33,7 +33,8 @@ enum Phase {
     Done,
 }
 
-struct FlowState {
+/// A flow in its transactions: its socket, where its current transaction stands, and its count.
+struct TcpTransactingFlow {
     stream: TcpStream,
     queue: u32,
     phase: Phase,
@@ -84,11 +85,11 @@ impl RrRing {
     }
 }
 
-fn states(flows: Vec<RrFlow>, phase: Phase) -> Vec<FlowState> {
+fn states(flows: Vec<RrFlow>, phase: Phase) -> Vec<TcpTransactingFlow> {
     let now = Instant::now();
     flows
         .into_iter()
-        .map(|f| FlowState {
+        .map(|f| TcpTransactingFlow {
             stream: f.stream,
             queue: f.queue,
             phase,
@@ -101,7 +102,7 @@ fn states(flows: Vec<RrFlow>, phase: Phase) -> Vec<FlowState> {
         .collect()
 }
 
-fn outcomes(state: Vec<FlowState>) -> Vec<FlowOutcome> {
+fn outcomes(state: Vec<TcpTransactingFlow>) -> Vec<FlowOutcome> {
     state.into_iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.transactions, error: f.error }).collect()
 }
 
@@ -113,7 +114,7 @@ pub(crate) fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrC
     let mut rr = RrRing::new(flows.len(), cfg)?;
     let mut state = states(flows, Phase::Sending);
     let mut latency_ns = latency_histogram();
-    let start = |rr: &mut RrRing, f: &mut FlowState, idx: usize| -> Result<()> {
+    let start = |rr: &mut RrRing, f: &mut TcpTransactingFlow, idx: usize| -> Result<()> {
         f.req_done = 0;
         f.resp_done = 0;
         f.phase = Phase::Receiving;

@@ -87,7 +87,8 @@ pub struct SendWorkerResult {
     pub stuck: u32,
 }
 
-struct FlowState {
+/// A flow being sent on: its socket, its sends in flight and what it has sent so far.
+struct TcpSendingFlow {
     stream: TcpStream,
     queue: u32,
     inflight: u32,
@@ -98,7 +99,7 @@ struct FlowState {
     error: Option<String>,
 }
 
-impl FlowState {
+impl TcpSendingFlow {
     /// The length of the next send: a whole message, or what is left of the budget.
     fn next_len(&self, len: u32) -> u32 {
         match self.budget {
@@ -127,7 +128,7 @@ struct SendRing {
 struct Sender<'a> {
     cfg: &'a SendWorkerConfig,
     sr: SendRing,
-    flows: Vec<FlowState>,
+    flows: Vec<TcpSendingFlow>,
     /// SEND_ZC in use (asked for, and the payload registered).
     zerocopy: bool,
     pacer: Pacer,
@@ -168,7 +169,7 @@ impl<'a> Sender<'a> {
 
         let flows = flows
             .into_iter()
-            .map(|f| FlowState {
+            .map(|f| TcpSendingFlow {
                 stream: f.stream,
                 queue: f.queue,
                 inflight: 0,
@@ -305,7 +306,7 @@ pub fn run(flows: Vec<SendFlow>, counters: &QueueCounters, cfg: &SendWorkerConfi
         let pace_wait = if stopping { None } else { s.issue(now)? };
         let inflight: u32 = s.flows.iter().map(|f| f.inflight).sum();
         // Every flow failed or sent its whole budget (`-n`).
-        let all_failed = s.flows.iter().all(FlowState::done);
+        let all_failed = s.flows.iter().all(TcpSendingFlow::done);
         if inflight == 0 && s.notifs_pending == 0 && (stopping || all_failed) {
             break;
         }

@@ -132,7 +132,8 @@ pub struct UdpRecvResult {
     pub note: Option<String>,
 }
 
-struct FlowState {
+/// A flow being received on: its socket, its sequence tracker and its end (FIN, report).
+struct UdpReceivingFlow {
     socket: UdpSocket,
     queue: u32,
     live: Option<LiveStats>,
@@ -252,7 +253,7 @@ fn parse_name(name: &[u8]) -> Option<SocketAddr> {
 }
 
 /// The iperf2 report of a flow so far.
-fn server_report(flow: &FlowState) -> ServerReport {
+fn server_report(flow: &UdpReceivingFlow) -> ServerReport {
     let stats = flow.tracker.stats();
     let stop = match (flow.first_data, flow.fin_at.or(flow.last_data)) {
         (Some(a), Some(b)) => b.saturating_duration_since(a),
@@ -282,7 +283,7 @@ fn server_report(flow: &FlowState) -> ServerReport {
 
 /// Sends the flow's report to `name` (the FIN's source address). Best effort: a report
 /// that does not go out is retried at the next FIN.
-fn answer(flow: &mut FlowState, name: &[u8]) {
+fn answer(flow: &mut UdpReceivingFlow, name: &[u8]) {
     let report = server_report(flow).encode();
     // SAFETY: a valid socket fd; report and name are live buffers of the lengths passed (name
     // is the kernel-filled sockaddr of the FIN's sender).
@@ -301,7 +302,7 @@ fn answer(flow: &mut FlowState, name: &[u8]) {
     }
 }
 
-impl FlowState {
+impl UdpReceivingFlow {
     /// Whether the flow expects nothing more: it saw its FIN or failed.
     #[inline]
     fn finished(&self) -> bool {
@@ -382,7 +383,7 @@ impl FlowState {
 struct Receiver<'a> {
     cfg: &'a UdpRecvConfig,
     rr: RecvRing,
-    flows: Vec<FlowState>,
+    flows: Vec<UdpReceivingFlow>,
     result: UdpRecvResult,
     notes: Vec<String>,
     /// Flows that have not failed.
@@ -412,7 +413,7 @@ impl<'a> Receiver<'a> {
 
         let mut result = UdpRecvResult { gro: cfg.gro, ..Default::default() };
         let mut notes: Vec<String> = Vec::new();
-        let mut state: Vec<FlowState> = Vec::with_capacity(flows.len());
+        let mut state: Vec<UdpReceivingFlow> = Vec::with_capacity(flows.len());
         for f in flows {
             if cfg.gro {
                 if let Err(e) = set_int_opt(&f.socket, libc::SOL_UDP, libc::UDP_GRO, 1) {
@@ -428,7 +429,7 @@ impl<'a> Receiver<'a> {
                 }
             }
             let tracker = if cfg.one_way_delay { SeqTracker::with_one_way_delay() } else { SeqTracker::new() };
-            state.push(FlowState {
+            state.push(UdpReceivingFlow {
                 socket: f.socket,
                 queue: f.queue,
                 live: f.live,
@@ -466,7 +467,7 @@ impl<'a> Receiver<'a> {
     /// failed, or every one saw its FIN and then `fin_linger` of silence.
     fn wait_limit(&self, now: Instant) -> Option<Duration> {
         let cfg = self.cfg;
-        let all_fin = self.flows.iter().all(FlowState::finished);
+        let all_fin = self.flows.iter().all(UdpReceivingFlow::finished);
         let silence = now.saturating_duration_since(self.last_datagram);
         if (all_fin && silence >= cfg.fin_linger) || self.open_flows == 0 {
             return None;
@@ -594,7 +595,7 @@ impl<'a> Receiver<'a> {
         if !notes.is_empty() {
             result.note = Some(notes.join("; "));
         }
-        result.flows = flows.iter().map(FlowState::outcome).collect();
+        result.flows = flows.iter().map(UdpReceivingFlow::outcome).collect();
         drop(rr);
         drop(flows);
         result

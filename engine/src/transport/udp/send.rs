@@ -22,9 +22,9 @@
 
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
-use crate::transport::errno_text;
 use crate::transport::pace::Pacer;
 use crate::transport::stopping::Stopping;
+use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
 use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
@@ -42,7 +42,7 @@ pub(crate) const MAX_GSO_SEGMENTS: u32 = 64;
 /// Most bytes in one GSO send: the largest IPv4 UDP payload (65535 - 20 - 8).
 pub(crate) const MAX_GSO_BYTES: u32 = 65_507;
 /// Largest datagram payload at all (IPv4).
-pub(crate) const MAX_DATAGRAM: u32 = 65_507;
+pub(crate) const MAX_DATAGRAM: u32 = crate::base::spec::MAX_UDP_PAYLOAD;
 
 /// One flow handed to a sending thread: a UDP socket already `connect`ed to the receiver.
 pub struct UdpSendFlow {
@@ -150,6 +150,13 @@ pub struct UdpFlowSent {
     pub error: Option<String>,
 }
 
+impl UdpFlowSent {
+    /// The flow's outcome for the side's report: what the kernel accepted.
+    pub(crate) fn outcome(&self) -> FlowOutcome {
+        FlowOutcome { queue: self.queue, bytes: self.bytes, error: self.error.clone() }
+    }
+}
+
 /// Result of one UDP sending thread.
 #[derive(Debug, Clone)]
 pub struct UdpSendResult {
@@ -185,7 +192,8 @@ struct Slot {
     count: u32,
 }
 
-struct FlowState {
+/// A flow being sent on: its socket, its free send slots, its next sequence number and its counts.
+struct UdpSendingFlow {
     socket: UdpSocket,
     queue: u32,
     free: Vec<usize>,
@@ -194,7 +202,7 @@ struct FlowState {
     out: UdpFlowSent,
 }
 
-impl FlowState {
+impl UdpSendingFlow {
     fn inflight(&self, per_flow: usize) -> usize {
         per_flow - self.free.len()
     }
@@ -214,7 +222,7 @@ impl FlowState {
             }
         }
     }
-    /// Takes the `count` numbers [`FlowState::next_numbers`] gave off the retry queue or the
+    /// Takes the `count` numbers [`UdpSendingFlow::next_numbers`] gave off the retry queue or the
     /// sequence.
     #[inline]
     fn take_numbers(&mut self, count: u32, from_retry: bool) {
@@ -317,7 +325,7 @@ fn new_slots(nslots: usize, per_flow: usize, slot_bytes: usize, cfg: &UdpSendCon
 struct Sender<'a> {
     cfg: &'a UdpSendConfig,
     sr: SendRing,
-    flows: Vec<FlowState>,
+    flows: Vec<UdpSendingFlow>,
     /// Datagram length in bytes (`cfg.len`).
     len: usize,
     /// Send slots per flow.
@@ -371,7 +379,7 @@ impl<'a> Sender<'a> {
         let flows = flows
             .into_iter()
             .enumerate()
-            .map(|(idx, f)| FlowState {
+            .map(|(idx, f)| UdpSendingFlow {
                 queue: f.queue,
                 socket: f.socket,
                 free: (idx * per_flow..(idx + 1) * per_flow).rev().collect(),
