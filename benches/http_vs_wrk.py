@@ -33,6 +33,11 @@ What the numbers mean
   * p99 latency: uringbench latency_us.p99 (HdrHistogram); wrk --latency "99%" line.
   * Values are median (min–max) over successful runs; ratios are uringbench/wrk of the
     medians.
+  * One failure rule for both tools (failed_run): a run fails, and is left out of the
+    medians and listed, when the client exits non-zero, times out, reports no requests, or
+    reports any request error or non-2xx response (uringbench: errors_total, non_2xx; wrk:
+    "Socket errors", "Non-2xx or 3xx responses"). Neither tool's wait-for-the-window
+    differs: both measure from their first request (neither has a warm-up).
 
 Targets (issue 6), reported, not asserted:
   requests/s >= wrk's (ratio >= 1.00); client CPU per request <= 0.5 x wrk's (ratio <= 0.50).
@@ -332,22 +337,14 @@ def run_uringbench(args, run, tmp, tool="uringbench"):
         res["error"] = "JSON lacks transactions_per_second/requests: %r" % (e,)
         return res
     finish_cpu(res, cpu_s, cpu0)
-    notes = []
+    problems = []
     errs = doc.get("errors_total")
     if errs:
-        notes.append("%s request errors %s" % (errs, json.dumps(
+        problems.append("%s request errors %s" % (errs, json.dumps(
             {k: v for k, v in (doc.get("errors") or {}).items() if k != "examples" and v})))
     if doc.get("non_2xx"):
-        notes.append("%s non-2xx responses" % doc["non_2xx"])
-    if rc != 0:
-        notes.append("exit status %s" % rc)
-    res["warning"] = "; ".join(notes) or None
-    if not res["requests"] or rc not in (0, 1):
-        res["error"] = "exited %s with %s requests: %s" % (
-            rc, res["requests"], tail_line(err) or "(no stderr)")
-        return res
-    res["ok"] = True
-    return res
+        problems.append("%s non-2xx responses" % doc["non_2xx"])
+    return failed_run(res, rc, res["requests"], problems, tail_line(err))
 
 
 _UNITS = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
@@ -395,8 +392,7 @@ def run_wrk(args, run, tmp):
         res["error"] = "timed out after %d s (killed)" % client_limit(args)
         return res
     if rc != 0:
-        res["error"] = "exited %s: %s" % (rc, tail_line(err) or tail_line(out) or "(no output)")
-        return res
+        return failed_run(res, rc, None, [], tail_line(err) or tail_line(out))
     rep = parse_wrk(text)
     res["report"] = rep
     if "rps" not in rep or not rep.get("requests"):
@@ -406,12 +402,21 @@ def run_wrk(args, run, tmp):
     res["rps"], res["requests"] = rep["rps"], rep["requests"]
     res["p50_us"], res["p99_us"] = rep.get("p50_us"), rep.get("p99_us")
     finish_cpu(res, cpu_s, cpu0)
-    notes = []
+    problems = []
     if rep.get("socket_errors") and any(rep["socket_errors"].values()):
-        notes.append("socket errors %s" % json.dumps(rep["socket_errors"]))
+        problems.append("socket errors %s" % json.dumps(rep["socket_errors"]))
     if rep.get("non_2xx_3xx"):
-        notes.append("%d non-2xx/3xx responses" % rep["non_2xx_3xx"])
-    res["warning"] = "; ".join(notes) or None
+        problems.append("%d non-2xx/3xx responses" % rep["non_2xx_3xx"])
+    return failed_run(res, rc, res["requests"], problems, tail_line(err))
+
+
+def failed_run(res, rc, requests, problems, stderr_tail):
+    """The one failure rule for every client: a non-zero exit, no requests, or any request
+    error or non-2xx response fails the run (kept out of the medians, listed as failed)."""
+    if rc != 0 or not requests or problems:
+        res["error"] = "exited %s with %s requests%s: %s" % (
+            rc, requests, "".join("; " + p for p in problems), stderr_tail or "(no stderr)")
+        return res
     res["ok"] = True
     return res
 

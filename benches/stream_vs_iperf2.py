@@ -17,16 +17,20 @@ What it does
 
 What the numbers mean
   * Throughput (Gbit/s) is what the RECEIVER counted:
-      - uringbench: sum.receiver.bits_per_second from `send --format json` (the tool's
-        measured window, i.e. after its warm-up and before its cool-down);
+      - uringbench: sum.receiver.bits_per_second from `send --format json`, run with
+        `--warmup 0s --cooldown 0s` (UB_SAME_WINDOW) so that its window is the whole
+        connection, slow start included, like iperf2's;
       - iperf2: the server's CSV report (-y C): bytes of all streams ÷ stream duration
         (whole connection, slow start included).
+    Same window for every tool, rather than iperf2's interval reports after a warm-up:
+    iperf2's CSV intervals are rounded to 0.1 s and its per-stream lines carry no [SUM], so
+    cutting them at a warm-up adds error of its own; uringbench's window, by contrast, can
+    simply start at the first byte.
   * CPU-s/GB: busy jiffies (user+nice+system+irq+softirq+steal, not idle/iowait) of cpu0
     and cpu1 from /proc/stat, read right before the client starts and right after it
     exits, converted with SC_CLK_TCK, divided by the receiver's WHOLE-RUN bytes / 1e9:
-      - uringbench: sum.receiver.total_bytes if the JSON has it (whole run incl. warm-up
-        and cool-down), else sum.receiver.bytes (measured window only: that would make
-        uringbench look slightly worse, never better);
+      - uringbench: sum.receiver.total_bytes if the JSON has it (whole run), else
+        sum.receiver.bytes (with no warm-up they are the same bytes);
       - iperf2: the server's total bytes (sum of the per-stream final reports).
     /proc/stat is used rather than per-process times because on this kind of VM softirq
     ticks are charged both to the interrupted task and to softirq; the per-CPU totals count each tick once.
@@ -69,6 +73,9 @@ CPU_RECV = 1
 
 LISTEN_TIMEOUT_S = 5.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The fair rule for every bench: the peers (iperf2, sockperf, wrk) measure from their first
+# byte, so uringbench's headline does too (no warm-up or cool-down left out of its window).
+UB_SAME_WINDOW = ["--warmup", "0s", "--cooldown", "0s"]
 
 # Every child we start, so that cleanup can find them (each in its own session/group).
 _children = []
@@ -254,7 +261,7 @@ def run_uringbench(args, q, run, tmp, binary=None, tool="uringbench"):
     send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), binary,
                 "send", "--target", ADDR_RECV, "--port", str(UB_PORT), "--queues", str(q),
                 "--time", time_arg(args.time), "--len", args.len, "--format", "json"]
-    send_cmd += shlex.split(args.ub_send_args)
+    send_cmd += UB_SAME_WINDOW + shlex.split(args.ub_send_args)
     recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), binary,
                 "recv", "--once", "--port", str(UB_PORT)] + shlex.split(args.ub_recv_args)
     res = new_result(tool, q, run, shlex.join(send_cmd))
@@ -509,8 +516,9 @@ def explain_header(args):
         "Receiver pinned to CPU %d, sender to CPU %d (taskset), netns pair over veth, "
         "MTU %d, --len %s, %g s per run, %d interleaved runs per queue count."
         % (CPU_RECV, CPU_SEND, args.mtu, args.len, args.time, args.runs),
-        "Gbit/s: receiver-side. uringbench: sum.receiver.bits_per_second (its measured "
-        "window); iperf2: server CSV bytes / stream duration (whole connection).",
+        "Gbit/s: receiver-side, whole connection for both tools. uringbench: "
+        "sum.receiver.bits_per_second with --warmup 0s --cooldown 0s; iperf2: server CSV "
+        "bytes / stream duration.",
         "CPU-s/GB: /proc/stat busy time (user+nice+system+irq+softirq+steal) of cpu0+cpu1 "
         "from client start to client exit, / receiver whole-run bytes (uringbench: "
         "sum.receiver.total_bytes, else sum.receiver.bytes; iperf2: server total bytes).",

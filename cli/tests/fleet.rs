@@ -134,8 +134,12 @@ fn external_addresses_are_capped_and_internal_ones_are_not() {
     let ext_max = external["receiver_bits_per_second"]["max"].as_f64().unwrap();
     let int_median = internal["receiver_bits_per_second"]["median"].as_f64().unwrap();
     assert!(ext_max < 1.1e9, "external (tbf 1 Gbit/s) max {ext_max}");
-    assert!(int_median > 5e9, "internal median {int_median}");
+    // Not capped: no run on an internal address names the qdisc, and they run above the cap (a
+    // veth carries 5-20 Gbit/s here, an effect no load on this machine hides).
+    assert!(int_median > ext_max, "internal median {int_median} above the external cap {ext_max}");
     assert_eq!(external["verdicts"][0], "qdisc", "{external}");
+    let internal_verdicts = internal["verdicts"].as_array().expect("verdicts[]");
+    assert!(!internal_verdicts.iter().any(|v| v == "qdisc"), "{internal}");
     for r in records(&dir) {
         let egress = r["document"].pointer("/path/egress_interface").and_then(Value::as_str).unwrap().to_string();
         assert_eq!(egress, if r["address"] == "external" { "ext0" } else { "eth0" }, "{}", r["id"]);

@@ -40,7 +40,7 @@ impl Nginx {
         let conf = format!(
             "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
 events {{ worker_connections 256; }}\n\
-http {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  default_type text/plain;\n\
+http {{\n  access_log {d}/access.log;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  default_type text/plain;\n\
   keepalive_requests 100000;\n\
   server {{\n    listen 127.0.0.1:{port};\n    root {d}/www;\n\
     location /gz/ {{ gzip on; gzip_min_length 1; gzip_types text/plain; chunked_transfer_encoding on; }}\n  }}\n}}\n"
@@ -81,6 +81,11 @@ http {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path 
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// Requests nginx itself logged so far (its access log: one line per request served).
+    fn served(&self) -> u64 {
+        std::fs::read_to_string(self.dir.join("access.log")).map_or(0, |t| t.lines().count() as u64)
+    }
+
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -105,6 +110,26 @@ fn http(args: &[&str]) -> Output {
     out
 }
 
+/// `uringbench http ARGS` run by bash, which prints its child's CPU time (`times`: the
+/// kernel's rusage of the whole process, all threads) on the last line of stderr. Returns the
+/// output without that line, and the child's user + system seconds.
+fn http_with_cpu(args: &[&str]) -> (Output, f64) {
+    let mut c = Command::new("bash");
+    c.args(["-c", "\"$@\"; rc=$?; times >&2; exit $rc", "bash", bin(), "http"]).args(args);
+    let (mut out, _) = run_bounded(c, LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (rest, children) = stderr.trim_end().rsplit_once('\n').expect("bash times: two lines");
+    let seconds = |t: &str| {
+        let (m, s) = t.trim_end_matches('s').split_once('m').unwrap_or_else(|| panic!("bash times: {t}"));
+        m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap()
+    };
+    let cpu = children.split_whitespace().map(seconds).sum();
+    // Drop the shell's own line too: what remains is uringbench's stderr.
+    out.stderr = rest.rsplit_once('\n').map_or("", |(r, _)| r).as_bytes().to_vec();
+    assert!(!rest.contains("panicked"), "uringbench panicked: {rest}");
+    (out, cpu)
+}
+
 fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
@@ -123,11 +148,21 @@ fn raw_get(port: u16, path: &str, extra: &str) -> String {
 fn nginx_keepalive_and_not() {
     let _g = common::serial();
     let nginx = Nginx::start(18081);
-    let out = http(&[&nginx.url("/"), "-c", "4", "-d", "1s", "-t", "2", "--format", "json"]);
+    let served_before = nginx.served();
+    let (out, process_cpu) = http_with_cpu(&[&nginx.url("/"), "-c", "4", "-d", "1s", "-t", "2", "--format", "json"]);
+    std::thread::sleep(Duration::from_millis(200)); // nginx logs right after each response it sends
+    let served = nginx.served() - served_before;
     let v = json(&out);
     assert_eq!(code(&out), 0, "keep-alive run is complete: {v}");
     let requests = u64_at(&v, "/requests");
+    // A sanity floor, orders of magnitude below the tens of thousands nginx serves here in 1 s.
     assert!(requests > 100, "requests {requests}");
+    // The server's own count: every request uringbench counted, plus at most the one in flight on
+    // each of the 4 connections when the run ended.
+    assert!(
+        (requests..=requests + 4).contains(&served),
+        "nginx logged {served} requests, uringbench counted {requests}"
+    );
     assert_eq!(u64_at(&v, "/status/200"), requests);
     assert_eq!(u64_at(&v, "/errors_total"), 0);
     assert!(u64_at(&v, "/connections_opened") <= 8, "keep-alive reuses connections: {v}");
@@ -135,12 +170,20 @@ fn nginx_keepalive_and_not() {
         assert!(u64_at(&v, &format!("/latency_us/{k}")) > 0, "latency_us.{k}");
     }
     assert!(common::f64_at(&v, "/transactions_per_second") > 0.0);
-    assert!(common::f64_at(&v, "/cpu/us_per_request") >= 0.0);
+    // The client's CPU per request, turned back into seconds, is its load threads' share of what
+    // the kernel charged the whole process (bash's `times`, 10 ms ticks on both sides): at most
+    // all of it, and most of it (the main thread only starts and joins them).
+    let threads_cpu = common::f64_at(&v, "/cpu/us_per_request") * requests as f64 / 1e6;
+    assert!(
+        threads_cpu > 0.0 && threads_cpu <= process_cpu + 0.02 && threads_cpu >= process_cpu * 0.5 - 0.02,
+        "report: {threads_cpu} s of CPU in the load threads, kernel: {process_cpu} s for the process"
+    );
 
     let out = http(&[&nginx.url("/"), "-c", "2", "-d", "1s", "--no-keepalive", "--format", "json"]);
     let v = json(&out);
     assert_eq!(code(&out), 0, "{v}");
     let requests = u64_at(&v, "/requests");
+    // Sanity floor, orders of magnitude below this machine's new connections per second.
     assert!(requests > 20, "requests {requests}");
     assert!(u64_at(&v, "/connections_opened") >= requests, "one connection per request: {v}");
 
@@ -160,6 +203,7 @@ fn nginx_chunked_404_and_rate() {
     let out = http(&[&nginx.url("/gz/big.txt"), "-c", "2", "-d", "1s", "-H", "Accept-Encoding: gzip", "-J"]);
     let v = json(&out);
     assert_eq!(code(&out), 0, "{v}");
+    // A sanity floor orders of magnitude below what nginx serves here in 1 s.
     assert!(u64_at(&v, "/status/200") > 50 && u64_at(&v, "/errors_total") == 0, "{v}");
 
     let out = http(&[&nginx.url("/missing"), "-c", "2", "-d", "500ms", "-J"]);

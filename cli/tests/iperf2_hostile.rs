@@ -131,7 +131,7 @@ fn iperf_present() -> bool {
 #[test]
 fn under_64_descriptors_80_idle_connections_do_not_stop_real_clients() {
     if !iperf_present() {
-        eprintln!("iperf not installed: skipped");
+        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
         return;
     }
     let _serial = serial();
@@ -164,7 +164,7 @@ fn under_64_descriptors_80_idle_connections_do_not_stop_real_clients() {
 #[test]
 fn three_thousand_idle_connections_cost_descriptors_for_seconds_and_no_threads() {
     if !iperf_present() {
-        eprintln!("iperf not installed: skipped");
+        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
         return;
     }
     let _serial = serial();
@@ -200,7 +200,7 @@ fn three_thousand_idle_connections_cost_descriptors_for_seconds_and_no_threads()
 #[test]
 fn out_of_descriptors_accepting_pauses_once_and_resumes() {
     if !iperf_present() {
-        eprintln!("iperf not installed: skipped");
+        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
         return;
     }
     let _serial = serial();

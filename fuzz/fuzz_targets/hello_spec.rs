@@ -61,7 +61,12 @@ fuzz_target!(|data: &[u8]| {
     if version != PROTOCOL_VERSION {
         return;
     }
-    let _ = udp_ports.len() == spec.data_connections() as usize;
+    // The receiver's second check (session::server's admission): a UDP test announces one
+    // source port per data connection, or is refused.
+    let connections = spec.data_connections();
+    if spec.proto == Proto::Udp && udp_ports.len() != connections as usize {
+        return;
+    }
     let threads = (spec.queues as usize).min(CPUS);
     let limits = ServerLimits::default();
     let memory = Workloads { xdp: None }.memory(&spec, threads);
@@ -75,6 +80,12 @@ fuzz_target!(|data: &[u8]| {
     let total = u128::from(spec.warmup_ms) + u128::from(spec.time_ms) + u128::from(spec.cooldown_ms);
     assert!(total <= u128::from(limits.max_total_ms), "a {total} ms test accepted");
     assert_eq!(u128::from(spec.flows()), flows, "flows() of an accepted spec is exact");
+    let per_direction = if spec.direction == Direction::Bidir { 2 } else { 1 };
+    let expected = if spec.workload == Workload::Crr { 0 } else { flows * per_direction };
+    assert_eq!(u128::from(connections), expected, "data_connections() of an accepted spec is exact");
+    if spec.proto == Proto::Udp {
+        assert_eq!(udp_ports.len() as u128, expected, "an accepted UDP test has a port per connection");
+    }
     assert_eq!(spec.total().as_millis(), total);
     for flow in 0..spec.flows() {
         assert!(spec.queue_of_flow(flow) < spec.queues);

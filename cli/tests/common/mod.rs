@@ -46,6 +46,44 @@ impl FileLock {
     }
 }
 
+/// What a skipped test lacked, which decides whether CI may skip it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Lacking {
+    /// A tool CI installs (scripts/install-deps.sh --test): with URINGBENCH_NO_SKIP=1 (set by
+    /// .ci/run for scripts/test.sh) the skip is a failure.
+    Installed,
+    /// The VM lab, which CI runs in a stage of its own (scripts/vmlab.sh run sets
+    /// URINGBENCH_VMLAB_REQUIRED=1 there, making a missing lab a failure).
+    VmLab,
+}
+
+/// Marks the calling test as skipped: prints `SKIP: <binary>::<test>: <reason>` and appends
+/// the same line to $URINGBENCH_SKIP_LOG (scripts/test.sh counts those lines apart from the
+/// passes: cargo captures a passing test's output, so stdout alone would hide the skip), else
+/// to target/tmp/skipped-tests.log. The caller returns right after. Panics instead when
+/// URINGBENCH_NO_SKIP is set and the missing piece is one CI installs.
+pub fn skip(lacking: Lacking, reason: &str) {
+    let thread = std::thread::current();
+    // libtest runs each test on a thread named after it.
+    let test = thread.name().unwrap_or("unnamed test");
+    let line = format!("SKIP: {}::{test}: {reason}", env!("CARGO_CRATE_NAME"));
+    assert!(
+        lacking != Lacking::Installed || std::env::var_os("URINGBENCH_NO_SKIP").is_none(),
+        "{line} (URINGBENCH_NO_SKIP is set: CI installs this, so a skip is a failure)"
+    );
+    println!("{line}");
+    let log = std::env::var_os("URINGBENCH_SKIP_LOG")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.log"), PathBuf::from);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap_or_else(|e| panic!("open the skip log {}: {e}", log.display()));
+    // One write of one line to an O_APPEND file: test binaries appending at once never interleave.
+    std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes())
+        .unwrap_or_else(|e| panic!("write the skip log {}: {e}", log.display()));
+}
+
 pub const RECV_ADDR: &str = "10.77.0.2";
 
 pub fn bin() -> &'static str {
@@ -138,6 +176,18 @@ impl NetnsPair {
         let mut c = self.cmd(&self.sender_ns(), bin(), &["send"]);
         c.args(args);
         run_bounded(c, limit)
+    }
+
+    /// One counter of namespace `ns`'s /proc/net/snmp, read here (e.g. "Tcp", "InSegs").
+    pub fn snmp_counter(&self, ns: &str, group: &str, name: &str) -> u64 {
+        let out = self.cmd(ns, "cat", &["/proc/net/snmp"]).output().expect("cat /proc/net/snmp");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let prefix = format!("{group}:");
+        let mut rows = text.lines().filter(|l| l.starts_with(&prefix));
+        let (names, values) = (rows.next(), rows.next());
+        let (names, values) = names.zip(values).unwrap_or_else(|| panic!("no {group} rows in /proc/net/snmp:\n{text}"));
+        let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no {group} {name}"));
+        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("numeric SNMP counter")
     }
 
     /// One counter of the receiver's veth end.
@@ -241,6 +291,26 @@ pub fn finish(mut child: Child, limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// How many entries /proc/PID/WHAT has (`task`: threads, `fd`: descriptors); a failed read
+/// panics rather than reading as 0.
+pub fn proc_entries(pid: u32, what: &str) -> usize {
+    let dir = format!("/proc/{pid}/{what}");
+    std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("read {dir}: {e}")).count()
+}
+
+/// User + system CPU seconds the kernel has charged process `pid` so far (/proc/PID/stat).
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    // Fields after the command name (which may hold spaces) end with ')': utime and stime are
+    // fields 14 and 15, the 12th and 13th after it.
+    let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or_else(|| panic!("{path}: {text}"));
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().expect("utime") + f[12].parse::<f64>().expect("stime");
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
 pub fn json(out: &Output) -> serde_json::Value {

@@ -205,8 +205,31 @@ Tcp: OutSegs RetransSegs InErrs\nTcp: 10 1 0\n";
         }
     }
 
+    /// One counter of /proc/net/snmp by a reading of its own (names row, then values row).
+    fn file_counter(group: &str, name: &str) -> u64 {
+        let text = std::fs::read_to_string(PATH).unwrap();
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(&format!("{group}:"))).collect();
+        let at = rows[0].split_whitespace().position(|n| n == name).unwrap();
+        rows[1].split_whitespace().nth(at).unwrap().parse().unwrap()
+    }
+
     #[test]
-    fn live_read_works() {
-        SnmpCounters::read().expect("/proc/net/snmp is readable on Linux");
+    fn live_read_matches_the_file() {
+        // Traffic of our own on loopback, so that both counters are non-zero.
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.send_to(b"x", rx.local_addr().unwrap()).unwrap();
+        rx.recv_from(&mut [0; 1]).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _conn = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let before = (file_counter("Tcp", "OutSegs"), file_counter("Udp", "InDatagrams"));
+        let c = SnmpCounters::read().expect("/proc/net/snmp is readable on Linux");
+        let after = (file_counter("Tcp", "OutSegs"), file_counter("Udp", "InDatagrams"));
+        assert!(before.0 > 0 && before.1 > 0, "our own segments and datagram were counted: {before:?}");
+        assert!((before.0..=after.0).contains(&c.tcp_out_segs), "OutSegs {} vs {before:?}..{after:?}", c.tcp_out_segs);
+        assert!(
+            (before.1..=after.1).contains(&c.udp_in_datagrams),
+            "InDatagrams {} vs {before:?}..{after:?}",
+            c.udp_in_datagrams
+        );
     }
 }

@@ -171,6 +171,12 @@ mod tests {
     #[test]
     fn live_read_has_a_line_per_online_cpu() {
         let cpus = read().expect("/proc/net/softnet_stat is readable");
-        assert!(!cpus.is_empty());
+        // SAFETY: sysconf has no preconditions.
+        let (online, configured) =
+            unsafe { (libc::sysconf(libc::_SC_NPROCESSORS_ONLN), libc::sysconf(libc::_SC_NPROCESSORS_CONF)) };
+        assert_eq!(cpus.len() as i64, online, "one line per CPU sysconf counts online: {cpus:?}");
+        let ids: Vec<u32> = cpus.iter().map(|c| c.cpu).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase: {ids:?}");
+        assert!(ids.iter().all(|&id| i64::from(id) < configured), "ids are CPUs of this machine: {ids:?}");
     }
 }

@@ -831,7 +831,8 @@ mod tests {
     }
 
     /// Our sender against an unmodified `iperf -s -u` 2.1.8: it must account our datagrams and
-    /// send back a report we decode. Needs the `iperf` binary; run with `--ignored`.
+    /// send back a report we decode. Needs the `iperf` binary (scripts/install-deps.sh --test
+    /// installs it); it runs with the other unit tests and fails, not skips, without it.
     #[test]
     fn iperf2_server_accounts_our_datagrams() {
         assert!(iperf_present(), "iperf (2.1.8) is not installed: apt-get install iperf (.ci/run does)");
@@ -876,7 +877,8 @@ mod tests {
     }
 
     /// An unmodified `iperf -c -u` 2.1.8 against our receiver: we account its datagrams and
-    /// its client prints our report. Needs the `iperf` binary; run with `--ignored`.
+    /// its client prints our report. Needs the `iperf` binary (scripts/install-deps.sh --test
+    /// installs it); it runs with the other unit tests and fails, not skips, without it.
     #[test]
     fn iperf2_client_prints_our_report() {
         assert!(iperf_present(), "iperf (2.1.8) is not installed: apt-get install iperf (.ci/run does)");
