@@ -16,7 +16,7 @@ What it does
       (a) uringbench UDP with GSO on the sender and GRO on the receiver:
             ip netns exec ubudp-b taskset -c 1 uringbench recv --once --port 5300
             ip netns exec ubudp-a taskset -c 0 uringbench send --target 10.77.0.2
-                --port 5300 -u -l 1470 -t 10s -J
+                --port 5300 -u -l 1470 -b 0 -t 10s -J
       (b) the same with `send --no-gso` (one datagram per send; the receiver follows the
           sender's test spec and then runs without GRO);
       (c) iperf2:
@@ -199,8 +199,8 @@ def run_uringbench(args, tool, run, tmp):
                 "-l", str(args.len), "-t", time_arg(args.time), "-J"]
     if tool.startswith("nogso"):
         send_cmd.append("--no-gso")
-    if args.rate_bps:
-        send_cmd += ["-b", str(args.rate_bps)]
+    # -b 0: unpaced (UDP without -b offers 1 Mbit/s per flow, as iperf does).
+    send_cmd += ["-b", str(args.rate_bps or 0)]
     send_cmd += shlex.split(args.ub_send_args)
     recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), binary,
                 "recv", "--once", "--port", str(UB_PORT)] + shlex.split(args.ub_recv_args)

@@ -19,7 +19,7 @@ fn paced_gso_stream_arrives_complete() {
     let _serial = serial();
     let pair = NetnsPair::up("ubu-gso");
     let _recv = pair.spawn_recv(&["--cpus", "1"]);
-    let doc = udp_send(&pair, &["-b", "2G", "-P", "2", "-i", "250ms", "--one-way-delay"]);
+    let doc = udp_send(&pair, &["-b", "1G", "-P", "2", "-i", "250ms", "--one-way-delay"]);
     let sent = u64_at(&doc, "/sum/sender/datagrams");
     let received = u64_at(&doc, "/sum/receiver/datagrams");
     let lost = u64_at(&doc, "/sum/receiver/lost");
