@@ -13,7 +13,25 @@ pub const EXAMPLES: &str = "Examples:
   uringbench recv                                  # serve tests on port 5300, one after another
   uringbench send --target 10.0.0.2 -P 16 -t 30s   # 16 queues for 30 s, receiver-verified report
   uringbench send --target 10.0.0.2 -J > run.json  # machine-readable report
-  uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test";
+  uringbench -s                                    # iperf's spelling of recv
+  uringbench -c 10.0.0.2 -P 4 -t 30                # iperf's spelling of send (docs/iperf.md)
+
+Exit status: 0 the test completed, 1 it failed or was incomplete, 2 a usage error.";
+
+const RECV_EXAMPLES: &str = "Examples:
+  uringbench recv                                  # serve tests on port 5300, one after another
+  uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test
+  uringbench recv --psk-file /etc/uringbench/psk --allow 10.0.0.0/8   # a receiver others can reach";
+
+const SEND_EXAMPLES: &str = "Examples:
+  uringbench send -c 10.0.0.2 -P 16 -t 30s         # 16 queues for 30 s, receiver-verified report
+  uringbench send -c 10.0.0.2 -u -b 2G -l 1470     # UDP, 2 Gbit/s per flow
+  uringbench send -c 10.0.0.2 -R -J > run.json     # the receiver's host sends; JSON report";
+
+const RR_EXAMPLES: &str = "Examples:
+  uringbench rr -c 10.0.0.2 -t 10s                 # one transaction in flight: latency percentiles
+  uringbench rr -c 10.0.0.2 -P 4 --flows-per-queue 8 --req 64 --resp 1K -J
+  uringbench crr -c 10.0.0.2 -P 2                  # a connection per transaction";
 
 /// Bytes per send (TCP) or per datagram (UDP) when `-l` is not given.
 pub fn default_len(udp: bool) -> u64 {
@@ -38,19 +56,29 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Receive tests: counts what senders deliver and reports it back.
+    #[command(after_help = RECV_EXAMPLES)]
     Recv(RecvArgs),
     /// Send a test to a running `uringbench recv` and print both sides' figures.
+    #[command(after_help = SEND_EXAMPLES)]
     Send(SendArgs),
     /// HTTP/1.1 load on a web server, like wrk/wrk2: latency percentiles, requests/s, errors.
     Http(HttpArgs),
     /// Request/response against `uringbench recv`: transactions/s and latency percentiles.
+    #[command(after_help = RR_EXAMPLES)]
     #[command(mut_arg("bytes", |a| a.hide(true)), mut_arg("skip_rx_copy", |a| a.hide(true)))]
     Rr(RrArgs),
     /// Connect/request/response/close against `uringbench recv`: connections/s, latency, failures.
+    // crr's connections live for one transaction: no TCP knob of a long flow, no UDP form.
+    #[command(after_help = RR_EXAMPLES)]
     #[command(
         mut_arg("bytes", |a| a.hide(true)),
         mut_arg("skip_rx_copy", |a| a.hide(true)),
-        mut_arg("udp", |a| a.hide(true))
+        mut_arg("udp", |a| a.hide(true)),
+        mut_arg("congestion", |a| a.hide(true)),
+        mut_arg("window", |a| a.hide(true)),
+        mut_arg("mss", |a| a.hide(true)),
+        mut_arg("no_delay", |a| a.hide(true)),
+        mut_arg("fq_rate", |a| a.hide(true))
     )]
     Crr(RrArgs),
     /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.
@@ -246,7 +274,7 @@ pub struct RecvArgs {
     /// Exit after one test (exit code 1 if it was incomplete).
     #[arg(long)]
     pub once: bool,
-    /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on the port (default 5001).
+    /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on -p's port, 5001 unless given.
     #[arg(long)]
     pub iperf2: bool,
     /// Longest test a sender may request (warm-up and cool-down included).
@@ -887,8 +915,14 @@ pub struct ExperimentArgs {
   sysctl:net.core.rmem_max=67108864     file:/sys/class/net/eth0/queues/rx-0/rps_cpus=3
   ethtool-k:eth0:gro=on                 ethtool-l:eth0:combined=4   ethtool-g:eth0:rx=4096
   ethtool-c:eth0:rx-usecs=50            mtu:eth0=9000               qdisc:eth0=fq
-The state file is scripts/tune.sh's: one KIND<TAB>KEY<TAB>PREVIOUS line per change.")]
+The state file is scripts/tune.sh's: one KIND<TAB>KEY<TAB>PREVIOUS line per change.
+
+Examples:
+  uringbench settings apply --state /tmp/tune.state sysctl:net.core.rmem_max=67108864
+  uringbench settings show --state /tmp/tune.state
+  uringbench settings revert --state /tmp/tune.state")]
 pub struct SettingsArgs {
+    /// What to do with the state file.
     #[arg(value_enum)]
     pub action: SettingsAction,
     /// The state file.
