@@ -322,7 +322,7 @@ fn recv(args: RecvArgs) -> Result<u8, Error> {
             }
             ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
             ServerEvent::Unauthenticated { exposed } => format!(
-                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (README: \"A receiver on a public address\")",
+                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (docs/public-receiver.md)",
                 exposed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
             ),
         };
