@@ -238,3 +238,41 @@ fn flags_without_equivalent_are_one_line_errors() {
         one_line_error(&out, 2, needle);
     }
 }
+
+#[test]
+fn output_and_path_flags_do_what_iperf_users_expect() {
+    let _s = serial();
+    let pair = NetnsPair::up("ubih8");
+    let _server = Server::start(&pair, &["-s", "-B", RECV_ADDR, "--server-bitrate-limit", "500M"], "5300");
+    let ss = pair.cmd(&pair.receiver_ns(), "ss", &["-Htln"]).output().expect("ss");
+    assert!(String::from_utf8_lossy(&ss.stdout).contains("10.77.0.2:5300 "), "-s -B: listens on that address only");
+    // Paced: the receiver refuses unlimited tests under --server-bitrate-limit.
+    let short = ["-t", "1", "-O", "0", "-b", "100M"];
+    let run = |extra: &[&str]| client(&pair, &[&["-c", RECV_ADDR][..], &short, extra].concat());
+    // --server-bitrate-limit is recv's --max-rate: a faster test is refused.
+    let fast = client(&pair, &["-c", RECV_ADDR, "-t", "1", "-O", "0", "-b", "1G", "-J"]);
+    assert!(
+        !fast.status.success() && String::from_utf8_lossy(&fast.stderr).contains("--max-rate"),
+        "{}",
+        text_of(&fast)
+    );
+    let csv = ok(&run(&["-y", "C"]));
+    assert!(csv.lines().next().is_some_and(|l| l.starts_with("kind,") || l.contains(',')), "-y C: CSV\n{csv}");
+    let stream = ok(&run(&["--json-stream"]));
+    let first: serde_json::Value = serde_json::from_str(stream.lines().next().unwrap_or("")).expect("a JSON line");
+    assert_eq!(first["event"], "start", "--json-stream");
+    let log = std::env::temp_dir().join(format!("uringbench-habits-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    ok(&run(&["--logfile", log.to_str().unwrap_or_default()]));
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(logged.contains("[SUM] 0.00-1.00"), "--logfile holds the report:\n{logged}");
+    let doc = json(&run(&["-J", "--fq-rate", "100M", "--dscp", "AF11", "--skip-rx-copy", "-4"]));
+    let flow = &doc["tcp"]["sender_flows_end"][0];
+    assert_eq!(flow["max_pacing_rate"], 12_500_000, "--fq-rate 100M in bytes/s: {flow}");
+    assert_eq!(flow["tos"], 0x28, "--dscp AF11: {flow}");
+    assert_eq!(doc["test"]["skip_rx_copy"], true);
+    let doc = json(&run(&["-J", "-u", "--trip-times"]));
+    assert!(doc.pointer("/sum/receiver/one_way_delay_us/mean").is_some_and(|v| v.is_number()), "--trip-times: {doc}");
+    assert!(f64_at(&doc, "/sum/receiver/bits_per_second") > 90e6, "-b 100M per flow");
+}
