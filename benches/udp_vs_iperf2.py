@@ -16,7 +16,7 @@ What it does
       (a) uringbench UDP with GSO on the sender and GRO on the receiver:
             ip netns exec ubudp-b taskset -c 1 uringbench recv --once --port 5300
             ip netns exec ubudp-a taskset -c 0 uringbench send --target 10.77.0.2
-                --port 5300 -u -l 1470 -t 10s -J --warmup 0s --cooldown 0s -b 0
+                --port 5300 -u -l 1470 -b 0 -t 10s -J --warmup 0s --cooldown 0s
       (b) the same with `send --no-gso` (one datagram per send; the receiver follows the
           sender's test spec and then runs without GRO);
       (c) iperf2:
@@ -199,7 +199,7 @@ def run_uringbench(args, tool, run, tmp):
                 "-l", str(args.len), "-t", time_arg(args.time), "-J"] + sv.UB_SAME_WINDOW
     if tool.startswith("nogso"):
         send_cmd.append("--no-gso")
-    # Always explicit: -b 0 is uringbench's "unlimited", whatever its UDP default.
+    # -b 0, always explicit: unpaced (UDP without -b offers 1 Mbit/s per flow, as iperf does).
     send_cmd += ["-b", str(args.rate_bps or 0)]
     send_cmd += shlex.split(args.ub_send_args)
     recv_cmd = ["ip", "netns", "exec", NS_RECV, "taskset", "-c", str(CPU_RECV), binary,

@@ -15,7 +15,7 @@ What it does
           the receiver's veth: native mode, copy-mode sockets):
             ip netns exec uxbench-b taskset -c 1 uringbench recv --once --engine xdp
             ip netns exec uxbench-a taskset -c 0 uringbench send --target 10.77.0.2 -u
-                -l LEN -t T -J --engine xdp
+                -l LEN -b 0 -t T -J --engine xdp
       (g) the same with the receiver's program in generic mode (`recv --xdp-mode generic`):
           on veth, native mode converts every skb into a page-pool buffer (one more copy on
           the sender's CPU) and was measured slower than generic mode;

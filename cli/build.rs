@@ -31,7 +31,12 @@ fn main() {
     let mut cmd = args::Cli::command();
     // `uringbench.1` and one page per subcommand (`uringbench-send.1`, ...), as
     // `man uringbench-send` expects.
-    clap_mangen::generate_to(cmd.clone(), &man).unwrap_or_else(|e| panic!("writing man pages: {e}"));
+    let mut built = cmd.clone().disable_help_subcommand(true);
+    built.build();
+    for page in std::iter::once(&built).chain(built.get_subcommands()) {
+        let path = man.join(format!("{}.1", page.get_display_name().unwrap_or_else(|| page.get_name())));
+        std::fs::write(&path, man_page(page)).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
     for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh, clap_complete::Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd, "uringbench", &completions)
             .unwrap_or_else(|e| panic!("writing {shell} completions: {e}"));
@@ -44,6 +49,74 @@ fn main() {
         }
     }
 }
+
+/// One man page: clap_mangen's sections, the command's notes, then EXAMPLES (the example
+/// lines of its after-help), EXIT STATUS and ENVIRONMENT.
+fn man_page(cmd: &clap::Command) -> Vec<u8> {
+    let after = cmd.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+    let (examples, notes): (Vec<&str>, Vec<&str>) =
+        after.lines().filter(|l| !l.starts_with("Example")).partition(|l| l.trim_start().starts_with("uringbench "));
+    let page = clap_mangen::Man::new(cmd.clone().after_help(notes.join("\n").trim().to_string()));
+    let mut out = Vec::new();
+    let fail = |e: std::io::Error| panic!("rendering the man page of {}: {e}", cmd.get_name());
+    page.render_title(&mut out).unwrap_or_else(fail);
+    page.render_name_section(&mut out).unwrap_or_else(fail);
+    page.render_synopsis_section(&mut out).unwrap_or_else(fail);
+    page.render_description_section(&mut out).unwrap_or_else(fail);
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        page.render_options_section(&mut out).unwrap_or_else(fail);
+    }
+    if cmd.has_subcommands() {
+        page.render_subcommands_section(&mut out).unwrap_or_else(fail);
+    }
+    if !notes.join("").trim().is_empty() {
+        page.render_extra_section(&mut out).unwrap_or_else(fail);
+    }
+    let mut roff = String::from(".SH EXAMPLES\n");
+    for e in &examples {
+        roff.push_str(&format!(".nf\n{}\n.fi\n", escape(e.trim())));
+    }
+    roff.push_str(EXIT_STATUS);
+    roff.push_str(ENVIRONMENT);
+    out.extend_from_slice(roff.as_bytes());
+    if cmd.get_version().is_some() {
+        page.render_version_section(&mut out).unwrap_or_else(fail);
+    }
+    out
+}
+
+/// roff text: a leading dot or quote would be a request, a backslash an escape, `-` a hyphen.
+fn escape(line: &str) -> String {
+    let text = line.replace('\\', "\\e").replace('-', "\\-");
+    if text.starts_with(['.', '\'']) {
+        format!("\\&{text}")
+    } else {
+        text
+    }
+}
+
+const EXIT_STATUS: &str = ".SH \"EXIT STATUS\"
+.TP
+0
+The test completed (recv: stopped by a signal after its running tests reported; doctor: no check failed).
+.TP
+1
+The test failed or was incomplete (a peer vanished, a flow broke, a check failed, a search found no passing rate).
+.TP
+2
+A usage error: an unknown flag, a bad value, or a flag that does not apply, named in a one\\-line message with what to use instead.
+.TP
+130
+experiment: stopped by Ctrl\\-C after reverting its settings.
+";
+
+const ENVIRONMENT: &str = ".SH ENVIRONMENT
+.TP
+NO_COLOR
+doctor: no colours even on a terminal.
+.PP
+uringbench reads no other variable. The Debian package's uringbench\\-recv.service takes the receiver's options from /etc/default/uringbench.
+";
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("creating {}: {e}", to.display()));

@@ -13,7 +13,38 @@ pub const EXAMPLES: &str = "Examples:
   uringbench recv                                  # serve tests on port 5300, one after another
   uringbench send --target 10.0.0.2 -P 16 -t 30s   # 16 queues for 30 s, receiver-verified report
   uringbench send --target 10.0.0.2 -J > run.json  # machine-readable report
-  uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test";
+  uringbench -s                                    # iperf's spelling of recv
+  uringbench -c 10.0.0.2 -P 4 -t 30                # iperf's spelling of send (docs/iperf.md)
+
+Exit status: 0 the test completed, 1 it failed or was incomplete, 2 a usage error.";
+
+const RECV_EXAMPLES: &str = "Examples:
+  uringbench recv                                  # serve tests on port 5300, one after another
+  uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test
+  uringbench recv --psk-file /etc/uringbench/psk --allow 10.0.0.0/8   # a receiver others can reach";
+
+const SEND_EXAMPLES: &str = "Examples:
+  uringbench send -c 10.0.0.2 -P 16 -t 30s         # 16 queues for 30 s, receiver-verified report
+  uringbench send -c 10.0.0.2 -u -b 2G -l 1470     # UDP, 2 Gbit/s per flow
+  uringbench send -c 10.0.0.2 -R -J > run.json     # the receiver's host sends; JSON report";
+
+const RR_EXAMPLES: &str = "Examples:
+  uringbench rr -c 10.0.0.2 -t 10s                 # one transaction in flight: latency percentiles
+  uringbench rr -c 10.0.0.2 -P 4 --flows-per-queue 8 --req 64 --resp 1K -J
+  uringbench crr -c 10.0.0.2 -P 2                  # a connection per transaction";
+
+/// Bytes per send (TCP) or per datagram (UDP) when `-l` is not given.
+pub fn default_len(udp: bool) -> u64 {
+    if udp {
+        1470
+    } else {
+        128 * 1024
+    }
+}
+
+/// UDP's offered rate per flow when neither `-b` nor `--pps` is given: iperf's 1 Mbit/s, so a
+/// forgotten `-b` never floods a shared network.
+pub const UDP_DEFAULT_RATE: u64 = 1_000_000;
 
 #[derive(Parser)]
 #[command(name = "uringbench", version, about = "io_uring network traffic engine: receiver-verified throughput, CPU per byte, zero-copy truth", after_help = EXAMPLES)]
@@ -25,14 +56,30 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Receive tests: counts what senders deliver and reports it back.
+    #[command(after_help = RECV_EXAMPLES)]
     Recv(RecvArgs),
     /// Send a test to a running `uringbench recv` and print both sides' figures.
+    #[command(after_help = SEND_EXAMPLES)]
     Send(SendArgs),
     /// HTTP/1.1 load on a web server, like wrk/wrk2: latency percentiles, requests/s, errors.
     Http(HttpArgs),
     /// Request/response against `uringbench recv`: transactions/s and latency percentiles.
+    #[command(after_help = RR_EXAMPLES)]
+    #[command(mut_arg("bytes", |a| a.hide(true)), mut_arg("skip_rx_copy", |a| a.hide(true)))]
     Rr(RrArgs),
     /// Connect/request/response/close against `uringbench recv`: connections/s, latency, failures.
+    // crr's connections live for one transaction: no TCP knob of a long flow, no UDP form.
+    #[command(after_help = RR_EXAMPLES)]
+    #[command(
+        mut_arg("bytes", |a| a.hide(true)),
+        mut_arg("skip_rx_copy", |a| a.hide(true)),
+        mut_arg("udp", |a| a.hide(true)),
+        mut_arg("congestion", |a| a.hide(true)),
+        mut_arg("window", |a| a.hide(true)),
+        mut_arg("mss", |a| a.hide(true)),
+        mut_arg("no_delay", |a| a.hide(true)),
+        mut_arg("fq_rate", |a| a.hide(true))
+    )]
     Crr(RrArgs),
     /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.
     Doctor(DoctorArgs),
@@ -82,13 +129,19 @@ pub struct RrArgs {
     pub psk_file: Option<PathBuf>,
     #[command(flatten)]
     pub window: TestWindow,
+    /// Print transactions/s and latency every this long, e.g. 1s [default: none, the window only].
+    #[arg(short = 'i', long, value_parser = duration)]
+    pub interval: Option<std::time::Duration>,
+    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
     /// auto spins on the completion queue while a thread has a CPU of its own.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub busy_poll: OnOffAuto,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// What goes to stdout: the live text report or one JSON document at the end.
+    #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
+    pub format: TextOrJson,
+    /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
     #[command(flatten)]
@@ -163,24 +216,23 @@ pub struct OutputArgs {
 /// How long a test runs and what its headline excludes (send, rr, crr, sweep).
 #[derive(Args)]
 pub struct TestWindow {
-    /// Measured window, e.g. 10s, 500ms, 2m.
+    /// Measured window, e.g. 10s, 500ms, 2m (a bare number is seconds). The test lasts
+    /// --warmup + this + --cooldown: 11.25 s of traffic by default.
     #[arg(short = 't', long, value_parser = duration, default_value = "10s")]
     pub time: std::time::Duration,
-    /// Excluded from the headline at the start.
+    /// Traffic before the measured window, excluded from the headline (iperf3's -O).
     #[arg(long, value_parser = duration, default_value = "1s")]
     pub warmup: std::time::Duration,
-    /// Excluded from the headline at the end.
+    /// Traffic after the measured window, excluded from the headline.
     #[arg(long, value_parser = duration, default_value = "250ms")]
     pub cooldown: std::time::Duration,
-    /// Interval report period (receiver-side figures), e.g. 1s.
-    #[arg(short = 'i', long, value_parser = duration)]
-    pub interval: Option<std::time::Duration>,
 }
 
 /// Kernel fast paths, chosen for the whole process (see `uringbench::uring::fastpath`).
 #[derive(Args, Default)]
 pub struct FastPathArgs {
-    /// io_uring SQPOLL: a kernel thread submits; optional idle time before it sleeps.
+    /// io_uring SQPOLL: a kernel thread submits; optional idle time before it sleeps
+    /// [default: 100ms].
     #[arg(long, value_name = "IDLE", value_parser = duration, num_args = 0..=1, default_missing_value = "100ms")]
     pub sqpoll: Option<std::time::Duration>,
     /// io_uring NAPI busy polling (Linux 6.9+) for this long per wait [default: 50us].
@@ -210,11 +262,10 @@ pub struct RecvArgs {
     /// Listen on this device only (SO_BINDTODEVICE); the test's flows stay on it.
     #[arg(long, value_name = "DEV")]
     pub bind_dev: Option<String>,
-    /// Port for control and data connections.
-    /// Port [default: 5300, or 5001 with --iperf2].
+    /// Port for control and data connections [default: 5300, or 5001 with --iperf2].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
-    /// CPUs for queue threads, e.g. 0-3,8 (default: all this process may use).
+    /// CPUs for queue threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
     /// Busy-poll the completion queues: auto spins briefly when a thread has its own CPU.
@@ -223,7 +274,7 @@ pub struct RecvArgs {
     /// Exit after one test (exit code 1 if it was incomplete).
     #[arg(long)]
     pub once: bool,
-    /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on the port (default 5001).
+    /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on -p's port, 5001 unless given.
     #[arg(long)]
     pub iperf2: bool,
     /// Longest test a sender may request (warm-up and cool-down included).
@@ -290,22 +341,28 @@ pub struct SendArgs {
     /// Port [default: 5300, or 5001 with --iperf2].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
-    /// Queues (one pinned thread each while CPUs last); at least one flow each.
+    /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows;
+    /// with --engine xdp, NIC queues.
     #[arg(short = 'P', long, default_value_t = 1)]
     pub queues: u32,
-    /// Extra flows per queue.
+    /// Flows (connections or UDP sockets) on each queue's thread.
     #[arg(long, default_value_t = 1)]
     pub flows_per_queue: u32,
     #[command(flatten)]
     pub window: TestWindow,
+    /// Print every queue's and the [SUM] figures every this long, e.g. 1s, 500ms; 0 turns
+    /// them off [default: 1s with text output, none otherwise].
+    #[arg(short = 'i', long, value_parser = duration)]
+    pub interval: Option<std::time::Duration>,
     /// Bytes per send (TCP) or per datagram (UDP), binary units [default: 128K TCP, 1470 UDP].
     #[arg(short = 'l', long, value_parser = size)]
     pub len: Option<u64>,
-    /// Total offered rate over all flows in bits/s (25G, 500M); 0 = unlimited.
-    #[arg(short = 'b', long, value_parser = rate, default_value = "0")]
-    pub rate: u64,
-    /// Total offered rate in datagrams (UDP frames) per second over all flows (e.g. 1M, 250k),
-    /// instead of --rate: the same as --rate PPS x --len x 8.
+    /// Offered rate of each flow in bits/s (25G, 500M), as iperf's -b; 0 or max = unlimited.
+    /// The header shows the total [default: 1M with UDP, unlimited with TCP].
+    #[arg(short = 'b', long, value_parser = rate_or_max)]
+    pub rate: Option<u64>,
+    /// Offered datagrams (UDP frames) per second of each flow (e.g. 1M, 250k), instead of
+    /// --rate: the same as --rate PPS x --len x 8.
     #[arg(long, value_parser = request_rate, conflicts_with = "rate")]
     pub pps: Option<f64>,
     /// Sends in flight per flow.
@@ -335,15 +392,25 @@ pub struct SendArgs {
     /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub zerocopy: OnOffAuto,
+    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
+    /// auto spins on the completion queue while a thread has a CPU of its own.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub busy_poll: OnOffAuto,
+    /// What goes to stdout: the live text report, one JSON document, or CSV rows.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Print every rate in one unit, as iperf's -f: k, m, g, t (Kbits..Tbits/sec) or K, M,
+    /// G, T (KBytes..TBytes/sec) [default: chosen by magnitude].
+    #[arg(short = 'f', long, value_name = "UNIT", value_parser = unit_letter)]
+    pub units: Option<char>,
+    /// Source port of the first data flow; flow i leaves from PORT + i (iperf3's --cport).
+    #[arg(long, value_name = "PORT")]
+    pub cport: Option<u16>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -397,11 +464,13 @@ pub struct HttpArgs {
     /// Longest wait for a connect or a complete response.
     #[arg(long, value_parser = duration, default_value = "2s")]
     pub timeout: std::time::Duration,
+    /// CPUs for the threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
     /// Threads, one io_uring each [default: one per allowed CPU, at most one per connection].
     #[arg(short = 't', long)]
     pub threads: Option<u32>,
+    /// What goes to stdout: the text summary, one JSON document, or a CSV header and row.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Same as --format json.
@@ -483,6 +552,21 @@ fn size(s: &str) -> Result<u64, String> {
 fn rate(s: &str) -> Result<u64, String> {
     units::parse_rate(s).map_err(|e| e.message)
 }
+/// A rate where `max` (as iperf3 writes it) means unlimited, like 0.
+fn rate_or_max(s: &str) -> Result<u64, String> {
+    if s.trim().eq_ignore_ascii_case("max") {
+        return Ok(0);
+    }
+    rate(s)
+}
+/// One of iperf's -f letters (`a`, adaptive, is the default and means none).
+fn unit_letter(s: &str) -> Result<char, String> {
+    let mut chars = s.trim().chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if "kmgtKMGT".contains(c) => Ok(c),
+        _ => Err(format!("invalid unit '{s}': k, m, g, t (bits/s) or K, M, G, T (bytes/s)")),
+    }
+}
 
 #[derive(Clone, Copy, ValueEnum, PartialEq)]
 pub enum DoctorFormat {
@@ -510,6 +594,7 @@ pub struct DoctorArgs {
     /// Bandwidth to size socket buffers for, bits/s (25G, 100G) [default: link speed, cloud cap or 25G].
     #[arg(long, value_parser = rate)]
     pub bandwidth: Option<u64>,
+    /// What goes to stdout: the checks as text, or one JSON document.
     #[arg(long, value_enum, default_value_t = DoctorFormat::Text)]
     pub format: DoctorFormat,
     /// Same as --format json.
@@ -550,7 +635,7 @@ fn rates(s: &str) -> Result<ValueList, String> {
 Runs are interleaved over the points (1,2,4,1,2,4,...) so slow drifts of the host spread evenly.
 
 Examples:
-  uringbench sweep -c 10.0.0.2 -P 1,2,4,8,16 --repeat 5 --svg queues.svg --csv queues.csv --json queues.json
+  uringbench sweep -c 10.0.0.2 -P 1,2,4,8,16 --repeat 5 --svg queues.svg --csv queues.csv --json-file queues.json
   uringbench sweep -c 10.0.0.2 -l 4K,16K,64K,256K -t 5s --svg len.svg
   uringbench sweep -c 10.0.0.2 -u -l 1470 -b 1G,2G,4G,8G --format csv > udp.csv")]
 pub struct SweepArgs {
@@ -577,19 +662,28 @@ pub struct SweepArgs {
     pub repeat: u32,
     #[command(flatten)]
     pub window: TestWindow,
+    /// Interval figures in each run of the saved JSON every this long, e.g. 1s [default: none].
+    #[arg(short = 'i', long, value_parser = duration)]
+    pub interval: Option<std::time::Duration>,
+    /// Protocol of the data flows.
     #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
     pub proto: ProtoArg,
     /// Same as --proto udp.
     #[arg(short = 'u', long)]
     pub udp: bool,
+    /// Flows (connections or UDP sockets) on each queue's thread.
     #[arg(long, default_value_t = 1)]
     pub flows_per_queue: u32,
+    /// Sends in flight per flow.
     #[arg(long, default_value_t = 4)]
     pub depth: u32,
+    /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub zerocopy: OnOffAuto,
+    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
+    /// auto spins on the completion queue while a thread has a CPU of its own.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub busy_poll: OnOffAuto,
     /// Write the CSV (one row per run, min/median/mean/max/stdev rows per point) here.
@@ -598,9 +692,12 @@ pub struct SweepArgs {
     /// Write the chart (Gbit/s and CPU-s/GB against the swept parameter) here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
-    /// Save the results (re-render later with `uringbench report FILE`).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    /// Save the results as JSON here (re-render later with `uringbench report FILE`).
+    #[arg(long, value_name = "FILE", alias = "json")]
+    pub json_file: Option<PathBuf>,
+    /// Same as --format json.
+    #[arg(short = 'J')]
+    pub json: bool,
     /// What goes to stdout: progress and a table, the JSON document, or the CSV.
     #[arg(long, value_enum, default_value_t = SweepFormat::Text)]
     pub format: SweepFormat,
@@ -615,7 +712,7 @@ pub struct SweepArgs {
 With --fleet, the merged report goes into the folder (or --out): fleet.json, fleet.csv,
 heatmap.svg and by-ATTR.svg for each --by; the exit code is 1 when a planned run failed.")]
 pub struct ReportArgs {
-    /// A saved sweep (`sweep --json`), `send -J` or `send --repeat N -J` document.
+    /// A saved sweep (`sweep --json-file`), `send -J` or `send --repeat N -J` document.
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
     pub file: Option<PathBuf>,
     /// Write the chart here.
@@ -686,6 +783,7 @@ pub struct CompareArgs {
     /// Write the per-variant distributions of the primary metric as an SVG here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// What goes to stdout: the comparison as text, or one JSON document.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
     /// Same as --format json.
@@ -726,13 +824,16 @@ pub struct SearchArgs {
     /// Port [default: 5300].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
+    /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows.
     #[arg(short = 'P', long, default_value_t = 1)]
     pub queues: u32,
+    /// Flows (connections or UDP sockets) on each queue's thread.
     #[arg(long, default_value_t = 1)]
     pub flows_per_queue: u32,
     /// Bytes per datagram (UDP) or send (TCP) [default: 1470 UDP, 128K TCP].
     #[arg(short = 'l', long, value_parser = size)]
     pub len: Option<u64>,
+    /// Protocol of the data flows.
     #[arg(long, value_enum, default_value_t = ProtoArg::Tcp)]
     pub proto: ProtoArg,
     /// Same as --proto udp.
@@ -750,6 +851,7 @@ pub struct SearchArgs {
     /// Before each trial's window (its datagrams count towards the loss).
     #[arg(long, value_parser = duration, default_value = "500ms")]
     pub warmup: std::time::Duration,
+    /// After each trial's window, excluded from it.
     #[arg(long, value_parser = duration, default_value = "250ms")]
     pub cooldown: std::time::Duration,
     /// Stop when the search interval is below this share of the upper bound.
@@ -761,8 +863,10 @@ pub struct SearchArgs {
     /// Upper bound of the search [default: the sender's unpaced rate, from a first trial].
     #[arg(long, value_parser = rate)]
     pub max_rate: Option<u64>,
+    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
+    /// auto spins on the completion queue while a thread has a CPU of its own.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub busy_poll: OnOffAuto,
     /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
@@ -771,6 +875,7 @@ pub struct SearchArgs {
     /// --engine xdp: egress interface [default: the route's to the target].
     #[arg(long)]
     pub iface: Option<String>,
+    /// What goes to stdout: progress and the result as text, or one JSON document.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
     /// Same as --format json.
@@ -779,26 +884,30 @@ pub struct SearchArgs {
 }
 
 #[derive(Args)]
-#[command(after_help = "The plan (TOML) names the test and the variants; see the README's \"Tuning experiments\".
+#[command(after_help = "The plan (TOML) names the test and the variants; see docs/tuning.md.
 Settings are recorded in --state before each change and reverted after each run, also on an
 error or Ctrl-C; `uringbench settings revert --state FILE` undoes a run that was killed.
 
 Example:
-  uringbench experiment tbf.toml --json tbf.json --svg tbf.svg")]
+  uringbench experiment tbf.toml --json-file tbf.json --svg tbf.svg")]
 pub struct ExperimentArgs {
     /// The plan.
     pub plan: PathBuf,
     /// State file of the changes in force [default: /var/lib/uringbench/experiment-<netns>.state].
     #[arg(long)]
     pub state: Option<PathBuf>,
-    /// Save the whole result (every run, the settings, the comparison) here.
-    #[arg(long = "json", value_name = "FILE")]
+    /// Save the whole result as JSON here (every run, the settings, the comparison).
+    #[arg(long, value_name = "FILE", alias = "json")]
     pub json_file: Option<PathBuf>,
     /// Write the comparison's SVG here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// What goes to stdout: progress and the comparison as text, or one JSON document.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
+    /// Same as --format json.
+    #[arg(short = 'J')]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -806,8 +915,14 @@ pub struct ExperimentArgs {
   sysctl:net.core.rmem_max=67108864     file:/sys/class/net/eth0/queues/rx-0/rps_cpus=3
   ethtool-k:eth0:gro=on                 ethtool-l:eth0:combined=4   ethtool-g:eth0:rx=4096
   ethtool-c:eth0:rx-usecs=50            mtu:eth0=9000               qdisc:eth0=fq
-The state file is scripts/tune.sh's: one KIND<TAB>KEY<TAB>PREVIOUS line per change.")]
+The state file is scripts/tune.sh's: one KIND<TAB>KEY<TAB>PREVIOUS line per change.
+
+Examples:
+  uringbench settings apply --state /tmp/tune.state sysctl:net.core.rmem_max=67108864
+  uringbench settings show --state /tmp/tune.state
+  uringbench settings revert --state /tmp/tune.state")]
 pub struct SettingsArgs {
+    /// What to do with the state file.
     #[arg(value_enum)]
     pub action: SettingsAction,
     /// The state file.

@@ -30,7 +30,7 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
         return Err(Error::usage("--format csv is not available with --iperf2 (use text or json)"));
     }
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
-    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    let len = args.len.unwrap_or(crate::args::default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
@@ -40,13 +40,13 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
         len: len as u32,
-        rate_bps: args.rate,
+        rate_bps: crate::offered(args, udp, len).0,
         zerocopy: crate::zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
         ..TestSpec::default()
     };
-    args.window.apply(&mut spec);
+    args.window.apply(&mut spec, args.interval);
     let (_, local) = tuning_of(&args.tuning)?;
     let opts = SendOptions {
         target: args.target.clone(),

@@ -3,6 +3,7 @@
 mod args;
 mod doctor_cmd;
 mod iperf2_mode;
+mod iperf_cli;
 mod live_out;
 mod sweep_cmd;
 mod tuning_cmd;
@@ -38,13 +39,66 @@ use uringbench::Error;
 use uringbench::{ReceiverConfig, ServerEvent, ServerLimits};
 
 impl TestWindow {
-    /// Writes the window into a spec (milliseconds on the wire).
-    pub fn apply(&self, spec: &mut TestSpec) {
+    /// Writes the window and the interval period into a spec (milliseconds on the wire).
+    pub fn apply(&self, spec: &mut TestSpec, interval: Option<std::time::Duration>) {
         spec.time_ms = self.time.as_millis() as u64;
         spec.warmup_ms = self.warmup.as_millis() as u64;
         spec.cooldown_ms = self.cooldown.as_millis() as u64;
-        spec.interval_ms = self.interval.map_or(0, |d| d.as_millis() as u64);
+        spec.interval_ms = interval.map_or(0, |d| d.as_millis() as u64);
     }
+}
+
+/// The total offered rate of a send (`-b` and `--pps` are per flow, as iperf's `-b`), and the
+/// line that says so when it is limited.
+pub(crate) fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<String>) {
+    let flows = u64::from(args.queues) * u64::from(args.flows_per_queue);
+    let (per_flow, why) = match (args.pps, args.rate) {
+        (Some(pps), _) => ((pps * len as f64 * 8.0).round() as u64, ""),
+        (None, Some(rate)) => (rate, ""),
+        (None, None) if udp => (UDP_DEFAULT_RATE, " (UDP's default, as iperf's; -b 0 for unlimited)"),
+        (None, None) => (0, ""),
+    };
+    let total = per_flow.saturating_mul(flows);
+    let line = (total > 0).then(|| {
+        format!(
+            "rate: {} per flow x {flows} flow{} = {}{why}",
+            format_bits_per_second(per_flow as f64),
+            if flows == 1 { "" } else { "s" },
+            format_bits_per_second(total as f64)
+        )
+    });
+    (total, line)
+}
+
+/// `-s -D`: the receiver in the background, in a process group of its own so the terminal's
+/// Ctrl-C does not reach it, its output discarded; prints its process id.
+fn daemon(t: &iperf_cli::Translation) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let spawned = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .args(&t.argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+    });
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("uringbench: starting the receiver in the background: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // A receiver that cannot listen (port taken, bad flag) exits at once: say so here.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    if let Ok(Some(status)) = child.try_wait() {
+        eprintln!("uringbench: the background receiver exited at once ({status}); run it without -D to see why");
+        return ExitCode::from(1);
+    }
+    println!("{}: in the background, process {}", t.ran_as(), child.id());
+    ExitCode::SUCCESS
 }
 
 impl FastPathArgs {
@@ -88,7 +142,20 @@ fn busy(b: OnOffAuto) -> BusyPoll {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let text: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let iperf = match iperf_cli::translate(&text) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("uringbench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let parsed = match &iperf {
+        Some(t) => Cli::try_parse_from(&t.argv),
+        None => Cli::try_parse_from(argv),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -117,6 +184,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(t) = &iperf {
+        if t.daemon {
+            return daemon(t);
+        }
+        // Which native command ran, where it cannot spoil a JSON or CSV document.
+        if t.machine_output() {
+            eprintln!("{}", t.ran_as());
+        } else {
+            println!("{}", t.ran_as());
+        }
+    }
     // Commands that run tests end them early on a signal, with what they measured; the
     // others keep the default action (a Ctrl-C on `doctor` ends it at once).
     let runs_tests = matches!(
@@ -309,7 +387,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             }
             ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
             ServerEvent::Unauthenticated { exposed } => format!(
-                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (README: \"A receiver on a public address\")",
+                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (docs/public-receiver.md)",
                 exposed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
             ),
         };
@@ -332,17 +410,19 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         return iperf2_mode::send(&args, fast, stop);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
-    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    let len = args.len.unwrap_or(default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
+    units::set_fixed_unit(args.units)?;
+    let (rate_bps, rate_line) = offered(&args, udp, len);
     let mut spec = TestSpec {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
         workload: Workload::Stream,
         queues: args.queues,
         flows_per_queue: args.flows_per_queue,
         len: len as u32,
-        rate_bps: args.pps.map_or(args.rate, |pps| (pps * len as f64 * 8.0).round() as u64),
+        rate_bps,
         zerocopy: zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
@@ -356,8 +436,16 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         },
         ..TestSpec::default()
     };
-    args.window.apply(&mut spec);
-    let (tuning, local) = tuning_of(&args.tuning)?;
+    let format = if args.json { Format::Json } else { args.format };
+    let live_text = format == Format::Text && args.repeat == 1 && !args.output.json_stream;
+    // Text shows every second by default, as iperf3 does; -i 0 turns it off.
+    let interval = args.interval.or(live_text.then_some(std::time::Duration::from_secs(1)));
+    args.window.apply(&mut spec, interval);
+    let (tuning, mut local) = tuning_of(&args.tuning)?;
+    local.data_port = args.cport;
+    if args.cport.is_some() && (args.iperf2 || args.engine == xdp_mode::Engine::Xdp) {
+        return Err(Error::usage("--cport applies to uringbench's own engine, not to --iperf2 or --engine xdp"));
+    }
     if tuning.bytes.is_some() {
         // The whole transfer is the window, as iperf measures `-n`.
         spec.warmup_ms = 0;
@@ -397,6 +485,13 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let mut reports = Vec::with_capacity(repeat);
     if format == Format::Csv {
         out.raw(&format!("{CSV_HEADER}\n"));
+    }
+    if let Some(line) = rate_line {
+        if format == Format::Text && !args.output.json_stream {
+            out.text(&format!("{line}\n"));
+        } else {
+            eprintln!("uringbench: {line}");
+        }
     }
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
@@ -540,6 +635,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
         },
         bind,
         device: t.bind_dev.clone().or(bind_dev),
+        data_port: None,
     };
     Ok((tuning, local))
 }
@@ -633,7 +729,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         timeout_ms: args.timeout.as_millis() as u64,
         ..TestSpec::default()
     };
-    args.window.apply(&mut spec);
+    args.window.apply(&mut spec, args.interval);
     let (tuning, local) = tuning_of(&args.tuning)?;
     if tuning.bytes.is_some() || tuning.skip_rx_copy {
         return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
@@ -642,10 +738,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     refuse_knobs(&args.tuning, args.udp || workload == Workload::Crr, false)?;
     spec.tuning = tuning;
     spec.validate()?;
-    let format = if args.json { Format::Json } else { args.format };
-    if format == Format::Csv {
-        return Err(Error::usage("rr and crr write text or json"));
-    }
+    let json = args.json || args.format == TextOrJson::Json;
     let opts = SendOptions {
         target: args.target,
         port: port_or_default(args.port, false),
@@ -659,15 +752,15 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     };
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
-    let observer: Arc<dyn Observer> = if format == Format::Json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
+    let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
     let report = uringbench::workload::rr::run_rr_live(&opts, observer)?;
     let title = args.output.title.clone();
-    match (format, style) {
-        (Format::Json, _) => out.json_doc(&titled(report.to_document(), &title))?,
+    match (json, style) {
+        (true, _) => out.json_doc(&titled(report.to_document(), &title))?,
         (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
         _ => out.text(&report.render_after_live()),
     }
-    if let Some(e) = report.error.as_ref().filter(|_| format == Format::Json || args.output.json_stream) {
+    if let Some(e) = report.error.as_ref().filter(|_| json || args.output.json_stream) {
         eprintln!("uringbench: {e}");
     }
     Ok(if report.succeeded() { 0 } else { 1 })

@@ -30,7 +30,7 @@ fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {
     }
 }
 
-/// Writes the files asked for (`--csv`, `--svg`, `--json`) from the results so far.
+/// Writes the files asked for (`--csv`, `--svg`, `--json-file`) from the results so far.
 fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
     if let Some(path) = &args.csv {
         write_file(path, &result.to_csv())?;
@@ -38,7 +38,7 @@ fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
     if let Some(path) = &args.svg {
         write_file(path, &result.chart().to_svg())?;
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.json_file {
         write_file(path, &json_text(&result.to_json())?)?;
     }
     Ok(())
@@ -75,7 +75,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         depth: args.depth,
         ..TestSpec::default()
     };
-    args.window.apply(&mut base);
+    args.window.apply(&mut base, args.interval);
     // The fixed parameters must be valid on their own; then every point, before any runs.
     for (p, v) in [(SweepParam::Queues, args.queues.0[0]), (SweepParam::Len, len)] {
         if p != param {
@@ -101,7 +101,8 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         values,
         repeat: args.repeat,
     };
-    let text = args.format == SweepFormat::Text;
+    let format = if args.json { SweepFormat::Json } else { args.format };
+    let text = format == SweepFormat::Text;
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
@@ -128,7 +129,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         return Err(e);
     }
     let mut out = std::io::stdout().lock();
-    match args.format {
+    match format {
         SweepFormat::Text => {
             let _ = write!(out, "\n{}", result.render_table());
         }

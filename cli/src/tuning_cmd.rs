@@ -132,7 +132,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let state = args.state.clone().unwrap_or_else(|| settings::default_state("experiment"));
     let journal =
         settings::register(Journal::create(&state, &format!("uringbench experiment {}", args.plan.display()))?);
-    let json = args.format == TextOrJson::Json;
+    let json = args.json || args.format == TextOrJson::Json;
     let say = |line: String| {
         if !json {
             let mut out = std::io::stdout().lock();

@@ -221,7 +221,7 @@ fn rate_limited_stream_holds_its_rate() {
     let pair = NetnsPair::up("ubt-rate");
     let recv = pair.spawn_recv(&["--once"]);
     let (out, _) = pair.send(
-        &["--target", RECV_ADDR, "-P", "2", "-t", "2", "--warmup", "500ms", "--rate", "2G", "-J"],
+        &["--target", RECV_ADDR, "-P", "2", "-t", "2", "--warmup", "500ms", "--rate", "1G", "-J"],
         Duration::from_secs(30),
     );
     recv.finish(Duration::from_secs(10));

@@ -20,7 +20,7 @@ fn paced_gso_stream_arrives_complete() {
     let pair = NetnsPair::up("ubu-gso");
     let _recv = pair.spawn_recv(&["--cpus", "1"]);
     let rx_before = pair.receiver_if_counter("rx_bytes");
-    let doc = udp_send(&pair, &["-b", "2G", "-P", "2", "-i", "250ms", "--one-way-delay"]);
+    let doc = udp_send(&pair, &["-b", "1G", "-P", "2", "-i", "250ms", "--one-way-delay"]);
     let rx_after = pair.receiver_if_counter("rx_bytes");
     let sent = u64_at(&doc, "/sum/sender/datagrams");
     let received = u64_at(&doc, "/sum/receiver/datagrams");

@@ -99,7 +99,7 @@ fn unpaced_losses_appear_in_named_counters() {
     let _serial = serial();
     let pair = NetnsPair::up("uxa2");
     let recv = pair.spawn_recv(&["--engine", "xdp", "--once"]);
-    let doc = send_json(&pair, &["--engine", "xdp", "-t", "1s", "--warmup", "200ms", "-l", "22"]);
+    let doc = send_json(&pair, &["--engine", "xdp", "-t", "1s", "--warmup", "200ms", "-l", "22", "-b", "0"]);
     let sent = u64_at(&doc, "/sum/sender/datagrams");
     let received = u64_at(&doc, "/sum/receiver/datagrams");
     let lost = u64_at(&doc, "/sum/receiver/lost");

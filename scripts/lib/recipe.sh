@@ -126,7 +126,7 @@ recipe_run() {
         log "send reported an incomplete test (see send.json)"
     log "sweep over queues $SWEEP_QUEUES, $SWEEP_REPEAT runs each"
     on_vm a sudo uringbench sweep -c "$TARGET_IP" -P "$SWEEP_QUEUES" --repeat "$SWEEP_REPEAT" -t 10s \
-        --json /tmp/sweep.json --csv /tmp/sweep.csv --svg /tmp/sweep.svg >"$RESULTS/sweep.txt" ||
+        --json-file /tmp/sweep.json --csv /tmp/sweep.csv --svg /tmp/sweep.svg >"$RESULTS/sweep.txt" ||
         log "sweep had incomplete runs (see sweep.txt)"
     for f in sweep.json sweep.csv sweep.svg; do
         get_file a "/tmp/$f" "$RESULTS/$f" || log "could not fetch $f"

@@ -1,6 +1,6 @@
 //! One error type for the whole engine, carrying the exit code the CLI should use.
 //!
-//! The exit codes are part of the command's contract (README): 0 success, 1 test failed or incomplete, 2 usage error.
+//! The exit codes are part of the command's contract (README, man pages): 0 success, 1 test failed or incomplete, 2 usage error.
 //! Every error is a single human sentence; the CLI prints it on one line.
 
 use std::fmt;

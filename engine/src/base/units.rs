@@ -106,8 +106,56 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>> {
     Ok(cpus)
 }
 
-/// Formats bits per second the way iperf does: `21.4 Gbits/sec`.
+/// A fixed unit for printed rates and byte counts, as iperf's `-f`: `k`, `m`, `g`, `t` print
+/// rates in Kbits..Tbits/sec, `K`, `M`, `G`, `T` in KBytes..TBytes/sec; byte counts take the
+/// same prefix. 0 (the default) chooses the unit by magnitude.
+static FIXED_UNIT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Fixes the unit of every rate and byte count printed from now on (`-f`); `None` goes back
+/// to choosing by magnitude. Refuses a letter other than k, m, g, t in either case.
+pub fn set_fixed_unit(unit: Option<char>) -> Result<()> {
+    let code = match unit {
+        None => 0,
+        Some(c @ ('k' | 'm' | 'g' | 't' | 'K' | 'M' | 'G' | 'T')) => c as u8,
+        Some(c) => {
+            return Err(Error::usage(format!("invalid unit '{c}': k, m, g, t (bits/s) or K, M, G, T (bytes/s)")))
+        }
+    };
+    FIXED_UNIT.store(code, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+fn fixed_unit() -> Option<char> {
+    match FIXED_UNIT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        c => Some(c as char),
+    }
+}
+
+/// The power of 1000 (bits) or 1024 (bytes) of a unit letter, and its prefix.
+fn prefix_of(unit: char) -> (i32, &'static str) {
+    match unit.to_ascii_lowercase() {
+        'k' => (1, "K"),
+        'm' => (2, "M"),
+        'g' => (3, "G"),
+        _ => (4, "T"),
+    }
+}
+
+/// Formats bits per second the way iperf does: `21.4 Gbits/sec` (or in the `-f` unit).
 pub fn format_bits_per_second(bps: f64) -> String {
+    format_rate_in(bps, fixed_unit())
+}
+
+fn format_rate_in(bps: f64, fixed: Option<char>) -> String {
+    if let Some(unit) = fixed {
+        let (power, prefix) = prefix_of(unit);
+        return if unit.is_ascii_uppercase() {
+            format!("{:.2} {prefix}Bytes/sec", bps / 8.0 / 1024f64.powi(power))
+        } else {
+            format!("{:.2} {prefix}bits/sec", bps / 1000f64.powi(power))
+        };
+    }
     let (value, unit) = if bps >= 1e9 {
         (bps / 1e9, "Gbits/sec")
     } else if bps >= 1e6 {
@@ -120,7 +168,6 @@ pub fn format_bits_per_second(bps: f64) -> String {
     format!("{value:.2} {unit}")
 }
 
-/// Formats a byte count with binary units, as iperf's transfer column: `24.9 GBytes`.
 /// A count with thousands separated by commas: 1234567 as "1,234,567".
 pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -134,8 +181,18 @@ pub fn group_thousands(n: u64) -> String {
     out
 }
 
+/// Formats a byte count with binary units, as iperf's transfer column: `24.9 GBytes` (or with
+/// the `-f` unit's prefix).
 pub(crate) fn format_bytes(bytes: u64) -> String {
+    format_bytes_in(bytes, fixed_unit())
+}
+
+fn format_bytes_in(bytes: u64, fixed: Option<char>) -> String {
     let b = bytes as f64;
+    if let Some(unit) = fixed {
+        let (power, prefix) = prefix_of(unit);
+        return format!("{:.2} {prefix}Bytes", b / 1024f64.powi(power));
+    }
     let (value, unit) = if b >= 1024.0 * 1024.0 * 1024.0 {
         (b / (1024.0 * 1024.0 * 1024.0), "GBytes")
     } else if b >= 1024.0 * 1024.0 {
@@ -151,6 +208,16 @@ pub(crate) fn format_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fixed_unit_prints_every_rate_in_it() {
+        // The pure forms: setting the process-wide unit here would race other tests' output.
+        assert_eq!(format_rate_in(2.5e9, Some('m')), "2500.00 Mbits/sec");
+        assert_eq!(format_rate_in(8.0 * 2048.0, Some('K')), "2.00 KBytes/sec");
+        assert_eq!(format_rate_in(2.5e9, None), "2.50 Gbits/sec");
+        assert_eq!(format_bytes_in(3 << 30, Some('m')), "3072.00 MBytes");
+        assert!(set_fixed_unit(Some('x')).is_err(), "only k, m, g, t in either case");
+    }
 
     #[test]
     fn cpu_lists() {

@@ -2,7 +2,7 @@
 //!
 //! CSV has one row per queue and per sum, for every interval and for the whole window, so a
 //! spreadsheet gets the same figures as the text report. The columns are fixed (see
-//! [`CSV_HEADER`]) and documented in the README.
+//! [`CSV_HEADER`]) and documented in docs/output.md.
 
 use crate::metrics::figures::StreamReport;
 use std::fmt::Write as _;

@@ -114,7 +114,7 @@ impl SenderSession {
         let shared = opts.spec.direction == Direction::Bidir;
         let latency_bound = opts.spec.workload.latency_bound();
         let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound, &opts.fast)?;
-        let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, None)?;
+        let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local.for_control(), None)?;
         control::harden(&ctl)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
         let target_ip =

@@ -9,11 +9,11 @@ use crate::base::spec::Tuning;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-/// Where a connecting side's sockets leave from (`-4`/`-6`, `-B ADDR[%DEV]`, `--bind-dev`).
+/// Where a connecting side's sockets leave from (`-4`/`-6`, `-B ADDR[%DEV]`, `--bind-dev`, `--cport`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LocalEnd {
     /// Only addresses of this family are tried (4 or 6).
@@ -22,6 +22,28 @@ pub struct LocalEnd {
     pub bind: Option<std::net::IpAddr>,
     /// SO_BINDTODEVICE before connecting.
     pub device: Option<String>,
+    /// Source port of the first data flow (`--cport`); flow i leaves from this + i. The
+    /// control connection always takes a port from the kernel.
+    pub data_port: Option<u16>,
+}
+
+impl LocalEnd {
+    /// This end for data flow `flow`: its own source port when `--cport` gave a first one.
+    pub(crate) fn for_flow(&self, flow: u32) -> Result<Self, String> {
+        let data_port = match self.data_port {
+            Some(first) => Some(
+                u16::try_from(u32::from(first) + flow)
+                    .map_err(|_| format!("--cport {first}: flow {flow} would need a port above 65535"))?,
+            ),
+            None => None,
+        };
+        Ok(Self { data_port, ..self.clone() })
+    }
+
+    /// This end for the control connection: any source port.
+    pub(crate) fn for_control(&self) -> Self {
+        Self { data_port: None, ..self.clone() }
+    }
 }
 
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the
@@ -36,8 +58,14 @@ pub(crate) fn connect_tcp(
     if let Some(dev) = &local.device {
         socket.bind_device(Some(dev.as_bytes()))?;
     }
-    if let Some(ip) = local.bind {
-        socket.bind(&SocketAddr::new(ip, 0).into())?;
+    if local.bind.is_some() || local.data_port.is_some() {
+        let unspecified = if addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+        let port = local.data_port.unwrap_or(0);
+        if port != 0 {
+            // A fixed source port is reused run after run; the last run's TIME_WAIT must not block it.
+            socket.set_reuse_address(true)?;
+        }
+        socket.bind(&SocketAddr::new(local.bind.unwrap_or(unspecified), port).into())?;
     }
     if let Some(t) = tuning {
         if let Some(w) = t.window {

@@ -221,7 +221,7 @@ fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientF
         }
         (_, Proto::Udp) => {
             let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
-            let (sockets, ports) = udp_stream::flow_sockets(local.ip().to_canonical(), spec.flows())?;
+            let (sockets, ports) = udp_stream::flow_sockets(local.ip().to_canonical(), spec.flows(), None)?;
             session.negotiate(spec, ports)?;
             let target = SocketAddr::new(session.target_ip, opts.port);
             let mut items = Vec::with_capacity(sockets.len());

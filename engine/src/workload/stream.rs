@@ -93,8 +93,8 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     let peer = session.peer.clone();
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.data_connections() {
-        let mut stream =
-            control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local, Some(&spec.tuning))?;
+        let local = opts.local.for_flow(flow).map_err(Error::usage)?;
+        let mut stream = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &local, Some(&spec.tuning))?;
         stream
             .write_all(&session.data_hello(flow))
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;

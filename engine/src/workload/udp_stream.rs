@@ -54,11 +54,22 @@ fn grow_rcvbuf(socket: &UdpSocket, bytes: usize) -> usize {
     s.recv_buffer_size().unwrap_or(0)
 }
 
-/// The sender's flow sockets, bound to the address its control connection left from, with
-/// the source ports to announce in the hello.
-pub(crate) fn flow_sockets(local_ip: IpAddr, count: u32) -> Result<(Vec<UdpSocket>, Vec<u16>)> {
+/// The sender's flow sockets, bound to the address its control connection left from (and
+/// from `first_port` + i when `--cport` gave one), with the source ports to announce in the hello.
+pub(crate) fn flow_sockets(
+    local_ip: IpAddr,
+    count: u32,
+    first_port: Option<u16>,
+) -> Result<(Vec<UdpSocket>, Vec<u16>)> {
     let sockets: Vec<UdpSocket> = (0..count)
-        .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("binding a UDP flow socket", e)))
+        .map(|i| {
+            let port = match first_port {
+                Some(first) => u16::try_from(u32::from(first) + i)
+                    .map_err(|_| Error::usage(format!("--cport {first}: flow {i} would need a port above 65535")))?,
+                None => 0,
+            };
+            UdpSocket::bind(SocketAddr::new(local_ip, port)).map_err(|e| Error::io("binding a UDP flow socket", e))
+        })
         .collect::<Result<_>>()?;
     let ports = sockets.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
     Ok((sockets, ports))
@@ -70,7 +81,7 @@ pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> R
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
     let local_ip = local_ip.to_canonical();
-    let (sockets, ports) = flow_sockets(local_ip, spec.data_connections())?;
+    let (sockets, ports) = flow_sockets(local_ip, spec.data_connections(), opts.local.data_port)?;
     let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
     mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
     // Receiving sockets get GRO and their buffer before the far side is told to start.
