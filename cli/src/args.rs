@@ -291,6 +291,8 @@ pub struct RecvArgs {
     pub max_sessions_per_source: usize,
     /// Connections from one source address still in their handshake (5 s at most each);
     /// more are closed at once.
+    // The engine's ReceiverConfig default is the same 64: build.rs reads this file without
+    // the engine, so the number is written here too.
     #[arg(long, default_value_t = 64)]
     pub max_pending_per_source: usize,
     /// Highest rate a test may ask for (25G, 500M): faster ones are refused, a reverse test

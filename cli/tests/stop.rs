@@ -49,12 +49,7 @@ fn two_sigints_20_ms_apart_are_one_stop() {
     let _serial = serial();
     let pair = NetnsPair::up("ubstop-2");
     let _recv = pair.spawn_recv(&[]);
-    let child = pair
-        .cmd(&pair.sender_ns(), bin(), &["send", "-c", RECV_ADDR, "-t", "10", "--warmup", "0s", "-J"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn send");
+    let child = spawn_send(&pair, &["-c", RECV_ADDR, "-t", "10", "--warmup", "0s", "-J"]);
     std::thread::sleep(Duration::from_secs(2));
     // What a terminal's Ctrl-C or `timeout` delivers when the process runs in between: the
     // second copy is not a request to abandon the report.
@@ -85,6 +80,13 @@ fn silent_listener(pair: &NetnsPair) -> std::process::Child {
     child
 }
 
+/// `uringbench send ARGS` in the sender's namespace, output piped, not waited for.
+fn spawn_send(pair: &NetnsPair, args: &[&str]) -> std::process::Child {
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["send"]);
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.spawn().expect("spawn send")
+}
+
 fn signal(child: &std::process::Child, signo: i32) {
     // SAFETY: kill(2) on a child this test started and has not reaped (`ip netns exec` execs
     // the program, so the pid is uringbench's).
@@ -96,12 +98,7 @@ fn a_second_signal_half_a_second_after_the_first_forces_the_exit() {
     let _serial = serial();
     let pair = NetnsPair::up("ubstop-f");
     let mut listener = silent_listener(&pair);
-    let mut child = pair
-        .cmd(&pair.sender_ns(), bin(), &["send", "-c", RECV_ADDR, "-t", "5", "-J"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn send");
+    let mut child = spawn_send(&pair, &["-c", RECV_ADDR, "-t", "5", "-J"]);
     std::thread::sleep(Duration::from_millis(700));
     signal(&child, libc::SIGINT);
     // The same stop again right away counts once: the sender is still waiting for the
@@ -124,19 +121,10 @@ fn sigint_ends_an_af_xdp_send_early() {
     let _serial = serial();
     let pair = NetnsPair::up("ubstop-x");
     let _recv = pair.spawn_recv(&[]);
-    let child = pair
-        .cmd(
-            &pair.sender_ns(),
-            bin(),
-            &[
-                "send", "-c", RECV_ADDR, "--engine", "xdp", "-t", "10", "--warmup", "0s", "-l", "1470", "-b", "50M",
-                "-J",
-            ],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn send");
+    let child = spawn_send(
+        &pair,
+        &["-c", RECV_ADDR, "--engine", "xdp", "-t", "10", "--warmup", "0s", "-l", "1470", "-b", "50M", "-J"],
+    );
     std::thread::sleep(Duration::from_secs(2));
     signal(&child, libc::SIGINT);
     let signalled = Instant::now();

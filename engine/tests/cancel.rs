@@ -6,26 +6,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uringbench::runtime::placement::BusyPoll;
 use uringbench::{
-    bind, run_send, serve, Proto, ReceiverConfig, SendOptions, ServerEvent, ServerLimits, StopToken, TestSpec,
-    Workloads,
+    bind, run_send, serve, Proto, ReceiverConfig, SendOptions, ServerEvent, StopToken, TestSpec, Workloads,
 };
 
 /// A receiver on an ephemeral loopback port, served on a thread of its own until `stop`.
 fn receiver(stop: &StopToken) -> (u16, std::thread::JoinHandle<uringbench::Result<bool>>) {
     let cfg = ReceiverConfig {
         bind: "127.0.0.1".parse().unwrap(),
-        device: None,
         port: 0,
-        cpus: None,
         busy_poll: BusyPoll::Off,
-        once: false,
-        limits: ServerLimits::default(),
-        variants: None,
-        fast: Default::default(),
-        psk: None,
-        allow: Vec::new(),
-        max_pending_per_source: 64,
         stop: stop.clone(),
+        ..ReceiverConfig::default()
     };
     let listener = bind(&cfg).expect("bind a loopback receiver");
     let port = listener.local_addr().unwrap().port();

@@ -40,6 +40,32 @@ pub struct ReceiverConfig {
     pub stop: StopToken,
 }
 
+impl Default for ReceiverConfig {
+    /// What `uringbench recv` does without options: every address (IPv6 and mapped IPv4) on
+    /// the default port, the default limits, no authentication, no filter, until stopped.
+    fn default() -> Self {
+        Self {
+            bind: IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            device: None,
+            port: crate::session::control::DEFAULT_PORT,
+            cpus: None,
+            busy_poll: BusyPoll::Auto,
+            once: false,
+            limits: ServerLimits::default(),
+            variants: None,
+            fast: Default::default(),
+            psk: None,
+            allow: Vec::new(),
+            max_pending_per_source: DEFAULT_MAX_PENDING_PER_SOURCE,
+            stop: StopToken::new(),
+        }
+    }
+}
+
+/// Connections from one source address in their handshake at once, by default
+/// (`recv --max-pending-per-source`).
+pub const DEFAULT_MAX_PENDING_PER_SOURCE: usize = 64;
+
 /// What the receiver tells its operator, as it happens.
 #[derive(Debug, Clone)]
 pub enum ServerEvent {

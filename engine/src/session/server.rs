@@ -937,18 +937,11 @@ mod tests {
     fn a_panic_in_a_session_ends_that_session_only() {
         let cfg = ReceiverConfig {
             bind: "127.0.0.1".parse().unwrap(),
-            device: None,
             port: 0,
-            cpus: None,
             busy_poll: BusyPoll::Off,
             once: true,
             limits: ServerLimits { max_sessions: 1, ..ServerLimits::default() },
-            variants: None,
-            fast: Default::default(),
-            psk: None,
-            allow: Vec::new(),
-            max_pending_per_source: 64,
-            stop: StopToken::new(),
+            ..ReceiverConfig::default()
         };
         let listener = bind(&cfg).unwrap();
         let addr = listener.local_addr().unwrap();
