@@ -291,11 +291,8 @@ fn settings_apply_and_revert_a_namespace_sysctl() {
 fn compare_usage_errors_are_one_line() {
     let dir = temp_dir("cmp");
     let a = dir.join("a.json");
-    std::fs::write(
-        &a,
-        r#"{"test": {"proto": "tcp"}, "complete": true, "sum": {"receiver": {"bits_per_second": 1e9}}}"#,
-    )
-    .unwrap();
+    // A document the previous release wrote from a real run: compare reads typed documents.
+    std::fs::write(&a, include_str!("../../engine/tests/fixtures/53b0d44/stream-tcp.json")).unwrap();
     let run = |args: &[&str]| {
         let mut c = Command::new(bin());
         c.arg("compare").args(args);
