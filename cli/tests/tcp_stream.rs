@@ -231,7 +231,10 @@ fn rate_limited_stream_holds_its_rate() {
     // The pacer's behaviour is the ceiling: never faster than asked. The floor is only a sanity
     // bound, two orders of magnitude below 2 Gbit/s (how close to the rate a loaded machine
     // gets is for benches/).
-    assert!((2e7..2.2e9).contains(&bps), "--rate 1G per flow over 2 flows must not exceed 2 Gbit/s in all, got {bps:.3e}");
+    assert!(
+        (2e7..2.2e9).contains(&bps),
+        "--rate 1G per flow over 2 flows must not exceed 2 Gbit/s in all, got {bps:.3e}"
+    );
     assert_eq!(u64_at(&doc, "/test/rate_bps"), 2_000_000_000, "the agreed spec carries the rate");
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
 }
