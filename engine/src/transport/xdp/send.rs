@@ -244,10 +244,10 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
     let mut stopping = Stopping::new(cfg.deadline, cfg.halt.clone(), cfg.drain_limit);
     loop {
-        if stopping.check(Instant::now()) {
+        let now = Instant::now();
+        if stopping.check(now) {
             break;
         }
-        let now = Instant::now();
         let budget = match pacer.budget(now, u64::from(cfg.len), BATCH as u64) {
             Ok(n) => n as usize,
             Err(wait) => {
