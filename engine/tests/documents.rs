@@ -43,7 +43,7 @@ fn keeps_every_key(old: &Value, new: &Value, where_: &str) {
 
 fn round_trip(name: &str) -> (RunDocument, Value) {
     let old = load(name);
-    let typed = RunDocument::from_value(old.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let typed = RunDocument::from_value(&old).unwrap_or_else(|e| panic!("{name}: {e}"));
     let new = match &typed {
         RunDocument::Stream(d) => serde_json::to_value(d),
         RunDocument::Transactions(d) => serde_json::to_value(d),
@@ -100,7 +100,7 @@ fn http_documents_of_the_previous_release_load_and_keep_their_keys() {
 fn a_document_of_another_schema_version_is_refused_by_name() {
     let mut doc = load("stream-tcp.json");
     doc["schema_version"] = Value::from(SCHEMA_VERSION + 1);
-    let e = RunDocument::from_value(doc).unwrap_err();
+    let e = RunDocument::from_value(&doc).unwrap_err();
     assert!(e.contains("schema_version"), "{e}");
 }
 

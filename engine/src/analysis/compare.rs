@@ -159,14 +159,14 @@ impl RunMetrics {
     /// record of a run that never started (an experiment keeps those as incomplete runs).
     pub fn of_value(doc: &Value) -> Result<Self> {
         let not_a_run = |e: String| Error::usage(format!("not a test report: {e}"));
-        if let Ok(failed) = serde_json::from_value::<FailedRun>(doc.clone()) {
+        if let Some(failed) = FailedRun::deserialize(doc).ok().filter(|f| !f.complete) {
             return Ok(Self { complete: false, error: Some(failed.error), ..Self::default() });
         }
         if doc.get("url").is_some() && doc.get("transactions_per_second").is_some() {
-            let http: HttpDocument = serde_json::from_value(doc.clone()).map_err(|e| not_a_run(e.to_string()))?;
+            let http = HttpDocument::deserialize(doc).map_err(|e| not_a_run(e.to_string()))?;
             return Ok(Self::of_http(&http));
         }
-        match RunDocument::from_value(doc.clone()).map_err(not_a_run)? {
+        match RunDocument::from_value(doc).map_err(not_a_run)? {
             RunDocument::Stream(d) => Ok(Self::of_stream(&d)),
             RunDocument::Transactions(d) => Ok(Self::of_transactions(&d)),
             RunDocument::Repeat(_) => Err(not_a_run("a --repeat document".into())),
@@ -178,22 +178,8 @@ impl RunMetrics {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FailedRun {
-    #[allow(dead_code)]
-    complete: FalseOnly,
+    complete: bool,
     error: String,
-}
-
-/// `complete: false`, and nothing else.
-#[derive(Debug)]
-struct FalseOnly;
-
-impl<'de> Deserialize<'de> for FalseOnly {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        match bool::deserialize(d)? {
-            false => Ok(FalseOnly),
-            true => Err(serde::de::Error::custom("a failed run is not complete")),
-        }
-    }
 }
 
 /// One variant: its name, where its runs came from, and the runs' figures.
@@ -215,15 +201,6 @@ impl Variant {
     }
 }
 
-/// A saved document as `compare` reads it: the kinds that hold runs, by their envelope.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-enum Holder {
-    Experiment(ExperimentRuns),
-    /// One run of a fleet plan (`runs/ID.json` of `report --fleet`).
-    FleetRun(FleetRunRecord),
-}
-
 /// An experiment document's variants and their run documents.
 #[derive(Debug, Deserialize)]
 struct ExperimentRuns {
@@ -236,7 +213,8 @@ struct ExperimentVariantRuns {
     runs: Vec<Value>,
 }
 
-/// A fleet run record: the run's document, or why there is none.
+/// One run of a fleet plan (`runs/ID.json` of `report --fleet`): the run's document, or why
+/// there is none.
 #[derive(Debug, Deserialize)]
 struct FleetRunRecord {
     id: String,
@@ -255,7 +233,8 @@ fn fleet_run(record: &FleetRunRecord) -> Option<RunMetrics> {
 /// experiment names its own variants).
 pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Variant>> {
     let variant = |name: String, runs: Vec<RunMetrics>| Variant { name, sources: vec![source.to_owned()], runs };
-    let holder = match doc.get("kind").and_then(Value::as_str) {
+    let malformed = |e: serde_json::Error| Error::usage(format!("malformed {} document: {e}", doc["kind"]));
+    match doc.get("kind").and_then(Value::as_str) {
         Some("sweep") => {
             let sweep = SweepResult::from_json(doc)?;
             return Ok(sweep
@@ -269,14 +248,8 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
                 })
                 .collect());
         }
-        Some("experiment" | "fleet-run") => Some(
-            serde_json::from_value::<Holder>(doc.clone())
-                .map_err(|e| Error::usage(format!("malformed {} document: {e}", doc["kind"])))?,
-        ),
-        _ => None,
-    };
-    match holder {
-        Some(Holder::FleetRun(record)) => {
+        Some("fleet-run") => {
+            let record = FleetRunRecord::deserialize(doc).map_err(malformed)?;
             let run = fleet_run(&record).ok_or_else(|| {
                 Error::usage(format!(
                     "fleet run {} failed: {}",
@@ -286,7 +259,8 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
             })?;
             return Ok(vec![variant(name.to_owned(), vec![run])]);
         }
-        Some(Holder::Experiment(exp)) => {
+        Some("experiment") => {
+            let exp = ExperimentRuns::deserialize(doc).map_err(malformed)?;
             if exp.variants.is_empty() {
                 return Err(Error::usage("experiment document without variants"));
             }
@@ -304,10 +278,10 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
                 })
                 .collect();
         }
-        None => {}
+        _ => {}
     }
     if doc.get("repeat").is_some() && doc.get("runs").is_some() {
-        let runs = match RunDocument::from_value(doc.clone()) {
+        let runs = match RunDocument::from_value(doc) {
             Ok(RunDocument::Repeat(r)) if !r.runs.is_empty() => r.runs,
             _ => return Err(Error::usage("a --repeat document whose runs are not test reports")),
         };

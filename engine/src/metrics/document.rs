@@ -398,8 +398,8 @@ pub enum RunDocument {
 impl RunDocument {
     /// Reads a document of a run kind: the envelope says which, and documents from before the
     /// envelope are told apart by their shape (`repeat` + `runs`, `transactions_per_second`).
-    pub fn from_value(doc: serde_json::Value) -> Result<Self, String> {
-        let envelope: Envelope = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
+    pub fn from_value(doc: &serde_json::Value) -> Result<Self, String> {
+        let envelope = Envelope::deserialize(doc).map_err(|e| e.to_string())?;
         if let Some(v) = envelope.schema_version.filter(|&v| v != u64::from(SCHEMA_VERSION)) {
             return Err(format!("schema_version {v}, this build reads {SCHEMA_VERSION}"));
         }
@@ -412,9 +412,11 @@ impl RunDocument {
         });
         let typed = |e: serde_json::Error| format!("not a {kind:?} document: {e}");
         Ok(match kind {
-            Kind::Stream => RunDocument::Stream(Box::new(serde_json::from_value(doc).map_err(typed)?)),
-            Kind::Rr | Kind::Crr => RunDocument::Transactions(Box::new(serde_json::from_value(doc).map_err(typed)?)),
-            Kind::Repeat => RunDocument::Repeat(Box::new(serde_json::from_value(doc).map_err(typed)?)),
+            Kind::Stream => RunDocument::Stream(Box::new(StreamDocument::deserialize(doc).map_err(typed)?)),
+            Kind::Rr | Kind::Crr => {
+                RunDocument::Transactions(Box::new(TransactionDocument::deserialize(doc).map_err(typed)?))
+            }
+            Kind::Repeat => RunDocument::Repeat(Box::new(RepeatDocument::deserialize(doc).map_err(typed)?)),
             other => return Err(format!("a {other:?} document, not a run")),
         })
     }

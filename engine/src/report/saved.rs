@@ -32,7 +32,7 @@ impl SavedResults {
         }
         let unreadable =
             |e: String| Error::usage(format!("not a uringbench sweep, send -J or send --repeat -J document: {e}"));
-        match RunDocument::from_value(doc).map_err(unreadable)? {
+        match RunDocument::from_value(&doc).map_err(unreadable)? {
             RunDocument::Stream(d) => Ok(SavedResults::Send(d)),
             RunDocument::Repeat(r) if !r.runs.is_empty() => Ok(SavedResults::Repeat(r.runs)),
             RunDocument::Repeat(_) => Err(Error::usage("a --repeat document with no runs")),
