@@ -228,7 +228,7 @@ pub struct TestWindow {
     pub cooldown: std::time::Duration,
 }
 
-/// Kernel fast paths, chosen for the whole process (see `uringbench::uring::fastpath`).
+/// Kernel fast paths, chosen for the whole process (see `uringbench::fastpath`).
 #[derive(Args, Default)]
 pub struct FastPathArgs {
     /// io_uring SQPOLL: a kernel thread submits; optional idle time before it sleeps

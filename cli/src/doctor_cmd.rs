@@ -1,11 +1,11 @@
 //! `uringbench doctor`: runs the engine's host and path checks and prints them.
 
-use crate::args::{DoctorArgs, DoctorFormat};
-use crate::print_json;
+use crate::{
+    args::{DoctorArgs, DoctorFormat},
+    print_json,
+};
 use std::io::{IsTerminal, Write};
-use uringbench::doctor::{self, DoctorOptions};
-use uringbench::session::control::DEFAULT_PORT;
-use uringbench::Error;
+use uringbench::{run_doctor, DoctorOptions, Error, DEFAULT_PORT};
 
 pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
     let opts = DoctorOptions {
@@ -14,7 +14,7 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
         iface: args.iface,
         bandwidth_bps: args.bandwidth,
     };
-    let report = doctor::run(&opts)?;
+    let report = run_doctor(&opts)?;
     let mut out = std::io::stdout().lock();
     if args.json || args.format == DoctorFormat::Json {
         print_json(&mut out, &report.to_json())?;

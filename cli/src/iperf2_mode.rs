@@ -1,21 +1,17 @@
 //! `send --iperf2` and `recv --iperf2`: uringbench against an unmodified iperf 2.1.8, one side
 //! at a time. Turns the command line into the engine's
-//! [`uringbench::compat::iperf2`] options and prints what comes back; the modes
+//! [`uringbench::iperf2`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
 use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
-use std::io::Write;
-use std::sync::Arc;
-use uringbench::base::spec::{Proto, TestSpec, Workload};
-use uringbench::base::stop::StopToken;
-use uringbench::base::text::{escape_controls, peer_text};
-use uringbench::base::units::format_bits_per_second;
-use uringbench::compat::iperf2::{
-    bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary,
+use std::{io::Write, sync::Arc};
+use uringbench::{
+    escape_controls,
+    iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary},
+    peer_text,
+    units::format_bits_per_second,
+    Error, FastPaths, Proto, SendOptions, StopToken, TestSpec, Workload,
 };
-use uringbench::session::sender::SendOptions;
-use uringbench::uring::fastpath::FastPaths;
-use uringbench::Error;
 
 /// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
 pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {

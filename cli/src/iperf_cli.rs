@@ -441,7 +441,7 @@ pub fn translate(argv: &[String]) -> Result<Option<Translation>, String> {
         }
         let count: u64 = k.trim().parse().map_err(|_| format!("-k {k}: expected a number of blocks"))?;
         let block = match &len {
-            Some(l) => uringbench::base::units::parse_size(l).map_err(|e| format!("-l {l}: {}", e.message))?,
+            Some(l) => uringbench::units::parse_size(l).map_err(|e| format!("-l {l}: {}", e.message))?,
             None => crate::args::default_len(udp),
         };
         let total = count.checked_mul(block).filter(|b| *b > 0).ok_or_else(|| format!("-k {k}: out of range"))?;

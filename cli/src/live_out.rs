@@ -3,15 +3,16 @@
 //! prefixed with `--title`. `--json-stream` writes the same moments as one JSON object per line.
 
 use serde_json::Value;
-use std::io::Write;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
-use uringbench::base::spec::{Direction, TestSpec};
-use uringbench::metrics::figures::IntervalFigures;
-use uringbench::report::rr;
-use uringbench::report::stream::{self as report, interval_event, start_event};
-use uringbench::session::live::{Observer, StartInfo};
-use uringbench::Error;
+use std::{
+    io::Write,
+    path::Path,
+    sync::{Arc, Mutex},
+};
+use uringbench::{
+    output as rr,
+    output::{self as report, interval_event, start_event},
+    Direction, Error, IntervalFigures, Observer, StartInfo, TestSpec,
+};
 
 /// Where a command's report goes.
 pub struct Out {

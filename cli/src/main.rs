@@ -12,31 +12,17 @@ mod xdp_mode;
 use args::*;
 use clap::Parser;
 use live_out::{LiveOut, Out, Style};
-use std::io::Write;
-use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
-use uringbench::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
-use uringbench::base::stop::StopToken;
-use uringbench::base::text::{escape_controls, peer_text};
-use uringbench::base::units::{self, format_bits_per_second};
-use uringbench::metrics::document::{Kind, RepeatDocument, StreamDocument, Tool, TransactionDocument};
-use uringbench::metrics::figures::{Role, SCHEMA_VERSION};
-use uringbench::metrics::summary::Stats;
-use uringbench::report::export::{csv_rows, RepeatSummary, CSV_HEADER};
-use uringbench::report::stream::end_event;
-use uringbench::runtime::placement::BusyPoll;
-use uringbench::session::auth::Psk;
-use uringbench::session::control::DEFAULT_PORT;
-use uringbench::session::live::{Observer, Quiet};
-use uringbench::session::sender::SendOptions;
-use uringbench::session::server;
-use uringbench::sys::sockopt::LocalEnd;
-use uringbench::uring::fastpath::FastPaths;
-use uringbench::wire::iperf2::IPERF2_PORT;
-use uringbench::workload::receive::Workloads;
-use uringbench::Error;
-use uringbench::{ReceiverConfig, ServerEvent, ServerLimits};
+use std::{io::Write, process::ExitCode, sync::Arc, time::Duration};
+use uringbench::{
+    escape_controls,
+    iperf2::IPERF2_PORT,
+    output::{csv_rows, end_event, CSV_HEADER},
+    peer_text,
+    units::{self, format_bits_per_second},
+    BusyPoll, Direction, Error, FastPaths, Kind, LocalEnd, Observer, Proto, Psk, Quiet, ReceiverConfig, RepeatDocument,
+    RepeatSummary, Role, SendOptions, ServerEvent, ServerLimits, Stats, StopToken, StreamDocument, TestSpec, Tool,
+    TransactionDocument, Tuning, Workload, Workloads, ZeroCopyMode, DEFAULT_PORT, SCHEMA_VERSION,
+};
 
 impl TestWindow {
     /// Writes the window and the interval period into a spec (milliseconds on the wire).
@@ -73,8 +59,7 @@ pub(crate) fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<Stri
 /// `-s -D`: the receiver in the background, in a process group of its own so the terminal's
 /// Ctrl-C does not reach it, its output discarded; prints its process id.
 fn daemon(t: &iperf_cli::Translation) -> ExitCode {
-    use std::os::unix::process::CommandExt;
-    use std::process::Stdio;
+    use std::{os::unix::process::CommandExt, process::Stdio};
     let spawned = std::env::current_exe().and_then(|exe| {
         std::process::Command::new(exe)
             .args(&t.argv[1..])
@@ -104,8 +89,7 @@ fn daemon(t: &iperf_cli::Translation) -> ExitCode {
 impl FastPathArgs {
     /// The fast paths asked for, probed before any ring exists; the run carries them down.
     fn probe(&self, zc_rx: Option<&str>) -> Result<FastPaths, Error> {
-        use uringbench::uring::fastpath;
-        use uringbench::uring::ring::{NapiPoll, SqPoll};
+        use uringbench::{fastpath, NapiPoll, SqPoll};
         let paths = FastPaths {
             sqpoll: self.sqpoll.map(|d| SqPoll { idle_ms: d.as_millis().clamp(1, 60_000) as u32 }),
             napi: self
@@ -252,7 +236,7 @@ const FORCE_EXIT_AFTER: Duration = Duration::from_millis(500);
 /// [`FORCE_EXIT_AFTER`] later reverts every setting still applied and exits at once. Call it
 /// before any other thread exists (the signals are blocked here, and so in every later thread).
 fn stop_on_signals() -> Result<StopToken, Error> {
-    let signals = uringbench::sys::signals::StopSignals::block()?;
+    let signals = uringbench::StopSignals::block()?;
     let stop = StopToken::new();
     let token = stop.clone();
     std::thread::Builder::new()
@@ -266,7 +250,7 @@ fn stop_on_signals() -> Result<StopToken, Error> {
                         token.stop(signal.name);
                     }
                     Some(at) if at.elapsed() >= FORCE_EXIT_AFTER => {
-                        let (reverted, failed) = uringbench::sys::settings::revert_registered();
+                        let (reverted, failed) = uringbench::settings::revert_registered();
                         if reverted > 0 {
                             eprintln!("uringbench: interrupted: reverted {reverted} setting(s)");
                         }
@@ -315,16 +299,11 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             .collect::<Result<_, _>>()?,
         max_pending_per_source: args.max_pending_per_source,
         stop,
-        variants: args
-            .variants
-            .as_deref()
-            .map(uringbench::sys::settings::ReceiverVariants::load)
-            .transpose()?
-            .map(Arc::new),
+        variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
         fast,
     };
     let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
-    let listener = server::bind(&cfg)?;
+    let listener = uringbench::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
         let line = match event {
             ServerEvent::Listening { addr } => format!("uringbench recv: listening on {addr}"),
@@ -397,7 +376,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
         let _ = writeln!(out, "{line}");
         let _ = out.flush();
     });
-    let ok = server::serve(cfg, Arc::new(workloads), listener, events)?;
+    let ok = uringbench::serve(cfg, Arc::new(workloads), listener, events)?;
     Ok(if ok { 0 } else { 1 })
 }
 
@@ -545,7 +524,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
 }
 
 fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
-    use uringbench::workload::http::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
+    use uringbench::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
     let opts = HttpOptions {
         url: args.url,
         connections: args.connections,
@@ -606,7 +585,7 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
 /// rest by the spec's `validate`), and where this side's sockets leave from.
 fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
     if let Some(c) = &t.congestion {
-        uringbench::sys::sockopt::check_congestion(c).map_err(Error::usage)?;
+        uringbench::check_congestion(c).map_err(Error::usage)?;
     }
     let (bind, bind_dev) = match t.bind.as_deref().map(|b| b.split_once('%').map_or((b, None), |(a, d)| (a, Some(d)))) {
         Some((addr, dev)) => {
@@ -692,7 +671,7 @@ impl Titled for TransactionDocument {
     }
 }
 
-fn print_json(out: &mut impl Write, doc: &serde_json::Value) -> Result<(), Error> {
+fn print_json(out: &mut impl Write, doc: &impl serde::Serialize) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(doc).map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
     let _ = writeln!(out, "{text}");
     Ok(())
@@ -753,7 +732,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
     let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
-    let report = uringbench::workload::rr::run_rr_live(&opts, observer)?;
+    let report = uringbench::run_rr_live(&opts, observer)?;
     let title = args.output.title.clone();
     match (json, style) {
         (true, _) => out.json_doc(&titled(report.to_document(), &title))?,

@@ -1,17 +1,17 @@
 //! `uringbench sweep` (a series of stream tests with a chart) and `uringbench report`
 //! (re-renders saved results).
 
-use crate::args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList};
-use crate::{busy, port_or_default, print_json};
-use std::io::Write;
-use std::path::Path;
-use uringbench::base::spec::{Proto, TestSpec, Workload};
-use uringbench::base::stop::StopToken;
-use uringbench::report::fleet::{self, FleetReport};
-use uringbench::report::saved::SavedResults;
-use uringbench::session::sender::SendOptions;
-use uringbench::workload::sweep::{self, SweepParam, SweepPlan};
-use uringbench::Error;
+use crate::{
+    args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList},
+    busy, port_or_default, print_json,
+};
+use std::{io::Write, path::Path};
+use uringbench::{
+    fleet::{self, FleetReport},
+    output::SavedResults,
+    sweep::{self, SweepParam, SweepPlan},
+    Error, Proto, SendOptions, StopToken, TestSpec, Workload,
+};
 
 /// The one swept parameter and its values, the other two fixed.
 fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {
@@ -39,13 +39,13 @@ fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
         write_file(path, &result.chart().to_svg())?;
     }
     if let Some(path) = &args.json_file {
-        write_file(path, &json_text(&result.to_json())?)?;
+        write_file(path, &json_text(&result.to_document())?)?;
     }
     Ok(())
 }
 
 /// A JSON document as saved to a file: pretty, with a final newline.
-pub(crate) fn json_text(doc: &serde_json::Value) -> Result<String, Error> {
+pub(crate) fn json_text(doc: &impl serde::Serialize) -> Result<String, Error> {
     serde_json::to_string_pretty(doc)
         .map(|t| t + "\n")
         .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
@@ -94,7 +94,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
             busy_poll: busy(args.busy_poll),
             local: Default::default(),
             fast: Default::default(),
-            psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
+            psk: args.psk_file.as_deref().map(uringbench::Psk::load).transpose()?,
             stop,
         },
         param,
@@ -113,11 +113,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         |done| {
             if text {
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    uringbench::report::sweep::run_line(param, done.label, plan.repeat, done.figures)
-                );
+                let _ = writeln!(out, "{}", uringbench::sweep::run_line(param, done.label, plan.repeat, done.figures));
                 let _ = out.flush();
             }
             if save_error.is_none() {
@@ -133,7 +129,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         SweepFormat::Text => {
             let _ = write!(out, "\n{}", result.render_table());
         }
-        SweepFormat::Json => print_json(&mut out, &result.to_json())?,
+        SweepFormat::Json => print_json(&mut out, &result.to_document())?,
         SweepFormat::Csv => {
             let _ = write!(out, "{}", result.to_csv());
         }
@@ -181,7 +177,7 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
     let report = FleetReport::load(dir, (!asked.is_empty()).then_some(asked.as_slice()))?;
     let out_dir = args.out.as_deref().unwrap_or(dir);
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
-    let doc = json_text(&report.to_json())?;
+    let doc = json_text(&report.to_document())?;
     let mut written = vec![out_dir.join("fleet.json"), out_dir.join("fleet.csv"), out_dir.join("heatmap.svg")];
     write_file(&written[0], &doc)?;
     write_file(&written[1], &fleet::csv::to_csv(&report))?;

@@ -1,17 +1,18 @@
 //! Tuning experiments: `uringbench compare`, `search`, `experiment` and `settings`.
 
-use crate::args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson};
-use crate::{busy, port_or_default, print_json, xdp_mode};
+use crate::{
+    args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson},
+    busy, port_or_default, print_json, xdp_mode,
+};
 use std::io::Write;
-use uringbench::analysis::compare::{self, Metric};
-use uringbench::base::spec::{Proto, TestSpec, Workload};
-use uringbench::base::stop::StopToken;
-use uringbench::metrics::summary::DEFAULT_SEED;
-use uringbench::session::sender::SendOptions;
-use uringbench::sys::settings::{self, Change, Journal};
-use uringbench::workload::experiment::{self, Plan, Progress};
-use uringbench::workload::search::{self, SearchPlan, SearchResult, TrialFigures};
-use uringbench::Error;
+use uringbench::{
+    compare::{self, Metric},
+    experiment::{self, experiment_document, Plan, Progress},
+    run_rr, run_send,
+    search::{self, SearchPlan, SearchResult, TrialFigures},
+    settings::{self, Change, Journal},
+    Error, Proto, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_SEED,
+};
 
 use crate::sweep_cmd::{json_text, write_file};
 
@@ -31,7 +32,7 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     }
     let mut out = std::io::stdout().lock();
     if args.json || args.format == TextOrJson::Json {
-        print_json(&mut out, &report.to_json())?;
+        print_json(&mut out, &report.to_document())?;
     } else {
         let _ = write!(out, "{}", report.render_text());
     }
@@ -68,7 +69,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local: Default::default(),
         fast: Default::default(),
-        psk: args.psk_file.as_deref().map(uringbench::session::auth::Psk::load).transpose()?,
+        psk: args.psk_file.as_deref().map(uringbench::Psk::load).transpose()?,
         stop,
     };
     let plan = SearchPlan {
@@ -101,8 +102,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
                 return Err(Error::peer(format!("search stopped by {cause} before its answer")));
             }
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
-            run_test(&opts, std::sync::Arc::new(uringbench::session::live::Quiet))
-                .map(|r| TrialFigures::of_document(&r.to_document()))
+            run_test(&opts, std::sync::Arc::new(uringbench::Quiet)).map(|r| TrialFigures::of_document(&r.to_document()))
         },
         |step| {
             if !json {
@@ -114,7 +114,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     )?;
     let mut out = std::io::stdout().lock();
     if json {
-        print_json(&mut out, &result.to_json(&spec, &args.target))?;
+        print_json(&mut out, &result.to_document(&spec, &args.target))?;
     } else {
         let text = result.render_text(&spec);
         let _ = write!(out, "{}", text.lines().last().map(|l| format!("{l}\n")).unwrap_or_default());
@@ -156,8 +156,8 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
         &journal,
         &stop,
         |opts| match opts.spec.workload {
-            Workload::Stream => uringbench::workload::stream::run_send(opts).map(|r| r.to_json()),
-            Workload::Rr | Workload::Crr => uringbench::workload::rr::run_rr(opts).map(|r| r.to_json()),
+            Workload::Stream => run_send(opts).map(|r| RunRecord::Stream(Box::new(r.to_document()))),
+            Workload::Rr | Workload::Crr => run_rr(opts).map(|r| RunRecord::Transactions(Box::new(r.to_document()))),
         },
         |p| match p {
             Progress::Applied { variant, what } => say(format!("{variant}: {}", what.join("; "))),
@@ -186,7 +186,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     }
     let result = outcome?;
     let comparison = compare::compare_experiment(&result, plan.seed)?;
-    let doc = result.to_json(Some(comparison.to_json()));
+    let doc = experiment_document(&result, Some(&comparison));
     if let Some(path) = &args.json_file {
         write_file(path, &json_text(&doc)?)?;
     }
@@ -212,12 +212,8 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
         }
         let _ = write!(out, "\n{}", comparison.render_text());
     }
-    let incomplete = result
-        .variants
-        .iter()
-        .flat_map(|v| &v.runs)
-        .filter(|r| compare::RunMetrics::of_value(r).map_or(true, |run| !run.complete))
-        .count();
+    let incomplete =
+        result.variants.iter().flat_map(|v| &v.runs).filter(|r| !compare::RunMetrics::of_record(r).complete).count();
     if incomplete > 0 {
         eprintln!("uringbench: {incomplete} run(s) were incomplete (left out of the comparison)");
         return Ok(1);
@@ -226,11 +222,8 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
 }
 
 /// One run in a progress line.
-fn run_summary(doc: &serde_json::Value) -> String {
-    let run = match compare::RunMetrics::of_value(doc) {
-        Ok(run) => run,
-        Err(e) => return format!("unreadable: {e}"),
-    };
+fn run_summary(doc: &RunRecord) -> String {
+    let run = compare::RunMetrics::of_record(doc);
     let mut parts = Vec::new();
     for m in compare::ALL_METRICS {
         if let Some(v) = m.of_run(&run) {

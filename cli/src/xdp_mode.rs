@@ -3,13 +3,7 @@
 
 pub use crate::args::{Engine, XdpModeArg};
 use std::sync::Arc;
-use uringbench::metrics::figures::StreamReport;
-use uringbench::metrics::xdp::AttachMode;
-use uringbench::session::live::Observer;
-use uringbench::session::sender::SendOptions;
-use uringbench::workload::stream::run_send_live;
-use uringbench::workload::xdp_stream::{run_send_xdp, XdpOptions};
-use uringbench::Error;
+use uringbench::{run_send_live, run_send_xdp, AttachMode, Error, Observer, SendOptions, StreamReport, XdpOptions};
 
 /// The receiver's AF_XDP options, or `None` for the socket engine.
 pub fn recv_options(engine: Engine, iface: Option<String>, mode: XdpModeArg) -> Result<Option<XdpOptions>, Error> {

@@ -54,7 +54,7 @@ fn doctor_reports_the_veth_pair_it_runs_on() {
     assert_eq!(queues["rx_queues"].as_u64(), Some(count("rx-")), "rx queues as sysfs lists them: {names}");
     assert_eq!(queues["tx_queues"].as_u64(), Some(count("tx-")), "tx queues as sysfs lists them: {names}");
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let online = uringbench::base::units::parse_cpu_list(&online).unwrap().len() as u64;
+    let online = uringbench::units::parse_cpu_list(&online).unwrap().len() as u64;
     assert_eq!(queues["cpus"].as_u64(), Some(online), "online CPUs");
     assert_eq!(check(&doc, "path.mtu")["facts"]["path_mtu"].as_u64(), Some(9000), "path MTU across the veth");
     assert_eq!(check(&doc, "path.address")["status"], "pass", "10.77.0.2 is private");

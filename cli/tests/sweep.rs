@@ -75,7 +75,7 @@ fn sweep_over_queues_writes_csv_svg_and_json() {
 
     let text = std::fs::read_to_string(&csv).unwrap();
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
-    assert_eq!(rows[0].join(","), uringbench::report::sweep::SWEEP_CSV_HEADER);
+    assert_eq!(rows[0].join(","), uringbench::sweep::SWEEP_CSV_HEADER);
     let runs: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == "run").collect();
     assert_eq!(runs.len(), 6, "3 points x 2 runs: {text}");
     for r in &runs {

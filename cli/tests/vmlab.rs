@@ -231,11 +231,7 @@ fn doctor_reads_virtio_net_as_ethtool_and_proc_interrupts_do() {
         let (name, _) = irqs.get(&irq).unwrap_or_else(|| panic!("IRQ {irq} is not a lab0 queue vector: {interrupts}"));
         assert_eq!(entry["name"], name.as_str());
         let cpus: Vec<usize> = entry["cpus"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap() as usize).collect();
-        assert_eq!(
-            cpus,
-            uringbench::base::units::parse_cpu_list(&effective[&irq]).unwrap(),
-            "IRQ {irq} effective affinity"
-        );
+        assert_eq!(cpus, uringbench::units::parse_cpu_list(&effective[&irq]).unwrap(), "IRQ {irq} effective affinity");
     }
     assert_eq!(check(&doc, "path.reach")["facts"]["reach"], "listening", "b's uringbench-recv.service answers");
     assert_eq!(doc["summary"]["fail"].as_u64(), Some(0), "nothing fails in the lab: {}", doc["summary"]);

@@ -47,15 +47,97 @@ mod layer_rules;
 
 pub use crate::base::error::{Error, ErrorKind, Result};
 
-// The engine's front door: a test is described by a `TestSpec`, sent with `run_send`, served
-// by `serve` on a `ReceiverConfig` with the receiver's `Workloads`, ended early through a
-// `StopToken`, and reported as a `StreamReport`. Everything else is reached through its layer.
-pub use crate::base::spec::{Direction, Proto, TestSpec};
+// The engine's front door: what a program that runs tests and prints their results (the
+// `uringbench` command is one) needs, named by what it is for rather than by the layer it lives
+// in. The layers stay public for the engine's own tests and for readers of the architecture, but
+// the command reaches the engine only through these names (cli/tests/front_door.rs fails
+// otherwise), so a layer can be cut differently without touching the command.
+
+// A test: described by a `TestSpec`, sent with `run_send`/`run_rr`/`run_http`, served by `serve`
+// on a `ReceiverConfig` with the receiver's `Workloads`, ended early through a `StopToken`.
+pub use crate::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
 pub use crate::base::stop::StopToken;
-pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
+pub use crate::metrics::xdp::AttachMode;
+pub use crate::runtime::placement::BusyPoll;
+pub use crate::session::auth::Psk;
+pub use crate::session::control::DEFAULT_PORT;
+pub use crate::session::live::{Observer, Quiet, StartInfo};
 pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve};
-pub use crate::uring::fastpath::FastPaths;
+pub use crate::sys::signals::StopSignals;
+pub use crate::sys::sockopt::{check_congestion, LocalEnd};
+pub use crate::uring::fastpath::{self, FastPaths};
+pub use crate::uring::ring::{NapiPoll, SqPoll};
+pub use crate::workload::http::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
 pub use crate::workload::receive::Workloads;
-pub use crate::workload::stream::run_send;
+pub use crate::workload::rr::{run_rr, run_rr_live};
+pub use crate::workload::stream::{run_send, run_send_live};
+pub use crate::workload::xdp_stream::{run_send_xdp, XdpOptions};
+
+// What a test reports, and the documents it is saved as (docs/output.md, docs/schema/).
+pub use crate::metrics::document::{Kind, RepeatDocument, RunRecord, StreamDocument, Tool, TransactionDocument};
+pub use crate::metrics::figures::{IntervalFigures, Role, SideReport, StreamReport, SCHEMA_VERSION};
+pub use crate::metrics::summary::{Stats, DEFAULT_SEED};
+pub use crate::report::export::RepeatSummary;
+
+// Units and text as the command line takes and prints them.
+pub use crate::base::text::{escape_controls, peer_text};
+pub use crate::base::units;
+
+/// The printers: live lines and events, CSV, saved results read back.
+pub mod output {
+    pub use crate::report::export::{csv_rows, CSV_HEADER};
+    pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line};
+    pub use crate::report::saved::SavedResults;
+    pub use crate::report::stream::{
+        end_event, header_line, interval_event, interval_json, interval_lines, start_event, INTERVAL_TITLES,
+    };
+}
+
+/// `sweep`: one stream test over a series of values of one parameter.
+pub mod sweep {
+    pub use crate::report::sweep::{run_line, SWEEP_CSV_HEADER};
+    pub use crate::workload::sweep::{run, RunDone, RunFigures, SweepDocument, SweepParam, SweepPlan, SweepResult};
+}
+
+/// `search`: the highest rate within a loss limit.
+pub mod search {
+    pub use crate::workload::search::{search, RateTrial, SearchDocument, SearchPlan, SearchResult, TrialFigures};
+}
+
+/// `experiment`: settings variants applied, run interleaved, reverted and compared.
+pub mod experiment {
+    pub use crate::analysis::document::{experiment_document, ExperimentDocument};
+    pub use crate::workload::experiment::{run, ExperimentResult, Plan, Progress};
+}
+
+/// `compare`: saved runs compared with their statistics.
+pub mod compare {
+    pub use crate::analysis::compare::{
+        compare, compare_experiment, load_operand, CompareReport, Metric, RunMetrics, ALL_METRICS,
+    };
+    pub use crate::analysis::document::CompareDocument;
+}
+
+/// `report --fleet`: what a fleet run collected, merged.
+pub mod fleet {
+    pub use crate::report::fleet::{csv, heatmap, FleetDocument, FleetReport};
+}
+
+/// Host settings changed for a test and reverted after it (`settings`, `experiment`,
+/// `recv --variants`).
+pub mod settings {
+    pub use crate::sys::settings::{default_state, register, revert_registered, Change, Journal, ReceiverVariants};
+}
+
+/// iperf2 on the other end: `send --iperf2`, `recv --iperf2`.
+pub mod iperf2 {
+    pub use crate::compat::iperf2::{
+        bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary,
+    };
+    pub use crate::wire::iperf2::IPERF2_PORT;
+}
+
+/// `doctor`: is this host ready for a test, and if not, what to change.
+pub use crate::doctor::{run as run_doctor, DoctorOptions};

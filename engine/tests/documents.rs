@@ -96,6 +96,43 @@ fn http_documents_of_the_previous_release_load_and_keep_their_keys() {
     keeps_every_key(&old, &serde_json::to_value(&doc).unwrap(), "http.json");
 }
 
+/// Loads a fixture as `T` and checks that written back it keeps every key and value.
+fn typed_round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(name: &str) -> T {
+    let old = load(name);
+    let typed: T = serde_json::from_value(old.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    keeps_every_key(&old, &serde_json::to_value(&typed).unwrap(), name);
+    typed
+}
+
+#[test]
+fn tuning_and_fleet_documents_of_the_previous_release_load_and_keep_their_keys() {
+    use uringbench::compare::CompareDocument;
+    use uringbench::experiment::ExperimentDocument;
+    use uringbench::fleet::FleetDocument;
+    use uringbench::search::SearchDocument;
+    use uringbench::sweep::SweepDocument;
+    use uringbench::RunRecord;
+    let sweep: SweepDocument = typed_round_trip("sweep.json");
+    assert_eq!(sweep.kind, Kind::Sweep);
+    assert!(sweep.points.iter().all(|p| !p.point.runs.is_empty()), "every point has its runs");
+    let search: SearchDocument = typed_round_trip("search.json");
+    assert_eq!(search.kind, Kind::Search);
+    assert!(!search.result.steps.is_empty());
+    let compare: CompareDocument = typed_round_trip("compare.json");
+    assert_eq!(compare.kind, Kind::Compare);
+    assert!(compare.variants.len() >= 2 && !compare.comparisons.is_empty());
+    let experiment: ExperimentDocument = typed_round_trip("experiment.json");
+    assert_eq!(experiment.kind, Kind::Experiment);
+    assert!(experiment.compare.is_some(), "an experiment carries its comparison");
+    for v in &experiment.variants {
+        assert!(!v.runs.is_empty(), "{}: runs", v.name);
+        assert!(v.runs.iter().all(|r| matches!(r, RunRecord::Stream(_))), "{}: stream runs read as such", v.name);
+    }
+    let fleet: FleetDocument = typed_round_trip("fleet.json");
+    assert_eq!((fleet.kind, fleet.planned_runs, fleet.complete_runs), (Kind::Fleet, 2, 1));
+    assert_eq!(fleet.failed_runs[0].id, "0002");
+}
+
 #[test]
 fn a_document_of_another_schema_version_is_refused_by_name() {
     let mut doc = load("stream-tcp.json");
@@ -116,6 +153,11 @@ fn schemas_in_docs_match_the_types() {
         ("rr.schema.json", schemars::schema_for!(TransactionDocument)),
         ("repeat.schema.json", schemars::schema_for!(RepeatDocument)),
         ("http.schema.json", schemars::schema_for!(uringbench::workload::http::HttpDocument)),
+        ("sweep.schema.json", schemars::schema_for!(uringbench::sweep::SweepDocument)),
+        ("search.schema.json", schemars::schema_for!(uringbench::search::SearchDocument)),
+        ("experiment.schema.json", schemars::schema_for!(uringbench::experiment::ExperimentDocument)),
+        ("compare.schema.json", schemars::schema_for!(uringbench::compare::CompareDocument)),
+        ("fleet.schema.json", schemars::schema_for!(uringbench::fleet::FleetDocument)),
     ];
     let write = std::env::var_os("URINGBENCH_WRITE_SCHEMA").is_some();
     for (name, schema) in schemas {
@@ -148,6 +190,11 @@ fn captured_documents_validate_against_the_published_schemas() {
         ("crr.json", "rr.schema.json"),
         ("repeat.json", "repeat.schema.json"),
         ("http.json", "http.schema.json"),
+        ("sweep.json", "sweep.schema.json"),
+        ("search.json", "search.schema.json"),
+        ("experiment.json", "experiment.schema.json"),
+        ("compare.json", "compare.schema.json"),
+        ("fleet.json", "fleet.schema.json"),
     ] {
         let schema: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(schema)).unwrap()).unwrap();
         let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");

@@ -7,20 +7,22 @@
 //! file, or several files joined into one), `rr`/`crr`/`http -J`, a sweep (one variant per
 //! point) and an `experiment` result (one variant per named variant).
 
+use crate::analysis::document::ExperimentDocument;
 use crate::analysis::stats::{self, MannWhitney};
 use crate::base::spec::Proto;
-use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
-use crate::metrics::figures::SCHEMA_VERSION;
+use crate::metrics::document::{
+    read_document, FailedRun, FleetRunRecord, Kind, RunDocument, RunRecord, StreamDocument, TransactionDocument,
+};
 use crate::metrics::summary::Stats;
 use crate::workload::experiment::ExperimentResult;
 use crate::workload::http::HttpDocument;
 use crate::workload::sweep::{RunFigures, SweepResult};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A figure compared between variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// `sum.receiver.bits_per_second`, in Gbit/s.
@@ -155,6 +157,15 @@ impl RunMetrics {
         }
     }
 
+    /// One run as an experiment keeps it.
+    pub fn of_record(record: &RunRecord) -> Self {
+        match record {
+            RunRecord::Failed(f) => Self { complete: false, error: Some(f.error.clone()), ..Self::default() },
+            RunRecord::Stream(d) => Self::of_stream(d),
+            RunRecord::Transactions(d) => Self::of_transactions(d),
+        }
+    }
+
     /// One run's document of any run kind (stream, rr, crr, http), as saved by `-J`, or the
     /// record of a run that never started (an experiment keeps those as incomplete runs).
     pub fn of_value(doc: &Value) -> Result<Self> {
@@ -172,14 +183,6 @@ impl RunMetrics {
             RunDocument::Repeat(_) => Err(not_a_run("a --repeat document".into())),
         }
     }
-}
-
-/// A run that failed before it had a report: `{"complete": false, "error": "..."}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FailedRun {
-    complete: bool,
-    error: String,
 }
 
 /// One variant: its name, where its runs came from, and the runs' figures.
@@ -201,32 +204,9 @@ impl Variant {
     }
 }
 
-/// An experiment document's variants and their run documents.
-#[derive(Debug, Deserialize)]
-struct ExperimentRuns {
-    variants: Vec<ExperimentVariantRuns>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ExperimentVariantRuns {
-    name: String,
-    runs: Vec<Value>,
-}
-
-/// One run of a fleet plan (`runs/ID.json` of `report --fleet`): the run's document, or why
-/// there is none.
-#[derive(Debug, Deserialize)]
-struct FleetRunRecord {
-    id: String,
-    #[serde(default)]
-    document: Option<Value>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-/// The completed run of a fleet record, if it has one.
+/// The run of a fleet record, if its document reads.
 fn fleet_run(record: &FleetRunRecord) -> Option<RunMetrics> {
-    record.document.as_ref().and_then(|d| RunMetrics::of_value(d).ok())
+    record.stream_document().and_then(|d| d.ok()).map(|d| RunMetrics::of_stream(&d))
 }
 
 /// The variants in one saved document. `name` names a single-variant document (a sweep or an
@@ -260,23 +240,15 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
             return Ok(vec![variant(name.to_owned(), vec![run])]);
         }
         Some("experiment") => {
-            let exp = ExperimentRuns::deserialize(doc).map_err(malformed)?;
+            let exp: ExperimentDocument = read_document(doc, Kind::Experiment).map_err(Error::usage)?;
             if exp.variants.is_empty() {
                 return Err(Error::usage("experiment document without variants"));
             }
-            return exp
+            return Ok(exp
                 .variants
                 .iter()
-                .map(|v| {
-                    let runs = v
-                        .runs
-                        .iter()
-                        .map(RunMetrics::of_value)
-                        .collect::<Result<Vec<_>>>()
-                        .map_err(|_| Error::usage("experiment document whose runs are not test reports"))?;
-                    Ok(variant(v.name.clone(), runs))
-                })
-                .collect();
+                .map(|v| variant(v.name.clone(), v.runs.iter().map(RunMetrics::of_record).collect()))
+                .collect());
         }
         _ => {}
     }
@@ -366,7 +338,7 @@ pub fn load_operand(operand: &str) -> Result<Vec<Variant>> {
 }
 
 /// A variant's statistics for one metric.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MetricSummary {
     pub n: usize,
     pub median: f64,
@@ -378,7 +350,7 @@ pub struct MetricSummary {
 }
 
 /// One variant against the first, on one metric.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub a: String,
     pub b: String,
@@ -579,44 +551,22 @@ pub(crate) fn fmt_like(v: f64, reference: f64) -> String {
 
 /// The comparison of an experiment's variants, the first plan variant as the baseline.
 pub fn compare_experiment(result: &ExperimentResult, seed: u64) -> Result<CompareReport> {
-    let doc = result.to_json(None);
-    compare(variants_of_doc("", "experiment", &doc)?, None, seed)
+    let variants = result
+        .variants
+        .iter()
+        .map(|v| Variant {
+            name: v.name.clone(),
+            sources: vec!["experiment".into()],
+            runs: v.runs.iter().map(RunMetrics::of_record).collect(),
+        })
+        .collect();
+    compare(variants, None, seed)
 }
 
 impl CompareReport {
     /// The verdict lines on the primary metric, one per pair.
     pub fn verdicts(&self) -> Vec<&Comparison> {
         self.comparisons.iter().filter(|c| c.metric == self.primary).collect()
-    }
-
-    pub fn to_json(&self) -> Value {
-        let variants: Vec<Value> = self
-            .variants
-            .iter()
-            .enumerate()
-            .map(|(vi, v)| {
-                let metrics: serde_json::Map<String, Value> = self
-                    .metrics
-                    .iter()
-                    .enumerate()
-                    .map(|(mi, m)| (m.key().to_owned(), json!(self.summaries[vi][mi])))
-                    .collect();
-                json!({"name": v.name, "sources": v.sources, "runs": v.runs.len(),
-                       "complete_runs": v.complete_runs().count(), "metrics": metrics})
-            })
-            .collect();
-        json!({
-            "schema_version": SCHEMA_VERSION,
-            "kind": "compare",
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "seed": self.seed,
-            "bootstrap_rounds": stats::BOOTSTRAP_ROUNDS,
-            "alpha": stats::ALPHA,
-            "primary_metric": self.primary,
-            "metrics": self.metrics,
-            "variants": variants,
-            "comparisons": self.comparisons,
-        })
     }
 }
 
@@ -637,6 +587,10 @@ pub(crate) mod tests {
         d.cpu.receiver_per_byte.as_mut().unwrap().cpu_seconds_per_gb = 1.0 / gbps;
         d.tcp.sender.retransmitted_segments = 0;
         serde_json::to_value(d).unwrap()
+    }
+
+    fn stream_record(gbps: f64) -> RunRecord {
+        RunRecord::Stream(Box::new(serde_json::from_value(stream_doc(gbps)).unwrap()))
     }
 
     pub(crate) fn variant(name: &str, gbps: &[f64]) -> Variant {
@@ -684,9 +638,9 @@ pub(crate) mod tests {
         let dir = std::env::temp_dir().join(format!("uringbench-compare-fleet-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("runs")).unwrap();
         let run = stream_doc(5.0);
-        for (id, doc) in [("a", run.clone()), ("b", run), ("c", Value::Null)] {
-            let rec = json!({"kind": "fleet-run", "id": id, "rc": 0, "document": doc});
-            std::fs::write(dir.join("runs").join(format!("{id}.json")), rec.to_string()).unwrap();
+        for (id, doc) in [("a", Some(run.clone())), ("b", Some(run)), ("c", None)] {
+            let rec = fleet_record(id, doc, None);
+            std::fs::write(dir.join("runs").join(format!("{id}.json")), serde_json::to_string(&rec).unwrap()).unwrap();
         }
         let operand = format!("before={}", dir.display());
         let vs = load_operand(&operand).unwrap();
@@ -694,24 +648,41 @@ pub(crate) mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A fleet run's record as the Ansible run role writes it.
+    fn fleet_record(id: &str, document: Option<Value>, error: Option<&str>) -> FleetRunRecord {
+        FleetRunRecord {
+            kind: "fleet-run".into(),
+            id: id.into(),
+            rc: Some(i64::from(error.is_some())),
+            error: error.map(str::to_owned),
+            document,
+            ..FleetRunRecord::default()
+        }
+    }
+
+    fn fixture(name: &str) -> Value {
+        let path = format!("{}/tests/fixtures/53b0d44/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
     #[test]
     fn documents_of_each_kind_give_variants() {
         let run = stream_doc(5.0);
-        let repeat = json!({"schema_version": 1, "repeat": 2, "runs": [run.clone(), run.clone()], "summary":
-            {"runs": 2, "complete_runs": 2, "receiver_bits_per_second": null, "sender_bits_per_second": null, "cpu_seconds_per_gb": null}});
-        assert_eq!(variants_of_doc("r", "f", &repeat).unwrap()[0].runs.len(), 2);
-        let mut rr: Value = serde_json::from_str(include_str!("../../tests/fixtures/53b0d44/rr.json")).unwrap();
-        rr["transactions_per_second"] = json!(1e5);
-        rr["complete"] = json!(true);
+        let repeat = fixture("repeat.json");
+        assert_eq!(variants_of_doc("r", "f", &repeat).unwrap()[0].runs.len(), repeat["runs"].as_array().unwrap().len());
+        let mut rr = fixture("rr.json");
+        rr["transactions_per_second"] = 1e5.into();
+        rr["complete"] = true.into();
         let v = &variants_of_doc("rr", "f", &rr).unwrap()[0];
         assert_eq!((v.samples(Metric::TransactionsPerSecond), v.samples(Metric::ReceivedGbps)), (vec![1e5], vec![]));
-        let exp = json!({"kind": "experiment", "variants": [{"name": "gro-on", "runs": [run.clone()]}, {"name": "gro-off", "runs": [run]}]});
-        let names: Vec<String> = variants_of_doc("e", "f", &exp).unwrap().into_iter().map(|v| v.name).collect();
-        assert_eq!(names, ["gro-on", "gro-off"]);
-        assert!(variants_of_doc("n", "f", &json!({"a": 1})).unwrap_err().message.contains("not a uringbench"));
-        let fleet_run = json!({"kind": "fleet-run", "id": "r1", "rc": 0, "document": run.clone()});
+        let names: Vec<String> =
+            variants_of_doc("e", "f", &fixture("experiment.json")).unwrap().into_iter().map(|v| v.name).collect();
+        assert_eq!(names, ["plain", "tbf"]);
+        let not_ours: Value = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert!(variants_of_doc("n", "f", &not_ours).unwrap_err().message.contains("not a uringbench"));
+        let fleet_run = serde_json::to_value(fleet_record("r1", Some(run.clone()), None)).unwrap();
         assert_eq!(variants_of_doc("f", "f", &fleet_run).unwrap()[0].runs.len(), 1);
-        let failed = json!({"kind": "fleet-run", "id": "r2", "rc": 1, "error": "host4 unreachable", "document": null});
+        let failed = serde_json::to_value(fleet_record("r2", None, Some("host4 unreachable"))).unwrap();
         assert!(variants_of_doc("f", "f", &failed).unwrap_err().message.contains("host4 unreachable"));
         assert!(compare(vec![variant("a", &[1.0])], None, 1).unwrap_err().message.contains("two variants"));
         let rrv = variants_of_doc("rr", "f", &rr).unwrap().remove(0);
@@ -742,7 +713,7 @@ pub(crate) mod tests {
                 assert_eq!(marked, opts.spec.variant.is_some());
                 seen.push(marked);
                 let gbps = if marked { 12.0 } else { 10.0 } + seen.len() as f64 * 0.01;
-                Ok(stream_doc(gbps))
+                Ok(stream_record(gbps))
             },
             |_| {},
         )
@@ -754,9 +725,9 @@ pub(crate) mod tests {
         let c = compare_experiment(&result, 1).unwrap();
         let v = &c.verdicts()[0];
         assert!(v.significant && v.verdict.starts_with("marked is "), "{}", v.verdict);
-        let doc = result.to_json(Some(c.to_json()));
-        assert_eq!(doc["variants"][1]["applied"][0].as_str().unwrap().split(' ').next(), Some("command"));
-        assert!(doc["compare"]["comparisons"].is_array());
+        let doc = crate::analysis::document::experiment_document(&result, Some(&c));
+        assert_eq!(doc.variants[1].applied[0].split(' ').next(), Some("command"));
+        assert!(!doc.compare.unwrap().comparisons.is_empty());
         // The first run failing ends it, reverted.
         let journal = register(Journal::create(&state, "test").unwrap());
         let e = run(&plan, &journal, &StopToken::new(), |_| Err(Error::peer("refused: no such variant")), |_| {})
@@ -776,7 +747,7 @@ pub(crate) mod tests {
                 if runs == 3 {
                     stop.stop("SIGINT");
                 }
-                Ok(stream_doc(1.0))
+                Ok(stream_record(1.0))
             },
             |_| {},
         )

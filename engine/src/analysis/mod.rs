@@ -2,5 +2,6 @@
 //! and their statistics).
 
 pub mod compare;
+pub mod document;
 pub mod stats;
 pub mod verdict;

@@ -54,6 +54,37 @@ impl Kind {
     fn stream() -> Self {
         Kind::Stream
     }
+
+    /// The `kind` key's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Stream => "stream",
+            Kind::Rr => "rr",
+            Kind::Crr => "crr",
+            Kind::Http => "http",
+            Kind::Repeat => "repeat",
+            Kind::Sweep => "sweep",
+            Kind::Search => "search",
+            Kind::Experiment => "experiment",
+            Kind::Compare => "compare",
+            Kind::Fleet => "fleet",
+            Kind::Doctor => "doctor",
+        }
+    }
+}
+
+/// Reads a document that must say it is of `kind` and of this build's schema version: the
+/// envelope is checked first, so a wrong file is named as such instead of as a missing key.
+pub fn read_document<T: serde::de::DeserializeOwned>(doc: &serde_json::Value, kind: Kind) -> Result<T, String> {
+    let envelope = Envelope::deserialize(doc).map_err(|e| format!("not a {} document: {e}", kind.name()))?;
+    if envelope.kind != Some(kind) {
+        return Err(format!("not a {0} document (no \"kind\": \"{0}\")", kind.name()));
+    }
+    if envelope.schema_version != Some(u64::from(SCHEMA_VERSION)) {
+        let version = envelope.schema_version.map_or("missing".into(), |v| v.to_string());
+        return Err(format!("{} document schema_version {version} is not supported", kind.name()));
+    }
+    T::deserialize(doc).map_err(|e| format!("malformed {} document: {e}", kind.name()))
 }
 
 /// The program that wrote a document.
@@ -419,5 +450,76 @@ impl RunDocument {
             Kind::Repeat => RunDocument::Repeat(Box::new(RepeatDocument::deserialize(doc).map_err(typed)?)),
             other => return Err(format!("a {other:?} document, not a run")),
         })
+    }
+}
+
+/// A run that failed before it had a report, as an experiment keeps it:
+/// `{"complete": false, "error": "..."}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailedRun {
+    /// Always false.
+    pub complete: bool,
+    pub error: String,
+}
+
+/// One run as a series of runs keeps it (an experiment's variants): the run's document, or
+/// why there is none. Told apart by shape: a failed run has only `complete` and `error`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RunRecord {
+    Failed(FailedRun),
+    Stream(Box<StreamDocument>),
+    Transactions(Box<TransactionDocument>),
+}
+
+impl RunRecord {
+    /// The record of a run that never produced a report.
+    pub fn failed(error: impl Into<String>) -> Self {
+        RunRecord::Failed(FailedRun { complete: false, error: error.into() })
+    }
+}
+
+/// One run of a fleet plan as the Ansible run role records it (`runs/ID.json`, written by
+/// deploy/ansible/filter_plugins/fleet.py): the planned run, the `send -J` document when one came
+/// back, the exit status and why it failed, and both hosts' facts. Facts are free-form by
+/// design: inventory variables the user names become attributes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct FleetRunRecord {
+    /// `fleet-run`.
+    #[serde(default)]
+    pub kind: String,
+    pub id: String,
+    #[serde(default)]
+    pub entry: String,
+    #[serde(default)]
+    pub sender: String,
+    #[serde(default)]
+    pub receiver: String,
+    #[serde(default)]
+    pub address: String,
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub repeat: Option<u64>,
+    /// `send`'s exit status; null when it never ran.
+    #[serde(default)]
+    pub rc: Option<i64>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// What `send -J` printed, read as a [`StreamDocument`] by whoever needs its figures (an
+    /// unreadable one makes that run failed, not the whole fleet unreadable).
+    #[serde(default)]
+    pub document: Option<serde_json::Value>,
+    #[serde(default)]
+    pub sender_facts: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub receiver_facts: serde_json::Map<String, serde_json::Value>,
+}
+
+impl FleetRunRecord {
+    /// The run's document, when one came back and reads as a stream document.
+    pub fn stream_document(&self) -> Option<Result<StreamDocument, String>> {
+        self.document.as_ref().map(|d| StreamDocument::deserialize(d).map_err(|e| e.to_string()))
     }
 }

@@ -9,5 +9,6 @@ pub mod http;
 pub mod iperf2;
 pub mod rr;
 pub mod saved;
+pub mod search;
 pub mod stream;
 pub mod sweep;

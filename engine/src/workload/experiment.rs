@@ -16,6 +16,7 @@
 use crate::base::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::stop::StopToken;
 use crate::base::units::{parse_cpu_list, parse_duration, parse_rate, parse_size};
+use crate::metrics::document::RunRecord;
 use crate::session::sender::SendOptions;
 use crate::sys::settings::{Change, SettingsSpec, SharedJournal};
 use crate::{Error, Result};
@@ -23,7 +24,6 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 /// The test every run of the experiment makes.
 #[derive(Debug, Clone, Deserialize)]
@@ -251,7 +251,7 @@ impl Plan {
 #[derive(Debug)]
 pub enum Progress<'a> {
     Applied { variant: &'a str, what: &'a [String] },
-    Run { block: u32, blocks: u32, variant: &'a str, warmup: bool, doc: &'a Value },
+    Run { block: u32, blocks: u32, variant: &'a str, warmup: bool, doc: &'a RunRecord },
     Reverted { variant: &'a str, count: usize },
 }
 
@@ -264,7 +264,8 @@ pub struct VariantRuns {
     pub settings: Vec<String>,
     /// What the first application did, with the previous values.
     pub applied: Vec<String>,
-    pub runs: Vec<Value>,
+    /// The measured runs (warm-up runs are not kept).
+    pub runs: Vec<RunRecord>,
 }
 
 #[derive(Debug, Clone)]
@@ -277,12 +278,7 @@ pub struct ExperimentResult {
     pub target: String,
 }
 
-/// A run that failed, as a document `compare` skips (complete: false) but the result keeps.
-fn failed_run(e: &Error) -> Value {
-    json!({"complete": false, "error": e.message})
-}
-
-/// Runs the experiment. `run_test` runs one test (a stream, rr or crr) and returns its JSON
+/// Runs the experiment. `run_test` runs one test (a stream, rr or crr) and returns its
 /// document. A variant's first run failing ends the experiment (nothing to compare against,
 /// or the receiver refused its variant); later failures are kept as incomplete runs. The journal is
 /// left empty (everything reverted) however this returns.
@@ -290,7 +286,7 @@ pub fn run(
     plan: &Plan,
     journal: &SharedJournal,
     stop: &StopToken,
-    mut run_test: impl FnMut(&SendOptions) -> Result<Value>,
+    mut run_test: impl FnMut(&SendOptions) -> Result<RunRecord>,
     mut progress: impl FnMut(Progress),
 ) -> Result<ExperimentResult> {
     let base = SendOptions { stop: stop.clone(), ..plan.send_options()? };
@@ -357,7 +353,7 @@ pub fn run(
                             }
                         });
                     }
-                    Err(e) => failed_run(&e),
+                    Err(e) => RunRecord::failed(e.message),
                 };
                 tried[vi] = true;
                 progress(Progress::Run { block: b as u32 + 1, blocks: plan.runs, variant: &v.name, warmup, doc: &doc });
@@ -383,28 +379,6 @@ pub fn run(
         test: base.spec,
         target: base.target,
     })
-}
-
-impl ExperimentResult {
-    /// The saved document: every run, the exact settings, the block orders, and the
-    /// comparison's document when there is one (`compare` re-reads it).
-    pub fn to_json(&self, comparison: Option<Value>) -> Value {
-        json!({
-            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
-            "kind": "experiment",
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "target": self.target,
-            "test": self.test,
-            "seed": self.seed,
-            "warmup_runs": self.warmup_runs,
-            "block_orders": self.orders,
-            "variants": self.variants.iter().map(|v| json!({
-                "name": v.name, "receiver_variant": v.receiver, "settings": v.settings,
-                "applied": v.applied, "runs": v.runs,
-            })).collect::<Vec<_>>(),
-            "compare": comparison,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -11,11 +11,9 @@
 
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
-use crate::metrics::document::StreamDocument;
+use crate::metrics::document::{Kind, StreamDocument, Tool, SCHEMA_VERSION};
 use crate::{Error, Result};
-use serde::Serialize;
-use serde_json::{json, Value};
-use std::fmt::Write as _;
+use serde::{Deserialize, Serialize};
 
 /// A paced trial counts as offered when the sender reached this share of the rate asked.
 pub(crate) const OFFERED_SHARE: f64 = 0.97;
@@ -37,7 +35,7 @@ pub struct SearchPlan {
 }
 
 /// The figures of one trial that the search needs.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TrialFigures {
     pub complete: bool,
     pub offered_bps: f64,
@@ -67,7 +65,7 @@ impl TrialFigures {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// The unpaced first trial.
@@ -77,7 +75,7 @@ pub enum Phase {
 }
 
 /// One trial at one rate, as reported.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RateTrial {
     pub step: usize,
     pub phase: Phase,
@@ -90,7 +88,7 @@ pub struct RateTrial {
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchResult {
     /// The highest rate that passed every confirmation; None when none did.
     pub rate_bps: Option<f64>,
@@ -250,82 +248,36 @@ impl SearchResult {
         self.rate_bps.is_some()
     }
 
-    pub fn to_json(&self, spec: &TestSpec, target: &str) -> Value {
-        json!({
-            "schema_version": crate::metrics::figures::SCHEMA_VERSION,
-            "kind": "search",
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "target": target,
-            "test": spec,
-            "rate_bps": self.rate_bps,
-            "pps": self.pps,
-            "loss_threshold": self.loss_threshold,
-            "resolution": self.resolution,
-            "confirm": self.confirm,
-            "probe_passed": self.probe_passed,
-            "steps": self.steps,
-        })
-    }
-
-    pub fn step_line(s: &RateTrial) -> String {
-        let rate = if s.rate_bps == 0 {
-            format!("unpaced ({})", format_bits_per_second(s.figures.offered_bps))
-        } else {
-            format_bits_per_second(s.rate_bps as f64)
-        };
-        let received = s.figures.received_bps.map_or("-".into(), format_bits_per_second);
-        let loss = s.figures.loss_ratio.map_or("-".into(), |l| format!("{:.3}%", l * 100.0));
-        let phase = match s.phase {
-            Phase::Probe => "probe",
-            Phase::Search => "search",
-            Phase::Confirm => "confirm",
-        };
-        format!(
-            "{:>4}  {phase:<7}  {rate:<26}  {:>12.0}  {received:<18}  {loss:>8}  {}",
-            s.step,
-            s.pps,
-            if s.passed { "pass".to_string() } else { format!("FAIL: {}", s.reason.as_deref().unwrap_or("")) }
-        )
-    }
-
-    pub const STEP_HEADER: &'static str =
-        "step  phase    offered rate                 datagrams/s  received             loss      result";
-
-    pub fn render_text(&self, spec: &TestSpec) -> String {
-        let mut out = format!("{}\n", Self::STEP_HEADER);
-        for s in &self.steps {
-            let _ = writeln!(out, "{}", Self::step_line(s));
+    /// The saved document (`search -J`).
+    pub fn to_document(&self, spec: &TestSpec, target: &str) -> SearchDocument {
+        SearchDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: Kind::Search,
+            tool: Tool::this(),
+            target: target.to_owned(),
+            test: spec.clone(),
+            result: self.clone(),
         }
-        let what = if spec.proto == Proto::Udp { "loss" } else { "retransmitted bytes" };
-        match (self.rate_bps, self.pps) {
-            (Some(r), Some(p)) => {
-                let _ = writeln!(
-                    out,
-                    "result: {} ({p:.0} datagrams/s of {} B), {what} <= {:.3}% in {} of {} confirmation trials",
-                    format_bits_per_second(r),
-                    spec.len,
-                    self.loss_threshold * 100.0,
-                    self.confirm,
-                    self.confirm
-                );
-            }
-            _ => {
-                let lowest = self.steps.iter().map(|s| s.rate_bps).filter(|&r| r > 0).min().unwrap_or(0);
-                let _ = writeln!(
-                    out,
-                    "result: none: even the lowest rate tried ({}) exceeded {what} {:.3}%",
-                    format_bits_per_second(lowest as f64),
-                    self.loss_threshold * 100.0
-                );
-            }
-        }
-        out
     }
+}
+
+/// A search as saved: the test, the rate found and every trial.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SearchDocument {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub tool: Tool,
+    pub target: String,
+    /// The test of every trial (its rate set per trial).
+    pub test: TestSpec,
+    #[serde(flatten)]
+    pub result: SearchResult,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     /// A path that carries `capacity` bits/s and drops the excess; the sender offers at most
     /// `sender_max`.
@@ -426,7 +378,6 @@ mod tests {
         };
         let r = search(&plan(None), lossy, |_| {}).unwrap();
         assert!(!r.found());
-        assert!(r.render_text(&plan(None).spec).contains("even the lowest rate tried"));
         let failing = |_: &TestSpec| -> Result<TrialFigures> { Err(Error::peer("receiver refused")) };
         assert!(search(&plan(None), failing, |_| {}).is_err());
         let bad = SearchPlan { loss_threshold: 1.5, ..plan(None) };
@@ -442,11 +393,11 @@ mod tests {
         };
         let (raw, udp) = read(include_str!("../../tests/fixtures/53b0d44/stream-udp.json"));
         let f = TrialFigures::of_document(&udp);
-        assert_eq!(Some(f.offered_bps), raw.pointer("/sum/sender/bits_per_second").and_then(Value::as_f64));
-        assert_eq!(f.loss_ratio, raw.pointer("/sum/receiver/loss_ratio").and_then(Value::as_f64));
+        assert_eq!(Some(f.offered_bps), raw["sum"]["sender"]["bits_per_second"].as_f64());
+        assert_eq!(f.loss_ratio, raw["sum"]["receiver"]["loss_ratio"].as_f64());
         let (raw, mut tcp) = read(include_str!("../../tests/fixtures/53b0d44/stream-tcp.json"));
         assert!(f.received_bps.is_some());
-        let sent = raw.pointer("/tcp/sender/bytes_sent").and_then(Value::as_u64).unwrap();
+        let sent = raw["tcp"]["sender"]["bytes_sent"].as_u64().unwrap();
         assert!(sent > 0);
         tcp.tcp.sender.bytes_retrans = sent / 100;
         assert_eq!(TrialFigures::of_document(&tcp).loss_ratio, Some((sent / 100) as f64 / sent as f64));

@@ -9,14 +9,14 @@
 //! back and recomputes the summaries, so `uringbench report` charts old sweeps the same way.
 
 use crate::base::spec::TestSpec;
-use crate::metrics::document::StreamDocument;
+use crate::metrics::document::{read_document, Kind, StreamDocument, Tool};
 use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
 use crate::metrics::summary::Stats;
 use crate::session::sender::SendOptions;
 use crate::workload::stream::run_send;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The swept parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -159,7 +159,7 @@ pub struct SweepPoint {
 }
 
 /// Statistics of a point over its complete runs.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PointSummary {
     pub runs: usize,
     pub complete_runs: usize,
@@ -265,43 +265,65 @@ impl SweepResult {
     }
 
     /// The saved document: the result plus per-point summaries.
-    pub fn to_json(&self) -> Value {
-        let points: Vec<Value> = self
-            .points
-            .iter()
-            .map(|p| json!({"value": p.value, "label": p.label, "runs": p.runs, "summary": p.summary()}))
-            .collect();
-        json!({
-            "schema_version": SCHEMA_VERSION,
-            "kind": "sweep",
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "parameter": self.parameter,
-            "target": self.target,
-            "test": self.test,
-            "repeat": self.repeat,
-            "complete": self.complete(),
-            "points": points,
-        })
+    pub fn to_document(&self) -> SweepDocument {
+        SweepDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: Kind::Sweep,
+            tool: Tool::this(),
+            parameter: self.parameter,
+            target: self.target.clone(),
+            test: self.test.clone(),
+            repeat: self.repeat,
+            complete: self.complete(),
+            points: self
+                .points
+                .iter()
+                .map(|p| SweepPointEntry { point: p.clone(), summary: Some(p.summary()) })
+                .collect(),
+        }
     }
 
     /// Reads a saved sweep back (summaries are recomputed from the runs).
     pub(crate) fn from_json(doc: &Value) -> Result<Self> {
-        if doc["kind"] != "sweep" {
-            return Err(Error::usage("not a sweep document (no \"kind\": \"sweep\")"));
-        }
-        if doc["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
-            return Err(Error::usage(format!(
-                "sweep document schema_version {} is not supported",
-                doc["schema_version"]
-            )));
-        }
-        let result: Self =
-            serde_json::from_value(doc.clone()).map_err(|e| Error::usage(format!("malformed sweep document: {e}")))?;
-        if result.points.is_empty() {
+        let saved: SweepDocument = read_document(doc, Kind::Sweep).map_err(Error::usage)?;
+        if saved.points.is_empty() {
             return Err(Error::usage("sweep document has no points"));
         }
-        Ok(result)
+        Ok(Self {
+            parameter: saved.parameter,
+            target: saved.target,
+            test: saved.test,
+            repeat: saved.repeat,
+            points: saved.points.into_iter().map(|p| p.point).collect(),
+        })
     }
+}
+
+/// A sweep as saved (`sweep --json`, `-J`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SweepDocument {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub tool: Tool,
+    pub parameter: SweepParam,
+    pub target: String,
+    /// The test every point started from (the swept field differs per point).
+    pub test: TestSpec,
+    /// Runs per point.
+    pub repeat: u32,
+    /// Every run of every point complete.
+    pub complete: bool,
+    pub points: Vec<SweepPointEntry>,
+}
+
+/// One point as saved: its runs and the statistics over its complete runs.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SweepPointEntry {
+    #[serde(flatten)]
+    pub point: SweepPoint,
+    /// Written with every point; [`SweepResult::from_json`] recomputes it from the runs.
+    #[serde(default)]
+    pub summary: Option<PointSummary>,
 }
 
 #[cfg(test)]
@@ -375,21 +397,25 @@ pub(crate) mod tests {
     #[test]
     fn json_round_trip_and_bad_documents() {
         let r = result();
-        let doc = r.to_json();
+        let doc = serde_json::to_value(r.to_document()).unwrap();
         assert_eq!(doc["points"][0]["summary"]["receiver_bits_per_second"]["median"].as_f64(), Some(11e9));
         let back = SweepResult::from_json(&doc).unwrap();
         assert_eq!(back, r, "a saved sweep reads back as it was");
-        for (bad, want) in [
-            (json!({"kind": "send"}), "not a sweep"),
-            (json!({"kind": "sweep", "schema_version": 9}), "schema_version 9"),
-            (json!({"kind": "sweep", "schema_version": 1, "points": "x"}), "malformed sweep document"),
-        ] {
+        let mut not_sweep = doc.clone();
+        not_sweep["kind"] = "stream".into();
+        let mut other_version = doc.clone();
+        other_version["schema_version"] = 9.into();
+        let mut malformed = doc.clone();
+        malformed["points"] = "x".into();
+        for (bad, want) in
+            [(not_sweep, "not a sweep"), (other_version, "schema_version 9"), (malformed, "malformed sweep document")]
+        {
             let e = SweepResult::from_json(&bad).unwrap_err();
             assert!(e.message.contains(want), "{e}");
             assert_eq!(e.exit_code(), 2);
         }
         let mut empty = doc.clone();
-        empty["points"] = json!([]);
+        empty["points"] = Value::Array(Vec::new());
         assert!(SweepResult::from_json(&empty).unwrap_err().message.contains("no points"));
     }
 
@@ -400,13 +426,10 @@ pub(crate) mod tests {
         let raw: Value = serde_json::from_str(text).unwrap();
         let doc: StreamDocument = serde_json::from_value(raw.clone()).unwrap();
         let f = RunFigures::of_document(1, &doc);
-        assert_eq!(f.receiver_bits_per_second, raw.pointer("/sum/receiver/bits_per_second").and_then(Value::as_f64));
-        assert_eq!(f.sender_bits_per_second, raw.pointer("/sum/sender/bits_per_second").and_then(Value::as_f64));
-        assert_eq!(
-            f.cpu_seconds_per_gb,
-            raw.pointer("/cpu/receiver_per_byte/cpu_seconds_per_gb").and_then(Value::as_f64)
-        );
-        assert_eq!(f.verdict.as_deref(), raw.pointer("/verdict/bottleneck").and_then(Value::as_str));
+        assert_eq!(f.receiver_bits_per_second, raw["sum"]["receiver"]["bits_per_second"].as_f64());
+        assert_eq!(f.sender_bits_per_second, raw["sum"]["sender"]["bits_per_second"].as_f64());
+        assert_eq!(f.cpu_seconds_per_gb, raw["cpu"]["receiver_per_byte"]["cpu_seconds_per_gb"].as_f64());
+        assert_eq!(f.verdict.as_deref(), raw["verdict"]["bottleneck"].as_str());
         assert_eq!(f.complete, raw["complete"] == true);
     }
 }

@@ -1,7 +1,7 @@
 //! `uringbench report --fleet DIR`: merges what the Ansible `run` role collected from many
 //! hosts into one report: a row per pair (plan entry, sender, receiver, address), summaries by a host
 //! attribute (vCPUs, machine type, ...) and by address, the failed runs, and the merged data
-//! as JSON ([`FleetReport::to_json`]), CSV ([`csv`]) and SVG ([`heatmap`], plus
+//! as JSON ([`FleetReport::to_document`]), CSV ([`csv`]) and SVG ([`heatmap`], plus
 //! [`FleetReport::attribute_chart`]).
 //!
 //! The folder holds `plan.json` (every planned run, written before the first run starts) and
@@ -12,11 +12,13 @@
 pub mod csv;
 pub mod heatmap;
 
+use crate::base::spec::Proto;
+use crate::metrics::document::{FleetRunRecord, Kind, Tool};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use crate::{Error, Result};
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -25,7 +27,7 @@ use std::path::Path;
 pub use crate::metrics::figures::SCHEMA_VERSION;
 
 /// One planned run and what became of it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FleetRun {
     pub id: String,
     /// The plan entry it came from.
@@ -92,7 +94,7 @@ fn fact_text(v: &Value) -> Option<String> {
 }
 
 /// Figures over a set of runs: the complete ones enter the statistics.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Aggregate {
     pub runs: usize,
     pub complete_runs: usize,
@@ -125,7 +127,7 @@ impl Aggregate {
 }
 
 /// One ordered pair over one kind of address, in one plan entry.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairSummary {
     pub entry: String,
     pub sender: String,
@@ -136,7 +138,7 @@ pub struct PairSummary {
 }
 
 /// The runs sharing one value of an attribute.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttributeGroup {
     pub value: String,
     /// Distinct (sender, receiver, address) pairs among the runs.
@@ -146,7 +148,7 @@ pub struct AttributeGroup {
 }
 
 /// A summary by one attribute, and inside it by address when the plan used several.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttributeSummary {
     pub attribute: String,
     pub groups: Vec<AttributeGroup>,
@@ -191,12 +193,9 @@ impl FleetReport {
             for e in entries {
                 let p = e.map_err(|e| Error::io(format!("reading {}", runs_dir.display()), e))?.path();
                 if p.extension().is_some_and(|x| x == "json") {
-                    let rec = read(&p)?;
-                    let id = rec["id"]
-                        .as_str()
-                        .ok_or_else(|| Error::usage(format!("{}: a run record without an id", p.display())))?
-                        .to_owned();
-                    records.insert(id, rec);
+                    let rec: FleetRunRecord = serde_json::from_value(read(&p)?)
+                        .map_err(|e| Error::usage(format!("{}: not a fleet run record: {e}", p.display())))?;
+                    records.insert(rec.id.clone(), rec);
                 }
             }
         }
@@ -206,19 +205,21 @@ impl FleetReport {
     /// Merges a plan with the run records (by run id).
     pub(crate) fn merge(
         plan: &Value,
-        records: &BTreeMap<String, Value>,
+        records: &BTreeMap<String, FleetRunRecord>,
         attributes: Option<&[String]>,
     ) -> Result<Self> {
-        if plan["kind"] != "fleet-plan" {
+        let plan = FleetPlan::deserialize(plan).map_err(|e| Error::usage(format!("plan.json: {e}")))?;
+        if plan.kind.as_deref() != Some("fleet-plan") {
             return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
         }
-        if plan["schema_version"].as_u64() != Some(u64::from(SCHEMA_VERSION)) {
-            return Err(Error::usage(format!("fleet plan schema_version {} is not supported", plan["schema_version"])));
+        if plan.schema_version != Some(u64::from(SCHEMA_VERSION)) {
+            let version = plan.schema_version.map_or("missing".into(), |v| v.to_string());
+            return Err(Error::usage(format!("fleet plan schema_version {version} is not supported")));
         }
-        let planned = plan["runs"].as_array().ok_or_else(|| Error::usage("plan.json has no runs[]"))?;
+        let planned = plan.runs.ok_or_else(|| Error::usage("plan.json has no runs[]"))?;
         let mut runs = Vec::with_capacity(planned.len());
-        for p in planned {
-            runs.push(run_of(p, p["id"].as_str().and_then(|id| records.get(id)))?);
+        for p in &planned {
+            runs.push(run_of(p, p.id.as_ref().and_then(|id| records.get(id)))?);
         }
         Self::of_runs(runs, attributes)
     }
@@ -285,26 +286,30 @@ impl FleetReport {
     }
 
     /// The merged document: every run with its figures and facts, the pairs, the summaries.
-    pub fn to_json(&self) -> Value {
-        let failed: Vec<Value> = self
+    pub fn to_document(&self) -> FleetDocument {
+        let failed: Vec<FailedFleetRun> = self
             .failed()
             .iter()
-            .map(|r| {
-                json!({"id": r.id, "sender": r.sender, "receiver": r.receiver, "address": r.address,
-                       "repeat": r.repeat, "error": r.error})
+            .map(|r| FailedFleetRun {
+                id: r.id.clone(),
+                sender: r.sender.clone(),
+                receiver: r.receiver.clone(),
+                address: r.address.clone(),
+                repeat: r.repeat,
+                error: r.error.clone(),
             })
             .collect();
-        json!({
-            "schema_version": SCHEMA_VERSION,
-            "kind": "fleet",
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "planned_runs": self.runs.len(),
-            "complete_runs": self.runs.len() - failed.len(),
-            "failed_runs": failed,
-            "pairs": self.pairs,
-            "summaries": self.summaries,
-            "runs": self.runs,
-        })
+        FleetDocument {
+            schema_version: SCHEMA_VERSION,
+            kind: Kind::Fleet,
+            tool: Tool::this(),
+            planned_runs: self.runs.len(),
+            complete_runs: self.runs.len() - failed.len(),
+            failed_runs: failed,
+            pairs: self.pairs.clone(),
+            summaries: self.summaries.clone(),
+            runs: self.runs.clone(),
+        }
     }
 
     /// Text: the pair table, one table per summary, and the failed runs.
@@ -515,20 +520,67 @@ fn render_groups(out: &mut String, attr: &str, groups: &[AttributeGroup]) {
     }
 }
 
-/// One planned run (`plan.json`'s entry) and its record, if the run role wrote one.
-fn run_of(planned: &Value, record: Option<&Value>) -> Result<FleetRun> {
-    let text = |v: &Value, key: &str| -> Result<String> {
-        v[key].as_str().map(str::to_owned).ok_or_else(|| Error::usage(format!("a planned run without '{key}': {v}")))
+/// `plan.json` as the Ansible run role writes it before the first run. Every field is
+/// optional here so that a wrong file is named by what it lacks.
+#[derive(Debug, Deserialize)]
+struct FleetPlan {
+    kind: Option<String>,
+    schema_version: Option<u64>,
+    runs: Option<Vec<PlannedRun>>,
+}
+
+/// One planned run of `plan.json`.
+#[derive(Debug, Deserialize)]
+struct PlannedRun {
+    id: Option<String>,
+    #[serde(default)]
+    entry: Option<String>,
+    sender: Option<String>,
+    receiver: Option<String>,
+    address: Option<String>,
+    #[serde(default)]
+    repeat: Option<u64>,
+}
+
+/// `report --fleet -J`: every run with its figures and facts, the pairs, the summaries.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FleetDocument {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub tool: Tool,
+    pub planned_runs: usize,
+    pub complete_runs: usize,
+    pub failed_runs: Vec<FailedFleetRun>,
+    pub pairs: Vec<PairSummary>,
+    pub summaries: Vec<AttributeSummary>,
+    pub runs: Vec<FleetRun>,
+}
+
+/// A failed run as the merged document lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FailedFleetRun {
+    pub id: String,
+    pub sender: String,
+    pub receiver: String,
+    pub address: String,
+    pub repeat: u64,
+    pub error: Option<String>,
+}
+
+/// One planned run and its record, if the run role wrote one.
+fn run_of(planned: &PlannedRun, record: Option<&FleetRunRecord>) -> Result<FleetRun> {
+    let id = planned.id.clone().ok_or_else(|| Error::usage("a planned run without 'id'"))?;
+    let field = |v: &Option<String>, key: &str| -> Result<String> {
+        v.clone().ok_or_else(|| Error::usage(format!("a planned run without '{key}' (id {id})")))
     };
-    let facts = |key: &str| record.and_then(|r| r[key].as_object()).cloned().unwrap_or_default();
     let mut run = FleetRun {
-        id: text(planned, "id")?,
-        entry: planned["entry"].as_str().unwrap_or("").to_owned(),
-        sender: text(planned, "sender")?,
-        receiver: text(planned, "receiver")?,
-        address: text(planned, "address")?,
-        target: record.and_then(|r| r["target"].as_str()).map(str::to_owned),
-        repeat: planned["repeat"].as_u64().unwrap_or(1),
+        entry: planned.entry.clone().unwrap_or_default(),
+        sender: field(&planned.sender, "sender")?,
+        receiver: field(&planned.receiver, "receiver")?,
+        address: field(&planned.address, "address")?,
+        id,
+        target: record.and_then(|r| r.target.clone()),
+        repeat: planned.repeat.unwrap_or(1),
         complete: false,
         exact: None,
         receiver_bits_per_second: None,
@@ -538,46 +590,49 @@ fn run_of(planned: &Value, record: Option<&Value>) -> Result<FleetRun> {
         receiver_total_bytes: None,
         verdict: None,
         error: None,
-        sender_facts: facts("sender_facts"),
-        receiver_facts: facts("receiver_facts"),
+        sender_facts: record.map(|r| r.sender_facts.clone()).unwrap_or_default(),
+        receiver_facts: record.map(|r| r.receiver_facts.clone()).unwrap_or_default(),
     };
     let Some(rec) = record else {
         run.error = Some("no result was collected (the run did not start or its record was lost)".into());
         return Ok(run);
     };
-    let doc = &rec["document"];
-    if doc.is_object() {
-        let f = |p: &str| doc.pointer(p).and_then(Value::as_f64);
-        let u = |p: &str| doc.pointer(p).and_then(Value::as_u64);
-        run.complete = doc["complete"].as_bool().unwrap_or(false);
-        run.receiver_bits_per_second = f("/sum/receiver/bits_per_second");
-        run.sender_bits_per_second = f("/sum/sender/bits_per_second");
-        run.cpu_seconds_per_gb = f("/cpu/receiver_per_byte/cpu_seconds_per_gb");
-        run.sender_total_bytes = u("/sum/sender/total_bytes");
-        run.receiver_total_bytes = u("/sum/receiver/total_bytes");
-        run.verdict = doc.pointer("/verdict/bottleneck").and_then(Value::as_str).map(str::to_owned);
-        if doc.pointer("/test/proto").and_then(Value::as_str) == Some("tcp") {
-            run.exact = match (run.sender_total_bytes, run.receiver_total_bytes) {
-                (Some(s), Some(r)) => Some(s == r),
-                _ => Some(false),
-            };
+    let doc = match rec.stream_document() {
+        Some(Ok(doc)) => doc,
+        Some(Err(e)) => {
+            run.error = Some(format!("the send -J document does not read: {e}"));
+            return Ok(run);
         }
+        None => {
+            run.error = Some(record_error(rec).unwrap_or_else(|| "no send -J document came back".into()));
+            return Ok(run);
+        }
+    };
+    run.complete = doc.complete;
+    run.receiver_bits_per_second = doc.sum.receiver.as_ref().map(|r| r.bits_per_second);
+    run.sender_bits_per_second = Some(doc.sum.sender.bits_per_second);
+    run.cpu_seconds_per_gb = doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb);
+    run.sender_total_bytes = Some(doc.sum.sender.total_bytes);
+    run.receiver_total_bytes = doc.sum.receiver.as_ref().map(|r| r.total_bytes);
+    run.verdict = Some(doc.verdict.bottleneck.name().to_owned());
+    if doc.test.proto == Proto::Tcp {
+        run.exact = match (run.sender_total_bytes, run.receiver_total_bytes) {
+            (Some(s), Some(r)) => Some(s == r),
+            _ => Some(false),
+        };
     }
-    let rc = rec["rc"].as_i64();
-    run.error = if !doc.is_object() {
-        Some(record_error(rec).unwrap_or_else(|| "no send -J document came back".into()))
-    } else if !run.complete {
-        Some(doc["error"].as_str().map_or_else(|| "the test did not complete".into(), str::to_owned))
+    run.error = if !run.complete {
+        Some(doc.error.clone().unwrap_or_else(|| "the test did not complete".into()))
     } else if run.exact == Some(false) {
         Some(format!(
             "sender wrote {} bytes, receiver counted {}",
             run.sender_total_bytes.map_or("?".into(), |b| b.to_string()),
             run.receiver_total_bytes.map_or("?".into(), |b| b.to_string())
         ))
-    } else if rc != Some(0) {
+    } else if rec.rc != Some(0) {
         Some(
             record_error(rec)
-                .unwrap_or_else(|| format!("send exited with {}", rc.map_or("?".into(), |c| c.to_string()))),
+                .unwrap_or_else(|| format!("send exited with {}", rec.rc.map_or("?".into(), |c| c.to_string()))),
         )
     } else {
         None
@@ -586,8 +641,8 @@ fn run_of(planned: &Value, record: Option<&Value>) -> Result<FleetRun> {
 }
 
 /// The record's own error (unreachable host, timeout, stderr of `send`), on one line.
-fn record_error(rec: &Value) -> Option<String> {
-    let e = rec["error"].as_str().map(str::trim).filter(|e| !e.is_empty())?;
+fn record_error(rec: &FleetRunRecord) -> Option<String> {
+    let e = rec.error.as_deref().map(str::trim).filter(|e| !e.is_empty())?;
     Some(e.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | "))
 }
 
@@ -595,20 +650,36 @@ fn record_error(rec: &Value) -> Option<String> {
 pub(crate) mod tests {
     use super::*;
 
-    /// A `send -J` document with the keys the merge reads.
+    use crate::metrics::document::StreamDocument;
+    use serde_json::json;
+
+    /// A real TCP `send -J` document (captured from the release before the typed model) with
+    /// the figures the merge reads set.
     pub(crate) fn doc(gbps: f64, sent: u64, counted: u64) -> Value {
-        json!({"schema_version": 1, "complete": true, "error": null, "test": {"proto": "tcp"},
-            "sum": {"sender": {"bits_per_second": gbps * 1e9, "total_bytes": sent},
-                    "receiver": {"bits_per_second": gbps * 1e9, "total_bytes": counted}},
-            "cpu": {"receiver_per_byte": {"cpu_seconds_per_gb": 0.5}},
-            "verdict": {"bottleneck": "sender cpu"}})
+        let mut d: StreamDocument =
+            serde_json::from_str(include_str!("../../../tests/fixtures/53b0d44/stream-tcp.json")).unwrap();
+        d.complete = true;
+        d.error = None;
+        d.sum.sender.bits_per_second = gbps * 1e9;
+        d.sum.sender.total_bytes = sent;
+        let receiver = d.sum.receiver.as_mut().unwrap();
+        receiver.bits_per_second = gbps * 1e9;
+        receiver.total_bytes = counted;
+        d.cpu.receiver_per_byte.as_mut().unwrap().cpu_seconds_per_gb = 0.5;
+        d.verdict.bottleneck = crate::metrics::verdict::Bottleneck::SenderCpu;
+        serde_json::to_value(d).unwrap()
+    }
+
+    /// A run record as the Ansible run role writes it.
+    fn record(v: Value) -> FleetRunRecord {
+        serde_json::from_value(v).unwrap()
     }
 
     fn facts(vcpus: u64) -> Value {
         json!({"vcpus": vcpus, "machine_type": format!("lab-{vcpus}cpu"), "kernel": "6.18"})
     }
 
-    pub(crate) fn plan_and_records() -> (Value, BTreeMap<String, Value>) {
+    pub(crate) fn plan_and_records() -> (Value, BTreeMap<String, FleetRunRecord>) {
         let hosts = [("h1", 1), ("h2", 2), ("h3", 2)];
         let mut planned = Vec::new();
         let mut records = BTreeMap::new();
@@ -639,9 +710,9 @@ pub(crate) mod tests {
                         };
                         records.insert(
                             id.clone(),
-                            json!({"kind": "fleet-run", "id": id, "rc": rc, "error": error,
+                            record(json!({"kind": "fleet-run", "id": id, "rc": rc, "error": error,
                             "target": format!("10.0.0.{rv}"), "document": document,
-                            "sender_facts": facts(sv), "receiver_facts": facts(rv)}),
+                            "sender_facts": facts(sv), "receiver_facts": facts(rv)})),
                         );
                     }
                 }
@@ -712,9 +783,9 @@ pub(crate) mod tests {
         let mut incomplete = doc(5.0, 10, 10);
         incomplete["complete"] = json!(false);
         incomplete["error"] = json!("the receiver vanished");
-        let records: BTreeMap<String, Value> = [
-            ("1".to_string(), json!({"id": "1", "rc": 0, "document": doc(5.0, 100, 99)})),
-            ("2".to_string(), json!({"id": "2", "rc": 1, "document": incomplete})),
+        let records: BTreeMap<String, FleetRunRecord> = [
+            ("1".to_string(), record(json!({"id": "1", "rc": 0, "document": doc(5.0, 100, 99)}))),
+            ("2".to_string(), record(json!({"id": "2", "rc": 1, "document": incomplete}))),
         ]
         .into();
         let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
@@ -729,9 +800,9 @@ pub(crate) mod tests {
         let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": [
             {"id": "1", "entry": "p16", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1},
             {"id": "2", "entry": "p32", "sender": "a", "receiver": "b", "address": "internal", "repeat": 1}]});
-        let records: BTreeMap<String, Value> = [
-            ("1".to_string(), json!({"id": "1", "rc": 0, "document": doc(40.0, 7, 7)})),
-            ("2".to_string(), json!({"id": "2", "rc": 0, "document": doc(60.0, 9, 9)})),
+        let records: BTreeMap<String, FleetRunRecord> = [
+            ("1".to_string(), record(json!({"id": "1", "rc": 0, "document": doc(40.0, 7, 7)}))),
+            ("2".to_string(), record(json!({"id": "2", "rc": 0, "document": doc(60.0, 9, 9)}))),
         ]
         .into();
         let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
