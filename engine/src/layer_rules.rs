@@ -252,7 +252,7 @@ fn check(sources: &[Source], known_up: &[(&str, &str, &str)], known_cycles: &[(&
     let roots = root_uses(lib, &modules);
     let lib_code = code_of(lib);
     let declared: BTreeSet<&str> =
-        lib_code.lines().filter_map(|l| l.trim().strip_prefix("pub mod ")).map(|m| m.trim_end_matches(';')).collect();
+        lib_code.lines().filter_map(|l| l.trim().strip_prefix("pub mod ")?.strip_suffix(';')).collect();
     if declared != LAYERS.iter().copied().collect() {
         problems.push(format!("lib.rs declares the modules {declared:?}, the layers are {LAYERS:?}"));
     }

@@ -114,10 +114,8 @@ pub mod experiment {
 
 /// `compare`: saved runs compared with their statistics.
 pub mod compare {
-    pub use crate::analysis::compare::{
-        compare, compare_experiment, load_operand, CompareReport, Metric, RunMetrics, ALL_METRICS,
-    };
-    pub use crate::analysis::document::CompareDocument;
+    pub use crate::analysis::compare::{compare, compare_experiment, CompareReport, Metric, RunMetrics, ALL_METRICS};
+    pub use crate::analysis::document::{load_operand, CompareDocument};
 }
 
 /// `report --fleet`: what a fleet run collected, merged.

@@ -9,6 +9,7 @@
 //! written before `kind` existed load as the kind their shape says (a stream document).
 
 use crate::base::spec::{Direction, TestSpec};
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{CpuFigures, Interruption, PathFacts, StreamReport, ZeroCopyFigures};
 use crate::metrics::summary::Stats;
 use crate::metrics::transactions::{LatencySummary, RrFailures};
@@ -282,6 +283,9 @@ pub struct FlowEnd {
 pub struct SideSummary {
     pub placement: String,
     pub path: String,
+    /// The data path as facts (`path` says them in words); absent in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_path: Option<DataPath>,
     pub complete: bool,
     pub errors: Vec<String>,
 }
@@ -408,6 +412,9 @@ pub struct ClientServer<T> {
 pub struct TransactionSide {
     pub placement: String,
     pub path: String,
+    /// The data path as facts (`path` says them in words); absent in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_path: Option<DataPath>,
     pub errors: Vec<String>,
 }
 

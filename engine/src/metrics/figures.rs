@@ -163,8 +163,12 @@ pub struct SideReport {
     pub role: Role,
     /// Threads, CPUs and wait mode, in one line.
     pub placement: String,
-    /// The data path used (opcodes, buffer ring shape).
+    /// The data path used (opcodes, buffer ring shape), in one line: `data_path` said in words,
+    /// with the transports' notes.
     pub path: String,
+    /// The data path as facts (absent from a peer before this field).
+    #[serde(default)]
+    pub data_path: Option<crate::metrics::data_path::DataPath>,
     pub queues: Vec<QueueFigures>,
     pub window_seconds: f64,
     pub intervals: Vec<IntervalFigures>,

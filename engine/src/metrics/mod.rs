@@ -1,5 +1,6 @@
 //! Counters, window sampling, CPU clocks, sequence tracking and the figure types.
 
+pub mod data_path;
 pub mod document;
 pub mod figures;
 pub mod measure;

@@ -81,6 +81,7 @@ impl RrReport {
         let side = |s: &SideReport| TransactionSide {
             placement: s.placement.clone(),
             path: s.path.clone(),
+            data_path: s.data_path.clone(),
             errors: s.errors.clone(),
         };
         TransactionDocument {

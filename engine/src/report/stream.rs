@@ -199,6 +199,7 @@ impl StreamReport {
         let side = |s: &SideReport| SideSummary {
             placement: s.placement.clone(),
             path: s.path.clone(),
+            data_path: s.data_path.clone(),
             complete: s.complete,
             errors: s.errors.clone(),
         };

@@ -1,6 +1,7 @@
 //! A side's report, assembled from what its queue threads and flows did over the window.
 
 use crate::base::spec::TestSpec;
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{
     CpuFigures, HostCpu, QueueFigures, Role, SideReport, ThreadCpu, ZeroCopyFigures, ENDED_EARLY,
 };
@@ -61,6 +62,7 @@ impl SideReport {
             role,
             placement: String::new(),
             path: String::new(),
+            data_path: None,
             queues,
             window_seconds,
             intervals,
@@ -75,6 +77,15 @@ impl SideReport {
             complete,
             errors,
         }
+    }
+
+    /// Sets the data path and its line (an AF_XDP side's line leads with its socket figures).
+    pub(crate) fn set_data_path(&mut self, path: DataPath) {
+        self.path = match &self.xdp {
+            Some(xdp) => format!("{}, {path}", xdp.describe()),
+            None => path.to_string(),
+        };
+        self.data_path = Some(path);
     }
 
     /// Appends each of `notes` to the path text, after a "; ".

@@ -11,6 +11,7 @@ use super::udp_stream;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::base::stop::StopToken;
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
@@ -107,22 +108,9 @@ fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: Arc<AtomicB
     }
 }
 
-/// How a transaction test's data moves, in words for the report.
-fn path_text(spec: &TestSpec, client: bool) -> String {
-    match (spec.workload, spec.proto, client) {
-        (Workload::Crr, _, true) => {
-            "io_uring CONNECT + SEND + RECV per transaction, a new TCP connection each, server closes first".into()
-        }
-        (Workload::Crr, _, false) => {
-            "io_uring multishot ACCEPT + RECV + SEND per connection, closed after the answer".into()
-        }
-        (_, Proto::Udp, true) => {
-            format!("io_uring SEND + RECV per transaction on connected UDP sockets, {} ms timeout", spec.timeout_ms)
-        }
-        (_, Proto::Udp, false) => "io_uring RECV + SEND per transaction on connected UDP sockets".into(),
-        (_, _, true) => "io_uring SEND + RECV per transaction, one transaction in flight per flow, TCP_NODELAY".into(),
-        (_, _, false) => "io_uring RECV + SEND per transaction, TCP_NODELAY".into(),
-    }
+/// A transaction test's data path on the client or the server.
+fn data_path(spec: &TestSpec, client: bool) -> DataPath {
+    DataPath::Transactions { workload: spec.workload, proto: spec.proto, client, timeout_ms: spec.timeout_ms }
 }
 
 /// The client's flows of a transaction test, by transport, with the queue of each.
@@ -176,7 +164,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let mut client = side.report(&run, &outcomes);
     let stopped = run.stopped;
     live.attach((Some(&mut client), None), (None, None));
-    client.path = path_text(spec, true);
+    client.set_data_path(data_path(spec, true));
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
@@ -286,7 +274,7 @@ pub(crate) fn serve_rr(
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
     let cfg = config(spec, placement, t0, side.halt());
-    let mut path = path_text(spec, false);
+    let mut notes = Vec::new();
     let threads = match flows {
         ServerFlows::Tcp(flows) => {
             let items = side.by_queue(flows, |_, queue, stream| {
@@ -301,7 +289,7 @@ pub(crate) fn serve_rr(
             side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_rr::run_server(flows, counters, &cfg))?
         }
         ServerFlows::Crr(listeners, spread) => {
-            path = format!("{path}; {spread}");
+            notes.push(spread);
             let items = listeners.into_iter().map(|l| (l.queue, l)).collect();
             side.spawn(items, |(_, ls)| ls, move |ls, counters| tcp_crr::run_server(ls, counters, &cfg))?
         }
@@ -337,7 +325,8 @@ pub(crate) fn serve_rr(
     let outcomes: Vec<_> = run.results.iter().flatten().cloned().collect();
     let errors = errors.into_inner();
     let mut report = side.report(&run, &outcomes);
-    report.path = path;
+    report.set_data_path(data_path(spec, false));
+    report.add_path_notes(notes);
     if !errors.is_empty() {
         report.complete = false;
         report.errors.extend(errors);

@@ -8,6 +8,7 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
+use crate::metrics::data_path::{DataPath, Wake};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::placement::Placement;
 use crate::session::control;
@@ -198,13 +199,13 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
     sender.tcp_flows_end = tcp_end;
     let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
     sender.flow_sockets = flow_sockets;
-    sender.path = format!(
-        "io_uring {} of {} B, {} in flight per flow{}",
-        if zerocopy { "SEND_ZC" } else { "SEND (copy)" },
-        spec.len,
-        spec.depth,
-        if caps.defer_taskrun { ", single-issuer deferred task run" } else { "" }
-    ) + &wake_note(placement.wait, send_batch(spec.depth), caps);
+    sender.set_data_path(DataPath::TcpSend {
+        zerocopy,
+        len: spec.len,
+        depth: spec.depth,
+        deferred_task_run: caps.defer_taskrun,
+        wake: wake(placement.wait, send_batch(spec.depth), caps),
+    });
     sender.add_path_notes(window_note);
     // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
     let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
@@ -264,28 +265,27 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
     report.flow_sockets = flow_sockets;
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
-    report.path = match zc_rx {
-        Some(zc) => format!(
-            "io_uring multishot RECV_ZC (zero-copy) from {} queues {}..{}, {} MiB area per thread, {:.0} KiB per completion, {} re-arms",
-            zc.iface,
-            zc.first_queue,
-            zc.first_queue + placement.threads.len() as u32 - 1,
-            crate::uring::zcrx::AREA_BYTES >> 20,
-            total as f64 / completions.max(1) as f64 / 1024.0,
+    let bytes_per_completion = total as f64 / completions.max(1) as f64;
+    report.set_data_path(match zc_rx {
+        Some(zc) => DataPath::ZeroCopyReceive {
+            interface: zc.iface.clone(),
+            first_queue: zc.first_queue,
+            last_queue: zc.first_queue + placement.threads.len() as u32 - 1,
+            area_bytes: crate::uring::zcrx::AREA_BYTES as u64,
+            bytes_per_completion,
             rearms,
-        ),
-        None => format!(
-            "io_uring multishot RECV{}{}, {} x {} KiB buffer ring per thread, SO_RCVLOWAT {}, {:.0} KiB per completion, {} re-arms{}",
-            if caps.recvsend_bundle { " bundles" } else { "" },
-            if spec.tuning.skip_rx_copy { " with MSG_TRUNC (payload discarded in the kernel, not copied)" } else { "" },
-            RECV_BUF_COUNT,
-            RECV_BUF_SIZE / 1024,
-            recv_lowat(spec).map_or("default".to_string(), |b| format!("{} KiB", b / 1024)),
-            total as f64 / completions.max(1) as f64 / 1024.0,
+        },
+        None => DataPath::TcpReceive {
+            bundles: caps.recvsend_bundle,
+            skip_rx_copy: spec.tuning.skip_rx_copy,
+            buffers: u32::from(RECV_BUF_COUNT),
+            buffer_bytes: RECV_BUF_SIZE,
+            lowat_bytes: recv_lowat(spec),
+            bytes_per_completion,
             rearms,
-            wake_note(placement.wait, RECV_BATCH, caps)
-        ),
-    };
+            wake: wake(placement.wait, RECV_BATCH, caps),
+        },
+    });
     report.add_path_notes(napi.into_iter().chain(window_note));
     Ok(report)
 }
@@ -299,14 +299,14 @@ fn tune_flows(spec: &TestSpec, flows: &[(u32, TcpStream)], sends: bool) -> Resul
     Ok(())
 }
 
-/// Says how sleeping threads are woken, when they sleep at all.
-fn wake_note(wait: WaitMode, batch: WakeBatch, caps: &KernelCaps) -> String {
+/// How sleeping threads are woken, when they sleep at all.
+fn wake(wait: WaitMode, batch: WakeBatch, caps: &KernelCaps) -> Wake {
     if wait == WaitMode::Spin || batch.want <= 1 {
-        String::new()
+        Wake::Unbatched
     } else if caps.min_wait_timeout {
-        format!(", woken per {} completions or {} us", batch.want, batch.max_delay_us)
+        Wake::Batched { completions: batch.want, max_delay_us: batch.max_delay_us }
     } else {
-        ", woken per completion (kernel lacks IORING_FEAT_MIN_TIMEOUT for batched wake-ups)".into()
+        Wake::PerCompletion
     }
 }
 

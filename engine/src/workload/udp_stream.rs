@@ -12,6 +12,7 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::base::stop::StopToken;
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{IntervalFigures, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::placement::Placement;
@@ -218,8 +219,8 @@ fn udp_send_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, t0: Instant, liv
     let sent: Vec<_> = run.results.iter().flat_map(|r| r.flows.iter()).collect();
     let outcomes: Vec<FlowOutcome> = sent.iter().map(|f| f.outcome()).collect();
     let mut sender = side.report(&run, &outcomes);
-    let path = run.results.first().map_or_else(String::new, |r| r.path.describe());
-    sender.path = format!("io_uring UDP {path}, {} B datagrams", spec.len);
+    let send = run.results.first().map_or_else(String::new, |r| r.path.describe());
+    sender.set_data_path(DataPath::UdpSend { send, len: spec.len, iperf2: false });
     sender.udp = Some(sent_figures(&sent));
     sender.add_path_notes(run.results.iter().filter_map(|r| r.note.clone()));
     Ok(sender)
@@ -346,14 +347,13 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
     let completions: u64 = results.iter().map(|r| r.completions).sum();
     let coalesced: u64 = results.iter().map(|r| r.coalesced).sum();
     let gro_on = results.iter().all(|r| r.gro);
-    report.path = format!(
-        "io_uring multishot RECVMSG, {}, SO_RCVBUF {} KiB, {} datagrams in {} completions ({} coalesced)",
-        if gro_on { "UDP GRO on" } else { "no GRO: one datagram per completion" },
-        rcvbuf / 1024,
+    report.set_data_path(DataPath::UdpReceive {
+        gro: gro_on,
+        rcvbuf_bytes: u32::try_from(rcvbuf).unwrap_or(u32::MAX),
         datagrams,
         completions,
-        coalesced
-    );
+        coalesced,
+    });
     report.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
     Ok(report)
 }

@@ -17,6 +17,7 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
@@ -216,9 +217,9 @@ fn xdp_send_side(
         figures.sockets.add(&r.sockets);
     }
     figures.notes = first_seen(results.iter().flat_map(|r| r.notes.iter().cloned()));
-    sender.path = format!("{}, {} B datagrams", figures.describe(), spec.len);
     sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
     sender.xdp = Some(figures);
+    sender.set_data_path(DataPath::XdpSend { len: spec.len });
     Ok(sender)
 }
 
@@ -379,8 +380,8 @@ impl XdpReception {
         let ipv6 = flows.first().is_some_and(|(ip, _)| ip.is_ipv6());
         let frame_len = spec.len + frame::header_len(ipv6) as u32;
         let figures = receive_figures(results, ifname, (mode, program_note), &steer, frame_len);
-        report.path = format!("{}, {} datagrams accounted", figures.describe(), datagrams);
         report.xdp = Some(figures);
+        report.set_data_path(DataPath::XdpReceive { datagrams });
         Ok(report)
     }
 }

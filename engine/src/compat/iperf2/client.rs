@@ -16,6 +16,7 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::measure::Window;
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
@@ -119,7 +120,8 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
                 iface: path.interface().map(str::to_string),
             };
             let mut sender = halves.send(flows, Instant::now(), &live)?;
-            sender.path.push_str("; plain data (iperf2 payload '0', no test header), half-close at the end");
+            sender
+                .add_path_notes(["plain data (iperf2 payload '0', no test header), half-close at the end".to_string()]);
             (sender, None, None, 0, Vec::new())
         }
         Proto::Udp => {
@@ -198,11 +200,7 @@ fn send_udp(
     let outcomes: Vec<FlowOutcome> = sent.iter().map(UdpFlowSent::outcome).collect();
     let mut sender = side.report(&run, &outcomes);
     let paths = first_seen(results.iter().map(|r| r.path.describe()));
-    sender.path = format!(
-        "io_uring {} of {} B datagrams (iperf2 header, 64-bit sequence numbers), iperf2 FIN exchange at the end",
-        paths.join(" / "),
-        spec.len
-    );
+    sender.set_data_path(DataPath::UdpSend { send: paths.join(" / "), len: spec.len, iperf2: true });
     sender.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
     sender.udp = Some(udp_stream::sent_figures(&sent.iter().collect::<Vec<_>>()));
     Ok((sender, sent))
@@ -237,7 +235,7 @@ fn server_side(spec: &TestSpec, sent: &[UdpFlowSent]) -> Option<SideReport> {
         delay_us: None,
     });
     side.placement = "iperf2 server".into();
-    side.path = format!("iperf2 server reports (answers to the FIN) of {} of {} flows", reports.len(), sent.len());
+    side.set_data_path(DataPath::Iperf2Reports { reports: reports.len(), flows: sent.len() });
     side.errors.extend((reports.len()..sent.len()).map(|_| "a flow got no iperf2 server report".to_string()));
     side.complete = side.errors.is_empty();
     Some(side)
