@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use uringbench::base::spec::{Direction, Proto, TestSpec, Workload};
-use uringbench::session::control::{ControlMsg, PROTOCOL_VERSION};
+use uringbench::session::control::{ControlMsg, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use uringbench::session::receiver::ServerLimits;
 use uringbench::session::server::TestRunner;
 use uringbench::workload::receive::Workloads;
@@ -58,7 +58,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(ControlMsg::Hello { version, spec, udp_ports }) = serde_json::from_slice::<ControlMsg>(data) else {
         return;
     };
-    if version != PROTOCOL_VERSION {
+    // The versions the receiver accepts (a sender without --psk-file says 2, as the seeds
+    // captured from real senders do).
+    if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&version) {
         return;
     }
     // The receiver's second check (session::server's admission): a UDP test announces one

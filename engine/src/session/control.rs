@@ -27,7 +27,7 @@ use std::time::Duration;
 /// [`MIN_PROTOCOL_VERSION`]..=[`PROTOCOL_VERSION`], and an authenticated session below 3.
 pub const PROTOCOL_VERSION: u32 = 3;
 /// The oldest sender a receiver without `--psk-file` serves (its wire is unchanged since).
-pub(crate) const MIN_PROTOCOL_VERSION: u32 = 2;
+pub const MIN_PROTOCOL_VERSION: u32 = 2;
 /// Default port of `recv`: distinct from iperf2's 5001 and iperf3's 5201.
 pub const DEFAULT_PORT: u16 = 5300;
 pub const CONTROL_MAGIC: [u8; 4] = *b"UBC1";
