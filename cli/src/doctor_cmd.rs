@@ -1,20 +1,18 @@
 //! `uringbench doctor`: runs the engine's host and path checks and prints them.
 
 use crate::args::{DoctorArgs, DoctorFormat};
-use crate::print_json;
+use crate::{port_or_default, print_json};
 use std::io::{IsTerminal, Write};
-use uringbench::doctor::{self, DoctorOptions};
-use uringbench::session::control::DEFAULT_PORT;
-use uringbench::Error;
+use uringbench::{run_doctor, DoctorOptions, Error};
 
 pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
     let opts = DoctorOptions {
         target: args.target,
-        port: args.port.unwrap_or(DEFAULT_PORT),
+        port: port_or_default(args.port, false),
         iface: args.iface,
         bandwidth_bps: args.bandwidth,
     };
-    let report = doctor::run(&opts)?;
+    let report = run_doctor(&opts)?;
     let mut out = std::io::stdout().lock();
     if args.json || args.format == DoctorFormat::Json {
         print_json(&mut out, &report.to_json())?;

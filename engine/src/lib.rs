@@ -59,3 +59,7 @@ pub use crate::session::server::{bind, serve};
 pub use crate::uring::fastpath::FastPaths;
 pub use crate::workload::receive::Workloads;
 pub use crate::workload::stream::run_send;
+// `doctor`: the host and path checks (`run_doctor` on `DoctorOptions`), shown as text or as a
+// `DoctorDocument`.
+pub use crate::doctor::{run as run_doctor, DoctorOptions, DoctorReport};
+pub use crate::report::doctor::DoctorDocument;

@@ -5,9 +5,12 @@
 //! every driver answers without the ethtool binary or generic netlink; everything else is
 //! /sys and /proc.
 
+use super::facts::{
+    DriverCounterFacts, IrqAffinityFacts, IrqPlacement, IrqbalanceFacts, NicDriverFacts, NicMtuFacts, NicOffloadFacts,
+    NicQueueFacts, NicRingFacts, NoInterfaceFacts, RpsFacts, XpsFacts,
+};
 use super::{read_trimmed, Channels, Check, Context, HostFs, Offloads};
 use crate::base::units::parse_cpu_list;
-use serde_json::json;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -29,7 +32,7 @@ const KNOWN_DRIVERS: &[(&str, &str)] = &[
 pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
     let Some(link) = &ctx.iface else {
         return vec![Check::skip("nic.interface", format!("no interface examined: {}", ctx.iface_reason))
-            .facts(json!({"interface": null}))];
+            .facts(NoInterfaceFacts { interface: () })];
     };
     let mut out = vec![driver(ctx), mtu(ctx), queues(ctx), rings(ctx), offloads(ctx), driver_counters(ctx)];
     let irqs = queue_irqs(fs, &link.name);
@@ -43,8 +46,12 @@ pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
 fn driver(ctx: &Context) -> Check {
     let id = "nic.driver";
     let link = ctx.iface.as_ref().expect("checked by caller");
-    let facts = json!({"interface": link.name, "driver": ctx.driver(), "virtual_device": link.virtual_device,
-        "speed_mbps": link.speed_mbps});
+    let facts = NicDriverFacts {
+        interface: link.name.clone(),
+        driver: ctx.driver().map(str::to_owned),
+        virtual_device: link.virtual_device,
+        speed_mbps: link.speed_mbps,
+    };
     match ctx.driver() {
         Some(d) => {
             let what = KNOWN_DRIVERS.iter().find(|(n, _)| *n == d).map_or("", |(_, w)| w);
@@ -61,7 +68,7 @@ fn driver(ctx: &Context) -> Check {
 fn mtu(ctx: &Context) -> Check {
     let id = "nic.mtu";
     let link = ctx.iface.as_ref().expect("checked by caller");
-    let facts = json!({"interface": link.name, "mtu": link.mtu});
+    let facts = NicMtuFacts { interface: link.name.clone(), mtu: link.mtu };
     use crate::sys::hostinfo::Cloud;
     let (want, why) = match ctx.cloud {
         Some(Cloud::Gcp) => (8896, "GCP VPCs carry up to 8896"),
@@ -92,8 +99,13 @@ fn queues(ctx: &Context) -> Check {
     let id = "nic.queues";
     let link = ctx.iface.as_ref().expect("checked by caller");
     let ch = ctx.channels;
-    let facts = json!({"interface": link.name, "rx_queues": link.rx_queues, "tx_queues": link.tx_queues,
-        "cpus": ctx.cpus, "channels": ch});
+    let facts = NicQueueFacts {
+        interface: link.name.clone(),
+        rx_queues: link.rx_queues,
+        tx_queues: link.tx_queues,
+        cpus: ctx.cpus,
+        channels: ch,
+    };
     let active = link.rx_queues.min(link.tx_queues).max(ch.map_or(0, |c| c.combined));
     let summary = format!("{} RX / {} TX queues for {} CPUs", link.rx_queues, link.tx_queues, ctx.cpus);
     if link.virtual_device {
@@ -116,7 +128,7 @@ fn rings(ctx: &Context) -> Check {
         Ok(r) => r,
         Err(e) => return Check::skip(id, format!("{}: no ring parameters ({e})", link.name)),
     };
-    let facts = json!({"interface": link.name, "rings": r});
+    let facts = NicRingFacts { interface: link.name.clone(), rings: *r };
     let show = |v: Option<u32>| v.map_or("?".to_string(), |v| v.to_string());
     let summary = format!(
         "{}: RX ring {} of {}, TX ring {} of {}",
@@ -147,8 +159,11 @@ fn driver_counters(ctx: &Context) -> Check {
         return Check::skip(id, format!("{}: the driver keeps no statistics of its own (ethtool -S)", link.name));
     };
     let losses: Vec<&(String, u64)> = stats.iter().filter(|(n, v)| *v > 0 && is_loss_counter(n)).collect();
-    let facts = json!({"interface": link.name, "statistics": stats.len(),
-        "loss_counters": losses.iter().map(|(n, v)| (n.clone(), json!(v))).collect::<serde_json::Map<_, _>>()});
+    let facts = DriverCounterFacts {
+        interface: link.name.clone(),
+        statistics: stats.len(),
+        loss_counters: losses.iter().map(|(n, v)| (n.clone(), *v)).collect(),
+    };
     if losses.is_empty() {
         return Check::pass(
             id,
@@ -179,7 +194,7 @@ fn offloads(ctx: &Context) -> Check {
     let Some(o) = &ctx.offloads else {
         return Check::skip(id, format!("{}: the driver answers no ethtool offload queries", link.name));
     };
-    let facts = json!({"interface": link.name, "offloads": o});
+    let facts = NicOffloadFacts { interface: link.name.clone(), offloads: o.clone() };
     let show = |v: Option<bool>| match v {
         Some(true) => "on",
         Some(false) => "off",
@@ -292,8 +307,13 @@ fn irq_affinity(ctx: &Context, fs: &dyn HostFs, irqs: &[IrqLine]) -> Check {
     }
     let placed: Vec<(u32, String, Option<Vec<usize>>)> =
         irqs.iter().map(|l| (l.irq, l.name.clone(), irq_cpus(fs, l.irq))).collect();
-    let facts = json!({"interface": link.name, "irqs": placed.iter().map(|(irq, name, cpus)|
-        json!({"irq": irq, "name": name, "cpus": cpus})).collect::<Vec<_>>()});
+    let facts = IrqAffinityFacts {
+        interface: link.name.clone(),
+        irqs: placed
+            .iter()
+            .map(|(irq, name, cpus)| IrqPlacement { irq: *irq, name: name.clone(), cpus: cpus.clone() })
+            .collect(),
+    };
     // Queues whose IRQs are each pinned to one CPU, by queue: a queue may have several IRQs
     // (virtio: input.N and output.N) that belong on the same CPU, while different queues
     // belong on different CPUs.
@@ -350,7 +370,7 @@ fn irqbalance(fs: &dyn HostFs, virtual_device: bool) -> Check {
         .iter()
         .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
         .any(|p| read_trimmed(fs, &format!("/proc/{p}/comm")).is_ok_and(|c| c == "irqbalance"));
-    let facts = json!({"irqbalance_running": running});
+    let facts = IrqbalanceFacts { irqbalance_running: running };
     if running && !virtual_device {
         Check::warn(id, "irqbalance is running: it moves queue IRQs away from the CPUs tuned for them")
             .fix("systemctl stop irqbalance   # scripts/tune.sh apply does this and revert restarts it")
@@ -405,7 +425,7 @@ fn rps(ctx: &Context, fs: &dyn HostFs) -> Check {
     let id = "nic.rps";
     let link = ctx.iface.as_ref().expect("checked by caller");
     let masks = queue_masks(fs, &link.name, "rx-", "rps_cpus");
-    let facts = json!({"interface": link.name, "rps_cpus": masks.iter().map(|(q, n)| (q.clone(), json!(n))).collect::<serde_json::Map<_, _>>()});
+    let facts = RpsFacts { interface: link.name.clone(), rps_cpus: masks.iter().cloned().collect() };
     if masks.is_empty() {
         return Check::skip(id, format!("{}: no readable rx-*/rps_cpus (kernel without RPS?)", link.name));
     }
@@ -454,7 +474,7 @@ fn xps(ctx: &Context, fs: &dyn HostFs) -> Check {
         return Check::pass(id, format!("{}: one TX queue, XPS does not apply", link.name));
     }
     let masks = queue_masks(fs, &link.name, "tx-", "xps_cpus");
-    let facts = json!({"interface": link.name, "xps_cpus": masks.iter().map(|(q, n)| (q.clone(), json!(n))).collect::<serde_json::Map<_, _>>()});
+    let facts = XpsFacts { interface: link.name.clone(), xps_cpus: masks.iter().cloned().collect() };
     if masks.is_empty() {
         return Check::skip(id, format!("{}: no readable tx-*/xps_cpus", link.name));
     }
@@ -634,7 +654,7 @@ pub(crate) fn ethtool_facts(iface: &str) -> (Option<String>, Option<Offloads>, O
 mod tests {
     use super::super::fake::FakeFs;
     use super::super::testctx::{nic_ctx, veth_ctx};
-    use super::super::Status;
+    use super::super::{Facts, Status};
     use super::*;
 
     /// /proc/interrupts of the test machine (2 vCPUs, virtio), trimmed.
@@ -778,7 +798,8 @@ ERR:          0
         assert_eq!(mtu(&ctx).status, Status::Pass);
         assert!(mtu(&ctx).summary.contains("MTU 9000"));
         let q = queues(&ctx);
-        assert_eq!((q.status, q.facts["rx_queues"].as_u64()), (Status::Pass, Some(1)));
+        let Some(Facts::NicQueues(f)) = &q.facts else { panic!("{:?}", q.facts) };
+        assert_eq!((q.status, f.rx_queues), (Status::Pass, 1));
         let o = offloads(&ctx);
         assert_eq!(o.status, Status::Pass, "GRO off is right on veth: {}", o.summary);
         assert!(o.summary.contains("packets arrive already merged"), "{}", o.summary);
@@ -860,7 +881,8 @@ ERR:          0
         let c = driver_counters(&ctx);
         assert_eq!(c.status, Status::Warn);
         assert!(c.summary.contains("bw_out_allowance_exceeded 1234") && c.summary.contains("AWS"), "{}", c.summary);
-        assert_eq!(c.facts["statistics"], 3);
+        let Some(Facts::DriverCounters(f)) = &c.facts else { panic!("{:?}", c.facts) };
+        assert_eq!(f.statistics, 3);
         ctx.driver_stats = Some(vec![("rx_queue_0_drops".into(), 0), ("peer_ifindex".into(), 7)]);
         assert_eq!(driver_counters(&ctx).status, Status::Pass);
         ctx.driver_stats = None;
