@@ -97,6 +97,23 @@ fn http_documents_of_the_previous_release_load_and_keep_their_keys() {
 }
 
 #[test]
+fn doctor_documents_of_the_previous_release_load_and_keep_their_keys() {
+    use uringbench::doctor::facts::Facts;
+    use uringbench::DoctorDocument;
+    let old = load("doctor.json");
+    let doc: DoctorDocument = serde_json::from_value(old.clone()).expect("a doctor document");
+    assert_eq!(doc.kind, Kind::Doctor, "a doctor document without `kind` is a doctor document");
+    assert_eq!(doc.checks.len(), 24);
+    let summary = doc.summary;
+    assert_eq!(summary.pass + summary.warn + summary.fail + summary.skip, doc.checks.len());
+    let mtu = doc.checks.iter().find(|c| c.id == "nic.mtu").expect("nic.mtu");
+    assert!(matches!(&mtu.facts, Some(Facts::NicMtu(f)) if f.mtu == 1500), "{:?}", mtu.facts);
+    let new = serde_json::to_value(&doc).unwrap();
+    keeps_every_key(&old, &new, "doctor.json");
+    assert_eq!(new["kind"], "doctor", "written back with its kind");
+}
+
+#[test]
 fn a_document_of_another_schema_version_is_refused_by_name() {
     let mut doc = load("stream-tcp.json");
     doc["schema_version"] = Value::from(SCHEMA_VERSION + 1);
@@ -116,6 +133,7 @@ fn schemas_in_docs_match_the_types() {
         ("rr.schema.json", schemars::schema_for!(TransactionDocument)),
         ("repeat.schema.json", schemars::schema_for!(RepeatDocument)),
         ("http.schema.json", schemars::schema_for!(uringbench::workload::http::HttpDocument)),
+        ("doctor.schema.json", schemars::schema_for!(uringbench::DoctorDocument)),
     ];
     let write = std::env::var_os("URINGBENCH_WRITE_SCHEMA").is_some();
     for (name, schema) in schemas {
@@ -148,6 +166,7 @@ fn captured_documents_validate_against_the_published_schemas() {
         ("crr.json", "rr.schema.json"),
         ("repeat.json", "repeat.schema.json"),
         ("http.json", "http.schema.json"),
+        ("doctor.json", "doctor.schema.json"),
     ] {
         let schema: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(schema)).unwrap()).unwrap();
         let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
