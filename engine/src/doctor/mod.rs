@@ -44,17 +44,6 @@ pub enum Status {
     Fail,
 }
 
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Skip => "skip",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        }
-    }
-}
-
 /// One check: what was found, how it is judged, and what fixes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {

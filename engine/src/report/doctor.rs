@@ -115,18 +115,14 @@ impl DoctorReport {
 
 /// One check: its status label, name and summary, and its fix below.
 fn write_check(out: &mut String, c: &Check, color: bool) {
-    let label = c.status.label();
-    let label = if color {
-        let code = match c.status {
-            Status::Pass => "32",
-            Status::Warn => "33",
-            Status::Fail => "1;31",
-            Status::Skip => "2",
-        };
-        format!("\x1b[{code}m{label:<4}\x1b[0m")
-    } else {
-        format!("{label:<4}")
+    // A failure shouts; the ANSI colour of each status for terminals.
+    let (label, code) = match c.status {
+        Status::Pass => ("pass", "32"),
+        Status::Warn => ("warn", "33"),
+        Status::Fail => ("FAIL", "1;31"),
+        Status::Skip => ("skip", "2"),
     };
+    let label = if color { format!("\x1b[{code}m{label:<4}\x1b[0m") } else { format!("{label:<4}") };
     let name = c.id.split_once('.').map_or(c.id.as_str(), |(_, n)| n);
     let _ = writeln!(out, "  {label}  {name:<18} {}", c.summary);
     if let Some(fix) = &c.fix {
