@@ -10,7 +10,8 @@
 //! calls: io_uring probe, ethtool ioctls, route lookups, connects) and a [`HostFs`] (the
 //! /proc and /sys files it reads), so each can be tested against captured samples, including
 //! files that are missing, unreadable or garbled. The live system is [`LiveFs`] plus
-//! [`Context::gather`].
+//! [`Context::gather`]. What a check judged is kept typed, one type per check ([`facts`]); the
+//! text and the `doctor -J` document are rendered from the [`DoctorReport`] in `report/doctor.rs`.
 //!
 //! Status meanings: `fail` = uringbench cannot run, or its figures would be wrong; `warn` =
 //! this will likely hold throughput or latency back; `pass` = fine; `skip` = not applicable
