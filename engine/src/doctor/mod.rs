@@ -19,6 +19,7 @@
 
 pub mod cloud;
 pub mod ethnl;
+pub mod ethtool;
 pub mod facts;
 pub mod fastpath;
 pub mod kernel;
@@ -232,10 +233,10 @@ impl Context {
             None => pick_interface(target.as_ref()),
         };
         let (ethtool_driver, offloads, channels) = match &iface {
-            Some(l) => nic::ethtool_facts(&l.name),
+            Some(l) => ethtool::ethtool_facts(&l.name),
             None => (None, None, None),
         };
-        let driver_stats = iface.as_ref().and_then(|l| nic::driver_stats(&l.name));
+        let driver_stats = iface.as_ref().and_then(|l| ethtool::driver_stats(&l.name));
         let rings = match &iface {
             Some(l) => ethnl::rings(&l.name).map_err(|e| e.message),
             None => Err("no interface".into()),
