@@ -1,16 +1,14 @@
 //! `uringbench doctor`: runs the engine's host and path checks and prints them.
 
-use crate::{
-    args::{DoctorArgs, DoctorFormat},
-    print_json,
-};
+use crate::args::{DoctorArgs, DoctorFormat};
+use crate::{port_or_default, print_json};
 use std::io::{IsTerminal, Write};
-use uringbench::{run_doctor, DoctorOptions, Error, DEFAULT_PORT};
+use uringbench::{run_doctor, DoctorOptions, Error};
 
 pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
     let opts = DoctorOptions {
         target: args.target,
-        port: args.port.unwrap_or(DEFAULT_PORT),
+        port: port_or_default(args.port, false),
         iface: args.iface,
         bandwidth_bps: args.bandwidth,
     };

@@ -137,5 +137,7 @@ pub mod iperf2 {
     pub use crate::wire::iperf2::IPERF2_PORT;
 }
 
-/// `doctor`: is this host ready for a test, and if not, what to change.
-pub use crate::doctor::{run as run_doctor, DoctorOptions};
+/// `doctor`: is this host ready for a test, and if not, what to change (`run_doctor` on
+/// `DoctorOptions`, shown as text or as a `DoctorDocument`).
+pub use crate::doctor::{run as run_doctor, DoctorOptions, DoctorReport};
+pub use crate::report::doctor::DoctorDocument;

@@ -134,6 +134,23 @@ fn tuning_and_fleet_documents_of_the_previous_release_load_and_keep_their_keys()
 }
 
 #[test]
+fn doctor_documents_of_the_previous_release_load_and_keep_their_keys() {
+    use uringbench::doctor::facts::Facts;
+    use uringbench::DoctorDocument;
+    let old = load("doctor.json");
+    let doc: DoctorDocument = serde_json::from_value(old.clone()).expect("a doctor document");
+    assert_eq!(doc.kind, Kind::Doctor, "a doctor document without `kind` is a doctor document");
+    assert_eq!(doc.checks.len(), 24);
+    let summary = doc.summary;
+    assert_eq!(summary.pass + summary.warn + summary.fail + summary.skip, doc.checks.len());
+    let mtu = doc.checks.iter().find(|c| c.id == "nic.mtu").expect("nic.mtu");
+    assert!(matches!(&mtu.facts, Some(Facts::NicMtu(f)) if f.mtu == 1500), "{:?}", mtu.facts);
+    let new = serde_json::to_value(&doc).unwrap();
+    keeps_every_key(&old, &new, "doctor.json");
+    assert_eq!(new["kind"], "doctor", "written back with its kind");
+}
+
+#[test]
 fn a_document_of_another_schema_version_is_refused_by_name() {
     let mut doc = load("stream-tcp.json");
     doc["schema_version"] = Value::from(SCHEMA_VERSION + 1);
@@ -158,6 +175,7 @@ fn schemas_in_docs_match_the_types() {
         ("experiment.schema.json", schemars::schema_for!(uringbench::experiment::ExperimentDocument)),
         ("compare.schema.json", schemars::schema_for!(uringbench::compare::CompareDocument)),
         ("fleet.schema.json", schemars::schema_for!(uringbench::fleet::FleetDocument)),
+        ("doctor.schema.json", schemars::schema_for!(uringbench::DoctorDocument)),
     ];
     let write = std::env::var_os("URINGBENCH_WRITE_SCHEMA").is_some();
     for (name, schema) in schemas {
@@ -195,6 +213,7 @@ fn captured_documents_validate_against_the_published_schemas() {
         ("experiment.json", "experiment.schema.json"),
         ("compare.json", "compare.schema.json"),
         ("fleet.json", "fleet.schema.json"),
+        ("doctor.json", "doctor.schema.json"),
     ] {
         let schema: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(schema)).unwrap()).unwrap();
         let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");

@@ -2,9 +2,9 @@
 //! figures from `engine/data/cloud-egress.json`), and whether the NIC is the one that cloud's
 //! fast path needs (gVNIC, ENA, an accelerated-networking VF).
 
+use super::facts::{CloudNicFacts, EgressCapFacts};
 use super::{Check, Context, HostFs};
 use crate::sys::hostinfo::{egress_cap, Cloud};
-use serde_json::json;
 
 pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
     let Some(cloud) = ctx.cloud else {
@@ -21,8 +21,14 @@ fn cap(ctx: &Context, cloud: Cloud) -> Check {
     let Some(cap) = egress_cap(cloud, ctx.cpus) else {
         return Check::skip(id, format!("{}: no figures in the egress table", cloud.key()));
     };
-    let facts = json!({"cloud": cloud, "vcpus": ctx.cpus, "cap_gbps": cap.gbps, "per_flow_gbps": cap.per_flow_gbps,
-        "source": cap.source, "note": cap.note});
+    let facts = EgressCapFacts {
+        cloud,
+        vcpus: ctx.cpus,
+        cap_gbps: cap.gbps,
+        per_flow_gbps: cap.per_flow_gbps,
+        source: cap.source,
+        note: cap.note,
+    };
     match cloud {
         Cloud::Gcp => {
             let gbps = cap.gbps.unwrap_or(0.0);
@@ -65,7 +71,7 @@ fn all_drivers(fs: &dyn HostFs) -> Vec<(String, String)> {
 fn driver(ctx: &Context, cloud: Cloud, fs: &dyn HostFs) -> Check {
     let id = "cloud.nic";
     let d = ctx.driver().unwrap_or("unknown");
-    let facts = json!({"cloud": cloud, "driver": d, "interfaces": all_drivers(fs)});
+    let facts = CloudNicFacts { cloud, driver: d.into(), interfaces: all_drivers(fs) };
     match cloud {
         Cloud::Gcp if d == "gve" => Check::pass(id, "GCP gVNIC (gve): Tier_1 capable").facts(facts),
         Cloud::Gcp => Check::warn(id, format!("GCP NIC driver {d}: Tier_1 bandwidth and zero-copy need gVNIC (gve)"))
@@ -91,7 +97,7 @@ fn driver(ctx: &Context, cloud: Cloud, fs: &dyn HostFs) -> Check {
 mod tests {
     use super::super::fake::FakeFs;
     use super::super::testctx::{nic_ctx, veth_ctx};
-    use super::super::Status;
+    use super::super::{Facts, Status};
     use super::*;
 
     #[test]
@@ -112,7 +118,8 @@ mod tests {
         big.cloud = Some(Cloud::Gcp);
         let c = checks(&big, &FakeFs::default());
         assert_eq!((c[0].status, c[1].status), (Status::Pass, Status::Pass));
-        assert_eq!(c[0].facts["cap_gbps"].as_f64(), Some(32.0));
+        let Some(Facts::EgressCap(cap)) = &c[0].facts else { panic!("{:?}", c[0].facts) };
+        assert_eq!(cap.cap_gbps, Some(32.0));
     }
 
     #[test]

@@ -32,7 +32,7 @@ const ETHTOOL_A_RINGS_TCP_DATA_SPLIT: u16 = 11;
 const NLA_F_NESTED: u16 = 0x8000;
 
 /// TCP header/data split as the driver reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HeaderSplit {
     Unknown,
@@ -41,7 +41,7 @@ pub enum HeaderSplit {
 }
 
 /// The rings of one device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Rings {
     pub rx: Option<u32>,
     pub rx_max: Option<u32>,

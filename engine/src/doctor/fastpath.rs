@@ -4,9 +4,9 @@
 //! mode and zcrx is refused outright, and doctor says which prerequisite is missing.
 
 use super::ethnl::HeaderSplit;
+use super::facts::{AfXdpFacts, ZcrxFacts};
 use super::{kernel::parse_release, Check, Context, HostFs, XdpSocket};
 use crate::sys::hostinfo::ifstats::ZCRX_DRIVERS;
-use serde_json::json;
 
 /// Drivers with AF_XDP zero-copy (gve from 6.17, in DQO-RDA queue format).
 const XSK_ZEROCOPY_DRIVERS: &[&str] = &["ice", "i40e", "ixgbe", "igc", "mlx5_core", "gve"];
@@ -45,8 +45,13 @@ fn af_xdp(ctx: &Context, fs: &dyn HostFs) -> Check {
     let bpffs = bpffs_mounted(fs);
     let gve_too_old = driver == "gve" && release(fs).is_some_and(|v| v < (6, 17));
     let zerocopy = XSK_ZEROCOPY_DRIVERS.contains(&driver) && !gve_too_old;
-    let facts = json!({"socket": matches!(ctx.xdp_socket, XdpSocket::Available), "driver": driver,
-        "zerocopy_driver": zerocopy, "memlock_ok": memlock_ok, "bpffs_mounted": bpffs});
+    let facts = AfXdpFacts {
+        socket: matches!(ctx.xdp_socket, XdpSocket::Available),
+        driver: driver.into(),
+        zerocopy_driver: zerocopy,
+        memlock_ok,
+        bpffs_mounted: bpffs,
+    };
     if let XdpSocket::Unavailable(e) = &ctx.xdp_socket {
         return Check::warn(id, format!("AF_XDP socket refused ({e}): the xdp engine cannot run"))
             .fix("use a kernel built with CONFIG_XDP_SOCKETS=y, and run as root (CAP_NET_RAW, CAP_BPF)")
@@ -75,8 +80,13 @@ fn zcrx(ctx: &Context, fs: &dyn HostFs) -> Check {
     let virtual_device = ctx.iface.as_ref().is_none_or(|l| l.virtual_device);
     let iface = ctx.iface.as_ref().map_or("IF", |l| l.name.as_str());
     let gve_too_old = driver == "gve" && release(fs).is_some_and(|v| v < (6, 18));
-    let facts = json!({"recv_zc_opcode": kernel_ok, "driver": driver, "virtual_device": virtual_device,
-        "zcrx_driver": ZCRX_DRIVERS.contains(&driver)});
+    let facts = ZcrxFacts {
+        recv_zc_opcode: kernel_ok,
+        driver: driver.into(),
+        virtual_device,
+        zcrx_driver: ZCRX_DRIVERS.contains(&driver),
+        header_split: None,
+    };
     if !kernel_ok {
         return Check::warn(id, "zero-copy receive unavailable: the kernel lacks IORING_OP_RECV_ZC (Linux 6.15+)")
             .fix("upgrade to Linux 6.15 or newer (6.18 for gve)")
@@ -106,8 +116,7 @@ fn zcrx(ctx: &Context, fs: &dyn HostFs) -> Check {
             ("the driver does not report header split", format!("ethtool -G {iface} tcp-data-split on; {steer}"))
         }
     };
-    let mut facts = facts;
-    facts["header_split"] = json!(split);
+    let facts = ZcrxFacts { header_split: Some(split), ..facts };
     Check::warn(
         id,
         format!("kernel and {driver} support zcrx, {state}; it also needs a queue kept out of RSS with a flow rule steering the test to it"),

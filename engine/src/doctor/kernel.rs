@@ -1,9 +1,9 @@
 //! Kernel and process: version and io_uring features, `kernel.io_uring_disabled`,
 //! RLIMIT_MEMLOCK, and the CPU frequency governor.
 
+use super::facts::{GovernorFacts, IoUringFacts, KernelUnusableFacts, KernelVersionFacts, MemlockFacts, SysctlValue};
 use super::{read_trimmed, Check, Context, HostFs};
 use crate::sys::probe::KernelCaps;
-use serde_json::json;
 
 /// Pinned memory a full test may want: a 64 MiB AF_XDP UMEM, or buffer rings and registered
 /// payload buffers for many queue threads (2 MiB of ring per thread).
@@ -43,7 +43,7 @@ fn version(release: Option<&str>, caps: &Result<KernelCaps, String>) -> Check {
         Err(e) => {
             return Check::fail(id, format!("Linux {release}: io_uring unusable: {e}"))
                 .fix("see the message: io_uring must be enabled and reachable (kernel 5.19 or newer)")
-                .facts(json!({"release": release, "error": e}));
+                .facts(KernelUnusableFacts { release: release.into(), error: e.clone() });
         }
     };
     let mut have = Vec::new();
@@ -58,9 +58,15 @@ fn version(release: Option<&str>, caps: &Result<KernelCaps, String>) -> Check {
             have.push(name);
         }
     }
-    let facts = json!({"release": release, "version": parse_release(release), "send_zc": caps.send_zc,
-        "recv_zc": caps.recv_zc, "recvsend_bundle": caps.recvsend_bundle, "defer_taskrun": caps.defer_taskrun,
-        "min_wait_timeout": caps.min_wait_timeout});
+    let facts = KernelVersionFacts {
+        release: release.into(),
+        version: parse_release(release),
+        send_zc: caps.send_zc,
+        recv_zc: caps.recv_zc,
+        recvsend_bundle: caps.recvsend_bundle,
+        defer_taskrun: caps.defer_taskrun,
+        min_wait_timeout: caps.min_wait_timeout,
+    };
     let Some(v) = parse_release(release) else {
         return Check::warn(id, format!("Linux {release:?}: version not understood; io_uring has {}", have.join(", ")))
             .fix("uname -r should print MAJOR.MINOR...; features are probed at run time anyway")
@@ -89,24 +95,26 @@ fn version(release: Option<&str>, caps: &Result<KernelCaps, String>) -> Check {
 
 fn io_uring_disabled(fs: &dyn HostFs) -> Check {
     let id = "kernel.io_uring";
+    let facts = |v: Option<SysctlValue>| IoUringFacts { io_uring_disabled: v };
     match super::sysctl(fs, "kernel.io_uring_disabled") {
-        Err(_) => Check::pass(id, "kernel.io_uring_disabled absent (kernel before 6.6): io_uring is on")
-            .facts(json!({"io_uring_disabled": null})),
+        Err(_) => {
+            Check::pass(id, "kernel.io_uring_disabled absent (kernel before 6.6): io_uring is on").facts(facts(None))
+        }
         Ok(v) => match v.parse::<u32>() {
             Ok(0) => Check::pass(id, "kernel.io_uring_disabled = 0 (enabled for everyone)")
-                .facts(json!({"io_uring_disabled": 0})),
+                .facts(facts(Some(SysctlValue::Number(0)))),
             Ok(1) => Check::warn(
                 id,
                 "kernel.io_uring_disabled = 1: only root and kernel.io_uring_group may use io_uring",
             )
             .fix("sysctl -w kernel.io_uring_disabled=0   # or run as root / add the user to kernel.io_uring_group")
-            .facts(json!({"io_uring_disabled": 1})),
+            .facts(facts(Some(SysctlValue::Number(1)))),
             Ok(n) => Check::fail(id, format!("kernel.io_uring_disabled = {n}: io_uring is switched off"))
                 .fix("sysctl -w kernel.io_uring_disabled=0")
-                .facts(json!({"io_uring_disabled": n})),
+                .facts(facts(Some(SysctlValue::Number(n)))),
             Err(_) => Check::warn(id, format!("kernel.io_uring_disabled is {v:?}, not a number"))
                 .fix("sysctl kernel.io_uring_disabled   # expect 0, 1 or 2")
-                .facts(json!({"io_uring_disabled": v})),
+                .facts(facts(Some(SysctlValue::Text(v)))),
         },
     }
 }
@@ -117,7 +125,7 @@ fn memlock(caps: &Result<KernelCaps, String>) -> Check {
         return Check::skip(id, "io_uring unusable: memlock not judged");
     };
     let limit = caps.memlock_limit;
-    let facts = json!({"memlock_limit": limit, "cap_ipc_lock": caps.cap_ipc_lock, "wanted": MEMLOCK_WANTED});
+    let facts = MemlockFacts { memlock_limit: limit, cap_ipc_lock: caps.cap_ipc_lock, wanted: MEMLOCK_WANTED };
     let shown = limit.map_or("unlimited".into(), |l| format!("{} KiB", l >> 10));
     if caps.cap_ipc_lock {
         Check::pass(id, format!("RLIMIT_MEMLOCK {shown}, but CAP_IPC_LOCK lifts it")).facts(facts)
@@ -157,12 +165,11 @@ fn governor(fs: &dyn HostFs) -> Check {
     let govs = governors(fs);
     if govs.is_empty() {
         return Check::pass(id, "no cpufreq driver (typical of VMs: the hypervisor sets the clock)")
-            .facts(json!({"governors": {}}));
+            .facts(GovernorFacts { governors: Default::default() });
     }
     let slow: Vec<u32> = govs.iter().filter(|(_, g)| g != "performance").map(|(c, _)| *c).collect();
     let names: std::collections::BTreeSet<&str> = govs.iter().map(|(_, g)| g.as_str()).collect();
-    let facts =
-        json!({"governors": govs.iter().map(|(c, g)| (c.to_string(), json!(g))).collect::<serde_json::Map<_, _>>()});
+    let facts = GovernorFacts { governors: govs.iter().map(|(c, g)| (c.to_string(), g.clone())).collect() };
     if slow.is_empty() {
         Check::pass(id, format!("all {} CPUs on the performance governor", govs.len())).facts(facts)
     } else {

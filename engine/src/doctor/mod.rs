@@ -10,7 +10,8 @@
 //! calls: io_uring probe, ethtool ioctls, route lookups, connects) and a [`HostFs`] (the
 //! /proc and /sys files it reads), so each can be tested against captured samples, including
 //! files that are missing, unreadable or garbled. The live system is [`LiveFs`] plus
-//! [`Context::gather`].
+//! [`Context::gather`]. What a check judged is kept typed, one type per check ([`facts`]); the
+//! text and the `doctor -J` document are rendered from the [`DoctorReport`] in `report/doctor.rs`.
 //!
 //! Status meanings: `fail` = uringbench cannot run, or its figures would be wrong; `warn` =
 //! this will likely hold throughput or latency back; `pass` = fine; `skip` = not applicable
@@ -18,6 +19,8 @@
 
 pub mod cloud;
 pub mod ethnl;
+pub mod ethtool;
+pub mod facts;
 pub mod fastpath;
 pub mod kernel;
 pub mod nic;
@@ -27,15 +30,14 @@ pub mod tcp;
 use crate::sys::hostinfo::{self, Cloud, LinkInfo};
 use crate::sys::probe::KernelCaps;
 use crate::{Error, Result};
-use serde::Serialize;
-use serde_json::{json, Value};
-use std::fmt::Write as _;
+use facts::Facts;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 /// The verdict of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
@@ -44,34 +46,23 @@ pub enum Status {
     Fail,
 }
 
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "pass",
-            Status::Skip => "skip",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
-        }
-    }
-}
-
 /// One check: what was found, how it is judged, and what fixes it.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Check {
     /// Stable name, `family.check` (e.g. `nic.mtu`), for scripts.
-    pub id: &'static str,
+    pub id: String,
     pub status: Status,
     /// One line: the fact and, when not passing, why it matters.
     pub summary: String,
     /// The command(s) that fix it, for `warn` and `fail`.
     pub fix: Option<String>,
-    /// The raw facts behind the summary, machine-readable.
-    pub facts: Value,
+    /// The values the check judged, machine-readable; null for a check that judged none.
+    pub facts: Option<Facts>,
 }
 
 impl Check {
     pub fn new(id: &'static str, status: Status, summary: impl Into<String>) -> Self {
-        Self { id, status, summary: summary.into(), fix: None, facts: Value::Null }
+        Self { id: id.into(), status, summary: summary.into(), fix: None, facts: None }
     }
     pub fn pass(id: &'static str, summary: impl Into<String>) -> Self {
         Self::new(id, Status::Pass, summary)
@@ -89,13 +80,13 @@ impl Check {
         self.fix = Some(fix.into());
         self
     }
-    pub fn facts(mut self, facts: Value) -> Self {
-        self.facts = facts;
+    pub fn facts(mut self, facts: impl Into<Facts>) -> Self {
+        self.facts = Some(facts.into());
         self
     }
     /// The family part of the id (`nic` of `nic.mtu`).
-    pub fn family(&self) -> &'static str {
-        self.id.split('.').next().unwrap_or(self.id)
+    pub fn family(&self) -> &str {
+        self.id.split('.').next().unwrap_or(&self.id)
     }
 }
 
@@ -148,7 +139,7 @@ pub struct DoctorOptions {
 }
 
 /// How the target answered a TCP connect to its control port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reach {
     /// Something accepted the connection.
@@ -162,7 +153,7 @@ pub enum Reach {
 }
 
 /// The target as doctor found it.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetFacts {
     pub host: String,
     pub addr: IpAddr,
@@ -186,7 +177,7 @@ pub enum XdpSocket {
 }
 
 /// Offload state read with the ethtool ioctls; None where the driver does not answer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Offloads {
     pub tso: Option<bool>,
     pub gso: Option<bool>,
@@ -196,7 +187,7 @@ pub struct Offloads {
 }
 
 /// Channel counts from ETHTOOL_GCHANNELS.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Channels {
     pub max_rx: u32,
     pub max_tx: u32,
@@ -242,10 +233,10 @@ impl Context {
             None => pick_interface(target.as_ref()),
         };
         let (ethtool_driver, offloads, channels) = match &iface {
-            Some(l) => nic::ethtool_facts(&l.name),
+            Some(l) => ethtool::ethtool_facts(&l.name),
             None => (None, None, None),
         };
-        let driver_stats = iface.as_ref().and_then(|l| nic::driver_stats(&l.name));
+        let driver_stats = iface.as_ref().and_then(|l| ethtool::driver_stats(&l.name));
         let rings = match &iface {
             Some(l) => ethnl::rings(&l.name).map_err(|e| e.message),
             None => Err("no interface".into()),
@@ -345,7 +336,7 @@ pub fn run(opts: &DoctorOptions) -> Result<DoctorReport> {
 }
 
 /// How many checks ended in each status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tally {
     pub pass: usize,
     pub warn: usize,
@@ -374,76 +365,6 @@ impl DoctorReport {
 
     pub fn check(&self, id: &str) -> Option<&Check> {
         self.checks.iter().find(|c| c.id == id)
-    }
-
-    pub fn to_json(&self) -> Value {
-        json!({
-            "kind": "doctor",
-            "schema_version": crate::base::SCHEMA_VERSION,
-            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-            "host": {"kernel_release": self.kernel_release, "cpus": self.cpus, "cloud": self.cloud},
-            "interface": {"name": self.iface, "chosen_by": self.iface_reason, "driver": self.driver},
-            "target": self.target,
-            "checks": self.checks,
-            "summary": self.tally(),
-            "exit_code": self.exit_code(),
-        })
-    }
-
-    /// Human output: checks grouped by family, a fix under each non-passing one, a tally.
-    /// `color` adds ANSI colours to the status labels (for terminals).
-    pub fn render_text(&self, color: bool) -> String {
-        let mut out = String::new();
-        let iface = match (&self.iface, &self.driver) {
-            (Some(i), Some(d)) => format!("{i} ({d}, {})", self.iface_reason),
-            (Some(i), None) => format!("{i} ({})", self.iface_reason),
-            _ => "none".into(),
-        };
-        let _ = writeln!(
-            out,
-            "uringbench doctor: Linux {}, {} CPUs{}, interface {iface}{}",
-            self.kernel_release,
-            self.cpus,
-            self.cloud.map(|c| format!(", cloud {}", c.key())).unwrap_or_default(),
-            self.target
-                .as_ref()
-                .map(|t| if t.host == t.addr.to_string() {
-                    format!(", target {}", t.host)
-                } else {
-                    format!(", target {} ({})", t.host, t.addr)
-                })
-                .unwrap_or_default()
-        );
-        let mut family = "";
-        for c in &self.checks {
-            if c.family() != family {
-                family = c.family();
-                let _ = writeln!(out, "\n{family}");
-            }
-            let label = c.status.label();
-            let label = if color {
-                let code = match c.status {
-                    Status::Pass => "32",
-                    Status::Warn => "33",
-                    Status::Fail => "1;31",
-                    Status::Skip => "2",
-                };
-                format!("\x1b[{code}m{label:<4}\x1b[0m")
-            } else {
-                format!("{label:<4}")
-            };
-            let name = c.id.split_once('.').map_or(c.id, |(_, n)| n);
-            let _ = writeln!(out, "  {label}  {name:<18} {}", c.summary);
-            if let Some(fix) = &c.fix {
-                for (i, line) in fix.lines().enumerate() {
-                    let _ = writeln!(out, "  {:<4}  {:<18} {} {line}", "", "", if i == 0 { "fix:" } else { "    " });
-                }
-            }
-        }
-        let t = self.tally();
-        let warnings = if t.warn == 1 { "warning" } else { "warnings" };
-        let _ = writeln!(out, "\n{} passed, {} {warnings}, {} failed, {} skipped", t.pass, t.warn, t.fail, t.skip);
-        out
     }
 }
 
@@ -561,6 +482,11 @@ pub(crate) mod testctx {
         }
     }
 
+    /// Every check run on [`veth_ctx`] with Linux 6.18.0 and nothing else readable.
+    pub(crate) fn veth_report() -> DoctorReport {
+        run_checks(&veth_ctx(), &super::fake::FakeFs::new(&[("/proc/sys/kernel/osrelease", "6.18.0\n")]))
+    }
+
     /// A physical NIC (`driver`) with `queues` combined channels on a `cpus`-CPU host.
     pub(crate) fn nic_ctx(driver: &str, queues: u32, cpus: u32) -> Context {
         let mut c = veth_ctx();
@@ -594,13 +520,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn report_tally_exit_code_and_renderings() {
-        let ctx = testctx::veth_ctx();
-        let fs = FakeFs::new(&[("/proc/sys/kernel/osrelease", "6.18.0\n")]);
-        let mut report = run_checks(&ctx, &fs);
+    fn report_tally_and_exit_code() {
+        let mut report = testctx::veth_report();
         assert_eq!(report.kernel_release, "6.18.0");
         assert!(report.checks.len() >= 20, "every family contributes: {}", report.checks.len());
-        let ids: Vec<&str> = report.checks.iter().map(|c| c.id).collect();
+        let ids: Vec<&str> = report.checks.iter().map(|c| c.id.as_str()).collect();
         let mut unique = ids.clone();
         unique.sort();
         unique.dedup();
@@ -611,23 +535,80 @@ mod tests {
             }
             assert!(!c.summary.contains('\n'), "{}: one line", c.id);
         }
-        let text = report.render_text(false);
-        assert!(text.contains("interface uoda0 (veth, --iface)"), "{text}");
-        assert!(text.contains("\nnic\n"), "{text}");
-        assert!(!text.contains('\x1b'), "no colour unless asked");
-        assert!(report.render_text(true).contains("\x1b[32mpass"), "colour for terminals");
+        let failed = report.tally().fail;
         report.checks.push(Check::fail("x.y", "broken").fix("mend it"));
         assert_eq!(report.exit_code(), 1, "a failed check makes the exit code 1");
-        let doc = report.to_json();
-        assert_eq!(
-            doc["summary"]["fail"].as_u64(),
-            Some(
-                1 + report.checks[..report.checks.len() - 1].iter().filter(|c| c.status == Status::Fail).count() as u64
-            )
+        assert_eq!(report.tally().fail, failed + 1);
+        assert_eq!(report.check("x.y").and_then(|c| c.fix.as_deref()), Some("mend it"));
+    }
+
+    /// Checks run on a spread of hosts (veth, a NIC in a cloud with a target, no interface and
+    /// no io_uring), so that every kind of facts is written at least once.
+    fn checks_of_every_kind() -> Vec<Check> {
+        let fs = FakeFs::new(&[
+            ("/proc/sys/kernel/osrelease", "6.12.1\n"),
+            ("/proc/sys/kernel/io_uring_disabled", "0\n"),
+            ("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "powersave\n"),
+            ("/proc/sys/net/ipv4/tcp_rmem", "4096 131072 6291456\n"),
+            ("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 4194304\n"),
+            ("/proc/sys/net/ipv4/tcp_congestion_control", "cubic\n"),
+            ("/proc/sys/net/core/busy_poll", "0\n"),
+            ("/proc/sys/net/core/busy_read", "0\n"),
+            ("/proc/sys/net/core/netdev_max_backlog", "1000\n"),
+            (
+                "/proc/interrupts",
+                "           CPU0       CPU1\n 38:  0  5 PCI-MSIX  1-edge  mlx5_comp0@pci:0000:00:04.0\n",
+            ),
+            ("/sys/class/net/eth0/device/msi_irqs/38", "msix"),
+            ("/sys/class/net/eth0/device/driver", "->../../../bus/pci/drivers/mlx5_core"),
+            ("/proc/irq/38/smp_affinity_list", "1\n"),
+            ("/sys/class/net/eth0/queues/rx-0/rps_cpus", "0\n"),
+            ("/sys/class/net/eth0/queues/tx-0/xps_cpus", "1\n"),
+            ("/sys/class/net/eth0/queues/tx-1/xps_cpus", "zz\n"),
+        ]);
+        let mut cloud = testctx::nic_ctx("mlx5_core", 2, 2);
+        cloud.cloud = Some(Cloud::Gcp);
+        cloud.target = Some(TargetFacts {
+            host: "peer".into(),
+            addr: "10.77.0.2".parse().unwrap(),
+            port: 5300,
+            reach: Reach::Error("No route to host".into()),
+            rtt_us: None,
+            path_mtu: Some(1500),
+            local: false,
+        });
+        let mut bare = testctx::veth_ctx();
+        bare.iface = None;
+        bare.caps = Err("io_uring_setup: Operation not permitted".into());
+        let garbled =
+            FakeFs::new(&[("/proc/sys/kernel/osrelease", "6.18.0"), ("/proc/sys/kernel/io_uring_disabled", "x")]);
+        [(testctx::veth_ctx(), &fs), (cloud, &fs), (bare, &garbled)]
+            .iter()
+            .flat_map(|(ctx, fs)| run_checks(ctx, *fs).checks)
+            .collect()
+    }
+
+    #[test]
+    fn facts_read_back_as_the_type_that_wrote_them() {
+        let checks = checks_of_every_kind();
+        let mut kinds = std::collections::BTreeSet::new();
+        for c in &checks {
+            let text = serde_json::to_string(c).unwrap();
+            let back: Check = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}: {text}", c.id));
+            assert_eq!(&back, c, "{text}");
+            if let Some(f) = &c.facts {
+                kinds.insert(format!("{:?}", std::mem::discriminant(f)));
+            }
+        }
+        assert_eq!(kinds.len(), facts::FACT_TYPES, "every kind of facts is written and read back");
+        let io_uring: Vec<&Facts> =
+            checks.iter().filter(|c| c.id == "kernel.io_uring").filter_map(|c| c.facts.as_ref()).collect();
+        assert!(
+            io_uring.contains(&&Facts::IoUring(facts::IoUringFacts {
+                io_uring_disabled: Some(facts::SysctlValue::Text("x".into()))
+            })),
+            "a garbled sysctl is kept as text: {io_uring:?}"
         );
-        assert_eq!(doc["checks"].as_array().unwrap().last().unwrap()["fix"], "mend it");
-        assert_eq!(doc["interface"]["driver"], "veth");
-        assert!(report.render_text(false).contains("fix: mend it"));
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! Nothing here sends test traffic: up to three TCP handshakes (closed at once) and a UDP
 //! socket that is connected but never written to (connecting only looks up the route).
 
+use super::facts::{PathAddressFacts, PathMtuFacts, PathReachFacts};
 use super::{Check, Context, HostFs, Reach, TargetFacts};
 use crate::{Error, Result};
-use serde_json::json;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ pub(crate) fn is_internal(addr: IpAddr) -> bool {
 
 fn address(t: &TargetFacts) -> Check {
     let id = "path.address";
-    let facts = json!({"host": t.host, "addr": t.addr, "internal": is_internal(t.addr), "local": t.local});
+    let facts = PathAddressFacts { host: t.host.clone(), addr: t.addr, internal: is_internal(t.addr), local: t.local };
     if t.local {
         return Check::pass(id, format!("{} is this host's own address: traffic is looped back", t.addr)).facts(facts);
     }
@@ -52,7 +52,7 @@ fn address(t: &TargetFacts) -> Check {
 
 fn reach(t: &TargetFacts) -> Check {
     let id = "path.reach";
-    let facts = json!({"port": t.port, "reach": t.reach, "rtt_us": t.rtt_us});
+    let facts = PathReachFacts { port: t.port, reach: t.reach.clone(), rtt_us: t.rtt_us };
     let rtt = t.rtt_us.map(|r| format!(", handshake RTT {r:.0} µs")).unwrap_or_default();
     match &t.reach {
         Reach::Listening => Check::pass(id, format!("{}:{} accepts connections{rtt}", t.addr, t.port)).facts(facts),
@@ -83,7 +83,7 @@ fn path_mtu(ctx: &Context, t: &TargetFacts) -> Check {
     let id = "path.mtu";
     // An IP packet is at most 65535 bytes, whatever the interface (lo has 65536).
     let if_mtu = ctx.iface.as_ref().map(|l| l.mtu.min(65535));
-    let facts = json!({"path_mtu": t.path_mtu, "interface_mtu": if_mtu});
+    let facts = PathMtuFacts { path_mtu: t.path_mtu, interface_mtu: if_mtu };
     let Some(pmtu) = t.path_mtu else {
         return Check::skip(id, "the kernel gave no path MTU for the target").facts(facts);
     };

@@ -6,10 +6,10 @@
 //! bandwidth-delay product caps the rate at buffer ÷ RTT whatever the NIC can do. The kernel
 //! also keeps part of the buffer for overhead, hence the factor of two.
 
+use super::facts::{BacklogFacts, BusyPollFacts, CongestionFacts, TcpBufferFacts};
 use super::{sysctl, Check, Context, HostFs};
 use crate::base::units::format_bits_per_second;
 use crate::sys::hostinfo::softnet::parse_softnet_stat;
-use serde_json::json;
 
 /// Bandwidth assumed when neither `--bandwidth`, a link speed nor a cloud cap says more.
 pub(crate) const DEFAULT_BANDWIDTH_BPS: u64 = 25_000_000_000;
@@ -54,9 +54,18 @@ fn buffers(ctx: &Context, fs: &dyn HostFs) -> Check {
     let wmem = read("net.ipv4.tcp_wmem").as_deref().and_then(parse_triple);
     let rmem_max = read("net.core.rmem_max").and_then(|v| v.parse::<u64>().ok());
     let wmem_max = read("net.core.wmem_max").and_then(|v| v.parse::<u64>().ok());
-    let facts = json!({"bandwidth_bps": bw, "bandwidth_from": bw_from, "rtt_us": rtt_us, "rtt_from": rtt_from,
-        "bdp_bytes": bdp, "wanted_bytes": need, "tcp_rmem": rmem, "tcp_wmem": wmem,
-        "rmem_max": rmem_max, "wmem_max": wmem_max});
+    let facts = TcpBufferFacts {
+        bandwidth_bps: bw,
+        bandwidth_from: bw_from.clone(),
+        rtt_us,
+        rtt_from: rtt_from.into(),
+        bdp_bytes: bdp,
+        wanted_bytes: need,
+        tcp_rmem: rmem,
+        tcp_wmem: wmem,
+        rmem_max,
+        wmem_max,
+    };
     let fix = format!(
         "sysctl -w net.core.rmem_max={need} net.core.wmem_max={need} net.ipv4.tcp_rmem='4096 131072 {need}' net.ipv4.tcp_wmem='4096 16384 {need}'   # or scripts/tune.sh apply"
     );
@@ -98,8 +107,11 @@ fn congestion(fs: &dyn HostFs) -> Check {
     let cc = sysctl(fs, "net.ipv4.tcp_congestion_control");
     let available = sysctl(fs, "net.ipv4.tcp_available_congestion_control").unwrap_or_default();
     let qdisc = sysctl(fs, "net.core.default_qdisc").ok();
-    let facts = json!({"congestion_control": cc.as_ref().ok(), "available": available.split_whitespace().collect::<Vec<_>>(),
-        "default_qdisc": qdisc});
+    let facts = CongestionFacts {
+        congestion_control: cc.as_ref().ok().cloned(),
+        available: available.split_whitespace().map(str::to_owned).collect(),
+        default_qdisc: qdisc,
+    };
     match cc.as_deref() {
         Err(e) => Check::skip(id, format!("congestion control unknown ({e})")).facts(facts),
         Ok("reno") => {
@@ -114,7 +126,7 @@ fn congestion(fs: &dyn HostFs) -> Check {
 fn busy_poll(fs: &dyn HostFs) -> Check {
     let id = "tcp.busy_poll";
     let (poll, read) = (sysctl(fs, "net.core.busy_poll"), sysctl(fs, "net.core.busy_read"));
-    let facts = json!({"busy_poll": poll.as_ref().ok(), "busy_read": read.as_ref().ok()});
+    let facts = BusyPollFacts { busy_poll: poll.as_ref().ok().cloned(), busy_read: read.as_ref().ok().cloned() };
     match (poll, read) {
         (Ok(p), Ok(r)) => {
             let on = p.parse::<u64>().unwrap_or(0) > 0 || r.parse::<u64>().unwrap_or(0) > 0;
@@ -141,7 +153,7 @@ fn backlog(fs: &dyn HostFs) -> Check {
         .ok()
         .and_then(|t| parse_softnet_stat(&t).ok())
         .map(|cpus| cpus.iter().map(|c| u64::from(c.dropped)).sum());
-    let facts = json!({"netdev_max_backlog": max, "softnet_dropped_since_boot": drops});
+    let facts = BacklogFacts { netdev_max_backlog: max, softnet_dropped_since_boot: drops };
     let Some(max) = max else {
         return Check::skip(id, "net.core.netdev_max_backlog not visible here (global sysctl)").facts(facts);
     };
@@ -160,7 +172,7 @@ fn backlog(fs: &dyn HostFs) -> Check {
 mod tests {
     use super::super::fake::FakeFs;
     use super::super::testctx::{nic_ctx, veth_ctx};
-    use super::super::{Reach, Status, TargetFacts};
+    use super::super::{Facts, Reach, Status, TargetFacts};
     use super::*;
 
     fn stack(rmem: &str, rmem_max: &str) -> FakeFs {
@@ -185,8 +197,9 @@ mod tests {
         // Default plan: 25 Gbit/s x 1 ms = 3125000 B BDP, 2x → 8 MiB wanted.
         let c = buffers(&ctx, &stack("4096\t131072\t6291456\n", "212992\n"));
         assert_eq!(c.status, Status::Warn);
-        assert_eq!(c.facts["bdp_bytes"].as_u64(), Some(3_125_000));
-        assert_eq!(c.facts["wanted_bytes"].as_u64(), Some(8 << 20));
+        let Some(Facts::TcpBuffers(f)) = &c.facts else { panic!("{:?}", c.facts) };
+        assert_eq!(f.bdp_bytes, 3_125_000);
+        assert_eq!(f.wanted_bytes, 8 << 20);
         assert!(c.summary.contains("tcp_rmem max 6144 KiB") && c.summary.contains("wmem_max 208 KiB"), "{}", c.summary);
         assert!(c.fix.unwrap().contains("net.ipv4.tcp_rmem='4096 131072 8388608'"));
         // A measured 40 µs RTT (veth): tiny BDP; the 1 MiB floor stays.
@@ -203,7 +216,8 @@ mod tests {
         let fs = fs.with("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 33554432");
         let c = buffers(&ctx, &fs);
         assert_eq!(c.status, Status::Pass, "{}", c.summary);
-        assert_eq!(c.facts["rtt_from"], "measured handshake");
+        let Some(Facts::TcpBuffers(f)) = &c.facts else { panic!("{:?}", c.facts) };
+        assert_eq!(f.rtt_from, "measured handshake");
         let garbled = stack("lots", "x");
         assert_eq!(buffers(&ctx, &garbled).status, Status::Warn);
         assert_eq!(buffers(&ctx, &FakeFs::default()).status, Status::Warn, "unreadable");

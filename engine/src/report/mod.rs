@@ -1,8 +1,9 @@
 //! Renderers and exporters: text, JSON, CSV, charts, saved results; for stream, rr, sweep and
-//! comparison results, and the merged fleet report.
+//! comparison results, doctor's checks, and the merged fleet report.
 
 pub mod chart;
 pub mod compare;
+pub mod doctor;
 pub mod export;
 pub mod fleet;
 pub mod http;

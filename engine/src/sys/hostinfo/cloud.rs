@@ -25,7 +25,7 @@ const DMI_DIR: &str = "/sys/class/dmi/id";
 const AZURE_ASSET_TAG: &str = "7783-7084-3265-9085-8269-3286-77";
 
 /// A cloud whose egress rules we know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Cloud {
     Gcp,
