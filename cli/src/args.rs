@@ -709,14 +709,20 @@ pub struct SweepArgs {
 #[command(after_help = "Examples:
   uringbench report queues.json --svg queues.svg     # a saved sweep
   uringbench send -c 10.0.0.2 -i 1s -J > run.json && uringbench report run.json --svg run.svg
+  uringbench report a.json b.json c.json --html runs.html   # one page: the runs overlaid, medians
   uringbench report --fleet results/fleet --by vcpus --by machine_type   # what deploy/ansible collected
 
 With --fleet, the merged report goes into the folder (or --out): fleet.json, fleet.csv,
 heatmap.svg and by-ATTR.svg for each --by; the exit code is 1 when a planned run failed.")]
 pub struct ReportArgs {
-    /// A saved sweep (`sweep --json-file`), `send -J` or `send --repeat N -J` document.
+    /// A saved sweep (`sweep --json-file`), `send -J` or `send --repeat N -J` document; with
+    /// --html, several run documents (drawn overlaid, with a table of medians).
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
+    /// Write one self-contained HTML page here (inline charts, no network): the run's figures
+    /// over time, several runs overlaid, or the sweep.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Write the chart here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
@@ -724,7 +730,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Merge a fleet run: the folder the Ansible `run` role wrote (plan.json, runs/).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["svg", "csv"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["svg", "csv", "html"])]
     pub fleet: Option<PathBuf>,
     /// Fleet: summarise by this host fact (the sender's; `receiver.NAME` for the
     /// receiver's; `address` for the address kind); repeat or comma-separate [default: address,vcpus].

@@ -150,16 +150,29 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     if let Some(dir) = &args.fleet {
         return fleet_report(dir, &args);
     }
-    let Some(file) = &args.file else {
-        return Err(Error::usage("give a saved document, or --fleet DIR"));
+    let mut saved = Vec::with_capacity(args.files.len());
+    for file in &args.files {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::usage(format!("{}: {e}", file.display())))?;
+        let doc = SavedResults::parse(&text).map_err(|e| Error::usage(format!("{}: {}", file.display(), e.message)))?;
+        saved.push((file.display().to_string(), doc));
+    }
+    if let Some(path) = &args.html {
+        write_file(path, &uringbench::output::html_page(&saved)?)?;
+    }
+    let saved = match saved.as_slice() {
+        [(_, one)] => one,
+        [] => return Err(Error::usage("give a saved document, or --fleet DIR")),
+        _ if args.html.is_some() && args.svg.is_none() && args.csv.is_none() => {
+            println!("wrote {}", args.html.as_deref().unwrap_or(Path::new("")).display());
+            return Ok(0);
+        }
+        _ => return Err(Error::usage("several documents go on one page: give --html OUT.html (and no --svg/--csv)")),
     };
-    let text = std::fs::read_to_string(file).map_err(|e| Error::usage(format!("{}: {e}", file.display())))?;
-    let saved = SavedResults::parse(&text).map_err(|e| Error::usage(format!("{}: {}", file.display(), e.message)))?;
     if let Some(path) = &args.svg {
         write_file(path, &saved.chart().to_svg())?;
     }
     if let Some(path) = &args.csv {
-        match &saved {
+        match saved {
             SavedResults::Sweep(s) => write_file(path, &s.to_csv())?,
             _ => return Err(Error::usage("--csv applies to sweeps; `send --format csv` writes a test's CSV")),
         }

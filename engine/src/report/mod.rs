@@ -5,6 +5,7 @@ pub mod chart;
 pub mod compare;
 pub mod export;
 pub mod fleet;
+pub mod html;
 pub mod http;
 pub mod iperf2;
 pub mod rr;

@@ -6,6 +6,9 @@ pub fn nice_scale(max: f64) -> (f64, f64) {
     if !(max.is_finite() && max > 0.0) {
         return (1.0, 0.2);
     }
+    // A value a hair over a round number (a 1.0001 s interval end) draws at that number
+    // rather than doubling the axis.
+    let max = max * (1.0 - 1e-3);
     let raw = max / 5.0;
     let pow = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * pow).find(|s| *s >= raw).unwrap_or(10.0 * pow);
@@ -94,6 +97,7 @@ mod tests {
         assert_eq!(nice_scale(100.0), (100.0, 20.0));
         assert_eq!(nice_scale(0.0), (1.0, 0.2));
         assert_eq!(nice_scale(f64::NAN), (1.0, 0.2));
+        assert_eq!(nice_scale(10.0004), (10.0, 2.0), "a hair over a round top stays on it");
         assert_eq!(fmt_tick(0.05, 0.05), "0.05");
         assert_eq!(fmt_tick(10.0, 5.0), "10");
     }
