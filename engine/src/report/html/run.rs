@@ -192,7 +192,7 @@ fn loss(out: &mut String, doc: &StreamDocument, prefix: &str) {
     let udp = |f: fn(&crate::metrics::document::IntervalDatagrams) -> u64| -> Vec<(f64, f64)> {
         doc.intervals.iter().filter_map(|iv| iv.udp.as_ref().map(|u| (iv.end, f(u) as f64))).collect()
     };
-    let (lines, note) = if !tcp.is_empty() {
+    let (lines, unit, note) = if !tcp.is_empty() {
         (
             vec![Line {
                 key: "retransmits".into(),
@@ -200,6 +200,7 @@ fn loss(out: &mut String, doc: &StreamDocument, prefix: &str) {
                 style: Style::Bold,
                 points: tcp,
             }],
+            "segments",
             LOSS_NOTE_TCP,
         )
     } else if doc.intervals.iter().any(|iv| iv.udp.is_some()) {
@@ -213,6 +214,7 @@ fn loss(out: &mut String, doc: &StreamDocument, prefix: &str) {
                     points: udp(|u| u.out_of_order),
                 },
             ],
+            "datagrams",
             LOSS_NOTE_UDP,
         )
     } else {
@@ -222,7 +224,7 @@ fn loss(out: &mut String, doc: &StreamDocument, prefix: &str) {
         id: format!("{prefix}plot-loss"),
         title: "Retransmits and loss per interval".into(),
         x: Quantity::new("time into the window", "s"),
-        y: Quantity::new("per interval", ""),
+        y: Quantity::new("per interval", unit),
         lines,
         band: None,
     };

@@ -1,0 +1,134 @@
+//! `report --html` in a real browser: a short 4-queue run across the netns pair, its page
+//! loaded by headless Chromium from file://, and asserted from the DOM the browser built and
+//! from a screenshot: one line per queue the JSON has, axis labels with units, the headline
+//! equal to the JSON's receiver rate, no console error, and pixels that are not all one colour.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Debian's `chromium` (scripts/install-deps.sh --test), or another name for the same browser.
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+}
+
+/// Runs the browser headless on `page` with `extra` arguments; returns stdout and stderr.
+fn browse(browser: &str, profile: &Path, page: &Path, extra: &[&str]) -> (String, String) {
+    let mut c = Command::new(browser);
+    c.args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()));
+    let (out, _) = run_bounded(c, Duration::from_secs(60));
+    assert!(out.status.success(), "{browser} failed: {}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The console errors Chromium logs to stderr (`CONSOLE(...)` lines, uncaught exceptions).
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect()
+}
+
+/// The standard deviation of the screenshot's grey levels (0 for a page of one colour).
+fn pixel_spread(png_path: &Path) -> f64 {
+    let decoder = png::Decoder::new(std::fs::File::open(png_path).expect("screenshot"));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    let channels = info.color_type.samples();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight, "8-bit screenshot");
+    let grey: Vec<f64> =
+        buf[..info.buffer_size()]
+            .chunks(channels)
+            .map(|p| {
+                if channels >= 3 {
+                    (f64::from(p[0]) + f64::from(p[1]) + f64::from(p[2])) / 3.0
+                } else {
+                    f64::from(p[0])
+                }
+            })
+            .collect();
+    let mean = grey.iter().sum::<f64>() / grey.len() as f64;
+    (grey.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / grey.len() as f64).sqrt()
+}
+
+/// The text of every element with `class="axis-label"` in the DOM.
+fn axis_labels(dom: &str) -> Vec<&str> {
+    dom.match_indices("class=\"axis-label\"")
+        .map(|(i, _)| {
+            let rest = &dom[i..];
+            let start = rest.find('>').expect("tag end") + 1;
+            &rest[start..start + rest[start..].find('<').expect("text end")]
+        })
+        .collect()
+}
+
+#[test]
+fn run_page_in_a_headless_browser() {
+    let Some(browser) = chromium() else {
+        return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let doc = {
+        let _serial = serial();
+        let pair = NetnsPair::up("uoht");
+        let recv = pair.spawn_recv(&["--once", "--cpus", "1"]);
+        let (out, _) = pair.send(
+            &["--target", RECV_ADDR, "-P", "4", "-t", "2", "--warmup", "300ms", "-i", "500ms", "-J", "--cpus", "0"],
+            Duration::from_secs(30),
+        );
+        recv.finish(Duration::from_secs(10));
+        assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
+        json(&out)
+    };
+    let (run, page) = (dir.join("run.json"), dir.join("run.html"));
+    std::fs::write(&run, doc.to_string()).unwrap();
+    let mut c = Command::new(bin());
+    c.arg("report").arg(&run).arg("--html").arg(&page);
+    let (out, _) = run_bounded(c, Duration::from_secs(30));
+    assert!(out.status.success(), "report --html: {}", String::from_utf8_lossy(&out.stderr));
+
+    let profile = dir.join("profile");
+    let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    assert!(dom.contains("</html>"), "the browser built the page: {}", &dom[..dom.len().min(300)]);
+
+    // One thin line per queue the JSON counted, beside the SUM and the offered lines.
+    let queues = doc["queues"].as_array().expect("queues[]").len();
+    assert_eq!(queues, 4);
+    let figure = &dom[dom.find("id=\"fig-throughput\"").expect("throughput figure")..];
+    let figure = &figure[..figure.find("</figure>").unwrap()];
+    assert_eq!(figure.matches("class=\"series\" data-key=\"queue-").count(), queues, "one line per queue");
+    assert_eq!(figure.matches("data-key=\"sum\"").count(), 1);
+    let intervals = doc["intervals"].as_array().unwrap().len();
+    assert!(figure.contains(&format!("data-key=\"sum\" data-name=\"received (SUM)\" data-points=\"{intervals}\"")));
+
+    // Every axis says its unit: `quantity (unit)`.
+    let labels = axis_labels(&dom);
+    assert!(labels.len() >= 4, "{labels:?}");
+    for l in &labels {
+        assert!(l.ends_with(')') && l.contains(" ("), "axis label without a unit: {l:?}");
+    }
+    assert!(labels.iter().any(|l| l.ends_with("bit/s)")), "{labels:?}");
+
+    // The headline is the receiver's rate from the JSON, to the bit.
+    let want = f64_at(&doc, "/sum/receiver/bits_per_second");
+    let at = dom.find("data-bits-per-second=\"").expect("headline") + "data-bits-per-second=\"".len();
+    let shown: f64 = dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap();
+    assert_eq!(shown, want);
+    assert!(dom.contains("(exact match)"), "a clean TCP test matches to the byte");
+
+    let shot = dir.join("run.png");
+    let (_, stderr) =
+        browse(browser, &profile, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1000,1400"]);
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    let spread = pixel_spread(&shot);
+    assert!(spread > 20.0, "the screenshot looks blank (grey-level spread {spread:.1})");
+    let _ = std::fs::remove_dir_all(&dir);
+}
