@@ -1,11 +1,12 @@
 //! `report FILE.json... --html OUT.html`: one self-contained HTML page per saved result (a run,
-//! several runs, a sweep). Inline CSS and SVG only: no script, no font, no fetch, so the page
+//! several runs, a sweep, a comparison, an experiment). Inline CSS and SVG only: no script, no font, no fetch, so the page
 //! works from `file://`, prints, and reads on a phone (the charts scale to the width).
 //!
 //! The page is drawn from the typed documents, the same figures the JSON holds; every figure
 //! has a footnote that says what it measures and where (receiver-counted bytes, the sender's
 //! TCP_INFO, /proc/stat), as docs/output.md does.
 
+mod compare;
 mod run;
 mod sweep;
 
@@ -90,12 +91,14 @@ fn scalar(v: &serde_json::Value) -> String {
 
 /// The page for saved documents, each with the name it is shown under (its file name): one
 /// run, several runs (overlaid, with a table of medians), a `--repeat` document (its runs), or
-/// one sweep.
+/// one sweep, comparison or experiment.
 pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
     let page = match saved {
         [] => return Err(Error::usage("give at least one saved document")),
         [(_, SavedResults::Sweep(s))] => sweep::page(s),
         [(_, SavedResults::Send(doc))] => run::page(doc),
+        [(_, SavedResults::Compare(doc))] => compare::compare_page(doc),
+        [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc),
         [(name, SavedResults::Repeat(runs))] => {
             let named: Vec<(String, &crate::metrics::document::StreamDocument)> =
                 runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)).collect();
@@ -109,8 +112,10 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
                     SavedResults::Repeat(runs) => {
                         named.extend(runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)))
                     }
-                    SavedResults::Sweep(_) => {
-                        return Err(Error::usage(format!("{name}: a sweep goes on a page of its own (give it alone)")))
+                    SavedResults::Sweep(_) | SavedResults::Compare(_) | SavedResults::Experiment(_) => {
+                        return Err(Error::usage(format!(
+                            "{name}: a sweep, comparison or experiment goes on a page of its own (give it alone)"
+                        )))
                     }
                 }
             }
@@ -161,6 +166,10 @@ mod tests {
         let html = render(&[fixture("stream-tcp"), fixture("stream-udp")]).unwrap();
         assert_eq!(html.matches("data-key=\"run-").count(), 2);
         assert!(html.contains("id=\"medians\""));
+        for (kind, id) in [("compare", "fig-compare"), ("experiment", "fig-experiment")] {
+            let page = render(&[fixture(kind)]).unwrap();
+            assert!(page.contains(id) && page.contains("id=\"comparisons\""), "{kind}");
+        }
         let sweep = render(&[fixture("sweep")]).unwrap();
         assert!(sweep.contains("fig-sweep") && !sweep.contains("<?xml"));
         let e = render(&[fixture("sweep"), fixture("stream-tcp")]).unwrap_err();
