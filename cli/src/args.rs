@@ -721,7 +721,7 @@ pub struct ReportArgs {
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
     pub files: Vec<PathBuf>,
     /// Write one self-contained HTML page here (inline charts, no network): the run's figures
-    /// over time, several runs overlaid, the sweep, the comparison or the experiment.
+    /// over time, several runs overlaid, the sweep, the comparison, the experiment or the fleet.
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
     /// Write the chart here.
@@ -731,7 +731,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Merge a fleet run: the folder the Ansible `run` role wrote (plan.json, runs/).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["svg", "csv", "html"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["svg", "csv"])]
     pub fleet: Option<PathBuf>,
     /// Fleet: summarise by this host fact (the sender's; `receiver.NAME` for the
     /// receiver's; `address` for the address kind); repeat or comma-separate [default: address,vcpus].

@@ -201,6 +201,10 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
         write_file(&path, &report.attribute_chart(attr).to_svg())?;
         written.push(path);
     }
+    if let Some(path) = &args.html {
+        write_file(path, &fleet::html_page(&report))?;
+        written.push(path.clone());
+    }
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{}", report.render_text());
     let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();

@@ -1,5 +1,5 @@
 //! `report FILE.json... --html OUT.html`: one self-contained HTML page per saved result (a run,
-//! several runs, a sweep, a comparison, an experiment). Inline CSS and SVG only: no script, no font, no fetch, so the page
+//! several runs, a sweep, a comparison, an experiment, a fleet run). Inline CSS and SVG only: no script, no font, no fetch, so the page
 //! works from `file://`, prints, and reads on a phone (the charts scale to the width).
 //!
 //! The page is drawn from the typed documents, the same figures the JSON holds; every figure
@@ -7,6 +7,7 @@
 //! TCP_INFO, /proc/stat), as docs/output.md does.
 
 mod compare;
+pub mod fleet;
 mod run;
 mod sweep;
 
@@ -22,7 +23,7 @@ h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.15em;margin-top:1.6em;border-bot
 .headline{font-size:2.2em;font-weight:600;margin:.1em 0}
 .verdict{padding:.4em .7em;background:#f3f3f3;border-left:4px solid #0072b2}
 .bad{color:#b00}.ok{color:#060}
-figure{margin:1em 0;break-inside:avoid}figure svg{width:100%;height:auto;display:block}
+figure{margin:1em 0;break-inside:avoid}figure svg{max-width:100%;height:auto;display:block}svg.plot{width:100%}
 figcaption{font-size:.85em;color:#444}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
