@@ -99,15 +99,17 @@ fn run_page_in_a_headless_browser() {
     assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
     assert!(dom.contains("</html>"), "the browser built the page: {}", &dom[..dom.len().min(300)]);
 
-    // One thin line per queue the JSON counted, beside the SUM and the offered lines.
+    // The SUM line with a point per interval, and one line per queue the JSON counted.
     let queues = doc["queues"].as_array().expect("queues[]").len();
     assert_eq!(queues, 4);
-    let figure = &dom[dom.find("id=\"fig-throughput\"").expect("throughput figure")..];
-    let figure = &figure[..figure.find("</figure>").unwrap()];
-    assert_eq!(figure.matches("class=\"series\" data-key=\"queue-").count(), queues, "one line per queue");
-    assert_eq!(figure.matches("data-key=\"sum\"").count(), 1);
+    let figure = |id: &str| {
+        let f = &dom[dom.find(&format!("id=\"fig-{id}\"")).unwrap_or_else(|| panic!("figure {id}"))..];
+        &f[..f.find("</figure>").unwrap()]
+    };
+    assert_eq!(figure("queues").matches("class=\"series\" data-key=\"queue-").count(), queues, "one line per queue");
     let intervals = doc["intervals"].as_array().unwrap().len();
-    assert!(figure.contains(&format!("data-key=\"sum\" data-name=\"received (SUM)\" data-points=\"{intervals}\"")));
+    let sum = format!("class=\"series\" data-key=\"sum\" data-name=\"received (SUM)\" data-points=\"{intervals}\"");
+    assert_eq!(figure("throughput").matches(&sum).count(), 1, "the SUM line, a point per interval");
 
     // Every axis says its unit: `quantity (unit)`.
     let labels = axis_labels(&dom);

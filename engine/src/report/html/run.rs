@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 pub(crate) const MAX_QUEUE_LINES: usize = 16;
 
 const THROUGHPUT_NOTE: &str = "Received: bytes the receiver counted per interval (its own clock), ×8 ÷ the interval. \
-Offered: bytes the sender wrote in the same interval, on its clock. Per queue: the receiver's bytes of that queue's flows.";
+Offered: bytes the sender wrote in the same interval, on its clock.";
 const LOSS_NOTE_TCP: &str =
     "Segments the kernel retransmitted in each interval, summed over the sender's flows (TCP_INFO total_retrans, read at each interval's end).";
 const LOSS_NOTE_UDP: &str = "Datagrams the receiver found missing or out of order in each interval, from the sequence numbers in every datagram.";
@@ -50,7 +50,14 @@ fn run_section(out: &mut String, doc: &StreamDocument, prefix: &str) {
     if doc.intervals.is_empty() {
         let _ = writeln!(out, "<p>No intervals in this document (the test ran without <code>-i</code>): the charts over time need them.</p>");
     } else {
-        figure(out, &format!("{prefix}throughput"), &throughput(doc, &xs, prefix).svg_element(), THROUGHPUT_NOTE);
+        figure(out, &format!("{prefix}throughput"), &throughput(doc, prefix).svg_element(), THROUGHPUT_NOTE);
+        if let Some(plot) = per_queue(doc, &xs, prefix) {
+            let note = format!(
+                "Bytes the receiver counted on each queue's flows per interval, ×8 ÷ the interval: a line per queue, \
+                 or past {MAX_QUEUE_LINES} queues the lowest, the median and the highest queue at each interval."
+            );
+            figure(out, &format!("{prefix}queues"), &plot.svg_element(), &note);
+        }
         loss(out, doc, prefix);
         rtt(out, doc, prefix);
     }
@@ -135,7 +142,7 @@ fn queue_rates(doc: &StreamDocument) -> Vec<Vec<f64>> {
         .collect()
 }
 
-fn throughput(doc: &StreamDocument, xs: &[f64], prefix: &str) -> Plot {
+fn throughput(doc: &StreamDocument, prefix: &str) -> Plot {
     let mut lines = vec![Line {
         key: "sum".into(),
         name: "received (SUM)".into(),
@@ -158,28 +165,48 @@ fn throughput(doc: &StreamDocument, xs: &[f64], prefix: &str) -> Plot {
             points: offered,
         });
     }
-    let per_queue = queue_rates(doc);
-    let mut band = None;
-    if per_queue.len() > MAX_QUEUE_LINES {
-        band = Some(Band::of(format!("{} queues: min–median–max", per_queue.len()), xs, &per_queue));
-    } else if per_queue.len() > 1 {
-        for (q, rates) in per_queue.iter().enumerate() {
-            lines.push(Line {
-                key: format!("queue-{q}"),
-                name: format!("queue {q}"),
-                style: Style::Thin,
-                points: xs.iter().copied().zip(rates.iter().copied()).collect(),
-            });
-        }
-    }
     Plot {
         id: format!("{prefix}plot-throughput"),
         title: "Throughput per interval".into(),
         x: Quantity::new("time into the window", "s"),
         y: Quantity::new("throughput", "bit/s"),
         lines,
-        band,
+        band: None,
     }
+}
+
+/// Each queue's received rate: a line per queue, or past [`MAX_QUEUE_LINES`] their band. A
+/// figure of its own, on its own scale: a queue carries a share of the sum, and beside the sum
+/// hundreds of queues would sit on the floor of the axis.
+fn per_queue(doc: &StreamDocument, xs: &[f64], prefix: &str) -> Option<Plot> {
+    let per_queue = queue_rates(doc);
+    let (lines, band) = match per_queue.len() {
+        0 | 1 => return None,
+        n if n > MAX_QUEUE_LINES => {
+            (Vec::new(), Some(Band::of(format!("{n} queues: min, median, max"), xs, &per_queue)))
+        }
+        _ => (
+            per_queue
+                .iter()
+                .enumerate()
+                .map(|(q, rates)| Line {
+                    key: format!("queue-{q}"),
+                    name: format!("queue {q}"),
+                    style: Style::Thin,
+                    points: xs.iter().copied().zip(rates.iter().copied()).collect(),
+                })
+                .collect(),
+            None,
+        ),
+    };
+    Some(Plot {
+        id: format!("{prefix}plot-queues"),
+        title: "Throughput per queue".into(),
+        x: Quantity::new("time into the window", "s"),
+        y: Quantity::new("throughput", "bit/s"),
+        lines,
+        band,
+    })
 }
 
 /// Retransmitted segments (TCP) or lost and reordered datagrams (UDP) per interval.
