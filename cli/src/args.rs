@@ -406,6 +406,10 @@ pub struct SendArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page here (docs/report.md); with
+    /// --repeat, every run on one page.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Print every rate in one unit, as iperf's -f: k, m, g, t (Kbits..Tbits/sec) or K, M,
     /// G, T (KBytes..TBytes/sec) [default: chosen by magnitude].
     #[arg(short = 'f', long, value_name = "UNIT", value_parser = unit_letter)]
@@ -697,6 +701,9 @@ pub struct SweepArgs {
     /// Save the results as JSON here (re-render later with `uringbench report FILE`).
     #[arg(long, value_name = "FILE", alias = "json")]
     pub json_file: Option<PathBuf>,
+    /// Write the sweep as one self-contained HTML page here (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Same as --format json.
     #[arg(short = 'J')]
     pub json: bool,
