@@ -156,7 +156,7 @@ fn sweep_and_report_usage_errors() {
         &["report", &run, &run],
         &["report", &run, &run, "--html", page, "--svg", page],
         &["report", &sweep, &run, "--html", page],
-        &["report", &format!("{fixtures}/rr.json"), "--html", page],
+        &["report", &format!("{fixtures}/rr.json"), &run, "--html", page],
     ];
     for args in cases {
         let out = uringbench(args);

@@ -5,7 +5,7 @@ use crate::analysis::compare::{Metric, RunMetrics};
 use crate::analysis::document::{CompareDocument, ExperimentDocument};
 use crate::base::units::format_bits_per_second;
 use crate::metrics::document::{read_document, Kind};
-use crate::metrics::document::{RunDocument, StreamDocument};
+use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use crate::workload::sweep::{RunFigures, SweepResult};
@@ -21,6 +21,8 @@ pub enum SavedResults {
     Repeat(Vec<StreamDocument>),
     /// `send -J`: one test.
     Send(Box<StreamDocument>),
+    /// `rr -J`, `crr -J`: one request/response test.
+    Transactions(Box<TransactionDocument>),
     /// `compare -J`: the variants' statistics and the comparisons.
     Compare(Box<CompareDocument>),
     /// `experiment -J`: every run of every variant, and their comparison.
@@ -55,9 +57,7 @@ impl SavedResults {
             RunDocument::Stream(d) => Ok(SavedResults::Send(d)),
             RunDocument::Repeat(r) if !r.runs.is_empty() => Ok(SavedResults::Repeat(r.runs)),
             RunDocument::Repeat(_) => Err(Error::usage("a --repeat document with no runs")),
-            RunDocument::Transactions(_) => Err(Error::usage(
-                "an rr or crr document: report re-renders sweeps, send -J, compare and experiment documents",
-            )),
+            RunDocument::Transactions(d) => Ok(SavedResults::Transactions(d)),
         }
     }
 
@@ -118,6 +118,26 @@ impl SavedResults {
                 }
                 out
             }
+            SavedResults::Transactions(doc) => {
+                let mut out = format!(
+                    "{} to {}: {:.1} transactions/s, latency p50 {:.1} us p99 {:.1} us, verdict: {} ({})\n",
+                    format!("{:?}", doc.test.workload).to_lowercase(),
+                    doc.target,
+                    doc.transactions_per_second,
+                    doc.latency_us.p50,
+                    doc.latency_us.p99,
+                    doc.verdict.bottleneck,
+                    doc.verdict.evidence
+                );
+                for iv in &doc.intervals {
+                    let _ = writeln!(
+                        out,
+                        "[SUM] {:>6.2}-{:<6.2} sec  {:.1} transactions/s",
+                        iv.start, iv.end, iv.transactions_per_second
+                    );
+                }
+                out
+            }
             SavedResults::Compare(doc) => comparison_text(doc),
             SavedResults::Experiment(doc) => {
                 let runs: Vec<String> =
@@ -168,6 +188,24 @@ impl SavedResults {
                 }
             }
             SavedResults::Send(doc) => interval_chart(doc),
+            SavedResults::Transactions(doc) => Chart {
+                title: format!("uringbench {:?} to {}: transactions per interval", doc.test.workload, doc.target),
+                x_label: "seconds into the window (interval end)".into(),
+                categories: doc.intervals.iter().map(|iv| format!("{:.1}", iv.end)).collect(),
+                left_label: "transactions/s".into(),
+                right_label: None,
+                series: vec![Series {
+                    key: "transactions_per_second".into(),
+                    name: "transactions/s".into(),
+                    axis: Axis::Left,
+                    points: doc
+                        .intervals
+                        .iter()
+                        .enumerate()
+                        .map(|(x, iv)| Point { x, y: iv.transactions_per_second, min: None, max: None })
+                        .collect(),
+                }],
+            },
             SavedResults::Compare(doc) => crate::report::compare::document_chart(doc, None),
             SavedResults::Experiment(doc) => {
                 let metric = doc.compare.as_ref().map_or(Metric::ReceivedGbps, |c| c.primary_metric);

@@ -1,5 +1,5 @@
 //! `report FILE.json... --html OUT.html`: one self-contained HTML page per saved result (a run,
-//! several runs, a sweep, a comparison, an experiment, a fleet run). Inline CSS and SVG only: no script, no font, no fetch, so the page
+//! several runs, an rr or crr run, a sweep, a comparison, an experiment, a fleet run). Inline CSS and SVG only: no script, no font, no fetch, so the page
 //! works from `file://`, prints, and reads on a phone (the charts scale to the width).
 //!
 //! The page is drawn from the typed documents, the same figures the JSON holds; every figure
@@ -10,6 +10,7 @@ mod compare;
 pub mod fleet;
 mod run;
 mod sweep;
+mod transactions;
 
 use crate::report::chart::escape;
 use crate::report::saved::SavedResults;
@@ -98,6 +99,7 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
         [] => return Err(Error::usage("give at least one saved document")),
         [(_, SavedResults::Sweep(s))] => sweep::page(s),
         [(_, SavedResults::Send(doc))] => run::page(doc),
+        [(_, SavedResults::Transactions(doc))] => transactions::page(doc),
         [(_, SavedResults::Compare(doc))] => compare::compare_page(doc),
         [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc),
         [(name, SavedResults::Repeat(runs))] => {
@@ -113,9 +115,12 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
                     SavedResults::Repeat(runs) => {
                         named.extend(runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)))
                     }
-                    SavedResults::Sweep(_) | SavedResults::Compare(_) | SavedResults::Experiment(_) => {
+                    SavedResults::Sweep(_)
+                    | SavedResults::Compare(_)
+                    | SavedResults::Experiment(_)
+                    | SavedResults::Transactions(_) => {
                         return Err(Error::usage(format!(
-                            "{name}: a sweep, comparison or experiment goes on a page of its own (give it alone)"
+                            "{name}: an rr or crr run, a sweep, a comparison or an experiment goes on a page of its own (give it alone)"
                         )))
                     }
                 }
@@ -171,6 +176,8 @@ mod tests {
             let page = render(&[fixture(kind)]).unwrap();
             assert!(page.contains(id) && page.contains("id=\"comparisons\""), "{kind}");
         }
+        let rr = render(&[fixture("rr")]).unwrap();
+        assert!(rr.contains("data-transactions-per-second") && rr.contains("id=\"latency\""));
         let sweep = render(&[fixture("sweep")]).unwrap();
         assert!(sweep.contains("fig-sweep") && !sweep.contains("<?xml"));
         let e = render(&[fixture("sweep"), fixture("stream-tcp")]).unwrap_err();

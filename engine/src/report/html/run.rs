@@ -2,6 +2,7 @@
 
 use super::{facts_table, figure, flatten, Page};
 use crate::metrics::document::StreamDocument;
+use crate::metrics::figures::CpuFigures;
 use crate::metrics::summary::Stats;
 use crate::report::chart::escape;
 use crate::report::chart::plot::{Band, Line, Plot, Quantity, Style};
@@ -18,7 +19,7 @@ const LOSS_NOTE_TCP: &str =
 const LOSS_NOTE_UDP: &str = "Datagrams the receiver found missing or out of order in each interval, from the sequence numbers in every datagram.";
 const RTT_NOTE: &str =
     "Smoothed round-trip time the sender's kernel keeps per flow (TCP_INFO tcpi_rtt) at each interval's end: the mean over flows and the largest.";
-const CPU_NOTE: &str = "Busy share of each host CPU over the window (user+nice+system+irq+softirq+steal from /proc/stat, read at the window's ends), \
+pub(super) const CPU_NOTE: &str = "Busy share of each host CPU over the window (user+nice+system+irq+softirq+steal from /proc/stat, read at the window's ends), \
 and each queue thread's CPU time (its /proc task stat). The document holds CPU for the whole window, not per interval.";
 
 fn proto(doc: &StreamDocument) -> String {
@@ -294,8 +295,21 @@ fn rtt(out: &mut String, doc: &StreamDocument, prefix: &str) {
 
 /// CPU per core and per queue thread, each side: a table with bars (the window's figures).
 fn cpu(out: &mut String, doc: &StreamDocument, prefix: &str) {
-    let _ = writeln!(out, "<h2>CPU</h2>\n<div class=\"scroll\"><table id=\"{prefix}cpu\"><tr><th>side</th><th>CPU</th><th>busy</th><th>softirq</th><th>queue threads on it</th></tr>");
-    for (side, figs) in [("sender", Some(&doc.cpu.sender)), ("receiver", doc.cpu.receiver.as_ref())] {
+    let _ = writeln!(out, "<h2>CPU</h2>");
+    cpu_table(out, &[("sender", Some(&doc.cpu.sender)), ("receiver", doc.cpu.receiver.as_ref())], prefix);
+    for (side, per) in [("sender", doc.cpu.sender_per_byte), ("receiver", doc.cpu.receiver_per_byte)] {
+        if let Some(p) = per {
+            let cycles = p.cycles_per_byte.map_or(String::new(), |c| format!(", {c:.2} cycles per byte"));
+            let _ = writeln!(out, "<p>{side}: {:.3} CPU-seconds per GB{cycles}</p>", p.cpu_seconds_per_gb);
+        }
+    }
+    let _ = writeln!(out, "<p class=\"note\"><small>{}</small></p>", escape(CPU_NOTE));
+}
+
+/// Each side's host CPUs with bars, and the queue threads that ran on each.
+pub(super) fn cpu_table(out: &mut String, sides: &[(&str, Option<&CpuFigures>)], prefix: &str) {
+    let _ = writeln!(out, "<div class=\"scroll\"><table id=\"{prefix}cpu\"><tr><th>side</th><th>CPU</th><th>busy</th><th>softirq</th><th>queue threads on it</th></tr>");
+    for &(side, figs) in sides {
         let Some(figs) = figs else { continue };
         for h in &figs.host {
             let threads: Vec<String> = figs
@@ -324,13 +338,6 @@ fn cpu(out: &mut String, doc: &StreamDocument, prefix: &str) {
         }
     }
     let _ = writeln!(out, "</table></div>");
-    for (side, per) in [("sender", doc.cpu.sender_per_byte), ("receiver", doc.cpu.receiver_per_byte)] {
-        if let Some(p) = per {
-            let cycles = p.cycles_per_byte.map_or(String::new(), |c| format!(", {c:.2} cycles per byte"));
-            let _ = writeln!(out, "<p>{side}: {:.3} CPU-seconds per GB{cycles}</p>", p.cpu_seconds_per_gb);
-        }
-    }
-    let _ = writeln!(out, "<p class=\"note\"><small>{}</small></p>", escape(CPU_NOTE));
 }
 
 /// Path, zero-copy, settings and host facts.
