@@ -1,5 +1,5 @@
-//! `report --html` in a real browser: a short 4-queue run across the netns pair, its page
-//! loaded by headless Chromium from file://, and asserted from the DOM the browser built and
+//! `report --html` in a real browser: a short 4-queue run across the netns pair (which also
+//! writes its own page with `send --html`), its page loaded by headless Chromium from file://, and asserted from the DOM the browser built and
 //! from a screenshot: one line per queue the JSON has, axis labels with units, the headline
 //! equal to the JSON's receiver rate, no console error, and pixels that are not all one colour.
 
@@ -79,8 +79,12 @@ fn run_page_in_a_headless_browser() {
         let _serial = serial();
         let pair = NetnsPair::up("uoht");
         let recv = pair.spawn_recv(&["--once", "--cpus", "1"]);
+        let sent_page = dir.join("send.html").display().to_string();
         let (out, _) = pair.send(
-            &["--target", RECV_ADDR, "-P", "4", "-t", "2", "--warmup", "300ms", "-i", "500ms", "-J", "--cpus", "0"],
+            &[
+                "--target", RECV_ADDR, "-P", "4", "-t", "2", "--warmup", "300ms", "-i", "500ms", "-J", "--cpus", "0",
+                "--html", &sent_page,
+            ],
             Duration::from_secs(30),
         );
         recv.finish(Duration::from_secs(10));
@@ -93,6 +97,13 @@ fn run_page_in_a_headless_browser() {
     c.arg("report").arg(&run).arg("--html").arg(&page);
     let (out, _) = run_bounded(c, Duration::from_secs(30));
     assert!(out.status.success(), "report --html: {}", String::from_utf8_lossy(&out.stderr));
+
+    // `send --html` wrote the page of the same run: the same figures as `report --html` draws.
+    let sent = std::fs::read_to_string(dir.join("send.html")).expect("send --html wrote its page");
+    let drawn = std::fs::read_to_string(&page).unwrap();
+    for needle in ["data-key=\"queue-", "<figure", "(exact match)"] {
+        assert_eq!(sent.matches(needle).count(), drawn.matches(needle).count(), "{needle}");
+    }
 
     let profile = dir.join("profile");
     let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
