@@ -145,3 +145,66 @@ fn run_page_in_a_headless_browser() {
     assert!(spread > 20.0, "the screenshot looks blank (grey-level spread {spread:.1})");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A saved document of the previous release, as `engine/tests/fixtures/` keeps it.
+fn fixture(name: &str) -> (PathBuf, serde_json::Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../engine/tests/fixtures/53b0d44/{name}.json"));
+    let doc = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    (path, doc)
+}
+
+/// Every other kind of page, from saved documents (no traffic): each loads without a console
+/// error, draws what its JSON holds, and is not blank.
+#[test]
+fn every_page_kind_loads_in_a_headless_browser() {
+    let Some(browser) = chromium() else {
+        return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-kinds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile");
+    // What each page must draw, counted in its JSON: (needle in the DOM, how many times).
+    type Want = fn(&serde_json::Value) -> Vec<(String, usize)>;
+    let kinds: [(&str, Want); 5] = [
+        // A point per swept value on each of its two series (Gbit/s, CPU-s/GB).
+        ("sweep", |d| vec![("data-x=".into(), d["points"].as_array().unwrap().len() * 2)]),
+        ("compare", |d| vec![("class=\"comparison\"".into(), d["comparisons"].as_array().unwrap().len())]),
+        ("experiment", |d| {
+            let runs =
+                d["variants"].as_array().unwrap().iter().map(|v| v["runs"].as_array().unwrap().len()).sum::<usize>();
+            vec![
+                ("class=\"comparison\"".into(), d["compare"]["comparisons"].as_array().unwrap().len()),
+                ("data-x=".into(), runs + 4),
+            ]
+        }),
+        ("rr", |d| vec![(format!("data-points=\"{}\"", d["intervals"].as_array().unwrap().len()), 1)]),
+        ("stream-udp", |d| {
+            vec![(
+                format!(
+                    "data-key=\"lost\" data-name=\"lost datagrams\" data-points=\"{}\"",
+                    d["intervals"].as_array().unwrap().len()
+                ),
+                1,
+            )]
+        }),
+    ];
+    for (name, want) in kinds {
+        let (path, doc) = fixture(name);
+        let page = dir.join(format!("{name}.html"));
+        let mut c = Command::new(bin());
+        c.arg("report").arg(&path).arg("--html").arg(&page);
+        let (out, _) = run_bounded(c, Duration::from_secs(30));
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
+        assert!(console_errors(&stderr).is_empty(), "{name}: console errors: {:?}", console_errors(&stderr));
+        assert!(dom.contains("</figure>"), "{name}: a figure");
+        for (needle, count) in want(&doc) {
+            assert_eq!(dom.matches(&needle).count(), count, "{name}: {needle}");
+        }
+        let shot = dir.join(format!("{name}.png"));
+        browse(browser, &profile, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1000,1000"]);
+        let spread = pixel_spread(&shot);
+        assert!(spread > 20.0, "{name}: the screenshot looks blank (grey-level spread {spread:.1})");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -220,7 +220,9 @@ fn loss(out: &mut String, doc: &StreamDocument, prefix: &str) {
     let udp = |f: fn(&crate::metrics::document::IntervalDatagrams) -> u64| -> Vec<(f64, f64)> {
         doc.intervals.iter().filter_map(|iv| iv.udp.as_ref().map(|u| (iv.end, f(u) as f64))).collect()
     };
-    let (lines, unit, note) = if !tcp.is_empty() {
+    // By protocol, not by which key is present: UDP intervals carry an empty TCP window too.
+    let udp_test = doc.test.proto == crate::base::spec::Proto::Udp;
+    let (lines, unit, note) = if !udp_test && !tcp.is_empty() {
         (
             vec![Line {
                 key: "retransmits".into(),
@@ -231,7 +233,7 @@ fn loss(out: &mut String, doc: &StreamDocument, prefix: &str) {
             "segments",
             LOSS_NOTE_TCP,
         )
-    } else if doc.intervals.iter().any(|iv| iv.udp.is_some()) {
+    } else if udp_test && doc.intervals.iter().any(|iv| iv.udp.is_some()) {
         (
             vec![
                 Line { key: "lost".into(), name: "lost datagrams".into(), style: Style::Bold, points: udp(|u| u.lost) },
