@@ -208,3 +208,34 @@ fn every_page_kind_loads_in_a_headless_browser() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The example pages in docs/examples/ are what this build renders from the documents beside
+/// them (scripts/html-examples.sh regenerates them).
+#[test]
+fn example_pages_match_this_build() {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-examples-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checked = 0;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&examples).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for json in entries.iter().filter(|p| p.extension().is_some_and(|x| x == "json")) {
+        let page = dir.join("page.html");
+        let mut c = Command::new(bin());
+        c.current_dir(examples.join("../..")).arg("report");
+        c.arg(Path::new("docs/examples").join(json.file_name().unwrap())).arg("--html").arg(&page);
+        let (out, _) = run_bounded(c, Duration::from_secs(30));
+        assert!(out.status.success(), "{}: {}", json.display(), String::from_utf8_lossy(&out.stderr));
+        let committed = std::fs::read_to_string(json.with_extension("html")).unwrap_or_else(|e| {
+            panic!("{}: {e} (run scripts/html-examples.sh)", json.with_extension("html").display())
+        });
+        assert!(
+            std::fs::read_to_string(&page).unwrap() == committed,
+            "{} is stale: run scripts/html-examples.sh and commit the pages",
+            json.with_extension("html").display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 4, "the examples: a run, rr/crr, a sweep, an experiment");
+    let _ = std::fs::remove_dir_all(&dir);
+}
