@@ -800,6 +800,9 @@ pub struct CompareArgs {
     /// Write the per-variant distributions of the primary metric as an SVG here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Write the comparison as one self-contained HTML page here (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// What goes to stdout: the comparison as text, or one JSON document.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
@@ -916,6 +919,10 @@ pub struct ExperimentArgs {
     /// Save the whole result as JSON here (every run, the settings, the comparison).
     #[arg(long, value_name = "FILE", alias = "json")]
     pub json_file: Option<PathBuf>,
+    /// Write the experiment as one self-contained HTML page here: every run, the comparison,
+    /// the settings each variant applied (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Write the comparison's SVG here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
