@@ -57,6 +57,16 @@ pub(crate) fn figure(out: &mut String, id: &str, svg: &str, note: &str) {
         writeln!(out, "<figure id=\"fig-{}\">\n{svg}<figcaption>{}</figcaption>\n</figure>", escape(id), escape(note));
 }
 
+/// The verdict with its evidence; `prefix` keeps the element id unique on the page.
+pub(crate) fn verdict(out: &mut String, v: &crate::metrics::verdict::Verdict, prefix: &str) {
+    let _ = writeln!(
+        out,
+        "<p class=\"verdict\" id=\"{prefix}verdict\">verdict: <strong>{}</strong> — {}</p>",
+        escape(&v.bottleneck.to_string()),
+        escape(&v.evidence)
+    );
+}
+
 /// A two-column table of facts.
 pub(crate) fn facts_table(out: &mut String, id: &str, rows: &[(String, String)]) {
     let _ = writeln!(out, "<table id=\"{}\">", escape(id));

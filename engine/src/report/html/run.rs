@@ -1,6 +1,6 @@
 //! The run page (one `send -J` document) and the runs page (several, overlaid).
 
-use super::{facts_table, figure, flatten, Page};
+use super::{facts_table, figure, flatten, verdict, Page};
 use crate::metrics::document::StreamDocument;
 use crate::metrics::figures::CpuFigures;
 use crate::metrics::summary::Stats;
@@ -116,12 +116,7 @@ fn headline(out: &mut String, doc: &StreamDocument, prefix: &str) {
     if let Some(e) = &doc.error {
         let _ = writeln!(out, "<p class=\"bad\">incomplete: {}</p>", escape(e));
     }
-    let _ = writeln!(
-        out,
-        "<p class=\"verdict\" id=\"{prefix}verdict\">verdict: <strong>{}</strong> — {}</p>",
-        escape(&doc.verdict.bottleneck.to_string()),
-        escape(&doc.verdict.evidence)
-    );
+    verdict(out, &doc.verdict, prefix);
 }
 
 /// Per queue, its received rate in each interval.

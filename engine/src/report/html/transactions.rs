@@ -2,7 +2,7 @@
 //! percentiles, failures with what to do about them, CPU per side, settings.
 
 use super::run::{cpu_table, CPU_NOTE};
-use super::{facts_table, figure, flatten, Page};
+use super::{facts_table, figure, flatten, verdict, Page};
 use crate::metrics::document::TransactionDocument;
 use crate::report::chart::escape;
 use crate::report::chart::plot::{Line, Plot, Quantity, Style};
@@ -36,12 +36,7 @@ pub(super) fn page(doc: &TransactionDocument) -> Page {
     for note in &doc.failure_notes {
         let _ = writeln!(body, "<p class=\"bad\">{}</p>", escape(note));
     }
-    let _ = writeln!(
-        body,
-        "<p class=\"verdict\" id=\"verdict\">verdict: <strong>{}</strong> — {}</p>",
-        escape(&doc.verdict.bottleneck.to_string()),
-        escape(&doc.verdict.evidence)
-    );
+    verdict(&mut body, &doc.verdict, "");
     if !doc.intervals.is_empty() {
         let plot = Plot {
             id: "plot-transactions".into(),
