@@ -10,6 +10,7 @@
 #            the kernel UAPI headers, pkg-config, a C toolchain
 #   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2,
 #            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
+#            chromium (loads the HTML report headless),
 #            and cargo-deb (from crates.io, with `cargo install --locked`)
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
 #   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client, e2fsprogs (the guest disk),
@@ -71,6 +72,7 @@ test   man-db            man-db
 test   debootstrap       debootstrap
 test   systemd           systemd
 test   xz-utils          xz
+test   chromium          chromium
 test   cargo:cargo-deb   cargo:cargo-deb
 peers  iperf             iperf
 peers  iperf3            iperf3

@@ -406,6 +406,10 @@ pub struct SendArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page here (docs/report.md); with
+    /// --repeat, every run on one page.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Print every rate in one unit, as iperf's -f: k, m, g, t (Kbits..Tbits/sec) or K, M,
     /// G, T (KBytes..TBytes/sec) [default: chosen by magnitude].
     #[arg(short = 'f', long, value_name = "UNIT", value_parser = unit_letter)]
@@ -697,6 +701,9 @@ pub struct SweepArgs {
     /// Save the results as JSON here (re-render later with `uringbench report FILE`).
     #[arg(long, value_name = "FILE", alias = "json")]
     pub json_file: Option<PathBuf>,
+    /// Write the sweep as one self-contained HTML page here (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Same as --format json.
     #[arg(short = 'J')]
     pub json: bool,
@@ -709,14 +716,22 @@ pub struct SweepArgs {
 #[command(after_help = "Examples:
   uringbench report queues.json --svg queues.svg     # a saved sweep
   uringbench send -c 10.0.0.2 -i 1s -J > run.json && uringbench report run.json --svg run.svg
+  uringbench report a.json b.json c.json --html runs.html   # one page: the runs overlaid, medians
   uringbench report --fleet results/fleet --by vcpus --by machine_type   # what deploy/ansible collected
 
 With --fleet, the merged report goes into the folder (or --out): fleet.json, fleet.csv,
 heatmap.svg and by-ATTR.svg for each --by; the exit code is 1 when a planned run failed.")]
 pub struct ReportArgs {
-    /// A saved sweep (`sweep --json-file`), `send -J` or `send --repeat N -J` document.
+    /// A saved sweep (`sweep --json-file`), `send -J`, `send --repeat N -J`, `rr -J`, `crr -J`,
+    /// `compare -J` or `experiment -J` document; with --html, several run documents (drawn overlaid, with a
+    /// table of medians).
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
+    /// Write one self-contained HTML page here (inline charts, no network): the run's figures
+    /// over time (stream, rr, crr), several runs overlaid, the sweep, the comparison, the
+    /// experiment or the fleet.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Write the chart here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
@@ -785,6 +800,9 @@ pub struct CompareArgs {
     /// Write the per-variant distributions of the primary metric as an SVG here.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Write the comparison as one self-contained HTML page here (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// What goes to stdout: the comparison as text, or one JSON document.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
@@ -901,6 +919,10 @@ pub struct ExperimentArgs {
     /// Save the whole result as JSON here (every run, the settings, the comparison).
     #[arg(long, value_name = "FILE", alias = "json")]
     pub json_file: Option<PathBuf>,
+    /// Write the experiment as one self-contained HTML page here: every run, the comparison,
+    /// the settings each variant applied (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     /// Write the comparison's SVG here.
     #[arg(long)]
     pub svg: Option<PathBuf>,

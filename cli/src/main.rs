@@ -16,7 +16,7 @@ use std::{io::Write, process::ExitCode, sync::Arc, time::Duration};
 use uringbench::{
     escape_controls,
     iperf2::IPERF2_PORT,
-    output::{csv_rows, end_event, CSV_HEADER},
+    output::{csv_rows, end_event, SavedResults, CSV_HEADER},
     peer_text,
     units::{self, format_bits_per_second},
     BusyPoll, Direction, Error, FastPaths, Kind, LocalEnd, Observer, Proto, Psk, Quiet, ReceiverConfig, RepeatDocument,
@@ -386,6 +386,9 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
     if args.iperf2 {
+        if args.html.is_some() {
+            return Err(Error::usage("--html is not available with --iperf2: save -J and run `report --html` on it"));
+        }
         return iperf2_mode::send(&args, fast, stop);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
@@ -512,6 +515,14 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         })?,
         Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
+    }
+    if let Some(path) = &args.html {
+        let mut docs: Vec<StreamDocument> = reports.iter().map(|r| titled(r.to_document(), &title)).collect();
+        let saved = match docs.len() {
+            1 => SavedResults::Send(Box::new(docs.remove(0))),
+            _ => SavedResults::Repeat(docs),
+        };
+        sweep_cmd::write_file(path, &uringbench::output::html_page(&[("send".to_owned(), saved)])?)?;
     }
     if let Some(e) = &stopped {
         eprintln!("uringbench: stopped after {} of {repeat} runs: {e}", reports.len());

@@ -30,7 +30,7 @@ fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {
     }
 }
 
-/// Writes the files asked for (`--csv`, `--svg`, `--json-file`) from the results so far.
+/// Writes the files asked for (`--csv`, `--svg`, `--json-file`, `--html`) from the results so far.
 fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
     if let Some(path) = &args.csv {
         write_file(path, &result.to_csv())?;
@@ -40,6 +40,10 @@ fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
     }
     if let Some(path) = &args.json_file {
         write_file(path, &json_text(&result.to_document())?)?;
+    }
+    if let Some(path) = &args.html {
+        let saved = [("sweep".to_owned(), SavedResults::Sweep(Box::new(result.clone())))];
+        write_file(path, &uringbench::output::html_page(&saved)?)?;
     }
     Ok(())
 }
@@ -150,22 +154,38 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     if let Some(dir) = &args.fleet {
         return fleet_report(dir, &args);
     }
-    let Some(file) = &args.file else {
+    let mut saved = Vec::with_capacity(args.files.len());
+    for file in &args.files {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::usage(format!("{}: {e}", file.display())))?;
+        let doc = SavedResults::parse(&text).map_err(|e| Error::usage(format!("{}: {}", file.display(), e.message)))?;
+        saved.push((file.display().to_string(), doc));
+    }
+    // Every refusal comes before any file is written.
+    let several = saved.len() > 1;
+    if several && (args.html.is_none() || args.svg.is_some() || args.csv.is_some()) {
+        return Err(Error::usage("several documents go on one page: give --html OUT.html (and no --svg/--csv)"));
+    }
+    let Some((_, first)) = saved.first() else {
         return Err(Error::usage("give a saved document, or --fleet DIR"));
     };
-    let text = std::fs::read_to_string(file).map_err(|e| Error::usage(format!("{}: {e}", file.display())))?;
-    let saved = SavedResults::parse(&text).map_err(|e| Error::usage(format!("{}: {}", file.display(), e.message)))?;
-    if let Some(path) = &args.svg {
-        write_file(path, &saved.chart().to_svg())?;
+    if args.csv.is_some() && !matches!(first, SavedResults::Sweep(_)) {
+        return Err(Error::usage("--csv applies to sweeps; `send --format csv` writes a test's CSV"));
     }
-    if let Some(path) = &args.csv {
-        match &saved {
-            SavedResults::Sweep(s) => write_file(path, &s.to_csv())?,
-            _ => return Err(Error::usage("--csv applies to sweeps; `send --format csv` writes a test's CSV")),
+    if let Some(path) = &args.html {
+        write_file(path, &uringbench::output::html_page(&saved)?)?;
+        if several {
+            println!("wrote {}", path.display());
+            return Ok(0);
         }
     }
+    if let Some(path) = &args.svg {
+        write_file(path, &first.chart().to_svg())?;
+    }
+    if let (Some(path), SavedResults::Sweep(s)) = (&args.csv, first) {
+        write_file(path, &s.to_csv())?;
+    }
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", saved.render_text());
+    let _ = write!(out, "{}", first.render_text());
     Ok(0)
 }
 
@@ -187,6 +207,10 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
         let path = out_dir.join(format!("by-{name}.svg"));
         write_file(&path, &report.attribute_chart(attr).to_svg())?;
         written.push(path);
+    }
+    if let Some(path) = &args.html {
+        write_file(path, &fleet::html_page(&report))?;
+        written.push(path.clone());
     }
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "{}", report.render_text());

@@ -8,6 +8,7 @@ use std::io::Write;
 use uringbench::{
     compare::{self, Metric},
     experiment::{self, experiment_document, Plan, Progress},
+    output::SavedResults,
     run_rr, run_send,
     search::{self, SearchPlan, SearchResult, TrialFigures},
     settings::{self, Change, Journal},
@@ -29,6 +30,10 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     let report = compare::compare(variants, metrics, args.seed.unwrap_or(DEFAULT_SEED))?;
     if let Some(path) = &args.svg {
         write_file(path, &report.chart().to_svg_points())?;
+    }
+    if let Some(path) = &args.html {
+        let saved = [("compare".to_owned(), SavedResults::Compare(Box::new(report.to_document())))];
+        write_file(path, &uringbench::output::html_page(&saved)?)?;
     }
     let mut out = std::io::stdout().lock();
     if args.json || args.format == TextOrJson::Json {
@@ -192,6 +197,10 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     }
     if let Some(path) = &args.svg {
         write_file(path, &comparison.chart().to_svg_points())?;
+    }
+    if let Some(path) = &args.html {
+        let saved = [("experiment".to_owned(), SavedResults::Experiment(Box::new(doc.clone())))];
+        write_file(path, &uringbench::output::html_page(&saved)?)?;
     }
     let mut out = std::io::stdout().lock();
     if json {

@@ -140,7 +140,11 @@ fn sweep_over_queues_writes_csv_svg_and_json() {
 fn sweep_and_report_usage_errors() {
     let garbage = std::env::temp_dir().join(format!("uosw-garbage-{}.json", std::process::id()));
     std::fs::write(&garbage, "{\"kind\": \"sweep\", \"schema_version\": 1, \"points\": 7}").unwrap();
-    let cases: [&[&str]; 7] = [
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../engine/tests/fixtures/53b0d44");
+    let (run, sweep) = (format!("{fixtures}/stream-tcp.json"), format!("{fixtures}/sweep.json"));
+    let page = std::env::temp_dir().join(format!("uosw-page-{}.html", std::process::id()));
+    let page = page.to_str().unwrap();
+    let cases: [&[&str]; 11] = [
         &["sweep", "-c", "10.77.0.2"],
         &["sweep", "-c", "10.77.0.2", "-P", "1,2", "-l", "1K,2K"],
         &["sweep", "-c", "10.77.0.2", "-P", "1,x"],
@@ -148,6 +152,11 @@ fn sweep_and_report_usage_errors() {
         &["sweep", "-c", "10.77.0.2", "-P", "1,2", "--repeat", "0"],
         &["report", "/nonexistent/results.json"],
         &["report", garbage.to_str().unwrap()],
+        // Several documents go on one page, and a sweep has a page of its own.
+        &["report", &run, &run],
+        &["report", &run, &run, "--html", page, "--svg", page],
+        &["report", &sweep, &run, "--html", page],
+        &["report", &format!("{fixtures}/rr.json"), &run, "--html", page],
     ];
     for args in cases {
         let out = uringbench(args);
@@ -156,6 +165,7 @@ fn sweep_and_report_usage_errors() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
     }
     std::fs::remove_file(&garbage).unwrap();
+    assert!(!Path::new(page).exists(), "no page is written for a refused command");
 }
 
 #[test]

@@ -305,9 +305,13 @@ fn compare_usage_errors_are_one_line() {
     let garbage = dir.join("g.json");
     std::fs::write(&garbage, "{\"x\": 1}").unwrap();
     one_line_error(&run(&[a, garbage.to_str().unwrap()]), 2, "not a uringbench");
-    let out = run(&[&format!("x={a},{a}"), &format!("y={a}"), "-J"]);
+    let page = dir.join("compare.html");
+    let out = run(&[&format!("x={a},{a}"), &format!("y={a}"), "-J", "--html", page.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&out);
     assert_eq!(doc["variants"][0]["runs"], 2, "two files joined into one variant");
     assert_eq!(doc["comparisons"][0]["significant"], false);
+    // The page holds a row per comparison of the document.
+    let html = std::fs::read_to_string(&page).expect("compare --html wrote its page");
+    assert_eq!(html.matches("class=\"comparison\"").count(), doc["comparisons"].as_array().unwrap().len());
 }

@@ -88,6 +88,7 @@ pub use crate::base::units;
 /// The printers: live lines and events, CSV, saved results read back.
 pub mod output {
     pub use crate::report::export::{csv_rows, CSV_HEADER};
+    pub use crate::report::html::render as html_page;
     pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line};
     pub use crate::report::saved::SavedResults;
     pub use crate::report::stream::{
@@ -121,6 +122,7 @@ pub mod compare {
 /// `report --fleet`: what a fleet run collected, merged.
 pub mod fleet {
     pub use crate::report::fleet::{csv, heatmap, FleetDocument, FleetReport};
+    pub use crate::report::html::fleet::page as html_page;
 }
 
 /// Host settings changed for a test and reverted after it (`settings`, `experiment`,

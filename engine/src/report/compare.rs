@@ -1,6 +1,7 @@
 //! How a comparison is shown: the text table and verdicts, and the per-variant chart.
 
 use crate::analysis::compare::{fmt_like, fmt_p, fmt_value, CompareReport};
+use crate::analysis::document::CompareDocument;
 use crate::analysis::stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use std::fmt::Write as _;
@@ -58,29 +59,41 @@ impl CompareReport {
     /// Per-variant distributions of the primary metric: every run as a dot, the median with its
     /// 95% interval, and the min–max.
     pub fn chart(&self) -> Chart {
-        let mi = self.metrics.iter().position(|m| *m == self.primary).unwrap_or(0);
-        let mut runs = Vec::new();
-        let mut medians = Vec::new();
-        let mut ranges = Vec::new();
-        for (x, v) in self.variants.iter().enumerate() {
-            runs.extend(v.samples(self.primary).into_iter().map(|y| Point { x, y, min: None, max: None }));
-            if let Some(s) = &self.summaries[x][mi] {
-                medians.push(Point { x, y: s.median, min: Some(s.ci95[0]), max: Some(s.ci95[1]) });
-                ranges.push(Point { x, y: s.median, min: Some(s.min), max: Some(s.max) });
-            }
+        let samples: Vec<Vec<f64>> = self.variants.iter().map(|v| v.samples(self.primary)).collect();
+        document_chart(&self.to_document(), Some(&samples))
+    }
+}
+
+/// A saved comparison's chart of its primary metric: per variant the median with its 95%
+/// interval and the min–max, and every run as a dot where the runs are known (`samples`, per
+/// variant: an experiment's document has them, a compare document only their statistics).
+pub fn document_chart(doc: &CompareDocument, samples: Option<&[Vec<f64>]>) -> Chart {
+    let metric = doc.primary_metric;
+    let mut runs = Vec::new();
+    let mut medians = Vec::new();
+    let mut ranges = Vec::new();
+    for (x, v) in doc.variants.iter().enumerate() {
+        if let Some(values) = samples.and_then(|s| s.get(x)) {
+            runs.extend(values.iter().map(|&y| Point { x, y, min: None, max: None }));
         }
-        Chart {
-            title: format!("uringbench compare: {} per variant", self.primary.title()),
-            x_label: "variant".into(),
-            categories: self.variants.iter().map(|v| v.name.clone()).collect(),
-            left_label: self.primary.title().into(),
-            right_label: None,
-            series: vec![
-                Series { key: "runs".into(), name: "runs".into(), axis: Axis::Left, points: runs },
-                Series { key: "median_ci95".into(), name: "median, 95% CI".into(), axis: Axis::Left, points: medians },
-                Series { key: "min_max".into(), name: "min-max".into(), axis: Axis::Left, points: ranges },
-            ],
+        if let Some(Some(s)) = v.metrics.get(metric.key()) {
+            medians.push(Point { x, y: s.median, min: Some(s.ci95[0]), max: Some(s.ci95[1]) });
+            ranges.push(Point { x, y: s.median, min: Some(s.min), max: Some(s.max) });
         }
+    }
+    let mut series = Vec::new();
+    if samples.is_some() {
+        series.push(Series { key: "runs".into(), name: "runs".into(), axis: Axis::Left, points: runs });
+    }
+    series.push(Series { key: "median_ci95".into(), name: "median, 95% CI".into(), axis: Axis::Left, points: medians });
+    series.push(Series { key: "min_max".into(), name: "min-max".into(), axis: Axis::Left, points: ranges });
+    Chart {
+        title: format!("uringbench compare: {} per variant", metric.title()),
+        x_label: "variant".into(),
+        categories: doc.variants.iter().map(|v| v.name.clone()).collect(),
+        left_label: metric.title().into(),
+        right_label: None,
+        series,
     }
 }
 

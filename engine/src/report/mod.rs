@@ -6,6 +6,7 @@ pub mod compare;
 pub mod doctor;
 pub mod export;
 pub mod fleet;
+pub mod html;
 pub mod http;
 pub mod iperf2;
 pub mod rr;

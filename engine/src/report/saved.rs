@@ -1,8 +1,11 @@
 //! `uringbench report FILE.json`: re-renders saved results: a sweep (`sweep --json`), a
 //! `send -J` document, or a `send --repeat N -J` document, as a text summary and a chart.
 
+use crate::analysis::compare::{Metric, RunMetrics};
+use crate::analysis::document::{CompareDocument, ExperimentDocument};
 use crate::base::units::format_bits_per_second;
-use crate::metrics::document::{RunDocument, StreamDocument};
+use crate::metrics::document::{read_document, Kind};
+use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use crate::workload::sweep::{RunFigures, SweepResult};
@@ -18,6 +21,12 @@ pub enum SavedResults {
     Repeat(Vec<StreamDocument>),
     /// `send -J`: one test.
     Send(Box<StreamDocument>),
+    /// `rr -J`, `crr -J`: one request/response test.
+    Transactions(Box<TransactionDocument>),
+    /// `compare -J`: the variants' statistics and the comparisons.
+    Compare(Box<CompareDocument>),
+    /// `experiment -J`: every run of every variant, and their comparison.
+    Experiment(Box<ExperimentDocument>),
 }
 
 /// Most queues drawn as lines of their own in an interval chart; more would be unreadable.
@@ -30,15 +39,25 @@ impl SavedResults {
         if doc["kind"] == "sweep" {
             return SweepResult::from_json(&doc).map(|s| SavedResults::Sweep(Box::new(s)));
         }
-        let unreadable =
-            |e: String| Error::usage(format!("not a uringbench sweep, send -J or send --repeat -J document: {e}"));
+        if doc["kind"] == "compare" {
+            return read_document(&doc, Kind::Compare)
+                .map(|d| SavedResults::Compare(Box::new(d)))
+                .map_err(Error::usage);
+        }
+        if doc["kind"] == "experiment" {
+            let d: ExperimentDocument = read_document(&doc, Kind::Experiment).map_err(Error::usage)?;
+            return Ok(SavedResults::Experiment(Box::new(d)));
+        }
+        let unreadable = |e: String| {
+            Error::usage(format!(
+                "not a uringbench sweep, send -J, send --repeat -J, compare -J or experiment -J document: {e}"
+            ))
+        };
         match RunDocument::from_value(&doc).map_err(unreadable)? {
             RunDocument::Stream(d) => Ok(SavedResults::Send(d)),
             RunDocument::Repeat(r) if !r.runs.is_empty() => Ok(SavedResults::Repeat(r.runs)),
             RunDocument::Repeat(_) => Err(Error::usage("a --repeat document with no runs")),
-            RunDocument::Transactions(_) => {
-                Err(Error::usage("an rr or crr document: report re-renders sweeps and send -J documents"))
-            }
+            RunDocument::Transactions(d) => Ok(SavedResults::Transactions(d)),
         }
     }
 
@@ -99,6 +118,37 @@ impl SavedResults {
                 }
                 out
             }
+            SavedResults::Transactions(doc) => {
+                let mut out = format!(
+                    "{} to {}: {:.1} transactions/s, latency p50 {:.1} us p99 {:.1} us, verdict: {} ({})\n",
+                    format!("{:?}", doc.test.workload).to_lowercase(),
+                    doc.target,
+                    doc.transactions_per_second,
+                    doc.latency_us.p50,
+                    doc.latency_us.p99,
+                    doc.verdict.bottleneck,
+                    doc.verdict.evidence
+                );
+                for iv in &doc.intervals {
+                    let _ = writeln!(
+                        out,
+                        "[SUM] {:>6.2}-{:<6.2} sec  {:.1} transactions/s",
+                        iv.start, iv.end, iv.transactions_per_second
+                    );
+                }
+                out
+            }
+            SavedResults::Compare(doc) => comparison_text(doc),
+            SavedResults::Experiment(doc) => {
+                let runs: Vec<String> =
+                    doc.variants.iter().map(|v| format!("{} ({} runs)", v.name, v.runs.len())).collect();
+                let mut out = format!("experiment against {}: {}\n", doc.target, runs.join(", "));
+                out += &doc
+                    .compare
+                    .as_ref()
+                    .map_or("no comparison (fewer than two variants with a complete run)\n".into(), comparison_text);
+                out
+            }
         }
     }
 
@@ -138,8 +188,75 @@ impl SavedResults {
                 }
             }
             SavedResults::Send(doc) => interval_chart(doc),
+            SavedResults::Transactions(doc) => Chart {
+                title: format!("uringbench {:?} to {}: transactions per interval", doc.test.workload, doc.target),
+                x_label: "seconds into the window (interval end)".into(),
+                categories: doc.intervals.iter().map(|iv| format!("{:.1}", iv.end)).collect(),
+                left_label: "transactions/s".into(),
+                right_label: None,
+                series: vec![Series {
+                    key: "transactions_per_second".into(),
+                    name: "transactions/s".into(),
+                    axis: Axis::Left,
+                    points: doc
+                        .intervals
+                        .iter()
+                        .enumerate()
+                        .map(|(x, iv)| Point { x, y: iv.transactions_per_second, min: None, max: None })
+                        .collect(),
+                }],
+            },
+            SavedResults::Compare(doc) => crate::report::compare::document_chart(doc, None),
+            SavedResults::Experiment(doc) => {
+                let metric = doc.compare.as_ref().map_or(Metric::ReceivedGbps, |c| c.primary_metric);
+                let samples = experiment_samples(doc, metric);
+                match &doc.compare {
+                    Some(c) => crate::report::compare::document_chart(c, Some(&samples)),
+                    None => Chart {
+                        title: format!("uringbench experiment: {} per variant", metric.title()),
+                        x_label: "variant".into(),
+                        categories: doc.variants.iter().map(|v| v.name.clone()).collect(),
+                        left_label: metric.title().into(),
+                        right_label: None,
+                        series: vec![Series {
+                            key: "runs".into(),
+                            name: "runs".into(),
+                            axis: Axis::Left,
+                            points: samples
+                                .iter()
+                                .enumerate()
+                                .flat_map(|(x, v)| v.iter().map(move |&y| Point { x, y, min: None, max: None }))
+                                .collect(),
+                        }],
+                    },
+                }
+            }
         }
     }
+}
+
+/// Each comparison's verdict line, as `compare` prints them.
+fn comparison_text(doc: &CompareDocument) -> String {
+    let mut out = format!(
+        "compare: {} variants against {} on {}\n",
+        doc.variants.len(),
+        doc.variants.first().map_or("", |v| v.name.as_str()),
+        doc.primary_metric.title()
+    );
+    for c in &doc.comparisons {
+        let _ = writeln!(out, "  {}", c.verdict);
+    }
+    out
+}
+
+/// Per variant, `metric` of each of its complete runs, in run order.
+pub(crate) fn experiment_samples(doc: &ExperimentDocument, metric: Metric) -> Vec<Vec<f64>> {
+    doc.variants
+        .iter()
+        .map(|v| {
+            v.runs.iter().map(RunMetrics::of_record).filter(|r| r.complete).filter_map(|r| metric.of_run(&r)).collect()
+        })
+        .collect()
 }
 
 fn run_figures(runs: &[StreamDocument]) -> Vec<RunFigures> {

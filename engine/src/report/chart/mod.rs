@@ -2,11 +2,18 @@
 //! message lengths, rates, runs or intervals), one or two y axes (Gbit/s on the left, CPU
 //! per GB on the right), a line per series and a min–max bar at every point.
 //!
+//! [`plot`] draws measured values against time (or any numeric x) with SI-prefixed unit axes,
+//! per-series lines or a min/median/max band; [`scale`] holds the ticks and prefixes both use.
+//!
 //! Hand-written rather than a plotting crate: the chart has one shape, the SVG is a few
 //! hundred lines of plain text with stable `id`/`class`/`data-*` attributes that tests and
 //! scripts can read back, and text needs no font files (a crate that measures text does).
 
+use scale::{fmt_tick, nice_scale};
 use std::fmt::Write as _;
+
+pub mod plot;
+pub mod scale;
 
 /// Which y axis a series is drawn against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +59,12 @@ const LEFT: f64 = 80.0;
 const RIGHT: f64 = WIDTH - 90.0;
 const TOP: f64 = 70.0;
 const BOTTOM: f64 = HEIGHT - 70.0;
-const PALETTE: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+/// Okabe and Ito's colour-blind-safe palette (black first, for the headline series).
+pub(crate) const PALETTE: &[&str] =
+    &["#000000", "#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#f0e442"];
+
+/// What a standalone SVG file starts with.
+const XML_DECLARATION: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 
 /// Escapes text for XML content and attribute values.
 pub(crate) fn escape(text: &str) -> String {
@@ -70,22 +82,6 @@ pub(crate) fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// A "nice" axis top and step (1, 2 or 5 times a power of ten) for values up to `max`.
-pub(crate) fn nice_scale(max: f64) -> (f64, f64) {
-    if !(max.is_finite() && max > 0.0) {
-        return (1.0, 0.2);
-    }
-    let raw = max / 5.0;
-    let pow = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * pow).find(|s| *s >= raw).unwrap_or(10.0 * pow);
-    ((max / step).ceil() * step, step)
-}
-
-fn fmt_tick(v: f64, step: f64) -> String {
-    let decimals = if step >= 1.0 { 0 } else { (-step.log10().floor()) as usize };
-    format!("{v:.decimals$}")
 }
 
 impl Chart {
@@ -107,12 +103,22 @@ impl Chart {
 
     /// The chart as a standalone SVG document, each series a line through its points.
     pub fn to_svg(&self) -> String {
+        format!("{XML_DECLARATION}{}", self.render(true))
+    }
+
+    /// The `<svg>` element alone, for a page that holds it inline.
+    pub fn svg_element(&self) -> String {
         self.render(true)
     }
 
     /// The same without lines: for categories that are not a scale (variants of a
     /// comparison), where a series may hold several points per category (one per run).
     pub fn to_svg_points(&self) -> String {
+        format!("{XML_DECLARATION}{}", self.render(false))
+    }
+
+    /// [`Chart::to_svg_points`]'s `<svg>` element alone, for a page that holds it inline.
+    pub fn svg_points_element(&self) -> String {
         self.render(false)
     }
 
@@ -139,9 +145,8 @@ impl Chart {
         s
     }
 
-    /// The XML declaration, the `<svg>` element, a white background and the title.
+    /// The `<svg>` element, a white background and the title.
     fn svg_head(&self, s: &mut String) {
-        let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
         let _ = writeln!(
             s,
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
@@ -340,18 +345,6 @@ mod tests {
         assert!(svg.contains(r#"id="axis-right""#));
         let open = svg.matches("<g").count();
         assert_eq!(open, svg.matches("</g>").count(), "groups balance");
-    }
-
-    #[test]
-    fn scales() {
-        assert_eq!(nice_scale(18.3), (20.0, 5.0));
-        let (top, step) = nice_scale(0.13);
-        assert!((step - 0.05).abs() < 1e-12 && (top - 0.15).abs() < 1e-9, "{top} {step}");
-        assert_eq!(nice_scale(100.0), (100.0, 20.0));
-        assert_eq!(nice_scale(0.0), (1.0, 0.2));
-        assert_eq!(nice_scale(f64::NAN), (1.0, 0.2));
-        assert_eq!(fmt_tick(0.05, 0.05), "0.05");
-        assert_eq!(fmt_tick(10.0, 5.0), "10");
     }
 
     #[test]

@@ -1,0 +1,241 @@
+//! `report --html` in a real browser: a short 4-queue run across the netns pair (which also
+//! writes its own page with `send --html`), its page loaded by headless Chromium from file://, and asserted from the DOM the browser built and
+//! from a screenshot: one line per queue the JSON has, axis labels with units, the headline
+//! equal to the JSON's receiver rate, no console error, and pixels that are not all one colour.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Debian's `chromium` (scripts/install-deps.sh --test), or another name for the same browser.
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+}
+
+/// Runs the browser headless on `page` with `extra` arguments; returns stdout and stderr.
+fn browse(browser: &str, profile: &Path, page: &Path, extra: &[&str]) -> (String, String) {
+    let mut c = Command::new(browser);
+    c.args(["--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()));
+    let (out, _) = run_bounded(c, Duration::from_secs(60));
+    assert!(out.status.success(), "{browser} failed: {}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The console errors Chromium logs to stderr (`CONSOLE(...)` lines, uncaught exceptions).
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect()
+}
+
+/// The standard deviation of the screenshot's grey levels (0 for a page of one colour).
+fn pixel_spread(png_path: &Path) -> f64 {
+    let decoder = png::Decoder::new(std::fs::File::open(png_path).expect("screenshot"));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    let channels = info.color_type.samples();
+    assert_eq!(info.bit_depth, png::BitDepth::Eight, "8-bit screenshot");
+    let grey: Vec<f64> =
+        buf[..info.buffer_size()]
+            .chunks(channels)
+            .map(|p| {
+                if channels >= 3 {
+                    (f64::from(p[0]) + f64::from(p[1]) + f64::from(p[2])) / 3.0
+                } else {
+                    f64::from(p[0])
+                }
+            })
+            .collect();
+    let mean = grey.iter().sum::<f64>() / grey.len() as f64;
+    (grey.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / grey.len() as f64).sqrt()
+}
+
+/// The text of every element with `class="axis-label"` in the DOM.
+fn axis_labels(dom: &str) -> Vec<&str> {
+    dom.match_indices("class=\"axis-label\"")
+        .map(|(i, _)| {
+            let rest = &dom[i..];
+            let start = rest.find('>').expect("tag end") + 1;
+            &rest[start..start + rest[start..].find('<').expect("text end")]
+        })
+        .collect()
+}
+
+#[test]
+fn run_page_in_a_headless_browser() {
+    let Some(browser) = chromium() else {
+        return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let doc = {
+        let _serial = serial();
+        let pair = NetnsPair::up("uoht");
+        let recv = pair.spawn_recv(&["--once", "--cpus", "1"]);
+        let sent_page = dir.join("send.html").display().to_string();
+        let (out, _) = pair.send(
+            &[
+                "--target", RECV_ADDR, "-P", "4", "-t", "2", "--warmup", "300ms", "-i", "500ms", "-J", "--cpus", "0",
+                "--html", &sent_page,
+            ],
+            Duration::from_secs(30),
+        );
+        recv.finish(Duration::from_secs(10));
+        assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
+        json(&out)
+    };
+    let (run, page) = (dir.join("run.json"), dir.join("run.html"));
+    std::fs::write(&run, doc.to_string()).unwrap();
+    let mut c = Command::new(bin());
+    c.arg("report").arg(&run).arg("--html").arg(&page);
+    let (out, _) = run_bounded(c, Duration::from_secs(30));
+    assert!(out.status.success(), "report --html: {}", String::from_utf8_lossy(&out.stderr));
+
+    // `send --html` wrote the page of the same run: the same figures as `report --html` draws.
+    let sent = std::fs::read_to_string(dir.join("send.html")).expect("send --html wrote its page");
+    let drawn = std::fs::read_to_string(&page).unwrap();
+    for needle in ["data-key=\"queue-", "<figure", "(exact match)"] {
+        assert_eq!(sent.matches(needle).count(), drawn.matches(needle).count(), "{needle}");
+    }
+
+    let profile = dir.join("profile");
+    let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    assert!(dom.contains("</html>"), "the browser built the page: {}", &dom[..dom.len().min(300)]);
+
+    // The SUM line with a point per interval, and one line per queue the JSON counted.
+    let queues = doc["queues"].as_array().expect("queues[]").len();
+    assert_eq!(queues, 4);
+    let figure = |id: &str| {
+        let f = &dom[dom.find(&format!("id=\"fig-{id}\"")).unwrap_or_else(|| panic!("figure {id}"))..];
+        &f[..f.find("</figure>").unwrap()]
+    };
+    assert_eq!(figure("queues").matches("class=\"series\" data-key=\"queue-").count(), queues, "one line per queue");
+    let intervals = doc["intervals"].as_array().unwrap().len();
+    let sum = format!("class=\"series\" data-key=\"sum\" data-name=\"received (SUM)\" data-points=\"{intervals}\"");
+    assert_eq!(figure("throughput").matches(&sum).count(), 1, "the SUM line, a point per interval");
+
+    // Every axis says its unit: `quantity (unit)`.
+    let labels = axis_labels(&dom);
+    assert!(labels.len() >= 4, "{labels:?}");
+    for l in &labels {
+        assert!(l.ends_with(')') && l.contains(" ("), "axis label without a unit: {l:?}");
+    }
+    assert!(labels.iter().any(|l| l.ends_with("bit/s)")), "{labels:?}");
+
+    // The headline is the receiver's rate from the JSON, to the bit.
+    let want = f64_at(&doc, "/sum/receiver/bits_per_second");
+    let at = dom.find("data-bits-per-second=\"").expect("headline") + "data-bits-per-second=\"".len();
+    let shown: f64 = dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap();
+    assert_eq!(shown, want);
+    assert!(dom.contains("(exact match)"), "a clean TCP test matches to the byte");
+
+    let shot = dir.join("run.png");
+    let (_, stderr) =
+        browse(browser, &profile, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1000,1400"]);
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    let spread = pixel_spread(&shot);
+    assert!(spread > 20.0, "the screenshot looks blank (grey-level spread {spread:.1})");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A saved document of the previous release, as `engine/tests/fixtures/` keeps it.
+fn fixture(name: &str) -> (PathBuf, serde_json::Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../engine/tests/fixtures/53b0d44/{name}.json"));
+    let doc = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    (path, doc)
+}
+
+/// Every other kind of page, from saved documents (no traffic): each loads without a console
+/// error, draws what its JSON holds, and is not blank.
+#[test]
+fn every_page_kind_loads_in_a_headless_browser() {
+    let Some(browser) = chromium() else {
+        return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
+    };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-kinds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile");
+    // What each page must draw, counted in its JSON: (needle in the DOM, how many times).
+    type Want = fn(&serde_json::Value) -> Vec<(String, usize)>;
+    let kinds: [(&str, Want); 5] = [
+        // A point per swept value on each of its two series (Gbit/s, CPU-s/GB).
+        ("sweep", |d| vec![("data-x=".into(), d["points"].as_array().unwrap().len() * 2)]),
+        ("compare", |d| vec![("class=\"comparison\"".into(), d["comparisons"].as_array().unwrap().len())]),
+        ("experiment", |d| {
+            let runs =
+                d["variants"].as_array().unwrap().iter().map(|v| v["runs"].as_array().unwrap().len()).sum::<usize>();
+            vec![
+                ("class=\"comparison\"".into(), d["compare"]["comparisons"].as_array().unwrap().len()),
+                ("data-x=".into(), runs + 4),
+            ]
+        }),
+        ("rr", |d| vec![(format!("data-points=\"{}\"", d["intervals"].as_array().unwrap().len()), 1)]),
+        ("stream-udp", |d| {
+            vec![(
+                format!(
+                    "data-key=\"lost\" data-name=\"lost datagrams\" data-points=\"{}\"",
+                    d["intervals"].as_array().unwrap().len()
+                ),
+                1,
+            )]
+        }),
+    ];
+    for (name, want) in kinds {
+        let (path, doc) = fixture(name);
+        let page = dir.join(format!("{name}.html"));
+        let mut c = Command::new(bin());
+        c.arg("report").arg(&path).arg("--html").arg(&page);
+        let (out, _) = run_bounded(c, Duration::from_secs(30));
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
+        assert!(console_errors(&stderr).is_empty(), "{name}: console errors: {:?}", console_errors(&stderr));
+        assert!(dom.contains("</figure>"), "{name}: a figure");
+        for (needle, count) in want(&doc) {
+            assert_eq!(dom.matches(&needle).count(), count, "{name}: {needle}");
+        }
+        let shot = dir.join(format!("{name}.png"));
+        browse(browser, &profile, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1000,1000"]);
+        let spread = pixel_spread(&shot);
+        assert!(spread > 20.0, "{name}: the screenshot looks blank (grey-level spread {spread:.1})");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The example pages in docs/examples/ are what this build renders from the documents beside
+/// them (scripts/html-examples.sh regenerates them).
+#[test]
+fn example_pages_match_this_build() {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-examples-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checked = 0;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&examples).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for json in entries.iter().filter(|p| p.extension().is_some_and(|x| x == "json")) {
+        let page = dir.join("page.html");
+        let mut c = Command::new(bin());
+        c.current_dir(examples.join("../..")).arg("report");
+        c.arg(Path::new("docs/examples").join(json.file_name().unwrap())).arg("--html").arg(&page);
+        let (out, _) = run_bounded(c, Duration::from_secs(30));
+        assert!(out.status.success(), "{}: {}", json.display(), String::from_utf8_lossy(&out.stderr));
+        let committed = std::fs::read_to_string(json.with_extension("html")).unwrap_or_else(|e| {
+            panic!("{}: {e} (run scripts/html-examples.sh)", json.with_extension("html").display())
+        });
+        assert!(
+            std::fs::read_to_string(&page).unwrap() == committed,
+            "{} is stale: run scripts/html-examples.sh and commit the pages",
+            json.with_extension("html").display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 4, "the examples: a run, rr/crr, a sweep, an experiment");
+    let _ = std::fs::remove_dir_all(&dir);
+}
