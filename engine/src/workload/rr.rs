@@ -120,8 +120,11 @@ fn path_text(spec: &TestSpec, client: bool) -> String {
             format!("io_uring SEND + RECV per transaction on connected UDP sockets, {} ms timeout", spec.timeout_ms)
         }
         (_, Proto::Udp, false) => "io_uring RECV + SEND per transaction on connected UDP sockets".into(),
-        (_, _, true) => "io_uring SEND + RECV per transaction, one transaction in flight per flow, TCP_NODELAY".into(),
-        (_, _, false) => "io_uring RECV + SEND per transaction, TCP_NODELAY".into(),
+        (_, _, true) => {
+            "io_uring SEND per transaction, one multishot RECV per flow, one transaction in flight per flow, TCP_NODELAY"
+                .into()
+        }
+        (_, _, false) => "io_uring multishot RECV per flow, SEND per answer, TCP_NODELAY".into(),
     }
 }
 
