@@ -111,7 +111,7 @@ fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: Arc<AtomicB
 fn path_text(spec: &TestSpec, client: bool) -> String {
     match (spec.workload, spec.proto, client) {
         (Workload::Crr, _, true) => {
-            "io_uring CONNECT + SEND + RECV per transaction, a new TCP connection each, server closes first".into()
+            "io_uring CONNECT + SEND + RECV + CLOSE per transaction, a new TCP connection each, server closes first".into()
         }
         (Workload::Crr, _, false) => {
             "io_uring multishot ACCEPT + RECV + SEND per connection, closed after the answer".into()
