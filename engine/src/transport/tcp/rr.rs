@@ -95,6 +95,17 @@ impl RrRing {
         unsafe { push(&mut self.ring, &entry.user_data(user_data(idx, SEND))) }
     }
 
+    /// A send that carried nothing: sent again when interrupted, else the flow's failure.
+    fn send_failed(&mut self, idx: usize, f: &mut TcpTransactingFlow, res: i32, left: u32) -> Result<()> {
+        if res == -libc::EINTR || res == -libc::EAGAIN {
+            return self.send(idx, f, left);
+        }
+        if f.open {
+            f.fail(format!("transaction failed: {}", errno_text(res)));
+        }
+        Ok(())
+    }
+
     /// Arms flow `idx`'s multishot receive.
     fn arm(&mut self, idx: usize, f: &mut TcpTransactingFlow) -> Result<()> {
         f.receiving = true;
@@ -201,10 +212,9 @@ pub(crate) fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrC
                     if f.req_done < cfg.req_len && f.open {
                         rr.send(idx, f, cfg.req_len - f.req_done)?;
                     }
-                } else if res == -libc::EINTR || res == -libc::EAGAIN {
-                    rr.send(idx, f, cfg.req_len - f.req_done)?;
-                } else if f.open {
-                    f.fail(format!("transaction failed: {}", errno_text(res)));
+                } else {
+                    let left = cfg.req_len - f.req_done;
+                    rr.send_failed(idx, f, res, left)?;
                 }
             } else {
                 match rr.received(idx, f, res, flags)? {
@@ -284,10 +294,9 @@ pub(crate) fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrC
                             rr.send(idx, f, cfg.resp_len)?;
                         }
                     }
-                } else if res == -libc::EINTR || res == -libc::EAGAIN {
-                    rr.send(idx, f, cfg.resp_len - f.resp_done)?;
-                } else if f.open {
-                    f.fail(format!("transaction failed: {}", errno_text(res)));
+                } else {
+                    let left = cfg.resp_len - f.resp_done;
+                    rr.send_failed(idx, f, res, left)?;
                 }
             } else {
                 match rr.received(idx, f, res, flags)? {
