@@ -378,7 +378,9 @@ def parse_neper(text):
 
 def run_neper(args, run, tmp):
     """One neper tcp_crr run: one flow, one thread, the same sizes and pinning."""
-    common = ["-Q", MSG_LEN, "-R", MSG_LEN, "-l", "%d" % max(1, round(args.time)), "-p", "50,99"]
+    # --nolog: neper otherwise writes a log file into the working directory per process.
+    common = ["-Q", MSG_LEN, "-R", MSG_LEN, "-l", "%d" % max(1, round(args.time)), "-p", "50,99",
+              "--nolog"]
     srv_cmd = in_ns(NS_SRV, CPU_SRV, ["tcp_crr"] + common)
     cli_cmd = in_ns(NS_CLI, CPU_CLI, ["tcp_crr", "-c", "-H", ADDR_SRV] + common)
     res = new_result("neper", run, shlex.join(cli_cmd), shlex.join(srv_cmd))
