@@ -12,7 +12,8 @@
 #            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
 #            chromium (loads the HTML report headless),
 #            and cargo-deb (from crates.io, with `cargo install --locked`)
-#   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx
+#   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx,
+#            and neper's tcp_crr (built from its source on GitHub: no distribution packages it)
 #   --lab    scripts/vmlab.sh: QEMU, debootstrap, an ssh client, e2fsprogs (the guest disk),
 #            ruby (reads the Vagrantfile's provisioners)
 #   --fleet  scripts/fleet-lab.sh: sshd, ssh client, Python venv (ansible-core from PyPI)
@@ -42,7 +43,8 @@ done
 
 # One table: group, Debian package, Fedora/RHEL package ("-" where the distribution has none
 # or another package of the list already provides it). "cargo:NAME" is a tool from crates.io,
-# "rustup:NAME" a Rust toolchain.
+# "rustup:NAME" a Rust toolchain, "neper:NAME" a neper program built from source (needs git,
+# make and a C compiler) into /usr/local/bin.
 packages() {
     cat <<'TABLE'
 run    iproute2          iproute
@@ -79,6 +81,9 @@ peers  iperf3            iperf3
 peers  sockperf          sockperf
 peers  wrk               wrk
 peers  nginx-light       nginx
+peers  git               git
+peers  build-essential   gcc
+peers  neper:tcp_crr     neper:tcp_crr
 lab    qemu-system-x86   qemu-system-x86-core
 lab    debootstrap       debootstrap
 lab    openssh-client    openssh-clients
@@ -123,6 +128,8 @@ fi
 installed() {
     if [[ "$1" == cargo:* ]]; then
         command -v "${1#cargo:}" >/dev/null || [ -x "$HOME/.cargo/bin/${1#cargo:}" ]
+    elif [[ "$1" == neper:* ]]; then
+        command -v "${1#neper:}" >/dev/null
     elif [[ "$1" == rustup:* ]]; then
         rustup_bin=$(command -v rustup || echo "$HOME/.cargo/bin/rustup")
         [ -x "$rustup_bin" ] && "$rustup_bin" toolchain list | grep -q "^${1#rustup:}-"
@@ -150,10 +157,12 @@ fi
 # Tools from crates.io go in with cargo, as the user running this (no sudo).
 crates=()
 toolchains=()
+neper=()
 system=()
 for pkg in "${missing[@]}"; do
     case "$pkg" in
         cargo:*) crates+=("${pkg#cargo:}") ;;
+        neper:*) neper+=("${pkg#neper:}") ;;
         rustup:*) toolchains+=("${pkg#rustup:}") ;;
         *) system+=("$pkg") ;;
     esac
@@ -171,21 +180,36 @@ if [ "${#crates[@]}" -gt 0 ]; then
     echo "$prog: installing ${crates[*]} from crates.io (cargo install --locked)"
     "$cargo" install --locked --quiet "${crates[@]}"
 fi
-[ "${#missing[@]}" -gt 0 ] || exit 0
+[ "${#missing[@]}" -gt 0 ] || [ "${#neper[@]}" -gt 0 ] || exit 0
 
 sudo=()
 if [ "$(id -u)" != 0 ]; then
     command -v sudo >/dev/null || { echo "$prog: not root and no sudo; as root install: ${missing[*]}" >&2; exit 1; }
     sudo=(sudo)
 fi
-echo "$prog: installing ${missing[*]} (missing for ${groups[*]})"
-if [ "$distro" = debian ]; then
+if [ "${#missing[@]}" -eq 0 ]; then
+    :
+elif [ "$distro" = debian ]; then
+    echo "$prog: installing ${missing[*]} (missing for ${groups[*]})"
     export DEBIAN_FRONTEND=noninteractive
     "${sudo[@]}" apt-get update -qq
     "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
+    echo "$prog: installing ${missing[*]} (missing for ${groups[*]})"
     # The BPF tool and a few test tools live in EPEL on RHEL and its rebuilds.
     "${sudo[@]}" dnf install -y -q "${missing[@]}"
+fi
+# neper after the system packages: its build needs git, make and a C compiler from them.
+if [ "${#neper[@]}" -gt 0 ]; then
+    src=$(mktemp -d)
+    echo "$prog: building ${neper[*]} from https://github.com/google/neper into /usr/local/bin"
+    git clone --quiet --depth 1 https://github.com/google/neper "$src/neper"
+    make -s -C "$src/neper" "${neper[@]}"
+    for tool in "${neper[@]}"; do
+        "${sudo[@]}" install -m 0755 "$src/neper/$tool" /usr/local/bin/
+        missing+=("neper:$tool")
+    done
+    rm -rf "$src"
 fi
 still=()
 for pkg in "${missing[@]}"; do

@@ -128,7 +128,7 @@ impl fmt::Display for DataPath {
             DataPath::XdpReceive { datagrams } => write!(f, "{datagrams} datagrams accounted"),
             DataPath::Transactions { workload, proto, client, timeout_ms } => f.write_str(&match (workload, proto, client) {
                 (Workload::Crr, _, true) => {
-                    "io_uring CONNECT + SEND + RECV per transaction, a new TCP connection each, server closes first".into()
+                    "io_uring CONNECT + SEND + RECV + CLOSE per transaction, a new TCP connection each, server closes first".into()
                 }
                 (Workload::Crr, _, false) => {
                     "io_uring multishot ACCEPT + RECV + SEND per connection, closed after the answer".into()
@@ -138,9 +138,9 @@ impl fmt::Display for DataPath {
                 }
                 (_, Proto::Udp, false) => "io_uring RECV + SEND per transaction on connected UDP sockets".into(),
                 (_, _, true) => {
-                    "io_uring SEND + RECV per transaction, one transaction in flight per flow, TCP_NODELAY".into()
+                    "io_uring SEND per transaction, one multishot RECV per flow, one transaction in flight per flow, TCP_NODELAY".into()
                 }
-                (_, _, false) => "io_uring RECV + SEND per transaction, TCP_NODELAY".to_string(),
+                (_, _, false) => "io_uring multishot RECV per flow, SEND per answer, TCP_NODELAY".to_string(),
             }),
             DataPath::Iperf2Reports { reports, flows } => {
                 write!(f, "iperf2 server reports (answers to the FIN) of {reports} of {flows} flows")

@@ -21,7 +21,7 @@ use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, Ali
 use io_uring::{cqueue, opcode, types, IoUring};
 use socket2::SockRef;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,9 @@ const CONNECT: u64 = 0;
 const SEND: u64 = 1;
 const RECV: u64 = 2;
 const ACCEPT: u64 = 3;
+const CLOSE: u64 = 4;
+/// A request this long fits one segment on any path (the minimum MSS).
+const NAGLE_FREE_LEN: u32 = 536;
 /// `user_data` of the cancel requests for timed-out connections.
 const TIMEOUT_CANCEL: u64 = u64::MAX - 1;
 
@@ -133,16 +136,6 @@ struct ClientConn {
     error: Option<String>,
 }
 
-impl ClientConn {
-    fn pending_op(&self) -> u64 {
-        match self.phase {
-            Phase::Connecting => CONNECT,
-            Phase::Sending => SEND,
-            _ => RECV,
-        }
-    }
-}
-
 /// The client's view of why a connection failed.
 fn classify(failures: &mut RrFailures, res: i32) {
     match -res {
@@ -168,7 +161,12 @@ impl Client<'_> {
     /// Opens the next connection of flow `idx`, or ends the flow at the deadline.
     fn start(&mut self, idx: usize, now: Instant) -> Result<()> {
         let c = &mut self.conns[idx];
-        c.fd = None;
+        if let Some(done) = c.fd.take() {
+            // Closed through the ring: the close rides on the next connect's submission
+            // instead of costing a system call of its own. Its completion is ignored.
+            let close = opcode::Close::new(types::Fd(done.into_raw_fd())).build();
+            self.cr.push(close, user_data(idx, c.generation, CLOSE))?;
+        }
         c.generation = c.generation.wrapping_add(1);
         if now >= self.cfg.deadline {
             c.phase = Phase::Done;
@@ -186,7 +184,11 @@ impl Client<'_> {
                 return Ok(());
             }
         };
-        let _ = SockRef::from(&fd).set_tcp_nodelay(true);
+        if self.cfg.req_len > NAGLE_FREE_LEN {
+            // Nagle never holds a connection's first segment (nothing is unacknowledged
+            // yet): only a request that may span segments needs TCP_NODELAY's system call.
+            let _ = SockRef::from(&fd).set_tcp_nodelay(true);
+        }
         let entry = opcode::Connect::new(types::Fd(fd.as_raw_fd()), self.addr.as_ptr().cast(), self.addr.len()).build();
         c.fd = Some(fd);
         c.phase = Phase::Connecting;
@@ -227,9 +229,11 @@ impl Client<'_> {
         match (c.phase, op) {
             (Phase::Connecting, CONNECT) if res < 0 => self.fail(idx, res, now),
             (Phase::Connecting, CONNECT) => {
+                // The request and the receive of its answer go in one submission.
                 c.phase = Phase::Sending;
-                let u = ud(SEND);
-                self.cr.send(fd, cfg.req_len, u)
+                let (u, r) = (ud(SEND), ud(RECV));
+                self.cr.send(fd, cfg.req_len, u)?;
+                self.cr.recv(fd, cfg.resp_len, r)
             }
             (Phase::Sending, SEND) if res <= 0 => self.fail(idx, res, now),
             (Phase::Sending, SEND) => {
@@ -239,12 +243,13 @@ impl Client<'_> {
                     self.cr.send(fd, left, u)
                 } else {
                     c.phase = Phase::Receiving;
-                    let u = ud(RECV);
-                    self.cr.recv(fd, cfg.resp_len, u)
+                    Ok(())
                 }
             }
-            (Phase::Receiving, RECV) if res <= 0 => self.fail(idx, res, now),
-            (Phase::Receiving, RECV) => {
+            (Phase::Sending | Phase::Receiving, RECV) if res <= 0 => self.fail(idx, res, now),
+            // The server answers only a whole request, so an answer means the send is done
+            // even if its completion comes later in the batch.
+            (Phase::Sending | Phase::Receiving, RECV) => {
                 c.resp_done += res as u32;
                 if c.resp_done >= cfg.resp_len {
                     c.transactions += 1;
@@ -276,8 +281,10 @@ impl Client<'_> {
             if c.phase != Phase::Draining {
                 self.failures.timeouts += 1;
             }
-            let target = user_data(idx, c.generation, c.pending_op());
-            let cancel = opcode::AsyncCancel::new(target).build().user_data(TIMEOUT_CANCEL);
+            // Every operation on the connection's socket (a send and the receive beside it).
+            let fd = types::Fd(c.fd.as_ref().map_or(-1, |f| f.as_raw_fd()));
+            let cancel =
+                opcode::AsyncCancel2::new(types::CancelBuilder::fd(fd).all()).build().user_data(TIMEOUT_CANCEL);
             // SAFETY: a cancel points at no memory, only at another operation's user_data.
             unsafe { push(&mut self.cr.ring, &cancel) }?;
             self.start(idx, now)?;
