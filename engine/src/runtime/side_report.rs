@@ -72,6 +72,7 @@ impl SideReport {
             udp: None,
             zerocopy: None,
             xdp: None,
+            nic_queues: None,
             complete,
             errors,
         }
