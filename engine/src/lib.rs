@@ -53,6 +53,7 @@ pub use crate::base::error::{Error, ErrorKind, Result};
 pub use crate::base::spec::{Direction, Proto, TestSpec};
 pub use crate::base::stop::StopToken;
 pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
+pub use crate::runtime::nic_queues::{parse_queue_list, PlacementMode};
 pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve};

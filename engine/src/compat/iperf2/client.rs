@@ -117,6 +117,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
                 caps: &caps,
                 zc,
                 iface: path.interface().map(str::to_string),
+                queues: None,
             };
             let mut sender = halves.send(flows, Instant::now(), &live)?;
             sender.path.push_str("; plain data (iperf2 payload '0', no test header), half-close at the end");
