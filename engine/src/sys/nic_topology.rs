@@ -127,7 +127,11 @@ impl NicTopology {
         let (rx_count, tx_count) = count_queues(&dir.join("queues"));
         let irq_names = match device_irqs(&device) {
             Some(irqs) => match fs::read_to_string("/proc/interrupts") {
-                Ok(text) => parse_interrupts(&text).into_iter().filter(|(irq, _)| irqs.contains(irq)).collect(),
+                Ok(text) => parse_interrupts(&text)
+                    .into_iter()
+                    .filter(|l| irqs.contains(&l.irq))
+                    .map(|l| (l.irq, l.name))
+                    .collect(),
                 Err(e) => {
                     notes.push(format!("/proc/interrupts: {e}"));
                     Vec::new()
@@ -268,21 +272,31 @@ fn device_irqs(device: &Path) -> Option<Vec<u32>> {
     Some(entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
 }
 
-/// (IRQ, name) of every numbered line of /proc/interrupts. The name is the last field (the
-/// handler's name, which drivers form from device and queue); a line without one is skipped.
-pub(crate) fn parse_interrupts(text: &str) -> Vec<(u32, String)> {
+/// One line of /proc/interrupts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IrqLine {
+    pub irq: u32,
+    /// Interrupts taken per CPU.
+    pub counts: Vec<u64>,
+    /// The action name (`virtio2-input.0`, `mlx5_comp3@pci:0000:00:04.0`, `gve-ntfy-blk0@pci:...`).
+    pub name: String,
+}
+
+/// Parses /proc/interrupts; lines that are not numbered IRQs (NMI, LOC...) are skipped, and
+/// a malformed numbered line is skipped too rather than failing the whole table.
+pub(crate) fn parse_interrupts(text: &str) -> Vec<IrqLine> {
     let mut lines = text.lines();
-    let cpus = lines.next().map_or(0, |h| h.split_whitespace().count());
+    let cpus = lines.next().map_or(0, |h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count());
     lines
         .filter_map(|line| {
-            let (irq, rest) = line.trim_start().split_once(':')?;
-            let irq = irq.parse().ok()?;
+            let (num, rest) = line.trim_start().split_once(':')?;
+            let irq = num.trim().parse().ok()?;
             let fields: Vec<&str> = rest.split_whitespace().collect();
-            // Counts, then chip, hardware IRQ and name: a name needs more fields than counts.
-            if fields.len() <= cpus + 1 {
+            if fields.len() < cpus + 1 {
                 return None;
             }
-            Some((irq, fields.last()?.to_string()))
+            let counts: Option<Vec<u64>> = fields[..cpus].iter().map(|f| f.parse().ok()).collect();
+            Some(IrqLine { irq, counts: counts?, name: fields.last()?.to_string() })
         })
         .collect()
 }
@@ -482,12 +496,16 @@ mod tests {
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
+    fn names(text: &str) -> Vec<(u32, String)> {
+        parse_interrupts(text).into_iter().map(|l| (l.irq, l.name)).collect()
+    }
+
     #[test]
     fn interrupts_of_a_virtio_net_guest() {
-        let all = parse_interrupts(&fixture("interrupts-virtio_net.txt"));
+        let all = names(&fixture("interrupts-virtio_net.txt"));
         assert!(all.contains(&(38, "virtio2-input.0".into())), "{all:?}");
         assert!(all.contains(&(39, "virtio2-output.0".into())));
-        assert!(!all.iter().any(|(_, n)| n == "Non-maskable"), "named lines without a number are skipped");
+        assert!(!all.iter().any(|(_, n)| n == "interrupts"), "named lines without a number are skipped");
         assert_eq!(irq_queue("virtio2-input.0", 0), Some(IrqQueue::Rx(0)));
         assert_eq!(irq_queue("virtio2-output.0", 0), Some(IrqQueue::Tx(0)));
         assert_eq!(irq_queue("virtio2-config", 0), None);
@@ -496,7 +514,7 @@ mod tests {
 
     #[test]
     fn interrupts_of_a_four_queue_virtio_net_guest() {
-        let all = parse_interrupts(&fixture("interrupts-virtio_net-4q.txt"));
+        let all = names(&fixture("interrupts-virtio_net-4q.txt"));
         let queues: Vec<IrqQueue> = all.iter().filter_map(|(_, n)| irq_queue(n, 0)).collect();
         assert_eq!(queues.iter().filter(|q| matches!(q, IrqQueue::Rx(_))).count(), 4, "{all:?}");
         assert_eq!(queues.iter().filter(|q| matches!(q, IrqQueue::Tx(_))).count(), 4);
@@ -504,12 +522,12 @@ mod tests {
 
     #[test]
     fn interrupts_of_mlx5_gve_and_ena() {
-        let mlx = parse_interrupts(&fixture("interrupts-mlx5.txt"));
+        let mlx = names(&fixture("interrupts-mlx5.txt"));
         let combined: Vec<IrqQueue> = mlx.iter().filter_map(|(_, n)| irq_queue(n, 0)).collect();
         assert_eq!(combined, (0..4).map(IrqQueue::Combined).collect::<Vec<_>>(), "{mlx:?}");
         assert_eq!(irq_queue("mlx5_async0@pci:0000:08:00.0", 0), None);
 
-        let gve = parse_interrupts(&fixture("interrupts-gve.txt"));
+        let gve = names(&fixture("interrupts-gve.txt"));
         let blocks = gve.iter().filter(|(_, n)| n.starts_with("gve-ntfy-blk")).count() as u32;
         assert_eq!(blocks, 8);
         let q: Vec<IrqQueue> = gve.iter().filter_map(|(_, n)| irq_queue(n, blocks)).collect();
@@ -517,7 +535,7 @@ mod tests {
         assert_eq!(&q[4..], &(0..4).map(IrqQueue::Rx).collect::<Vec<_>>()[..], "upper blocks receive");
         assert_eq!(irq_queue("gve-mgmnt@pci:0000:00:04.0", blocks), None);
 
-        let ena = parse_interrupts(&fixture("interrupts-ena.txt"));
+        let ena = names(&fixture("interrupts-ena.txt"));
         let q: Vec<IrqQueue> = ena.iter().filter_map(|(_, n)| irq_queue(n, 0)).collect();
         assert_eq!(q, (0..4).map(IrqQueue::Combined).collect::<Vec<_>>(), "{ena:?}");
         assert_eq!(irq_queue("ena-mgmnt@pci:0000:00:05.0", 0), None);
