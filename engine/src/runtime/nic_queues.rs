@@ -257,6 +257,24 @@ impl TestQueues {
         Some((taken, line))
     }
 
+    /// The engine queue (and so the thread) each flow goes to: one served from the receive
+    /// queue it arrived on (`landed`, in flow order), the least loaded of them; a flow whose
+    /// queue no engine queue serves, or whose queue is unknown, keeps its own (`flow mod
+    /// engine_queues`).
+    pub fn engine_queues_of(&self, engine_queues: u32, landed: &[(u32, Option<u32>)]) -> Vec<u32> {
+        let n = engine_queues.max(1);
+        let mut load = vec![0u32; n as usize];
+        landed
+            .iter()
+            .map(|&(flow, queue)| {
+                let serving = (0..n).filter(|&e| Some(self.nic_queue[e as usize % self.nic_queue.len()]) == queue);
+                let e = serving.min_by_key(|&e| load[e as usize]).unwrap_or(flow % n);
+                load[e as usize] += 1;
+                e
+            })
+            .collect()
+    }
+
     /// What the receiver tells the sender in `accept`.
     pub fn steering(&self) -> RssSteering {
         let rss = self.topology.rss.clone();
@@ -302,7 +320,21 @@ pub struct FlowArrival {
     pub napi_id: Option<u32>,
     /// SO_INCOMING_CPU: where its last packet was processed.
     pub cpu: Option<usize>,
+    /// The engine queue (and so the thread) that served it.
+    pub engine_queue: u32,
     pub bytes: u64,
+}
+
+/// The receive queue a socket's packets arrive on: by its NAPI id where the kernel names each
+/// queue's, else by the CPU that processed them when exactly one receive queue's IRQ lands
+/// there.
+pub fn landed_queue(topo: &NicTopology, napi_id: Option<u32>, cpu: Option<usize>) -> Option<u32> {
+    napi_id.filter(|&n| n != 0).and_then(|n| topo.rx_queue_of_napi(n)).or_else(|| {
+        let cpu = cpu?;
+        let mut on_cpu = topo.rx.iter().filter(|q| q.irq_cpus.first() == Some(&cpu));
+        let q = on_cpu.next()?;
+        on_cpu.next().is_none().then_some(q.queue)
+    })
 }
 
 /// The per-queue table of a receiver's test and the misalignments it shows: which flows
@@ -310,9 +342,8 @@ pub struct FlowArrival {
 /// ran, and what the receiver's hash predicted.
 pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, flows: &[FlowArrival]) -> NicQueueTable {
     let topo = &tq.topology;
-    let thread_cpu_of_flow = |flow: u32| -> Option<usize> {
-        let q = flow % engine_queues.max(1);
-        placement.threads.iter().find(|t| t.queues.contains(&q)).map(|t| t.cpu)
+    let thread_cpu_of = |engine_queue: u32| -> Option<usize> {
+        placement.threads.iter().find(|t| t.queues.contains(&engine_queue)).map(|t| t.cpu)
     };
     let steer = tq.steering();
     let map = RssMap { key: &steer.key, table: &steer.indirection };
@@ -334,7 +365,8 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
     let mut findings = Vec::new();
     let mut landed_of = Vec::new();
     for f in flows {
-        let landed = f.napi_id.filter(|&n| n != 0).and_then(|n| topo.rx_queue_of_napi(n));
+        let napi = f.napi_id.filter(|&n| n != 0);
+        let landed = landed_queue(topo, f.napi_id, f.cpu);
         let predicted = predict.then(|| map.queue_of(f.peer, f.local, true)).flatten();
         let Some(queue) = landed.or(predicted) else {
             continue;
@@ -347,7 +379,10 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
         let row = rows.entry(queue).or_insert_with(|| empty_row(queue));
         row.flows.push(f.flow);
         row.bytes += f.bytes;
-        if let Some(cpu) = thread_cpu_of_flow(f.flow) {
+        if row.napi_id.is_none() && landed.is_some() {
+            row.napi_id = napi;
+        }
+        if let Some(cpu) = thread_cpu_of(f.engine_queue) {
             if !row.thread_cpus.contains(&cpu) {
                 row.thread_cpus.push(cpu);
             }
@@ -392,10 +427,12 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
             "{} flows on {occupied} of {} served rx queues{}",
             landed_of.len(),
             served.len(),
-            if flows.iter().any(|f| f.napi_id.is_some_and(|n| n != 0)) {
+            if topo.rx.iter().any(|q| q.napi_id.is_some()) {
                 " (by each socket's NAPI id)"
+            } else if flows.iter().any(|f| f.cpu.is_some()) && landed_of.len() == flows.len() {
+                " (by the CPU each socket's packets were processed on, its queue's IRQ CPU)"
             } else {
-                " (no NAPI ids: as the receiver's hash predicts)"
+                " (as the receiver's hash predicts, where it could)"
             }
         ),
         rows: rows.into_values().collect(),
@@ -512,7 +549,15 @@ mod tests {
             .map(|(i, p)| {
                 let peer = SocketAddr::new(src, p.unwrap());
                 let q = map.queue_of(peer, dst, true).unwrap();
-                FlowArrival { flow: i as u32, peer, local: dst, napi_id: Some(100 + q), cpu: None, bytes: 1000 }
+                FlowArrival {
+                    flow: i as u32,
+                    peer,
+                    local: dst,
+                    napi_id: Some(100 + q),
+                    cpu: None,
+                    engine_queue: i as u32,
+                    bytes: 1000,
+                }
             })
             .collect();
         let table = queue_table(&tq, &placement(&[3, 2, 1, 0]), 4, &arrivals);
@@ -535,6 +580,7 @@ mod tests {
             local: dst,
             napi_id: Some(napi),
             cpu: None,
+            engine_queue: flow,
             bytes: 10,
         };
         let arrivals = [arrive(0, 101), arrive(1, 100), arrive(2, 101), arrive(3, 103)];
@@ -550,6 +596,42 @@ mod tests {
         assert!(table.summary.starts_with("4 flows on 3 of 4"), "{}", table.summary);
         let idle = table.rows.iter().find(|r| r.rx_queue == 2).unwrap();
         assert!(idle.flows.is_empty() && idle.bytes == 0, "an idle served queue is a row too");
+    }
+
+    #[test]
+    fn without_napi_ids_the_incoming_cpu_names_the_queue() {
+        let mut t = topology(false);
+        t.rx.iter_mut().for_each(|q| q.napi_id = None);
+        let tq = TestQueues::plan(t, None, 2, Some(PlacementMode::Irq), true).unwrap().unwrap();
+        let dst: SocketAddr = "10.77.0.2:5300".parse().unwrap();
+        let arrive = |flow: u32, cpu: usize| FlowArrival {
+            flow,
+            peer: SocketAddr::new("10.77.0.1".parse().unwrap(), 40000 + flow as u16),
+            local: dst,
+            napi_id: Some(8200 + flow),
+            cpu: Some(cpu),
+            engine_queue: flow,
+            bytes: 5,
+        };
+        // CPU 3 is rx queue 0's IRQ CPU, CPU 2 rx queue 1's.
+        let table = queue_table(&tq, &placement(&[3, 2]), 2, &[arrive(0, 3), arrive(1, 3)]);
+        let q0 = table.rows.iter().find(|r| r.rx_queue == 0).unwrap();
+        assert_eq!(q0.flows, vec![0, 1], "{table:?}");
+        assert_eq!(q0.napi_id, Some(8200), "the socket's NAPI id when the kernel names none per queue");
+        assert!(table.findings.contains(&"flows 0 and 1 share rx queue 0".to_string()), "{:?}", table.findings);
+        assert!(table.summary.contains("by the CPU"), "{}", table.summary);
+    }
+
+    #[test]
+    fn flows_go_to_the_thread_of_the_queue_they_arrived_on() {
+        let tq = TestQueues::plan(topology(false), None, 4, Some(PlacementMode::Irq), true).unwrap().unwrap();
+        // Flows 0 and 1 arrived on rx queue 2, flow 2 on 0, flow 3 unknown.
+        let e = tq.engine_queues_of(4, &[(0, Some(2)), (1, Some(2)), (2, Some(0)), (3, None)]);
+        assert_eq!(e, vec![2, 2, 0, 3], "engine queue 2 serves rx queue 2; an unknown one keeps its own");
+        let two = TestQueues::plan(topology(false), Some(&[0, 1]), 4, Some(PlacementMode::Irq), true).unwrap().unwrap();
+        assert_eq!(two.nic_queue, vec![0, 1, 0, 1]);
+        let e = two.engine_queues_of(4, &[(0, Some(1)), (1, Some(1)), (2, Some(1)), (3, Some(3))]);
+        assert_eq!(e, vec![1, 3, 1, 3], "spread over the engine queues serving rx queue 1; rx 3 is not served");
     }
 
     #[test]
