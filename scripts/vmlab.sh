@@ -12,10 +12,8 @@
 # The guests: Debian 12 (debootstrap minbase, made once by scripts/lib/debroot.sh, the mirror
 # taken from this host's apt sources) with the bookworm-backports kernel (linux-image-cloud-amd64,
 # 6.12: io_uring bundles and NAPI registration, AF_XDP and native XDP in virtio_net), systemd,
-# openssh-server, iproute2, ethtool and bpftool 7.5. Each guest has 4 vCPUs, 1 GiB and two NICs:
-#   lab0   virtio-net-pci, mq=on, 4 queue pairs (MSI-X), one per vCPU, on a multi-queue tap
-#          (no rss=on: with QEMU 7.2's software RSS, which it falls back to when its eBPF RSS
-#          program does not load, no packet reached the guest at all); both guests' taps
+# openssh-server, iproute2, ethtool and bpftool 7.5. Each guest has 2 vCPUs, 1 GiB and two NICs:
+#   lab0   virtio-net-pci, mq=on, 2 queue pairs (MSI-X), on a multi-queue tap; both guests' taps
 #          are on one bridge inside the private namespace uringbench-vmlab: a 10.98.0.11,
 #          b 10.98.0.12 (/24, a range only the lab uses, reachable only from that namespace)
 #   mgmt0  QEMU user networking with restrict=on (no way out), ssh forwarded to 127.0.0.1 inside
@@ -45,7 +43,7 @@ declare -A ADDR=([a]=10.98.0.11 [b]=10.98.0.12)
 declare -A SSH_PORT=([a]=10022 [b]=10023)
 declare -A LAB_MAC=([a]=52:54:00:98:00:11 [b]=52:54:00:98:00:12)
 declare -A MGMT_MAC=([a]=52:54:00:98:01:11 [b]=52:54:00:98:01:12)
-QUEUES=4
+QUEUES=2
 # The image's packages (debootstrap --include), then what comes from bookworm-backports.
 BASE_PACKAGES=systemd-sysv,udev,kmod,openssh-server,iproute2,ethtool,libelf1,zlib1g,procps,iputils-ping
 BACKPORTS_PACKAGES="linux-image-cloud-amd64 bpftool"
@@ -213,7 +211,7 @@ start_guest() {
     [ "$accel" = tcg ] && cpu=max,-cx16
     in_ns ip tuntap add dev "tap-$g" mode tap multi_queue
     in_ns ip link set dev "tap-$g" master br0 up
-    in_ns qemu-system-x86_64 -name "vmlab-$g" -accel "$accel" -cpu "$cpu" -smp "$QUEUES" -m 1024 \
+    in_ns qemu-system-x86_64 -name "vmlab-$g" -accel "$accel" -cpu "$cpu" -smp 2 -m 1024 \
         -nodefaults -display none -monitor none -no-reboot \
         -kernel "$image/vmlinuz" \
         -append "root=/dev/nvme0n1 rw console=ttyS0 quiet net.ifnames=0 panic=-1 vmlab.lab=${LAB_MAC[$g]}/${ADDR[$g]} vmlab.mgmt=${MGMT_MAC[$g]}" \

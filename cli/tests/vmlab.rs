@@ -1,5 +1,5 @@
 //! The VM lab (scripts/vmlab.sh): two QEMU guests whose link is a real NIC driver, virtio_net
-//! with four queue pairs and MSI-X interrupts. What a veth pair can only refuse or parse is run
+//! with two queue pairs and MSI-X interrupts. What a veth pair can only refuse or parse is run
 //! here for real, and every figure uringbench gives is checked against the kernel's own
 //! readback in the same guest (ethtool, /proc/interrupts, /proc/irq, sysfs, bpftool).
 //!
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 const B_ADDR: &str = "10.98.0.12";
 const NIC: &str = "lab0";
-const QUEUES: usize = 4;
+const QUEUES: usize = 2;
 
 /// The guests are shared: one test at a time.
 static LAB: Mutex<()> = Mutex::new(());
@@ -337,7 +337,7 @@ fn tune_apply_then_revert_on_virtio_net_leaves_every_value_as_it_was() {
 }
 
 #[test]
-fn tcp_stream_over_virtio_is_byte_exact_and_every_nic_queue_carries_it() {
+fn tcp_stream_over_virtio_is_byte_exact_and_both_nic_queues_carry_it() {
     let Some(lab) = lab() else { return };
     let snapshot = |g: &str| {
         let raw = sections(&lab.ok(g, READBACK));
@@ -346,7 +346,7 @@ fn tcp_stream_over_virtio_is_byte_exact_and_every_nic_queue_carries_it() {
     let (a0, _) = snapshot("a");
     let (b0, b_irq0) = snapshot("b");
     // b's receiver is the packaged service the provisioning started.
-    let doc = lab.json("a", &format!("uringbench send -c {B_ADDR} -P {QUEUES} -t 3s -J"));
+    let doc = lab.json("a", &format!("uringbench send -c {B_ADDR} -P 2 -t 3s -J"));
     let (a1, _) = snapshot("a");
     let (b1, b_irq1) = snapshot("b");
 
@@ -354,13 +354,12 @@ fn tcp_stream_over_virtio_is_byte_exact_and_every_nic_queue_carries_it() {
     assert!(sent > 1_000_000, "a 3 s stream over virtio moves megabytes even emulated: {sent}");
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), sent, "byte-exact: {}", doc["sum"]);
     let queues = doc["queues"].as_array().expect("queues[]");
-    assert_eq!(queues.len(), QUEUES);
+    assert_eq!(queues.len(), 2);
     for q in queues {
         assert!(u64_at(q, "/receiver/bytes") > 0, "every uringbench queue carried bytes: {q}");
     }
-    // The NIC side: every TX queue of a and every RX queue of b was used (the driver's
-    // per-queue counters and the per-queue interrupt vectors): one flow per queue, the
-    // receive side by steering (the flows' source ports), the send side by XPS.
+    // The NIC side: both TX queues of a and both RX queues of b were used (the driver's
+    // per-queue counters and the per-queue interrupt vectors).
     // A counter virtio_net does not print is a failure, not zero (0 drops would pass vacuously).
     let delta = |before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, k: &str| {
         let read = |m: &BTreeMap<String, u64>| *m.get(k).unwrap_or_else(|| panic!("ethtool -S lab0 has no {k}: {m:?}"));
@@ -377,110 +376,6 @@ fn tcp_stream_over_virtio_is_byte_exact_and_every_nic_queue_carries_it() {
         assert!(input(&b_irq1) > input(&b_irq0), "b's input.{q} vector fired");
     }
     assert_eq!(delta(&b0, &b1, "rx_drops"), 0, "the driver dropped nothing");
-}
-
-/// Guest b's per-queue readback over `run`: each RX queue's refills (`rxN_kicks` in `ethtool -S`)
-/// and input-vector interrupts (`/proc/interrupts`), the driver's own counters, not ours.
-fn rx_queue_activity(lab: &Lab, run: impl FnOnce() -> serde_json::Value) -> (Vec<(u64, u64)>, serde_json::Value) {
-    let read = || {
-        let raw = sections(&lab.ok("b", READBACK));
-        let (stats, irqs) = (ethtool_stats(&raw[4]), queue_irqs(&raw[5], raw[6].trim()));
-        (0..QUEUES)
-            .map(|q| {
-                let kicks = *stats.get(&format!("rx{q}_kicks")).unwrap_or_else(|| panic!("no rx{q}_kicks: {stats:?}"));
-                let input = irqs.values().find(|(n, _)| n.ends_with(&format!("-input.{q}"))).map_or(0, |(_, c)| *c);
-                (kicks, input)
-            })
-            .collect::<Vec<_>>()
-    };
-    let before = read();
-    let doc = run();
-    let after = read();
-    (after.iter().zip(&before).map(|(a, b)| (a.0 - b.0, a.1 - b.1)).collect(), doc)
-}
-
-#[test]
-fn flows_are_mapped_to_the_rx_queues_they_arrive_on_with_threads_on_the_irq_cpus() {
-    let Some(lab) = lab() else { return };
-    lab.spawn_recv("queues", 5402, &format!("--queues {QUEUES} --placement irq"));
-    let (activity, doc) = rx_queue_activity(&lab, || {
-        lab.json("a", &format!("uringbench send -c {B_ADDR} -p 5402 --queues {QUEUES} -t 3s -J"))
-    });
-    let (rc, err) = lab.finish_recv("queues");
-    assert_eq!(rc, 0, "recv: {err}");
-    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
-    // This lab's virtio_net has no RSS (see scripts/vmlab.sh): the receiver has no key to hand
-    // over, and the sender says so instead of steering blind.
-    let sender = doc["sender"]["placement"].as_str().unwrap_or_default();
-    assert!(
-        sender.contains("flows not steered onto lab0's queues: lab0's driver does not report its RSS key"),
-        "{sender}"
-    );
-    // Each served queue's thread on the CPU its input vector is delivered to, as the kernel says.
-    let receiver = doc["receiver"]["placement"].as_str().unwrap_or_default();
-    let raw = sections(&lab.ok("b", READBACK));
-    let irqs = queue_irqs(&raw[5], raw[6].trim());
-    let effective: BTreeMap<u32, String> = raw[8]
-        .lines()
-        .filter_map(|l| {
-            let (path, cpus) = l.split_once(' ')?;
-            Some((path.split('/').nth(3)?.parse().ok()?, cpus.trim().to_string()))
-        })
-        .collect();
-    let t = &doc["receiver"]["nic_queues"];
-    let rows = t["rows"].as_array().unwrap_or_else(|| panic!("the receiver's per-queue table: {}", doc["receiver"]));
-    for q in 0..QUEUES {
-        let (irq, _) = irqs.iter().find(|(_, (n, _))| n.ends_with(&format!("-input.{q}"))).expect("input vector");
-        let cpu = &effective[irq];
-        assert!(
-            receiver.contains(&format!("rx {q}→CPU {cpu}")),
-            "queue {q}'s thread on its IRQ's CPU {cpu}: {receiver}"
-        );
-        let row = rows.iter().find(|r| r["rx_queue"] == q as u64).unwrap_or_else(|| panic!("row of rx queue {q}: {t}"));
-        assert_eq!(row["irq"].as_u64(), Some(u64::from(*irq)), "{row}");
-        assert_eq!(row["irq_cpu"].as_u64().map(|c| c.to_string()).as_deref(), Some(cpu.as_str()), "{row}");
-    }
-    // Where the table says the flows arrived, the driver's own counters agree: a queue with flows
-    // took interrupts and refilled its ring, a queue without took almost none.
-    let total_irqs: u64 = activity.iter().map(|(_, i)| i).sum();
-    let mut flows_seen = 0;
-    let mut napi_ids = Vec::new();
-    for row in rows {
-        let q = row["rx_queue"].as_u64().unwrap() as usize;
-        let flows = row["flows"].as_array().map_or(0, Vec::len);
-        flows_seen += flows;
-        let (kicks, input) = activity[q];
-        if flows > 0 {
-            assert!(
-                kicks > 0 && input * 10 > total_irqs / QUEUES as u64,
-                "rx queue {q} carries {flows} flows: {activity:?} {t}"
-            );
-            // Each flow was handed to the thread of the queue it arrived on, which sits on that
-            // queue's IRQ CPU; its sockets share the queue's one NAPI id.
-            assert_eq!(row["thread_cpus"], serde_json::json!([row["irq_cpu"]]), "rx queue {q}'s flows on its IRQ CPU: {t}");
-            let napi = row["napi_id"].as_u64().unwrap_or_else(|| panic!("rx queue {q}'s sockets have a NAPI id: {row}"));
-            assert!(!napi_ids.contains(&napi), "one NAPI id per queue: {t}");
-            napi_ids.push(napi);
-        } else {
-            assert!(
-                input * 20 < total_irqs,
-                "rx queue {q} carries no flow, yet took {input} of {total_irqs} interrupts: {t}"
-            );
-        }
-        if flows > 1 {
-            let listed: Vec<String> = row["flows"].as_array().unwrap().iter().map(|f| f.to_string()).collect();
-            let named = t["findings"].as_array().unwrap().iter().any(|f| {
-                f.as_str().is_some_and(|f| {
-                    f.ends_with(&format!("share rx queue {q}")) && listed.iter().all(|l| f.contains(l.as_str()))
-                })
-            });
-            assert!(named, "flows {listed:?} share rx queue {q}: the verdict names them: {t}");
-        }
-    }
-    assert_eq!(flows_seen, QUEUES, "every flow placed on the queue it arrived on: {t}");
-    let misplaced = t["findings"].as_array().unwrap().iter().filter_map(|f| f.as_str()).find(|f| f.starts_with("IRQ of"));
-    assert_eq!(misplaced, None, "no thread away from its queue's IRQ: {t}");
-    eprintln!("unsteered (no RSS key in this lab): rx (kicks, interrupts) per queue {activity:?}; table {t}");
 }
 
 #[test]

@@ -58,6 +58,5 @@ pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve};
 pub use crate::uring::fastpath::FastPaths;
-pub use crate::wire::rss::RssMap;
 pub use crate::workload::receive::Workloads;
 pub use crate::workload::stream::run_send;

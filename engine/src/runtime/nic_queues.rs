@@ -233,7 +233,8 @@ impl TestQueues {
                             format!("queue {queue}'s CPU {c} is taken by another queue's thread: CPU {fallback}")
                         }
                         Some(c) => format!("queue {queue}'s CPU {c} is not allowed (--cpus, taskset): CPU {fallback}"),
-                        None => format!("queue {queue} has no IRQ CPU known: CPU {fallback}"),
+                        None if irq_cpu.is_none() => format!("queue {queue} has no IRQ CPU known: CPU {fallback}"),
+                        None => format!("no free CPU beside queue {queue}'s IRQ CPU: CPU {fallback}"),
                     });
                     fallback
                 }
@@ -255,24 +256,6 @@ impl TestQueues {
             line.push_str(&n);
         }
         Some((taken, line))
-    }
-
-    /// The engine queue (and so the thread) each flow goes to: one served from the receive
-    /// queue it arrived on (`landed`, in flow order), the least loaded of them; a flow whose
-    /// queue no engine queue serves, or whose queue is unknown, keeps its own (`flow mod
-    /// engine_queues`).
-    pub fn engine_queues_of(&self, engine_queues: u32, landed: &[(u32, Option<u32>)]) -> Vec<u32> {
-        let n = engine_queues.max(1);
-        let mut load = vec![0u32; n as usize];
-        landed
-            .iter()
-            .map(|&(flow, queue)| {
-                let serving = (0..n).filter(|&e| Some(self.nic_queue[e as usize % self.nic_queue.len()]) == queue);
-                let e = serving.min_by_key(|&e| load[e as usize]).unwrap_or(flow % n);
-                load[e as usize] += 1;
-                e
-            })
-            .collect()
     }
 
     /// What the receiver tells the sender in `accept`.
@@ -328,7 +311,7 @@ pub struct FlowArrival {
 /// The receive queue a socket's packets arrive on: by its NAPI id where the kernel names each
 /// queue's, else by the CPU that processed them when exactly one receive queue's IRQ lands
 /// there.
-pub fn landed_queue(topo: &NicTopology, napi_id: Option<u32>, cpu: Option<usize>) -> Option<u32> {
+pub(crate) fn landed_queue(topo: &NicTopology, napi_id: Option<u32>, cpu: Option<usize>) -> Option<u32> {
     napi_id.filter(|&n| n != 0).and_then(|n| topo.rx_queue_of_napi(n)).or_else(|| {
         let cpu = cpu?;
         let mut on_cpu = topo.rx.iter().filter(|q| q.irq_cpus.first() == Some(&cpu));
@@ -616,18 +599,6 @@ mod tests {
         assert_eq!(q0.napi_id, Some(8200), "the socket's NAPI id when the kernel names none per queue");
         assert!(table.findings.contains(&"flows 0 and 1 share rx queue 0".to_string()), "{:?}", table.findings);
         assert!(table.summary.contains("by the CPU"), "{}", table.summary);
-    }
-
-    #[test]
-    fn flows_go_to_the_thread_of_the_queue_they_arrived_on() {
-        let tq = TestQueues::plan(topology(false), None, 4, Some(PlacementMode::Irq), true).unwrap().unwrap();
-        // Flows 0 and 1 arrived on rx queue 2, flow 2 on 0, flow 3 unknown.
-        let e = tq.engine_queues_of(4, &[(0, Some(2)), (1, Some(2)), (2, Some(0)), (3, None)]);
-        assert_eq!(e, vec![2, 2, 0, 3], "engine queue 2 serves rx queue 2; an unknown one keeps its own");
-        let two = TestQueues::plan(topology(false), Some(&[0, 1]), 4, Some(PlacementMode::Irq), true).unwrap().unwrap();
-        assert_eq!(two.nic_queue, vec![0, 1, 0, 1]);
-        let e = two.engine_queues_of(4, &[(0, Some(1)), (1, Some(1)), (2, Some(1)), (3, Some(3))]);
-        assert_eq!(e, vec![1, 3, 1, 3], "spread over the engine queues serving rx queue 1; rx 3 is not served");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
-use crate::runtime::nic_queues::{landed_queue, queue_table, FlowArrival, TestQueues};
+use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
@@ -232,31 +232,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
     let flow_ids: Vec<u32> = flows.iter().map(|(f, _)| *f).collect();
     let side = TestSide::new(Role::Receiver, spec, placement, live);
-    // On a NIC with queues, each flow goes to the thread serving the queue its packets arrive
-    // on (read from the socket now, not assumed from the flow's index).
-    let engine_queue: Vec<u32> = match h.queues {
-        Some(q) => {
-            let landed: Vec<(u32, Option<u32>)> = flow_ids
-                .iter()
-                .zip(&probes)
-                .map(|(&f, s)| {
-                    let fd = s.as_raw_fd();
-                    (f, landed_queue(&q.topology, incoming_napi_id(fd), sockopt::incoming_cpu(fd)))
-                })
-                .collect();
-            q.engine_queues_of(spec.queues, &landed)
-        }
-        None => flow_ids.iter().map(|&f| spec.queue_of_flow(f)).collect(),
-    };
-    let moved: Vec<String> = flow_ids
-        .iter()
-        .zip(&engine_queue)
-        .filter(|(&f, &e)| spec.queue_of_flow(f) != e)
-        .map(|(f, e)| format!("{f}→{e}"))
-        .collect();
-    let engine_queue_of =
-        |flow: u32| flow_ids.iter().position(|&f| f == flow).map_or(spec.queue_of_flow(flow), |i| engine_queue[i]);
-    let items = side.by_queue_of(flows, engine_queue_of, |_, queue, stream| RecvFlow { stream, queue });
+    let items = side.by_queue(flows, |_, queue, stream| RecvFlow { stream, queue });
     let cfg = RecvWorkerConfig {
         wait: placement.wait,
         ring: placement.fast.ring(),
@@ -299,7 +275,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
                     local: sock.local_addr().ok()?,
                     napi_id: incoming_napi_id(sock.as_raw_fd()),
                     cpu: sockopt::incoming_cpu(sock.as_raw_fd()),
-                    engine_queue: engine_queue_of(flow),
+                    engine_queue: spec.queue_of_flow(flow),
                     bytes: info.map_or(0, |i| i.bytes_received),
                 })
             })
@@ -339,10 +315,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
             wake_note(placement.wait, RECV_BATCH, caps)
         ),
     };
-    let moved_note = (!moved.is_empty()).then(|| {
-        format!("flows moved to the queue serving the NIC queue they arrived on (flow→queue): {}", moved.join(", "))
-    });
-    report.add_path_notes(napi.into_iter().chain(window_note).chain(moved_note));
+    report.add_path_notes(napi.into_iter().chain(window_note));
     Ok(report)
 }
 
