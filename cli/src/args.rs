@@ -240,6 +240,28 @@ pub struct FastPathArgs {
     pub napi: Option<std::time::Duration>,
 }
 
+/// `recv --placement`: where a NIC queue's thread runs.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Placement {
+    /// On the CPU the queue's IRQ is delivered to.
+    Irq,
+    /// On a hyperthread sibling of that CPU, else another CPU of the NIC's node.
+    IrqSibling,
+    /// On the CPUs of the NIC's NUMA node.
+    Numa,
+    /// On the allowed CPUs in order, ignoring the NIC.
+    Cpus,
+}
+
+/// `send --steer`: choose source ports so each flow lands on its own receive queue.
+#[derive(Clone, Copy, ValueEnum, PartialEq)]
+pub enum Steer {
+    /// When the receiver's NIC hashes with Toeplitz and reports its key and table.
+    Auto,
+    /// Leave source ports to the kernel (random hashing onto queues).
+    Off,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum OnOffAuto {
     Auto,
@@ -283,6 +305,14 @@ pub struct RecvArgs {
     /// Most queues a sender may request.
     #[arg(long, default_value_t = 256)]
     pub max_queues: u32,
+    /// NIC receive queues tests are served from: a count (4: queues 0-3) or a list (0-3,8);
+    /// engine queue i of a test takes the i-th in turn [default: every receive queue].
+    #[arg(long, value_name = "N|LIST")]
+    pub queues: Option<String>,
+    /// Where each NIC queue's thread runs [default: irq when busy polling, else irq-sibling;
+    /// cpus on veth and loopback].
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
     /// Tests served at the same time.
     #[arg(long, default_value_t = 4)]
     pub max_sessions: usize,
@@ -417,6 +447,10 @@ pub struct SendArgs {
     /// Source port of the first data flow; flow i leaves from PORT + i (iperf3's --cport).
     #[arg(long, value_name = "PORT")]
     pub cport: Option<u16>,
+    /// Choose each flow's source port so the receiver's NIC hashes it onto its own receive
+    /// queue (auto: when the receiver reports a Toeplitz key and table).
+    #[arg(long, value_enum, default_value_t = Steer::Auto)]
+    pub steer: Steer,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

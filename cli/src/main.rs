@@ -301,6 +301,13 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
         stop,
         variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
         fast,
+        nic_queues: args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?,
+        placement: args.placement.map(|p| match p {
+            args::Placement::Irq => uringbench::PlacementMode::Irq,
+            args::Placement::IrqSibling => uringbench::PlacementMode::IrqSibling,
+            args::Placement::Numa => uringbench::PlacementMode::Numa,
+            args::Placement::Cpus => uringbench::PlacementMode::Cpus,
+        }),
     };
     let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
     let listener = uringbench::bind(&cfg)?;
@@ -425,6 +432,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     args.window.apply(&mut spec, interval);
     let (tuning, mut local) = tuning_of(&args.tuning)?;
     local.data_port = args.cport;
+    local.no_steer = args.steer == args::Steer::Off;
     if args.cport.is_some() && (args.iperf2 || args.engine == xdp_mode::Engine::Xdp) {
         return Err(Error::usage("--cport applies to uringbench's own engine, not to --iperf2 or --engine xdp"));
     }
@@ -626,6 +634,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
         bind,
         device: t.bind_dev.clone().or(bind_dev),
         data_port: None,
+        no_steer: false,
     };
     Ok((tuning, local))
 }

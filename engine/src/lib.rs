@@ -58,6 +58,7 @@ pub use crate::base::error::{Error, ErrorKind, Result};
 pub use crate::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
 pub use crate::base::stop::StopToken;
 pub use crate::metrics::xdp::AttachMode;
+pub use crate::runtime::nic_queues::{parse_queue_list, PlacementMode};
 pub use crate::runtime::placement::BusyPoll;
 pub use crate::session::auth::Psk;
 pub use crate::session::control::DEFAULT_PORT;

@@ -9,27 +9,24 @@
 
 #[cfg(test)]
 use crate::sys::netlink::attr_str;
-use crate::sys::netlink::{self, attrs, data_messages, find, push_attr, u16_at, u32_at, Socket};
+use crate::sys::netlink::{self, attrs, data_messages, find, genl_family, genl_request, u32_at, Socket};
+#[cfg(test)]
+use crate::sys::netlink::{parse_family_id, u16_at, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, GENL_ID_CTRL};
 use crate::Result;
 use serde::Serialize;
 
-const GENL_ID_CTRL: u16 = 0x10;
-const CTRL_CMD_GETFAMILY: u8 = 3;
-const CTRL_ATTR_FAMILY_ID: u16 = 1;
-const CTRL_ATTR_FAMILY_NAME: u16 = 2;
-/// `struct genlmsghdr`: cmd, version, reserved.
-const GENL_HDRLEN: usize = 4;
-const ETHTOOL_GENL_VERSION: u8 = 1;
+use crate::sys::netlink::{ethtool_dev_header, ETHTOOL_GENL_VERSION, GENL_HDRLEN};
+#[cfg(test)]
+use crate::sys::netlink::{ETHTOOL_A_HEADER_DEV_NAME, NLA_F_NESTED};
+
 const ETHTOOL_MSG_RINGS_GET: u8 = 15;
 const ETHTOOL_MSG_RINGS_GET_REPLY: u8 = 16;
 const ETHTOOL_A_RINGS_HEADER: u16 = 1;
-const ETHTOOL_A_HEADER_DEV_NAME: u16 = 2;
 const ETHTOOL_A_RINGS_RX_MAX: u16 = 2;
 const ETHTOOL_A_RINGS_TX_MAX: u16 = 5;
 const ETHTOOL_A_RINGS_RX: u16 = 6;
 const ETHTOOL_A_RINGS_TX: u16 = 9;
 const ETHTOOL_A_RINGS_TCP_DATA_SPLIT: u16 = 11;
-const NLA_F_NESTED: u16 = 0x8000;
 
 /// TCP header/data split as the driver reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -49,20 +46,6 @@ pub struct Rings {
     pub tx_max: Option<u32>,
     /// `Unknown` also when the driver does not say (the attribute is absent).
     pub header_split: HeaderSplit,
-}
-
-fn genl_request(cmd: u8, version: u8, attrs_bytes: &[u8]) -> Vec<u8> {
-    let mut body = vec![cmd, version, 0, 0];
-    body.extend_from_slice(attrs_bytes);
-    body
-}
-
-/// The family id out of a `CTRL_CMD_GETFAMILY` reply.
-pub(crate) fn parse_family_id(reply: &[u8], what: &str) -> Result<u16> {
-    let msgs = data_messages(reply, what)?;
-    let msg = msgs.first().ok_or_else(|| netlink::malformed(what, "no reply message"))?;
-    let a = attrs(msg.payload.get(GENL_HDRLEN..).ok_or_else(|| netlink::malformed(what, "short genl header"))?, what)?;
-    find(&a, CTRL_ATTR_FAMILY_ID).and_then(|v| u16_at(v, 0)).ok_or_else(|| netlink::malformed(what, "no family id"))
 }
 
 /// The rings out of an `ETHTOOL_MSG_RINGS_GET_REPLY`.
@@ -90,24 +73,14 @@ pub(crate) fn parse_rings(reply: &[u8], what: &str) -> Result<Rings> {
 
 /// The request attributes asking for the rings of `iface`.
 pub(crate) fn rings_request_attrs(iface: &str) -> Vec<u8> {
-    let mut name = iface.as_bytes().to_vec();
-    name.push(0);
-    let mut header = Vec::new();
-    push_attr(&mut header, ETHTOOL_A_HEADER_DEV_NAME, &name);
-    let mut out = Vec::new();
-    push_attr(&mut out, ETHTOOL_A_RINGS_HEADER | NLA_F_NESTED, &header);
-    out
+    ethtool_dev_header(ETHTOOL_A_RINGS_HEADER, iface)
 }
 
 /// Reads the rings of `iface`; an error when the family is missing (kernel before 5.6) or the
 /// driver has no ring parameters.
 pub fn rings(iface: &str) -> Result<Rings> {
     let mut sock = Socket::open_protocol(libc::NETLINK_GENERIC)?;
-    let what = "resolving the ethtool netlink family";
-    let mut name = Vec::new();
-    push_attr(&mut name, CTRL_ATTR_FAMILY_NAME, b"ethtool\0");
-    let reply = sock.request(GENL_ID_CTRL, 0, &genl_request(CTRL_CMD_GETFAMILY, 1, &name), what)?;
-    let family = parse_family_id(&reply, what)?;
+    let family = genl_family(&mut sock, "ethtool")?;
     let what = format!("reading the rings of {iface}");
     let reply = sock.request(
         family,
@@ -130,21 +103,7 @@ pub(crate) fn family_name(reply: &[u8], what: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// Builds a netlink message as the kernel sends it (header, genl header, attributes).
-    fn message(kind: u16, genl_cmd: u8, attrs: &[(u16, Vec<u8>)]) -> Vec<u8> {
-        let mut body = vec![genl_cmd, 1, 0, 0];
-        for (k, v) in attrs {
-            push_attr(&mut body, *k, v);
-        }
-        let mut out = Vec::new();
-        out.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
-        out.extend_from_slice(&kind.to_ne_bytes());
-        out.extend_from_slice(&0u16.to_ne_bytes());
-        out.extend_from_slice(&1u32.to_ne_bytes());
-        out.extend_from_slice(&0u32.to_ne_bytes());
-        out.extend_from_slice(&body);
-        out
-    }
+    use crate::sys::netlink::genl_message as message;
 
     #[test]
     fn family_reply() {

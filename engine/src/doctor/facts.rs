@@ -9,6 +9,7 @@
 use super::ethnl::{HeaderSplit, Rings};
 use super::{Channels, Offloads, Reach};
 use crate::sys::hostinfo::Cloud;
+use crate::sys::nic_topology::{HashFunction, QueueInfo};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -68,6 +69,8 @@ facts! {
     Rps(RpsFacts),
     /// `nic.xps`
     Xps(XpsFacts),
+    /// `nic.queue_alignment`
+    QueueAlignment(QueueAlignmentFacts),
     /// `tcp.buffers`
     TcpBuffers(TcpBufferFacts),
     /// `tcp.congestion`
@@ -256,6 +259,25 @@ pub struct RpsFacts {
 pub struct XpsFacts {
     pub interface: String,
     pub xps_cpus: QueueMaskCpus,
+}
+
+/// `nic.queue_alignment`: the receive queues as read and how the device spreads flows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueAlignmentFacts {
+    pub interface: String,
+    pub numa_node: Option<u32>,
+    pub rx: Vec<QueueInfo>,
+    /// Null when the driver does not report RSS.
+    pub rss: Option<RssShape>,
+}
+
+/// The RSS function and the sizes of its key and table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RssShape {
+    pub hash_function: HashFunction,
+    pub key_bytes: usize,
+    pub indirection_entries: usize,
 }
 
 /// `tcp.buffers`: the bandwidth-delay product planned for and the socket buffer limits.

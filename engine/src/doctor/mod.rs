@@ -582,10 +582,31 @@ mod tests {
         bare.caps = Err("io_uring_setup: Operation not permitted".into());
         let garbled =
             FakeFs::new(&[("/proc/sys/kernel/osrelease", "6.18.0"), ("/proc/sys/kernel/io_uring_disabled", "x")]);
-        [(testctx::veth_ctx(), &fs), (cloud, &fs), (bare, &garbled)]
+        let mut checks: Vec<Check> = [(testctx::veth_ctx(), &fs), (cloud, &fs), (bare, &garbled)]
             .iter()
             .flat_map(|(ctx, fs)| run_checks(ctx, *fs).checks)
-            .collect()
+            .collect();
+        // The live topology of this host's interfaces decides whether `nic.queue_alignment`
+        // has facts; a NIC's queues read elsewhere give it some here.
+        let queue = |q: u32| crate::sys::nic_topology::QueueInfo {
+            queue: q,
+            napi_id: Some(8192 + q),
+            irq: Some(40 + q),
+            irq_cpus: vec![q as usize],
+            xps_cpus: vec![],
+        };
+        let topology = crate::sys::nic_topology::NicTopology {
+            iface: "eth0".into(),
+            driver: Some("gve".into()),
+            numa_node: Some(0),
+            node_cpus: vec![0, 1],
+            rx: vec![queue(0), queue(1)],
+            tx: vec![],
+            rss: None,
+            notes: vec![],
+        };
+        checks.push(nic::queue_alignment("eth0", Some(&topology)));
+        checks
     }
 
     #[test]

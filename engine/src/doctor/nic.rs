@@ -6,10 +6,12 @@
 
 use super::facts::{
     DriverCounterFacts, IrqAffinityFacts, IrqPlacement, IrqbalanceFacts, NicDriverFacts, NicMtuFacts, NicOffloadFacts,
-    NicQueueFacts, NicRingFacts, NoInterfaceFacts, RpsFacts, XpsFacts,
+    NicQueueFacts, NicRingFacts, NoInterfaceFacts, QueueAlignmentFacts, RpsFacts, RssShape, XpsFacts,
 };
 use super::{read_trimmed, Check, Context, HostFs};
 use crate::base::units::parse_cpu_list;
+use crate::sys::nic_topology::parse_interrupts;
+pub use crate::sys::nic_topology::IrqLine;
 
 /// Drivers we know by name, with what they are (for the summary line).
 const KNOWN_DRIVERS: &[(&str, &str)] = &[
@@ -37,7 +39,87 @@ pub fn checks(ctx: &Context, fs: &dyn HostFs) -> Vec<Check> {
     out.push(irqbalance(fs, link.virtual_device));
     out.push(rps(ctx, fs));
     out.push(xps(ctx, fs));
+    out.push(queue_alignment(&link.name, crate::sys::nic_topology::NicTopology::read(&link.name).ok().as_ref()));
     out
+}
+
+/// Whether one thread per receive queue can sit on its queue's IRQ CPU, on the NIC's node, with
+/// flows steered onto distinct queues: what `recv` and `send` will do (docs/placement.md).
+pub(crate) fn queue_alignment(iface: &str, topo: Option<&crate::sys::nic_topology::NicTopology>) -> Check {
+    use crate::sys::nic_topology::HashFunction;
+    let id = "nic.queue_alignment";
+    let Some(t) = topo.filter(|t| t.has_hardware_queues()) else {
+        return Check::pass(id, format!("{iface}: no NIC queues with interrupts: threads placed by CPU order"));
+    };
+    let irq_cpu: Vec<(u32, Option<usize>)> = t.rx.iter().map(|q| (q.queue, q.irq_cpus.first().copied())).collect();
+    let facts = QueueAlignmentFacts {
+        interface: iface.into(),
+        numa_node: t.numa_node,
+        rx: t.rx.clone(),
+        rss: t.rss.as_ref().map(|r| RssShape {
+            hash_function: r.hash_function,
+            key_bytes: r.key.len(),
+            indirection_entries: r.indirection.len(),
+        }),
+    };
+    let mut problems = Vec::new();
+    let mut fixes = Vec::new();
+    let mut by_cpu: std::collections::BTreeMap<usize, Vec<u32>> = std::collections::BTreeMap::new();
+    for (q, cpu) in &irq_cpu {
+        if let Some(c) = cpu {
+            by_cpu.entry(*c).or_default().push(*q);
+        }
+    }
+    for (cpu, queues) in by_cpu.iter().filter(|(_, q)| q.len() > 1) {
+        let list: Vec<String> = queues.iter().map(u32::to_string).collect();
+        problems.push(format!("rx queues {} share IRQ CPU {cpu}", list.join(",")));
+    }
+    if let Some(node) = t.numa_node.filter(|_| !t.node_cpus.is_empty()) {
+        let off: Vec<String> = irq_cpu
+            .iter()
+            .filter(|(_, c)| c.is_some_and(|c| !t.node_cpus.contains(&c)))
+            .map(|(q, c)| format!("queue {q} on CPU {}", c.unwrap_or_default()))
+            .collect();
+        if !off.is_empty() {
+            problems.push(format!("IRQs off the NIC's node {node}: {}", off.join(", ")));
+        }
+    }
+    if !problems.is_empty() {
+        fixes.push(format!("scripts/tune.sh apply --iface {iface}"));
+    }
+    let steer = match &t.rss {
+        Some(r) if r.hash_function == HashFunction::Toeplitz && !r.key.is_empty() && !r.indirection.is_empty() => {
+            format!(
+                "RSS Toeplitz, {}-byte key, {}-entry table: send can steer flows onto queues",
+                r.key.len(),
+                r.indirection.len()
+            )
+        }
+        Some(r) if r.hash_function != HashFunction::Toeplitz => {
+            problems.push(format!(
+                "RSS hashes with {:?}: flows cannot be steered by source port, they land at random",
+                r.hash_function
+            ));
+            fixes.push(format!("ethtool -X {iface} hfunc toeplitz"));
+            String::new()
+        }
+        _ => {
+            problems.push("the driver does not report its RSS key and table: flows land on queues at random".into());
+            String::new()
+        }
+    };
+    let queues = t.rx.len();
+    let node = t.numa_node.map_or(String::new(), |n| format!(", NIC on node {n}"));
+    if problems.is_empty() {
+        Check::pass(id, format!("{iface}: {queues} rx queues, IRQs on {} distinct CPUs{node}; {steer}", by_cpu.len()))
+            .facts(facts)
+    } else {
+        let mut check = Check::warn(id, format!("{iface}: {queues} rx queues{node}: {}", problems.join("; ")));
+        if !fixes.is_empty() {
+            check = check.fix(fixes.join("; "));
+        }
+        check.facts(facts)
+    }
 }
 
 fn driver(ctx: &Context) -> Check {
@@ -228,35 +310,6 @@ fn offloads(ctx: &Context) -> Check {
     Check::warn(id, format!("{summary}: every packet crosses the stack alone without {}", off.join("/").to_uppercase()))
         .fix(fix)
         .facts(facts)
-}
-
-/// One line of /proc/interrupts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IrqLine {
-    pub irq: u32,
-    /// Interrupts taken per CPU.
-    pub counts: Vec<u64>,
-    /// The action name (`virtio2-input.0`, `mlx5_comp3@pci:0000:00:04.0`, `gve-ntfy-blk0@pci:...`).
-    pub name: String,
-}
-
-/// Parses /proc/interrupts; lines that are not numbered IRQs (NMI, LOC...) are skipped, and
-/// a malformed numbered line is skipped too rather than failing the whole table.
-pub(crate) fn parse_interrupts(text: &str) -> Vec<IrqLine> {
-    let mut lines = text.lines();
-    let cpus = lines.next().map_or(0, |h| h.split_whitespace().filter(|w| w.starts_with("CPU")).count());
-    lines
-        .filter_map(|line| {
-            let (num, rest) = line.trim_start().split_once(':')?;
-            let irq = num.trim().parse().ok()?;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            if fields.len() < cpus + 1 {
-                return None;
-            }
-            let counts: Option<Vec<u64>> = fields[..cpus].iter().map(|f| f.parse().ok()).collect();
-            Some(IrqLine { irq, counts: counts?, name: fields.last()?.to_string() })
-        })
-        .collect()
 }
 
 /// Whether an IRQ name is a queue's (not a device's control/config/admin interrupt).
@@ -525,6 +578,43 @@ ERR:          0
         let t = parse_interrupts(garbled);
         assert_eq!(t.len(), 1, "malformed lines are skipped: {t:?}");
         assert_eq!(t[0].name, "ok-0");
+    }
+
+    #[test]
+    fn queue_alignment_names_shared_irq_cpus_and_unsteerable_rss() {
+        use crate::sys::nic_topology::{HashFunction, NicTopology, QueueInfo, Rss};
+        let queue = |q: u32, cpu: usize| QueueInfo {
+            queue: q,
+            napi_id: None,
+            irq: Some(40 + q),
+            irq_cpus: vec![cpu],
+            xps_cpus: vec![],
+        };
+        let mut t = NicTopology {
+            iface: "eth0".into(),
+            driver: Some("gve".into()),
+            numa_node: Some(1),
+            node_cpus: vec![2, 3],
+            rx: vec![queue(0, 2), queue(1, 3)],
+            tx: vec![],
+            rss: Some(Rss { hash_function: HashFunction::Toeplitz, key: vec![1; 40], indirection: vec![0, 1] }),
+            notes: vec![],
+        };
+        let ok = queue_alignment("eth0", Some(&t));
+        assert_eq!(ok.status, Status::Pass, "{}", ok.summary);
+        assert!(ok.summary.contains("send can steer flows"), "{}", ok.summary);
+        t.rx[1].irq_cpus = vec![2];
+        t.rx.push(queue(2, 0));
+        t.rss.as_mut().unwrap().hash_function = HashFunction::Xor;
+        let bad = queue_alignment("eth0", Some(&t));
+        assert_eq!(bad.status, Status::Warn);
+        for part in
+            ["rx queues 0,1 share IRQ CPU 2", "IRQs off the NIC's node 1: queue 2 on CPU 0", "RSS hashes with Xor"]
+        {
+            assert!(bad.summary.contains(part), "{part}: {}", bad.summary);
+        }
+        assert!(bad.fix.as_deref().unwrap_or_default().contains("ethtool -X eth0 hfunc toeplitz"));
+        assert_eq!(queue_alignment("veth0", None).status, Status::Pass, "no queues: nothing to align");
     }
 
     #[test]

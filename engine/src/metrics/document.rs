@@ -288,6 +288,9 @@ pub struct SideSummary {
     pub data_path: Option<DataPath>,
     pub complete: bool,
     pub errors: Vec<String>,
+    /// Receiver on a NIC with queues: the per-queue table (absent on veth and loopback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_queues: Option<crate::metrics::figures::NicQueueTable>,
 }
 
 /// `send --repeat N -J`: every run's document and statistics over the complete ones.

@@ -35,6 +35,37 @@ pub enum Role {
     Receiver,
 }
 
+/// One NIC receive queue of a test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NicQueueRow {
+    pub rx_queue: u32,
+    pub napi_id: Option<u32>,
+    pub irq: Option<u32>,
+    /// The CPU the queue's IRQ is delivered to.
+    pub irq_cpu: Option<usize>,
+    /// The CPUs of the threads that served its flows.
+    pub thread_cpus: Vec<usize>,
+    /// The NIC's NUMA node.
+    pub numa_node: Option<u32>,
+    /// The flows that arrived on it (by their socket's NAPI id).
+    pub flows: Vec<u32>,
+    /// Their payload bytes over the whole test.
+    pub bytes: u64,
+}
+
+/// The receive queues of a receiver's test: one row per queue served or used, and the
+/// misalignments found ("flows 3 and 7 share rx queue 2").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NicQueueTable {
+    pub iface: String,
+    /// `--placement` in force: irq, irq-sibling, numa.
+    pub placement: String,
+    /// One line: how many flows landed on how many of the served queues.
+    pub summary: String,
+    pub rows: Vec<NicQueueRow>,
+    pub findings: Vec<String>,
+}
+
 /// One queue's bytes.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueFigures {
@@ -188,6 +219,10 @@ pub struct SideReport {
     /// AF_XDP engine (`--engine xdp`): modes obtained and the program's and sockets' counters.
     #[serde(default)]
     pub xdp: Option<crate::metrics::xdp::XdpFigures>,
+    /// Receiver on a NIC with queues: which flows landed on which receive queue, and where
+    /// each queue's IRQ and thread ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_queues: Option<NicQueueTable>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
     pub errors: Vec<String>,

@@ -12,6 +12,30 @@ use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, S
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
+/// The receiver's NIC queue table: one line per receive queue.
+pub fn nic_queue_lines(t: &crate::metrics::figures::NicQueueTable) -> String {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let mut out = format!("rx queues of {} (--placement {}): {}\n", t.iface, t.placement, t.summary);
+    let _ = writeln!(out, "  rx queue  NAPI id  IRQ  IRQ CPU  thread CPU  node  flows      bytes");
+    for r in &t.rows {
+        let flows: Vec<String> = r.flows.iter().map(u32::to_string).collect();
+        let threads: Vec<String> = r.thread_cpus.iter().map(usize::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  {:>8}  {:>7}  {:>3}  {:>7}  {:>10}  {:>4}  {:<9}  {}",
+            r.rx_queue,
+            opt(r.napi_id.map(|n| n.to_string())),
+            opt(r.irq.map(|n| n.to_string())),
+            opt(r.irq_cpu.map(|n| n.to_string())),
+            if threads.is_empty() { "-".to_string() } else { threads.join(",") },
+            opt(r.numa_node.map(|n| n.to_string())),
+            if flows.is_empty() { "-".to_string() } else { flows.join(",") },
+            format_bytes(r.bytes)
+        );
+    }
+    out
+}
+
 /// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.
 fn flows_end(side: &SideReport) -> Vec<Option<FlowEnd>> {
     side.tcp_flows_end
@@ -202,6 +226,7 @@ impl StreamReport {
             data_path: s.data_path.clone(),
             complete: s.complete,
             errors: s.errors.clone(),
+            nic_queues: s.nic_queues.clone(),
         };
         StreamDocument {
             kind: Kind::Stream,
@@ -319,6 +344,9 @@ impl StreamReport {
         self.cpu_lines(&mut out);
         self.udp_lines(&mut out);
         self.path_line(&mut out);
+        if let Some(t) = self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
+            out.push_str(&nic_queue_lines(t));
+        }
         self.tcp_line(&mut out);
         self.zerocopy_line(&mut out);
         self.error_lines(&mut out);
@@ -502,6 +530,9 @@ impl StreamReport {
     fn verdict_lines(&self, out: &mut String) {
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
+        for finding in self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()).map_or(&[][..], |t| &t.findings[..]) {
+            let _ = writeln!(out, "verdict: {finding}");
+        }
         if let Some(rev) = &self.reverse {
             let _ = writeln!(out, "\n--- reverse direction (the far side sending to this one) ---");
             out.push_str(&rev.render_text());

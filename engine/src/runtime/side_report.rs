@@ -74,6 +74,7 @@ impl SideReport {
             udp: None,
             zerocopy: None,
             xdp: None,
+            nic_queues: None,
             complete,
             errors,
         }

@@ -79,6 +79,12 @@ pub enum ControlMsg {
         /// can tell a receiver that applied it from one too old to know the field.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         variant: Option<String>,
+        /// The receiver's NIC has queues: how it hashes flows to them and which queue each
+        /// engine queue of the test is served from, so the sender can choose source ports
+        /// that land every flow on its own queue. Absent on veth and loopback, and from
+        /// receivers that predate it (the sender then leaves ports to the kernel).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        steering: Option<crate::runtime::nic_queues::RssSteering>,
     },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },

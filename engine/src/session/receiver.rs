@@ -38,6 +38,11 @@ pub struct ReceiverConfig {
     pub max_pending_per_source: usize,
     /// Ends the receiver: no new tests, and the running ones end now with their reports.
     pub stop: StopToken,
+    /// `--queues`: the NIC receive queues tests are served from (all when None).
+    pub nic_queues: Option<Vec<u32>>,
+    /// `--placement`: where a queue's thread runs on a NIC with queues (chosen per test when
+    /// None).
+    pub placement: Option<crate::runtime::nic_queues::PlacementMode>,
 }
 
 impl Default for ReceiverConfig {
@@ -58,6 +63,8 @@ impl Default for ReceiverConfig {
             allow: Vec::new(),
             max_pending_per_source: DEFAULT_MAX_PENDING_PER_SOURCE,
             stop: StopToken::new(),
+            nic_queues: None,
+            placement: None,
         }
     }
 }

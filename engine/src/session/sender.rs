@@ -12,6 +12,7 @@ use crate::session::control::{self, ControlMsg, PROTOCOL_VERSION};
 use crate::session::live::{Live, Observer, SenderLive, StartInfo};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
+use crate::sys::sockopt::{tcp_port_free, LocalEnd};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +96,9 @@ pub(crate) struct SenderSession {
     pub data_port: Option<u16>,
     /// The receiver's placement line, from its accept.
     pub receiver_placement: String,
+    /// The receiver's NIC queues and RSS set-up, from its accept (None: no queues, or an
+    /// older receiver).
+    pub steering: Option<crate::runtime::nic_queues::RssSteering>,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -142,6 +146,7 @@ impl SenderSession {
             cookie: [0; 16],
             data_port: None,
             receiver_placement: String::new(),
+            steering: None,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
@@ -154,7 +159,7 @@ impl SenderSession {
         self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement, variant } => {
+            ControlMsg::Accept { cookie, data_port, placement, variant, steering } => {
                 if variant != spec.variant {
                     return Err(Error::peer(format!(
                         "receiver {peer} did not apply receiver variant '{}' (a uringbench recv without --variants support)",
@@ -163,6 +168,7 @@ impl SenderSession {
                 }
                 self.data_port = data_port;
                 self.receiver_placement = placement;
+                self.steering = steering;
                 cookie
             }
             ControlMsg::Refuse { reason } => {
@@ -173,6 +179,55 @@ impl SenderSession {
             }
         };
         Ok(())
+    }
+
+    /// The source port of each data flow, chosen so that the receiver's NIC hashes flow `f`
+    /// onto the receive queue of its engine queue; None for a flow left to the kernel. The
+    /// sender's placement line says what was done, or why not.
+    pub(crate) fn steer(&mut self, spec: &TestSpec, local: &LocalEnd, port: u16) -> Vec<Option<u16>> {
+        let flows = spec.data_connections() as usize;
+        let why_not = if local.no_steer {
+            Some("--steer off".to_string())
+        } else if local.data_port.is_some() {
+            Some("--cport fixes the source ports".to_string())
+        } else if spec.direction != Direction::Forward {
+            Some("only forward flows are steered".to_string())
+        } else {
+            match &self.steering {
+                None => None,
+                Some(s) => s.unusable(),
+            }
+        };
+        let steering = match (&self.steering, why_not) {
+            (Some(s), None) => s.clone(),
+            (s, why) => {
+                if let (Some(s), Some(why)) = (s, why) {
+                    self.placement.summary.push_str(&format!("; flows not steered onto {}'s queues: {why}", s.iface));
+                }
+                return vec![None; flows];
+            }
+        };
+        let src = match self.ctl.local_addr() {
+            Ok(a) => a.ip().to_canonical(),
+            Err(_) => return vec![None; flows],
+        };
+        let dst = std::net::SocketAddr::new(self.target_ip, port);
+        let ports = steering.ports(spec.queues, spec.flows(), src, dst, |p| tcp_port_free(src, p));
+        let targets: Vec<String> =
+            (0..spec.flows()).map(|f| steering.target_of_flow(spec.queues, f).to_string()).collect();
+        let missed: Vec<String> =
+            ports.iter().enumerate().filter(|(_, p)| p.is_none()).map(|(f, _)| f.to_string()).collect();
+        self.placement.summary.push_str(&format!(
+            "; flows steered by source port onto {}'s rx queues {} (its Toeplitz key and table)",
+            steering.iface,
+            targets.join(",")
+        ));
+        if !missed.is_empty() {
+            self.placement
+                .summary
+                .push_str(&format!(" except flows {}: no free port reaches their queue", missed.join(",")));
+        }
+        ports
     }
 
     /// The greeting data flow `flow` opens with (tagged with the session key, when there is one).

@@ -14,6 +14,7 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::SideReport;
+use crate::runtime::nic_queues::TestQueues;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::session::auth::{self, Nonce, SessionKey};
 use crate::session::control::{
@@ -23,6 +24,7 @@ use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
 use crate::sys::epoll::Epoll;
+use crate::sys::nic_topology::NicTopology;
 use crate::sys::probe::KernelCaps;
 use crate::sys::settings::{self, Journal, SharedJournal};
 use std::collections::HashMap;
@@ -629,14 +631,13 @@ fn run_session(shared: &Shared, work: Admitted) {
         },
     };
     let busy_poll = if shared.cfg.limits.no_spin { BusyPoll::Off } else { shared.cfg.busy_poll };
-    let placement = match plan(
-        spec.queues,
-        &shared.cpus,
-        busy_poll,
-        running > 0 || spec.direction == Direction::Bidir,
-        spec.workload.latency_bound(),
-        &shared.cfg.fast,
-    ) {
+    let sharing = running > 0 || spec.direction == Direction::Bidir;
+    let spins = busy_poll == BusyPoll::On || (busy_poll == BusyPoll::Auto && spec.workload.latency_bound() && !sharing);
+    let queues = match nic_queues(shared, &ctl, &spec, spins) {
+        Ok(q) => q,
+        Err(e) => return refuse(&ctl, e.message),
+    };
+    let placement = match queue_placement(shared, &spec, queues.as_ref(), busy_poll, sharing) {
         Ok(p) => p,
         Err(e) => return refuse(&ctl, e.message),
     };
@@ -646,6 +647,7 @@ fn run_session(shared: &Shared, work: Admitted) {
         spec: &spec,
         udp_ports: &udp_ports,
         placement: &placement,
+        queues: queues.as_ref(),
         caps: &shared.caps,
         stop: &shared.cfg.stop,
         shared,
@@ -684,6 +686,42 @@ fn run_session(shared: &Shared, work: Admitted) {
     if shared.cfg.once {
         shared.once_done.store(true, Ordering::Release);
     }
+}
+
+/// The NIC queues a test from the sender at the other end of `ctl` is served from: those of
+/// the interface that routes to it. None where that interface has no hardware queues (veth,
+/// loopback) or cannot be found; an error only for a `--queues` list the NIC does not have.
+fn nic_queues(shared: &Shared, ctl: &TcpStream, spec: &TestSpec, spins: bool) -> Result<Option<TestQueues>> {
+    let Some(iface) =
+        ctl.peer_addr().ok().and_then(|a| crate::sys::hostinfo::route_to(a.ip().to_canonical()).ok()).map(|r| r.ifname)
+    else {
+        return Ok(None);
+    };
+    let Ok(topology) = NicTopology::read(&iface) else { return Ok(None) };
+    TestQueues::plan(topology, shared.cfg.nic_queues.as_deref(), spec.queues, shared.cfg.placement, spins)
+}
+
+/// The test's threads: on their queues' CPUs when the NIC has queues (`--placement`), else
+/// on the allowed CPUs in order, with a line saying which and why.
+fn queue_placement(
+    shared: &Shared,
+    spec: &TestSpec,
+    queues: Option<&TestQueues>,
+    busy_poll: BusyPoll,
+    sharing: bool,
+) -> Result<Placement> {
+    let threads = (spec.queues as usize).min(shared.cpus.len());
+    let chosen = queues.and_then(|q| q.thread_cpus(threads, &shared.cpus));
+    let cpus = chosen.as_ref().map_or(&shared.cpus, |(cpus, _)| cpus);
+    let mut placement = plan(spec.queues, cpus, busy_poll, sharing, spec.workload.latency_bound(), &shared.cfg.fast)?;
+    match (&chosen, queues) {
+        (Some((_, line)), _) => placement.summary = format!("{}; {line}", placement.summary),
+        (None, Some(q)) => {
+            placement.summary.push_str(&format!("; --placement cpus: {}'s queues ignored", q.topology.iface))
+        }
+        (None, None) => placement.summary.push_str("; no NIC queues on this path (veth, loopback): CPUs in order"),
+    }
+    Ok(placement)
 }
 
 /// Receiver-side settings applied for one test; reverted when dropped.
@@ -794,6 +832,8 @@ pub struct Test<'a> {
     pub spec: &'a TestSpec,
     pub udp_ports: &'a [u16],
     pub placement: &'a Placement,
+    /// The NIC queues the test is served from; None on veth and loopback.
+    pub queues: Option<&'a TestQueues>,
     pub caps: &'a KernelCaps,
     /// The receiver's stop token: the test's live watch ends the test when it is stopped.
     pub stop: &'a StopToken,
@@ -812,6 +852,7 @@ impl Test<'_> {
             placement: self.placement.summary.clone(),
             data_port,
             variant: self.spec.variant.clone(),
+            steering: self.queues.map(TestQueues::steering),
         };
         control::write_msg(self.ctl, &accept)?;
         self.announce();
@@ -836,6 +877,7 @@ impl Test<'_> {
                 placement: self.placement.summary.clone(),
                 data_port: None,
                 variant: self.spec.variant.clone(),
+                steering: self.queues.map(TestQueues::steering),
             },
         )?;
         self.announce();

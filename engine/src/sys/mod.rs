@@ -4,6 +4,7 @@ pub mod epoll;
 pub mod hostinfo;
 pub(crate) mod netlink;
 pub mod netpath;
+pub mod nic_topology;
 pub mod probe;
 pub mod settings;
 pub mod signals;

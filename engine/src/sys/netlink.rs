@@ -270,6 +270,76 @@ impl Socket {
     }
 }
 
+// <linux/genetlink.h>: the controller that maps family names to ids.
+pub(crate) const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+pub(crate) const CTRL_ATTR_FAMILY_ID: u16 = 1;
+pub(crate) const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+/// `struct genlmsghdr`: cmd, version, reserved.
+pub(crate) const GENL_HDRLEN: usize = 4;
+
+/// The body of a generic-netlink request: the genl header, then the attributes.
+pub(crate) fn genl_request(cmd: u8, version: u8, attrs_bytes: &[u8]) -> Vec<u8> {
+    let mut body = vec![cmd, version, 0, 0];
+    body.extend_from_slice(attrs_bytes);
+    body
+}
+
+/// The family id out of a `CTRL_CMD_GETFAMILY` reply.
+pub(crate) fn parse_family_id(reply: &[u8], what: &str) -> Result<u16> {
+    let msgs = data_messages(reply, what)?;
+    let msg = msgs.first().ok_or_else(|| malformed(what, "no reply message"))?;
+    let a = attrs(msg.payload.get(GENL_HDRLEN..).ok_or_else(|| malformed(what, "short genl header"))?, what)?;
+    find(&a, CTRL_ATTR_FAMILY_ID).and_then(|v| u16_at(v, 0)).ok_or_else(|| malformed(what, "no family id"))
+}
+
+/// The id of generic-netlink family `name` ("ethtool", "netdev"); an error when the kernel
+/// does not have it.
+pub(crate) fn genl_family(sock: &mut Socket, name: &str) -> Result<u16> {
+    let what = format!("resolving the {name} netlink family");
+    let mut attr = Vec::new();
+    let mut bytes = name.as_bytes().to_vec();
+    bytes.push(0);
+    push_attr(&mut attr, CTRL_ATTR_FAMILY_NAME, &bytes);
+    let reply = sock.request(GENL_ID_CTRL, 0, &genl_request(CTRL_CMD_GETFAMILY, 1, &attr), &what)?;
+    parse_family_id(&reply, &what)
+}
+
+pub(crate) const NLA_F_NESTED: u16 = 0x8000;
+// <linux/ethtool_netlink.h>
+pub(crate) const ETHTOOL_GENL_VERSION: u8 = 1;
+pub(crate) const ETHTOOL_A_HEADER_DEV_NAME: u16 = 2;
+
+/// The nested request header (attribute `header_kind` of the message) that names device
+/// `iface` to an ethtool netlink request.
+pub(crate) fn ethtool_dev_header(header_kind: u16, iface: &str) -> Vec<u8> {
+    let mut name = iface.as_bytes().to_vec();
+    name.push(0);
+    let mut header = Vec::new();
+    push_attr(&mut header, ETHTOOL_A_HEADER_DEV_NAME, &name);
+    let mut out = Vec::new();
+    push_attr(&mut out, header_kind | NLA_F_NESTED, &header);
+    out
+}
+
+/// A generic-netlink message as the kernel sends it (header, genl header, attributes), for
+/// parser tests.
+#[cfg(test)]
+pub(crate) fn genl_message(kind: u16, genl_cmd: u8, attrs: &[(u16, Vec<u8>)]) -> Vec<u8> {
+    let mut body = vec![genl_cmd, 1, 0, 0];
+    for (k, v) in attrs {
+        push_attr(&mut body, *k, v);
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(&NLM_F_MULTI.to_ne_bytes());
+    out.extend_from_slice(&1u32.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
 /// The name of interface `ifindex` in the caller's network namespace.
 pub(crate) fn ifname(ifindex: u32) -> Option<String> {
     let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];

@@ -25,6 +25,9 @@ pub struct LocalEnd {
     /// Source port of the first data flow (`--cport`); flow i leaves from this + i. The
     /// control connection always takes a port from the kernel.
     pub data_port: Option<u16>,
+    /// `--steer off`: leave the data flows' source ports to the kernel even when the receiver
+    /// says how its NIC hashes them (to see what random hashing does).
+    pub no_steer: bool,
 }
 
 impl LocalEnd {
@@ -40,10 +43,42 @@ impl LocalEnd {
         Ok(Self { data_port, ..self.clone() })
     }
 
+    /// This end for a data flow leaving from `port` (a port chosen for its receive queue).
+    pub(crate) fn with_port(&self, port: u16) -> Self {
+        Self { data_port: Some(port), ..self.clone() }
+    }
+
     /// This end for the control connection: any source port.
     pub(crate) fn for_control(&self) -> Self {
         Self { data_port: None, ..self.clone() }
     }
+}
+
+/// `SO_INCOMING_NAPI_ID` of a socket: the NIC queue its packets arrive on, 0 when the path
+/// has none (loopback, veth without GRO/XDP): NAPI busy polling then has nothing to poll.
+pub(crate) fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
+    int_sockopt(fd, libc::SO_INCOMING_NAPI_ID).map(|id| id as u32)
+}
+
+/// `SO_INCOMING_CPU` of a socket: the CPU that processed its last packet (-1 before any).
+pub(crate) fn incoming_cpu(fd: std::os::fd::RawFd) -> Option<usize> {
+    int_sockopt(fd, libc::SO_INCOMING_CPU).and_then(|c| usize::try_from(c).ok())
+}
+
+fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
+    let mut id: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: id and len live across the call and len is id's size.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&mut id as *mut libc::c_int).cast(), &mut len) };
+    (rc == 0).then_some(id)
+}
+
+/// Whether a TCP socket could bind `ip`:`port` now (without SO_REUSEADDR, so a port still in
+/// TIME_WAIT from an earlier run counts as taken).
+pub(crate) fn tcp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
+    Socket::new(Domain::for_address(SocketAddr::new(ip, port)), Type::STREAM.cloexec(), Some(Protocol::TCP))
+        .and_then(|s| s.bind(&SocketAddr::new(ip, port).into()))
+        .is_ok()
 }
 
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the

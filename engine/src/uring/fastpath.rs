@@ -14,6 +14,7 @@
 //! prerequisite instead of silently copying.
 
 use crate::base::error::{Error, Result};
+use crate::sys::sockopt::incoming_napi_id;
 use crate::uring::ring::{register_napi, NapiPoll, RingPaths, SqPoll};
 use crate::uring::zcrx::ZcRx;
 
@@ -99,24 +100,6 @@ fn probe_ring_features(paths: &FastPaths) -> Result<()> {
         register_napi(&ring, n)?;
     }
     Ok(())
-}
-
-/// `SO_INCOMING_NAPI_ID` of a socket: the NIC queue its packets arrive on, 0 when the path
-/// has none (loopback, veth without GRO/XDP): NAPI busy polling then has nothing to poll.
-pub(crate) fn incoming_napi_id(fd: std::os::fd::RawFd) -> Option<u32> {
-    let mut id: libc::c_uint = 0;
-    let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
-    // SAFETY: id and len live across the call and len is id's size.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_INCOMING_NAPI_ID,
-            (&mut id as *mut libc::c_uint).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(id)
 }
 
 /// Parses `--zc-rx IFACE[:QUEUE]`.

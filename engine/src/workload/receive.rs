@@ -72,7 +72,7 @@ impl TestRunner for Workloads {
             return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Tcp(flows), test.placement)
                 .map(ServedReports::received);
         }
-        stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.caps)
+        stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.queues, test.caps)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::data_path::{DataPath, Wake};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
+use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
@@ -19,7 +20,7 @@ use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
-use crate::sys::sockopt::{self, FlowSocket};
+use crate::sys::sockopt::{self, incoming_napi_id, FlowSocket};
 use crate::sys::tcpinfo::TcpInfo;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::tcp::recv_zc as tcp_recv_zc;
@@ -92,9 +93,13 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     let zc = decide_zerocopy(spec.zerocopy, &session.caps, &session.path, spec.len)?;
     session.negotiate(spec, Vec::new())?;
     let peer = session.peer.clone();
+    let ports = session.steer(spec, &opts.local, opts.port);
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.data_connections() {
-        let local = opts.local.for_flow(flow).map_err(Error::usage)?;
+        let local = match ports.get(flow as usize).copied().flatten() {
+            Some(port) => opts.local.with_port(port),
+            None => opts.local.for_flow(flow).map_err(Error::usage)?,
+        };
         let mut stream = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &local, Some(&spec.tuning))?;
         stream
             .write_all(&session.data_hello(flow))
@@ -104,7 +109,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     // The session goes to the driver; the halves keep their own copies.
     let (placement, caps) = (session.placement.clone(), session.caps.clone());
     let iface = session.path.interface().map(str::to_string);
-    let halves = TcpHalves { spec, placement: &placement, caps: &caps, zc, iface };
+    let halves = TcpHalves { spec, placement: &placement, caps: &caps, zc, iface, queues: None };
     run_stream(session, spec, &halves, flows, observer)
 }
 
@@ -118,6 +123,8 @@ pub(crate) struct TcpHalves<'a> {
     pub zc: (bool, String),
     /// The interface facing the peer, whose counters the window reads.
     pub iface: Option<String>,
+    /// Receiving on a NIC with queues: which queues the test is served from.
+    pub queues: Option<&'a TestQueues>,
 }
 
 impl StreamHalves for TcpHalves<'_> {
@@ -139,6 +146,7 @@ pub(crate) fn serve_test(
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,
+    queues: Option<&TestQueues>,
     caps: &KernelCaps,
 ) -> Result<ServedReports> {
     let (zc, iface) = if spec.direction == Direction::Forward {
@@ -150,7 +158,7 @@ pub(crate) fn serve_test(
         let path = PathProbe::to(peer_ip, spec.flows());
         (decide_zerocopy(spec.zerocopy, caps, &path, spec.len)?, path.interface().map(str::to_string))
     };
-    serve_stream(ctl, stop, spec, &TcpHalves { spec, placement, caps, zc, iface }, flows)
+    serve_stream(ctl, stop, spec, &TcpHalves { spec, placement, caps, zc, iface, queues }, flows)
 }
 
 /// The sending half of a test over connected TCP flows: queue threads write until the
@@ -223,6 +231,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let (spec, placement, caps) = (h.spec, h.placement, h.caps);
     tune_flows(spec, &flows, false)?;
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
+    let flow_ids: Vec<u32> = flows.iter().map(|(f, _)| *f).collect();
     let side = TestSide::new(Role::Receiver, spec, placement, live);
     let items = side.by_queue(flows, |_, queue, stream| RecvFlow { stream, queue });
     let cfg = RecvWorkerConfig {
@@ -255,6 +264,25 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let run = side.run(threads, t0, probed, SideEnd::WithTheSender)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
+    let nic_queues = h.queues.map(|q| {
+        let arrivals: Vec<FlowArrival> = flow_ids
+            .iter()
+            .zip(&probes)
+            .zip(&tcp_end)
+            .filter_map(|((&flow, sock), info)| {
+                Some(FlowArrival {
+                    flow,
+                    peer: sock.peer_addr().ok()?,
+                    local: sock.local_addr().ok()?,
+                    napi_id: incoming_napi_id(sock.as_raw_fd()),
+                    cpu: sockopt::incoming_cpu(sock.as_raw_fd()),
+                    engine_queue: spec.queue_of_flow(flow),
+                    bytes: info.map_or(0, |i| i.bytes_received),
+                })
+            })
+            .collect();
+        queue_table(q, placement, spec.queues, &arrivals)
+    });
     drop(probes);
     let results = &run.results;
     let outcomes: Vec<_> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
@@ -262,6 +290,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let rearms: u64 = results.iter().map(|r| r.rearms).sum();
     let mut report = side.report(&run, &outcomes);
     report.tcp_flows_end = tcp_end;
+    report.nic_queues = nic_queues;
     let window_note = sockopt::window_note(&spec.tuning, &flow_sockets);
     report.flow_sockets = flow_sockets;
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();

@@ -118,6 +118,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
                 caps: &caps,
                 zc,
                 iface: path.interface().map(str::to_string),
+                queues: None,
             };
             let mut sender = halves.send(flows, Instant::now(), &live)?;
             sender

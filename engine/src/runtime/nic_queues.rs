@@ -1,0 +1,617 @@
+//! One thread per NIC receive queue: which queues a receiver's test serves, the CPU each
+//! queue's thread runs on (`--placement`), what the receiver tells the sender so that each
+//! flow lands on its queue (the RSS key and table, [`RssSteering`]), the source ports the
+//! sender picks from it, and the per-queue table the report shows, with the misalignments it
+//! finds.
+//!
+//! Engine queue `q` of a test (the threads' unit, `--queues` on the sender) is served from NIC
+//! receive queue `nic_queue[q]`: the receiver's `--queues` list in turn. Flow `f` belongs to
+//! engine queue `f % queues`, so it aims at `nic_queue[f % queues]`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::base::error::{Error, Result};
+use crate::metrics::figures::{NicQueueRow, NicQueueTable};
+use crate::runtime::placement::Placement;
+use crate::sys::nic_topology::{HashFunction, NicTopology};
+use crate::wire::rss::{choose_ports, RssMap};
+
+/// `--placement`: where a queue's thread runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlacementMode {
+    /// On the CPU its queue's IRQ is delivered to: packets, softirq and thread share one cache.
+    Irq,
+    /// On a hyperthread sibling of that CPU (else another CPU of the NIC's node): the IRQ's
+    /// softirq work does not steal the thread's time.
+    IrqSibling,
+    /// On the CPUs of the NIC's NUMA node, in order.
+    Numa,
+    /// On the allowed CPUs in order, ignoring the NIC (what veth and loopback get).
+    Cpus,
+}
+
+impl PlacementMode {
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "irq" => Ok(Self::Irq),
+            "irq-sibling" => Ok(Self::IrqSibling),
+            "numa" => Ok(Self::Numa),
+            "cpus" => Ok(Self::Cpus),
+            _ => Err(Error::usage(format!("--placement '{text}': expected irq, irq-sibling, numa or cpus"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Irq => "irq",
+            Self::IrqSibling => "irq-sibling",
+            Self::Numa => "numa",
+            Self::Cpus => "cpus",
+        }
+    }
+}
+
+/// Receiver → sender, in `accept`: how the receiver's NIC maps a flow to a receive queue and
+/// which queue each engine queue of the test is served from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RssSteering {
+    pub iface: String,
+    pub hash_function: HashFunction,
+    /// Empty when the driver does not report it.
+    #[serde(default)]
+    pub key: Vec<u8>,
+    /// Empty when the driver does not report it.
+    #[serde(default)]
+    pub indirection: Vec<u32>,
+    /// The NIC receive queue of each engine queue, in engine-queue order.
+    pub queues: Vec<u32>,
+    /// The CPU each of those queues' IRQ is delivered to, in the same order.
+    pub queue_cpus: Vec<Option<usize>>,
+}
+
+/// The largest key and indirection table a sender accepts from a receiver (drivers use 40- or
+/// 52-byte keys and tables of at most a few thousand entries).
+const MAX_KEY: usize = 256;
+const MAX_TABLE: usize = 1 << 16;
+
+impl RssSteering {
+    /// Why source ports cannot steer flows with this set-up, or None when they can.
+    pub fn unusable(&self) -> Option<String> {
+        if self.hash_function != HashFunction::Toeplitz {
+            return Some(format!("{} hashes with {:?}, not Toeplitz", self.iface, self.hash_function));
+        }
+        if self.key.is_empty() || self.indirection.is_empty() {
+            return Some(format!("{}'s driver does not report its RSS key and indirection table", self.iface));
+        }
+        if self.key.len() > MAX_KEY || self.indirection.len() > MAX_TABLE || self.queues.is_empty() {
+            return Some(format!(
+                "{}: implausible RSS set-up ({}-byte key, {}-entry table, {} queues)",
+                self.iface,
+                self.key.len(),
+                self.indirection.len(),
+                self.queues.len()
+            ));
+        }
+        None
+    }
+
+    /// The receive queue flow `flow` of a test with `engine_queues` queues aims at.
+    pub fn target_of_flow(&self, engine_queues: u32, flow: u32) -> u32 {
+        let q = (flow % engine_queues.max(1)) as usize;
+        self.queues[q % self.queues.len().max(1)]
+    }
+
+    /// One source port per flow `0..flows` from `src_ip` to `dst`, each landing on its target
+    /// queue; `is_free` says whether a port may be bound. None for a flow no port reaches.
+    pub fn ports(
+        &self,
+        engine_queues: u32,
+        flows: u32,
+        src_ip: IpAddr,
+        dst: SocketAddr,
+        is_free: impl FnMut(u16) -> bool,
+    ) -> Vec<Option<u16>> {
+        if self.unusable().is_some() {
+            return vec![None; flows as usize];
+        }
+        let targets: Vec<u32> = (0..flows).map(|f| self.target_of_flow(engine_queues, f)).collect();
+        choose_ports(&RssMap { key: &self.key, table: &self.indirection }, src_ip, dst, &targets, is_free)
+    }
+}
+
+/// A receiver's test on a NIC with queues: the topology and the NIC queue of each engine queue.
+#[derive(Debug, Clone)]
+pub struct TestQueues {
+    pub topology: NicTopology,
+    /// NIC receive queue of each engine queue (index: engine queue).
+    pub nic_queue: Vec<u32>,
+    pub mode: PlacementMode,
+    /// Why this mode, in a few words.
+    pub why: String,
+}
+
+/// The receive queues `recv --queues` names: `N` is queues 0..N-1, a list (`2-5`, `0,2,4`)
+/// those queues.
+pub fn parse_queue_list(text: &str) -> Result<Vec<u32>> {
+    let bad = || Error::usage(format!("--queues '{text}': expected a count (4) or a list of queues (0-3,8)"));
+    if !text.contains(['-', ',']) {
+        let n: u32 = text.trim().parse().map_err(|_| bad())?;
+        if n == 0 || n > 4096 {
+            return Err(bad());
+        }
+        return Ok((0..n).collect());
+    }
+    crate::base::units::parse_cpu_list(text).map(|l| l.into_iter().map(|q| q as u32).collect()).map_err(|_| bad())
+}
+
+impl TestQueues {
+    /// The queues of a test with `engine_queues` queues on `topology`; None when the
+    /// interface has no hardware queues (veth, loopback: CPU placement stays). `wanted` is
+    /// `recv --queues` (all receive queues when absent); `busy` whether the threads spin.
+    pub fn plan(
+        topology: NicTopology,
+        wanted: Option<&[u32]>,
+        engine_queues: u32,
+        mode: Option<PlacementMode>,
+        busy: bool,
+    ) -> Result<Option<Self>> {
+        if !topology.has_hardware_queues() {
+            return Ok(None);
+        }
+        let all: Vec<u32> = topology.rx.iter().map(|q| q.queue).collect();
+        let served = match wanted {
+            None => all.clone(),
+            Some(list) => {
+                if let Some(q) = list.iter().find(|q| !all.contains(q)) {
+                    return Err(Error::usage(format!(
+                        "recv --queues names receive queue {q}, but {} has {} ({})",
+                        topology.iface,
+                        all.len(),
+                        describe_list(&all)
+                    )));
+                }
+                list.to_vec()
+            }
+        };
+        let (mode, why) = match mode {
+            Some(m) => (m, format!("--placement {}", m.name())),
+            None if busy => {
+                (PlacementMode::Irq, "default for busy polling: the thread polls where its IRQ lands".into())
+            }
+            None => (
+                PlacementMode::IrqSibling,
+                "default without busy polling: beside the IRQ's CPU, so softirq and thread do not share one".into(),
+            ),
+        };
+        let nic_queue = (0..engine_queues.max(1) as usize).map(|q| served[q % served.len()]).collect();
+        Ok(Some(Self { topology, nic_queue, mode, why }))
+    }
+
+    /// The CPU for each of `threads` threads (thread `i` primarily serves engine queue `i`),
+    /// distinct and inside `allowed`, with one line saying what was chosen and what could not
+    /// be honoured. None for `--placement cpus`.
+    pub fn thread_cpus(&self, threads: usize, allowed: &[usize]) -> Option<(Vec<usize>, String)> {
+        if self.mode == PlacementMode::Cpus {
+            return None;
+        }
+        let threads = threads.min(allowed.len());
+        let node: Vec<usize> = self.topology.node_cpus.iter().copied().filter(|c| allowed.contains(c)).collect();
+        let irq_cpus: Vec<usize> =
+            self.nic_queue.iter().filter_map(|&q| self.topology.rx_irq_cpu(q)).collect::<Vec<_>>();
+        let mut taken: Vec<usize> = Vec::new();
+        let mut notes = Vec::new();
+        let mut numa_next = node.iter().chain(allowed.iter()).copied();
+        for thread in 0..threads {
+            let queue = self.nic_queue[thread % self.nic_queue.len()];
+            let irq_cpu = self.topology.rx_irq_cpu(queue);
+            let wanted = match self.mode {
+                PlacementMode::Irq => irq_cpu,
+                PlacementMode::IrqSibling => irq_cpu.and_then(|c| {
+                    siblings(c)
+                        .into_iter()
+                        .find(|s| allowed.contains(s) && !taken.contains(s))
+                        .or_else(|| node.iter().copied().find(|n| !irq_cpus.contains(n) && !taken.contains(n)))
+                }),
+                PlacementMode::Numa => numa_next.find(|c| !taken.contains(c)),
+                PlacementMode::Cpus => None,
+            };
+            let cpu = match wanted {
+                Some(c) if allowed.contains(&c) && !taken.contains(&c) => c,
+                other => {
+                    let fallback = node
+                        .iter()
+                        .chain(allowed.iter())
+                        .copied()
+                        .find(|c| !taken.contains(c) && !irq_cpus.contains(c))
+                        .or_else(|| allowed.iter().copied().find(|c| !taken.contains(c)))?;
+                    notes.push(match other {
+                        Some(c) if taken.contains(&c) => {
+                            format!("queue {queue}'s CPU {c} is taken by another queue's thread: CPU {fallback}")
+                        }
+                        Some(c) => format!("queue {queue}'s CPU {c} is not allowed (--cpus, taskset): CPU {fallback}"),
+                        None if irq_cpu.is_none() => format!("queue {queue} has no IRQ CPU known: CPU {fallback}"),
+                        None => format!("no free CPU beside queue {queue}'s IRQ CPU: CPU {fallback}"),
+                    });
+                    fallback
+                }
+            };
+            taken.push(cpu);
+        }
+        let pairs: Vec<String> =
+            (0..threads).map(|t| format!("rx {}→CPU {}", self.nic_queue[t % self.nic_queue.len()], taken[t])).collect();
+        let mut line = format!(
+            "{} queues of {}: {} ({}){}",
+            self.topology.driver.as_deref().unwrap_or("NIC"),
+            self.topology.iface,
+            pairs.join(", "),
+            self.why,
+            self.topology.numa_node.map_or(String::new(), |n| format!(", NIC on node {n}"))
+        );
+        for n in notes {
+            line.push_str("; ");
+            line.push_str(&n);
+        }
+        Some((taken, line))
+    }
+
+    /// What the receiver tells the sender in `accept`.
+    pub fn steering(&self) -> RssSteering {
+        let rss = self.topology.rss.clone();
+        RssSteering {
+            iface: self.topology.iface.clone(),
+            hash_function: rss.as_ref().map_or(HashFunction::Unknown, |r| r.hash_function),
+            key: rss.as_ref().map(|r| r.key.clone()).unwrap_or_default(),
+            indirection: rss.map(|r| r.indirection).unwrap_or_default(),
+            queues: self.nic_queue.clone(),
+            queue_cpus: self.nic_queue.iter().map(|&q| self.topology.rx_irq_cpu(q)).collect(),
+        }
+    }
+}
+
+/// `0-3` or `0,2,5`.
+fn describe_list(list: &[u32]) -> String {
+    match (list.first(), list.last()) {
+        (Some(a), Some(b)) if (*b - *a) as usize + 1 == list.len() => format!("{a}-{b}"),
+        _ => list.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+    }
+}
+
+/// The other hyperthreads of `cpu`'s core.
+fn siblings(cpu: usize) -> Vec<usize> {
+    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"))
+        .ok()
+        .and_then(|t| crate::base::units::parse_cpu_list(&t).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&c| c != cpu)
+        .collect()
+}
+
+/// What the receiver learnt of one flow after it arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowArrival {
+    pub flow: u32,
+    /// The sender's address and port as this side sees them.
+    pub peer: SocketAddr,
+    /// This side's address and port.
+    pub local: SocketAddr,
+    /// SO_INCOMING_NAPI_ID (0 or None: unknown).
+    pub napi_id: Option<u32>,
+    /// SO_INCOMING_CPU: where its last packet was processed.
+    pub cpu: Option<usize>,
+    /// The engine queue (and so the thread) that served it.
+    pub engine_queue: u32,
+    pub bytes: u64,
+}
+
+/// The receive queue a socket's packets arrive on: by its NAPI id where the kernel names each
+/// queue's, else by the CPU that processed them when exactly one receive queue's IRQ lands
+/// there.
+pub(crate) fn landed_queue(topo: &NicTopology, napi_id: Option<u32>, cpu: Option<usize>) -> Option<u32> {
+    napi_id.filter(|&n| n != 0).and_then(|n| topo.rx_queue_of_napi(n)).or_else(|| {
+        let cpu = cpu?;
+        let mut on_cpu = topo.rx.iter().filter(|q| q.irq_cpus.first() == Some(&cpu));
+        let q = on_cpu.next()?;
+        on_cpu.next().is_none().then_some(q.queue)
+    })
+}
+
+/// The per-queue table of a receiver's test and the misalignments it shows: which flows
+/// landed on which receive queue (by NAPI id), where the queue's IRQ and the flow's thread
+/// ran, and what the receiver's hash predicted.
+pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, flows: &[FlowArrival]) -> NicQueueTable {
+    let topo = &tq.topology;
+    let thread_cpu_of = |engine_queue: u32| -> Option<usize> {
+        placement.threads.iter().find(|t| t.queues.contains(&engine_queue)).map(|t| t.cpu)
+    };
+    let steer = tq.steering();
+    let map = RssMap { key: &steer.key, table: &steer.indirection };
+    let predict = steer.unusable().is_none();
+    let empty_row = |queue: u32| {
+        let info = topo.rx.iter().find(|q| q.queue == queue);
+        NicQueueRow {
+            rx_queue: queue,
+            napi_id: info.and_then(|q| q.napi_id),
+            irq: info.and_then(|q| q.irq),
+            irq_cpu: topo.rx_irq_cpu(queue),
+            thread_cpus: Vec::new(),
+            numa_node: topo.numa_node,
+            flows: Vec::new(),
+            bytes: 0,
+        }
+    };
+    let mut rows: BTreeMap<u32, NicQueueRow> = BTreeMap::new();
+    let mut findings = Vec::new();
+    let mut landed_of = Vec::new();
+    for f in flows {
+        let napi = f.napi_id.filter(|&n| n != 0);
+        let landed = landed_queue(topo, f.napi_id, f.cpu);
+        let predicted = predict.then(|| map.queue_of(f.peer, f.local, true)).flatten();
+        let Some(queue) = landed.or(predicted) else {
+            continue;
+        };
+        landed_of.push((f.flow, queue));
+        let target = steer.target_of_flow(engine_queues, f.flow);
+        if landed.is_some() && queue != target {
+            findings.push(format!("flow {} aimed at rx queue {target} landed on rx queue {queue}", f.flow));
+        }
+        let row = rows.entry(queue).or_insert_with(|| empty_row(queue));
+        row.flows.push(f.flow);
+        row.bytes += f.bytes;
+        if row.napi_id.is_none() && landed.is_some() {
+            row.napi_id = napi;
+        }
+        if let Some(cpu) = thread_cpu_of(f.engine_queue) {
+            if !row.thread_cpus.contains(&cpu) {
+                row.thread_cpus.push(cpu);
+            }
+        }
+    }
+    for &q in &tq.nic_queue {
+        rows.entry(q).or_insert_with(|| empty_row(q));
+    }
+    let served: Vec<u32> = {
+        let mut s = tq.nic_queue.clone();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    let idle = served.iter().filter(|q| rows.get(q).is_none_or(|r| r.flows.is_empty())).count();
+    for row in rows.values() {
+        // Flows sharing a queue while a served queue sits idle: steering could have split them.
+        if row.flows.len() > 1 && idle > 0 {
+            findings.push(format!("flows {} share rx queue {}", join_and(&row.flows), row.rx_queue));
+        }
+        if tq.mode == PlacementMode::Irq {
+            if let Some(irq_cpu) = row.irq_cpu {
+                for &cpu in row.thread_cpus.iter().filter(|&&c| c != irq_cpu) {
+                    findings.push(format!("IRQ of queue {} on CPU {irq_cpu}, its thread on CPU {cpu}", row.rx_queue));
+                }
+            }
+        }
+    }
+    if let Some(node) = topo.numa_node {
+        let mut off: Vec<usize> =
+            placement.threads.iter().map(|t| t.cpu).filter(|c| !topo.node_cpus.contains(c)).collect();
+        off.dedup();
+        if !off.is_empty() && !topo.node_cpus.is_empty() {
+            findings.push(format!("threads on CPUs {off:?} are off node {node}, the NIC's"));
+        }
+    }
+    let occupied = rows.values().filter(|r| !r.flows.is_empty()).count();
+    NicQueueTable {
+        iface: topo.iface.clone(),
+        placement: tq.mode.name().to_string(),
+        summary: format!(
+            "{} flows on {occupied} of {} served rx queues{}",
+            landed_of.len(),
+            served.len(),
+            if topo.rx.iter().any(|q| q.napi_id.is_some()) {
+                " (by each socket's NAPI id)"
+            } else if flows.iter().any(|f| f.cpu.is_some()) && landed_of.len() == flows.len() {
+                " (by the CPU each socket's packets were processed on, its queue's IRQ CPU)"
+            } else {
+                " (as the receiver's hash predicts, where it could)"
+            }
+        ),
+        rows: rows.into_values().collect(),
+        findings,
+    }
+}
+
+/// `3 and 7`, `1, 4 and 9`.
+fn join_and(flows: &[u32]) -> String {
+    let names: Vec<String> = flows.iter().map(u32::to_string).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::placement::ThreadPlan;
+    use crate::sys::nic_topology::{QueueInfo, Rss};
+    use crate::uring::ring::WaitMode;
+
+    // The Microsoft verification key, a stand-in for a NIC's.
+    use crate::wire::rss::MS_KEY as KEY;
+
+    /// A 4-queue NIC: rx queue q has NAPI id 100+q and IRQ 30+q on CPU 3-q, node 0 of CPUs 0-3.
+    fn topology(rss: bool) -> NicTopology {
+        NicTopology {
+            iface: "eth0".into(),
+            driver: Some("virtio_net".into()),
+            numa_node: Some(0),
+            node_cpus: vec![0, 1, 2, 3],
+            rx: (0..4)
+                .map(|q| QueueInfo {
+                    queue: q,
+                    napi_id: Some(100 + q),
+                    irq: Some(30 + q),
+                    irq_cpus: vec![3 - q as usize],
+                    xps_cpus: vec![],
+                })
+                .collect(),
+            tx: vec![],
+            rss: Some(Rss {
+                hash_function: HashFunction::Toeplitz,
+                key: if rss { KEY.to_vec() } else { vec![] },
+                indirection: if rss { (0..128).map(|i| i % 4).collect() } else { vec![] },
+            }),
+            notes: vec![],
+        }
+    }
+
+    fn placement(cpus: &[usize]) -> Placement {
+        Placement {
+            threads: cpus.iter().enumerate().map(|(i, &cpu)| ThreadPlan { cpu, queues: vec![i as u32] }).collect(),
+            wait: WaitMode::Sleep,
+            fast: Default::default(),
+            summary: String::new(),
+        }
+    }
+
+    #[test]
+    fn queue_lists() {
+        assert_eq!(parse_queue_list("4").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_queue_list("2-3,6").unwrap(), vec![2, 3, 6]);
+        assert!(parse_queue_list("0").is_err());
+        assert!(parse_queue_list("x").is_err());
+        assert_eq!(PlacementMode::parse("irq-sibling").unwrap(), PlacementMode::IrqSibling);
+        assert!(PlacementMode::parse("near").is_err());
+    }
+
+    #[test]
+    fn software_devices_keep_cpu_placement() {
+        let mut t = topology(true);
+        t.rx.iter_mut().for_each(|q| q.irq = None);
+        assert!(TestQueues::plan(t, None, 4, None, false).unwrap().is_none());
+    }
+
+    #[test]
+    fn threads_go_to_their_queues_irq_cpus() {
+        let tq = TestQueues::plan(topology(true), None, 4, None, true).unwrap().unwrap();
+        assert_eq!(tq.mode, PlacementMode::Irq, "busy polling defaults to the IRQ's CPU: {}", tq.why);
+        let (cpus, line) = tq.thread_cpus(4, &[0, 1, 2, 3]).unwrap();
+        assert_eq!(cpus, vec![3, 2, 1, 0], "{line}");
+        assert!(line.contains("rx 0→CPU 3"), "{line}");
+        // CPU 3 not allowed: queue 0's thread moves, and the line says why.
+        let (cpus, line) = tq.thread_cpus(4, &[0, 1, 2]).unwrap();
+        assert_eq!(cpus, vec![0, 2, 1], "one thread per allowed CPU");
+        assert!(line.contains("queue 0's CPU 3 is not allowed"), "{line}");
+        let named =
+            TestQueues::plan(topology(true), Some(&[2, 3]), 4, Some(PlacementMode::Irq), false).unwrap().unwrap();
+        assert_eq!(named.nic_queue, vec![2, 3, 2, 3], "recv --queues 2-3: engine queues take them in turn");
+        assert!(TestQueues::plan(topology(true), Some(&[7]), 1, None, false).is_err(), "no rx queue 7");
+        let cpus_mode = TestQueues::plan(topology(true), None, 2, Some(PlacementMode::Cpus), false).unwrap().unwrap();
+        assert!(cpus_mode.thread_cpus(2, &[0, 1]).is_none());
+    }
+
+    #[test]
+    fn steered_flows_land_on_distinct_queues_and_the_table_says_so() {
+        let tq = TestQueues::plan(topology(true), None, 4, Some(PlacementMode::Irq), true).unwrap().unwrap();
+        let steer = tq.steering();
+        assert_eq!(steer.unusable(), None);
+        assert_eq!(steer.queue_cpus, vec![Some(3), Some(2), Some(1), Some(0)]);
+        let (src, dst): (IpAddr, SocketAddr) = ("10.77.0.1".parse().unwrap(), "10.77.0.2:5300".parse().unwrap());
+        let ports = steer.ports(4, 4, src, dst, |_| true);
+        let map = RssMap { key: &KEY, table: &steer.indirection };
+        let arrivals: Vec<FlowArrival> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let peer = SocketAddr::new(src, p.unwrap());
+                let q = map.queue_of(peer, dst, true).unwrap();
+                FlowArrival {
+                    flow: i as u32,
+                    peer,
+                    local: dst,
+                    napi_id: Some(100 + q),
+                    cpu: None,
+                    engine_queue: i as u32,
+                    bytes: 1000,
+                }
+            })
+            .collect();
+        let table = queue_table(&tq, &placement(&[3, 2, 1, 0]), 4, &arrivals);
+        assert_eq!(
+            table.rows.iter().map(|r| r.flows.clone()).collect::<Vec<_>>(),
+            vec![vec![0], vec![1], vec![2], vec![3]]
+        );
+        assert!(table.findings.is_empty(), "{:?}", table.findings);
+        assert!(table.summary.starts_with("4 flows on 4 of 4"), "{}", table.summary);
+    }
+
+    #[test]
+    fn collisions_and_misplaced_threads_are_named() {
+        let tq = TestQueues::plan(topology(true), None, 4, Some(PlacementMode::Irq), true).unwrap().unwrap();
+        let dst: SocketAddr = "10.77.0.2:5300".parse().unwrap();
+        // Flows 0 and 2 both arrive on queue 1 (NAPI 101); queue 2 and 3... flow 1 on 0, flow 3 on 3.
+        let arrive = |flow: u32, napi: u32| FlowArrival {
+            flow,
+            peer: SocketAddr::new("10.77.0.1".parse().unwrap(), 40000 + flow as u16),
+            local: dst,
+            napi_id: Some(napi),
+            cpu: None,
+            engine_queue: flow,
+            bytes: 10,
+        };
+        let arrivals = [arrive(0, 101), arrive(1, 100), arrive(2, 101), arrive(3, 103)];
+        // Thread of engine queue 1 sits on CPU 1, but rx queue 0's IRQ is on CPU 3.
+        let table = queue_table(&tq, &placement(&[3, 1, 2, 0]), 4, &arrivals);
+        assert!(table.findings.contains(&"flows 0 and 2 share rx queue 1".to_string()), "{:?}", table.findings);
+        assert!(
+            table.findings.contains(&"IRQ of queue 0 on CPU 3, its thread on CPU 1".to_string()),
+            "{:?}",
+            table.findings
+        );
+        assert!(table.findings.iter().any(|f| f == "flow 1 aimed at rx queue 1 landed on rx queue 0"));
+        assert!(table.summary.starts_with("4 flows on 3 of 4"), "{}", table.summary);
+        let idle = table.rows.iter().find(|r| r.rx_queue == 2).unwrap();
+        assert!(idle.flows.is_empty() && idle.bytes == 0, "an idle served queue is a row too");
+    }
+
+    #[test]
+    fn without_napi_ids_the_incoming_cpu_names_the_queue() {
+        let mut t = topology(false);
+        t.rx.iter_mut().for_each(|q| q.napi_id = None);
+        let tq = TestQueues::plan(t, None, 2, Some(PlacementMode::Irq), true).unwrap().unwrap();
+        let dst: SocketAddr = "10.77.0.2:5300".parse().unwrap();
+        let arrive = |flow: u32, cpu: usize| FlowArrival {
+            flow,
+            peer: SocketAddr::new("10.77.0.1".parse().unwrap(), 40000 + flow as u16),
+            local: dst,
+            napi_id: Some(8200 + flow),
+            cpu: Some(cpu),
+            engine_queue: flow,
+            bytes: 5,
+        };
+        // CPU 3 is rx queue 0's IRQ CPU, CPU 2 rx queue 1's.
+        let table = queue_table(&tq, &placement(&[3, 2]), 2, &[arrive(0, 3), arrive(1, 3)]);
+        let q0 = table.rows.iter().find(|r| r.rx_queue == 0).unwrap();
+        assert_eq!(q0.flows, vec![0, 1], "{table:?}");
+        assert_eq!(q0.napi_id, Some(8200), "the socket's NAPI id when the kernel names none per queue");
+        assert!(table.findings.contains(&"flows 0 and 1 share rx queue 0".to_string()), "{:?}", table.findings);
+        assert!(table.summary.contains("by the CPU"), "{}", table.summary);
+    }
+
+    #[test]
+    fn unreadable_key_means_no_steering_and_says_why() {
+        let tq = TestQueues::plan(topology(false), None, 2, None, false).unwrap().unwrap();
+        let steer = tq.steering();
+        assert!(steer.unusable().unwrap().contains("does not report its RSS key"), "{:?}", steer.unusable());
+        assert_eq!(
+            steer.ports(2, 2, "10.77.0.1".parse().unwrap(), "10.77.0.2:5300".parse().unwrap(), |_| true),
+            vec![None, None]
+        );
+        let xor = RssSteering { hash_function: HashFunction::Xor, ..steer };
+        assert!(xor.unusable().unwrap().contains("Xor"));
+        assert_eq!(join_and(&[1, 4, 9]), "1, 4 and 9");
+    }
+}
