@@ -1,5 +1,5 @@
 //! Renders the man pages (clap_mangen) and the bash, zsh and fish completions (clap_complete)
-//! from the same clap definitions the binary parses with (`src/args.rs`, included below), so
+//! from the same clap definitions the binary parses with (`src/args/`, included below), so
 //! they can never drift from the real options.
 //!
 //! Output: `$OUT_DIR/{man,completions}` and a copy in `target/<profile>/assets/`, the fixed
@@ -9,7 +9,7 @@ use clap::CommandFactory;
 use std::path::{Path, PathBuf};
 
 #[allow(dead_code)]
-#[path = "src/args.rs"]
+#[path = "src/args/mod.rs"]
 mod args;
 #[allow(dead_code)]
 #[path = "../engine/src/base/error.rs"]
@@ -19,7 +19,8 @@ mod error;
 mod units;
 
 fn main() {
-    for input in ["src/args.rs", "../engine/src/base/units.rs", "../engine/src/base/error.rs"] {
+    for input in ["src/args/mod.rs", "src/args/tuning.rs", "../engine/src/base/units.rs", "../engine/src/base/error.rs"]
+    {
         println!("cargo:rerun-if-changed={input}");
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

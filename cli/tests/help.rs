@@ -3,7 +3,7 @@
 //! else is given is hidden there, not listed).
 
 #[allow(dead_code)]
-#[path = "../src/args.rs"]
+#[path = "../src/args/mod.rs"]
 mod args;
 #[allow(dead_code)]
 #[path = "../../engine/src/base/error.rs"]

@@ -10,23 +10,25 @@
 //! reason. An admitted test runs on a thread of its own, the workload's code handed in as a
 //! [`TestRunner`]; its place in the counts is a guard given back however it ends.
 
+mod test;
+mod variants;
+
+use test::Pending;
+pub use test::{ServedReports, Test, TestRunner};
+use variants::{apply_variant, wait_for_host};
+
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
-use crate::base::stop::StopToken;
-use crate::metrics::figures::SideReport;
 use crate::runtime::nic_queues::TestQueues;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::session::auth::{self, Nonce, SessionKey};
-use crate::session::control::{
-    self, ControlMsg, SessionCookie, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
-};
+use crate::session::control::{self, ControlMsg, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
 use crate::sys::epoll::Epoll;
 use crate::sys::nic_topology::NicTopology;
 use crate::sys::probe::KernelCaps;
-use crate::sys::settings::{self, Journal, SharedJournal};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -722,233 +724,6 @@ fn queue_placement(
         (None, None) => placement.summary.push_str("; no NIC queues on this path (veth, loopback): CPUs in order"),
     }
     Ok(placement)
-}
-
-/// Receiver-side settings applied for one test; reverted when dropped.
-struct VariantGuard<'a> {
-    journal: SharedJournal,
-    active: &'a AtomicBool,
-    name: String,
-    events: EventSink,
-}
-
-impl Drop for VariantGuard<'_> {
-    fn drop(&mut self) {
-        let outcome = self.journal.lock().unwrap_or_else(|p| p.into_inner()).revert();
-        if let Err(e) = outcome {
-            (self.events)(ServerEvent::VariantFailed { name: self.name.clone(), error: e.message });
-        }
-        self.active.store(false, Ordering::Release);
-    }
-}
-
-/// How long a new test waits for a variant's revert, or for the tests a variant must not
-/// share the host with, to end.
-const VARIANT_WAIT: Duration = Duration::from_secs(10);
-
-/// Waits (bounded) until no variant is applied and, with `alone`, this is the only test.
-fn wait_for_host(shared: &Shared, alone: bool) -> bool {
-    let deadline = Instant::now() + VARIANT_WAIT;
-    loop {
-        let free =
-            !shared.variant_active.load(Ordering::Acquire) && (!alone || shared.active.load(Ordering::Acquire) <= 1);
-        if free || Instant::now() > deadline {
-            return free;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Applies receiver variant `name` from `--variants`, or says why not (the refusal's reason).
-fn apply_variant<'a>(shared: &'a Shared, name: &str) -> std::result::Result<VariantGuard<'a>, String> {
-    let Some(variants) = shared.cfg.variants.as_ref() else {
-        return Err(format!("receiver variant '{name}' asked for, but this receiver has no --variants file"));
-    };
-    let changes = variants.get(name)?;
-    let others = shared.active.load(Ordering::Acquire).saturating_sub(1);
-    if others > 0 || shared.variant_active.swap(true, Ordering::AcqRel) {
-        return Err(format!("receiver busy: variant '{name}' needs the host to itself ({others} other tests running)"));
-    }
-    let state = settings::default_state(&format!("recv-variant-{}", shared.cfg.port));
-    let journal = match Journal::create(&state, &format!("uringbench recv variant {name}")) {
-        Ok(j) => settings::register(j),
-        Err(e) => {
-            shared.variant_active.store(false, Ordering::Release);
-            return Err(e.message);
-        }
-    };
-    let guard = VariantGuard {
-        journal,
-        active: &shared.variant_active,
-        name: name.to_owned(),
-        events: Arc::clone(&shared.events),
-    };
-    let mut applied = Vec::new();
-    for change in changes {
-        let outcome = guard.journal.lock().unwrap_or_else(|p| p.into_inner()).apply(change);
-        match outcome {
-            Ok(Some(what)) => applied.push(what),
-            Ok(None) => applied.push(format!("{} (already so)", change.describe())),
-            // Dropping the guard reverts what was applied so far.
-            Err(e) => return Err(format!("receiver variant '{name}' could not be applied: {}", e.message)),
-        }
-    }
-    (shared.events)(ServerEvent::VariantApplied { name: name.to_owned(), applied });
-    Ok(guard)
-}
-
-/// The memory a test of `spec` takes on this receiver, and how it runs once accepted: the
-/// workload layer's code, handed in by the caller, so the accept loop and the limits live
-/// below the workloads they admit.
-pub trait TestRunner: Send + Sync {
-    /// Bytes a test of `spec` on `threads` receiving threads allocates here (buffer rings,
-    /// socket buffers, samples); checked against [`ServerLimits::max_memory`].
-    fn memory(&self, spec: &TestSpec, threads: usize) -> u64;
-    /// Whether a UDP test that receives here must have the host's UDP port to itself (the
-    /// XDP engine takes every datagram to the port).
-    fn udp_alone(&self) -> bool;
-    /// Runs an accepted test: sets up its flows, tells the sender (through [`Test::accept`] or
-    /// [`Test::accept_flows`]) and returns what this side received and sent.
-    fn run(&self, test: &mut Test<'_>) -> Result<ServedReports>;
-}
-
-/// What the receiver received (forward flows) and sent (reverse flows) in one test.
-#[derive(Debug, Default)]
-pub struct ServedReports {
-    pub received: Option<SideReport>,
-    pub sent: Option<SideReport>,
-}
-
-impl ServedReports {
-    /// A test that only received here (forward flows, rr, crr).
-    pub fn received(report: SideReport) -> Self {
-        Self { received: Some(report), sent: None }
-    }
-}
-
-/// One test the receiver admitted, as the per-test code sees it.
-pub struct Test<'a> {
-    pub ctl: &'a mut TcpStream,
-    pub spec: &'a TestSpec,
-    pub udp_ports: &'a [u16],
-    pub placement: &'a Placement,
-    /// The NIC queues the test is served from; None on veth and loopback.
-    pub queues: Option<&'a TestQueues>,
-    pub caps: &'a KernelCaps,
-    /// The receiver's stop token: the test's live watch ends the test when it is stopped.
-    pub stop: &'a StopToken,
-    shared: &'a Shared,
-    id: u64,
-    /// The authenticated session's key: its data flows must present a tag made with it.
-    key: Option<SessionKey>,
-}
-
-impl Test<'_> {
-    /// Tells the sender the test is accepted (crr: with the port of the test's own listener)
-    /// and the operator that it started; for tests without TCP data flows to the port.
-    pub fn accept(&mut self, data_port: Option<u16>) -> Result<()> {
-        let accept = ControlMsg::Accept {
-            cookie: [0; 16],
-            placement: self.placement.summary.clone(),
-            data_port,
-            variant: self.spec.variant.clone(),
-            steering: self.queues.map(TestQueues::steering),
-        };
-        control::write_msg(self.ctl, &accept)?;
-        self.announce();
-        Ok(())
-    }
-
-    /// Accepts a test whose TCP data flows connect to the port: hands the sender a cookie,
-    /// and returns the flows, in flow order, once all of them arrived.
-    pub(crate) fn accept_flows(&mut self) -> Result<Vec<(u32, TcpStream)>> {
-        let shared = self.shared;
-        let cookie = control::new_cookie();
-        let (tx, rx) = mpsc::channel();
-        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, (tx, self.key.clone()));
-        // However this ends, the cookie admits no more flows.
-        let _unregister = Unregister(&shared.pending, cookie);
-        let wanted = self.spec.data_connections() as usize;
-        let _awaited = self.ctl.peer_addr().ok().map(|a| FlowsAwaited::new(shared, a.ip().to_canonical(), wanted));
-        control::write_msg(
-            self.ctl,
-            &ControlMsg::Accept {
-                cookie,
-                placement: self.placement.summary.clone(),
-                data_port: None,
-                variant: self.spec.variant.clone(),
-                steering: self.queues.map(TestQueues::steering),
-            },
-        )?;
-        self.announce();
-        let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
-        let mut got = 0;
-        let deadline = Instant::now() + FLOWS_TIMEOUT;
-        while got < wanted {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok((flow, stream)) if (flow as usize) < wanted && slots[flow as usize].is_none() => {
-                    slots[flow as usize] = Some(stream);
-                    got += 1;
-                }
-                Ok((flow, _)) => {
-                    return Err(Error::protocol(format!("data flow index {flow} is out of range or repeated")));
-                }
-                Err(_) => {
-                    return Err(Error::peer(format!(
-                        "only {got} of {wanted} data connections arrived within {} s",
-                        FLOWS_TIMEOUT.as_secs()
-                    )));
-                }
-            }
-        }
-        Ok(slots.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i as u32, s))).collect())
-    }
-
-    fn announce(&self) {
-        (self.shared.events)(ServerEvent::SessionStarted {
-            id: self.id,
-            peer: self.ctl.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
-            spec: self.spec.clone(),
-            placement: self.placement.summary.clone(),
-        });
-    }
-}
-
-/// Sessions waiting for their data flows: by cookie, where to hand a flow, and the key its
-/// tag must be made with (authenticated sessions).
-type Pending = Mutex<HashMap<SessionCookie, (mpsc::Sender<(u32, TcpStream)>, Option<SessionKey>)>>;
-
-/// A test's data flows counted as awaited from its source while it waits for them.
-struct FlowsAwaited<'a> {
-    shared: &'a Shared,
-    source: IpAddr,
-    n: usize,
-}
-
-impl<'a> FlowsAwaited<'a> {
-    fn new(shared: &'a Shared, source: IpAddr, n: usize) -> Self {
-        if let Some(u) = shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&source) {
-            u.flows_awaited += n;
-        }
-        Self { shared, source, n }
-    }
-}
-
-impl Drop for FlowsAwaited<'_> {
-    fn drop(&mut self) {
-        if let Some(u) = self.shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.source) {
-            u.flows_awaited = u.flows_awaited.saturating_sub(self.n);
-        }
-    }
-}
-
-/// Removes a session's cookie from the pending flows when dropped.
-struct Unregister<'a>(&'a Pending, SessionCookie);
-impl Drop for Unregister<'_> {
-    fn drop(&mut self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,170 @@
+//! An admitted test as the workload that runs it sees it ([`Test`]): its spec, placement and
+//! NIC queues, its control channel, the sender told it is accepted, its data flows awaited by
+//! cookie; and what the workload hands back ([`ServedReports`]) through the [`TestRunner`].
+
+use super::{Shared, FLOWS_TIMEOUT};
+use crate::base::error::{Error, Result};
+use crate::base::spec::TestSpec;
+use crate::base::stop::StopToken;
+use crate::metrics::figures::SideReport;
+use crate::runtime::nic_queues::TestQueues;
+use crate::runtime::placement::Placement;
+use crate::session::auth::SessionKey;
+use crate::session::control::{self, ControlMsg, SessionCookie};
+use crate::session::receiver::ServerEvent;
+use crate::sys::probe::KernelCaps;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::{mpsc, Mutex};
+use std::time::Instant;
+
+/// The memory a test of `spec` takes on this receiver, and how it runs once accepted: the
+/// workload layer's code, handed in by the caller, so the accept loop and the limits live
+/// below the workloads they admit.
+pub trait TestRunner: Send + Sync {
+    /// Bytes a test of `spec` on `threads` receiving threads allocates here (buffer rings,
+    /// socket buffers, samples); checked against [`ServerLimits::max_memory`].
+    fn memory(&self, spec: &TestSpec, threads: usize) -> u64;
+    /// Whether a UDP test that receives here must have the host's UDP port to itself (the
+    /// XDP engine takes every datagram to the port).
+    fn udp_alone(&self) -> bool;
+    /// Runs an accepted test: sets up its flows, tells the sender (through [`Test::accept`] or
+    /// [`Test::accept_flows`]) and returns what this side received and sent.
+    fn run(&self, test: &mut Test<'_>) -> Result<ServedReports>;
+}
+
+/// What the receiver received (forward flows) and sent (reverse flows) in one test.
+#[derive(Debug, Default)]
+pub struct ServedReports {
+    pub received: Option<SideReport>,
+    pub sent: Option<SideReport>,
+}
+
+impl ServedReports {
+    /// A test that only received here (forward flows, rr, crr).
+    pub fn received(report: SideReport) -> Self {
+        Self { received: Some(report), sent: None }
+    }
+}
+
+/// One test the receiver admitted, as the per-test code sees it.
+pub struct Test<'a> {
+    pub ctl: &'a mut TcpStream,
+    pub spec: &'a TestSpec,
+    pub udp_ports: &'a [u16],
+    pub placement: &'a Placement,
+    /// The NIC queues the test is served from; None on veth and loopback.
+    pub queues: Option<&'a TestQueues>,
+    pub caps: &'a KernelCaps,
+    /// The receiver's stop token: the test's live watch ends the test when it is stopped.
+    pub stop: &'a StopToken,
+    pub(super) shared: &'a Shared,
+    pub(super) id: u64,
+    /// The authenticated session's key: its data flows must present a tag made with it.
+    pub(super) key: Option<SessionKey>,
+}
+
+impl Test<'_> {
+    /// Tells the sender the test is accepted (crr: with the port of the test's own listener)
+    /// and the operator that it started; for tests without TCP data flows to the port.
+    pub fn accept(&mut self, data_port: Option<u16>) -> Result<()> {
+        control::write_msg(self.ctl, &self.accept_msg([0; 16], data_port))?;
+        self.announce();
+        Ok(())
+    }
+
+    /// The `accept` message: the cookie the data flows present, the receiver's placement and
+    /// the RSS set-up the sender steers by.
+    fn accept_msg(&self, cookie: SessionCookie, data_port: Option<u16>) -> ControlMsg {
+        ControlMsg::Accept {
+            cookie,
+            placement: self.placement.summary.clone(),
+            data_port,
+            variant: self.spec.variant.clone(),
+            steering: self.queues.map(TestQueues::steering),
+        }
+    }
+
+    /// Accepts a test whose TCP data flows connect to the port: hands the sender a cookie,
+    /// and returns the flows, in flow order, once all of them arrived.
+    pub(crate) fn accept_flows(&mut self) -> Result<Vec<(u32, TcpStream)>> {
+        let shared = self.shared;
+        let cookie = control::new_cookie();
+        let (tx, rx) = mpsc::channel();
+        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, (tx, self.key.clone()));
+        // However this ends, the cookie admits no more flows.
+        let _unregister = Unregister(&shared.pending, cookie);
+        let wanted = self.spec.data_connections() as usize;
+        let _awaited = self.ctl.peer_addr().ok().map(|a| FlowsAwaited::new(shared, a.ip().to_canonical(), wanted));
+        let accept = self.accept_msg(cookie, None);
+        control::write_msg(self.ctl, &accept)?;
+        self.announce();
+        let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
+        let mut got = 0;
+        let deadline = Instant::now() + FLOWS_TIMEOUT;
+        while got < wanted {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok((flow, stream)) if (flow as usize) < wanted && slots[flow as usize].is_none() => {
+                    slots[flow as usize] = Some(stream);
+                    got += 1;
+                }
+                Ok((flow, _)) => {
+                    return Err(Error::protocol(format!("data flow index {flow} is out of range or repeated")));
+                }
+                Err(_) => {
+                    return Err(Error::peer(format!(
+                        "only {got} of {wanted} data connections arrived within {} s",
+                        FLOWS_TIMEOUT.as_secs()
+                    )));
+                }
+            }
+        }
+        Ok(slots.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i as u32, s))).collect())
+    }
+
+    fn announce(&self) {
+        (self.shared.events)(ServerEvent::SessionStarted {
+            id: self.id,
+            peer: self.ctl.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+            spec: self.spec.clone(),
+            placement: self.placement.summary.clone(),
+        });
+    }
+}
+
+/// Sessions waiting for their data flows: by cookie, where to hand a flow, and the key its
+/// tag must be made with (authenticated sessions).
+pub(super) type Pending = Mutex<HashMap<SessionCookie, (mpsc::Sender<(u32, TcpStream)>, Option<SessionKey>)>>;
+
+/// A test's data flows counted as awaited from its source while it waits for them.
+struct FlowsAwaited<'a> {
+    shared: &'a Shared,
+    source: IpAddr,
+    n: usize,
+}
+
+impl<'a> FlowsAwaited<'a> {
+    fn new(shared: &'a Shared, source: IpAddr, n: usize) -> Self {
+        if let Some(u) = shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&source) {
+            u.flows_awaited += n;
+        }
+        Self { shared, source, n }
+    }
+}
+
+impl Drop for FlowsAwaited<'_> {
+    fn drop(&mut self) {
+        if let Some(u) = self.shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.source) {
+            u.flows_awaited = u.flows_awaited.saturating_sub(self.n);
+        }
+    }
+}
+
+/// Removes a session's cookie from the pending flows when dropped.
+struct Unregister<'a>(&'a Pending, SessionCookie);
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
+    }
+}
