@@ -340,7 +340,7 @@ pub struct SendArgs {
     /// before the test is sent, and its data flows carry a key derived from it.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
-    /// Port [default: 5300, or 5001 with --iperf2].
+    /// Port [default: 5300, 5001 with --iperf2, 5201 with --iperf3].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows;
@@ -389,8 +389,12 @@ pub struct SendArgs {
     #[arg(long)]
     pub one_way_delay: bool,
     /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,
+    /// Talk to an unmodified iperf3 server (`iperf3 -s`, 3.9 or later) instead of `uringbench
+    /// recv`: its results become the receiver side; --warmup is sent as its omit (-O).
+    #[arg(long)]
+    pub iperf3: bool,
     /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub zerocopy: OnOffAuto,

@@ -6,7 +6,7 @@
 use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
 use std::io::Write;
 use std::sync::Arc;
-use uringbench::base::spec::{Proto, TestSpec, Workload};
+use uringbench::base::spec::{Direction, Proto, TestSpec, Workload};
 use uringbench::base::stop::StopToken;
 use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::format_bits_per_second;
@@ -17,23 +17,37 @@ use uringbench::session::sender::SendOptions;
 use uringbench::uring::fastpath::FastPaths;
 use uringbench::Error;
 
-/// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
-pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+/// The options of a test against another tool's server (`--iperf2`, `--iperf3`, named by
+/// `flag` in refusals) from `send`'s flags, and the output format; `port` is that tool's
+/// default. The spec carries the flow knobs and the direction; each mode refuses what its
+/// peer cannot do.
+pub fn peer_send_options(
+    args: &SendArgs,
+    fast: FastPaths,
+    stop: StopToken,
+    flag: &str,
+    port: u16,
+) -> Result<(SendOptions, Format), Error> {
     if args.repeat != 1 {
-        return Err(Error::usage("--repeat is not available with --iperf2: run the command once per repetition"));
+        return Err(Error::usage(format!(
+            "--repeat is not available with {flag}: run the command once per repetition"
+        )));
     }
     if args.psk_file.is_some() {
-        return Err(Error::usage("--psk-file is not available with --iperf2: iperf2 servers do not authenticate"));
+        return Err(Error::usage(format!(
+            "--psk-file is not available with {flag}: the other tool does not authenticate"
+        )));
     }
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
-        return Err(Error::usage("--format csv is not available with --iperf2 (use text or json)"));
+        return Err(Error::usage(format!("--format csv is not available with {flag} (use text or json)")));
     }
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let len = args.len.unwrap_or(crate::args::default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
+    let (tuning, local) = tuning_of(&args.tuning)?;
     let mut spec = TestSpec {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
         workload: Workload::Stream,
@@ -44,40 +58,67 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
         zerocopy: crate::zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
+        direction: if args.bidir {
+            Direction::Bidir
+        } else if args.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        },
+        tuning,
         ..TestSpec::default()
     };
     args.window.apply(&mut spec, args.interval);
-    let (_, local) = tuning_of(&args.tuning)?;
     let opts = SendOptions {
         target: args.target.clone(),
-        port: port_or_default(args.port, true),
+        port: args.port.unwrap_or(port),
         spec,
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
         busy_poll: busy(args.busy_poll),
         fast,
         local,
-        // iperf2 has no authentication of its own.
+        // Neither iperf2 nor iperf3 (without its RSA option) authenticates.
         psk: None,
         stop,
     };
-    let report = run_send(&opts)?;
+    Ok((opts, format))
+}
+
+/// Prints a peer mode's report as text or JSON; the exit code says whether it was complete.
+pub fn print_report(
+    format: Format,
+    json: serde_json::Value,
+    text: String,
+    complete: bool,
+    error: Option<String>,
+) -> Result<u8, Error> {
     let mut out = std::io::stdout().lock();
     match format {
         Format::Json => {
-            let text = serde_json::to_string_pretty(&report.to_json())
+            let text = serde_json::to_string_pretty(&json)
                 .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
             let _ = writeln!(out, "{text}");
         }
         _ => {
-            let _ = write!(out, "{}", report.render_text());
+            let _ = write!(out, "{text}");
         }
     }
     let _ = out.flush();
-    if report.complete() {
+    if complete {
         Ok(0)
     } else {
-        Err(Error::peer(report.first_error().unwrap_or_else(|| "the test did not complete".into())))
+        Err(Error::peer(error.unwrap_or_else(|| "the test did not complete".into())))
     }
+}
+
+/// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
+pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let (mut opts, format) = peer_send_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
+    // iperf2 tests run forward, without the flow knobs (main.rs refuses them).
+    opts.spec.direction = Direction::Forward;
+    opts.spec.tuning = Default::default();
+    let report = run_send(&opts)?;
+    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
 }
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.

@@ -3,6 +3,7 @@
 mod args;
 mod doctor_cmd;
 mod iperf2_mode;
+mod iperf3_mode;
 mod iperf_cli;
 mod live_out;
 mod sweep_cmd;
@@ -408,6 +409,12 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
     if args.iperf2 {
         return iperf2_mode::send(&args, fast, stop);
+    }
+    if args.iperf3 {
+        if args.engine == xdp_mode::Engine::Xdp {
+            return Err(Error::usage("--engine xdp is not available with --iperf3"));
+        }
+        return iperf3_mode::send(&args, fast, stop);
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
     let len = args.len.unwrap_or(default_len(udp));

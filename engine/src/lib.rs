@@ -52,10 +52,12 @@ pub use crate::base::error::{Error, ErrorKind, Result};
 // `StopToken`, and reported as a `StreamReport`. Everything else is reached through its layer.
 pub use crate::base::spec::{Direction, Proto, TestSpec};
 pub use crate::base::stop::StopToken;
+pub use crate::compat::iperf3::{run_send as iperf3_send, Iperf3Report};
 pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
 pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve};
 pub use crate::uring::fastpath::FastPaths;
+pub use crate::wire::iperf3::IPERF3_PORT;
 pub use crate::workload::receive::Workloads;
 pub use crate::workload::stream::run_send;

@@ -1,3 +1,133 @@
-//! Other tools' protocols over our loops.
+//! Other tools' protocols over our loops: iperf2 and iperf3, each in both roles.
+//!
+//! What the clients share is here: how a target is resolved and connected (with errors that
+//! say what to run on the far host), the live sink that keeps the sender's intervals, and the
+//! far side's figures turned into a receiver [`SideReport`].
 
 pub mod iperf2;
+pub mod iperf3;
+
+use crate::base::error::{Error, Result};
+use crate::base::spec::TestSpec;
+use crate::base::stop::StopToken;
+use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
+use crate::metrics::measure::Window;
+use crate::session::live::Live;
+use crate::sys::netpath::PathProbe;
+use crate::sys::sockopt;
+use crate::transport::FlowOutcome;
+use std::io;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long a connect to the other tool's server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A peer address as users know it: IPv4 clients of a dual-stack socket without `::ffff:`.
+fn shown(peer: SocketAddr) -> SocketAddr {
+    SocketAddr::new(peer.ip().to_canonical(), peer.port())
+}
+
+/// Resolves `host:port` to the first address (of `family`, 4 or 6, when given).
+fn resolve(host: &str, port: u16, family: Option<u8>) -> Result<SocketAddr> {
+    let mut addrs =
+        (host, port).to_socket_addrs().map_err(|e| Error::usage(format!("cannot resolve target '{host}': {e}")))?;
+    addrs.find(|a| family.is_none_or(|f| (f == 4) == a.ip().to_canonical().is_ipv4())).ok_or_else(|| {
+        Error::usage(format!(
+            "target '{host}' has no address{}",
+            family.map_or(String::new(), |f| format!(" of IPv{f}"))
+        ))
+    })
+}
+
+/// Connects one TCP connection to the other tool's server; `server` is the command that
+/// should be running there (`iperf -s -p 5002`), named when nothing listens.
+fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Result<TcpStream> {
+    let stream = sockopt::connect_tcp(addr, local, None, CONNECT_TIMEOUT).map_err(|e| match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => {
+            Error::peer(format!("nothing listens on {addr} (connection refused): start `{server}` there"))
+        }
+        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => Error::peer(format!("{addr} is unreachable: {e}")),
+        _ if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => Error::peer(format!(
+            "{addr} did not answer within {:.0} s (host down or filtered)",
+            CONNECT_TIMEOUT.as_secs_f64()
+        )),
+        _ => Error::peer(format!("cannot connect to {addr}: {e}")),
+    })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// The sender's intervals, kept; a stop of the sender's token stops the test.
+struct Intervals {
+    kept: Mutex<Vec<IntervalFigures>>,
+    stop: StopToken,
+}
+
+impl Intervals {
+    fn new(stop: &StopToken) -> Self {
+        Intervals { kept: Mutex::default(), stop: stop.clone() }
+    }
+
+    fn take(&self) -> Vec<IntervalFigures> {
+        std::mem::take(&mut *self.kept.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Live for Intervals {
+    fn stopped(&self) -> Option<String> {
+        self.stop.cause().map(|cause| format!("{cause} on the sender"))
+    }
+    fn interval(&self, _role: Role, interval: IntervalFigures) {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push(interval);
+    }
+}
+
+/// The native report of a test against another tool: our `sender`, the far side's
+/// `receiver` (from its own report), the path facts the sender's probes saw.
+fn stream_report(
+    spec: TestSpec,
+    target: SocketAddr,
+    mut sender: SideReport,
+    receiver: Option<SideReport>,
+    error: Option<String>,
+    path: &PathProbe,
+    live: &Intervals,
+) -> StreamReport {
+    sender.intervals = live.take();
+    let host = sender.host.as_ref();
+    let facts = PathFacts {
+        egress_interface: path.interface().map(str::to_string),
+        limits: path.limits.clone(),
+        interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
+        softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
+    };
+    let mut stream = StreamReport {
+        spec,
+        target: target.to_string(),
+        sender,
+        receiver,
+        error,
+        path: facts,
+        reverse: None,
+        interrupted: None,
+    };
+    stream.mark_interrupted(live.stopped());
+    stream
+}
+
+/// A side of the test as another tool reported it: `bytes` per flow (with its queue), over
+/// `seconds`; that tool measures its whole test, so every byte is inside the window.
+fn far_side(spec: &TestSpec, role: Role, bytes: &[(u32, u64)], seconds: f64, tool: &str) -> SideReport {
+    let outcomes: Vec<FlowOutcome> =
+        bytes.iter().map(|&(queue, bytes)| FlowOutcome { queue, bytes, error: None }).collect();
+    let window = Window { complete: true, ..Window::default() };
+    let mut side = SideReport::build(role, spec, &window, &outcomes, &[]);
+    for q in &mut side.queues {
+        q.bytes = q.total_bytes;
+    }
+    side.window_seconds = seconds;
+    side.placement = format!("{tool} server");
+    side
+}

@@ -7,6 +7,8 @@ pub mod export;
 pub mod fleet;
 pub mod http;
 pub mod iperf2;
+pub mod iperf3;
+mod peer;
 pub mod rr;
 pub mod saved;
 pub mod stream;
