@@ -262,7 +262,8 @@ pub struct RecvArgs {
     /// Listen on this device only (SO_BINDTODEVICE); the test's flows stay on it.
     #[arg(long, value_name = "DEV")]
     pub bind_dev: Option<String>,
-    /// Port for control and data connections [default: 5300, or 5001 with --iperf2].
+    /// Port for control and data connections [default: 5300, 5001 with --iperf2, 5201 with
+    /// --iperf3].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// CPUs for queue threads, e.g. 0-3,8 [default: all this process may use].
@@ -275,8 +276,12 @@ pub struct RecvArgs {
     #[arg(long)]
     pub once: bool,
     /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on -p's port, 5001 unless given.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,
+    /// Serve unmodified iperf3 clients (`iperf3 -c`, TCP, one test at a time) on -p's port,
+    /// 5201 unless given.
+    #[arg(long)]
+    pub iperf3: bool,
     /// Longest test a sender may request (warm-up and cool-down included).
     #[arg(long, value_parser = duration, default_value = "10m")]
     pub max_time: std::time::Duration,

@@ -10,12 +10,11 @@ use uringbench::base::spec::{Direction, Proto, TestSpec, Workload};
 use uringbench::base::stop::StopToken;
 use uringbench::base::text::{escape_controls, peer_text};
 use uringbench::base::units::format_bits_per_second;
-use uringbench::compat::iperf2::{
-    bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary,
-};
+use uringbench::compat::iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary};
 use uringbench::session::sender::SendOptions;
 use uringbench::uring::fastpath::FastPaths;
 use uringbench::Error;
+use uringbench::PeerRecvOptions;
 
 /// The options of a test against another tool's server (`--iperf2`, `--iperf3`, named by
 /// `flag` in refusals) from `send`'s flags, and the output format; `port` is that tool's
@@ -123,24 +122,7 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
 pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
-    // The native receiver's authentication and address filter: an iperf2 client has neither.
-    if args.psk_file.is_some() || !args.allow.is_empty() {
-        return Err(Error::usage(
-            "--psk-file and --allow are not available with --iperf2: iperf2 clients do not authenticate (filter with a firewall)",
-        ));
-    }
-    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
-    let opts = Iperf2RecvOptions {
-        bind,
-        port: port_or_default(args.port, true),
-        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
-        busy_poll: busy(args.busy_poll),
-        once: args.once,
-        max_time: args.max_time,
-        max_flows: args.max_queues,
-        stop,
-        fast,
-    };
+    let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
     let listeners = bind_receiver(&opts)?;
     let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
         let line = match event {
@@ -164,14 +146,48 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
                 format!("uringbench recv --iperf2: {} paused: {reason}", proto_name(proto))
             }
         };
-        // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
-        let line = escape_controls(&line);
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        print_line(&line);
     });
     let ok = serve(opts, listeners, events)?;
     Ok(if ok { 0 } else { 1 })
+}
+
+/// The options of a receiver serving another tool's clients (`--iperf2`, `--iperf3`, named
+/// by `flag` in refusals) from `recv`'s flags; `port` is that tool's default.
+pub fn peer_recv_options(
+    args: &RecvArgs,
+    fast: FastPaths,
+    stop: StopToken,
+    flag: &str,
+    port: u16,
+) -> Result<PeerRecvOptions, Error> {
+    // The native receiver's authentication and address filter: the other tools' clients have neither.
+    if args.psk_file.is_some() || !args.allow.is_empty() {
+        return Err(Error::usage(format!(
+            "--psk-file and --allow are not available with {flag}: its clients do not authenticate (filter with a firewall)"
+        )));
+    }
+    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
+    Ok(PeerRecvOptions {
+        bind,
+        port: args.port.unwrap_or(port),
+        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
+        busy_poll: busy(args.busy_poll),
+        once: args.once,
+        max_time: args.max_time,
+        max_flows: args.max_queues,
+        stop,
+        fast,
+    })
+}
+
+/// One line of a receiver's log on stdout, flushed: reasons and errors may quote what a peer
+/// sent, so control characters are escaped (one line each, whatever it sent).
+pub fn print_line(line: &str) {
+    let line = escape_controls(line);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
 }
 
 fn proto_name(proto: Proto) -> &'static str {

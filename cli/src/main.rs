@@ -290,6 +290,12 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::recv(&args, fast, stop);
     }
+    if args.iperf3 {
+        if args.engine == xdp_mode::Engine::Xdp {
+            return Err(Error::usage("--engine xdp is not available with --iperf3"));
+        }
+        return iperf3_mode::recv(&args, fast, stop);
+    }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {

@@ -12,14 +12,35 @@ use crate::base::spec::TestSpec;
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
 use crate::metrics::measure::Window;
+use crate::runtime::placement::BusyPoll;
 use crate::session::live::Live;
 use crate::sys::netpath::PathProbe;
 use crate::sys::sockopt;
 use crate::transport::FlowOutcome;
 use std::io;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// What `uringbench recv --iperf2` and `recv --iperf3` serve.
+#[derive(Debug, Clone)]
+pub struct PeerRecvOptions {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub cpus: Option<Vec<usize>>,
+    /// `--busy-poll on` spins the flow threads; otherwise they sleep.
+    pub busy_poll: BusyPoll,
+    /// Return after the first finished test.
+    pub once: bool,
+    /// Longest any test may last, whatever the client asks.
+    pub max_time: Duration,
+    /// Most flows (TCP connections and UDP client ports) served at once.
+    pub max_flows: u32,
+    /// Stopped by the caller to stop serving (`serve` returns `Ok(true)`).
+    pub stop: StopToken,
+    /// The fast paths the front end probed; the flow threads' rings use their ring part.
+    pub fast: crate::uring::fastpath::FastPaths,
+}
 
 /// How long a connect to the other tool's server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

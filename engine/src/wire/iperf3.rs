@@ -492,17 +492,38 @@ impl UdpHeader {
     }
 }
 
-/// iperf3's name for an error number a server sends after [`State::ServerError`] (the ones a
-/// client can cause; others by number).
+/// iperf3 error numbers a server sends after [`State::ServerError`], for the refusals it
+/// makes (iperf3 prints its own text for each; ours logs the exact reason).
+pub mod error_code {
+    /// Test too long.
+    pub const DURATION: i32 = 5;
+    /// Too many parallel streams.
+    pub const NUM_STREAMS: i32 = 6;
+    /// Cannot receive the parameters (what we answer to parameters we refuse).
+    pub const RECV_PARAMS: i32 = 114;
+    /// A protocol (or mode) the server does not run.
+    pub const PROTOCOL: i32 = 131;
+    /// Test authorization failed.
+    pub const AUTH: i32 = 142;
+}
+
+/// iperf3's meaning of an error number a server sent (the ones a client can cause; others
+/// by number).
 pub fn server_error_text(code: i32) -> String {
     let known = match code {
-        3 => "bad or missing parameters",
-        5 => "test too long",
-        9 => "bad block size",
-        100 => "cannot read the cookie",
-        101 => "bad parameters JSON",
-        113 => "bad stream id in results",
-        118 => "test is over the server's bitrate limit",
+        error_code::DURATION => "test too long",
+        error_code::NUM_STREAMS => "too many parallel streams",
+        7 => "block size too large",
+        12 => "bad omit value",
+        20 => "bad UDP block size",
+        21 => "bad TOS value",
+        27 => "total rate over the server's limit",
+        error_code::RECV_PARAMS => "parameters not accepted",
+        117 => "results not received",
+        121 => "server busy",
+        error_code::PROTOCOL => "protocol not served",
+        error_code::AUTH => "authorization failed",
+        208 => "bad stream id in results",
         _ => "",
     };
     if known.is_empty() {

@@ -5,8 +5,12 @@
 //! - [`client`]: `send --iperf3`, our sender to `iperf3 -s`, reported as a native
 //!   [`crate::metrics::figures::StreamReport`] with the iperf3 server's results as the
 //!   receiver side.
+//! - [`server`]: `recv --iperf3`, `iperf3 -c` clients served one test at a time behind the
+//!   accept gate.
 
 pub mod client;
 mod control;
+pub mod server;
 
 pub use client::{params_for, run_send, Iperf3Report};
+pub use server::{bind_receiver, serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary};
