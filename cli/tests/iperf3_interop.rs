@@ -70,6 +70,38 @@ fn send_eight_flows_to_iperf3_server() {
     send_to_iperf3_server("ub3b", "8");
 }
 
+/// `send --iperf3 -R` and `--bidir`: what the server sent is exactly what we received, and
+/// (bidir) what we sent is exactly what it received.
+#[test]
+fn reverse_and_bidir_with_iperf3_server() {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up("ub3g");
+    for mode in ["-R", "--bidir"] {
+        let server = iperf3_server(&pair);
+        let (out, _) = pair.send(
+            &["--iperf3", "-c", "10.77.0.2", "-P", "2", "-t", "2", "--warmup", "0", mode, "-J"],
+            Duration::from_secs(30),
+        );
+        let server = finish(server, Duration::from_secs(10));
+        assert!(out.status.success(), "send --iperf3 {mode} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let (ours, theirs) = (json(&out), iperf3_json(&server));
+        assert_eq!(ours["peer"], "iperf3");
+        let back = if mode == "-R" { &ours } else { &ours["reverse"] };
+        let received = u64_at(back, "/sum/receiver/total_bytes");
+        let server_sent_key = if mode == "-R" { "/end/sum_sent/bytes" } else { "/end/sum_sent_bidir_reverse/bytes" };
+        assert!(received > 1_000_000, "{mode}: real traffic came back: {received}");
+        assert_eq!(u64_at(&theirs, server_sent_key), received, "{mode}: we received every byte iperf3 -s sent");
+        assert_eq!(u64_at(back, "/sum/sender/total_bytes"), received, "{mode}: its count is our sender side");
+        if mode == "--bidir" {
+            let sent = u64_at(&ours, "/sum/sender/total_bytes");
+            assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "--bidir: it received every byte we sent");
+        }
+    }
+}
+
 #[test]
 fn send_to_nothing_or_busy_iperf3_server_says_what_to_run() {
     let _serial = serial();

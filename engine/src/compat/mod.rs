@@ -80,9 +80,9 @@ fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Res
     Ok(stream)
 }
 
-/// The sender's intervals, kept; a stop of the sender's token stops the test.
+/// Our side's intervals, kept by role; a stop of the token stops the test.
 struct Intervals {
-    kept: Mutex<Vec<IntervalFigures>>,
+    kept: Mutex<Vec<(Role, IntervalFigures)>>,
     stop: StopToken,
 }
 
@@ -91,8 +91,12 @@ impl Intervals {
         Intervals { kept: Mutex::default(), stop: stop.clone() }
     }
 
-    fn take(&self) -> Vec<IntervalFigures> {
-        std::mem::take(&mut *self.kept.lock().unwrap_or_else(|p| p.into_inner()))
+    /// The intervals of our side playing `role`.
+    fn take(&self, role: Role) -> Vec<IntervalFigures> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let (mine, rest) = std::mem::take(&mut *kept).into_iter().partition(|(r, _)| *r == role);
+        *kept = rest;
+        mine.into_iter().map(|(_, i)| i).collect()
     }
 }
 
@@ -100,24 +104,29 @@ impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
         self.stop.cause().map(|cause| format!("{cause} on the sender"))
     }
-    fn interval(&self, _role: Role, interval: IntervalFigures) {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push(interval);
+    fn interval(&self, role: Role, interval: IntervalFigures) {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push((role, interval));
     }
 }
 
-/// The native report of a test against another tool: our `sender`, the far side's
-/// `receiver` (from its own report), the path facts the sender's probes saw.
+/// The native report of one direction of a test against another tool: its `sender` and
+/// `receiver`, one of them ours (the one with a host sample, which gets our intervals), the
+/// other the far side's (from that tool's own report); the path facts our probes saw.
 fn stream_report(
     spec: TestSpec,
     target: SocketAddr,
     mut sender: SideReport,
-    receiver: Option<SideReport>,
+    mut receiver: Option<SideReport>,
     error: Option<String>,
     path: &PathProbe,
     live: &Intervals,
 ) -> StreamReport {
-    sender.intervals = live.take();
-    let host = sender.host.as_ref();
+    let ours = match receiver.as_mut() {
+        Some(r) if r.host.is_some() && sender.host.is_none() => r,
+        _ => &mut sender,
+    };
+    ours.intervals = live.take(ours.role);
+    let host = ours.host.as_ref();
     let facts = PathFacts {
         egress_interface: path.interface().map(str::to_string),
         limits: path.limits.clone(),

@@ -31,24 +31,24 @@ impl Iperf3Report {
     /// The native text, with the sender's interval lines and what iperf3 mode adds.
     pub fn render_text(&self) -> String {
         let mut out = peer_text(&self.stream);
+        // The far side's CPU is iperf3's own figure, on its line below.
+        for side in ["sender", "receiver"] {
+            out = out.replace(&format!("cpu {side}: threads  | host busy \n"), "");
+        }
         if self.params.omit > 0 {
-            // The server counts from the end of its own omitted start: its total is not ours.
-            if let (Some(at), Some(r)) = (out.find("total: sender wrote"), &self.stream.receiver) {
-                let end = out[at..].find('\n').map_or(out.len(), |n| at + n + 1);
-                let line = format!(
-                    "total: sender wrote {} bytes, {} after its omitted first {} s; the iperf3 server counted {} after its own\n",
-                    self.stream.sender.total_bytes(),
-                    self.stream.sender.bytes(),
-                    self.params.omit,
-                    r.total_bytes()
-                );
-                out.replace_range(at..end, &line);
-            }
+            self.omitted_totals(&mut out);
         }
         if let Some(r) = &self.server {
+            let moved = if self.params.bidirectional {
+                "received and sent"
+            } else if self.params.reverse {
+                "sent"
+            } else {
+                "received"
+            };
             let _ = writeln!(
                 out,
-                "iperf3 server: {} bytes received, CPU {:.1}% (user {:.1}%, system {:.1}%){}",
+                "iperf3 server: {} bytes {moved}, CPU {:.1}% (user {:.1}%, system {:.1}%){}",
                 r.streams.iter().map(|s| s.bytes).sum::<u64>(),
                 r.cpu_util[0],
                 r.cpu_util[1],
@@ -60,5 +60,33 @@ impl Iperf3Report {
             let _ = writeln!(out, "note: {note}");
         }
         out
+    }
+
+    /// With an omitted start the server's totals start at its own omit's end, not ours: each
+    /// `total:` line says so instead of comparing the two.
+    fn omitted_totals(&self, out: &mut String) {
+        let mut reports = vec![&self.stream];
+        reports.extend(self.stream.reverse.as_deref());
+        let mut from = 0;
+        for report in reports {
+            let Some(at) = out[from..].find("total: sender wrote").map(|n| from + n) else { return };
+            let end = out[at..].find('\n').map_or(out.len(), |n| at + n + 1);
+            let Some(receiver) = &report.receiver else { return };
+            // Ours is the side our probes sampled; the other one is the server's.
+            let (ours, theirs, we) = if report.sender.host.is_some() {
+                (&report.sender, receiver, "sent")
+            } else {
+                (receiver, &report.sender, "received")
+            };
+            let line = format!(
+                "total: we {we} {} bytes, {} after our omitted first {} s; the iperf3 server counted {} after its own\n",
+                ours.total_bytes(),
+                ours.bytes(),
+                self.params.omit,
+                theirs.total_bytes()
+            );
+            out.replace_range(at..end, &line);
+            from = at + line.len();
+        }
     }
 }

@@ -307,14 +307,14 @@ impl Params {
             proto,
             omit: num("omit", MAX_OMIT)?,
             time: num("time", MAX_TIME)?,
-            bytes: num("num", u64::MAX >> 1)?,
-            blocks: num("blockcount", u64::MAX >> 1)?,
+            bytes: num("num", 1 << 52)?,
+            blocks: num("blockcount", 1 << 52)?,
             parallel: parallel.max(1),
             reverse: flag("reverse"),
             bidirectional: flag("bidirectional"),
             len,
-            rate_bps: num("bandwidth", u64::MAX >> 1)?,
-            fq_rate_bps: num("fqrate", u64::MAX >> 1)?,
+            rate_bps: num("bandwidth", 1 << 52)?,
+            fq_rate_bps: num("fqrate", 1 << 52)?,
             window: num("window", 512 << 20)? as u32,
             mss: num("MSS", 32 * 1024 - 1)? as u32,
             tos: num("TOS", 255)? as u8,
@@ -337,8 +337,13 @@ impl Params {
 
 /// A number as iperf3 writes counts: a whole non-negative number (cJSON writes every number
 /// as a double, so 1e6 and 1000000.0 are whole).
+/// Counts past 2^53 are refused: no real count gets there, and -1 cast to unsigned (as iperf3
+/// writes "none") must not read as a count, whether written as 1.8e19 or in full.
 fn whole(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15).map(|f| f as u64))
+    const MAX: u64 = 1 << 53;
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < MAX as f64).map(|f| f as u64))
+        .filter(|n| *n < MAX)
 }
 
 /// One stream's line of a results document.
@@ -633,6 +638,13 @@ mod tests {
         assert_eq!(r.streams.len(), 2);
         assert_eq!(r.stream(3).map(|s| s.bytes), Some(1443102720));
         assert_eq!(r.stream(1).unwrap().retransmits, None);
+        let full = SERVER_RESULTS_3_12
+            .replace("\"retransmits\":1.8446744073709552e+19", "\"retransmits\":18446744073709551615");
+        assert_eq!(
+            Results::parse(full.as_bytes()).unwrap().stream(3).unwrap().retransmits,
+            None,
+            "-1 in full is none too"
+        );
         assert!((r.stream(1).unwrap().end_s - 1.001738).abs() < 1e-9);
     }
 

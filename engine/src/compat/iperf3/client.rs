@@ -27,7 +27,7 @@ use crate::wire::iperf3::{
     new_cookie, stream_id, DataProto, Params, Results, State, StreamResult, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS,
     MAX_TCP_BLOCK,
 };
-use crate::workload::stream::TcpHalves;
+use crate::workload::stream::{RecvEnd, TcpHalves};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -39,6 +39,8 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_GRACE: Duration = Duration::from_millis(250);
 /// The longest wait for the acknowledgements of the last bytes.
 const ACK_WAIT: Duration = Duration::from_secs(5);
+/// Past the planned end, how long the streams the server sends on may take to end.
+const END_WAIT: Duration = Duration::from_secs(10);
 
 /// A test against an iperf3 server: the native report, plus what only iperf3 mode knows.
 #[derive(Debug, Clone)]
@@ -88,9 +90,6 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
     if spec.proto != Proto::Tcp {
         return Err(Error::usage("--iperf3 runs TCP tests only in this version (UDP is not implemented yet)"));
     }
-    if spec.direction != Direction::Forward {
-        return Err(Error::usage("--iperf3 runs forward tests only in this version (no -R or --bidir yet)"));
-    }
     if spec.flows_per_queue != 1 {
         return Err(Error::usage("--flows-per-queue is not available with --iperf3: -P N gives iperf3's N streams"));
     }
@@ -110,6 +109,8 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
         time: whole_seconds(spec.time_ms, "-t")?.max(1),
         parallel: spec.flows(),
         len: spec.len,
+        reverse: spec.direction == Direction::Reverse,
+        bidirectional: spec.direction == Direction::Bidir,
         rate_bps: spec.rate_bps / u64::from(spec.flows().max(1)),
         fq_rate_bps: t.fq_rate_bps.unwrap_or(0),
         window: t.window.unwrap_or(0),
@@ -145,8 +146,8 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     expect(&mut ctl, State::ParamExchange).map_err(peer)?;
     ctl.send_json(&params.to_json()).map_err(peer)?;
     expect(&mut ctl, State::CreateStreams).map_err(peer)?;
-    let mut flows = Vec::with_capacity(spec.flows() as usize);
-    for flow in 0..spec.flows() {
+    let mut flows = Vec::with_capacity(spec.data_connections() as usize);
+    for flow in 0..spec.data_connections() {
         let local = opts.local.for_flow(flow).map_err(Error::usage)?;
         let mut stream = connect_tcp(target, &local, &server)?;
         stream.write_all(&cookie).map_err(|e| peer(format!("opening stream {}: {e}", stream_id(flow as usize))))?;
@@ -156,34 +157,83 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     expect(&mut ctl, State::TestRunning).map_err(peer)?;
 
     let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
-    let watch: Vec<TcpStream> = flows.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
     let halves =
         TcpHalves { spec: &spec, placement: &placement, caps: &caps, zc, iface: path.interface().map(str::to_string) };
-    let mut sender = halves.send(flows, Instant::now(), &live)?;
-    sender
-        .path
-        .push_str("; iperf3 data streams (cookie first), TEST_END once the server's kernel acknowledged every byte");
-    let mut notes = Vec::new();
-    if let Some(n) = wait_acknowledged(&watch) {
-        notes.push(format!(
-            "{n} bytes were still unacknowledged after {:.0} s: the server may not count them",
-            ACK_WAIT.as_secs_f64()
-        ));
-    }
-    std::thread::sleep(READ_GRACE);
-    drop(watch);
-
-    let (receiver, server_results, error) = match finish(&mut ctl, &spec, &sender) {
-        Ok(results) => (Some(server_side(&spec, &results)), Some(results), None),
-        Err(e) => (None, None, Some(format!("iperf3 server at {target}: {e}"))),
+    let n = spec.flows();
+    // Our sending streams connect first (ids 1, 3, ...), then the ones the server sends on.
+    let (tx, rx): (Vec<_>, Vec<_>) = match spec.direction {
+        Direction::Forward => (flows, Vec::new()),
+        Direction::Reverse => (Vec::new(), flows),
+        Direction::Bidir => {
+            let (tx, rx): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
+            (tx, rx.into_iter().map(|(i, s)| (i - n, s)).collect())
+        }
     };
+    let rx_first_id = if spec.direction == Direction::Bidir { n as usize } else { 0 };
+    let watch: Vec<TcpStream> = tx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
+    let mut notes = Vec::new();
+    let t0 = Instant::now();
+    let (sent, received, ended) = std::thread::scope(|s| {
+        let receiving = (!rx.is_empty())
+            .then(|| s.spawn(|| halves.receive_until(rx, &live, RecvEnd::Until(t0 + spec.total() + END_WAIT))));
+        let sent = (!tx.is_empty()).then(|| halves.send(tx, t0, &live));
+        if sent.is_some() {
+            if let Some(n) = wait_acknowledged(&watch) {
+                notes.push(format!(
+                    "{n} bytes were still unacknowledged after {:.0} s: the server may not count them",
+                    ACK_WAIT.as_secs_f64()
+                ));
+            }
+            std::thread::sleep(READ_GRACE);
+        } else {
+            // Only the server sends: the end is still ours to say, at the planned end.
+            while Instant::now() < t0 + spec.total() && !opts.stop.is_stopped() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // The server closes every stream on TEST_END: what it sent us reaches EOF.
+        let ended = ctl.send_state(State::TestEnd);
+        let received = receiving.map(|h| h.join().unwrap_or_else(|_| Err(Error::peer("the receiving half panicked"))));
+        (sent.transpose(), received.transpose(), ended)
+    });
+    drop(watch);
+    let (mut sent, mut received) = (sent?, received?);
+    for side in sent.iter_mut() {
+        side.path.push_str(
+            "; iperf3 data streams (cookie first), TEST_END once the server's kernel acknowledged every byte",
+        );
+    }
+    for side in received.iter_mut() {
+        side.path.push_str("; iperf3 data streams (cookie first) sent by the server until our TEST_END");
+    }
+    let ours = our_results(&spec, sent.as_ref(), received.as_ref(), rx_first_id);
+    let (server_results, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
+        Ok(results) => (Some(results), None),
+        Err(e) => (None, Some(format!("iperf3 server at {target}: {e}"))),
+    };
+    let far = |role, first_id| server_results.as_ref().map(|r| server_side(&spec, r, role, first_id));
     if params.omit > 0 {
         notes.push(format!(
             "the first {} s are omitted on both ends, each by its own clock: the byte counts of the two ends differ by what moved between the two starts",
             params.omit
         ));
     }
-    let stream = stream_report(spec, target, sender, receiver, error, &path, &live);
+    let forward =
+        sent.map(|s| stream_report(spec.clone(), target, s, far(Role::Receiver, 0), error.clone(), &path, &live));
+    let reverse = received.map(|r| {
+        let sender =
+            far(Role::Sender, rx_first_id).unwrap_or_else(|| far_side(&spec, Role::Sender, &[], 0.0, "iperf3"));
+        stream_report(spec.clone(), target, sender, Some(r), error.clone(), &path, &live)
+    });
+    let stream = match (forward, reverse) {
+        (Some(mut f), Some(r)) => {
+            f.reverse = Some(Box::new(r));
+            f
+        }
+        (Some(f), None) => f,
+        (None, Some(r)) => r,
+        (None, None) => return Err(Error::usage("a test with no streams")),
+    };
     Ok(Iperf3Report { stream, params, server: server_results, notes })
 }
 
@@ -213,14 +263,13 @@ fn wait_acknowledged(flows: &[TcpStream]) -> Option<u64> {
     }
 }
 
-/// TEST_END, then the results exchange: ours first, then the server's.
-fn finish(ctl: &mut Control, spec: &TestSpec, sender: &SideReport) -> std::result::Result<Results, String> {
-    ctl.send_state(State::TestEnd)?;
+/// After TEST_END: the results exchange, ours first, then the server's.
+fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, String> {
     match ctl.read_state(STEP_TIMEOUT)? {
         State::ExchangeResults => {}
         other => return Err(format!("expected ExchangeResults after TEST_END, got {other:?}")),
     }
-    ctl.send_json(&our_results(spec, sender).to_json())?;
+    ctl.send_json(&ours.to_json())?;
     let text = ctl.read_json(MAX_RESULTS_LEN, STEP_TIMEOUT, "the server's results")?;
     let results = Results::parse(&text)?;
     match ctl.read_state(STEP_TIMEOUT)? {
@@ -232,54 +281,72 @@ fn finish(ctl: &mut Control, spec: &TestSpec, sender: &SideReport) -> std::resul
     Ok(results)
 }
 
-/// Our side's results as iperf3 shows them on the server: per stream what we sent in the
-/// window, its retransmits, and our queue threads' CPU.
-fn our_results(spec: &TestSpec, sender: &SideReport) -> Results {
-    let secs = sender.window_seconds;
-    let (user, system) =
-        sender.cpu.threads.iter().fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
+/// Our side's results as iperf3 shows them on the server: per stream what we sent or
+/// received (after the omitted start), a sending stream's retransmits, our threads' CPU.
+fn our_results(
+    spec: &TestSpec,
+    sent: Option<&SideReport>,
+    received: Option<&SideReport>,
+    rx_first_id: usize,
+) -> Results {
+    let sides = [(sent, 0), (received, rx_first_id)];
+    let secs = sides.iter().filter_map(|(s, _)| s.map(|s| s.window_seconds)).fold(0.0, f64::max);
+    let (user, system) = sides
+        .iter()
+        .filter_map(|(s, _)| *s)
+        .flat_map(|s| &s.cpu.threads)
+        .fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
     let pct = |x: f64| if secs > 0.0 { 100.0 * x / secs } else { 0.0 };
-    let streams = (0..spec.flows())
-        .map(|flow| {
+    let mut streams = Vec::new();
+    for (side, first_id) in sides {
+        let Some(side) = side else { continue };
+        for flow in 0..spec.flows() {
             let q = spec.queue_of_flow(flow) as usize;
-            StreamResult {
-                id: stream_id(flow as usize),
-                // Without an omitted start, all we sent, as iperf3 counts its own side.
-                bytes: sender.queues.get(q).map_or(0, |q| if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes }),
-                retransmits: sender
-                    .tcp_flows_end
-                    .get(flow as usize)
-                    .and_then(|i| i.as_ref())
-                    .map(|i| u64::from(i.total_retrans)),
-                end_s: secs,
+            let retransmits = (side.role == Role::Sender)
+                .then(|| {
+                    side.tcp_flows_end.get(flow as usize).and_then(|i| i.as_ref()).map(|i| u64::from(i.total_retrans))
+                })
+                .flatten();
+            streams.push(StreamResult {
+                id: stream_id(first_id + flow as usize),
+                // Without an omitted start, everything, as iperf3 counts its own side.
+                bytes: side.queues.get(q).map_or(0, |q| if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes }),
+                retransmits,
+                end_s: side.window_seconds,
                 ..StreamResult::default()
-            }
-        })
-        .collect();
+            });
+        }
+    }
     Results {
         cpu_util: [pct(user + system), pct(user), pct(system)],
-        sender_has_retransmits: Some(true),
+        sender_has_retransmits: sent.is_some().then_some(true),
         congestion_used: spec.tuning.congestion.clone(),
         streams,
     }
 }
 
-/// The receiver side from the server's results: each flow's stream, by iperf3's stream id.
-fn server_side(spec: &TestSpec, results: &Results) -> SideReport {
+/// The far side, as the server's results tell it: each flow's stream by iperf3's stream id
+/// (from `first_id`), playing `role`; a sending server's retransmits are its TCP figure.
+fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) -> SideReport {
     let mut bytes = Vec::new();
     let mut missing = 0;
     let mut seconds: f64 = 0.0;
+    let mut retransmits: u64 = 0;
     for flow in 0..spec.flows() {
-        match results.stream(stream_id(flow as usize)) {
+        match results.stream(stream_id(first_id + flow as usize)) {
             Some(s) => {
                 bytes.push((spec.queue_of_flow(flow), s.bytes));
                 seconds = seconds.max(s.end_s - s.start_s);
+                retransmits = s.retransmits.map_or(retransmits, |r| retransmits.saturating_add(r));
             }
             None => missing += 1,
         }
     }
-    let mut side = far_side(spec, Role::Receiver, &bytes, seconds, "iperf3");
+    let mut side = far_side(spec, role, &bytes, seconds, "iperf3");
     side.path = format!("iperf3 server results ({} streams)", results.streams.len());
+    if role == Role::Sender {
+        side.tcp.retransmitted_segments = retransmits;
+    }
     if missing > 0 {
         side.errors.push(format!("the iperf3 server's results lack {missing} of our {} streams", spec.flows()));
     }
@@ -309,11 +376,19 @@ mod tests {
         let spec = TestSpec { queues: 2, ..TestSpec::default() };
         let stream = |id, bytes| StreamResult { id, bytes, end_s: 2.5, ..StreamResult::default() };
         let results = Results { streams: vec![stream(1, 100), stream(3, 200)], ..Results::default() };
-        let side = server_side(&spec, &results);
+        let side = server_side(&spec, &results, Role::Receiver, 0);
         assert!(side.complete);
         assert_eq!((side.bytes(), side.total_bytes(), side.window_seconds), (300, 300, 2.5));
         assert_eq!(side.queues[1].bytes, 200, "stream 3 is the second flow");
-        let partial = server_side(&spec, &Results { streams: vec![stream(1, 100)], ..Results::default() });
+        let partial =
+            server_side(&spec, &Results { streams: vec![stream(1, 100)], ..Results::default() }, Role::Receiver, 0);
+        let sending = server_side(
+            &spec,
+            &Results { streams: vec![stream(5, 7), stream(6, 8)], ..Results::default() },
+            Role::Sender,
+            2,
+        );
+        assert_eq!((sending.bytes(), sending.role), (15, Role::Sender), "--bidir: the server's streams follow ours");
         assert!(!partial.complete && partial.errors[0].contains("1 of our 2"));
     }
 }

@@ -29,7 +29,7 @@ impl Control {
     /// Fills `buf` by `deadline`; `what` names it in errors.
     pub(super) fn read_by(&mut self, buf: &mut [u8], deadline: Instant, what: &str) -> Result<(), String> {
         read_exact_by(&mut self.stream, buf, deadline).map_err(|e| match e.kind() {
-            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!("no {what} in time"),
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => format!("timed out waiting for {what}"),
             io::ErrorKind::UnexpectedEof => format!("the control connection closed before {what}"),
             _ => format!("reading {what}: {e}"),
         })
