@@ -384,11 +384,15 @@ mod tests {
             server_side(&spec, &Results { streams: vec![stream(1, 100)], ..Results::default() }, Role::Receiver, 0);
         let sending = server_side(
             &spec,
-            &Results { streams: vec![stream(5, 7), stream(6, 8)], ..Results::default() },
+            &Results { streams: vec![stream(4, 7), stream(5, 8)], ..Results::default() },
             Role::Sender,
             2,
         );
-        assert_eq!((sending.bytes(), sending.role), (15, Role::Sender), "--bidir: the server's streams follow ours");
+        assert_eq!(
+            (sending.bytes(), sending.role),
+            (15, Role::Sender),
+            "--bidir, -P 2: ours are 1 and 3, the server's 4 and 5"
+        );
         assert!(!partial.complete && partial.errors[0].contains("1 of our 2"));
     }
 }
