@@ -1,13 +1,14 @@
 //! `send --iperf3` and `recv --iperf3`: uringbench against an unmodified iperf3, one side at a
-//! time. Turns the command line into the engine's options (shared with `--iperf2`:
+//! time; and `send --ntttcp` / `recv --ntttcp`, NTttcp's no-sync mode. Turns the command line into the engine's options (shared with `--iperf2`:
 //! [`peer_send_options`], [`peer_recv_options`]) and prints what comes back.
 
 use super::iperf2_mode::{peer_recv_options, peer_send_options, print_line, print_report};
 use super::{RecvArgs, SendArgs};
 use std::sync::Arc;
 use uringbench::{
-    format_bits_per_second, iperf3_bind, iperf3_send, iperf3_serve, peer_text, Error, FastPaths, Iperf3Event,
-    Iperf3EventSink, Iperf3TestSummary, StopToken, IPERF3_PORT,
+    format_bits_per_second, iperf3_bind, iperf3_send, iperf3_serve, ntttcp_bind, ntttcp_send, ntttcp_serve, peer_text,
+    Error, FastPaths, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary,
+    StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -63,6 +64,56 @@ fn test_line(s: &Iperf3TestSummary) -> String {
             line += &format!(" after its omitted first {} s", s.omit);
         }
     }
+    if !s.errors.is_empty() {
+        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
+    }
+    line
+}
+
+/// `uringbench send --ntttcp`: our sender to NTttcp receivers in no-sync mode.
+pub fn send_ntttcp(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let (mut opts, format) = peer_send_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
+    opts.port = args.ntttcp_port;
+    opts.local.data_port = args.cport;
+    let report = ntttcp_send(&opts)?;
+    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+}
+
+/// `uringbench recv --ntttcp`: counts what NTttcp senders in no-sync mode send.
+pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let mut opts = peer_recv_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
+    opts.port = args.ntttcp_port;
+    let listeners = ntttcp_bind(&opts, args.ports)?;
+    let events: NtttcpEventSink = Arc::new(|event: NtttcpEvent| {
+        print_line(&match event {
+            NtttcpEvent::Listening { addr, base, ports, caps } => format!(
+                "uringbench recv --ntttcp: listening on {addr} TCP ports {base}..{} for NTttcp senders in no-sync mode; limit: {} connections",
+                u32::from(base) + ports - 1,
+                caps.flows
+            ),
+            NtttcpEvent::TestDone(s) => ntttcp_line(&s),
+            NtttcpEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
+        });
+    });
+    let ok = ntttcp_serve(opts, listeners, events)?;
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// One line per finished NTttcp test.
+fn ntttcp_line(s: &NtttcpTestSummary) -> String {
+    let peers: Vec<String> = s.peers.iter().map(|p| p.to_string()).collect();
+    let ports: Vec<String> = s.port_bytes.iter().map(|b| b.to_string()).collect();
+    let mut line = format!(
+        "[{}] ntttcp TCP test from {} ({} connection{}): {} bytes in {:.3} s = {}; per port: {}",
+        s.id,
+        peers.join(", "),
+        s.connections,
+        if s.connections == 1 { "" } else { "s" },
+        s.bytes(),
+        s.seconds,
+        format_bits_per_second(s.bits_per_second()),
+        ports.join(" ")
+    );
     if !s.errors.is_empty() {
         line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
     }

@@ -290,11 +290,15 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::recv(&args, fast, stop);
     }
-    if args.iperf3 {
+    if args.iperf3 || args.ntttcp {
         if args.engine == xdp_mode::Engine::Xdp {
-            return Err(Error::usage("--engine xdp is not available with --iperf3"));
+            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
         }
-        return iperf3_mode::recv(&args, fast, stop);
+        return if args.ntttcp {
+            iperf3_mode::recv_ntttcp(&args, fast, stop)
+        } else {
+            iperf3_mode::recv(&args, fast, stop)
+        };
     }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
@@ -416,11 +420,15 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::send(&args, fast, stop);
     }
-    if args.iperf3 {
+    if args.iperf3 || args.ntttcp {
         if args.engine == xdp_mode::Engine::Xdp {
-            return Err(Error::usage("--engine xdp is not available with --iperf3"));
+            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
         }
-        return iperf3_mode::send(&args, fast, stop);
+        return if args.ntttcp {
+            iperf3_mode::send_ntttcp(&args, fast, stop)
+        } else {
+            iperf3_mode::send(&args, fast, stop)
+        };
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
     let len = args.len.unwrap_or(default_len(udp));

@@ -59,6 +59,10 @@ pub use crate::compat::iperf3::{
     bind_receiver as iperf3_bind, serve as iperf3_serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary,
 };
 pub use crate::compat::iperf3::{run_send as iperf3_send, Iperf3Report};
+pub use crate::compat::ntttcp::{
+    bind_receiver as ntttcp_bind, run_send as ntttcp_send, serve as ntttcp_serve, NtttcpEvent, NtttcpEventSink,
+    NtttcpReport, NtttcpTestSummary, NTTTCP_PORT,
+};
 pub use crate::compat::PeerRecvOptions;
 pub use crate::metrics::figures::{SideReport, StreamReport, SCHEMA_VERSION};
 pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};

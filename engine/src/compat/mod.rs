@@ -1,4 +1,5 @@
-//! Other tools' protocols over our loops: iperf2 and iperf3, each in both roles.
+//! Other tools' protocols over our loops: iperf2, iperf3 and NTttcp's no-sync mode, each in
+//! both roles.
 //!
 //! What the clients share is here: how a target is resolved and connected (with errors that
 //! say what to run on the far host), the live sink that keeps the sender's intervals, and the
@@ -6,19 +7,26 @@
 
 pub mod iperf2;
 pub mod iperf3;
+pub mod ntttcp;
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
-use crate::metrics::measure::Window;
+use crate::metrics::measure::{QueueCounters, Window};
 use crate::runtime::placement::BusyPoll;
 use crate::session::live::Live;
 use crate::sys::netpath::PathProbe;
+use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
+use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::FlowOutcome;
+use crate::uring::ring::WaitMode;
+use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -160,4 +168,37 @@ fn far_side(spec: &TestSpec, role: Role, bytes: &[(u32, u64)], seconds: f64, too
     side.window_seconds = seconds;
     side.placement = format!("{tool} server");
     side
+}
+
+/// Counts one TCP flow's bytes to EOF (or until `stop`) with the io_uring receive loop, on the
+/// calling thread: (bytes, errors). `pace` is the test's (rate in bits/s, flows): a paced
+/// flow is read at most 1 ms of its data per wake-up, as the stream receiver does.
+fn count_to_eof(
+    stream: TcpStream,
+    opts: &PeerRecvOptions,
+    kernel: &KernelCaps,
+    pace: (u64, u32),
+    stop: Arc<AtomicBool>,
+) -> (u64, Vec<String>) {
+    let _ = stream.set_nonblocking(false);
+    let spec = TestSpec { rate_bps: pace.0, queues: pace.1.max(1), flows_per_queue: 1, ..TestSpec::default() };
+    let cfg = RecvWorkerConfig {
+        wait: if opts.busy_poll == BusyPoll::On { WaitMode::Spin } else { WaitMode::Sleep },
+        ring: opts.fast.ring(),
+        batch: RECV_BATCH,
+        buf_count: RECV_BUF_COUNT,
+        buf_size: RECV_BUF_SIZE,
+        bundle: kernel.recvsend_bundle,
+        rcvlowat: recv_lowat(&spec),
+        stop,
+        skip_copy: false,
+    };
+    let counters = QueueCounters::new(1);
+    match tcp_recv::run(vec![RecvFlow { stream, queue: 0 }], &counters, &cfg) {
+        Ok(result) => {
+            let bytes = result.flows.iter().map(|f| f.bytes).sum();
+            (bytes, result.flows.into_iter().filter_map(|f| f.error).collect())
+        }
+        Err(e) => (counters.snapshot()[0], vec![e.to_string()]),
+    }
 }

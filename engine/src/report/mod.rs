@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod http;
 pub mod iperf2;
 pub mod iperf3;
+pub mod ntttcp;
 mod peer;
 pub mod rr;
 pub mod saved;

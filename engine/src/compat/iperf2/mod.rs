@@ -16,5 +16,3 @@ pub mod server;
 pub use client::{run_send, Iperf2Report};
 pub use receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions, Iperf2TestSummary};
 pub use server::{bind_receiver, serve};
-
-use super::shown;
