@@ -19,7 +19,7 @@
 //! | [`runtime`] | placement, queue threads, the one side skeleton, the side report built from them |
 //! | [`session`] | the control channel, the live test, the sender's session, the direction driver, the receiver's accept loop and limits |
 //! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, what the receiver runs |
-//! | [`compat`] | iperf2 and iperf3 interoperability |
+//! | [`compat`] | iperf2, iperf3 and NTttcp interoperability |
 //! | [`analysis`] | the bottleneck verdict, A/B comparisons |
 //! | [`report`] | text, JSON, CSV, charts, saved results |
 
