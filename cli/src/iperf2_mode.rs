@@ -57,13 +57,7 @@ pub fn peer_send_options(
         zerocopy: crate::zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
-        direction: if args.bidir {
-            Direction::Bidir
-        } else if args.reverse {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
+        direction: crate::direction_of(args),
         tuning,
         ..TestSpec::default()
     };

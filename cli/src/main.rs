@@ -121,6 +121,17 @@ impl FastPathArgs {
     }
 }
 
+/// The direction `send`'s flags ask for.
+pub(crate) fn direction_of(args: &SendArgs) -> Direction {
+    if args.bidir {
+        Direction::Bidir
+    } else if args.reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    }
+}
+
 /// The port to use: given, or the default of the mode (iperf2's 5001 with --iperf2).
 fn port_or_default(port: Option<u16>, iperf2: bool) -> u16 {
     port.unwrap_or(if iperf2 { IPERF2_PORT } else { DEFAULT_PORT })
@@ -448,13 +459,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         depth: args.depth,
         gso: !args.no_gso,
         one_way_delay: args.one_way_delay,
-        direction: if args.bidir {
-            Direction::Bidir
-        } else if args.reverse {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
+        direction: direction_of(&args),
         ..TestSpec::default()
     };
     let format = if args.json { Format::Json } else { args.format };

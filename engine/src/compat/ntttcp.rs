@@ -51,7 +51,7 @@ impl NtttcpReport {
     }
 
     pub fn first_error(&self) -> Option<String> {
-        self.stream.error.clone().or_else(|| self.stream.sender.errors.first().cloned())
+        self.stream.first_error()
     }
 }
 

@@ -63,11 +63,7 @@ impl Iperf2Report {
 
     /// The first problem, as one line.
     pub fn first_error(&self) -> Option<String> {
-        let s = &self.stream;
-        s.error
-            .clone()
-            .or_else(|| s.sender.errors.first().cloned())
-            .or_else(|| s.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
+        self.stream.first_error()
     }
 }
 

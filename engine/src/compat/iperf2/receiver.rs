@@ -4,6 +4,7 @@
 
 use crate::base::spec::Proto;
 use crate::metrics::seq::SeqStats;
+use crate::session::gate::GateLimits;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 
 use std::sync::Arc;
@@ -117,6 +118,18 @@ pub struct Caps {
 }
 
 impl Caps {
+    /// The accept gate's limits from these caps; `what` a pending connection sends, what
+    /// such connections are `doing`.
+    pub(crate) fn gate_limits(&self, what: &'static str, doing: &'static str) -> GateLimits {
+        GateLimits {
+            total: self.pending as usize,
+            per_source: self.pending_per_source as usize,
+            what,
+            doing,
+            per_source_option: "",
+        }
+    }
+
     pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
         let budget = open_files.saturating_sub(RESERVED_FDS);
         let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;

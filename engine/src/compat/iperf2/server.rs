@@ -32,7 +32,7 @@ use crate::base::spec::Proto;
 use crate::compat::{count_to_eof, shown};
 use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::resolve_cpus;
-use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Pause, Verdict};
+use crate::session::gate::{self, Classifier, GateEvent, Pause, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
@@ -538,13 +538,7 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
         refusals: RateLimit::new(TELLS_PER_WINDOW),
         udp_pause: Pause::default(),
     };
-    let limits = GateLimits {
-        total: caps.pending as usize,
-        per_source: caps.pending_per_source as usize,
-        what: "iperf2 header",
-        doing: "sending their header",
-        per_source_option: "",
-    };
+    let limits = caps.gate_limits("iperf2 header", "sending their header");
     let ok = gate::serve(tcp, limits, &mut serving)?;
     shared.stop_all();
     // Flow threads notice the stop within one wait (100 ms); give them a bounded moment.

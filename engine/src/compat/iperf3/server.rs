@@ -22,7 +22,7 @@ use crate::compat::iperf2::Caps;
 use crate::compat::{shown, Intervals, PeerRecvOptions};
 use crate::metrics::figures::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus};
-use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
+use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
@@ -266,13 +266,7 @@ pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSi
     let ctx = TestContext { opts, events, kernel, cpus, max_streams };
     let mut serving =
         Serving { ctx, refusals: RateLimit::new(TELLS_PER_WINDOW), active: None, next_id: 0, first_done: None };
-    let limits = GateLimits {
-        total: caps.pending as usize,
-        per_source: caps.pending_per_source as usize,
-        what: "iperf3 cookie",
-        doing: "sending their cookie",
-        per_source_option: "",
-    };
+    let limits = caps.gate_limits("iperf3 cookie", "sending their cookie");
     let ok = gate::serve(listener, limits, &mut serving)?;
     if let Some(active) = serving.active.take() {
         // The test sees the stop through its live sink and its deadlines; give it a moment.
