@@ -23,8 +23,7 @@ fn iperf3_server(pair: &NetnsPair) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn iperf3 -s");
-    pair.wait_listening(PORT);
-    child
+    pair.listening(child, PORT)
 }
 
 /// What `iperf3 -J` printed, parsed.

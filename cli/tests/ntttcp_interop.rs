@@ -82,7 +82,7 @@ fn send_to_ntttcp_receiver(name: &str, ports: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the NTttcp-like receiver");
-    pair.wait_listening(&(5000 + n).to_string());
+    let far = pair.listening(far, &(5000 + n).to_string());
     let (out, _) = pair.send(
         &["--ntttcp", "-c", "10.77.0.2", "-P", ports, "-t", "2", "--warmup", "0", "--cooldown", "0", "-J"],
         Duration::from_secs(30),
@@ -117,7 +117,7 @@ fn ntttcp_sender_to_us(name: &str, ports: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn recv --ntttcp");
-    pair.wait_listening(&(5000 + ports.parse::<u32>().unwrap()).to_string());
+    let recv = pair.listening(recv, &(5000 + ports.parse::<u32>().unwrap()).to_string());
     let (far, _) =
         run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", SENDER, ports, "2"]), Duration::from_secs(30));
     assert!(far.status.success(), "{}", String::from_utf8_lossy(&far.stderr));
