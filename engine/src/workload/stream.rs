@@ -130,12 +130,13 @@ impl StreamHalves for TcpHalves<'_> {
 }
 
 /// How a receiving half knows its flows are over.
-pub(crate) enum RecvEnd {
+pub(crate) enum RecvEnd<'a> {
     /// At the far sender's EOF, within the planned end and a grace.
     Eof,
     /// At EOF however long the test runs (the caller shuts the flows for reading when it
-    /// learns, on a channel of its own, that they are over), at most until `until`.
-    Until(Instant),
+    /// learns, on a channel of its own, that they are over), or once `ended()` says so, at
+    /// most until `until`.
+    Until { until: Instant, ended: &'a dyn Fn() -> bool },
 }
 
 impl TcpHalves<'_> {
@@ -274,7 +275,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     let probed = SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] };
     let ending = match end {
         RecvEnd::Eof => SideEnd::WithTheSender,
-        RecvEnd::Until(until) => SideEnd::Receive { until, ended: &|| false, stop_cuts: true, before_release: None },
+        RecvEnd::Until { until, ended } => SideEnd::Receive { until, ended, stop_cuts: true, before_release: None },
     };
     let run = side.run(threads, t0, probed, ending)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();

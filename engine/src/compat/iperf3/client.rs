@@ -170,8 +170,15 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     let mut notes = Vec::new();
     let t0 = Instant::now();
     let (sent, received, ended) = std::thread::scope(|s| {
-        let receiving = (!rx.is_empty())
-            .then(|| s.spawn(|| halves.receive_until(rx, &live, RecvEnd::Until(t0 + spec.total() + END_WAIT))));
+        let receiving = (!rx.is_empty()).then(|| {
+            s.spawn(|| {
+                halves.receive_until(
+                    rx,
+                    &live,
+                    RecvEnd::Until { until: t0 + spec.total() + END_WAIT, ended: &|| false },
+                )
+            })
+        });
         let sent = (!tx.is_empty()).then(|| halves.send(tx, t0, &live));
         if sent.is_some() {
             if let Some(n) = wait_acknowledged(&watch) {

@@ -44,6 +44,9 @@ use std::time::{Duration, Instant};
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the client's results, how long its last bytes may take to arrive.
 const DRAIN_WAIT: Duration = Duration::from_secs(3);
+/// After the flows are shut for reading, how long their loops may take to reach EOF before
+/// they are cut (so a loop that missed the wake-up cannot hold the client).
+const CUT_GRACE: Duration = Duration::from_secs(2);
 /// Past the planned end, how long we wait for TEST_END before ending the test ourselves.
 const END_GRACE: Duration = Duration::from_secs(10);
 /// Our window ends this long before the client's planned end: the client starts its clock
@@ -380,8 +383,11 @@ fn serve_test(
     ctl.send_state(State::TestRunning).map_err(Ended::Failed)?;
     let t0 = Instant::now();
     let until = t0 + ctx.opts.max_time + END_GRACE;
+    // Set once the flows are shut: a loop that has not seen its EOF by then is cut.
+    let cut_at: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let cut = || cut_at.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| Instant::now() >= t);
     let (side, client) = std::thread::scope(|s| {
-        let receiving = s.spawn(|| halves.receive_until(flows, &live, RecvEnd::Until(until)));
+        let receiving = s.spawn(|| halves.receive_until(flows, &live, RecvEnd::Until { until, ended: &cut }));
         let client = await_end(ctl, until);
         summary.seconds = t0.elapsed().as_secs_f64();
         // However the control connection ended, the flows end now: once the bytes the client
@@ -391,14 +397,19 @@ fn serve_test(
         for s in &watch {
             let _ = s.shutdown(Shutdown::Read);
         }
+        *cut_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + CUT_GRACE);
         let side = receiving.join().unwrap_or_else(|_| Err(Error::peer("the receiving half panicked")));
         (side, client)
     });
     let side = side.map_err(failed)?;
     summary.bytes = side.total_bytes();
-    summary.errors.extend(side.errors.iter().cloned());
-    let client = client.map_err(Ended::Failed)?;
-    summary.client_sent = Some(client.streams.iter().map(|s| s.bytes).sum());
+    let sent = client.as_ref().ok().map(|c| c.streams.iter().map(|s| s.bytes).sum::<u64>());
+    // A loop cut after the last byte the client sent had nothing more to count.
+    if sent != Some(summary.bytes) || summary.omit > 0 {
+        summary.errors.extend(side.errors.iter().cloned());
+    }
+    client.map_err(Ended::Failed)?;
+    summary.client_sent = sent;
     ctl.send_json(&our_results(&spec, &side, summary.seconds).to_json()).map_err(Ended::Failed)?;
     ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
     // The client's last word; its absence changes no figure.
