@@ -12,6 +12,9 @@ Every seed is bytes a real peer sent, recorded at the parser's boundary:
                  options, and the header ack a real `iperf -s` sends a `-X` client
   iperf2_udp     real `iperf -c -u` datagrams (first, middle, FIN) and the server report a
                  real `iperf -s -u` sends back; `uringbench send --iperf2 -u` datagrams
+  iperf3_control both directions of real `iperf3 -c` (3.x) control connections to a real
+                 `iperf3 -s`, through a recording TCP relay (cookie, states, parameters and
+                 results JSON), for several options
   http1_response real nginx responses (length, chunked gzip, HEAD, 404, 304, keep-alive,
                  HTTP/1.0), prefixed with the target's read-size byte
   xdp_frame      Ethernet frames of UDP datagrams on `lo` (IPv4 and IPv6), from AF_PACKET
@@ -40,6 +43,8 @@ RELAY_PORT = 15391
 IPERF_PORT = 15392
 IPERF_SERVER_PORT = 15393
 HTTP_PORT = 15394
+IPERF3_SERVER_PORT = 15395
+IPERF3_RELAY_PORT = 15396
 CAPTURE_LIMIT = 64 * 1024
 
 procs = []
@@ -122,6 +127,8 @@ class TcpRelay:
         while ends and time.monotonic() < deadline:
             r, _, _ = select.select(list(ends), [], [], 0.2)
             for s in r:
+                if s not in ends:  # cleared by a failed send to its peer in this round
+                    continue
                 peer, buf = ends[s]
                 try:
                     data = s.recv(65536)
@@ -437,6 +444,35 @@ def capture_http(tmp, out):
             write(out, "http1_response", name, bytes([ctl]) + data)
 
 
+def capture_iperf3(out):
+    """Control connections of real iperf3 tests, both directions, through a recording relay."""
+    if shutil.which("iperf3") is None:
+        print("capture_seeds: iperf3 not installed, no iperf3_control seeds", file=sys.stderr)
+        return
+    server = spawn(["iperf3", "-s", "-B", HOST, "-p", str(IPERF3_SERVER_PORT)])
+    wait_port(IPERF3_SERVER_PORT)
+    relay = TcpRelay(IPERF3_RELAY_PORT, IPERF3_SERVER_PORT)
+    tests = {
+        "plain": [],
+        "parallel": ["-P", "3"],
+        "reverse": ["-R"],
+        "bidir": ["--bidir"],
+        "omit": ["-O", "1"],
+        "knobs": ["-w", "256K", "-C", "reno", "-M", "1400", "-S", "16", "-b", "200M", "-l", "64K"],
+        "server-output": ["--get-server-output", "-J"],
+    }
+    for name, extra in tests.items():
+        before = len(relay.conns)
+        run(["iperf3", "-c", HOST, "-p", str(IPERF3_RELAY_PORT), "-t", "1", *extra], timeout=15)
+        time.sleep(0.3)
+        if len(relay.conns) > before:
+            control = relay.conns[before]
+            write(out, "iperf3_control", f"{name}-client", bytes(control[0]))
+            write(out, "iperf3_control", f"{name}-server", bytes(control[1]))
+    relay.close()
+    server.kill()
+
+
 def capture_frames(binary, out, udp_traffic):
     """UDP frames on lo as AF_PACKET sees them, for IPv4 and IPv6."""
     cap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
@@ -502,6 +538,7 @@ def main():
         iperf_run, ours = capture_iperf2_udp(args.binary, args.out)
         udp_seq_seeds(args.out, {"iperf2": iperf_run, "uringbench": ours})
         capture_http(tmp, args.out)
+        capture_iperf3(args.out)
         capture_frames(args.binary, args.out, iperf_run)
     finally:
         stop_all()

@@ -8,7 +8,7 @@
 #   --build  compile uringbench: clang and llvm (the XDP program, built to BPF), libelf and
 #            zlib headers, m4 and make (libxdp and libbpf are built from source), libpcap,
 #            the kernel UAPI headers, pkg-config, a C toolchain
-#   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2,
+#   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2, iperf3,
 #            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
 #            chromium (loads the HTML report headless),
 #            and cargo-deb (from crates.io, with `cargo install --locked`)
@@ -66,6 +66,7 @@ test   iptables          iptables
 test   procps            procps-ng
 test   python3           python3
 test   iperf             iperf
+test   iperf3            iperf3
 test   nginx-light       nginx
 test   bpftool           bpftool
 test   shellcheck        ShellCheck

@@ -7,29 +7,43 @@ use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendAr
 use std::{io::Write, sync::Arc};
 use uringbench::{
     escape_controls,
-    iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary},
+    iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary},
     peer_text,
     units::format_bits_per_second,
-    Error, FastPaths, Proto, SendOptions, StopToken, TestSpec, Workload,
+    Direction, Error, FastPaths, PeerRecvOptions, Proto, SendOptions, StopToken, TestSpec, Workload,
 };
 
-/// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
-pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+/// The options of a test against another tool's server (`--iperf2`, `--iperf3`, named by
+/// `flag` in refusals) from `send`'s flags, and the output format; `port` is that tool's
+/// default. The spec carries the flow knobs and the direction; each mode refuses what its
+/// peer cannot do.
+pub fn peer_send_options(
+    args: &SendArgs,
+    fast: FastPaths,
+    stop: StopToken,
+    flag: &str,
+    port: u16,
+) -> Result<(SendOptions, Format), Error> {
     if args.repeat != 1 {
-        return Err(Error::usage("--repeat is not available with --iperf2: run the command once per repetition"));
+        return Err(Error::usage(format!(
+            "--repeat is not available with {flag}: run the command once per repetition"
+        )));
     }
     if args.psk_file.is_some() {
-        return Err(Error::usage("--psk-file is not available with --iperf2: iperf2 servers do not authenticate"));
+        return Err(Error::usage(format!(
+            "--psk-file is not available with {flag}: the other tool does not authenticate"
+        )));
     }
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
-        return Err(Error::usage("--format csv is not available with --iperf2 (use text or json)"));
+        return Err(Error::usage(format!("--format csv is not available with {flag} (use text or json)")));
     }
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let len = args.len.unwrap_or(crate::args::default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));
     }
+    let (tuning, local) = tuning_of(&args.tuning)?;
     let mut spec = TestSpec {
         proto: if udp { Proto::Udp } else { Proto::Tcp },
         workload: Workload::Stream,
@@ -40,62 +54,66 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
         zerocopy: crate::zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
+        direction: crate::direction_of(args),
+        tuning,
         ..TestSpec::default()
     };
     args.window.apply(&mut spec, args.interval);
-    let (_, local) = tuning_of(&args.tuning)?;
     let opts = SendOptions {
         target: args.target.clone(),
-        port: port_or_default(args.port, true),
+        port: args.port.unwrap_or(port),
         spec,
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
         busy_poll: busy(args.busy_poll),
         fast,
         local,
-        // iperf2 has no authentication of its own.
+        // Neither iperf2 nor iperf3 (without its RSA option) authenticates.
         psk: None,
         stop,
     };
-    let report = run_send(&opts)?;
+    Ok((opts, format))
+}
+
+/// Prints a peer mode's report as text or JSON; the exit code says whether it was complete.
+pub fn print_report(
+    format: Format,
+    json: serde_json::Value,
+    text: String,
+    complete: bool,
+    error: Option<String>,
+) -> Result<u8, Error> {
     let mut out = std::io::stdout().lock();
     match format {
         Format::Json => {
-            let text = serde_json::to_string_pretty(&report.to_json())
+            let text = serde_json::to_string_pretty(&json)
                 .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
             let _ = writeln!(out, "{text}");
         }
         _ => {
-            let _ = write!(out, "{}", report.render_text());
+            let _ = write!(out, "{text}");
         }
     }
     let _ = out.flush();
-    if report.complete() {
+    if complete {
         Ok(0)
     } else {
-        Err(Error::peer(report.first_error().unwrap_or_else(|| "the test did not complete".into())))
+        Err(Error::peer(error.unwrap_or_else(|| "the test did not complete".into())))
     }
+}
+
+/// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
+pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let (mut opts, format) = peer_send_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
+    // iperf2 tests run forward, without the flow knobs (main.rs refuses them).
+    opts.spec.direction = Direction::Forward;
+    opts.spec.tuning = Default::default();
+    let report = run_send(&opts)?;
+    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
 }
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
 pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
-    // The native receiver's authentication and address filter: an iperf2 client has neither.
-    if args.psk_file.is_some() || !args.allow.is_empty() {
-        return Err(Error::usage(
-            "--psk-file and --allow are not available with --iperf2: iperf2 clients do not authenticate (filter with a firewall)",
-        ));
-    }
-    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
-    let opts = Iperf2RecvOptions {
-        bind,
-        port: port_or_default(args.port, true),
-        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
-        busy_poll: busy(args.busy_poll),
-        once: args.once,
-        max_time: args.max_time,
-        max_flows: args.max_queues,
-        stop,
-        fast,
-    };
+    let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
     let listeners = bind_receiver(&opts)?;
     let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
         let line = match event {
@@ -119,14 +137,48 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
                 format!("uringbench recv --iperf2: {} paused: {reason}", proto_name(proto))
             }
         };
-        // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
-        let line = escape_controls(&line);
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        print_line(&line);
     });
     let ok = serve(opts, listeners, events)?;
     Ok(if ok { 0 } else { 1 })
+}
+
+/// The options of a receiver serving another tool's clients (`--iperf2`, `--iperf3`, named
+/// by `flag` in refusals) from `recv`'s flags; `port` is that tool's default.
+pub fn peer_recv_options(
+    args: &RecvArgs,
+    fast: FastPaths,
+    stop: StopToken,
+    flag: &str,
+    port: u16,
+) -> Result<PeerRecvOptions, Error> {
+    // The native receiver's authentication and address filter: the other tools' clients have neither.
+    if args.psk_file.is_some() || !args.allow.is_empty() {
+        return Err(Error::usage(format!(
+            "--psk-file and --allow are not available with {flag}: its clients do not authenticate (filter with a firewall)"
+        )));
+    }
+    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
+    Ok(PeerRecvOptions {
+        bind,
+        port: args.port.unwrap_or(port),
+        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
+        busy_poll: busy(args.busy_poll),
+        once: args.once,
+        max_time: args.max_time,
+        max_flows: args.max_queues,
+        stop,
+        fast,
+    })
+}
+
+/// One line of a receiver's log on stdout, flushed: reasons and errors may quote what a peer
+/// sent, so control characters are escaped (one line each, whatever it sent).
+pub fn print_line(line: &str) {
+    let line = escape_controls(line);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
 }
 
 fn proto_name(proto: Proto) -> &'static str {

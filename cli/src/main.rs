@@ -3,6 +3,7 @@
 mod args;
 mod doctor_cmd;
 mod iperf2_mode;
+mod iperf3_mode;
 mod iperf_cli;
 mod live_out;
 mod sweep_cmd;
@@ -101,6 +102,17 @@ impl FastPathArgs {
             fastpath::probe(&paths)?;
         }
         Ok(paths)
+    }
+}
+
+/// The direction `send`'s flags ask for.
+pub(crate) fn direction_of(args: &SendArgs) -> Direction {
+    if args.bidir {
+        Direction::Bidir
+    } else if args.reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
     }
 }
 
@@ -273,6 +285,16 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     if args.iperf2 {
         return iperf2_mode::recv(&args, fast, stop);
     }
+    if args.iperf3 || args.ntttcp {
+        if args.engine == xdp_mode::Engine::Xdp {
+            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
+        }
+        return if args.ntttcp {
+            iperf3_mode::recv_ntttcp(&args, fast, stop)
+        } else {
+            iperf3_mode::recv(&args, fast, stop)
+        };
+    }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
@@ -398,6 +420,16 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         }
         return iperf2_mode::send(&args, fast, stop);
     }
+    if args.iperf3 || args.ntttcp {
+        if args.engine == xdp_mode::Engine::Xdp {
+            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
+        }
+        return if args.ntttcp {
+            iperf3_mode::send_ntttcp(&args, fast, stop)
+        } else {
+            iperf3_mode::send(&args, fast, stop)
+        };
+    }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
     let len = args.len.unwrap_or(default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
@@ -416,13 +448,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         depth: args.depth,
         gso: !args.no_gso,
         one_way_delay: args.one_way_delay,
-        direction: if args.bidir {
-            Direction::Bidir
-        } else if args.reverse {
-            Direction::Reverse
-        } else {
-            Direction::Forward
-        },
+        direction: direction_of(&args),
         ..TestSpec::default()
     };
     let format = if args.json { Format::Json } else { args.format };

@@ -12,14 +12,14 @@
 //! | [`base`] | errors, units, the test spec, the stop token |
 //! | [`sys`] | socket options, TCP_INFO, probes, /proc and /sys, netlink, BPF, AF_XDP sockets, stop signals, host settings |
 //! | [`doctor`] | host readiness checks |
-//! | [`wire`] | byte formats: UDP payload header, iperf2, HTTP/1.1, frames |
+//! | [`wire`] | byte formats: UDP payload header, iperf2, iperf3, HTTP/1.1, frames |
 //! | [`uring`] | rings, waiting, registered memory, fast paths, zcrx |
 //! | [`metrics`] | counters, sampling, sequence tracking, the figure types, statistics over runs |
 //! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`] |
 //! | [`runtime`] | placement, queue threads, the one side skeleton, the side report built from them |
 //! | [`session`] | the control channel, the live test, the sender's session, the direction driver, the receiver's accept loop and limits |
 //! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, what the receiver runs |
-//! | [`compat`] | iperf2 interoperability |
+//! | [`compat`] | iperf2, iperf3 and NTttcp interoperability |
 //! | [`analysis`] | the bottleneck verdict, A/B comparisons |
 //! | [`report`] | text, JSON, CSV, charts, saved results |
 
@@ -75,6 +75,19 @@ pub use crate::workload::receive::Workloads;
 pub use crate::workload::rr::{run_rr, run_rr_live};
 pub use crate::workload::stream::{run_send, run_send_live};
 pub use crate::workload::xdp_stream::{run_send_xdp, XdpOptions};
+
+// Another tool on the other end: iperf3 (`send --iperf3`: `iperf3_send`; `recv --iperf3`:
+// `iperf3_bind` + `iperf3_serve` with `PeerRecvOptions`) and NTttcp's no-sync mode.
+pub use crate::compat::iperf3::{
+    bind_receiver as iperf3_bind, run_send as iperf3_send, serve as iperf3_serve, Iperf3Event, Iperf3EventSink,
+    Iperf3Report, Iperf3TestSummary,
+};
+pub use crate::compat::ntttcp::{
+    bind_receiver as ntttcp_bind, run_send as ntttcp_send, serve as ntttcp_serve, NtttcpEvent, NtttcpEventSink,
+    NtttcpReport, NtttcpTestSummary, NTTTCP_PORT,
+};
+pub use crate::compat::PeerRecvOptions;
+pub use crate::wire::iperf3::IPERF3_PORT;
 
 // What a test reports, and the documents it is saved as (docs/output.md, docs/schema/).
 pub use crate::metrics::document::{Kind, RepeatDocument, RunRecord, StreamDocument, Tool, TransactionDocument};

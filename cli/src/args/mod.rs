@@ -287,7 +287,8 @@ pub struct RecvArgs {
     /// Listen on this device only (SO_BINDTODEVICE); the test's flows stay on it.
     #[arg(long, value_name = "DEV")]
     pub bind_dev: Option<String>,
-    /// Port for control and data connections [default: 5300, or 5001 with --iperf2].
+    /// Port for control and data connections [default: 5300, 5001 with --iperf2, 5201 with
+    /// --iperf3].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// CPUs for queue threads, e.g. 0-3,8 [default: all this process may use].
@@ -300,8 +301,22 @@ pub struct RecvArgs {
     #[arg(long)]
     pub once: bool,
     /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on -p's port, 5001 unless given.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,
+    /// Serve unmodified iperf3 clients (`iperf3 -c`, TCP, one test at a time) on -p's port,
+    /// 5201 unless given.
+    #[arg(long, conflicts_with = "ntttcp")]
+    pub iperf3: bool,
+    /// Receive from NTttcp senders in no-sync mode (`ntttcp.exe -s ... -ns`, `ntttcp -s -N`):
+    /// TCP on --ports consecutive ports from --ntttcp-port.
+    #[arg(long, conflicts_with = "iperf2")]
+    pub ntttcp: bool,
+    /// With --ntttcp: ports to listen on, one per NTttcp thread (its -m N / -P N).
+    #[arg(short = 'P', long, default_value_t = 1, requires = "ntttcp")]
+    pub ports: u32,
+    /// With --ntttcp: the first of its ports (NTttcp's -p).
+    #[arg(long, default_value_t = 5001, requires = "ntttcp")]
+    pub ntttcp_port: u16,
     /// Longest test a sender may request (warm-up and cool-down included).
     #[arg(long, value_parser = duration, default_value = "10m")]
     pub max_time: std::time::Duration,
@@ -373,7 +388,7 @@ pub struct SendArgs {
     /// before the test is sent, and its data flows carry a key derived from it.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
-    /// Port [default: 5300, or 5001 with --iperf2].
+    /// Port [default: 5300, 5001 with --iperf2, 5201 with --iperf3].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows;
@@ -422,8 +437,19 @@ pub struct SendArgs {
     #[arg(long)]
     pub one_way_delay: bool,
     /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,
+    /// Talk to an unmodified iperf3 server (`iperf3 -s`, 3.9 or later) instead of `uringbench
+    /// recv`: its results become the receiver side; --warmup is sent as its omit (-O).
+    #[arg(long, conflicts_with = "ntttcp")]
+    pub iperf3: bool,
+    /// Send to NTttcp receivers in no-sync mode (`ntttcp.exe -r ... -ns`, `ntttcp -r -N`):
+    /// queue q's flows go to port --ntttcp-port + q.
+    #[arg(long, conflicts_with = "iperf2")]
+    pub ntttcp: bool,
+    /// With --ntttcp: the receiver's first port (NTttcp's -p).
+    #[arg(long, default_value_t = 5001, requires = "ntttcp")]
+    pub ntttcp_port: u16,
     /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub zerocopy: OnOffAuto,

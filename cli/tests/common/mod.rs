@@ -171,6 +171,17 @@ impl NetnsPair {
         panic!("nothing listens on port {port} in {} after 5 s", self.receiver_ns());
     }
 
+    /// A process spawned in a namespace that should listen on TCP `port`: killed (not left
+    /// behind) when nothing listens there within the wait.
+    pub fn listening(&self, mut child: Child, port: &str) -> Child {
+        if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.wait_listening(port))) {
+            let _ = child.kill();
+            let _ = child.wait();
+            std::panic::resume_unwind(panic);
+        }
+        child
+    }
+
     /// `uringbench send ARGS` in the sender namespace, waited for (bounded by `limit`).
     pub fn send(&self, args: &[&str], limit: Duration) -> (Output, Duration) {
         let mut c = self.cmd(&self.sender_ns(), bin(), &["send"]);

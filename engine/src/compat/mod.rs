@@ -1,3 +1,204 @@
-//! Other tools' protocols over our loops.
+//! Other tools' protocols over our loops: iperf2, iperf3 and NTttcp's no-sync mode, each in
+//! both roles.
+//!
+//! What the clients share is here: how a target is resolved and connected (with errors that
+//! say what to run on the far host), the live sink that keeps the sender's intervals, and the
+//! far side's figures turned into a receiver [`SideReport`].
 
 pub mod iperf2;
+pub mod iperf3;
+pub mod ntttcp;
+
+use crate::base::error::{Error, Result};
+use crate::base::spec::TestSpec;
+use crate::base::stop::StopToken;
+use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
+use crate::metrics::measure::{QueueCounters, Window};
+use crate::runtime::placement::BusyPoll;
+use crate::session::live::Live;
+use crate::sys::netpath::PathProbe;
+use crate::sys::probe::KernelCaps;
+use crate::sys::sockopt;
+use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
+use crate::transport::FlowOutcome;
+use crate::uring::ring::WaitMode;
+use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What `uringbench recv --iperf2` and `recv --iperf3` serve.
+#[derive(Debug, Clone)]
+pub struct PeerRecvOptions {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub cpus: Option<Vec<usize>>,
+    /// `--busy-poll on` spins the flow threads; otherwise they sleep.
+    pub busy_poll: BusyPoll,
+    /// Return after the first finished test.
+    pub once: bool,
+    /// Longest any test may last, whatever the client asks.
+    pub max_time: Duration,
+    /// Most flows (TCP connections and UDP client ports) served at once.
+    pub max_flows: u32,
+    /// Stopped by the caller to stop serving (`serve` returns `Ok(true)`).
+    pub stop: StopToken,
+    /// The fast paths the front end probed; the flow threads' rings use their ring part.
+    pub fast: crate::uring::fastpath::FastPaths,
+}
+
+/// How long a connect to the other tool's server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A peer address as users know it: IPv4 clients of a dual-stack socket without `::ffff:`.
+fn shown(peer: SocketAddr) -> SocketAddr {
+    SocketAddr::new(peer.ip().to_canonical(), peer.port())
+}
+
+/// Resolves `host:port` to the first address (of `family`, 4 or 6, when given).
+fn resolve(host: &str, port: u16, family: Option<u8>) -> Result<SocketAddr> {
+    let mut addrs =
+        (host, port).to_socket_addrs().map_err(|e| Error::usage(format!("cannot resolve target '{host}': {e}")))?;
+    addrs.find(|a| family.is_none_or(|f| (f == 4) == a.ip().to_canonical().is_ipv4())).ok_or_else(|| {
+        Error::usage(format!(
+            "target '{host}' has no address{}",
+            family.map_or(String::new(), |f| format!(" of IPv{f}"))
+        ))
+    })
+}
+
+/// Connects one TCP connection to the other tool's server; `server` is the command that
+/// should be running there (`iperf -s -p 5002`), named when nothing listens.
+fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Result<TcpStream> {
+    let stream = sockopt::connect_tcp(addr, local, None, CONNECT_TIMEOUT).map_err(|e| match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => {
+            Error::peer(format!("nothing listens on {addr} (connection refused): start `{server}` there"))
+        }
+        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => Error::peer(format!("{addr} is unreachable: {e}")),
+        _ if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => Error::peer(format!(
+            "{addr} did not answer within {:.0} s (host down or filtered)",
+            CONNECT_TIMEOUT.as_secs_f64()
+        )),
+        _ => Error::peer(format!("cannot connect to {addr}: {e}")),
+    })?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// Our side's intervals, kept by role; a stop of the token stops the test.
+struct Intervals {
+    kept: Mutex<Vec<(Role, IntervalFigures)>>,
+    stop: StopToken,
+}
+
+impl Intervals {
+    fn new(stop: &StopToken) -> Self {
+        Intervals { kept: Mutex::default(), stop: stop.clone() }
+    }
+
+    /// The intervals of our side playing `role`.
+    fn take(&self, role: Role) -> Vec<IntervalFigures> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let (mine, rest) = std::mem::take(&mut *kept).into_iter().partition(|(r, _)| *r == role);
+        *kept = rest;
+        mine.into_iter().map(|(_, i)| i).collect()
+    }
+}
+
+impl Live for Intervals {
+    fn stopped(&self) -> Option<String> {
+        self.stop.cause().map(|cause| format!("{cause} on the sender"))
+    }
+    fn interval(&self, role: Role, interval: IntervalFigures) {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push((role, interval));
+    }
+}
+
+/// The native report of one direction of a test against another tool: its `sender` and
+/// `receiver`, one of them ours (the one with a host sample, which gets our intervals), the
+/// other the far side's (from that tool's own report); the path facts our probes saw.
+fn stream_report(
+    spec: TestSpec,
+    target: SocketAddr,
+    mut sender: SideReport,
+    mut receiver: Option<SideReport>,
+    error: Option<String>,
+    path: &PathProbe,
+    live: &Intervals,
+) -> StreamReport {
+    let ours = match receiver.as_mut() {
+        Some(r) if r.host.is_some() && sender.host.is_none() => r,
+        _ => &mut sender,
+    };
+    ours.intervals = live.take(ours.role);
+    let host = ours.host.as_ref();
+    let facts = PathFacts {
+        egress_interface: path.interface().map(str::to_string),
+        limits: path.limits.clone(),
+        interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
+        softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
+    };
+    let mut stream = StreamReport {
+        spec,
+        target: target.to_string(),
+        sender,
+        receiver,
+        error,
+        path: facts,
+        reverse: None,
+        interrupted: None,
+    };
+    stream.mark_interrupted(live.stopped());
+    stream
+}
+
+/// A side of the test as another tool reported it: `bytes` per flow (with its queue), over
+/// `seconds`; that tool measures its whole test, so every byte is inside the window.
+fn far_side(spec: &TestSpec, role: Role, bytes: &[(u32, u64)], seconds: f64, tool: &str) -> SideReport {
+    let outcomes: Vec<FlowOutcome> =
+        bytes.iter().map(|&(queue, bytes)| FlowOutcome { queue, bytes, error: None }).collect();
+    let window = Window { complete: true, ..Window::default() };
+    let mut side = SideReport::build(role, spec, &window, &outcomes, &[]);
+    for q in &mut side.queues {
+        q.bytes = q.total_bytes;
+    }
+    side.window_seconds = seconds;
+    side.placement = format!("{tool} server");
+    side
+}
+
+/// Counts one TCP flow's bytes to EOF (or until `stop`) with the io_uring receive loop, on the
+/// calling thread: (bytes, errors). `pace` is the test's (rate in bits/s, flows): a paced
+/// flow is read at most 1 ms of its data per wake-up, as the stream receiver does.
+fn count_to_eof(
+    stream: TcpStream,
+    opts: &PeerRecvOptions,
+    kernel: &KernelCaps,
+    pace: (u64, u32),
+    stop: Arc<AtomicBool>,
+) -> (u64, Vec<String>) {
+    let _ = stream.set_nonblocking(false);
+    let spec = TestSpec { rate_bps: pace.0, queues: pace.1.max(1), flows_per_queue: 1, ..TestSpec::default() };
+    let cfg = RecvWorkerConfig {
+        wait: if opts.busy_poll == BusyPoll::On { WaitMode::Spin } else { WaitMode::Sleep },
+        ring: opts.fast.ring(),
+        batch: RECV_BATCH,
+        buf_count: RECV_BUF_COUNT,
+        buf_size: RECV_BUF_SIZE,
+        bundle: kernel.recvsend_bundle,
+        rcvlowat: recv_lowat(&spec),
+        stop,
+        skip_copy: false,
+    };
+    let counters = QueueCounters::new(1);
+    match tcp_recv::run(vec![RecvFlow { stream, queue: 0 }], &counters, &cfg) {
+        Ok(result) => {
+            let bytes = result.flows.iter().map(|f| f.bytes).sum();
+            (bytes, result.flows.into_iter().filter_map(|f| f.error).collect())
+        }
+        Err(e) => (counters.snapshot()[0], vec![e.to_string()]),
+    }
+}

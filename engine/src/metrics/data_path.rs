@@ -61,6 +61,8 @@ pub enum DataPath {
     Transactions { workload: Workload, proto: Proto, client: bool, timeout_ms: u64 },
     /// The far side is a stock iperf2 server: its reports, answers to the FIN.
     Iperf2Reports { reports: usize, flows: usize },
+    /// The far side is a stock iperf3 server: the results it exchanged at the end.
+    Iperf3Results { streams: usize },
 }
 
 impl fmt::Display for Wake {
@@ -145,6 +147,7 @@ impl fmt::Display for DataPath {
             DataPath::Iperf2Reports { reports, flows } => {
                 write!(f, "iperf2 server reports (answers to the FIN) of {reports} of {flows} flows")
             }
+            DataPath::Iperf3Results { streams } => write!(f, "iperf3 server results ({streams} streams)"),
         }
     }
 }

@@ -331,6 +331,14 @@ impl StreamReport {
         self.interrupted = Some(Interruption { at_seconds: at, of_seconds: of, reason });
     }
 
+    /// The first problem of the test, as one line: its own error, else the first of a side's.
+    pub fn first_error(&self) -> Option<String> {
+        self.error
+            .clone()
+            .or_else(|| self.sender.errors.first().cloned())
+            .or_else(|| self.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
+    }
+
     pub fn complete(&self) -> bool {
         self.error.is_none()
             && self.sender.complete

@@ -2,51 +2,23 @@
 //! what only iperf2 mode knows (`peer: "iperf2"`, FINs sent, iperf -s's own byte count).
 
 use crate::compat::iperf2::client::Iperf2Report;
-use crate::report::stream::{interval_json, INTERVAL_TITLES};
+use crate::report::peer::{peer_json, peer_text};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 impl Iperf2Report {
-    /// The native document with `peer: "iperf2"`; `intervals[]` carry the sender's view only
-    /// (iperf2 reports no intervals back), so their receiver keys are null.
+    /// The native document with `peer: "iperf2"` ([`peer_json`]).
     pub fn to_json(&self) -> Value {
-        let mut doc = self.stream.to_json();
-        doc["peer"] = json!("iperf2");
+        let mut doc = peer_json(&self.stream, "iperf2");
         doc["complete"] = json!(self.complete());
         doc["sum"]["sender"]["iperf2_counts_bytes"] = json!(self.iperf2_counts_bytes());
-        let intervals: Vec<Value> = self
-            .stream
-            .sender
-            .intervals
-            .iter()
-            .map(|i| {
-                let mut v = interval_json(i, Some(i));
-                for key in ["bytes", "bits_per_second", "queues", "udp"] {
-                    v[key] = Value::Null;
-                }
-                v
-            })
-            .collect();
-        doc["intervals"] = json!(intervals);
         doc["iperf2"] = json!({"fins_sent": self.fins, "notes": self.notes});
         doc
     }
 
     /// The native text, with the sender's interval lines and what iperf2 mode adds.
     pub fn render_text(&self) -> String {
-        let mut out = self.stream.render_text();
-        let ivs = &self.stream.sender.intervals;
-        if ivs.len() > 1 {
-            let mut lines = format!("{INTERVAL_TITLES}\n");
-            for i in ivs {
-                let rate = crate::base::units::format_bits_per_second(i.bits_per_second());
-                let bytes = crate::base::units::format_bytes(i.sum());
-                let _ = writeln!(lines, "[SUM] {:5.2}-{:<5.2} sec  {bytes:>12} {rate:>16}   -", i.start, i.end);
-            }
-            // Before the window lines, where the native report puts its intervals.
-            let at = out.find(INTERVAL_TITLES).unwrap_or(out.len());
-            out.insert_str(at, &lines);
-        }
+        let mut out = peer_text(&self.stream);
         match self.iperf2_counts_bytes() {
             // iperf -s reports nothing back: say where the receiver's figures are instead.
             Some(n) => {

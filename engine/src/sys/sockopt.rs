@@ -276,6 +276,18 @@ pub(crate) fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: l
     }
 }
 
+/// Bytes a TCP socket has sent or queued that its peer has not yet acknowledged
+/// (`SIOCOUTQ`): 0 once every byte written reached the peer's kernel.
+pub(crate) fn unacked_bytes(fd: RawFd) -> io::Result<u32> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one c_int through the pointer, which lives across the call.
+    if unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n as *mut libc::c_int) } == 0 {
+        Ok(n.max(0) as u32)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Binds `fd` to `addr`.
 pub fn bind(fd: &impl std::os::fd::AsFd, addr: &SocketAddr) -> io::Result<()> {
     SockRef::from(fd).bind(&(*addr).into())

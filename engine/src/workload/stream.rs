@@ -133,7 +133,29 @@ impl StreamHalves for TcpHalves<'_> {
         send_side(self, flows, t0, live)
     }
     fn receive(&self, flows: Vec<Indexed<TcpStream>>, live: &dyn Live) -> Result<SideReport> {
-        receive_side(self, flows, live)
+        receive_side(self, flows, live, RecvEnd::Eof)
+    }
+}
+
+/// How a receiving half knows its flows are over.
+pub(crate) enum RecvEnd<'a> {
+    /// At the far sender's EOF, within the planned end and a grace.
+    Eof,
+    /// At EOF however long the test runs (the caller shuts the flows for reading when it
+    /// learns, on a channel of its own, that they are over), or once `ended()` says so, at
+    /// most until `until`.
+    Until { until: Instant, ended: &'a dyn Fn() -> bool },
+}
+
+impl TcpHalves<'_> {
+    /// The receiving half, ended by `end` rather than by EOF.
+    pub(crate) fn receive_until(
+        &self,
+        flows: Vec<Indexed<TcpStream>>,
+        live: &dyn Live,
+        end: RecvEnd,
+    ) -> Result<SideReport> {
+        receive_side(self, flows, live, end)
     }
 }
 
@@ -226,8 +248,8 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
 }
 
 /// The receiving half of a test over connected TCP flows: arms every flow, measures the
-/// window by this side's clock from now, and waits for the flows to reach EOF.
-fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) -> Result<SideReport> {
+/// window by this side's clock from now, and waits until `end`: the flows' EOF, or a sign of its own.
+fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, end: RecvEnd) -> Result<SideReport> {
     let (spec, placement, caps) = (h.spec, h.placement, h.caps);
     tune_flows(spec, &flows, false)?;
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
@@ -261,7 +283,11 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live) ->
     let napi = placement.fast.napi_evidence(&fds);
     // Stopped early, the far sender ends its flows too: they reach EOF within the grace.
     let probed = SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] };
-    let run = side.run(threads, t0, probed, SideEnd::WithTheSender)?;
+    let ending = match end {
+        RecvEnd::Eof => SideEnd::WithTheSender,
+        RecvEnd::Until { until, ended } => SideEnd::Receive { until, ended, stop_cuts: true, before_release: None },
+    };
+    let run = side.run(threads, t0, probed, ending)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
     let nic_queues = h.queues.map(|q| {

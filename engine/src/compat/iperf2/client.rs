@@ -14,32 +14,24 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
-use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
+use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
-use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport, UdpFigures};
-use crate::metrics::measure::Window;
+use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
-use crate::session::live::Live;
 use crate::session::sender::{decide_zerocopy, SendOptions};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
-use crate::sys::sockopt;
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
 use crate::wire::iperf2::IPERF2_PORT;
 use crate::workload::stream::TcpHalves;
 use crate::workload::udp_stream;
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::sync::Mutex;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
-
-/// How long a connect to the iperf2 server may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A test against an iperf2 server: the native report, plus what only iperf2 mode knows.
 #[derive(Debug, Clone)]
@@ -72,26 +64,7 @@ impl Iperf2Report {
 
     /// The first problem, as one line.
     pub fn first_error(&self) -> Option<String> {
-        let s = &self.stream;
-        s.error
-            .clone()
-            .or_else(|| s.sender.errors.first().cloned())
-            .or_else(|| s.receiver.as_ref().and_then(|r| r.errors.first().cloned()))
-    }
-}
-
-/// The sender's intervals, kept; a stop of the sender's token stops the test.
-struct Intervals {
-    kept: Mutex<Vec<IntervalFigures>>,
-    stop: StopToken,
-}
-
-impl Live for Intervals {
-    fn stopped(&self) -> Option<String> {
-        self.stop.cause().map(|cause| format!("{cause} on the sender"))
-    }
-    fn interval(&self, _role: Role, interval: IntervalFigures) {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push(interval);
+        self.stream.first_error()
     }
 }
 
@@ -107,11 +80,13 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
     let target = resolve(&opts.target, opts.port, opts.local.family)?;
     let path = PathProbe::to(target.ip(), spec.flows());
-    let live = Intervals { kept: Mutex::default(), stop: opts.stop.clone() };
-    let (mut sender, receiver, error, fins, notes) = match spec.proto {
+    let live = Intervals::new(&opts.stop);
+    let (sender, receiver, error, fins, notes) = match spec.proto {
         Proto::Tcp => {
             let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
-            let flows = (0..spec.flows()).map(|i| Ok((i, connect_tcp(target, &opts.local)?))).collect::<Result<_>>()?;
+            let flows = (0..spec.flows())
+                .map(|i| Ok((i, connect_tcp(target, &opts.local, &format!("iperf -s{}", port_flag(target)))?)))
+                .collect::<Result<_>>()?;
             let halves = TcpHalves {
                 spec: &spec,
                 placement: &placement,
@@ -140,25 +115,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
             (sender, server_side(&spec, &sent), error, fins, notes.into_iter().collect())
         }
     };
-    sender.intervals = std::mem::take(&mut *live.kept.lock().unwrap_or_else(|p| p.into_inner()));
-    let host = sender.host.as_ref();
-    let facts = PathFacts {
-        egress_interface: path.interface().map(str::to_string),
-        limits: path.limits.clone(),
-        interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
-        softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
-    };
-    let mut stream = StreamReport {
-        spec,
-        target: target.to_string(),
-        sender,
-        receiver,
-        error,
-        path: facts,
-        reverse: None,
-        interrupted: None,
-    };
-    stream.mark_interrupted(live.stopped());
+    let stream = stream_report(spec, target, sender, receiver, error, &path, &live);
     Ok(Iperf2Report { stream, fins, notes })
 }
 
@@ -215,15 +172,9 @@ fn server_side(spec: &TestSpec, sent: &[UdpFlowSent]) -> Option<SideReport> {
     if reports.is_empty() {
         return None;
     }
-    let outcomes: Vec<FlowOutcome> =
-        reports.iter().map(|(queue, r)| FlowOutcome { queue: *queue, bytes: r.bytes, error: None }).collect();
-    // iperf2 measures its whole test: no window of ours, so every byte is inside it.
-    let window = Window { complete: true, ..Window::default() };
-    let mut side = SideReport::build(Role::Receiver, spec, &window, &outcomes, &[]);
-    for q in &mut side.queues {
-        q.bytes = q.total_bytes;
-    }
-    side.window_seconds = reports.iter().map(|(_, r)| r.stop.as_secs_f64()).fold(0.0, f64::max);
+    let bytes: Vec<(u32, u64)> = reports.iter().map(|(queue, r)| (*queue, r.bytes)).collect();
+    let seconds = reports.iter().map(|(_, r)| r.stop.as_secs_f64()).fold(0.0, f64::max);
+    let mut side = far_side(spec, Role::Receiver, &bytes, seconds, "iperf2");
     let (expected, lost) = reports.iter().fold((0, 0), |(x, l), (_, r)| (x + r.datagrams, l + r.lost));
     side.udp = Some(UdpFigures {
         datagrams: expected.saturating_sub(lost),
@@ -235,7 +186,6 @@ fn server_side(spec: &TestSpec, sent: &[UdpFlowSent]) -> Option<SideReport> {
         refused: 0,
         delay_us: None,
     });
-    side.placement = "iperf2 server".into();
     side.set_data_path(DataPath::Iperf2Reports { reports: reports.len(), flows: sent.len() });
     side.errors.extend((reports.len()..sent.len()).map(|_| "a flow got no iperf2 server report".to_string()));
     side.complete = side.errors.is_empty();
@@ -262,36 +212,6 @@ fn port_flag(addr: SocketAddr) -> String {
     } else {
         format!(" -p {}", addr.port())
     }
-}
-
-/// Resolves `host:port` to the first address (of `family`, 4 or 6, when given).
-fn resolve(host: &str, port: u16, family: Option<u8>) -> Result<SocketAddr> {
-    let mut addrs =
-        (host, port).to_socket_addrs().map_err(|e| Error::usage(format!("cannot resolve target '{host}': {e}")))?;
-    addrs.find(|a| family.is_none_or(|f| (f == 4) == a.ip().to_canonical().is_ipv4())).ok_or_else(|| {
-        Error::usage(format!(
-            "target '{host}' has no address{}",
-            family.map_or(String::new(), |f| format!(" of IPv{f}"))
-        ))
-    })
-}
-
-/// Connects one TCP flow to the iperf2 server, with errors that say what to run there.
-fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd) -> Result<std::net::TcpStream> {
-    let stream = sockopt::connect_tcp(addr, local, None, CONNECT_TIMEOUT).map_err(|e| match e.raw_os_error() {
-        Some(libc::ECONNREFUSED) => Error::peer(format!(
-            "nothing listens on {addr} (connection refused): start `iperf -s{}` there",
-            port_flag(addr)
-        )),
-        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => Error::peer(format!("{addr} is unreachable: {e}")),
-        _ if matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock) => Error::peer(format!(
-            "{addr} did not answer within {:.0} s (host down or filtered)",
-            CONNECT_TIMEOUT.as_secs_f64()
-        )),
-        _ => Error::peer(format!("cannot connect to {addr}: {e}")),
-    })?;
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
 }
 
 #[cfg(test)]

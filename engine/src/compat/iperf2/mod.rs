@@ -16,10 +16,3 @@ pub mod server;
 pub use client::{run_send, Iperf2Report};
 pub use receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions, Iperf2TestSummary};
 pub use server::{bind_receiver, serve};
-
-use std::net::SocketAddr;
-
-/// A peer address as users know it: IPv4 clients of a dual-stack socket without `::ffff:`.
-fn shown(peer: SocketAddr) -> SocketAddr {
-    SocketAddr::new(peer.ip().to_canonical(), peer.port())
-}

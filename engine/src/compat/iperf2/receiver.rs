@@ -3,13 +3,11 @@
 //! serving loop is in [`super::server`], the tests in flight in `groups`.
 
 use crate::base::spec::Proto;
-use crate::base::stop::StopToken;
 use crate::metrics::seq::SeqStats;
-use crate::runtime::placement::BusyPoll;
+use crate::session::gate::GateLimits;
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Connections still sending their header, and flows, one source address may hold.
 pub(crate) const PER_SOURCE: u32 = 64;
@@ -20,24 +18,7 @@ pub(crate) const MAX_UDP_SESSIONS: u32 = 64;
 /// Descriptors kept for everything but connections and flows (stdio, listeners, /proc reads).
 const RESERVED_FDS: u64 = 16;
 /// What `uringbench recv --iperf2` serves.
-#[derive(Debug, Clone)]
-pub struct Iperf2RecvOptions {
-    pub bind: IpAddr,
-    pub port: u16,
-    pub cpus: Option<Vec<usize>>,
-    /// `--busy-poll on` spins the flow threads; otherwise they sleep.
-    pub busy_poll: BusyPoll,
-    /// Return after the first finished test.
-    pub once: bool,
-    /// Longest any test may last, whatever the client asks.
-    pub max_time: Duration,
-    /// Most flows (TCP connections and UDP client ports) served at once.
-    pub max_flows: u32,
-    /// Stopped by the caller to stop serving (`serve` returns `Ok(true)`).
-    pub stop: StopToken,
-    /// The fast paths the front end probed; the flow threads' rings use their ring part.
-    pub fast: crate::uring::fastpath::FastPaths,
-}
+pub use crate::compat::PeerRecvOptions as Iperf2RecvOptions;
 
 /// The sockets `recv --iperf2` listens on: TCP and UDP on the same port.
 pub struct Iperf2Listeners {
@@ -137,6 +118,18 @@ pub struct Caps {
 }
 
 impl Caps {
+    /// The accept gate's limits from these caps; `what` a pending connection sends, what
+    /// such connections are `doing`.
+    pub(crate) fn gate_limits(&self, what: &'static str, doing: &'static str) -> GateLimits {
+        GateLimits {
+            total: self.pending as usize,
+            per_source: self.pending_per_source as usize,
+            what,
+            doing,
+            per_source_option: "",
+        }
+    }
+
     pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
         let budget = open_files.saturating_sub(RESERVED_FDS);
         let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;

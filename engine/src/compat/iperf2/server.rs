@@ -27,24 +27,23 @@
 
 use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, State, REFUSED_MAX};
 use super::receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
-use super::shown;
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Proto, TestSpec};
+use crate::base::spec::Proto;
+use crate::compat::{count_to_eof, shown};
 use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::resolve_cpus;
-use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Pause, Verdict};
+use crate::session::gate::{self, Classifier, GateEvent, Pause, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
-use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow, GRO_PAYLOAD};
 use crate::wire::iperf2::{
     self, classify_tcp_first_word, version_string, ClientHdrAck, TcpClientHeader, TcpClientKind, TcpHeaderWord,
     TestAmount, UdpClientHeader, IPERF_2_1_8_VERSION, SERVER_ACKFIN_SILENCE,
 };
 use crate::wire::udp_payload::{self as payload, WireTime};
-use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use crate::workload::stream::RECV_BATCH;
 use std::io::{self, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -447,34 +446,9 @@ fn receive_tcp(
     accepted: Instant,
     joined: &Joined,
 ) -> FlowEnd {
-    let _ = stream.set_nonblocking(false);
-    // Paced clients: at most 1 ms of their data per wake-up, as the stream receiver does.
-    let spec = TestSpec { rate_bps: test.rate_bps, queues: test.threads, flows_per_queue: 1, ..TestSpec::default() };
-    let cfg = RecvWorkerConfig {
-        wait: shared.wait_mode(),
-        ring: shared.opts.fast.ring(),
-        batch: RECV_BATCH,
-        buf_count: RECV_BUF_COUNT,
-        buf_size: RECV_BUF_SIZE,
-        bundle: shared.kernel.recvsend_bundle,
-        rcvlowat: recv_lowat(&spec),
-        stop: Arc::clone(&joined.stop),
-        skip_copy: false,
-    };
-    let counters = QueueCounters::new(1);
-    let mut end = FlowEnd { bytes: prefix, ..FlowEnd::default() };
-    match tcp_recv::run(vec![RecvFlow { stream, queue: 0 }], &counters, &cfg) {
-        Ok(result) => {
-            for f in result.flows {
-                end.bytes += f.bytes;
-                end.errors.extend(f.error);
-            }
-        }
-        Err(e) => {
-            end.bytes += counters.snapshot()[0];
-            end.errors.push(e.to_string());
-        }
-    }
+    let (bytes, errors) =
+        count_to_eof(stream, &shared.opts, &shared.kernel, (test.rate_bps, test.threads), Arc::clone(&joined.stop));
+    let mut end = FlowEnd { bytes: prefix + bytes, errors, ..FlowEnd::default() };
     end.span = Some((accepted, Instant::now()));
     end
 }
@@ -564,13 +538,7 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
         refusals: RateLimit::new(TELLS_PER_WINDOW),
         udp_pause: Pause::default(),
     };
-    let limits = GateLimits {
-        total: caps.pending as usize,
-        per_source: caps.pending_per_source as usize,
-        what: "iperf2 header",
-        doing: "sending their header",
-        per_source_option: "",
-    };
+    let limits = caps.gate_limits("iperf2 header", "sending their header");
     let ok = gate::serve(tcp, limits, &mut serving)?;
     shared.stop_all();
     // Flow threads notice the stop within one wait (100 ms); give them a bounded moment.

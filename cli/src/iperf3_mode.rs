@@ -1,0 +1,123 @@
+//! `send --iperf3` and `recv --iperf3`: uringbench against an unmodified iperf3, one side at a
+//! time; and `send --ntttcp` / `recv --ntttcp`, NTttcp's no-sync mode. Turns the command line
+//! into the engine's options (shared with `--iperf2`: [`peer_send_options`],
+//! [`peer_recv_options`]) and prints what comes back.
+
+use super::iperf2_mode::{peer_recv_options, peer_send_options, print_line, print_report};
+use super::{RecvArgs, SendArgs};
+use std::sync::Arc;
+use uringbench::units::format_bits_per_second;
+use uringbench::{
+    iperf3_bind, iperf3_send, iperf3_serve, ntttcp_bind, ntttcp_send, ntttcp_serve, peer_text, Error, FastPaths,
+    Iperf3Event, Iperf3EventSink, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, StopToken,
+    IPERF3_PORT,
+};
+
+/// `uringbench send --iperf3`: our sender against `iperf3 -s`.
+pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let (mut opts, format) = peer_send_options(args, fast, stop, "--iperf3", IPERF3_PORT)?;
+    // iperf3 has --cport too: the data connections leave from PORT, PORT + 1, ...
+    opts.local.data_port = args.cport;
+    let report = iperf3_send(&opts)?;
+    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+}
+
+/// `uringbench recv --iperf3`: serves `iperf3 -c` clients, one test at a time.
+pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let opts = peer_recv_options(args, fast, stop, "--iperf3", IPERF3_PORT)?;
+    let listener = iperf3_bind(&opts)?;
+    let events: Iperf3EventSink = Arc::new(|event: Iperf3Event| {
+        print_line(&match event {
+            Iperf3Event::Listening { addr, caps } => format!(
+                "uringbench recv --iperf3: listening on TCP {addr} for iperf3 clients (`iperf3 -c`, one test at a time); \
+                 limits: {} connections sending their cookie ({} per address), {} streams",
+                caps.pending, caps.pending_per_source, caps.flows.min(128)
+            ),
+            Iperf3Event::TestDone(summary) => test_line(&summary),
+            Iperf3Event::Refused { peer, reason } => format!("refused iperf3 test from {peer}: {}", peer_text(&reason)),
+            Iperf3Event::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
+            Iperf3Event::More { peer, count, seconds } => format!(
+                "... and {count} more from {} in the last {seconds:.0} s",
+                peer.map_or("other addresses".to_string(), |p| p.to_string())
+            ),
+            Iperf3Event::Paused { reason } => format!("uringbench recv --iperf3: accepting paused: {reason}"),
+        });
+    });
+    let ok = iperf3_serve(opts, listener, events)?;
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// One line per finished client test: what we counted, and what the client says it sent.
+fn test_line(s: &Iperf3TestSummary) -> String {
+    let version = s.client_version.as_ref().map_or("iperf3".to_string(), |v| format!("iperf3 {}", peer_text(v)));
+    let mut line = format!(
+        "[{}] iperf3 TCP test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
+        s.id,
+        s.peer.map_or("?".to_string(), |p| p.to_string()),
+        s.streams,
+        if s.streams == 1 { "" } else { "s" },
+        s.bytes,
+        s.seconds,
+        format_bits_per_second(s.bits_per_second())
+    );
+    if let Some(sent) = s.client_sent {
+        line += &format!(", client sent {sent} bytes");
+        if s.omit > 0 {
+            line += &format!(" after its omitted first {} s", s.omit);
+        }
+    }
+    if !s.errors.is_empty() {
+        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
+    }
+    line
+}
+
+/// `uringbench send --ntttcp`: our sender to NTttcp receivers in no-sync mode.
+pub fn send_ntttcp(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let (mut opts, format) = peer_send_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
+    opts.port = args.ntttcp_port;
+    opts.local.data_port = args.cport;
+    let report = ntttcp_send(&opts)?;
+    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+}
+
+/// `uringbench recv --ntttcp`: counts what NTttcp senders in no-sync mode send.
+pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
+    let mut opts = peer_recv_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
+    opts.port = args.ntttcp_port;
+    let listeners = ntttcp_bind(&opts, args.ports)?;
+    let events: NtttcpEventSink = Arc::new(|event: NtttcpEvent| {
+        print_line(&match event {
+            NtttcpEvent::Listening { addr, base, ports, caps } => format!(
+                "uringbench recv --ntttcp: listening on {addr} TCP ports {base}..{} for NTttcp senders in no-sync mode; limit: {} connections",
+                u32::from(base) + ports - 1,
+                caps.flows
+            ),
+            NtttcpEvent::TestDone(s) => ntttcp_line(&s),
+            NtttcpEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
+        });
+    });
+    let ok = ntttcp_serve(opts, listeners, events)?;
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// One line per finished NTttcp test.
+fn ntttcp_line(s: &NtttcpTestSummary) -> String {
+    let peers: Vec<String> = s.peers.iter().map(|p| p.to_string()).collect();
+    let ports: Vec<String> = s.port_bytes.iter().map(|b| b.to_string()).collect();
+    let mut line = format!(
+        "[{}] ntttcp TCP test from {} ({} connection{}): {} bytes in {:.3} s = {}; per port: {}",
+        s.id,
+        peers.join(", "),
+        s.connections,
+        if s.connections == 1 { "" } else { "s" },
+        s.bytes(),
+        s.seconds,
+        format_bits_per_second(s.bits_per_second()),
+        ports.join(" ")
+    );
+    if !s.errors.is_empty() {
+        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
+    }
+    line
+}

@@ -1,0 +1,228 @@
+//! uringbench against the real iperf3 (`/usr/bin/iperf3`, Debian's 3.12), one side at a time,
+//! between two network namespaces: our sender to `iperf3 -s`, `iperf3 -c` to
+//! `uringbench recv --iperf3`. Byte counts are compared across the two tools' own reports.
+//! Every spawned process is bounded; pairs are named `ub3*`.
+
+mod common;
+
+use common::*;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const PORT: &str = "5201";
+
+fn iperf3_present() -> bool {
+    Command::new("iperf3").arg("-v").output().is_ok()
+}
+
+/// `iperf3 -s -1 -J` in the receiver namespace (one test, then it exits), once it listens.
+fn iperf3_server(pair: &NetnsPair) -> Child {
+    let child = pair
+        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-1", "-J", "-p", PORT])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iperf3 -s");
+    pair.listening(child, PORT)
+}
+
+/// What `iperf3 -J` printed, parsed.
+fn iperf3_json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `send --iperf3 -P flows` against `iperf3 -s`: the server's own received byte count is
+/// every byte we wrote, and it is our report's receiver side.
+fn send_to_iperf3_server(name: &str, flows: &str) {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up(name);
+    let server = iperf3_server(&pair);
+    let (out, _) = pair
+        .send(&["--iperf3", "-c", "10.77.0.2", "-P", flows, "-t", "2", "--warmup", "0", "-J"], Duration::from_secs(30));
+    let server = finish(server, Duration::from_secs(10));
+    assert!(out.status.success(), "send --iperf3 failed: {}", String::from_utf8_lossy(&out.stderr));
+    let ours = json(&out);
+    let theirs = iperf3_json(&server);
+    assert_eq!(ours["peer"], "iperf3");
+    assert_eq!(ours["complete"], true);
+    let sent = u64_at(&ours, "/sum/sender/total_bytes");
+    let counted = u64_at(&theirs, "/end/sum_received/bytes");
+    assert!(sent > 1_000_000, "real traffic moved: {sent}");
+    assert_eq!(counted, sent, "iperf3 -s counted every byte we wrote");
+    assert_eq!(u64_at(&ours, "/sum/receiver/total_bytes"), counted, "its count is our receiver side");
+    let streams = theirs["end"]["streams"].as_array().expect("iperf3's streams");
+    assert_eq!(streams.len().to_string(), flows, "one iperf3 stream per flow");
+    assert_eq!(ours["iperf3"]["params"]["parallel"].to_string(), flows);
+}
+
+#[test]
+fn send_one_flow_to_iperf3_server() {
+    send_to_iperf3_server("ub3a", "1");
+}
+
+#[test]
+fn send_eight_flows_to_iperf3_server() {
+    send_to_iperf3_server("ub3b", "8");
+}
+
+/// `send --iperf3 -R` and `--bidir`: what the server sent is exactly what we received, and
+/// (bidir) what we sent is exactly what it received.
+#[test]
+fn reverse_and_bidir_with_iperf3_server() {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up("ub3g");
+    for mode in ["-R", "--bidir"] {
+        let server = iperf3_server(&pair);
+        let (out, _) = pair.send(
+            &["--iperf3", "-c", "10.77.0.2", "-P", "2", "-t", "2", "--warmup", "0", mode, "-J"],
+            Duration::from_secs(30),
+        );
+        let server = finish(server, Duration::from_secs(10));
+        assert!(out.status.success(), "send --iperf3 {mode} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let (ours, theirs) = (json(&out), iperf3_json(&server));
+        assert_eq!(ours["peer"], "iperf3");
+        let back = if mode == "-R" { &ours } else { &ours["reverse"] };
+        let received = u64_at(back, "/sum/receiver/total_bytes");
+        let server_sent_key = if mode == "-R" { "/end/sum_sent/bytes" } else { "/end/sum_sent_bidir_reverse/bytes" };
+        assert!(received > 1_000_000, "{mode}: real traffic came back: {received}");
+        assert_eq!(u64_at(&theirs, server_sent_key), received, "{mode}: we received every byte iperf3 -s sent");
+        assert_eq!(u64_at(back, "/sum/sender/total_bytes"), received, "{mode}: its count is our sender side");
+        if mode == "--bidir" {
+            let sent = u64_at(&ours, "/sum/sender/total_bytes");
+            assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "--bidir: it received every byte we sent");
+        }
+    }
+}
+
+#[test]
+fn send_to_nothing_or_busy_iperf3_server_says_what_to_run() {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up("ub3c");
+    let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1"], Duration::from_secs(15));
+    one_line_error(&out, 1, "start `iperf3 -s` there");
+    // A server in the middle of a test answers ACCESS_DENIED to a second client.
+    let server = iperf3_server(&pair);
+    let mut first = pair
+        .cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-t", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iperf3 -c");
+    std::thread::sleep(Duration::from_millis(700));
+    let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1"], Duration::from_secs(15));
+    one_line_error(&out, 1, "access denied");
+    let _ = first.wait();
+    finish(server, Duration::from_secs(10));
+    let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1.5"], Duration::from_secs(15));
+    one_line_error(&out, 2, "whole seconds");
+}
+
+/// `uringbench recv --iperf3 --once` in the receiver namespace, stdout captured.
+fn spawn_recv_iperf3(pair: &NetnsPair) -> Recv {
+    pair.spawn_recv(&["--iperf3", "--once", "--port", PORT])
+}
+
+/// `iperf3 -c -P parallel -J` against `recv --iperf3`: the client's own sent byte count is
+/// what we counted, and our figures are its receiver's.
+fn iperf3_client_to_us(name: &str, parallel: &str) {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up(name);
+    let recv = spawn_recv_iperf3(&pair);
+    let (out, _) = run_bounded(
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"]),
+        Duration::from_secs(30),
+    );
+    let log = recv.finish(Duration::from_secs(10));
+    let log = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(out.status.success(), "iperf3 -c failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("[1] iperf3 TCP test from 10.77.0.1"))
+        .unwrap_or_else(|| panic!("no test line:\n{log}"));
+    let counted: u64 =
+        line.split(" bytes in ").next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect("bytes");
+    assert!(sent > 1_000_000, "real traffic moved: {sent}");
+    assert_eq!(counted, sent, "we counted every byte iperf3 -c sent: {line}");
+    assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "and it shows our count as its receiver's");
+    assert!(line.contains(&format!("{parallel} stream")) && !line.contains("incomplete"), "{line}");
+}
+
+#[test]
+fn iperf3_client_one_stream_to_our_receiver() {
+    iperf3_client_to_us("ub3d", "1");
+}
+
+#[test]
+fn iperf3_client_eight_streams_to_our_receiver() {
+    iperf3_client_to_us("ub3e", "8");
+}
+
+#[test]
+fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up("ub3f");
+    let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
+    // A reverse test needs us to send: refused, and iperf3 says the server refused it.
+    let (out, _) = run_bounded(
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-R"]),
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success(), "iperf3 -R must fail against recv --iperf3");
+    // Hostile control connections, from a small Python client in the sender namespace: not a
+    // cookie; a cookie then an absurd JSON length; a cookie then bytes that are not JSON.
+    let script = r#"
+import socket, struct, sys
+def conn():
+    s = socket.create_connection(("10.77.0.2", 5201), timeout=5)
+    return s
+s = conn(); s.sendall(b"X" * 37); print("garbage", s.recv(16)); s.close()
+for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
+    s = conn(); s.sendall(b"a" * 36 + b"\0")
+    state = s.recv(1)
+    s.sendall(body)
+    reply = s.recv(16)
+    print("state", state[0], "reply", list(reply)); s.close()
+"#;
+    let (py, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", script]), Duration::from_secs(30));
+    let py_out = String::from_utf8_lossy(&py.stdout).to_string();
+    assert!(py.status.success(), "{py_out}{}", String::from_utf8_lossy(&py.stderr));
+    assert_eq!(
+        py_out.matches("state 9 reply [254, 0, 0, 0, 114, 0, 0, 0, 0]").count(),
+        2,
+        "SERVER_ERROR 114 for both: {py_out}"
+    );
+    // Still serving: a real client afterwards gets its test.
+    let (ok, _) = run_bounded(
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1"]),
+        Duration::from_secs(20),
+    );
+    let log = recv.kill();
+    let log = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
+    assert!(
+        log.contains("refused iperf3 test from 10.77.0.1") && log.contains("-R (reverse) needs the receiver to send"),
+        "{log}"
+    );
+    assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");
+    assert!(log.contains("a JSON message of 4294967295 bytes (at most 8192 are read)"), "{log}");
+    assert!(log.contains("parameters are not JSON"), "{log}");
+    assert!(log.contains("] iperf3 TCP test from 10.77.0.1") && !log.contains("incomplete"), "{log}");
+}

@@ -1,0 +1,408 @@
+//! `send --iperf3`: our sender against an unmodified `iperf3 -s`, reported as an ordinary
+//! [`StreamReport`] whose receiver figures are the iperf3 server's own results.
+//!
+//! The control connection speaks iperf3's exchange (docs/protocol.md, "iperf3"); the data
+//! connections carry the cookie, then the stream workload's own sending half moves the bytes
+//! (io_uring, zero-copy where it pays), so CPU, TCP_INFO and zero-copy figures are ours.
+//!
+//! An iperf3 server stops counting, and closes the data connections, the moment it reads
+//! TEST_END; whatever it has not read by then is lost to its count. So at the end of the
+//! window we first wait until the peer's kernel acknowledged every byte (`SIOCOUTQ` 0 on
+//! every flow), then give its reading loop [`READ_GRACE`] to empty its receive buffers, and
+//! only then send TEST_END: the server's byte count is then all we sent.
+
+use super::control::Control;
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
+use crate::metrics::data_path::DataPath;
+use crate::metrics::figures::{Role, SideReport, StreamReport};
+use crate::runtime::placement::plan;
+use crate::runtime::placement::resolve_cpus;
+use crate::session::driver::StreamHalves;
+use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::sys::netpath::PathProbe;
+use crate::sys::probe::KernelCaps;
+use crate::sys::sockopt;
+use crate::wire::iperf3::{
+    new_cookie, stream_id, DataProto, Params, Results, State, StreamResult, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS,
+    MAX_TCP_BLOCK,
+};
+use crate::workload::stream::{RecvEnd, TcpHalves};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// How long the server may take for each step of its handshake and of the results exchange.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// After every byte is acknowledged, the server's loop has this long to read it.
+const READ_GRACE: Duration = Duration::from_millis(250);
+/// The longest wait for the acknowledgements of the last bytes.
+const ACK_WAIT: Duration = Duration::from_secs(5);
+/// Past the planned end, how long the streams the server sends on may take to end.
+const END_WAIT: Duration = Duration::from_secs(10);
+
+/// A test against an iperf3 server: the native report, plus what only iperf3 mode knows.
+#[derive(Debug, Clone)]
+pub struct Iperf3Report {
+    pub stream: StreamReport,
+    /// What we asked of the server.
+    pub params: Params,
+    /// The server's own results, as it sent them; `None` when the exchange failed.
+    pub server: Option<Results>,
+    pub notes: Vec<String>,
+}
+
+impl Iperf3Report {
+    pub fn complete(&self) -> bool {
+        self.stream.complete()
+    }
+
+    /// The first problem, as one line.
+    pub fn first_error(&self) -> Option<String> {
+        self.stream.first_error()
+    }
+}
+
+/// `iperf3 -s`, with `-p` when the port is not the default: what should run on the target.
+fn server_command(target: SocketAddr) -> String {
+    if target.port() == IPERF3_PORT {
+        "iperf3 -s".into()
+    } else {
+        format!("iperf3 -s -p {}", target.port())
+    }
+}
+
+/// What `send --iperf3` asks of the server: the spec in iperf3's terms. Refuses what iperf3
+/// cannot express, with the reason.
+pub fn params_for(spec: &TestSpec) -> Result<Params> {
+    let whole_seconds = |ms: u64, what: &str| {
+        if ms % 1000 == 0 {
+            Ok(ms / 1000)
+        } else {
+            Err(Error::usage(format!("{what} must be whole seconds with --iperf3 (iperf3 counts in seconds)")))
+        }
+    };
+    if spec.proto != Proto::Tcp {
+        return Err(Error::usage("--iperf3 runs TCP tests only in this version (UDP is not implemented yet)"));
+    }
+    if spec.flows_per_queue != 1 {
+        return Err(Error::usage("--flows-per-queue is not available with --iperf3: -P N gives iperf3's N streams"));
+    }
+    if spec.flows() > MAX_STREAMS {
+        return Err(Error::usage(format!("-P {} is more than iperf3's {MAX_STREAMS} streams", spec.flows())));
+    }
+    if spec.len > MAX_TCP_BLOCK {
+        return Err(Error::usage(format!("-l {} is more than iperf3's TCP block limit of {MAX_TCP_BLOCK}", spec.len)));
+    }
+    if spec.tuning.bytes.is_some() {
+        return Err(Error::usage("-n/--bytes is not available with --iperf3 (the test is timed)"));
+    }
+    let t = &spec.tuning;
+    Ok(Params {
+        proto: DataProto::Tcp,
+        omit: whole_seconds(spec.warmup_ms, "--warmup (sent as iperf3's omit, -O)")?,
+        time: whole_seconds(spec.time_ms, "-t")?.max(1),
+        parallel: spec.flows(),
+        len: spec.len,
+        reverse: spec.direction == Direction::Reverse,
+        bidirectional: spec.direction == Direction::Bidir,
+        rate_bps: spec.rate_bps / u64::from(spec.flows().max(1)),
+        fq_rate_bps: t.fq_rate_bps.unwrap_or(0),
+        window: t.window.unwrap_or(0),
+        mss: t.mss.unwrap_or(0),
+        tos: t.tos.unwrap_or(0),
+        congestion: t.congestion.clone(),
+        nodelay: t.nodelay,
+        client_version: Some(format!("uringbench {}", env!("CARGO_PKG_VERSION"))),
+        ..Params::default()
+    })
+}
+
+/// Runs our sender against an unmodified iperf3 server at `opts.target`. Errors before data
+/// flows (refused, unreachable, a server that refuses the parameters) come back as `Err`;
+/// afterwards problems are in the report.
+pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
+    let mut spec = opts.spec.clone();
+    spec.cooldown_ms = 0;
+    let params = params_for(&spec)?;
+    spec.validate()?;
+    let caps = KernelCaps::detect()?;
+    caps.require_tcp_stream()?;
+    let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
+    let target = resolve(&opts.target, opts.port, opts.local.family)?;
+    let server = server_command(target);
+    let path = PathProbe::to(target.ip(), spec.flows());
+    let live = Intervals::new(&opts.stop);
+    let peer = |e: String| Error::peer(format!("iperf3 server at {target}: {e}"));
+
+    let cookie = new_cookie();
+    let mut ctl = Control::new(connect_tcp(target, &opts.local.for_control(), &server)?);
+    ctl.stream.write_all(&cookie).map_err(|e| peer(format!("writing the cookie: {e}")))?;
+    expect(&mut ctl, State::ParamExchange).map_err(peer)?;
+    ctl.send_json(&params.to_json()).map_err(peer)?;
+    expect(&mut ctl, State::CreateStreams).map_err(peer)?;
+    let mut flows = Vec::with_capacity(spec.data_connections() as usize);
+    for flow in 0..spec.data_connections() {
+        let local = opts.local.for_flow(flow).map_err(Error::usage)?;
+        let mut stream = connect_tcp(target, &local, &server)?;
+        stream.write_all(&cookie).map_err(|e| peer(format!("opening stream {}: {e}", stream_id(flow as usize))))?;
+        flows.push((flow, stream));
+    }
+    expect(&mut ctl, State::TestStart).map_err(peer)?;
+    expect(&mut ctl, State::TestRunning).map_err(peer)?;
+
+    let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
+    let halves = TcpHalves {
+        spec: &spec,
+        placement: &placement,
+        caps: &caps,
+        zc,
+        iface: path.interface().map(str::to_string),
+        queues: None,
+    };
+    let n = spec.flows();
+    // Our sending streams connect first (ids 1, 3, ...), then the ones the server sends on.
+    let (tx, rx): (Vec<_>, Vec<_>) = match spec.direction {
+        Direction::Forward => (flows, Vec::new()),
+        Direction::Reverse => (Vec::new(), flows),
+        Direction::Bidir => {
+            let (tx, rx): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
+            (tx, rx.into_iter().map(|(i, s)| (i - n, s)).collect())
+        }
+    };
+    let rx_first_id = if spec.direction == Direction::Bidir { n as usize } else { 0 };
+    let watch: Vec<TcpStream> = tx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
+    let mut notes = Vec::new();
+    let t0 = Instant::now();
+    let (sent, received, ended) = std::thread::scope(|s| {
+        let receiving = (!rx.is_empty()).then(|| {
+            s.spawn(|| {
+                halves.receive_until(
+                    rx,
+                    &live,
+                    RecvEnd::Until { until: t0 + spec.total() + END_WAIT, ended: &|| false },
+                )
+            })
+        });
+        let sent = (!tx.is_empty()).then(|| halves.send(tx, t0, &live));
+        if sent.is_some() {
+            if let Some(n) = wait_acknowledged(&watch) {
+                notes.push(format!(
+                    "{n} bytes were still unacknowledged after {:.0} s: the server may not count them",
+                    ACK_WAIT.as_secs_f64()
+                ));
+            }
+            std::thread::sleep(READ_GRACE);
+        } else {
+            // Only the server sends: the end is still ours to say, at the planned end.
+            while Instant::now() < t0 + spec.total() && !opts.stop.is_stopped() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // The server closes every stream on TEST_END: what it sent us reaches EOF.
+        let ended = ctl.send_state(State::TestEnd);
+        let received = receiving.map(|h| h.join().unwrap_or_else(|_| Err(Error::peer("the receiving half panicked"))));
+        (sent.transpose(), received.transpose(), ended)
+    });
+    drop(watch);
+    let (mut sent, mut received) = (sent?, received?);
+    for side in sent.iter_mut() {
+        side.add_path_notes([
+            "iperf3 data streams (cookie first), TEST_END once the server's kernel acknowledged every byte".into(),
+        ]);
+    }
+    for side in received.iter_mut() {
+        side.add_path_notes(["iperf3 data streams (cookie first) sent by the server until our TEST_END".into()]);
+    }
+    let ours = our_results(&spec, sent.as_ref(), received.as_ref(), rx_first_id);
+    let (server_results, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
+        Ok(results) => (Some(results), None),
+        Err(e) => (None, Some(format!("iperf3 server at {target}: {e}"))),
+    };
+    let far = |role, first_id| server_results.as_ref().map(|r| server_side(&spec, r, role, first_id));
+    if params.omit > 0 {
+        notes.push(format!(
+            "the first {} s are omitted on both ends, each by its own clock: the byte counts of the two ends differ by what moved between the two starts",
+            params.omit
+        ));
+    }
+    let forward =
+        sent.map(|s| stream_report(spec.clone(), target, s, far(Role::Receiver, 0), error.clone(), &path, &live));
+    let reverse = received.map(|r| {
+        let sender =
+            far(Role::Sender, rx_first_id).unwrap_or_else(|| far_side(&spec, Role::Sender, &[], 0.0, "iperf3"));
+        stream_report(spec.clone(), target, sender, Some(r), error.clone(), &path, &live)
+    });
+    let stream = match (forward, reverse) {
+        (Some(mut f), Some(r)) => {
+            f.reverse = Some(Box::new(r));
+            f
+        }
+        (Some(f), None) => f,
+        (None, Some(r)) => r,
+        (None, None) => return Err(Error::usage("a test with no streams")),
+    };
+    Ok(Iperf3Report { stream, params, server: server_results, notes })
+}
+
+/// Reads the next state and insists on `want`, with what the server meant otherwise.
+fn expect(ctl: &mut Control, want: State) -> std::result::Result<(), String> {
+    match ctl.read_state(STEP_TIMEOUT)? {
+        s if s == want => Ok(()),
+        State::AccessDenied => Err("access denied: it is running another test (iperf3 serves one at a time)".into()),
+        State::ServerTerminate => Err("the server ended the test (killed?)".into()),
+        other => Err(format!("expected {want:?}, got {other:?}")),
+    }
+}
+
+/// Waits until the peer acknowledged every byte on every flow; the bytes still waiting when
+/// [`ACK_WAIT`] ran out, if any.
+fn wait_acknowledged(flows: &[TcpStream]) -> Option<u64> {
+    let until = Instant::now() + ACK_WAIT;
+    loop {
+        let waiting: u64 = flows.iter().filter_map(|s| sockopt::unacked_bytes(s.as_raw_fd()).ok()).map(u64::from).sum();
+        if waiting == 0 {
+            return None;
+        }
+        if Instant::now() >= until {
+            return Some(waiting);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// After TEST_END: the results exchange, ours first, then the server's.
+fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, String> {
+    match ctl.read_state(STEP_TIMEOUT)? {
+        State::ExchangeResults => {}
+        other => return Err(format!("expected ExchangeResults after TEST_END, got {other:?}")),
+    }
+    ctl.send_json(&ours.to_json())?;
+    let text = ctl.read_json(MAX_RESULTS_LEN, STEP_TIMEOUT, "the server's results")?;
+    let results = Results::parse(&text)?;
+    match ctl.read_state(STEP_TIMEOUT)? {
+        State::DisplayResults => {}
+        other => return Err(format!("expected DisplayResults, got {other:?}")),
+    }
+    // The server ends its test on this byte; a failure to write it changes no figure.
+    let _ = ctl.send_state(State::IperfDone);
+    Ok(results)
+}
+
+/// Our side's results as iperf3 shows them on the server: per stream what we sent or
+/// received (after the omitted start), a sending stream's retransmits, our threads' CPU.
+fn our_results(
+    spec: &TestSpec,
+    sent: Option<&SideReport>,
+    received: Option<&SideReport>,
+    rx_first_id: usize,
+) -> Results {
+    let sides = [(sent, 0), (received, rx_first_id)];
+    let secs = sides.iter().filter_map(|(s, _)| s.map(|s| s.window_seconds)).fold(0.0, f64::max);
+    let (user, system) = sides
+        .iter()
+        .filter_map(|(s, _)| *s)
+        .flat_map(|s| &s.cpu.threads)
+        .fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
+    let pct = |x: f64| if secs > 0.0 { 100.0 * x / secs } else { 0.0 };
+    let mut streams = Vec::new();
+    for (side, first_id) in sides {
+        let Some(side) = side else { continue };
+        for flow in 0..spec.flows() {
+            let q = spec.queue_of_flow(flow) as usize;
+            let retransmits = (side.role == Role::Sender)
+                .then(|| {
+                    side.tcp_flows_end.get(flow as usize).and_then(|i| i.as_ref()).map(|i| u64::from(i.total_retrans))
+                })
+                .flatten();
+            streams.push(StreamResult {
+                id: stream_id(first_id + flow as usize),
+                // Without an omitted start, everything, as iperf3 counts its own side.
+                bytes: side.queues.get(q).map_or(0, |q| if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes }),
+                retransmits,
+                end_s: side.window_seconds,
+                ..StreamResult::default()
+            });
+        }
+    }
+    Results {
+        cpu_util: [pct(user + system), pct(user), pct(system)],
+        sender_has_retransmits: sent.is_some().then_some(true),
+        congestion_used: spec.tuning.congestion.clone(),
+        streams,
+    }
+}
+
+/// The far side, as the server's results tell it: each flow's stream by iperf3's stream id
+/// (from `first_id`), playing `role`; a sending server's retransmits are its TCP figure.
+fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) -> SideReport {
+    let mut bytes = Vec::new();
+    let mut missing = 0;
+    let mut seconds: f64 = 0.0;
+    let mut retransmits: u64 = 0;
+    for flow in 0..spec.flows() {
+        match results.stream(stream_id(first_id + flow as usize)) {
+            Some(s) => {
+                bytes.push((spec.queue_of_flow(flow), s.bytes));
+                seconds = seconds.max(s.end_s - s.start_s);
+                retransmits = s.retransmits.map_or(retransmits, |r| retransmits.saturating_add(r));
+            }
+            None => missing += 1,
+        }
+    }
+    let mut side = far_side(spec, role, &bytes, seconds, "iperf3");
+    side.set_data_path(DataPath::Iperf3Results { streams: results.streams.len() });
+    if role == Role::Sender {
+        side.tcp.retransmitted_segments = retransmits;
+    }
+    if missing > 0 {
+        side.errors.push(format!("the iperf3 server's results lack {missing} of our {} streams", spec.flows()));
+    }
+    side.complete = side.errors.is_empty();
+    side
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_follow_the_spec_and_refuse_what_iperf3_cannot_say() {
+        let spec = TestSpec { queues: 4, time_ms: 5000, warmup_ms: 2000, len: 65536, ..TestSpec::default() };
+        let p = params_for(&spec).unwrap();
+        assert_eq!((p.parallel, p.time, p.omit, p.len, p.proto), (4, 5, 2, 65536, DataProto::Tcp));
+        let refused = |s: TestSpec| params_for(&s).unwrap_err().to_string();
+        assert!(refused(TestSpec { time_ms: 1500, ..spec.clone() }).contains("whole seconds"));
+        assert!(refused(TestSpec { warmup_ms: 250, ..spec.clone() }).contains("--warmup"));
+        assert!(refused(TestSpec { queues: 129, ..spec.clone() }).contains("128"));
+        assert!(refused(TestSpec { flows_per_queue: 2, ..spec.clone() }).contains("--flows-per-queue"));
+        assert!(refused(TestSpec { len: 2 << 20, ..spec }).contains("block"));
+    }
+
+    #[test]
+    fn server_results_become_the_receiver_side() {
+        let spec = TestSpec { queues: 2, ..TestSpec::default() };
+        let stream = |id, bytes| StreamResult { id, bytes, end_s: 2.5, ..StreamResult::default() };
+        let results = Results { streams: vec![stream(1, 100), stream(3, 200)], ..Results::default() };
+        let side = server_side(&spec, &results, Role::Receiver, 0);
+        assert!(side.complete);
+        assert_eq!((side.bytes(), side.total_bytes(), side.window_seconds), (300, 300, 2.5));
+        assert_eq!(side.queues[1].bytes, 200, "stream 3 is the second flow");
+        let partial =
+            server_side(&spec, &Results { streams: vec![stream(1, 100)], ..Results::default() }, Role::Receiver, 0);
+        let sending = server_side(
+            &spec,
+            &Results { streams: vec![stream(4, 7), stream(5, 8)], ..Results::default() },
+            Role::Sender,
+            2,
+        );
+        assert_eq!(
+            (sending.bytes(), sending.role),
+            (15, Role::Sender),
+            "--bidir, -P 2: ours are 1 and 3, the server's 4 and 5"
+        );
+        assert!(!partial.complete && partial.errors[0].contains("1 of our 2"));
+    }
+}

@@ -1,0 +1,514 @@
+//! `recv --iperf3`: serves unmodified `iperf3 -c` clients (TCP, forward), one test at a time
+//! as `iperf3 -s` does, on one port (5201 by default).
+//!
+//! Every accepted connection waits on the accept gate ([`crate::session::gate`]) until it
+//! has sent its 37-byte cookie, within the gate's deadline and per-source caps: an idle or
+//! slow connection costs a descriptor, never a thread. Then:
+//! - no test running: the connection is a new test's control connection, served by a thread
+//!   of its own ([`serve_test`]): parameters (bounded, checked against our limits), the
+//!   streams, the data counted by the stream workload's receiving half, the results;
+//! - a test running and the cookie is its own: one of its data connections, handed over;
+//! - otherwise: ACCESS_DENIED and closed, as iperf3 answers while busy.
+//!
+//! The end: the client sends TEST_END and then its results, which say how many bytes it
+//! sent; once those bytes have arrived (at most [`DRAIN_WAIT`]) each data connection is shut
+//! for reading, so the loops read to its end: our count and the client's are the same bytes.
+//! Then we answer with our results.
+
+use super::control::Control;
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
+use crate::compat::iperf2::Caps;
+use crate::compat::{shown, Intervals, PeerRecvOptions};
+use crate::metrics::figures::SideReport;
+use crate::runtime::placement::{plan, resolve_cpus};
+use crate::session::gate::{self, Classifier, GateEvent, Verdict};
+use crate::session::logq::RateLimit;
+use crate::sys::epoll::Epoll;
+use crate::sys::probe::KernelCaps;
+use crate::sys::tcpinfo::TcpInfo;
+use crate::wire::iperf3::{
+    check_cookie, error_code, stream_id, DataProto, Params, Results, State, StreamResult, COOKIE_LEN, MAX_PARAMS_LEN,
+    MAX_RESULTS_LEN, MAX_STREAMS,
+};
+use crate::workload::stream::{RecvEnd, TcpHalves};
+use std::io::{self, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a client may take for each step of its handshake and of the results exchange.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// After the client's results, how long its last bytes may take to arrive.
+const DRAIN_WAIT: Duration = Duration::from_secs(3);
+/// After the flows are shut for reading, how long their loops may take to reach EOF before
+/// they are cut (so a loop that missed the wake-up cannot hold the client).
+const CUT_GRACE: Duration = Duration::from_secs(2);
+/// Past the planned end, how long we wait for TEST_END before ending the test ourselves.
+const END_GRACE: Duration = Duration::from_secs(10);
+/// Our window ends this long before the client's planned end: the client starts its clock
+/// when TEST_START reaches it, a little before ours starts, and stops sending on its own
+/// clock. (The byte counts cover the whole test, TEST_RUNNING to TEST_END, either way.)
+const WINDOW_MARGIN: Duration = Duration::from_millis(100);
+/// Refusals are told once per address per window of the refusal log (10 s).
+const TELLS_PER_WINDOW: u32 = 1;
+
+/// What `recv --iperf3` tells.
+#[derive(Debug, Clone)]
+pub enum Iperf3Event {
+    Listening {
+        addr: SocketAddr,
+        caps: Caps,
+    },
+    TestDone(Iperf3TestSummary),
+    /// A test refused (busy, parameters we do not serve), with the reason.
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+    /// A connection closed before it made a test (no cookie in time, not a cookie, a cap).
+    Dropped {
+        peer: SocketAddr,
+        reason: String,
+    },
+    /// `count` more drops from `peer` (all others: `None`) in the last `seconds`.
+    More {
+        peer: Option<IpAddr>,
+        count: u64,
+        seconds: f64,
+    },
+    /// Accepting paused for lack of resources; it resumes by itself.
+    Paused {
+        reason: String,
+    },
+}
+
+pub type Iperf3EventSink = Arc<dyn Fn(Iperf3Event) + Send + Sync>;
+
+/// One finished client test.
+#[derive(Debug, Clone, Default)]
+pub struct Iperf3TestSummary {
+    pub id: u64,
+    pub peer: Option<IpAddr>,
+    pub client_version: Option<String>,
+    pub streams: u32,
+    /// Seconds the client omitted at the start (`-O`).
+    pub omit: u64,
+    /// Bytes we received over the whole test, and the seconds from TEST_RUNNING to TEST_END.
+    pub bytes: u64,
+    pub seconds: f64,
+    /// What the client's results say it sent (after its omitted start), when they came.
+    pub client_sent: Option<u64>,
+    pub errors: Vec<String>,
+}
+
+impl Iperf3TestSummary {
+    pub fn bits_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 * 8.0 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Binds the listener on `opts.port` (port 0: any free port); another listener there is a
+/// usage error.
+pub fn bind_receiver(opts: &PeerRecvOptions) -> Result<TcpListener> {
+    let addr = SocketAddr::new(opts.bind, opts.port);
+    gate::listen(addr, None).map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => Error::usage(format!(
+            "port {} is already in use on {}: stop the other listener (an `iperf3 -s`?) or pick another --port",
+            opts.port, opts.bind
+        )),
+        io::ErrorKind::AddrNotAvailable => {
+            Error::usage(format!("cannot bind {addr}: no local interface has that address"))
+        }
+        _ => Error::io(format!("binding {addr}"), e),
+    })
+}
+
+/// What a test thread needs from the serving loop.
+#[derive(Clone)]
+struct TestContext {
+    opts: PeerRecvOptions,
+    events: Iperf3EventSink,
+    kernel: KernelCaps,
+    cpus: Vec<usize>,
+    max_streams: u32,
+}
+
+/// The test being served: its cookie (its data connections carry it), where they go, and
+/// its thread, which returns whether the test was complete (`None`: refused).
+struct Active {
+    cookie: [u8; COOKIE_LEN],
+    peer: SocketAddr,
+    streams: SyncSender<TcpStream>,
+    thread: JoinHandle<Option<bool>>,
+}
+
+struct Serving {
+    ctx: TestContext,
+    refusals: RateLimit,
+    active: Option<Active>,
+    next_id: u64,
+    /// Whether the first finished test was complete (what `once` returns).
+    first_done: Option<bool>,
+}
+
+impl Serving {
+    /// Joins the test thread once it ended, and keeps the first finished test's outcome.
+    fn reap(&mut self) {
+        if !self.active.as_ref().is_some_and(|a| a.thread.is_finished()) {
+            return;
+        }
+        if let Some(active) = self.active.take() {
+            if let Some(complete) = active.thread.join().unwrap_or(Some(false)) {
+                self.first_done.get_or_insert(complete);
+            }
+        }
+    }
+
+    fn tell_event(&self, event: Iperf3Event) {
+        (self.ctx.events)(event);
+    }
+}
+
+impl Classifier for Serving {
+    type State = ();
+    type Outcome = bool;
+
+    fn open(&self, _: IpAddr) -> std::result::Result<((), usize), String> {
+        Ok(((), COOKIE_LEN))
+    }
+
+    fn classify(&mut self, conn: gate::Pending<()>) -> Verdict<()> {
+        if let Err(reason) = check_cookie(&conn.buf) {
+            self.drop_conn(conn.peer, reason);
+            return Verdict::Done;
+        }
+        self.reap();
+        if self.ctx.opts.once && self.first_done.is_some() {
+            self.drop_conn(conn.peer, "the receiver served its one test (--once) and is ending".into());
+            return Verdict::Done;
+        }
+        if let Some(a) = &self.active {
+            if conn.buf[..] == a.cookie[..] {
+                if a.streams.try_send(conn.stream).is_err() {
+                    self.drop_conn(conn.peer, "a data connection beyond its test's streams".into());
+                }
+            } else {
+                // iperf3's answer while busy; a client that reads it says the server is busy.
+                let _ = (&conn.stream).write_all(&[State::AccessDenied.byte()]);
+                let reason = format!("busy with the test from {} (iperf3 serves one test at a time)", shown(a.peer));
+                self.tell_event(Iperf3Event::Refused { peer: shown(conn.peer), reason });
+            }
+            return Verdict::Done;
+        }
+        self.next_id += 1;
+        let (tx, rx) = mpsc::sync_channel(2 * MAX_STREAMS as usize);
+        let (ctx, id, peer) = (self.ctx.clone(), self.next_id, conn.peer);
+        let spawned = std::thread::Builder::new()
+            .name("ub-iperf3-test".into())
+            .spawn(move || run_test(&ctx, id, conn.stream, peer, rx));
+        match spawned {
+            Ok(thread) => {
+                let mut cookie = [0u8; COOKIE_LEN];
+                cookie.copy_from_slice(&conn.buf);
+                self.active = Some(Active { cookie, peer, streams: tx, thread });
+                Verdict::Done
+            }
+            Err(e) => Verdict::Pause("starting a test thread", e),
+        }
+    }
+
+    fn refusals(&self) -> &RateLimit {
+        &self.refusals
+    }
+
+    fn tell(&self, event: GateEvent) {
+        self.tell_event(match event {
+            GateEvent::Dropped { peer, reason } => Iperf3Event::Dropped { peer: shown(peer), reason },
+            GateEvent::Paused { what, error, .. } => Iperf3Event::Paused {
+                reason: format!("{what} failed ({error}); trying again every {} ms", gate::PAUSE.as_millis()),
+            },
+            GateEvent::Resumed { .. } => return,
+            GateEvent::Suppressed { source, count, seconds } => {
+                Iperf3Event::More { peer: Some(source).filter(|s| !s.is_unspecified()), count, seconds: seconds as f64 }
+            }
+        });
+    }
+
+    fn tick(&mut self, _epoll: &Epoll, _now: Instant) -> Option<bool> {
+        self.reap();
+        match self.first_done {
+            Some(complete) if self.ctx.opts.once => Some(complete),
+            _ => self.ctx.opts.stop.is_stopped().then_some(true),
+        }
+    }
+}
+
+/// Serves iperf3 clients until stopped, or until the first finished test with `once`.
+/// Returns whether that test was complete (always true without `once`).
+pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSink) -> Result<bool> {
+    let kernel = KernelCaps::detect()?;
+    kernel.require_tcp_stream()?;
+    let mut cpus = resolve_cpus(opts.cpus.as_deref())?;
+    if opts.cpus.is_none() {
+        // Senders take CPUs from the bottom: on one host, start from the top (as `recv` does).
+        cpus.reverse();
+    }
+    let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
+    events(Iperf3Event::Listening { addr, caps });
+    let stop = opts.stop.clone();
+    let max_streams = caps.flows.min(MAX_STREAMS);
+    let ctx = TestContext { opts, events, kernel, cpus, max_streams };
+    let mut serving =
+        Serving { ctx, refusals: RateLimit::new(TELLS_PER_WINDOW), active: None, next_id: 0, first_done: None };
+    let limits = caps.gate_limits("iperf3 cookie", "sending their cookie");
+    let ok = gate::serve(listener, limits, &mut serving)?;
+    if let Some(active) = serving.active.take() {
+        // The test sees the stop through its live sink and its deadlines; give it a moment.
+        stop.stop("the receiver is stopping");
+        let until = Instant::now() + Duration::from_secs(3);
+        while !active.thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    Ok(ok)
+}
+
+/// Why a test did not finish: refused before it started (told as a refusal), or failed.
+enum Ended {
+    Refused(String),
+    Failed(String),
+}
+
+/// One client test on its own thread; tells how it ended. `Some(complete)` for a test that
+/// ran, `None` for a refusal.
+fn run_test(
+    ctx: &TestContext,
+    id: u64,
+    ctl: TcpStream,
+    peer: SocketAddr,
+    streams: Receiver<TcpStream>,
+) -> Option<bool> {
+    let mut summary = Iperf3TestSummary { id, peer: Some(peer.ip().to_canonical()), ..Default::default() };
+    let _ = ctl.set_nonblocking(false);
+    let mut ctl = Control::new(ctl);
+    match serve_test(ctx, &mut ctl, &streams, &mut summary) {
+        Ok(()) => {}
+        Err(Ended::Refused(reason)) => {
+            (ctx.events)(Iperf3Event::Refused { peer: shown(peer), reason });
+            return None;
+        }
+        Err(Ended::Failed(e)) => summary.errors.push(e),
+    }
+    let complete = summary.errors.is_empty();
+    (ctx.events)(Iperf3Event::TestDone(summary));
+    Some(complete)
+}
+
+/// Refuses the test the way iperf3 clients understand (SERVER_ERROR with an error number),
+/// with our reason for the log.
+fn refuse(ctl: &mut Control, code: i32, reason: String) -> Ended {
+    let mut msg = vec![State::ServerError.byte()];
+    msg.extend_from_slice(&code.to_be_bytes());
+    msg.extend_from_slice(&0i32.to_be_bytes());
+    let _ = ctl.stream.write_all(&msg);
+    Ended::Refused(reason)
+}
+
+/// The test's course on its control connection, from the parameters to IPERF_DONE.
+fn serve_test(
+    ctx: &TestContext,
+    ctl: &mut Control,
+    streams: &Receiver<TcpStream>,
+    summary: &mut Iperf3TestSummary,
+) -> std::result::Result<(), Ended> {
+    ctl.send_state(State::ParamExchange).map_err(Ended::Failed)?;
+    let text = ctl
+        .read_json(MAX_PARAMS_LEN, STEP_TIMEOUT, "the parameters")
+        .map_err(|e| refuse(ctl, error_code::RECV_PARAMS, e))?;
+    let params = Params::parse(&text).map_err(|e| refuse(ctl, error_code::RECV_PARAMS, e))?;
+    check_params(ctx, &params).map_err(|(code, why)| refuse(ctl, code, why))?;
+    summary.client_version = params.client_version.clone();
+    summary.streams = params.parallel;
+    summary.omit = params.omit;
+    ctl.send_state(State::CreateStreams).map_err(Ended::Failed)?;
+    let mut flows = Vec::with_capacity(params.parallel as usize);
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    while flows.len() < params.parallel as usize {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match streams.recv_timeout(left) {
+            Ok(s) => {
+                let _ = s.set_nonblocking(false);
+                flows.push((flows.len() as u32, s));
+            }
+            Err(_) => {
+                return Err(Ended::Failed(format!(
+                    "{} of {} data connections came within {} s",
+                    flows.len(),
+                    params.parallel,
+                    STEP_TIMEOUT.as_secs()
+                )))
+            }
+        }
+    }
+    let spec = TestSpec {
+        proto: Proto::Tcp,
+        workload: Workload::Stream,
+        queues: params.parallel,
+        flows_per_queue: 1,
+        time_ms: (params.time.max(1) * 1000).saturating_sub(WINDOW_MARGIN.as_millis() as u64),
+        warmup_ms: params.omit * 1000,
+        cooldown_ms: 0,
+        len: params.len,
+        rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
+        // The receive buffer is the receiver's part of -w; the rest is the sender's.
+        tuning: Tuning { window: (params.window > 0).then_some(params.window), ..Tuning::default() },
+        ..TestSpec::default()
+    };
+    let failed = |e: Error| Ended::Failed(e.to_string());
+    let placement = plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(failed)?;
+    let halves = TcpHalves {
+        spec: &spec,
+        placement: &placement,
+        caps: &ctx.kernel,
+        zc: (false, String::new()),
+        iface: None,
+        queues: None,
+    };
+    let live = Intervals::new(&ctx.opts.stop);
+    let watch: Vec<TcpStream> = flows.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
+    ctl.send_state(State::TestStart).map_err(Ended::Failed)?;
+    ctl.send_state(State::TestRunning).map_err(Ended::Failed)?;
+    let t0 = Instant::now();
+    let until = t0 + ctx.opts.max_time + END_GRACE;
+    // Set once the flows are shut: a loop that has not seen its EOF by then is cut.
+    let cut_at: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let cut = || cut_at.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| Instant::now() >= t);
+    let (side, client) = std::thread::scope(|s| {
+        let receiving = s.spawn(|| halves.receive_until(flows, &live, RecvEnd::Until { until, ended: &cut }));
+        let client = await_end(ctl, until);
+        summary.seconds = t0.elapsed().as_secs_f64();
+        // However the control connection ended, the flows end now: once the bytes the client
+        // says it sent have arrived, each is shut for reading, and its loop reads to EOF.
+        let want = client.as_ref().map_or(0, |r| r.streams.iter().map(|s| s.bytes).sum());
+        wait_arrived(&watch, want);
+        for s in &watch {
+            let _ = s.shutdown(Shutdown::Read);
+        }
+        *cut_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + CUT_GRACE);
+        let side = receiving.join().unwrap_or_else(|_| Err(Error::peer("the receiving half panicked")));
+        (side, client)
+    });
+    let side = side.map_err(failed)?;
+    summary.bytes = side.total_bytes();
+    let sent = client.as_ref().ok().map(|c| c.streams.iter().map(|s| s.bytes).sum::<u64>());
+    // A loop cut after the last byte the client sent had nothing more to count.
+    if sent != Some(summary.bytes) || summary.omit > 0 {
+        summary.errors.extend(side.errors.iter().cloned());
+    }
+    client.map_err(Ended::Failed)?;
+    summary.client_sent = sent;
+    ctl.send_json(&our_results(&spec, &side, summary.seconds).to_json()).map_err(Ended::Failed)?;
+    ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
+    // The client's last word; its absence changes no figure.
+    let _ = ctl.read_state(STEP_TIMEOUT);
+    Ok(())
+}
+
+/// Our limits and what we serve: `Err((iperf3 error number, our reason))`.
+fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, String)> {
+    if let Some(key) = p.unsupported.first() {
+        let code = if *key == "authtoken" { error_code::AUTH } else { error_code::RECV_PARAMS };
+        return Err((code, format!("the client asked for '{key}', which `recv --iperf3` does not serve")));
+    }
+    if p.proto == DataProto::Udp {
+        return Err((error_code::PROTOCOL, "UDP tests are not served by `recv --iperf3` yet (TCP only)".into()));
+    }
+    if p.reverse || p.bidirectional {
+        let mode = if p.reverse { "-R (reverse)" } else { "--bidir" };
+        return Err((
+            error_code::PROTOCOL,
+            format!("{mode} needs the receiver to send; `recv --iperf3` only receives (use `uringbench send --iperf3` against `iperf3 -s` for that direction)"),
+        ));
+    }
+    let asked = Duration::from_secs(p.time.saturating_add(p.omit));
+    if asked > ctx.opts.max_time || (p.time == 0 && p.bytes == 0 && p.blocks == 0) {
+        return Err((
+            error_code::DURATION,
+            format!(
+                "a test of {} s (omit included) is over --max-time {} s",
+                asked.as_secs(),
+                ctx.opts.max_time.as_secs()
+            ),
+        ));
+    }
+    if p.parallel > ctx.max_streams {
+        return Err((
+            error_code::NUM_STREAMS,
+            format!("{} streams is over the limit of {}", p.parallel, ctx.max_streams),
+        ));
+    }
+    Ok(())
+}
+
+/// Waits until the flows' kernels received `want` bytes of data beyond the cookies, at most
+/// [`DRAIN_WAIT`].
+fn wait_arrived(flows: &[TcpStream], want: u64) {
+    let cookies = (COOKIE_LEN * flows.len()) as u64;
+    let until = Instant::now() + DRAIN_WAIT;
+    while Instant::now() < until {
+        let got: u64 = flows.iter().filter_map(|s| TcpInfo::read(s.as_raw_fd())).map(|i| i.bytes_received).sum();
+        if got >= want + cookies {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits for TEST_END (until `until`), then reads the client's results; them, or why there
+/// are none.
+fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, String> {
+    let left = until.saturating_duration_since(Instant::now());
+    match ctl.read_state(left)? {
+        State::TestEnd => {}
+        State::ClientTerminate => return Err("the client ended the test early (interrupted)".into()),
+        other => return Err(format!("expected TEST_END, got {other:?}")),
+    }
+    ctl.send_state(State::ExchangeResults)?;
+    let text = ctl.read_json(MAX_RESULTS_LEN, STEP_TIMEOUT, "the client's results")?;
+    Results::parse(&text)
+}
+
+/// Our results as the client shows them as its receiver's: per stream what we received
+/// (after the omitted start, as iperf3 counts), no retransmits (we only received), our CPU.
+fn our_results(spec: &TestSpec, side: &SideReport, seconds: f64) -> Results {
+    let (user, system) =
+        side.cpu.threads.iter().fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
+    let pct = |x: f64| if seconds > 0.0 { 100.0 * x / seconds } else { 0.0 };
+    let streams = side
+        .queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| StreamResult {
+            id: stream_id(i),
+            bytes: if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes },
+            retransmits: None,
+            end_s: seconds,
+            ..StreamResult::default()
+        })
+        .collect();
+    Results {
+        cpu_util: [pct(user + system), pct(user), pct(system)],
+        sender_has_retransmits: None,
+        congestion_used: None,
+        streams,
+    }
+}

@@ -1,0 +1,273 @@
+//! NTttcp's no-sync mode (`ntttcp.exe -ns`, ntttcp-for-Linux `-N`), TCP, in both roles: the
+//! way a Windows VM and a Linux VM are measured against each other, with uringbench as the
+//! Linux end. There is no control connection: the receiver listens on consecutive ports from a
+//! base port (5001 by default), one per NTttcp thread; the sender opens its connections to
+//! them (one per thread with `ntttcp.exe -m N,*,IP`, `-n` per port with ntttcp-for-Linux),
+//! sends plain data for its test time and closes; each side reports what it moved.
+//!
+//! - [`run_send`]: `send --ntttcp`: flow i of queue q connects to base + q, and the stream
+//!   workload's sending half moves the bytes, half-closing every connection at the end.
+//! - [`serve`]: `recv --ntttcp`: listeners on base..base+P-1; every accepted connection is
+//!   counted to EOF by the io_uring receive loop on a thread of its own. A test begins with
+//!   the first connection and ends when every connection reached EOF and none came for
+//!   [`QUIET`] (or at `--max-time`).
+
+use crate::base::error::{Error, Result};
+use crate::base::spec::{Direction, Proto};
+use crate::compat::iperf2::Caps;
+use crate::compat::{connect_tcp, count_to_eof, resolve, shown, stream_report, Intervals, PeerRecvOptions};
+use crate::metrics::figures::StreamReport;
+use crate::runtime::placement::{plan, resolve_cpus};
+use crate::session::driver::StreamHalves;
+use crate::session::gate;
+use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::sys::netpath::PathProbe;
+use crate::sys::probe::KernelCaps;
+use crate::workload::stream::TcpHalves;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// NTttcp's default base port.
+pub const NTTTCP_PORT: u16 = 5001;
+/// A receiving test is over once every connection ended and no new one came for this long.
+const QUIET: Duration = Duration::from_secs(1);
+/// How often the accept loop looks at its listeners.
+const POLL: Duration = Duration::from_millis(10);
+
+/// A test against an NTttcp receiver: the native report, with no receiver side (NTttcp
+/// reports in its own output).
+#[derive(Debug, Clone)]
+pub struct NtttcpReport {
+    pub stream: StreamReport,
+    pub base_port: u16,
+}
+
+impl NtttcpReport {
+    pub fn complete(&self) -> bool {
+        self.stream.error.is_none() && self.stream.sender.complete
+    }
+
+    pub fn first_error(&self) -> Option<String> {
+        self.stream.first_error()
+    }
+}
+
+/// The receiver's command lines that match `-P ports` from `base`: Windows, then Linux.
+pub fn receiver_commands(ports: u32, base: u16) -> String {
+    let port = if base == NTTTCP_PORT { String::new() } else { format!(" -p {base}") };
+    format!("`ntttcp.exe -r -m {ports},*,RECEIVER_IP -ns -t T{port}` or `ntttcp -r -N -P {ports} -t T{port}`")
+}
+
+/// Runs our sender against NTttcp receivers on `opts.target`, ports `opts.port` (the base) up.
+pub fn run_send(opts: &SendOptions) -> Result<NtttcpReport> {
+    let spec = opts.spec.clone();
+    if spec.proto != Proto::Tcp {
+        return Err(Error::usage("--ntttcp runs TCP tests only (NTttcp's UDP no-sync mode is not implemented)"));
+    }
+    if spec.direction != Direction::Forward {
+        return Err(Error::usage("--ntttcp sends only: run `recv --ntttcp` here for the other direction"));
+    }
+    if u32::from(opts.port) + spec.queues > 65536 {
+        return Err(Error::usage(format!(
+            "ports {}..{} run past 65535",
+            opts.port,
+            u32::from(opts.port) + spec.queues - 1
+        )));
+    }
+    spec.validate()?;
+    let caps = KernelCaps::detect()?;
+    caps.require_tcp_stream()?;
+    let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
+    let first = resolve(&opts.target, opts.port, opts.local.family)?;
+    let path = PathProbe::to(first.ip(), spec.flows());
+    let live = Intervals::new(&opts.stop);
+    let receiver = receiver_commands(spec.queues, opts.port);
+    let mut flows = Vec::with_capacity(spec.flows() as usize);
+    for flow in 0..spec.flows() {
+        let port = opts.port + spec.queue_of_flow(flow) as u16;
+        let local = opts.local.for_flow(flow).map_err(Error::usage)?;
+        flows.push((flow, connect_tcp(SocketAddr::new(first.ip(), port), &local, &receiver)?));
+    }
+    let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
+    let halves = TcpHalves {
+        spec: &spec,
+        placement: &placement,
+        caps: &caps,
+        zc,
+        iface: path.interface().map(str::to_string),
+        queues: None,
+    };
+    let mut sender = halves.send(flows, Instant::now(), &live)?;
+    sender.add_path_notes([format!(
+        "NTttcp no-sync: queue q's flows to port {}+q, plain data, half-close at the end",
+        opts.port
+    )]);
+    let stream = stream_report(spec, first, sender, None, None, &path, &live);
+    Ok(NtttcpReport { stream, base_port: opts.port })
+}
+
+/// What `recv --ntttcp` tells.
+#[derive(Debug, Clone)]
+pub enum NtttcpEvent {
+    Listening {
+        addr: IpAddr,
+        base: u16,
+        ports: u32,
+        caps: Caps,
+    },
+    TestDone(NtttcpTestSummary),
+    /// A connection closed at once (over the cap, or after `--once`'s test).
+    Dropped {
+        peer: SocketAddr,
+        reason: String,
+    },
+}
+
+pub type NtttcpEventSink = Arc<dyn Fn(NtttcpEvent) + Send + Sync>;
+
+/// One finished receiving test.
+#[derive(Debug, Clone, Default)]
+pub struct NtttcpTestSummary {
+    pub id: u64,
+    /// The senders' addresses, in order of first connection.
+    pub peers: Vec<IpAddr>,
+    pub connections: u32,
+    /// Bytes per port, from the base port up.
+    pub port_bytes: Vec<u64>,
+    /// From the first accept to the last EOF.
+    pub seconds: f64,
+    pub errors: Vec<String>,
+}
+
+impl NtttcpTestSummary {
+    pub fn bytes(&self) -> u64 {
+        self.port_bytes.iter().sum()
+    }
+
+    pub fn bits_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes() as f64 * 8.0 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Binds `ports` listeners from `opts.port` up; a port in use is a usage error.
+pub fn bind_receiver(opts: &PeerRecvOptions, ports: u32) -> Result<Vec<TcpListener>> {
+    if ports == 0 || u32::from(opts.port) + ports > 65536 || opts.port == 0 {
+        return Err(Error::usage(format!("--ports {ports} from --ntttcp-port {} does not fit in 1..65535", opts.port)));
+    }
+    (0..ports)
+        .map(|i| {
+            let addr = SocketAddr::new(opts.bind, opts.port + i as u16);
+            gate::listen(addr, None).map_err(|e| match e.kind() {
+                io::ErrorKind::AddrInUse => {
+                    Error::usage(format!("port {} is already in use on {}", addr.port(), opts.bind))
+                }
+                _ => Error::io(format!("binding {addr}"), e),
+            })
+        })
+        .collect()
+}
+
+/// A counted connection's end: its bytes, its errors, when it reached EOF.
+type FlowDone = (u64, Vec<String>, Instant);
+
+/// One accepted connection being counted.
+struct Counting {
+    port: usize,
+    done: Arc<Mutex<Option<FlowDone>>>,
+}
+
+/// Serves NTttcp senders until stopped, or until the first test with `once`; whether that
+/// test was complete (always true without `once`).
+pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpEventSink) -> Result<bool> {
+    let kernel = KernelCaps::detect()?;
+    kernel.require_tcp_stream()?;
+    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
+    for l in &listeners {
+        l.set_nonblocking(true).map_err(|e| Error::io("making a listener non-blocking", e))?;
+    }
+    events(NtttcpEvent::Listening { addr: opts.bind, base: opts.port, ports: listeners.len() as u32, caps });
+    let stop_flows = Arc::new(AtomicBool::new(false));
+    let mut next_id = 0;
+    let mut test: Option<(NtttcpTestSummary, Instant, Vec<Counting>, Instant)> = None;
+    loop {
+        if opts.stop.is_stopped() {
+            stop_flows.store(true, Ordering::Relaxed);
+            return Ok(true);
+        }
+        let now = Instant::now();
+        for (port, l) in listeners.iter().enumerate() {
+            while let Ok((stream, peer)) = l.accept() {
+                let peer = shown(peer);
+                let open = test
+                    .as_ref()
+                    .map_or(0, |t| t.2.iter().filter(|c| c.done.lock().map_or(true, |d| d.is_none())).count());
+                if open >= caps.flows as usize {
+                    events(NtttcpEvent::Dropped {
+                        peer,
+                        reason: format!("over the limit of {} connections", caps.flows),
+                    });
+                    continue;
+                }
+                let t = test.get_or_insert_with(|| {
+                    next_id += 1;
+                    let summary =
+                        NtttcpTestSummary { id: next_id, port_bytes: vec![0; listeners.len()], ..Default::default() };
+                    (summary, now, Vec::new(), now)
+                });
+                if !t.0.peers.contains(&peer.ip()) {
+                    t.0.peers.push(peer.ip());
+                }
+                t.3 = now;
+                let done = Arc::new(Mutex::new(None));
+                let (flow_done, flow_opts, flow_kernel, stop) =
+                    (Arc::clone(&done), opts.clone(), kernel.clone(), Arc::clone(&stop_flows));
+                let spawned = std::thread::Builder::new().name("ub-ntttcp-rx".into()).spawn(move || {
+                    let (bytes, errors) = count_to_eof(stream, &flow_opts, &flow_kernel, (0, 1), stop);
+                    *flow_done.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes, errors, Instant::now()));
+                });
+                match spawned {
+                    Ok(_) => t.2.push(Counting { port, done }),
+                    Err(e) => events(NtttcpEvent::Dropped { peer, reason: format!("no thread for it: {e}") }),
+                }
+            }
+        }
+        if let Some((_, started, flows, last)) = &test {
+            let ended: Vec<Option<Instant>> =
+                flows.iter().map(|c| c.done.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|d| d.2)).collect();
+            let all_done = ended.iter().all(Option::is_some);
+            let last_end = ended.iter().flatten().max().copied().unwrap_or(*last).max(*last);
+            let over_time = now.duration_since(*started) > opts.max_time;
+            if over_time {
+                stop_flows.store(true, Ordering::Relaxed);
+            }
+            if all_done && (over_time || now.duration_since(last_end) >= QUIET) {
+                let (mut summary, started, flows, _) = test.take().expect("a test");
+                for c in &flows {
+                    if let Some((bytes, errors, _)) = c.done.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                        summary.port_bytes[c.port] += bytes;
+                        summary.errors.extend(errors);
+                    }
+                }
+                summary.connections = flows.len() as u32;
+                summary.seconds = last_end.duration_since(started).as_secs_f64();
+                if over_time {
+                    summary.errors.push(format!("still sending after --max-time {} s", opts.max_time.as_secs()));
+                }
+                stop_flows.store(false, Ordering::Relaxed);
+                let complete = summary.errors.is_empty();
+                events(NtttcpEvent::TestDone(summary));
+                if opts.once {
+                    return Ok(complete);
+                }
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+}

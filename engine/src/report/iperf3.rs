@@ -1,0 +1,92 @@
+//! `send --iperf3`'s report, rendered: the native JSON and text of its `StreamReport` (the
+//! receiver side is the iperf3 server's results), plus what only iperf3 mode knows
+//! (`peer: "iperf3"`, the server's CPU and congestion control, the parameters sent).
+
+use crate::compat::iperf3::client::Iperf3Report;
+use crate::report::peer::{peer_json, peer_text};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+impl Iperf3Report {
+    /// The native document with `peer: "iperf3"` ([`peer_json`]) and an `iperf3` object.
+    pub fn to_json(&self) -> Value {
+        let mut doc = peer_json(&self.stream, "iperf3");
+        doc["complete"] = json!(self.complete());
+        doc["iperf3"] = json!({
+            "params": self.params.to_json(),
+            "server": self.server.as_ref().map(|r| json!({
+                "cpu_util_total": r.cpu_util[0],
+                "cpu_util_user": r.cpu_util[1],
+                "cpu_util_system": r.cpu_util[2],
+                "congestion_used": r.congestion_used,
+                "streams": r.streams.iter().map(|s| json!({
+                    "id": s.id, "bytes": s.bytes, "seconds": s.end_s - s.start_s,
+                })).collect::<Vec<_>>(),
+            })),
+            "notes": self.notes,
+        });
+        doc
+    }
+
+    /// The native text, with the sender's interval lines and what iperf3 mode adds.
+    pub fn render_text(&self) -> String {
+        let mut out = peer_text(&self.stream);
+        // The far side's CPU is iperf3's own figure, on its line below.
+        for side in ["sender", "receiver"] {
+            out = out.replace(&format!("cpu {side}: threads  | host busy \n"), "");
+        }
+        if self.params.omit > 0 {
+            self.omitted_totals(&mut out);
+        }
+        if let Some(r) = &self.server {
+            let moved = if self.params.bidirectional {
+                "received and sent"
+            } else if self.params.reverse {
+                "sent"
+            } else {
+                "received"
+            };
+            let _ = writeln!(
+                out,
+                "iperf3 server: {} bytes {moved}, CPU {:.1}% (user {:.1}%, system {:.1}%){}",
+                r.streams.iter().map(|s| s.bytes).sum::<u64>(),
+                r.cpu_util[0],
+                r.cpu_util[1],
+                r.cpu_util[2],
+                r.congestion_used.as_ref().map_or(String::new(), |c| format!(", congestion control {c}")),
+            );
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        out
+    }
+
+    /// With an omitted start the server's totals start at its own omit's end, not ours: each
+    /// `total:` line says so instead of comparing the two.
+    fn omitted_totals(&self, out: &mut String) {
+        let mut reports = vec![&self.stream];
+        reports.extend(self.stream.reverse.as_deref());
+        let mut from = 0;
+        for report in reports {
+            let Some(at) = out[from..].find("total: sender wrote").map(|n| from + n) else { return };
+            let end = out[at..].find('\n').map_or(out.len(), |n| at + n + 1);
+            let Some(receiver) = &report.receiver else { return };
+            // Ours is the side our probes sampled; the other one is the server's.
+            let (ours, theirs, we) = if report.sender.host.is_some() {
+                (&report.sender, receiver, "sent")
+            } else {
+                (receiver, &report.sender, "received")
+            };
+            let line = format!(
+                "total: we {we} {} bytes, {} after our omitted first {} s; the iperf3 server counted {} after its own\n",
+                ours.total_bytes(),
+                ours.bytes(),
+                self.params.omit,
+                theirs.total_bytes()
+            );
+            out.replace_range(at..end, &line);
+            from = at + line.len();
+        }
+    }
+}
