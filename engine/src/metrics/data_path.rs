@@ -140,9 +140,9 @@ impl fmt::Display for DataPath {
                 }
                 (_, Proto::Udp, false) => "io_uring RECV + SEND per transaction on connected UDP sockets".into(),
                 (_, _, true) => {
-                    "io_uring SEND per transaction, one multishot RECV per flow, one transaction in flight per flow, TCP_NODELAY".into()
+                    "io_uring SEND + RECV per transaction, one transaction in flight per flow, TCP_NODELAY".into()
                 }
-                (_, _, false) => "io_uring multishot RECV per flow, SEND per answer, TCP_NODELAY".to_string(),
+                (_, _, false) => "io_uring RECV + SEND per transaction, TCP_NODELAY".to_string(),
             }),
             DataPath::Iperf2Reports { reports, flows } => {
                 write!(f, "iperf2 server reports (answers to the FIN) of {reports} of {flows} flows")

@@ -123,9 +123,6 @@ pub struct WakeBatch {
     pub max_delay_us: u32,
 }
 
-/// Looks at the completion queue between two clock reads while spinning.
-const SPIN_CHECK: u32 = 64;
-
 /// Waits for completions the way the thread's mode asks, never past `limit` from now.
 /// `last_activity` is when the thread last saw a completion (for adaptive spinning).
 pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
@@ -142,15 +139,11 @@ pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
         None => Instant::now() + limit,
         Some(window) => last_activity + window,
     };
-    // The clock is read once per SPIN_CHECK looks: a look is a few shared-memory loads, a
-    // clock read costs more than that and would lengthen every spin's reaction time.
     while Instant::now() < spin_until {
-        for _ in 0..SPIN_CHECK {
-            if poll_once(ring)? {
-                return Ok(());
-            }
-            std::hint::spin_loop();
+        if poll_once(ring)? {
+            return Ok(());
         }
+        std::hint::spin_loop();
     }
     if mode == WaitMode::Spin {
         return Ok(());
