@@ -2,7 +2,7 @@
 //! one-way delay (the `udp` keys of docs/output.md).
 //!
 //! ## Counting rules, and how they relate to iperf2
-//! iperf2 2.1.8 (src/Reporter.c `reporter_handle_packet_server_udp`) keeps the highest id
+//! an iperf2 2.1.8 server keeps the highest id
 //! seen; an id above `highest + 1` adds the gap to "lost", an id at or below `highest` counts
 //! one "out of order", and the printed loss is `lost - out_of_order` clamped at 0 (its comment:
 //! "assume most of the time out-of-order packets are not duplicate packets"). The total it

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::error::{Error, Result};
 use crate::metrics::figures::{NicQueueRow, NicQueueTable};
-use crate::runtime::placement::Placement;
+use crate::runtime::placement::{plan, BusyPoll, Placement};
 use crate::sys::nic_topology::{HashFunction, NicTopology};
+use crate::uring::fastpath::FastPaths;
 use crate::wire::rss::{choose_ports, RssMap};
 
 /// `--placement`: where a queue's thread runs.
@@ -191,6 +192,23 @@ impl TestQueues {
         Ok(Some(Self { topology, nic_queue, mode, why }))
     }
 
+    /// The queues of a test served to the sender at `peer`: those of the interface that
+    /// routes to it. None where that interface has no hardware queues (veth, loopback) or
+    /// cannot be read; an error only for a `--queues` list the NIC does not have.
+    pub fn toward(
+        peer: IpAddr,
+        wanted: Option<&[u32]>,
+        engine_queues: u32,
+        mode: Option<PlacementMode>,
+        busy: bool,
+    ) -> Result<Option<Self>> {
+        let Some(topology) = crate::sys::hostinfo::route_to(peer).ok().and_then(|r| NicTopology::read(&r.ifname).ok())
+        else {
+            return Ok(None);
+        };
+        Self::plan(topology, wanted, engine_queues, mode, busy)
+    }
+
     /// The CPU for each of `threads` threads (thread `i` primarily serves engine queue `i`),
     /// distinct and inside `allowed`, with one line saying what was chosen and what could not
     /// be honoured. None for `--placement cpus`.
@@ -318,6 +336,30 @@ pub(crate) fn landed_queue(topo: &NicTopology, napi_id: Option<u32>, cpu: Option
         let q = on_cpu.next()?;
         on_cpu.next().is_none().then_some(q.queue)
     })
+}
+
+/// A test's threads: on their queues' CPUs when the NIC has queues (`--placement`), else on
+/// `cpus` in order, with a line saying which and why. `how`: busy polling, whether the CPUs are
+/// shared with other tests, and whether the workload is latency-bound.
+pub(crate) fn place_threads(
+    queues: Option<&TestQueues>,
+    cpus: &[usize],
+    engine_queues: u32,
+    (busy_poll, sharing, latency_bound): (BusyPoll, bool, bool),
+    fast: &FastPaths,
+) -> Result<Placement> {
+    let threads = (engine_queues as usize).min(cpus.len());
+    let chosen = queues.and_then(|q| q.thread_cpus(threads, cpus));
+    let on = chosen.as_ref().map_or(cpus, |(c, _)| c.as_slice());
+    let mut placement = plan(engine_queues, on, busy_poll, sharing, latency_bound, fast)?;
+    match (&chosen, queues) {
+        (Some((_, line)), _) => placement.summary = format!("{}; {line}", placement.summary),
+        (None, Some(q)) => {
+            placement.summary.push_str(&format!("; --placement cpus: {}'s queues ignored", q.topology.iface))
+        }
+        (None, None) => placement.summary.push_str("; no NIC queues on this path (veth, loopback): CPUs in order"),
+    }
+    Ok(placement)
 }
 
 /// The per-queue table of a receiver's test and the misalignments it shows: which flows

@@ -168,21 +168,45 @@ pub(crate) fn out_of_resources(e: &io::Error) -> bool {
 }
 
 /// A listener for the gate on `addr` (on `device` only, when given). Its backlog is deep: a
-/// flood of connections waits in it rather than in SYN-ACK retries.
-pub(crate) fn listen(addr: SocketAddr, device: Option<&str>) -> io::Result<TcpListener> {
+/// flood of connections waits in it rather than in SYN-ACK retries. `other` names the
+/// listener most likely to hold the port already (", an `iperf -s`?"), for the error.
+pub(crate) fn listen(addr: SocketAddr, device: Option<&str>, other: &str) -> Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        // "::" serves IPv4 peers too (as v4-mapped addresses), as std's listener does.
-        let _ = socket.set_only_v6(false);
+    let bound = || -> io::Result<TcpListener> {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        socket.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            // "::" serves IPv4 peers too (as v4-mapped addresses), as std's listener does.
+            let _ = socket.set_only_v6(false);
+        }
+        if let Some(dev) = device {
+            socket.bind_device(Some(dev.as_bytes()))?;
+        }
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        Ok(socket.into())
+    };
+    bound().map_err(|e| bind_error("", addr, device, other, e))
+}
+
+/// Why binding a receiver's `what` socket ("UDP ", or "" for the listener) to `addr` failed,
+/// said as what the user can change: another listener on the port, an address or device this
+/// host does not have.
+pub(crate) fn bind_error(what: &str, addr: SocketAddr, device: Option<&str>, other: &str, e: io::Error) -> Error {
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        return Error::usage(format!("--bind-dev {}: no such device", device.unwrap_or("")));
     }
-    if let Some(dev) = device {
-        socket.bind_device(Some(dev.as_bytes()))?;
+    match e.kind() {
+        io::ErrorKind::AddrInUse => Error::usage(format!(
+            "{what}port {} is already in use on {}: stop the other listener{other} or pick another --port",
+            addr.port(),
+            addr.ip()
+        )),
+        io::ErrorKind::AddrNotAvailable => {
+            Error::usage(format!("cannot bind {addr}: no local interface has that address"))
+        }
+        _ => Error::io(format!("binding {what}{addr}"), e),
     }
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    Ok(socket.into())
 }
 
 /// The soft `RLIMIT_NOFILE`.
@@ -693,8 +717,13 @@ mod tests {
 
     #[test]
     fn the_gate_caps_a_source_classifies_and_hands_on_over_loopback() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = listen("127.0.0.1:0".parse().unwrap(), None, "").unwrap();
         let addr = listener.local_addr().unwrap();
+        let taken = listen(addr, None, " (an `iperf -s`?)").unwrap_err().message;
+        assert_eq!(
+            taken,
+            format!("port {} is already in use on 127.0.0.1: stop the other listener (an `iperf -s`?) or pick another --port", addr.port())
+        );
         let limits =
             GateLimits { total: 8, per_source: 2, what: "greeting", doing: "greeting", per_source_option: "--cap" };
         // Two idle connections fill the source's share; the third is dropped at once; a

@@ -1,7 +1,9 @@
 //! The control channel both ends speak, the sender's session over it, the one direction
 //! driver every stream engine plugs its halves into, the one builder every side of a test is
-//! run by, the accept gate both receivers stand behind, and the receiver's handshake and limits.
+//! run by, the accept gate both receivers stand behind, the receiver's handshake, and the
+//! tests it admits within its limits.
 
+pub mod admission;
 pub mod auth;
 pub mod control;
 pub mod driver;

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::{Error, Result};
 
-// <linux/netlink.h>
+// Kernel UAPI constants: netlink
 pub(crate) const NLMSG_HDRLEN: usize = 16;
 pub(crate) const NLMSG_ERROR: u16 = 2;
 pub(crate) const NLMSG_DONE: u16 = 3;
@@ -25,7 +25,7 @@ pub(crate) const NLM_F_MULTI: u16 = 0x2;
 pub(crate) const NLM_F_DUMP: u16 = 0x300;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
-// <linux/rtnetlink.h>
+// Kernel UAPI constants: rtnetlink
 pub(crate) const RTM_NEWLINK: u16 = 16;
 pub(crate) const RTM_GETLINK: u16 = 18;
 pub(crate) const RTM_NEWROUTE: u16 = 24;
@@ -270,7 +270,7 @@ impl Socket {
     }
 }
 
-// <linux/genetlink.h>: the controller that maps family names to ids.
+// Kernel UAPI constants: genetlink: the controller that maps family names to ids.
 pub(crate) const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 pub(crate) const CTRL_ATTR_FAMILY_ID: u16 = 1;
@@ -306,7 +306,7 @@ pub(crate) fn genl_family(sock: &mut Socket, name: &str) -> Result<u16> {
 }
 
 pub(crate) const NLA_F_NESTED: u16 = 0x8000;
-// <linux/ethtool_netlink.h>
+// Kernel UAPI constants: ethtool_netlink
 pub(crate) const ETHTOOL_GENL_VERSION: u8 = 1;
 pub(crate) const ETHTOOL_A_HEADER_DEV_NAME: u16 = 2;
 

@@ -360,7 +360,7 @@ pub(crate) fn parse_cpu_mask(text: &str) -> Option<Vec<usize>> {
     Some(cpus)
 }
 
-// <linux/netdev.h>
+// Kernel UAPI constants: netdev
 const NETDEV_FAMILY_VERSION: u8 = 1;
 const NETDEV_CMD_QUEUE_GET: u8 = 10;
 const NETDEV_CMD_NAPI_GET: u8 = 11;
@@ -449,7 +449,7 @@ fn read_netdev(dir: &Path) -> Result<(Vec<NetdevQueue>, Vec<Napi>)> {
     Ok((queues, napis))
 }
 
-// <linux/ethtool_netlink.h>
+// Kernel UAPI constants: ethtool_netlink
 const ETHTOOL_MSG_RSS_GET: u8 = 38;
 const ETHTOOL_MSG_RSS_GET_REPLY: u8 = 38;
 const ETHTOOL_A_RSS_HEADER: u16 = 1;

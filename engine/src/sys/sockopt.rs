@@ -293,7 +293,7 @@ pub fn bind(fd: &impl std::os::fd::AsFd, addr: &SocketAddr) -> io::Result<()> {
     SockRef::from(fd).bind(&(*addr).into())
 }
 
-/// `SO_ATTACH_REUSEPORT_CBPF` (asm-generic/socket.h); the libc crate has it only for Android.
+/// `SO_ATTACH_REUSEPORT_CBPF` (generic socket UAPI); the libc crate has it only for Android.
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
 
 /// A classic BPF program for an SO_REUSEPORT group that picks the socket by the CPU the

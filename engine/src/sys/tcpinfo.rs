@@ -2,8 +2,8 @@
 //!
 //! The `libc` crate's `tcp_info` stops at `tcpi_total_retrans`; the fields that explain a
 //! slow flow (pacing and delivery rates, and the time spent limited by the receive window or
-//! the send buffer) came later, so the struct is declared here, laid out as in
-//! include/uapi/linux/tcp.h. The kernel copies `min(len, its size)` bytes, so an older kernel
+//! the send buffer) came later, so the struct is declared here, laid out as the kernel's
+//! UAPI `struct tcp_info`. The kernel copies `min(len, its size)` bytes, so an older kernel
 //! leaves the newer fields zero, which the report treats as "not measured".
 
 use serde::{Deserialize, Serialize};
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn layout_matches_the_kernel_header() {
-        // Offsets from include/uapi/linux/tcp.h: pacing_rate follows 8 bytes + 24 u32s.
+        // Offsets in the UAPI `struct tcp_info`: pacing_rate follows 8 bytes + 24 u32s.
         assert_eq!(std::mem::offset_of!(RawTcpInfo, pacing_rate), 104);
         assert_eq!(std::mem::offset_of!(RawTcpInfo, delivery_rate), 160);
         assert_eq!(std::mem::offset_of!(RawTcpInfo, busy_time), 168);

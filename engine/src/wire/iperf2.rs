@@ -32,7 +32,7 @@ pub const IPERF2_PORT: u16 = 5001;
 use crate::wire::udp_payload::WireTime;
 use std::time::Duration;
 
-// ---- Client header flags (include/payloads.h:61-115) -------------------------------------
+// ---- Client header flags (iperf 2.1.8) ---------------------------------------------------
 
 /// 1.7-style header: a legacy dual (`-d`) or trade-off (`-r`) test when VERSION2 is clear.
 pub(crate) const HEADER_VERSION1: u32 = 0x8000_0000;
@@ -92,7 +92,7 @@ pub(crate) const CLIENT_HDR_V1_LEN: u32 = 24;
 pub(crate) const CLIENT_HDREXT_LEN: u32 = 36;
 
 /// The version words of iperf 2.1.8 as its release binary sends them (captured; the "3" in
-/// the low word marks a release build, include/version.h).
+/// the low word marks a release build).
 pub(crate) const IPERF_2_1_8_VERSION: (u32, u32) = (0x0002_0001, 0x0008_0003);
 
 /// Formats iperf2 version words as iperf2 prints them (`2.1.8`, `2.1.9-rc`, ...).
@@ -175,7 +175,7 @@ impl TcpHeaderWord {
 }
 
 /// Classifies the first word of a TCP stream the way an iperf2 2.1.8 server does
-/// (Listener.cpp `apply_client_settings_tcp` and Settings.cpp `Settings_ClientTestHdrLen`).
+/// (its TCP settings and header-length rules).
 pub fn classify_tcp_first_word(flags: u32) -> TcpClientKind {
     if flags & HEADER_BOUNCEBACK != 0 {
         return TcpClientKind::BounceBack;
@@ -218,7 +218,7 @@ pub enum TestAmount {
     Bytes(u64),
 }
 
-/// A whole iperf2 TCP test header (`struct client_tcp_testhdr`, payloads.h:481-549), the
+/// A whole iperf2 TCP test header (`struct client_tcp_testhdr`), the
 /// fields a receiver acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcpClientHeader {
@@ -316,7 +316,7 @@ impl TcpClientHeader {
     }
 }
 
-/// `CLIENTHDRACK`, the type word of the ack (payloads.h:124-130).
+/// `CLIENTHDRACK`, the type word of the ack.
 pub(crate) const CLIENTHDRACK: u32 = 2;
 /// The ack without timestamps: type, length, flags, version_u, version_l, reserved1,
 /// reserved2 (`struct client_hdr_ack` minus `client_hdr_ack_ts`).
@@ -378,8 +378,8 @@ impl ClientHdrAck {
 
 // ---- UDP ----------------------------------------------------------------------------------
 
-/// The test settings an iperf2 UDP client puts in every datagram (payloads.h:349-455), read
-/// the way Listener.cpp `apply_client_settings_udp` (1102-1198) reads them.
+/// The test settings an iperf2 UDP client puts in every datagram , read
+/// the way an iperf 2.1.8 server reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UdpClientHeader {
     pub flags: u32,
@@ -504,9 +504,9 @@ pub struct TransitReport {
 }
 
 /// The report a UDP server sends back to the client at the end (the AckFIN,
-/// `struct server_hdr`, payloads.h:551-608, written by Reports.c `write_UDP_AckFIN`).
+/// `struct server_hdr`).
 ///
-/// What an iperf2 client prints from it (ReportOutputs.c `udp_output_read`, 722-732):
+/// What an iperf2 client prints from it:
 /// "Server Report:" then `0.00-stop` seconds, `bytes`, bandwidth = bytes / stop, `jitter` in
 /// ms, `lost`/`datagrams` with the loss percentage, and the out-of-order count when non-zero;
 /// with [`TransitReport`] (server ran with `-e`) also latency avg/min/max/stdev and pps.

@@ -2,7 +2,7 @@
 //!
 //! Every datagram carries a 64-bit sequence number and a send timestamp, and iperf2 must be
 //! able to account our datagrams as we account its. iperf2 already
-//! carries both in its `struct UDP_datagram` (include/payloads.h), so we use its layout,
+//! carries both in its `struct UDP_datagram`, so we use its layout,
 //! big-endian, instead of inventing one:
 //!
 //! ```text
@@ -16,7 +16,7 @@
 //!
 //! ## Why the flags word is exactly `0x0800_0000`
 //! An iperf2 2.1.8 server reads the flags at offset 16 of each new flow's first datagram
-//! (Listener.cpp `apply_client_settings_udp`): `HEADER_SEQNO64B` makes it join `id` and `id2`
+//! when it applies a new flow's UDP settings: `HEADER_SEQNO64B` makes it join `id` and `id2`
 //! into one signed 64-bit number; every optional feature (dual test, reverse, isochronous,
 //! trip times, L2 checks, no-FIN) is read only when `HEADER_VERSION1`, `HEADER_VERSION2` or
 //! `HEADER_EXTEND` is also set. A real `iperf -c -u` sends `0x4801_0098` (SEQNO64B | EXTEND |
@@ -26,11 +26,11 @@
 //! ## Sequence numbers and the end of a flow
 //! Sequence numbers start at [`FIRST_SEQ`] (1), as iperf2's do. A sender ends a flow by
 //! sending the *negated* next sequence number (`-(last + 1)`), a few times: that is how an
-//! iperf2 client signals the end (Client.cpp `FinishTrafficActions`), and [`decode`] reports
+//! iperf2 client signals the end, and [`decode`] reports
 //! it as [`Datagram::fin`] with the positive sequence number.
 //!
 //! Senders without `HEADER_SEQNO64B` (iperf2 before 2.0.10) carry a signed 32-bit id only;
-//! [`decode`] then ignores `id2` exactly as iperf2 does (Server.cpp `ReadPacketID`), and such a
+//! [`decode`] then ignores `id2` exactly as iperf2 reads a packet id, and such a
 //! sender can number at most 2^31 - 1 datagrams before its ids turn negative.
 
 use std::fmt;
@@ -41,7 +41,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// datagram length a sender may be configured with.
 pub const HEADER_LEN: usize = crate::base::spec::UDP_HEADER_LEN as usize;
 
-/// iperf2 `HEADER_SEQNO64B` (include/payloads.h): `id` and `id2` form one 64-bit number.
+/// iperf2's `HEADER_SEQNO64B` flag: `id` and `id2` form one 64-bit number.
 pub(crate) const FLAG_SEQNO64B: u32 = 0x0800_0000;
 
 /// The flags word we put at offset 16 (see the module documentation for why nothing else).

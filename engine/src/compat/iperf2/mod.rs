@@ -6,12 +6,14 @@
 //! - [`client`]: `send --iperf2`, our sender to `iperf -s [-u]`, reported as a native
 //!   [`crate::report::stream::StreamReport`] with iperf2's server report as the receiver side.
 //! - [`server`]: `recv --iperf2`, `iperf -c [-u]` clients served on one port, within limits:
-//!   its options and events are in [`receiver`], the client tests in flight in `groups`.
+//!   its options and events are in [`receiver`], the client tests in flight in `groups`, the
+//!   UDP clients' sockets in `udp`.
 
 pub mod client;
 mod groups;
 pub mod receiver;
 pub mod server;
+mod udp;
 
 pub use client::{run_send, Iperf2Report};
 pub use receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions, Iperf2TestSummary};

@@ -4,7 +4,7 @@
 
 use crate::base::spec::Proto;
 use crate::metrics::seq::SeqStats;
-use crate::session::gate::GateLimits;
+use crate::session::gate::{GateLimits, PAUSE};
 use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 
 use std::sync::Arc;
@@ -142,6 +142,36 @@ impl Caps {
             udp_sessions: flows.min(MAX_UDP_SESSIONS),
         }
     }
+}
+
+/// Names what a header asks the receiver to send, for the refusal message.
+pub(crate) fn sending_mode(reverse: bool, full_duplex: bool, legacy_dual: bool, run_now: bool) -> &'static str {
+    if full_duplex {
+        "--full-duplex"
+    } else if reverse {
+        "-R (reverse)"
+    } else if legacy_dual && run_now {
+        "-d (dual test)"
+    } else {
+        "-r (trade-off test)"
+    }
+}
+
+/// Why we do not serve a test that needs us to send.
+pub(crate) fn refusal(mode: &str) -> String {
+    format!(
+        "{mode} needs the receiver to send; `uringbench recv --iperf2` only receives (run that test against \
+         `iperf -s`, or use `uringbench send --iperf2` for our sending side)"
+    )
+}
+
+/// Why an intake paused, as `recv --iperf2` says it.
+pub(crate) fn paused(what: &str, e: &std::io::Error) -> String {
+    let why = match e.raw_os_error() {
+        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors",
+        _ => "out of resources",
+    };
+    format!("{what} failed ({why}: {e}); trying again every {} ms", PAUSE.as_millis())
 }
 
 #[cfg(test)]

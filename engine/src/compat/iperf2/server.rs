@@ -11,13 +11,8 @@
 //!   us to send (`-r`, `-d`, `-R`, `--full-duplex`, `--bounceback`) are refused and closed. The
 //!   header bytes are counted: an iperf2 client counts them in its own total, and so does
 //!   `iperf -s`.
-//! - **UDP**: iperf2 gives each client port its own server socket (Listener.cpp). We do the
-//!   same: the listening socket is peeked, never read, for a new client's first datagram; it
-//!   is then connected to that client and handed to a receive thread (FINs answered with a
-//!   [`crate::wire::iperf2::ServerReport`]), and a fresh listening socket is bound to the port
-//!   (`SO_REUSEADDR`; the kernel prefers the connected socket for its peer). Datagrams of
-//!   another new client in the microseconds between the two steps are lost to that client, as
-//!   with `iperf -s -u`.
+//! - **UDP**: each client port gets a socket of its own, handed over from the listening
+//!   socket when its first datagram arrives (`udp`).
 //!
 //! Flows of one `iperf -c -P N` (same client address, the header says N) are one test: one
 //! event when the last of them ends. Limits: connections still sending their header, flows and
@@ -25,120 +20,43 @@
 //! allows ([`Caps`]); running out of descriptors or threads anyway pauses accepting (or taking
 //! new UDP clients), said once, and never ends the serving.
 
-use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, State, REFUSED_MAX};
-use super::receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
+use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, State};
+use super::receiver::{
+    paused, refusal, sending_mode, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions,
+};
+use super::udp::{udp_listener, UdpIntake, UDP_TOKEN};
 use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::compat::{count_to_eof, shown};
-use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::resolve_cpus;
-use crate::session::gate::{self, Classifier, GateEvent, Pause, Verdict};
+use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
-use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow, GRO_PAYLOAD};
 use crate::wire::iperf2::{
     self, classify_tcp_first_word, version_string, ClientHdrAck, TcpClientHeader, TcpClientKind, TcpHeaderWord,
-    TestAmount, UdpClientHeader, IPERF_2_1_8_VERSION, SERVER_ACKFIN_SILENCE,
+    TestAmount, IPERF_2_1_8_VERSION,
 };
-use crate::wire::udp_payload::{self as payload, WireTime};
-use crate::workload::stream::RECV_BATCH;
+use crate::wire::udp_payload::WireTime;
 use std::io::{self, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Refusals are told once per address per window of the refusal log (10 s).
 const TELLS_PER_WINDOW: u32 = 1;
-/// The UDP listening socket's token on the gate's epoll.
-const UDP_TOKEN: u64 = 1;
-/// Buffers of a UDP flow's GRO ring (each up to 64 KiB of coalesced datagrams).
-const UDP_RECV_BUFS: u16 = 64;
-/// Datagrams the serving loop looks at per wake-up, so TCP accepts are never starved.
-const UDP_PEEKS_PER_TICK: usize = 256;
-
 /// Binds the TCP listener and the UDP socket on `opts.port` (port 0: any free port, the same
 /// for both). Another listener on the port is a usage error.
 pub fn bind_receiver(opts: &Iperf2RecvOptions) -> Result<Iperf2Listeners> {
-    let in_use = |what: &str, port: u16, e: io::Error| {
-        match e.kind() {
-        io::ErrorKind::AddrInUse => Error::usage(format!(
-            "{what} port {port} is already in use on {}: stop the other listener (an `iperf -s`?) or pick another --port",
-            opts.bind
-        )),
-        io::ErrorKind::AddrNotAvailable => {
-            Error::usage(format!("cannot bind {}: no local interface has that address", SocketAddr::new(opts.bind, port)))
-        }
-        _ => Error::io(format!("binding {what} {}", SocketAddr::new(opts.bind, port)), e),
-    }
-    };
-    let tcp = gate::listen(SocketAddr::new(opts.bind, opts.port), None).map_err(|e| in_use("TCP", opts.port, e))?;
-    let port = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?.port();
-    let addr = SocketAddr::new(opts.bind, port);
+    const OTHER: &str = " (an `iperf -s`?)";
+    let tcp = gate::listen(SocketAddr::new(opts.bind, opts.port), None, OTHER)?;
+    let addr = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let udp = sockopt::socket_for(&addr, libc::SOCK_DGRAM)
         .and_then(|fd| udp_listener(fd, addr, true))
-        .map_err(|e| in_use("UDP", port, e))?;
+        .map_err(|e| gate::bind_error("UDP ", addr, None, OTHER, e))?;
     Ok(Iperf2Listeners { tcp, udp })
-}
-
-/// Makes `fd` a UDP socket bound to `addr` that others of ours can share (`SO_REUSEADDR`),
-/// with GRO and kernel receive timestamps on before any datagram arrives. `exclusive`: bind
-/// before allowing reuse, so that any other socket already on the port (an `iperf -s -u`,
-/// another `recv --iperf2`) makes the bind fail instead of silently sharing the port.
-fn udp_listener(fd: OwnedFd, addr: SocketAddr, exclusive: bool) -> io::Result<UdpSocket> {
-    if !exclusive {
-        socket2::SockRef::from(&fd).set_reuse_address(true)?;
-    }
-    sockopt::bind(&fd, &addr)?;
-    let socket = UdpSocket::from(fd);
-    if exclusive {
-        socket2::SockRef::from(&socket).set_reuse_address(true)?;
-    }
-    // Root may size the buffer past rmem_max: a burst at the start of a fast test fits.
-    if sockopt::set_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
-        let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(8 << 20);
-    }
-    udp_recv::prepare_socket(&socket, true, true)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket)
-}
-
-/// Dissolves a UDP socket's association (connect to `AF_UNSPEC`): it hears every peer again.
-fn disconnect(socket: &UdpSocket) -> io::Result<()> {
-    // SAFETY: all-zero is a valid sockaddr; the kernel reads only its family.
-    let mut any: libc::sockaddr = unsafe { std::mem::zeroed() };
-    any.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
-    let len = std::mem::size_of::<libc::sockaddr>() as libc::socklen_t;
-    // SAFETY: a valid sockaddr and its length for the duration of the call.
-    if unsafe { libc::connect(socket.as_raw_fd(), &any, len) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Names what a header asks the receiver to send, for the refusal message.
-fn sending_mode(reverse: bool, full_duplex: bool, legacy_dual: bool, run_now: bool) -> &'static str {
-    if full_duplex {
-        "--full-duplex"
-    } else if reverse {
-        "-R (reverse)"
-    } else if legacy_dual && run_now {
-        "-d (dual test)"
-    } else {
-        "-r (trade-off test)"
-    }
-}
-
-/// Why we do not serve a test that needs us to send.
-fn refusal(mode: &str) -> String {
-    format!(
-        "{mode} needs the receiver to send; `uringbench recv --iperf2` only receives (run that test against \
-         `iperf -s`, or use `uringbench send --iperf2` for our sending side)"
-    )
 }
 
 /// A TCP connection on the gate: its header's first word, once read.
@@ -147,10 +65,8 @@ type Header = gate::Pending<Option<TcpHeaderWord>>;
 /// The serving loop's own state: the UDP listening socket, and the refusal log.
 struct Serving {
     shared: Arc<Shared>,
-    udp: UdpSocket,
-    udp_addr: SocketAddr,
+    udp: UdpIntake,
     refusals: RateLimit,
-    udp_pause: Pause,
 }
 
 impl Classifier for Serving {
@@ -215,7 +131,7 @@ impl Classifier for Serving {
     }
 
     fn start(&mut self, epoll: &Epoll) -> io::Result<()> {
-        epoll.add(self.udp.as_raw_fd(), UDP_TOKEN)
+        self.udp.watch(epoll)
     }
 
     fn tell(&self, event: GateEvent) {
@@ -239,28 +155,16 @@ impl Classifier for Serving {
         if self.shared.opts.stop.is_stopped() {
             return Some(true);
         }
-        if self.udp_pause.due(now) && epoll.add(self.udp.as_raw_fd(), UDP_TOKEN).is_ok() {
-            self.udp_pause.retried();
-        }
-        self.udp_pause.over(now);
+        self.udp.resume_if_due(epoll, now);
         self.shared.tick();
         None
     }
 
     fn ready(&mut self, token: u64, epoll: &Epoll) {
         if token == UDP_TOKEN {
-            self.handle_udp(epoll);
+            self.udp.handle(epoll, &self.refusals);
         }
     }
-}
-
-/// Why an intake paused, as `recv --iperf2` says it.
-fn paused(what: &str, e: &io::Error) -> String {
-    let why = match e.raw_os_error() {
-        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors",
-        _ => "out of resources",
-    };
-    format!("{what} failed ({why}: {e}); trying again every {} ms", gate::PAUSE.as_millis())
 }
 
 impl Serving {
@@ -273,15 +177,6 @@ impl Serving {
         let _ = conn.stream.shutdown(Shutdown::Both);
         self.tell_event(Iperf2Event::Refused { proto: Proto::Tcp, peer: shown(conn.peer), reason });
         Verdict::Done
-    }
-
-    /// Taking new UDP clients waits [`gate::PAUSE`] (the socket is off the epoll meanwhile);
-    /// said once per episode.
-    fn pause_udp(&mut self, epoll: &Epoll, what: &str, e: &io::Error) {
-        epoll.remove(self.udp.as_raw_fd());
-        if self.udp_pause.failed(Instant::now()) {
-            self.tell_event(Iperf2Event::Paused { proto: Proto::Udp, reason: paused(what, e) });
-        }
     }
 
     fn start_tcp_flow(&mut self, p: Header, prefix: u64, test: ClientTest) -> Verdict<Option<TcpHeaderWord>> {
@@ -307,134 +202,6 @@ impl Serving {
             }
         }
     }
-
-    /// Looks at the datagrams waiting on the UDP listening socket: a new client's first
-    /// datagram hands the socket over to that client and binds a new one; anything else is
-    /// read away.
-    fn handle_udp(&mut self, epoll: &Epoll) {
-        let mut head = [0u8; 128];
-        for _ in 0..UDP_PEEKS_PER_TICK {
-            let (n, peer) = match self.udp.peek_from(&mut head) {
-                Ok(r) => r,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // ICMP errors for earlier report datagrams (a client gone) surface here: skip.
-                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
-                Err(e) => return self.pause_udp(epoll, "reading the UDP listening socket", &e),
-            };
-            let datagram = &head[..n.min(head.len())];
-            let header = payload::decode(datagram).filter(|d| !d.fin).and_then(|_| UdpClientHeader::parse(datagram));
-            let Some(header) = header else {
-                // Not a test's first datagram, or a FIN whose flow is over: read it away.
-                self.discard();
-                continue;
-            };
-            if self.refused_before(peer, &header) {
-                self.discard();
-                continue;
-            }
-            if !self.hand_over(epoll, peer, &header) {
-                return;
-            }
-        }
-    }
-
-    /// Reads away the datagram at the head of the listening socket.
-    fn discard(&self) {
-        let _ = self.udp.recv_from(&mut [0u8; 1]);
-    }
-
-    /// Whether `peer`'s test is one we refuse (told once per client port).
-    fn refused_before(&mut self, peer: SocketAddr, header: &UdpClientHeader) -> bool {
-        let now = Instant::now();
-        let mut st = self.shared.lock();
-        if let Some(seen) = st.refused_udp.get_mut(&peer) {
-            *seen = now;
-            return true;
-        }
-        if !header.receiver_must_send() {
-            return false;
-        }
-        if st.refused_udp.len() >= REFUSED_MAX {
-            if let Some(oldest) = st.refused_udp.iter().min_by_key(|(_, t)| **t).map(|(p, _)| *p) {
-                st.refused_udp.remove(&oldest);
-            }
-        }
-        st.refused_udp.insert(peer, now);
-        drop(st);
-        let run_now = header.flags & iperf2::RUN_NOW != 0;
-        let mode = sending_mode(header.reverse, header.full_duplex, header.legacy_dual, run_now);
-        let reason = format!("{}; its datagrams are ignored", refusal(mode));
-        self.tell_event(Iperf2Event::Refused { proto: Proto::Udp, peer: shown(peer), reason });
-        true
-    }
-
-    /// A new client port: this socket becomes its own (everything it sent so far is queued
-    /// here), and a fresh socket listens for the next client. `false`: taking new clients is
-    /// paused.
-    fn hand_over(&mut self, epoll: &Epoll, peer: SocketAddr, header: &UdpClientHeader) -> bool {
-        let test = ClientTest {
-            version: header.peer_version.map(|(u, l)| version_string(u, l)),
-            threads: header.threads,
-            time: header.time,
-            rate_bps: header.rate_bps,
-        };
-        let counters = Arc::new(QueueCounters::new(1));
-        let joined = match self.shared.join(Proto::Udp, peer.ip().to_canonical(), &test, Some(Arc::clone(&counters))) {
-            Ok(j) => Arc::new(j),
-            Err(reason) => {
-                self.discard();
-                self.drop_conn(peer, reason);
-                return true;
-            }
-        };
-        // The next listening socket's descriptor first: out of descriptors, nothing changes.
-        let spare = match sockopt::socket_for(&self.udp_addr, libc::SOCK_DGRAM) {
-            Ok(fd) => fd,
-            Err(e) => {
-                self.shared.leave(&joined);
-                self.discard();
-                self.pause_udp(epoll, "opening a UDP socket for a new client", &e);
-                return false;
-            }
-        };
-        if let Err(e) = self.udp.connect(peer) {
-            self.shared.leave(&joined);
-            self.discard();
-            self.drop_conn(peer, format!("cannot connect a UDP socket to it: {e}"));
-            return true;
-        }
-        let next = match udp_listener(spare, self.udp_addr, false) {
-            Ok(s) => s,
-            Err(e) => {
-                // Listen for everyone on the old socket again.
-                let _ = disconnect(&self.udp);
-                self.shared.leave(&joined);
-                self.discard();
-                self.pause_udp(epoll, "binding a UDP socket for the next client", &e);
-                return false;
-            }
-        };
-        // The client's socket leaves the epoll before it is handed over; the new one joins.
-        epoll.remove(self.udp.as_raw_fd());
-        let socket = std::mem::replace(&mut self.udp, next);
-        if let Err(e) = epoll.add(self.udp.as_raw_fd(), UDP_TOKEN) {
-            self.pause_udp(epoll, "watching the UDP socket for the next client", &e);
-        }
-        let _ = socket.set_nonblocking(false);
-        let (shared, mine) = (Arc::clone(&self.shared), Arc::clone(&joined));
-        let (no_fin, trip_times) = (header.no_udp_fin, header.trip_times);
-        let spawned = std::thread::Builder::new().name("ub-iperf2-udp".into()).spawn(move || {
-            let mut guard = FlowGuard::new(&shared, &mine);
-            guard.end = receive_udp(&shared, socket, peer, &mine, counters, no_fin, trip_times);
-        });
-        if let Err(e) = spawned {
-            self.shared.leave(&joined);
-            self.pause_udp(epoll, "starting a flow thread", &e);
-            return false;
-        }
-        true
-    }
 }
 
 /// Counts one TCP flow's bytes to EOF (the header's `prefix` included).
@@ -450,59 +217,6 @@ fn receive_tcp(
         count_to_eof(stream, &shared.opts, &shared.kernel, (test.rate_bps, test.threads), Arc::clone(&joined.stop));
     let mut end = FlowEnd { bytes: prefix + bytes, errors, ..FlowEnd::default() };
     end.span = Some((accepted, Instant::now()));
-    end
-}
-
-/// Serves one UDP client port on the socket handed over to it (connected to that port).
-fn receive_udp(
-    shared: &Shared,
-    socket: UdpSocket,
-    peer: SocketAddr,
-    joined: &Joined,
-    counters: Arc<QueueCounters>,
-    no_fin: bool,
-    trip_times: bool,
-) -> FlowEnd {
-    let cfg = UdpRecvConfig {
-        wait: shared.wait_mode(),
-        ring: shared.opts.fast.ring(),
-        batch: RECV_BATCH,
-        gro: true,
-        buf_count: UDP_RECV_BUFS,
-        max_payload: GRO_PAYLOAD,
-        kernel_timestamps: true,
-        one_way_delay: trip_times,
-        answer_fin: true,
-        fin_linger: SERVER_ACKFIN_SILENCE,
-        stop: Arc::clone(&joined.stop),
-        deadline: joined.deadline,
-    };
-    let start = Instant::now();
-    let mut end = FlowEnd::default();
-    match udp_recv::run(vec![UdpRecvFlow { socket, queue: 0, live: None }], &counters, &cfg) {
-        Ok(result) => {
-            end.notes.extend(result.note);
-            for f in result.flows {
-                end.bytes += f.stats.bytes;
-                if f.strangers > 0 {
-                    end.notes.push(format!(
-                        "{} datagrams of another client arrived on this client's socket while it was handed over (not counted)",
-                        f.strangers
-                    ));
-                }
-                end.errors.extend(f.error);
-                if !f.stats.fin && !no_fin {
-                    end.errors.push(format!(
-                        "no FIN from {}: the client stopped sending without ending its test (killed?)",
-                        shown(peer)
-                    ));
-                }
-                end.udp = Some((f.stats, f.duration, f.reports_sent));
-            }
-        }
-        Err(e) => end.errors.push(e.to_string()),
-    }
-    end.span = Some((start, Instant::now()));
     end
 }
 
@@ -531,13 +245,8 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
         state: Mutex::new(State::default()),
         stopping: AtomicBool::new(false),
     });
-    let mut serving = Serving {
-        shared: Arc::clone(&shared),
-        udp,
-        udp_addr,
-        refusals: RateLimit::new(TELLS_PER_WINDOW),
-        udp_pause: Pause::default(),
-    };
+    let udp = UdpIntake::new(Arc::clone(&shared), udp, udp_addr);
+    let mut serving = Serving { shared: Arc::clone(&shared), udp, refusals: RateLimit::new(TELLS_PER_WINDOW) };
     let limits = caps.gate_limits("iperf2 header", "sending their header");
     let ok = gate::serve(tcp, limits, &mut serving)?;
     shared.stop_all();
@@ -550,15 +259,12 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::base::stop::StopToken;
     use crate::compat::iperf2::receiver::Iperf2TestSummary;
     use crate::runtime::placement::BusyPoll;
-    use crate::transport::udp::send::{self as udp_send, FinConfig, UdpSendConfig, UdpSendFlow};
-    use crate::uring::ring::WaitMode;
-    use crate::uring::ring::WakeBatch;
-    use crate::wire::iperf2::{HEADER_EXTEND, HEADER_LEN_BIT, HEADER_VERSION2};
+    use crate::wire::iperf2::{HEADER_EXTEND, HEADER_LEN_BIT};
     use std::io::Read;
 
     #[test]
@@ -570,27 +276,13 @@ mod tests {
         assert!(refusal("--full-duplex").contains("only receives"));
     }
 
-    #[test]
-    fn udp_listener_binds_exclusively_or_shared() {
-        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let fd = || sockopt::socket_for(&addr, libc::SOCK_DGRAM).unwrap();
-        let s = udp_listener(fd(), addr, true).expect("bind v4");
-        let addr = s.local_addr().unwrap();
-        assert!(udp_listener(fd(), addr, true).is_err(), "an exclusive bind on a taken port fails");
-        let shared = udp_listener(fd(), addr, false).expect("a reuse bind next to ours succeeds");
-        assert_eq!(shared.local_addr().unwrap(), addr);
-        shared.connect("127.0.0.1:9".parse::<SocketAddr>().unwrap()).unwrap();
-        disconnect(&shared).expect("back to listening for everyone");
-        assert!(shared.peer_addr().is_err(), "no peer after the disconnect");
-    }
-
-    fn collect_events() -> (Iperf2EventSink, Arc<Mutex<Vec<Iperf2Event>>>) {
+    pub(crate) fn collect_events() -> (Iperf2EventSink, Arc<Mutex<Vec<Iperf2Event>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink_seen = Arc::clone(&seen);
         (Arc::new(move |e| sink_seen.lock().unwrap().push(e)), seen)
     }
 
-    fn loopback_opts() -> Iperf2RecvOptions {
+    pub(crate) fn loopback_opts() -> Iperf2RecvOptions {
         Iperf2RecvOptions {
             bind: "127.0.0.1".parse().unwrap(),
             port: 0,
@@ -667,77 +359,5 @@ mod tests {
         assert_eq!(t.bytes, 2 * 60 + (16 + 17) * 64 * 1024, "header bytes and data, every byte");
         assert_eq!(t.client_version.as_deref(), Some("2.1.8"));
         drop(flows);
-    }
-
-    #[test]
-    fn udp_client_gets_our_report_on_loopback() {
-        let listeners = bind_receiver(&loopback_opts()).expect("bind on loopback");
-        let addr = listeners.udp.local_addr().unwrap();
-        let (sink, seen) = collect_events();
-        let server = std::thread::spawn(move || serve(loopback_opts(), listeners, sink));
-        // Our own sender plays the iperf2 client: 2000 datagrams, FINs until the report.
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        tx.connect(addr).unwrap();
-        let cfg = UdpSendConfig {
-            wait: WaitMode::Sleep,
-            ring: Default::default(),
-            batch: WakeBatch { want: 1, max_delay_us: 0 },
-            len: 1470,
-            gso: true,
-            inflight: 4,
-            deadline: Instant::now() + Duration::from_secs(10),
-            halt: None,
-            rate_bps: 200_000_000,
-            max_datagrams: 2000,
-            drain_limit: Duration::from_secs(1),
-            fin: Some(FinConfig::iperf2()),
-            refused: None,
-        };
-        let sent = udp_send::run(vec![UdpSendFlow { socket: tx, queue: 0 }], &QueueCounters::new(1), &cfg).unwrap();
-        let ok = server.join().unwrap().expect("serve returns after one test");
-        let report = sent.flows[0].report.expect("our receiver answered the FIN");
-        let events = seen.lock().unwrap();
-        let done = events
-            .iter()
-            .find_map(|e| if let Iperf2Event::TestDone(s) = e { Some(s.clone()) } else { None })
-            .expect("a finished test");
-        assert!(ok, "complete: {done:?}");
-        let stats = done.udp.expect("UDP figures");
-        assert_eq!(stats.expected, 2000, "FIN told how many were sent");
-        assert_eq!(report.datagrams, stats.expected, "the report carries our total");
-        assert_eq!(report.lost, stats.lost, "and our loss");
-        assert_eq!(report.bytes, done.bytes);
-        assert_eq!(stats.received + stats.lost, 2000);
-    }
-
-    #[test]
-    fn udp_reverse_client_is_ignored() {
-        let mut opts = loopback_opts();
-        opts.once = false;
-        let stop = opts.stop.clone();
-        let listeners = bind_receiver(&opts).expect("bind on loopback");
-        let addr = listeners.udp.local_addr().unwrap();
-        let (sink, seen) = collect_events();
-        let server = std::thread::spawn(move || serve(opts, listeners, sink));
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        tx.connect(addr).unwrap();
-        let mut d = vec![0u8; 200];
-        d[0..4].copy_from_slice(&1u32.to_be_bytes());
-        d[16..20].copy_from_slice(&(0x4C01_0098 | HEADER_VERSION2).to_be_bytes());
-        d[48..50].copy_from_slice(&iperf2::upper::REVERSE.to_be_bytes());
-        for _ in 0..20 {
-            tx.send(&d).unwrap();
-        }
-        let refused = |e: &Iperf2Event| matches!(e, Iperf2Event::Refused { proto: Proto::Udp, .. });
-        let until = Instant::now() + Duration::from_secs(3);
-        while !seen.lock().unwrap().iter().any(refused) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        let events = seen.lock().unwrap().clone();
-        assert_eq!(events.iter().filter(|e| refused(e)).count(), 1, "logged once for 20 datagrams: {events:?}");
-        assert!(!events.iter().any(|e| matches!(e, Iperf2Event::TestDone(_))), "no test is served for it");
-        stop.stop("the test is over");
-        assert!(server.join().unwrap().expect("serving ends when asked"));
     }
 }

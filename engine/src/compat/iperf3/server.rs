@@ -32,7 +32,7 @@ use crate::wire::iperf3::{
     MAX_RESULTS_LEN, MAX_STREAMS,
 };
 use crate::workload::stream::{RecvEnd, TcpHalves};
-use std::io::{self, Write};
+use std::io::Write;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -119,16 +119,7 @@ impl Iperf3TestSummary {
 /// usage error.
 pub fn bind_receiver(opts: &PeerRecvOptions) -> Result<TcpListener> {
     let addr = SocketAddr::new(opts.bind, opts.port);
-    gate::listen(addr, None).map_err(|e| match e.kind() {
-        io::ErrorKind::AddrInUse => Error::usage(format!(
-            "port {} is already in use on {}: stop the other listener (an `iperf3 -s`?) or pick another --port",
-            opts.port, opts.bind
-        )),
-        io::ErrorKind::AddrNotAvailable => {
-            Error::usage(format!("cannot bind {addr}: no local interface has that address"))
-        }
-        _ => Error::io(format!("binding {addr}"), e),
-    })
+    gate::listen(addr, None, " (an `iperf3 -s`?)")
 }
 
 /// What a test thread needs from the serving loop.

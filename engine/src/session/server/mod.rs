@@ -19,31 +19,21 @@ use variants::{apply_variant, wait_for_host};
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
-use crate::runtime::nic_queues::TestQueues;
-use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
+use crate::runtime::nic_queues::{place_threads, TestQueues};
+use crate::runtime::placement::{resolve_cpus, BusyPoll};
+use crate::session::admission::{Admissions, SessionSlot};
 use crate::session::auth::{self, Nonce, SessionKey};
 use crate::session::control::{self, ControlMsg, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
 use crate::sys::epoll::Epoll;
-use crate::sys::nic_topology::NicTopology;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// How many tests, and how many seconds of them, one source address runs now.
-#[derive(Debug, Default, Clone, Copy)]
-struct SourceUse {
-    sessions: usize,
-    ms: u64,
-    /// Data flows its accepted tests still wait for: they may be in their handshake at once
-    /// beyond `--max-pending-per-source` (a 1,024-flow test opens them all together).
-    flows_awaited: usize,
-}
 
 struct Shared {
     cfg: ReceiverConfig,
@@ -55,9 +45,7 @@ struct Shared {
     /// Repeated refusals and drops, per source address.
     limit_log: RateLimit,
     pending: Pending,
-    active: AtomicUsize,
-    /// Running tests per source address.
-    sources: Mutex<HashMap<IpAddr, SourceUse>>,
+    admissions: Arc<Admissions>,
     next_id: AtomicU64,
     /// With `--once`: set when the first test has ended, with its outcome.
     once_done: AtomicBool,
@@ -67,10 +55,6 @@ struct Shared {
 }
 
 impl Shared {
-    fn flows_awaited(&self, ip: IpAddr) -> usize {
-        self.sources.lock().unwrap_or_else(|p| p.into_inner()).get(&ip).map_or(0, |u| u.flows_awaited)
-    }
-
     /// Logs a refusal or a dropped connection, a few per source address per window.
     fn refused(&self, event: ServerEvent) {
         let source = match &event {
@@ -104,20 +88,7 @@ const FD_RESERVE: u64 = 32;
 
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
-    let addr = SocketAddr::new(cfg.bind, cfg.port);
-    gate::listen(addr, cfg.device.as_deref()).map_err(|e| match e.kind() {
-        _ if e.raw_os_error() == Some(libc::ENODEV) => {
-            Error::usage(format!("--bind-dev {}: no such device", cfg.device.as_deref().unwrap_or("")))
-        }
-        std::io::ErrorKind::AddrInUse => Error::usage(format!(
-            "port {} is already in use on {}: stop the other listener or pick another --port",
-            cfg.port, cfg.bind
-        )),
-        std::io::ErrorKind::AddrNotAvailable => {
-            Error::usage(format!("cannot bind {addr}: no local interface has that address"))
-        }
-        _ => Error::io(format!("binding {addr}"), e),
-    })
+    gate::listen(SocketAddr::new(cfg.bind, cfg.port), cfg.device.as_deref(), "")
 }
 
 /// Serves tests until killed, or until the first test ends with `--once`. Returns whether
@@ -157,8 +128,7 @@ pub fn serve(
         events,
         limit_log: RateLimit::default(),
         pending: Mutex::new(HashMap::new()),
-        active: AtomicUsize::new(0),
-        sources: Mutex::new(HashMap::new()),
+        admissions: Arc::default(),
         next_id: AtomicU64::new(1),
         once_done: AtomicBool::new(false),
         once_ok: AtomicBool::new(false),
@@ -195,10 +165,10 @@ enum Ended {
 /// sampler, stops its flows, tells its sender and returns its report; the bound covers a
 /// sender that never answers.
 fn stop_running(shared: &Shared, cause: String) {
-    let running = shared.active.load(Ordering::Acquire);
+    let running = shared.admissions.running();
     (shared.events)(ServerEvent::Stopping { cause, running });
     let deadline = Instant::now() + STOP_GRACE;
-    while shared.active.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+    while shared.admissions.running() > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -226,7 +196,7 @@ impl Classifier for Handshakes<'_> {
     /// A test's data flows may all be in their handshake at once beyond
     /// `--max-pending-per-source` (a 1,024-flow test opens them together).
     fn extra_room(&self, ip: IpAddr) -> usize {
-        self.0.flows_awaited(ip)
+        self.0.admissions.flows_awaited(ip)
     }
 
     fn refusals(&self) -> &RateLimit {
@@ -240,7 +210,7 @@ impl Classifier for Handshakes<'_> {
             GateEvent::Paused { error, open, .. } => ServerEvent::AcceptPaused {
                 reason: format!(
                     "{error} ({open} connections in their handshake, {} tests running)",
-                    shared.active.load(Ordering::Acquire)
+                    shared.admissions.running()
                 ),
             },
             GateEvent::Resumed { paused } => ServerEvent::AcceptResumed { paused },
@@ -450,28 +420,6 @@ fn on_message(shared: &Arc<Shared>, conn: Conn, ctl: Ctl, msg: ControlMsg) -> Op
     }
 }
 
-/// Holds a running test's place in the counts (in total and for its source address); gives
-/// it back when dropped, however the session ends (a panic included).
-struct SessionSlot {
-    shared: Arc<Shared>,
-    source: IpAddr,
-    ms: u64,
-}
-
-impl Drop for SessionSlot {
-    fn drop(&mut self) {
-        self.shared.active.fetch_sub(1, Ordering::AcqRel);
-        let mut sources = self.shared.sources.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(u) = sources.get_mut(&self.source) {
-            u.sessions = u.sessions.saturating_sub(1);
-            u.ms = u.ms.saturating_sub(self.ms);
-            if u.sessions == 0 {
-                sources.remove(&self.source);
-            }
-        }
-    }
-}
-
 /// What a session thread is handed.
 struct Admitted {
     ctl: TcpStream,
@@ -479,7 +427,6 @@ struct Admitted {
     spec: TestSpec,
     udp_ports: Vec<u16>,
     key: Option<SessionKey>,
-    running: usize,
     slot: SessionSlot,
 }
 
@@ -516,46 +463,12 @@ fn admit(
             format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.data_connections());
         return shared.refuse(stream, peer, reason);
     }
-    let source = peer.ip().to_canonical();
     let ms = spec.warmup_ms.saturating_add(spec.time_ms).saturating_add(spec.cooldown_ms);
     let max_sessions = if shared.cfg.once { 1 } else { limits.max_sessions };
-    let running = {
-        let mut sources = shared.sources.lock().unwrap_or_else(|p| p.into_inner());
-        let running = shared.active.load(Ordering::Acquire);
-        let mine = sources.get(&source).copied().unwrap_or_default();
-        if running >= max_sessions {
-            drop(sources);
-            return shared.refuse(
-                stream,
-                peer,
-                format!("receiver busy: {running} tests running (limit {max_sessions})"),
-            );
-        }
-        if mine.sessions >= limits.max_sessions_per_source {
-            drop(sources);
-            return shared.refuse(
-                stream,
-                peer,
-                format!(
-                    "receiver busy: {} tests from {source} running (recv --max-sessions-per-source {})",
-                    mine.sessions, limits.max_sessions_per_source
-                ),
-            );
-        }
-        if mine.ms.saturating_add(ms) > limits.max_total_ms {
-            drop(sources);
-            return shared.refuse(
-                stream,
-                peer,
-                format!("tests from {source} would run {:.0} s at once, this receiver allows {:.0} s per source (recv --max-time)", (mine.ms + ms) as f64 / 1e3, limits.max_total_ms as f64 / 1e3),
-            );
-        }
-        let u = sources.entry(source).or_default();
-        u.sessions += 1;
-        u.ms += ms;
-        shared.active.fetch_add(1, Ordering::AcqRel)
+    let slot = match shared.admissions.admit(peer.ip().to_canonical(), ms, limits, max_sessions) {
+        Ok(slot) => slot,
+        Err(reason) => return shared.refuse(stream, peer, reason),
     };
-    let slot = SessionSlot { shared: Arc::clone(shared), source, ms };
     // The thread receives its work through a channel, so that when no thread can be started
     // the connection is still here to be told why.
     let (tx, rx) = mpsc::channel::<Admitted>();
@@ -575,7 +488,7 @@ fn admit(
         drop(slot);
         return shared.drop_conn(peer, "could not hand the session to its thread");
     }
-    let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, key, running, slot });
+    let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, key, slot });
 }
 
 /// A session's thread: a panic in it ends this session only (its slot and cookie are given
@@ -598,7 +511,8 @@ fn run_admitted(shared: &Shared, work: Admitted) {
 }
 
 fn run_session(shared: &Shared, work: Admitted) {
-    let Admitted { mut ctl, peer, spec, udp_ports, key, running, slot: _slot } = work;
+    let Admitted { mut ctl, peer, spec, udp_ports, key, slot } = work;
+    let running = slot.others;
     let refuse = |ctl: &TcpStream, reason: String| shared.refuse(ctl, peer, reason);
     // A test can always be stopped: a sender that vanishes is noticed (keepalive, user
     // timeout) and a write to it cannot block the session for long.
@@ -635,11 +549,13 @@ fn run_session(shared: &Shared, work: Admitted) {
     let busy_poll = if shared.cfg.limits.no_spin { BusyPoll::Off } else { shared.cfg.busy_poll };
     let sharing = running > 0 || spec.direction == Direction::Bidir;
     let spins = busy_poll == BusyPoll::On || (busy_poll == BusyPoll::Auto && spec.workload.latency_bound() && !sharing);
-    let queues = match nic_queues(shared, &ctl, &spec, spins) {
-        Ok(q) => q,
-        Err(e) => return refuse(&ctl, e.message),
-    };
-    let placement = match queue_placement(shared, &spec, queues.as_ref(), busy_poll, sharing) {
+    let cfg = &shared.cfg;
+    let peer_ip = ctl.peer_addr().map(|a| a.ip().to_canonical()).ok();
+    let how = (busy_poll, sharing, spec.workload.latency_bound());
+    let placed = peer_ip
+        .map_or(Ok(None), |ip| TestQueues::toward(ip, cfg.nic_queues.as_deref(), spec.queues, cfg.placement, spins))
+        .and_then(|queues| Ok((place_threads(queues.as_ref(), &shared.cpus, spec.queues, how, &cfg.fast)?, queues)));
+    let (placement, queues) = match placed {
         Ok(p) => p,
         Err(e) => return refuse(&ctl, e.message),
     };
@@ -655,6 +571,7 @@ fn run_session(shared: &Shared, work: Admitted) {
         shared,
         id,
         key,
+        slot: &slot,
     };
     let outcome = shared.runner.run(&mut test);
     match outcome {
@@ -688,42 +605,6 @@ fn run_session(shared: &Shared, work: Admitted) {
     if shared.cfg.once {
         shared.once_done.store(true, Ordering::Release);
     }
-}
-
-/// The NIC queues a test from the sender at the other end of `ctl` is served from: those of
-/// the interface that routes to it. None where that interface has no hardware queues (veth,
-/// loopback) or cannot be found; an error only for a `--queues` list the NIC does not have.
-fn nic_queues(shared: &Shared, ctl: &TcpStream, spec: &TestSpec, spins: bool) -> Result<Option<TestQueues>> {
-    let Some(iface) =
-        ctl.peer_addr().ok().and_then(|a| crate::sys::hostinfo::route_to(a.ip().to_canonical()).ok()).map(|r| r.ifname)
-    else {
-        return Ok(None);
-    };
-    let Ok(topology) = NicTopology::read(&iface) else { return Ok(None) };
-    TestQueues::plan(topology, shared.cfg.nic_queues.as_deref(), spec.queues, shared.cfg.placement, spins)
-}
-
-/// The test's threads: on their queues' CPUs when the NIC has queues (`--placement`), else
-/// on the allowed CPUs in order, with a line saying which and why.
-fn queue_placement(
-    shared: &Shared,
-    spec: &TestSpec,
-    queues: Option<&TestQueues>,
-    busy_poll: BusyPoll,
-    sharing: bool,
-) -> Result<Placement> {
-    let threads = (spec.queues as usize).min(shared.cpus.len());
-    let chosen = queues.and_then(|q| q.thread_cpus(threads, &shared.cpus));
-    let cpus = chosen.as_ref().map_or(&shared.cpus, |(cpus, _)| cpus);
-    let mut placement = plan(spec.queues, cpus, busy_poll, sharing, spec.workload.latency_bound(), &shared.cfg.fast)?;
-    match (&chosen, queues) {
-        (Some((_, line)), _) => placement.summary = format!("{}; {line}", placement.summary),
-        (None, Some(q)) => {
-            placement.summary.push_str(&format!("; --placement cpus: {}'s queues ignored", q.topology.iface))
-        }
-        (None, None) => placement.summary.push_str("; no NIC queues on this path (veth, loopback): CPUs in order"),
-    }
-    Ok(placement)
 }
 
 #[cfg(test)]

@@ -9,12 +9,13 @@ use crate::base::stop::StopToken;
 use crate::metrics::figures::SideReport;
 use crate::runtime::nic_queues::TestQueues;
 use crate::runtime::placement::Placement;
+use crate::session::admission::SessionSlot;
 use crate::session::auth::SessionKey;
 use crate::session::control::{self, ControlMsg, SessionCookie};
 use crate::session::receiver::ServerEvent;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::{mpsc, Mutex};
 use std::time::Instant;
 
@@ -62,6 +63,8 @@ pub struct Test<'a> {
     pub(super) id: u64,
     /// The authenticated session's key: its data flows must present a tag made with it.
     pub(super) key: Option<SessionKey>,
+    /// Its place in the receiver's counts.
+    pub(super) slot: &'a SessionSlot,
 }
 
 impl Test<'_> {
@@ -95,7 +98,7 @@ impl Test<'_> {
         // However this ends, the cookie admits no more flows.
         let _unregister = Unregister(&shared.pending, cookie);
         let wanted = self.spec.data_connections() as usize;
-        let _awaited = self.ctl.peer_addr().ok().map(|a| FlowsAwaited::new(shared, a.ip().to_canonical(), wanted));
+        let _awaited = self.slot.await_flows(wanted);
         let accept = self.accept_msg(cookie, None);
         control::write_msg(self.ctl, &accept)?;
         self.announce();
@@ -136,30 +139,6 @@ impl Test<'_> {
 /// Sessions waiting for their data flows: by cookie, where to hand a flow, and the key its
 /// tag must be made with (authenticated sessions).
 pub(super) type Pending = Mutex<HashMap<SessionCookie, (mpsc::Sender<(u32, TcpStream)>, Option<SessionKey>)>>;
-
-/// A test's data flows counted as awaited from its source while it waits for them.
-struct FlowsAwaited<'a> {
-    shared: &'a Shared,
-    source: IpAddr,
-    n: usize,
-}
-
-impl<'a> FlowsAwaited<'a> {
-    fn new(shared: &'a Shared, source: IpAddr, n: usize) -> Self {
-        if let Some(u) = shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&source) {
-            u.flows_awaited += n;
-        }
-        Self { shared, source, n }
-    }
-}
-
-impl Drop for FlowsAwaited<'_> {
-    fn drop(&mut self) {
-        if let Some(u) = self.shared.sources.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.source) {
-            u.flows_awaited = u.flows_awaited.saturating_sub(self.n);
-        }
-    }
-}
 
 /// Removes a session's cookie from the pending flows when dropped.
 struct Unregister<'a>(&'a Pending, SessionCookie);

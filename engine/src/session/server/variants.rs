@@ -34,8 +34,7 @@ const VARIANT_WAIT: Duration = Duration::from_secs(10);
 pub(super) fn wait_for_host(shared: &Shared, alone: bool) -> bool {
     let deadline = Instant::now() + VARIANT_WAIT;
     loop {
-        let free =
-            !shared.variant_active.load(Ordering::Acquire) && (!alone || shared.active.load(Ordering::Acquire) <= 1);
+        let free = !shared.variant_active.load(Ordering::Acquire) && (!alone || shared.admissions.running() <= 1);
         if free || Instant::now() > deadline {
             return free;
         }
@@ -49,7 +48,7 @@ pub(super) fn apply_variant<'a>(shared: &'a Shared, name: &str) -> std::result::
         return Err(format!("receiver variant '{name}' asked for, but this receiver has no --variants file"));
     };
     let changes = variants.get(name)?;
-    let others = shared.active.load(Ordering::Acquire).saturating_sub(1);
+    let others = shared.admissions.running().saturating_sub(1);
     if others > 0 || shared.variant_active.swap(true, Ordering::AcqRel) {
         return Err(format!("receiver busy: variant '{name}' needs the host to itself ({others} other tests running)"));
     }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::sys::netlink::{self, RTM_GETLINK, RTM_NEWLINK};
 use crate::{Error, Result};
 
-// <linux/if_link.h>, <linux/if_arp.h>
+// Kernel UAPI constants: if_link and if_arp
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_INFO_KIND: u16 = 1;
 const IFINFOMSG_LEN: usize = 16;

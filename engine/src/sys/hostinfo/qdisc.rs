@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::sys::netlink::{self, NLM_F_DUMP, RTM_GETQDISC, RTM_GETTCLASS, RTM_NEWQDISC, RTM_NEWTCLASS};
 use crate::Result;
 
-// <linux/pkt_sched.h>, <linux/rtnetlink.h>
+// Kernel UAPI constants: pkt_sched and rtnetlink
 const TC_H_ROOT: u32 = 0xffff_ffff;
 const TC_H_MAJ_MASK: u32 = 0xffff_0000;
 const TCA_KIND: u16 = 1;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::sys::netlink::{self, RTM_GETROUTE, RTM_NEWROUTE};
 use crate::{Error, Result};
 
-// <linux/rtnetlink.h>
+// Kernel UAPI constants: rtnetlink
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;

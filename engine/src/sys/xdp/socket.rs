@@ -223,7 +223,7 @@ impl XskQueue {
     /// error names the option the kernel refused (raising SO_BUSY_POLL above
     /// net.core.busy_read needs CAP_NET_ADMIN).
     pub(crate) fn enable_busy_poll(&self, usecs: u32, budget: u32) -> std::result::Result<(), String> {
-        // asm-generic/socket.h; the libc crate lacks the last two.
+        // the generic socket UAPI; the libc crate lacks the last two.
         const SO_PREFER_BUSY_POLL: libc::c_int = 69;
         const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
         let fd = self.raw_fd();

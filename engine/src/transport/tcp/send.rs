@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `IORING_SEND_ZC_REPORT_USAGE`: ask the kernel whether it copied anyway (the crate keeps
-/// its `sys` module private; value from include/uapi/linux/io_uring.h).
+/// its `sys` module private; value from the kernel's io_uring UAPI).
 const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
 /// `IORING_NOTIF_USAGE_ZC_COPIED`, set in a notification's `res` when the data was copied.
 const NOTIF_USAGE_ZC_COPIED: u32 = 1 << 31;

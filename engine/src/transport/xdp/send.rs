@@ -8,7 +8,7 @@
 //! written per frame.
 //!
 //! In copy mode (veth, drivers without AF_XDP) the kernel transmits at most 32 frames per
-//! `sendto` (`TX_BATCH_SIZE` in net/xdp/xsk.c), so the loop produces batches of that size and
+//! `sendto` (the kernel's `TX_BATCH_SIZE`), so the loop produces batches of that size and
 //! kicks the kernel after each one whenever the ring asks for a wake-up.
 
 use crate::metrics::measure::QueueCounters;
