@@ -375,6 +375,32 @@ fn tcp_stream_over_virtio_is_byte_exact_and_both_nic_queues_carry_it() {
 }
 
 #[test]
+fn sending_threads_follow_the_xps_map_one_tx_queue_each() {
+    let Some(lab) = lab() else { return };
+    // virtio_net maps tx-q to CPU q. Crossed (tx-0 <- CPU 1, tx-1 <- CPU 0), `--cpus 0,1` taken
+    // in order would still use both queues by luck of the map; by XPS, thread 0 goes to CPU 1
+    // (tx-0) and thread 1 to CPU 0 (tx-1). The map is put back however the send ends.
+    let q = "/sys/class/net/lab0/queues";
+    let cmd = format!(
+        "x0=$(cat {q}/tx-0/xps_cpus); x1=$(cat {q}/tx-1/xps_cpus); \
+         trap \"echo $x0 >{q}/tx-0/xps_cpus; echo $x1 >{q}/tx-1/xps_cpus\" EXIT; \
+         echo 2 >{q}/tx-0/xps_cpus && echo 1 >{q}/tx-1/xps_cpus && ethtool -S lab0 && echo @@ && \
+         uringbench send -c {B_ADDR} -P 2 -t 2s --cpus 0,1 -J && echo @@ && ethtool -S lab0"
+    );
+    let before = lab.ok("a", &format!("cat {q}/tx-0/xps_cpus {q}/tx-1/xps_cpus"));
+    let raw = sections(&lab.ok("a", &cmd));
+    assert_eq!(lab.ok("a", &format!("cat {q}/tx-0/xps_cpus {q}/tx-1/xps_cpus")), before, "the map is back");
+    let doc: serde_json::Value = serde_json::from_str(&raw[1]).expect("send -J");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    let placement = doc["sender"]["placement"].as_str().unwrap_or_default();
+    assert!(placement.contains("one tx queue each: CPU 1→tx-0, CPU 0→tx-1"), "{placement}");
+    let (s0, s1) = (ethtool_stats(&raw[0]), ethtool_stats(&raw[2]));
+    for tx in ["tx0_kicks", "tx1_kicks"] {
+        assert!(s1[tx] > s0[tx], "{tx} grew: the driver's own counter says both tx queues sent");
+    }
+}
+
+#[test]
 fn napi_busy_polling_registers_and_finds_the_virtio_queues() {
     let Some(lab) = lab() else { return };
     lab.spawn_recv("napi", 5401, "--napi");

@@ -338,6 +338,44 @@ pub(crate) fn landed_queue(topo: &NicTopology, napi_id: Option<u32>, cpu: Option
     })
 }
 
+/// The sender's CPUs in the order its threads take them: first, for each transmit queue in
+/// turn, an allowed CPU its XPS map holds, so that each of the first threads sends through a
+/// queue of its own; then the other CPUs in order. With the line that says what was chosen.
+/// None where the interface has no hardware queues or no XPS map names an allowed CPU
+/// (the CPUs then stay in order).
+pub fn xps_order(topology: &NicTopology, cpus: &[usize], threads: usize) -> Option<(Vec<usize>, String)> {
+    if !topology.has_hardware_queues() {
+        return None;
+    }
+    let mut picked: Vec<(usize, u32)> = Vec::new();
+    for q in &topology.tx {
+        if picked.len() == threads {
+            break;
+        }
+        let free = cpus.iter().find(|c| q.xps_cpus.contains(c) && !picked.iter().any(|(p, _)| p == *c));
+        if let Some(&cpu) = free {
+            picked.push((cpu, q.queue));
+        }
+    }
+    if picked.is_empty() {
+        return None;
+    }
+    let order: Vec<usize> = picked
+        .iter()
+        .map(|(c, _)| *c)
+        .chain(cpus.iter().copied().filter(|c| !picked.iter().any(|(p, _)| p == c)))
+        .collect();
+    let pairs: Vec<String> = picked.iter().map(|(c, q)| format!("CPU {c}→tx-{q}")).collect();
+    let mut line = format!("sending threads by {}'s XPS map, one tx queue each: {}", topology.iface, pairs.join(", "));
+    if picked.len() < threads.min(cpus.len()) {
+        line.push_str(&format!(
+            "; the other {} threads share tx queues (no further XPS map holds an allowed CPU)",
+            threads.min(cpus.len()) - picked.len()
+        ));
+    }
+    Some((order, line))
+}
+
 /// A test's threads: on their queues' CPUs when the NIC has queues (`--placement`), else on
 /// `cpus` in order, with a line saying which and why. `how`: busy polling, whether the CPUs are
 /// shared with other tests, and whether the workload is latency-bound.
@@ -517,6 +555,33 @@ mod tests {
             fast: Default::default(),
             summary: String::new(),
         }
+    }
+
+    #[test]
+    fn sending_threads_take_one_cpu_per_tx_queue_by_xps_then_the_rest() {
+        let mut t = topology(true);
+        // A 16-vCPU guest with 4 tx queues: XPS sends CPUs q and q+4 (hyperthread siblings)
+        // through tx-q, as gve and virtio_net set it for more CPUs than queues.
+        let xps = |q: u32, cpus: Vec<usize>| QueueInfo {
+            queue: q,
+            napi_id: None,
+            irq: None,
+            irq_cpus: vec![],
+            xps_cpus: cpus,
+        };
+        t.tx = (0..4).map(|q| xps(q, vec![q as usize, q as usize + 4])).collect();
+        // --cpus 4,0,5,1: in order, threads 0 and 1 would share tx-0, 2 and 3 tx-1.
+        let (order, line) = xps_order(&t, &[4, 0, 5, 1], 4).unwrap();
+        assert_eq!(order, vec![4, 5, 0, 1], "tx-0 and tx-1 get a thread each first");
+        assert!(line.contains("CPU 4→tx-0, CPU 5→tx-1"), "{line}");
+        assert!(line.contains("the other 2 threads share tx queues"), "{line}");
+        let (order, line) = xps_order(&t, &(0..8).collect::<Vec<_>>(), 4).unwrap();
+        assert_eq!(&order[..4], &[0, 1, 2, 3]);
+        assert!(!line.contains("share"), "{line}");
+        t.tx.iter_mut().for_each(|q| q.xps_cpus.clear());
+        assert!(xps_order(&t, &[0, 1], 2).is_none(), "XPS unset: the CPUs stay in order");
+        t.rx.iter_mut().for_each(|q| q.irq = None);
+        assert!(xps_order(&t, &[0, 1], 2).is_none(), "veth: no hardware queues");
     }
 
     #[test]

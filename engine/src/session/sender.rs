@@ -6,11 +6,13 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec, ZeroCopyMode};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{PathFacts, Role, SideReport, StreamReport};
+use crate::runtime::nic_queues::xps_order;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg, PROTOCOL_VERSION};
 use crate::session::live::{Live, Observer, SenderLive, StartInfo};
 use crate::sys::netpath::PathProbe;
+use crate::sys::nic_topology::NicTopology;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt::{tcp_port_free, LocalEnd};
 use std::net::TcpStream;
@@ -117,7 +119,8 @@ impl SenderSession {
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
         let shared = opts.spec.direction == Direction::Bidir;
         let latency_bound = opts.spec.workload.latency_bound();
-        let placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound, &opts.fast)?;
+        // Planned before connecting, so that a refusal (--busy-poll on a shared CPU) opens nothing.
+        let mut placement = plan(opts.spec.queues, &cpus, opts.busy_poll, shared, latency_bound, &opts.fast)?;
         let ctl = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &opts.local.for_control(), None)?;
         control::harden(&ctl)?;
         let peer = ctl.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| opts.target.clone());
@@ -135,6 +138,13 @@ impl SenderSession {
                     mtu.saturating_sub(headers)
                 )));
             }
+        }
+        // Each sending thread on a CPU that XPS sends through a transmit queue of its own.
+        let threads = (opts.spec.queues as usize).min(cpus.len());
+        let xps = path.interface().and_then(|i| NicTopology::read(i).ok()).and_then(|t| xps_order(&t, &cpus, threads));
+        if let Some((order, line)) = xps {
+            placement = plan(opts.spec.queues, &order, opts.busy_poll, shared, latency_bound, &opts.fast)?;
+            placement.summary = format!("{}; {line}", placement.summary);
         }
         Ok(Self {
             ctl,
