@@ -259,8 +259,8 @@ pub struct HttpTest {
     pub url: String,
 }
 
-/// Everything a thread needs to know, shared read-only.
-struct Shared {
+/// The load every client thread works on, shared read-only (its request quota aside).
+struct HttpLoad {
     addr: SocketAddr,
     request: Vec<u8>,
     head_only: bool,
@@ -343,7 +343,7 @@ pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
     let plans: Vec<ThreadPlan> =
         (0..threads).map(|t| ThreadPlan { cpu: cpus[t as usize % cpus.len()], queues: vec![t] }).collect();
     let start = Instant::now();
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(HttpLoad {
         addr,
         request,
         head_only: opts.method.eq_ignore_ascii_case("HEAD"),
@@ -556,7 +556,7 @@ fn parse_fail_kind(e: &ParseError) -> FailKind {
 
 /// One thread's loop over connections `first..first+n` (of `total`): open and schedule
 /// (the scan), wait, reap the completions; at the end, close every connection.
-fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResult> {
+fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadResult> {
     let cpu0 = own_cpu_ticks();
     let entries = (n * 4).next_power_of_two().clamp(64, 4096);
     // `uringbench http` takes no fast-path flags: a plain ring.
@@ -634,7 +634,7 @@ fn run_thread(sh: &Shared, first: u32, n: u32, total: u32) -> Result<ThreadResul
 }
 
 /// The thread's connections, closed, their schedules spread evenly over one interval.
-fn new_conns(sh: &Shared, first: u32, n: u32, total: u32) -> Vec<Conn> {
+fn new_conns(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Vec<Conn> {
     (0..n)
         .map(|i| {
             let offset = sh.interval.map_or(Duration::ZERO, |iv| iv.mul_f64(f64::from(first + i) / f64::from(total)));
@@ -654,7 +654,7 @@ fn new_conns(sh: &Shared, first: u32, n: u32, total: u32) -> Vec<Conn> {
 /// quota lasts), starts the requests that are due, fails the ones past their deadline, and
 /// pulls `next_event` in to the earliest of what is pending. Returns the requests in flight.
 fn scan(
-    sh: &Shared,
+    sh: &HttpLoad,
     hr: &mut HttpRing,
     conns: &mut [Conn],
     tally: &mut Tally,
@@ -716,7 +716,7 @@ fn scan(
 /// Hands each completion to its connection's send or receive step; a completion of an
 /// earlier connection on the same slot (an older generation) only gives its buffer back.
 fn reap(
-    sh: &Shared,
+    sh: &HttpLoad,
     hr: &mut HttpRing,
     conns: &mut [Conn],
     cqes: &[(u64, i32, u32)],
@@ -745,7 +745,7 @@ fn reap(
 }
 
 fn on_send(
-    sh: &Shared,
+    sh: &HttpLoad,
     hr: &mut HttpRing,
     conn: &mut Conn,
     idx: usize,
@@ -775,7 +775,7 @@ fn on_send(
 
 #[allow(clippy::too_many_arguments)]
 fn on_recv(
-    sh: &Shared,
+    sh: &HttpLoad,
     hr: &mut HttpRing,
     conn: &mut Conn,
     idx: usize,
@@ -849,7 +849,7 @@ fn on_recv(
 /// keep-alive), leave the connection idle for its schedule, or reopen it.
 #[allow(clippy::too_many_arguments)]
 fn finish(
-    sh: &Shared,
+    sh: &HttpLoad,
     ring: &mut IoUring,
     conn: &mut Conn,
     idx: usize,
@@ -875,7 +875,7 @@ fn finish(
 }
 
 /// Sends the next request on an idle connection, unless the `-n` quota is used up.
-fn start_request(sh: &Shared, ring: &mut IoUring, conn: &mut Conn, idx: usize, now: Instant) -> Result<bool> {
+fn start_request(sh: &HttpLoad, ring: &mut IoUring, conn: &mut Conn, idx: usize, now: Instant) -> Result<bool> {
     if let Some(q) = sh.quota {
         if sh.issued.fetch_add(1, Ordering::Relaxed) >= q {
             return Ok(false);

@@ -116,7 +116,9 @@ pub(super) struct State {
     pub(super) once_result: Option<bool>,
 }
 
-pub(super) struct Shared {
+/// What every flow thread and the serving loop of `recv --iperf2` share: its options and
+/// limits, and the client tests in flight (`state`).
+pub(super) struct ClientTests {
     pub(super) opts: Iperf2RecvOptions,
     pub(super) caps: Caps,
     pub(super) kernel: KernelCaps,
@@ -144,7 +146,7 @@ pub(super) struct Joined {
     pub(super) deadline: Instant,
 }
 
-impl Shared {
+impl ClientTests {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -341,7 +343,7 @@ impl Shared {
 /// Hands a flow's end to its test when its thread ends, however it ends: a panic in the
 /// receive loop still gives back the flow's slot and its source's count.
 pub(super) struct FlowGuard<'a> {
-    pub(super) shared: &'a Shared,
+    pub(super) shared: &'a ClientTests,
     pub(super) joined: &'a Joined,
     pub(super) end: FlowEnd,
 }
@@ -354,7 +356,7 @@ impl Drop for FlowGuard<'_> {
 }
 
 impl<'a> FlowGuard<'a> {
-    pub(super) fn new(shared: &'a Shared, joined: &'a Joined) -> Self {
+    pub(super) fn new(shared: &'a ClientTests, joined: &'a Joined) -> Self {
         shared.pin();
         let end = FlowEnd { errors: vec!["the flow's thread failed (a panic)".into()], ..FlowEnd::default() };
         Self { shared, joined, end }

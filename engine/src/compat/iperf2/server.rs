@@ -20,7 +20,7 @@
 //! allows ([`Caps`]); running out of descriptors or threads anyway pauses accepting (or taking
 //! new UDP clients), said once, and never ends the serving.
 
-use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, State};
+use super::groups::{ClientTest, ClientTests, FlowEnd, FlowGuard, Joined, State};
 use super::receiver::{
     paused, refusal, sending_mode, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions,
 };
@@ -64,7 +64,7 @@ type Header = gate::Pending<Option<TcpHeaderWord>>;
 
 /// The serving loop's own state: the UDP listening socket, and the refusal log.
 struct Serving {
-    shared: Arc<Shared>,
+    shared: Arc<ClientTests>,
     udp: UdpIntake,
     refusals: RateLimit,
 }
@@ -206,7 +206,7 @@ impl Serving {
 
 /// Counts one TCP flow's bytes to EOF (the header's `prefix` included).
 fn receive_tcp(
-    shared: &Shared,
+    shared: &ClientTests,
     stream: TcpStream,
     test: &ClientTest,
     prefix: u64,
@@ -235,7 +235,7 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
     let udp_addr = udp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
     (events)(Iperf2Event::Listening { tcp: tcp_addr, udp: udp_addr, caps });
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ClientTests {
         opts,
         caps,
         kernel,

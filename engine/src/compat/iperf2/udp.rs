@@ -6,7 +6,7 @@
 //! new client in the microseconds between the two steps are lost to that client, as with
 //! `iperf -s -u`. Out of descriptors or threads, taking new clients pauses, said once.
 
-use super::groups::{ClientTest, FlowEnd, FlowGuard, Joined, Shared, REFUSED_MAX};
+use super::groups::{ClientTest, ClientTests, FlowEnd, FlowGuard, Joined, REFUSED_MAX};
 use super::receiver::Iperf2Event;
 use super::receiver::{paused, refusal, sending_mode};
 use crate::base::spec::Proto;
@@ -71,14 +71,14 @@ fn disconnect(socket: &UdpSocket) -> io::Result<()> {
 
 /// The UDP listening socket new clients arrive on, handed over to each new client.
 pub(super) struct UdpIntake {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ClientTests>,
     pub(super) socket: UdpSocket,
     addr: SocketAddr,
     pause: Pause,
 }
 
 impl UdpIntake {
-    pub(super) fn new(shared: Arc<Shared>, socket: UdpSocket, addr: SocketAddr) -> Self {
+    pub(super) fn new(shared: Arc<ClientTests>, socket: UdpSocket, addr: SocketAddr) -> Self {
         Self { shared, socket, addr, pause: Pause::default() }
     }
 
@@ -246,7 +246,7 @@ impl UdpIntake {
 
 /// Serves one UDP client port on the socket handed over to it (connected to that port).
 fn receive_udp(
-    shared: &Shared,
+    shared: &ClientTests,
     socket: UdpSocket,
     peer: SocketAddr,
     joined: &Joined,
