@@ -430,7 +430,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             iperf3_mode::send(&args, fast, stop)
         };
     }
-    let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
+    let run_test = xdp_mode::sender(args.engine, args.iface.clone(), args.gen)?;
     let len = args.len.unwrap_or(default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));

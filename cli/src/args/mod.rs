@@ -493,6 +493,11 @@ pub struct SendArgs {
     /// --engine xdp: egress interface [default: the route's to the target].
     #[arg(long)]
     pub iface: Option<String>,
+    /// --engine xdp: how frames are made. xsk: written into AF_XDP sockets' TX rings; live: by
+    /// an XDP program run on live frames (BPF_PROG_RUN, Linux 5.18+), out through the driver's
+    /// ndo_xdp_xmit with no skb (a veth peer needs an XDP program or GRO on).
+    #[arg(long, value_enum, default_value_t = XdpGenArg::Xsk)]
+    pub gen: XdpGenArg,
     #[command(flatten)]
     pub fast: FastPathArgs,
 }
@@ -644,6 +649,15 @@ pub enum Engine {
     Uring,
     /// AF_XDP sockets on NIC queues with uringbench's XDP program (UDP).
     Xdp,
+}
+
+/// How `send --engine xdp` makes its frames.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpGenArg {
+    /// Written into AF_XDP sockets' UMEMs, sent through their TX rings.
+    Xsk,
+    /// Made by an XDP program run on live frames (BPF_PROG_RUN), sent through ndo_xdp_xmit.
+    Live,
 }
 
 /// Where the receiver's XDP program runs.

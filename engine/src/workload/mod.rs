@@ -9,4 +9,5 @@ pub mod search;
 pub mod stream;
 pub mod sweep;
 pub mod udp_stream;
+pub mod xdp_live;
 pub mod xdp_stream;

@@ -25,15 +25,17 @@ use crate::runtime::placement::Placement;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
-use crate::session::test_side::{SideEnd, SideProbes, TestSide};
+use crate::session::test_side::{SideEnd, SideProbes, SideRun, TestSide};
 use crate::sys::hostinfo::{self, neigh};
+use crate::sys::xdp::live_frames::LiveFrames;
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
 use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow, XdpRecvResult};
-use crate::transport::xdp::send::{self as xsend, XdpSendConfig, XdpSendFlow, XdpSendQueue};
+use crate::transport::xdp::send::{self as xsend, XdpFlowSent, XdpSendConfig, XdpSendFlow, XdpSendQueue};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
 use crate::wire::frame::{self, FlowAddrs, FrameTemplate};
+use crate::workload::xdp_live;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,6 +48,20 @@ pub struct XdpOptions {
     pub iface: Option<String>,
     /// Force native or generic mode for the receiver's program (default: native, else generic).
     pub program_mode: Option<AttachMode>,
+    /// How a sender makes its frames.
+    pub gen: XdpGen,
+}
+
+/// How `send --engine xdp` makes its frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum XdpGen {
+    /// Written into AF_XDP sockets' UMEMs and sent through their TX rings (zero-copy where
+    /// the driver has it).
+    #[default]
+    Xsk,
+    /// Made by an XDP program run on live frames (`BPF_PROG_RUN`), sent through the driver's
+    /// `ndo_xdp_xmit` ([`crate::workload::xdp_live`]).
+    Live,
 }
 
 /// Silence after the last FIN before the receiver calls the flows ended.
@@ -118,9 +134,14 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     let src_mac = neigh::interface_mac(&ifname)?;
     let next_hop = route.gateway.unwrap_or(target_ip);
     let dst_mac = neigh::resolve(next_hop, ifindex, &ifname, NEIGHBOUR_WAIT)?;
-    // Sockets open before the hello: a bad queue or a low memlock limit fails the command
-    // before the receiver starts anything.
-    let xsks: Vec<XskQueue> = (0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?;
+    // Sockets (or the generator) before the hello: a bad queue, a low memlock limit or a
+    // kernel without live frames fails the command before the receiver starts anything.
+    let engine = match xdp.gen {
+        XdpGen::Xsk => {
+            SendEngine::Xsk((0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?)
+        }
+        XdpGen::Live => SendEngine::Live(xdp_live::prepare(ifindex)?),
+    };
     // Source ports: reserved with ordinary sockets so no other program on this host gets them.
     let reserved: Vec<UdpSocket> = (0..spec.flows())
         .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("reserving a UDP source port", e)))
@@ -134,9 +155,32 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     }
     session.negotiate(spec, ports)?;
     let placement = session.placement.clone();
-    let half =
-        XdpSendHalf { spec, placement: &placement, xsks: Mutex::new(xsks), ifname, frame_len, _reserved: reserved };
-    run_stream(session, spec, &half, flows, observer)
+    match engine {
+        SendEngine::Xsk(xsks) => {
+            let half = XdpSendHalf {
+                spec,
+                placement: &placement,
+                xsks: Mutex::new(xsks),
+                ifname,
+                frame_len,
+                _reserved: reserved,
+            };
+            run_stream(session, spec, &half, flows, observer)
+        }
+        SendEngine::Live(gen) => {
+            let at = xdp_live::LiveOutput { ifname, ifindex, frame_len, ipv6: target_ip.is_ipv6() };
+            let half = xdp_live::LiveSendHalf::new(spec, &placement, gen, at, reserved)?;
+            run_stream(session, spec, &half, flows, observer)
+        }
+    }
+}
+
+/// What sends the frames, set up before the hello.
+enum SendEngine {
+    /// One AF_XDP socket per queue.
+    Xsk(Vec<XskQueue>),
+    /// The live-frames generator.
+    Live(Arc<LiveFrames>),
 }
 
 /// The AF_XDP engine's sending half: its sockets, opened before the hello, and the flows'
@@ -169,12 +213,11 @@ fn xdp_send_side(
     live: &dyn Live,
 ) -> Result<SideReport> {
     let (spec, placement) = (h.spec, h.placement);
-    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
-    for (_, flow) in flows {
-        per_queue[flow.queue as usize].push(flow);
-    }
-    let items: Vec<(u32, XdpSendQueue)> =
-        xsks.into_iter().zip(per_queue).map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows })).collect();
+    let items: Vec<(u32, XdpSendQueue)> = xsks
+        .into_iter()
+        .zip(flows_by_queue(spec, flows))
+        .map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows }))
+        .collect();
     let total_flows = u64::from(spec.flows().max(1));
     let side = TestSide::new(Role::Sender, spec, placement, live);
     let input = |(_, queues): (u32, Vec<XdpSendQueue>)| {
@@ -196,10 +239,6 @@ fn xdp_send_side(
     let probes = SideProbes { iface: Some(&h.ifname), ..SideProbes::default() };
     let run = side.run(threads, t0, probes, SideEnd::AtDeadline)?;
     let results = &run.results;
-    let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
-    let outcomes: Vec<FlowOutcome> =
-        flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = side.report(&run, &outcomes);
     let mut figures = XdpFigures {
         interface: h.ifname.clone(),
         nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
@@ -217,10 +256,34 @@ fn xdp_send_side(
         figures.sockets.add(&r.sockets);
     }
     figures.notes = first_seen(results.iter().flat_map(|r| r.notes.iter().cloned()));
+    let flows: Vec<&XdpFlowSent> = results.iter().flat_map(|r| r.flows.iter()).collect();
+    Ok(sender_report(&side, &run, &flows, figures, spec.len))
+}
+
+/// A sender's flows grouped by the test queue they are counted under (one list per queue).
+pub(crate) fn flows_by_queue(spec: &TestSpec, flows: Vec<Indexed<XdpSendFlow>>) -> Vec<Vec<XdpSendFlow>> {
+    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
+    for (_, flow) in flows {
+        per_queue[flow.queue as usize].push(flow);
+    }
+    per_queue
+}
+
+/// The report of an AF_XDP-engine sending side: what its flows sent, beside `figures`.
+pub(crate) fn sender_report<R>(
+    side: &TestSide,
+    run: &SideRun<R>,
+    flows: &[&XdpFlowSent],
+    figures: XdpFigures,
+    len: u32,
+) -> SideReport {
+    let outcomes: Vec<FlowOutcome> =
+        flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
+    let mut sender = side.report(run, &outcomes);
     sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
     sender.xdp = Some(figures);
-    sender.set_data_path(DataPath::XdpSend { len: spec.len });
-    Ok(sender)
+    sender.set_data_path(DataPath::XdpSend { len });
+    sender
 }
 
 /// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its

@@ -1,4 +1,5 @@
 //! AF_XDP plumbing: the steering program and the XSK sockets with their UMEM rings.
 
+pub mod live_frames;
 pub mod program;
 pub mod socket;

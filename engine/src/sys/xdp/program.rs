@@ -108,7 +108,8 @@ fn possible_cpus() -> Result<usize> {
 pub(crate) struct XdpProgram {
     /// The BPF link: closing it detaches the program. Always `Some` until dropped.
     link: Option<OwnedFd>,
-    object: *mut sys::bpf_object,
+    /// Dropped after the link (fields drop in order): the maps outlive the attachment.
+    _object: LoadedObject,
     xsks_fd: RawFd,
     counters_fd: RawFd,
     pub ifname: String,
@@ -117,34 +118,96 @@ pub(crate) struct XdpProgram {
     pub note: Option<String>,
 }
 
-// SAFETY: the object pointer is only used to close it in Drop, and the map fds are plain
-// integers: nothing in libbpf's object is touched from two threads.
-unsafe impl Send for XdpProgram {}
-// SAFETY: shared use only reads and updates maps through their fds (syscalls).
-unsafe impl Sync for XdpProgram {}
+/// One embedded BPF object, loaded into the kernel; closed (program and maps freed unless
+/// something else holds them) when dropped.
+pub(crate) struct LoadedObject {
+    object: *mut sys::bpf_object,
+    /// The descriptor of the object's program.
+    pub prog_fd: RawFd,
+}
 
-impl Drop for XdpProgram {
+// SAFETY: the object pointer is only used to find maps right after loading and to close it in
+// Drop; everything else goes through plain descriptors (syscalls).
+unsafe impl Send for LoadedObject {}
+// SAFETY: as for Send: shared use only reads the descriptors.
+unsafe impl Sync for LoadedObject {}
+
+impl Drop for LoadedObject {
     fn drop(&mut self) {
-        // Closing the link detaches the program: do it before the object (maps, program) goes.
-        drop(self.link.take());
         // SAFETY: `object` came from bpf_object__open_mem and is closed exactly once.
         unsafe { sys::bpf_object__close(self.object) };
     }
 }
 
-fn map_fd(object: *mut sys::bpf_object, name: &str) -> Result<RawFd> {
-    let c = CString::new(name).expect("map names have no NUL");
-    // SAFETY: a loaded object and a NUL-terminated name.
-    let map = unsafe { sys::bpf_object__find_map_by_name(object, c.as_ptr()) };
-    // SAFETY: map is non-null (checked before use) and belongs to the loaded object.
-    let fd = if map.is_null() { -1 } else { unsafe { sys::bpf_map__fd(map) } };
-    if fd < 0 {
-        return Err(Error::unsupported(format!("the embedded XDP program has no map '{name}' (a build problem)")));
+impl LoadedObject {
+    /// Opens `image` (an ELF object built by `engine/build.rs`), loads it and finds `program`.
+    pub(crate) fn load(image: &'static [u8], program: &str) -> Result<Self> {
+        silence_library_logs();
+        // SAFETY: `image` is a valid ELF image that outlives the call (libbpf copies it).
+        let object = unsafe { sys::bpf_object__open_mem(image.as_ptr().cast(), image.len(), std::ptr::null()) };
+        if object.is_null() {
+            return Err(Error::unsupported(format!(
+                "opening the embedded BPF program '{program}' failed: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // From here Drop closes the object on every early return.
+        let mut loaded = Self { object, prog_fd: -1 };
+        // SAFETY: a freshly opened object.
+        let rc = unsafe { sys::bpf_object__load(object) };
+        if rc != 0 {
+            return Err(load_error(errno_of(rc)));
+        }
+        let name = CString::new(program).expect("program names have no NUL");
+        // SAFETY: a loaded object and a NUL-terminated name.
+        let prog = unsafe { sys::bpf_object__find_program_by_name(object, name.as_ptr()) };
+        // SAFETY: prog checked non-null first.
+        loaded.prog_fd = if prog.is_null() { -1 } else { unsafe { sys::bpf_program__fd(prog) } };
+        if loaded.prog_fd < 0 {
+            return Err(Error::unsupported(format!(
+                "the embedded BPF object has no program '{program}' (a build problem)"
+            )));
+        }
+        Ok(loaded)
     }
-    Ok(fd)
+
+    /// The descriptor of map `name`.
+    pub(crate) fn map_fd(&self, name: &str) -> Result<RawFd> {
+        let c = CString::new(name).expect("map names have no NUL");
+        // SAFETY: a loaded object and a NUL-terminated name.
+        let map = unsafe { sys::bpf_object__find_map_by_name(self.object, c.as_ptr()) };
+        // SAFETY: map is non-null (checked before use) and belongs to the loaded object.
+        let fd = if map.is_null() { -1 } else { unsafe { sys::bpf_map__fd(map) } };
+        if fd < 0 {
+            return Err(Error::unsupported(format!("the embedded BPF object has no map '{name}' (a build problem)")));
+        }
+        Ok(fd)
+    }
 }
 
-fn errno_of(rc: c_int) -> std::io::Error {
+/// Writes `value` at `key` of the map behind `fd`; the error says what was being done.
+pub(crate) fn map_update<K, V>(fd: RawFd, key: &K, value: &V, what: &str) -> Result<()> {
+    // SAFETY: the caller's K and V are the map's key and value types (plain data of the
+    // sizes the map was created with).
+    let rc = unsafe { sys::bpf_map_update_elem(fd, (key as *const K).cast(), (value as *const V).cast(), 0) };
+    if rc != 0 {
+        return Err(Error::unsupported(format!("{what}: {}", errno_of(rc))));
+    }
+    Ok(())
+}
+
+/// Reads the value at `key` of the map behind `fd` (of a map whose values are not per-CPU).
+pub(crate) fn map_lookup<K, V: Default>(fd: RawFd, key: &K, what: &str) -> Result<V> {
+    let mut value = V::default();
+    // SAFETY: as for map_update; the kernel writes one V.
+    let rc = unsafe { sys::bpf_map_lookup_elem(fd, (key as *const K).cast(), (&mut value as *mut V).cast()) };
+    if rc != 0 {
+        return Err(Error::unsupported(format!("{what}: {}", errno_of(rc))));
+    }
+    Ok(value)
+}
+
+pub(crate) fn errno_of(rc: c_int) -> std::io::Error {
     if rc < 0 {
         std::io::Error::from_raw_os_error(-rc)
     } else {
@@ -169,55 +232,15 @@ impl XdpProgram {
         ports: std::ops::RangeInclusive<u16>,
         force: Option<AttachMode>,
     ) -> Result<Self> {
-        silence_library_logs();
         let ifindex = ifindex(ifname)?;
-        // SAFETY: OBJECT is a valid ELF image that outlives the call (libbpf copies it).
-        let object = unsafe { sys::bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
-        if object.is_null() {
-            return Err(Error::unsupported(format!(
-                "opening the embedded XDP program failed: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // From here `guard` closes the object on every early return.
-        struct ObjectGuard(*mut sys::bpf_object);
-        impl Drop for ObjectGuard {
-            fn drop(&mut self) {
-                if !self.0.is_null() {
-                    // SAFETY: the pointer came from bpf_object__open_mem and is closed once.
-                    unsafe { sys::bpf_object__close(self.0) };
-                }
-            }
-        }
-        let mut guard = ObjectGuard(object);
-        // SAFETY: a freshly opened object.
-        let rc = unsafe { sys::bpf_object__load(object) };
-        if rc != 0 {
-            return Err(load_error(errno_of(rc)));
-        }
-        let name = CString::new("uringbench_xdp").expect("no NUL");
-        // SAFETY: a loaded object and a NUL-terminated name.
-        let prog = unsafe { sys::bpf_object__find_program_by_name(object, name.as_ptr()) };
-        // SAFETY: prog checked non-null first.
-        let prog_fd = if prog.is_null() { -1 } else { unsafe { sys::bpf_program__fd(prog) } };
-        if prog_fd < 0 {
-            return Err(Error::unsupported(
-                "the embedded XDP object has no program 'uringbench_xdp' (a build problem)",
-            ));
-        }
-        let xsks_fd = map_fd(object, "xsks")?;
-        let counters_fd = map_fd(object, "counters")?;
-        let steer_fd = map_fd(object, "steer")?;
+        let object = LoadedObject::load(OBJECT, "uringbench_xdp")?;
+        let prog_fd = object.prog_fd;
+        let xsks_fd = object.map_fd("xsks")?;
+        let counters_fd = object.map_fd("counters")?;
+        let steer_fd = object.map_fd("steer")?;
+        // The steer map has u32 keys and 4-byte values (two u16, host order).
         let config: [u16; 2] = [*ports.start(), *ports.end()];
-        let key: u32 = 0;
-        // SAFETY: the steer map has u32 keys and 4-byte values (two u16, host order).
-        let rc = unsafe { sys::bpf_map_update_elem(steer_fd, (&key as *const u32).cast(), config.as_ptr().cast(), 0) };
-        if rc != 0 {
-            return Err(Error::unsupported(format!(
-                "configuring the XDP program's port range failed: {}",
-                errno_of(rc)
-            )));
-        }
+        map_update(steer_fd, &0u32, &config, "configuring the XDP program's port range failed")?;
 
         let modes: &[AttachMode] = match force {
             Some(AttachMode::Native) => &[AttachMode::Native],
@@ -237,10 +260,9 @@ impl XdpProgram {
             if fd >= 0 {
                 // SAFETY: bpf_link_create returned a new descriptor we now own.
                 let link = unsafe { OwnedFd::from_raw_fd(fd) };
-                guard.0 = std::ptr::null_mut();
                 return Ok(Self {
                     link: Some(link),
-                    object,
+                    _object: object,
                     xsks_fd,
                     counters_fd,
                     ifname: ifname.to_string(),
@@ -283,18 +305,13 @@ impl XdpProgram {
                 "receive queue {queue} is beyond the {MAX_QUEUES} queues the XDP program serves"
             )));
         }
-        let value: u32 = socket_fd as u32;
-        // SAFETY: the XSKMAP has u32 keys and u32 (socket fd) values.
-        let rc = unsafe {
-            sys::bpf_map_update_elem(self.xsks_fd, (&queue as *const u32).cast(), (&value as *const u32).cast(), 0)
-        };
-        if rc != 0 {
-            return Err(Error::unsupported(format!(
-                "registering the AF_XDP socket of queue {queue}: {}",
-                errno_of(rc)
-            )));
-        }
-        Ok(())
+        // The XSKMAP has u32 keys and u32 (socket fd) values.
+        map_update(
+            self.xsks_fd,
+            &queue,
+            &(socket_fd as u32),
+            &format!("registering the AF_XDP socket of queue {queue}"),
+        )
     }
 
     /// The program's counters for queues `0..queues`, summed over CPUs.

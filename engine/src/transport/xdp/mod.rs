@@ -1,4 +1,5 @@
 //! AF_XDP loops: send and receive over XSK rings.
 
+pub mod live_gen;
 pub mod recv;
 pub mod send;
