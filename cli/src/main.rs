@@ -331,7 +331,8 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             args::Placement::Cpus => uringbench::PlacementMode::Cpus,
         }),
     };
-    let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
+    let workloads =
+        Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode, args.xdp_count)? };
     let listener = uringbench::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
         let line = match event {

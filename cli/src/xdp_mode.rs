@@ -1,26 +1,35 @@
 //! `--engine xdp` on `send` and `recv`: the options that choose the AF_XDP engine and its
 //! interface, turned into the engine's [`XdpOptions`].
 
-pub use crate::args::{Engine, XdpGenArg, XdpModeArg};
+pub use crate::args::{Engine, XdpCountArg, XdpGenArg, XdpModeArg};
 use std::sync::Arc;
 use uringbench::{
-    run_send_live, run_send_xdp, AttachMode, Error, Observer, SendOptions, StreamReport, XdpGen, XdpOptions,
+    run_send_live, run_send_xdp, AttachMode, Error, Observer, SendOptions, StreamReport, XdpCount, XdpGen, XdpOptions,
 };
 
 /// The receiver's AF_XDP options, or `None` for the socket engine.
-pub fn recv_options(engine: Engine, iface: Option<String>, mode: XdpModeArg) -> Result<Option<XdpOptions>, Error> {
+pub fn recv_options(
+    engine: Engine,
+    iface: Option<String>,
+    mode: XdpModeArg,
+    count: XdpCountArg,
+) -> Result<Option<XdpOptions>, Error> {
     if engine == Engine::Uring {
-        if iface.is_some() || mode != XdpModeArg::Auto {
-            return Err(Error::usage("--iface and --xdp-mode apply to --engine xdp"));
+        if iface.is_some() || mode != XdpModeArg::Auto || count != XdpCountArg::Sockets {
+            return Err(Error::usage("--iface, --xdp-mode and --xdp-count apply to --engine xdp"));
         }
         return Ok(None);
     }
+    let count = match count {
+        XdpCountArg::Sockets => XdpCount::Sockets,
+        XdpCountArg::Kernel => XdpCount::Kernel,
+    };
     let program_mode = match mode {
         XdpModeArg::Auto => None,
         XdpModeArg::Native => Some(AttachMode::Native),
         XdpModeArg::Generic => Some(AttachMode::Generic),
     };
-    Ok(Some(XdpOptions { iface, program_mode, gen: XdpGen::Xsk }))
+    Ok(Some(XdpOptions { iface, program_mode, gen: XdpGen::Xsk, count }))
 }
 
 /// Runs one send test, telling the observer of its progress.
@@ -37,7 +46,7 @@ pub fn sender(engine: Engine, iface: Option<String>, gen: XdpGenArg) -> Result<S
                 XdpGenArg::Xsk => XdpGen::Xsk,
                 XdpGenArg::Live => XdpGen::Live,
             };
-            let xdp = XdpOptions { iface, program_mode: None, gen };
+            let xdp = XdpOptions { iface, program_mode: None, gen, count: XdpCount::Sockets };
             Ok(Box::new(move |opts: &SendOptions, observer| run_send_xdp(opts, &xdp, observer)))
         }
     }

@@ -367,6 +367,11 @@ pub struct RecvArgs {
     /// --engine xdp: where the program runs (auto: native, else generic).
     #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
     pub xdp_mode: XdpModeArg,
+    /// --engine xdp: where frames are accounted. sockets: AF_XDP sockets, every frame checked
+    /// in user space; kernel: the XDP program tracks each flow's sequence numbers itself and
+    /// drops the frames (the fastest; UDP checksums are not verified).
+    #[arg(long, value_enum, default_value_t = XdpCountArg::Sockets)]
+    pub xdp_count: XdpCountArg,
     /// Zero-copy receive (io_uring RECV_ZC) from NIC queue QUEUE.. of IFACE, one queue per
     /// thread; needs header split and flow steering (refused with what is missing).
     #[arg(long, value_name = "IFACE[:QUEUE]")]
@@ -658,6 +663,15 @@ pub enum XdpGenArg {
     Xsk,
     /// Made by an XDP program run on live frames (BPF_PROG_RUN), sent through ndo_xdp_xmit.
     Live,
+}
+
+/// Where `recv --engine xdp` accounts the frames.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpCountArg {
+    /// In user space, from AF_XDP sockets.
+    Sockets,
+    /// In the XDP program, which drops the frames.
+    Kernel,
 }
 
 /// Where the receiver's XDP program runs.

@@ -27,9 +27,11 @@ use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, SideRun, TestSide};
 use crate::sys::hostinfo::{self, neigh};
+use crate::sys::xdp::kernel_count::KernelFlows;
 use crate::sys::xdp::live_frames::LiveFrames;
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
+use crate::transport::xdp::kernel_watch;
 use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow, XdpRecvResult};
 use crate::transport::xdp::send::{self as xsend, XdpFlowSent, XdpSendConfig, XdpSendFlow, XdpSendQueue};
 use crate::transport::FlowOutcome;
@@ -50,6 +52,18 @@ pub struct XdpOptions {
     pub program_mode: Option<AttachMode>,
     /// How a sender makes its frames.
     pub gen: XdpGen,
+    /// Where a receiver accounts the frames.
+    pub count: XdpCount,
+}
+
+/// Where `recv --engine xdp` accounts the test's frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum XdpCount {
+    /// In user space, from AF_XDP sockets (every frame checked, checksums included).
+    #[default]
+    Sockets,
+    /// In the XDP program itself, which drops the frames ([`crate::transport::xdp::kernel_watch`]).
+    Kernel,
 }
 
 /// How `send --engine xdp` makes its frames.
@@ -306,7 +320,13 @@ impl XdpReception {
             Some(i) => i.clone(),
             None => hostinfo::route_to(peer)?.ifname,
         };
-        let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode)?;
+        if xdp.count == XdpCount::Kernel {
+            let kernel = KernelFlows { peer, ports: udp_ports.to_vec() };
+            let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode, Some(&kernel))?;
+            let flows = udp_ports.iter().map(|&p| (peer, p)).collect();
+            return Ok(Self { program, xsks: Vec::new(), flows, port });
+        }
+        let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode, None)?;
         let nq = program::queue_count(&ifname, "rx").max(1);
         if nq > program::MAX_QUEUES {
             return Err(Error::unsupported(format!(
@@ -385,7 +405,7 @@ impl XdpReception {
         };
         let mut live: Vec<LiveStats> = Vec::new();
         // Every thread watches every flow; each flow's figures come from the threads that saw it.
-        let input = |(_, queues): (u32, Vec<XskQueue>)| {
+        let mut input = |(_, queues): (u32, Vec<XskQueue>)| {
             let thread_flows: Vec<XdpRecvFlow> = flows
                 .iter()
                 .enumerate()
@@ -397,10 +417,21 @@ impl XdpReception {
                 .collect();
             (queues, thread_flows)
         };
-        // NIC queue q is served by the thread of test queue q mod queues.
-        let items = xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect();
-        let threads =
-            side.spawn(items, input, move |(queues, flows), counters| Ok(xrecv::run(queues, &flows, counters, &cfg)))?;
+        let threads = match program.kernel_flows_fd() {
+            // Counting in the kernel: one thread watches the program's trackers.
+            Some(kflows) => side.spawn(
+                vec![(0, ())],
+                |(q, _)| input((q, Vec::new())),
+                move |(_, flows), counters| Ok(kernel_watch::run(kflows, &flows, counters, &cfg)),
+            )?,
+            None => {
+                // NIC queue q is served by the thread of test queue q mod queues.
+                let items = xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect();
+                side.spawn(items, input, move |(queues, flows), counters| {
+                    Ok(xrecv::run(queues, &flows, counters, &cfg))
+                })?
+            }
+        };
         let t0 = Instant::now();
         // Detach first, then let the threads empty their rings: the program's `redirected`
         // then equals what the threads read plus what the sockets dropped, exactly.

@@ -15,7 +15,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::sys::netlink::{self, attrs, data_messages, find, genl_family, genl_request, push_attr, u64_at, Socket};
-use crate::sys::xdp::program::{errno_of, map_lookup, map_update, LoadedObject};
+use crate::sys::xdp::program::{errno_of, map_lookup, map_update, realtime_offset_ns, LoadedObject};
 use libxdp_sys as sys;
 
 /// The compiled program (see `engine/build.rs`).
@@ -91,22 +91,11 @@ pub(crate) struct LiveFrames {
     ifindex: u32,
 }
 
-/// CLOCK_REALTIME minus CLOCK_MONOTONIC (the program's clock), in nanoseconds.
-fn clock_offset() -> u64 {
-    let read = |clock| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes one timespec.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
-    };
-    (read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC)).max(0) as u64
-}
-
 impl LiveFrames {
     /// Loads the program for frames sent out of `ifindex` and runs the one-frame probe: an
     /// error that says so when the kernel has no live-frames mode.
     pub(crate) fn load(ifindex: u32) -> Result<Self> {
-        let object = LoadedObject::load(OBJECT, "uringbench_gen")?;
+        let object = LoadedObject::load(OBJECT, "uringbench_gen", &[])?;
         let slots_fd = object.map_fd("gen_slots")?;
         let flows_fd = object.map_fd("gen_flows")?;
         let gen = Self { object, slots_fd, flows_fd, ifindex };
@@ -142,7 +131,7 @@ impl LiveFrames {
             map_update(self.flows_fd, &i, &flow, "describing a flow to the XDP generator")?;
         }
         let value = GenSlot {
-            clock_offset: clock_offset(),
+            clock_offset: realtime_offset_ns(),
             first_flow,
             flows: flows.len() as u32,
             ipv6: u32::from(ipv6),

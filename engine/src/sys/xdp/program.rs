@@ -11,6 +11,7 @@
 //! mode is used, and [`XdpProgram::mode`] says which one the kernel accepted.
 
 use crate::base::error::{Error, Result};
+use crate::sys::xdp::kernel_count::{self, KernelFlows};
 use libxdp_sys as sys;
 use serde::{Deserialize, Serialize};
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -112,10 +113,34 @@ pub(crate) struct XdpProgram {
     _object: LoadedObject,
     xsks_fd: RawFd,
     counters_fd: RawFd,
+    /// The flow trackers, when the program counts in the kernel.
+    kflows_fd: Option<RawFd>,
     pub ifname: String,
     pub mode: AttachMode,
     /// Why generic mode was used, when it was.
     pub note: Option<String>,
+}
+
+/// `struct steer_config` of the C source.
+#[repr(C)]
+struct SteerConfig {
+    port_lo: u16,
+    port_hi: u16,
+    kernel_count: u32,
+    clock_offset: u64,
+    peer: [u32; 4],
+}
+
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC (BPF programs' clock), in nanoseconds: what a program
+/// adds to `bpf_ktime_get_ns()` for wall-clock time.
+pub(crate) fn realtime_offset_ns() -> u64 {
+    let read = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+    };
+    (read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC)).max(0) as u64
 }
 
 /// One embedded BPF object, loaded into the kernel; closed (program and maps freed unless
@@ -140,8 +165,9 @@ impl Drop for LoadedObject {
 }
 
 impl LoadedObject {
-    /// Opens `image` (an ELF object built by `engine/build.rs`), loads it and finds `program`.
-    pub(crate) fn load(image: &'static [u8], program: &str) -> Result<Self> {
+    /// Opens `image` (an ELF object built by `engine/build.rs`), sizes its maps named in
+    /// `sizes` (name, entries), loads it and finds `program`.
+    pub(crate) fn load(image: &'static [u8], program: &str, sizes: &[(&str, u32)]) -> Result<Self> {
         silence_library_logs();
         // SAFETY: `image` is a valid ELF image that outlives the call (libbpf copies it).
         let object = unsafe { sys::bpf_object__open_mem(image.as_ptr().cast(), image.len(), std::ptr::null()) };
@@ -153,6 +179,20 @@ impl LoadedObject {
         }
         // From here Drop closes the object on every early return.
         let mut loaded = Self { object, prog_fd: -1 };
+        for &(map, entries) in sizes {
+            let c = CString::new(map).expect("map names have no NUL");
+            // SAFETY: an opened, not yet loaded object and a NUL-terminated name.
+            let found = unsafe { sys::bpf_object__find_map_by_name(object, c.as_ptr()) };
+            let rc = if found.is_null() {
+                -libc::ENOENT
+            } else {
+                // SAFETY: a map of the opened object; resizing is allowed before the load.
+                unsafe { sys::bpf_map__set_max_entries(found, entries) }
+            };
+            if rc != 0 {
+                return Err(Error::unsupported(format!("sizing map '{map}' of '{program}': {}", errno_of(rc))));
+            }
+        }
         // SAFETY: a freshly opened object.
         let rc = unsafe { sys::bpf_object__load(object) };
         if rc != 0 {
@@ -227,20 +267,32 @@ fn load_error(err: std::io::Error) -> Error {
 impl XdpProgram {
     /// Loads the program, steers UDP to destination ports `ports` and attaches it to `ifname`:
     /// native mode first, generic if the driver refuses (or only `force`'s mode when given).
+    /// With `kernel`, the program accounts the test's flows itself and drops their frames
+    /// ([`kernel_count`]); no socket is needed.
     pub(crate) fn attach(
         ifname: &str,
         ports: std::ops::RangeInclusive<u16>,
         force: Option<AttachMode>,
+        kernel: Option<&KernelFlows>,
     ) -> Result<Self> {
         let ifindex = ifindex(ifname)?;
-        let object = LoadedObject::load(OBJECT, "uringbench_xdp")?;
+        let object = LoadedObject::load(OBJECT, "uringbench_xdp", &kernel_count::map_sizes(kernel))?;
         let prog_fd = object.prog_fd;
         let xsks_fd = object.map_fd("xsks")?;
         let counters_fd = object.map_fd("counters")?;
         let steer_fd = object.map_fd("steer")?;
-        // The steer map has u32 keys and 4-byte values (two u16, host order).
-        let config: [u16; 2] = [*ports.start(), *ports.end()];
+        let config = SteerConfig {
+            port_lo: *ports.start(),
+            port_hi: *ports.end(),
+            kernel_count: u32::from(kernel.is_some()),
+            clock_offset: realtime_offset_ns(),
+            peer: kernel.map_or([0; 4], |k| kernel_count::peer_words(k.peer)),
+        };
         map_update(steer_fd, &0u32, &config, "configuring the XDP program's port range failed")?;
+        let kflows_fd = match kernel {
+            Some(k) => Some(kernel_count::register_flows(&object, k)?),
+            None => None,
+        };
 
         let modes: &[AttachMode] = match force {
             Some(AttachMode::Native) => &[AttachMode::Native],
@@ -265,6 +317,7 @@ impl XdpProgram {
                     _object: object,
                     xsks_fd,
                     counters_fd,
+                    kflows_fd,
                     ifname: ifname.to_string(),
                     mode,
                     note: note.take(),
@@ -312,6 +365,12 @@ impl XdpProgram {
             &(socket_fd as u32),
             &format!("registering the AF_XDP socket of queue {queue}"),
         )
+    }
+
+    /// The flows' trackers' map ([`kernel_count::read`]), when the program counts in the
+    /// kernel; readable until the program is dropped.
+    pub(crate) fn kernel_flows_fd(&self) -> Option<RawFd> {
+        self.kflows_fd
     }
 
     /// The program's counters for queues `0..queues`, summed over CPUs.
