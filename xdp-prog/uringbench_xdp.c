@@ -97,12 +97,12 @@ struct kwin_word {
 struct kflow {
 	struct bpf_spin_lock lock;
 	__u32 pad;
-	__u64 highest;
 	__u64 received;
+	__u64 bytes;
+	__u64 highest;
 	__u64 out_of_order;
 	__u64 duplicates;
 	__u64 too_old;
-	__u64 bytes;
 	__u64 fin_seq;      /* lowest FIN sequence number seen, 0: none */
 	__u64 strangers;    /* test-port frames from this port but another address */
 	__u64 foreign;      /* too short for the sequence header, or id 0 */
