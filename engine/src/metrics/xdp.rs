@@ -73,7 +73,7 @@ impl XdpFigures {
         let bind = match self.bind {
             Some(BindMode::ZeroCopy) => "zero-copy",
             Some(BindMode::Copy) => "copy mode",
-            None => "no socket (live frames)",
+            None => "no socket",
         };
         let mut s = format!(
             "AF_XDP on {} queue{} {:?}: {mode}{bind}{}, {} B frames, {} frames",

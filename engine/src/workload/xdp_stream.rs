@@ -383,7 +383,8 @@ impl XdpReception {
     fn receive(self, spec: &TestSpec, placement: &Placement, ctl_live: &dyn Live) -> Result<SideReport> {
         let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
-        let nic_queues = xsks.len() as u32;
+        // Counting in the kernel binds no socket: the program's counters of every queue.
+        let nic_queues = if xsks.is_empty() { program::queue_count(&ifname, "rx").max(1) } else { xsks.len() as u32 };
         let side = TestSide::new(Role::Receiver, spec, placement, ctl_live);
         let fins: Arc<Vec<AtomicBool>> = Arc::new(flows.iter().map(|_| AtomicBool::new(false)).collect());
         let activity = Arc::new(AtomicU64::new(0));
