@@ -22,6 +22,8 @@ What it does
       (l) the live-frames generator into the same receiver: `send --engine xdp --gen live`
           (an XDP program run by BPF_PROG_RUN on live frames, out through the veth's
           ndo_xdp_xmit, no skb), `recv --engine xdp` (native);
+      (k) the live-frames generator into `recv --engine xdp --xdp-count kernel`: the receiver's
+          XDP program accounts every datagram itself and drops it (no socket);
       (p) with --prev-binary PATH and the tool `xdp-prev`: (x) with that build, to compare
           the XSK path against the previous build, interleaved;
       (b) uringbench --engine uring (default) --no-gso: io_uring, one datagram per send
@@ -76,10 +78,11 @@ uv.NS_RECV = uv.PAIR + "-b"
 uv.TOOLS["xdp"] = ("(x)", "uringbench --engine xdp")
 uv.TOOLS["xdpg"] = ("(g)", "uringbench --engine xdp, generic")
 uv.TOOLS["live"] = ("(l)", "uringbench --engine xdp --gen live")
+uv.TOOLS["livek"] = ("(k)", "--gen live, --xdp-count kernel")
 uv.TOOLS["xdp-prev"] = ("(p)", "previous build --engine xdp")
 
-TOOL_ORDER = ("xdp", "xdpg", "live", "nogso", "iperf2", "xdp-prev")
-XDP_TOOLS = ("xdp", "xdpg", "live", "xdp-prev")
+TOOL_ORDER = ("xdp", "xdpg", "live", "livek", "nogso", "iperf2", "xdp-prev")
+XDP_TOOLS = ("xdp", "xdpg", "live", "livek", "xdp-prev")
 MIN_FRAME_TARGET = 1.0  # M frames/s at 64-byte frames (issue 5)
 LIVE_FRAME_TARGET = 4.0  # M frames/s at 64-byte frames, sequence-exact (issue 29)
 RATIO_TARGET = 3.0  # xdp / iperf2 at 1470 bytes
@@ -91,8 +94,9 @@ def run_tool(args, tool, length, run, tmp):
     a.len = length
     a.rate_bps = None
     if tool in XDP_TOOLS:
-        a.ub_send_args = "--engine xdp" + (" --gen live" if tool == "live" else "")
-        a.ub_recv_args = "--engine xdp" + (" --xdp-mode generic" if tool == "xdpg" else "")
+        a.ub_send_args = "--engine xdp" + (" --gen live" if tool in ("live", "livek") else "")
+        a.ub_recv_args = "--engine xdp" + {"xdpg": " --xdp-mode generic",
+                                           "livek": " --xdp-count kernel"}.get(tool, "")
         res = uv.run_uringbench(a, tool, run, tmp)
     elif tool == "nogso":
         a.ub_send_args = ""
@@ -145,7 +149,7 @@ def targets(summary):
         small = summary.get(22, {}).get("tools", {}).get(tool)
         if small and small["mfps"]:
             m = small["mfps"]["median"]
-            want = LIVE_FRAME_TARGET if tool == "live" else MIN_FRAME_TARGET
+            want = LIVE_FRAME_TARGET if tool in ("live", "livek") else MIN_FRAME_TARGET
             lines.append("%s at 64-byte frames: %.3f M frames/s received (median) -- target >= %.1f M: %s"
                          % (name, m, want, "MET" if m >= want else "NOT MET"))
         big = summary.get(1470, {}).get("tools", {})

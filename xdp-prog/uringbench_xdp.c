@@ -20,7 +20,8 @@
  * Counting in the kernel (`recv --engine xdp --xdp-count kernel`, steer_config.kernel_count):
  * test frames are not redirected but accounted here and dropped, with the receiver's sequence
  * rules (engine/src/metrics/seq.rs) in each flow's entry of `kflows`:
- *   kflow_of  HASH, key = UDP source port (host order): the flow's index in kflows.
+ *   kflow_of  ARRAY, key = UDP source port (host order): 1 + the flow's index in kflows,
+ *             0 for a port that is no flow of the test (an array: no hashing per frame).
  *   kflows    ARRAY, key = flow index: its tracker, under a spin lock (a flow's frames may
  *             arrive on several CPUs).
  * The duplicate window is 1024 words of 64 sequence numbers, each tagged with the word of
@@ -113,8 +114,8 @@ struct kflow {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* sized by the loader to the test's flows */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* the loader makes it 65536 (every port) when counting */
 	__type(key, __u32);
 	__type(value, __u32);
 } kflow_of SEC(".maps");
@@ -146,10 +147,11 @@ static long (*bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *)BPF_FUNC_sp
 static __always_inline void kernel_count(struct udphdr *udp, void *end, struct steer_config *cfg, int from_peer)
 {
 	__u32 port = be16(udp->source);
-	__u32 *index = bpf_map_lookup_elem(&kflow_of, &port);
-	if (!index)
+	__u32 *slot = bpf_map_lookup_elem(&kflow_of, &port);
+	if (!slot || *slot == 0)
 		return; /* not a flow of the test: counted by the caller's queue counters only */
-	struct kflow *f = bpf_map_lookup_elem(&kflows, index);
+	__u32 index = *slot - 1;
+	struct kflow *f = bpf_map_lookup_elem(&kflows, &index);
 	if (!f)
 		return;
 	__u32 *hdr = (void *)(udp + 1);

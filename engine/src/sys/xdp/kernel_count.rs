@@ -1,6 +1,6 @@
 //! Counting in the kernel (`recv --engine xdp --xdp-count kernel`): the receiver's XDP program
 //! accounts each test datagram in its flow's tracker (`kflows`, found by source port through
-//! `kflow_of`) and drops it, so no frame is copied to user space. This module sizes and fills
+//! the array `kflow_of`, 1 + the flow's index per port) and drops it, so no frame is copied to user space. This module sizes and fills
 //! those maps and reads the trackers back; the rules are those of the user-space tracker
 //! (engine/src/metrics/seq.rs), turned into its figures by the caller.
 
@@ -65,10 +65,13 @@ pub(crate) struct KernelFlowCounts {
     pub jitter16_us: i64,
 }
 
-/// The sizes of the kernel-counting maps: one entry when the program does not count.
+/// The sizes of the kernel-counting maps: one entry each when the program does not count;
+/// else every port, and one tracker per flow.
 pub(crate) fn map_sizes(kernel: Option<&KernelFlows>) -> [(&'static str, u32); 2] {
-    let n = kernel.map_or(1, |k| k.ports.len().max(1)) as u32;
-    [("kflow_of", n), ("kflows", n)]
+    match kernel {
+        Some(k) => [("kflow_of", 1 << 16), ("kflows", k.ports.len().max(1) as u32)],
+        None => [("kflow_of", 1), ("kflows", 1)],
+    }
 }
 
 /// The sender's address as the program compares it (network-order words; IPv4 in the first).
@@ -94,8 +97,8 @@ pub(crate) fn register_flows(object: &LoadedObject, kernel: &KernelFlows) -> Res
         )));
     }
     let index_fd = object.map_fd("kflow_of")?;
-    for (i, &port) in (0u32..).zip(&kernel.ports) {
-        map_update(index_fd, &u32::from(port), &i, "registering a flow with the XDP program")?;
+    for (slot, &port) in (1u32..).zip(&kernel.ports) {
+        map_update(index_fd, &u32::from(port), &slot, "registering a flow with the XDP program")?;
     }
     object.map_fd("kflows")
 }
