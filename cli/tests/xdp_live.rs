@@ -179,3 +179,14 @@ fn counting_in_the_kernel_accounts_every_datagram_of_either_sender() {
     assert_eq!(received + u64_at(&doc, "/sum/receiver/lost"), sent, "sequence accounting: {}", doc["sum"]);
     recv.finish(Duration::from_secs(10));
 }
+
+#[test]
+fn the_new_options_outside_the_xdp_engine_are_one_line_errors() {
+    let run = |args: &[&str]| {
+        let mut c = std::process::Command::new(bin());
+        c.args(args);
+        run_bounded(c, Duration::from_secs(5)).0
+    };
+    one_line_error(&run(&["send", "-c", RECV_ADDR, "-u", "--gen", "live"]), 2, "--gen applies to --engine xdp");
+    one_line_error(&run(&["recv", "--xdp-count", "kernel"]), 2, "--xdp-count apply to --engine xdp");
+}
