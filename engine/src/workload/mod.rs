@@ -10,4 +10,5 @@ pub mod stream;
 pub mod sweep;
 pub mod udp_stream;
 pub mod xdp_live;
+pub mod xdp_sender;
 pub mod xdp_stream;

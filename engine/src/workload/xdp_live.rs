@@ -23,7 +23,7 @@ use crate::transport::xdp::live_gen::{self, LiveGenConfig, LiveSlot};
 use crate::transport::xdp::send::{XdpFlowSent, XdpSendFlow};
 use crate::uring::ring::WaitMode;
 use crate::wire::udp_payload::{WireTime, FIRST_SEQ};
-use crate::workload::xdp_stream::{flows_by_queue, sender_report};
+use crate::workload::xdp_sender::{flows_by_queue, sender_report};
 use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -92,7 +92,11 @@ impl<'a> LiveSendHalf<'a> {
             let Some(first) = flows.first() else { continue };
             let described: Vec<LiveFlow> = flows
                 .iter()
-                .map(|f| LiveFlow { src_port: f.template.src_port(), checksum_base: f.template.checksum_base() })
+                .map(|f| LiveFlow {
+                    src_port: f.template.src_port(),
+                    first_seq: FIRST_SEQ,
+                    checksum_base: f.template.checksum_base(),
+                })
                 .collect();
             self.gen.configure_slot(queue, first_flow, &described, self.at.ipv6)?;
             // The template frame: the first flow's, numbered and stamped; the program rewrites

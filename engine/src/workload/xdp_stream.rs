@@ -25,7 +25,7 @@ use crate::runtime::placement::Placement;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
-use crate::session::test_side::{SideEnd, SideProbes, SideRun, TestSide};
+use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::kernel_count::KernelFlows;
 use crate::sys::xdp::live_frames::LiveFrames;
@@ -38,6 +38,7 @@ use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
 use crate::wire::frame::{self, FlowAddrs, FrameTemplate};
 use crate::workload::xdp_live;
+use crate::workload::xdp_sender::{flows_by_queue, sender_report};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -272,32 +273,6 @@ fn xdp_send_side(
     figures.notes = first_seen(results.iter().flat_map(|r| r.notes.iter().cloned()));
     let flows: Vec<&XdpFlowSent> = results.iter().flat_map(|r| r.flows.iter()).collect();
     Ok(sender_report(&side, &run, &flows, figures, spec.len))
-}
-
-/// A sender's flows grouped by the test queue they are counted under (one list per queue).
-pub(crate) fn flows_by_queue(spec: &TestSpec, flows: Vec<Indexed<XdpSendFlow>>) -> Vec<Vec<XdpSendFlow>> {
-    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
-    for (_, flow) in flows {
-        per_queue[flow.queue as usize].push(flow);
-    }
-    per_queue
-}
-
-/// The report of an AF_XDP-engine sending side: what its flows sent, beside `figures`.
-pub(crate) fn sender_report<R>(
-    side: &TestSide,
-    run: &SideRun<R>,
-    flows: &[&XdpFlowSent],
-    figures: XdpFigures,
-    len: u32,
-) -> SideReport {
-    let outcomes: Vec<FlowOutcome> =
-        flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = side.report(run, &outcomes);
-    sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
-    sender.xdp = Some(figures);
-    sender.set_data_path(DataPath::XdpSend { len });
-    sender
 }
 
 /// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its

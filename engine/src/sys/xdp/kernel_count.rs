@@ -5,7 +5,7 @@
 //! (engine/src/metrics/seq.rs), turned into its figures by the caller.
 
 use crate::base::error::{Error, Result};
-use crate::sys::xdp::program::{errno_of, map_update, LoadedObject};
+use crate::sys::xdp::bpf_object::{errno_of, map_update, LoadedObject};
 use libxdp_sys as sys;
 use std::net::IpAddr;
 use std::os::fd::RawFd;

@@ -15,7 +15,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::sys::netlink::{self, attrs, data_messages, find, genl_family, genl_request, push_attr, u64_at, Socket};
-use crate::sys::xdp::program::{errno_of, map_lookup, map_update, realtime_offset_ns, LoadedObject};
+use crate::sys::xdp::bpf_object::{errno_of, map_lookup, map_update, realtime_offset_ns, LoadedObject};
 use libxdp_sys as sys;
 
 /// The compiled program (see `engine/build.rs`).
@@ -71,6 +71,8 @@ struct XdpMd {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LiveFlow {
     pub src_port: u16,
+    /// The sequence number of the flow's first datagram.
+    pub first_seq: u64,
     /// Ones'-complement sum of the pseudo-header, the UDP header and the zero filler
     /// ([`crate::wire::frame::FrameTemplate::checksum_base`]).
     pub checksum_base: u64,
@@ -122,12 +124,8 @@ impl LiveFrames {
             )));
         }
         for (i, f) in (first_flow..).zip(flows) {
-            let flow = GenFlow {
-                next_seq: crate::wire::udp_payload::FIRST_SEQ,
-                base_sum: f.checksum_base,
-                src_port: u32::from(f.src_port),
-                pad: 0,
-            };
+            let flow =
+                GenFlow { next_seq: f.first_seq, base_sum: f.checksum_base, src_port: u32::from(f.src_port), pad: 0 };
             map_update(self.flows_fd, &i, &flow, "describing a flow to the XDP generator")?;
         }
         let value = GenSlot {
