@@ -331,7 +331,8 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             args::Placement::Cpus => uringbench::PlacementMode::Cpus,
         }),
     };
-    let workloads = Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode)? };
+    let workloads =
+        Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode, args.xdp_count)? };
     let listener = uringbench::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
         let line = match event {
@@ -430,7 +431,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             iperf3_mode::send(&args, fast, stop)
         };
     }
-    let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
+    let run_test = xdp_mode::sender(args.engine, args.iface.clone(), args.gen)?;
     let len = args.len.unwrap_or(default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
         return Err(Error::usage(format!("--len {len} out of range")));

@@ -45,7 +45,7 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
 }
 
 pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
-    let run_test = xdp_mode::sender(args.engine, args.iface.clone())?;
+    let run_test = xdp_mode::sender(args.engine, args.iface.clone(), xdp_mode::XdpGenArg::Xsk)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
     let len = u32::try_from(len).map_err(|_| Error::usage(format!("--len {len} out of range")))?;

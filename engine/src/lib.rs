@@ -74,7 +74,7 @@ pub use crate::workload::http::{run_http, HttpOptions, HttpReport, DEFAULT_REQUE
 pub use crate::workload::receive::Workloads;
 pub use crate::workload::rr::{run_rr, run_rr_live};
 pub use crate::workload::stream::{run_send, run_send_live};
-pub use crate::workload::xdp_stream::{run_send_xdp, XdpOptions};
+pub use crate::workload::xdp_stream::{run_send_xdp, XdpCount, XdpGen, XdpOptions};
 
 // Another tool on the other end: iperf3 (`send --iperf3`: `iperf3_send`; `recv --iperf3`:
 // `iperf3_bind` + `iperf3_serve` with `PeerRecvOptions`) and NTttcp's no-sync mode.

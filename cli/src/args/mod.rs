@@ -367,6 +367,11 @@ pub struct RecvArgs {
     /// --engine xdp: where the program runs (auto: native, else generic).
     #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
     pub xdp_mode: XdpModeArg,
+    /// --engine xdp: where frames are accounted. sockets: AF_XDP sockets, every frame checked
+    /// in user space; kernel: the XDP program tracks each flow's sequence numbers itself and
+    /// drops the frames (the fastest; UDP checksums are not verified).
+    #[arg(long, value_enum, default_value_t = XdpCountArg::Sockets)]
+    pub xdp_count: XdpCountArg,
     /// Zero-copy receive (io_uring RECV_ZC) from NIC queue QUEUE.. of IFACE, one queue per
     /// thread; needs header split and flow steering (refused with what is missing).
     #[arg(long, value_name = "IFACE[:QUEUE]")]
@@ -493,6 +498,11 @@ pub struct SendArgs {
     /// --engine xdp: egress interface [default: the route's to the target].
     #[arg(long)]
     pub iface: Option<String>,
+    /// --engine xdp: how frames are made. xsk: written into AF_XDP sockets' TX rings; live: by
+    /// an XDP program run on live frames (BPF_PROG_RUN, Linux 5.18+), out through the driver's
+    /// ndo_xdp_xmit with no skb (a veth peer needs an XDP program or GRO on).
+    #[arg(long, value_enum, default_value_t = XdpGenArg::Xsk)]
+    pub gen: XdpGenArg,
     #[command(flatten)]
     pub fast: FastPathArgs,
 }
@@ -644,6 +654,24 @@ pub enum Engine {
     Uring,
     /// AF_XDP sockets on NIC queues with uringbench's XDP program (UDP).
     Xdp,
+}
+
+/// How `send --engine xdp` makes its frames.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpGenArg {
+    /// Written into AF_XDP sockets' UMEMs, sent through their TX rings.
+    Xsk,
+    /// Made by an XDP program run on live frames (BPF_PROG_RUN), sent through ndo_xdp_xmit.
+    Live,
+}
+
+/// Where `recv --engine xdp` accounts the frames.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum XdpCountArg {
+    /// In user space, from AF_XDP sockets.
+    Sockets,
+    /// In the XDP program, which drops the frames.
+    Kernel,
 }
 
 /// Where the receiver's XDP program runs.

@@ -73,13 +73,14 @@ impl XdpFigures {
         let bind = match self.bind {
             Some(BindMode::ZeroCopy) => "zero-copy",
             Some(BindMode::Copy) => "copy mode",
-            None => "unbound",
+            None => "no socket",
         };
         let mut s = format!(
-            "AF_XDP on {} queue{} {:?}: {mode}{bind}, need_wakeup, {} B frames, {} frames",
+            "AF_XDP on {} queue{} {:?}: {mode}{bind}{}, {} B frames, {} frames",
             self.interface,
             if self.nic_queues.len() == 1 { "" } else { "s" },
             self.nic_queues,
+            if self.need_wakeup { ", need_wakeup" } else { "" },
             self.frame_len,
             self.frames
         );

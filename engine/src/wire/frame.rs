@@ -133,6 +133,18 @@ impl FrameTemplate {
         Ok(Self { header: h, checksum_at, base_sum, payload_len })
     }
 
+    /// The sum each frame's UDP checksum starts from (pseudo-header, UDP header with a zero
+    /// checksum, zero filler): only the sequence header is added to it per frame, here or by
+    /// the XDP generator program.
+    pub(crate) fn checksum_base(&self) -> u64 {
+        self.base_sum
+    }
+
+    /// The flow's UDP source port.
+    pub(crate) fn src_port(&self) -> u16 {
+        u16::from_be_bytes([self.header[self.checksum_at - 6], self.header[self.checksum_at - 5]])
+    }
+
     /// Ethernet frame length (without the FCS the NIC adds).
     pub fn frame_len(&self) -> usize {
         self.header.len() + self.payload_len

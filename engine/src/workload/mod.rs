@@ -9,4 +9,6 @@ pub mod search;
 pub mod stream;
 pub mod sweep;
 pub mod udp_stream;
+pub mod xdp_live;
+pub mod xdp_sender;
 pub mod xdp_stream;

@@ -27,13 +27,18 @@ use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::hostinfo::{self, neigh};
+use crate::sys::xdp::kernel_count::KernelFlows;
+use crate::sys::xdp::live_frames::LiveFrames;
 use crate::sys::xdp::program::{self, AttachMode, XdpProgram};
 use crate::sys::xdp::socket::{self, XskQueue, MAX_FRAME_LEN};
+use crate::transport::xdp::kernel_watch;
 use crate::transport::xdp::recv::{self as xrecv, XdpRecvConfig, XdpRecvFlow, XdpRecvResult};
-use crate::transport::xdp::send::{self as xsend, XdpSendConfig, XdpSendFlow, XdpSendQueue};
+use crate::transport::xdp::send::{self as xsend, XdpFlowSent, XdpSendConfig, XdpSendFlow, XdpSendQueue};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
 use crate::wire::frame::{self, FlowAddrs, FrameTemplate};
+use crate::workload::xdp_live;
+use crate::workload::xdp_sender::{flows_by_queue, sender_report};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,6 +51,32 @@ pub struct XdpOptions {
     pub iface: Option<String>,
     /// Force native or generic mode for the receiver's program (default: native, else generic).
     pub program_mode: Option<AttachMode>,
+    /// How a sender makes its frames.
+    pub gen: XdpGen,
+    /// Where a receiver accounts the frames.
+    pub count: XdpCount,
+}
+
+/// Where `recv --engine xdp` accounts the test's frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum XdpCount {
+    /// In user space, from AF_XDP sockets (every frame checked, checksums included).
+    #[default]
+    Sockets,
+    /// In the XDP program itself, which drops the frames ([`crate::transport::xdp::kernel_watch`]).
+    Kernel,
+}
+
+/// How `send --engine xdp` makes its frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum XdpGen {
+    /// Written into AF_XDP sockets' UMEMs and sent through their TX rings (zero-copy where
+    /// the driver has it).
+    #[default]
+    Xsk,
+    /// Made by an XDP program run on live frames (`BPF_PROG_RUN`), sent through the driver's
+    /// `ndo_xdp_xmit` ([`crate::workload::xdp_live`]).
+    Live,
 }
 
 /// Silence after the last FIN before the receiver calls the flows ended.
@@ -118,9 +149,14 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     let src_mac = neigh::interface_mac(&ifname)?;
     let next_hop = route.gateway.unwrap_or(target_ip);
     let dst_mac = neigh::resolve(next_hop, ifindex, &ifname, NEIGHBOUR_WAIT)?;
-    // Sockets open before the hello: a bad queue or a low memlock limit fails the command
-    // before the receiver starts anything.
-    let xsks: Vec<XskQueue> = (0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?;
+    // Sockets (or the generator) before the hello: a bad queue, a low memlock limit or a
+    // kernel without live frames fails the command before the receiver starts anything.
+    let engine = match xdp.gen {
+        XdpGen::Xsk => {
+            SendEngine::Xsk((0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?)
+        }
+        XdpGen::Live => SendEngine::Live(xdp_live::prepare(ifindex)?),
+    };
     // Source ports: reserved with ordinary sockets so no other program on this host gets them.
     let reserved: Vec<UdpSocket> = (0..spec.flows())
         .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("reserving a UDP source port", e)))
@@ -134,9 +170,32 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
     }
     session.negotiate(spec, ports)?;
     let placement = session.placement.clone();
-    let half =
-        XdpSendHalf { spec, placement: &placement, xsks: Mutex::new(xsks), ifname, frame_len, _reserved: reserved };
-    run_stream(session, spec, &half, flows, observer)
+    match engine {
+        SendEngine::Xsk(xsks) => {
+            let half = XdpSendHalf {
+                spec,
+                placement: &placement,
+                xsks: Mutex::new(xsks),
+                ifname,
+                frame_len,
+                _reserved: reserved,
+            };
+            run_stream(session, spec, &half, flows, observer)
+        }
+        SendEngine::Live(gen) => {
+            let at = xdp_live::LiveOutput { ifname, ifindex, frame_len, ipv6: target_ip.is_ipv6() };
+            let half = xdp_live::LiveSendHalf::new(spec, &placement, gen, at, reserved)?;
+            run_stream(session, spec, &half, flows, observer)
+        }
+    }
+}
+
+/// What sends the frames, set up before the hello.
+enum SendEngine {
+    /// One AF_XDP socket per queue.
+    Xsk(Vec<XskQueue>),
+    /// The live-frames generator.
+    Live(Arc<LiveFrames>),
 }
 
 /// The AF_XDP engine's sending half: its sockets, opened before the hello, and the flows'
@@ -169,12 +228,11 @@ fn xdp_send_side(
     live: &dyn Live,
 ) -> Result<SideReport> {
     let (spec, placement) = (h.spec, h.placement);
-    let mut per_queue: Vec<Vec<XdpSendFlow>> = (0..spec.queues).map(|_| Vec::new()).collect();
-    for (_, flow) in flows {
-        per_queue[flow.queue as usize].push(flow);
-    }
-    let items: Vec<(u32, XdpSendQueue)> =
-        xsks.into_iter().zip(per_queue).map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows })).collect();
+    let items: Vec<(u32, XdpSendQueue)> = xsks
+        .into_iter()
+        .zip(flows_by_queue(spec, flows))
+        .map(|(xsk, flows)| (xsk.queue, XdpSendQueue { xsk, flows }))
+        .collect();
     let total_flows = u64::from(spec.flows().max(1));
     let side = TestSide::new(Role::Sender, spec, placement, live);
     let input = |(_, queues): (u32, Vec<XdpSendQueue>)| {
@@ -196,10 +254,6 @@ fn xdp_send_side(
     let probes = SideProbes { iface: Some(&h.ifname), ..SideProbes::default() };
     let run = side.run(threads, t0, probes, SideEnd::AtDeadline)?;
     let results = &run.results;
-    let flows: Vec<_> = results.iter().flat_map(|r| r.flows.iter()).collect();
-    let outcomes: Vec<FlowOutcome> =
-        flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.bytes, error: f.error.clone() }).collect();
-    let mut sender = side.report(&run, &outcomes);
     let mut figures = XdpFigures {
         interface: h.ifname.clone(),
         nic_queues: results.iter().flat_map(|r| r.nic_queues.iter().copied()).collect(),
@@ -217,10 +271,8 @@ fn xdp_send_side(
         figures.sockets.add(&r.sockets);
     }
     figures.notes = first_seen(results.iter().flat_map(|r| r.notes.iter().cloned()));
-    sender.udp = Some(UdpFigures { datagrams: flows.iter().map(|f| f.datagrams).sum(), ..UdpFigures::default() });
-    sender.xdp = Some(figures);
-    sender.set_data_path(DataPath::XdpSend { len: spec.len });
-    Ok(sender)
+    let flows: Vec<&XdpFlowSent> = results.iter().flat_map(|r| r.flows.iter()).collect();
+    Ok(sender_report(&side, &run, &flows, figures, spec.len))
 }
 
 /// A forward UDP test accepted by `recv --engine xdp`, with its program attached and its
@@ -243,7 +295,13 @@ impl XdpReception {
             Some(i) => i.clone(),
             None => hostinfo::route_to(peer)?.ifname,
         };
-        let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode)?;
+        if xdp.count == XdpCount::Kernel {
+            let kernel = KernelFlows { peer, ports: udp_ports.to_vec() };
+            let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode, Some(&kernel))?;
+            let flows = udp_ports.iter().map(|&p| (peer, p)).collect();
+            return Ok(Self { program, xsks: Vec::new(), flows, port });
+        }
+        let program = XdpProgram::attach(&ifname, port..=port, xdp.program_mode, None)?;
         let nq = program::queue_count(&ifname, "rx").max(1);
         if nq > program::MAX_QUEUES {
             return Err(Error::unsupported(format!(
@@ -300,7 +358,8 @@ impl XdpReception {
     fn receive(self, spec: &TestSpec, placement: &Placement, ctl_live: &dyn Live) -> Result<SideReport> {
         let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
-        let nic_queues = xsks.len() as u32;
+        // Counting in the kernel binds no socket: the program's counters of every queue.
+        let nic_queues = if xsks.is_empty() { program::queue_count(&ifname, "rx").max(1) } else { xsks.len() as u32 };
         let side = TestSide::new(Role::Receiver, spec, placement, ctl_live);
         let fins: Arc<Vec<AtomicBool>> = Arc::new(flows.iter().map(|_| AtomicBool::new(false)).collect());
         let activity = Arc::new(AtomicU64::new(0));
@@ -322,7 +381,7 @@ impl XdpReception {
         };
         let mut live: Vec<LiveStats> = Vec::new();
         // Every thread watches every flow; each flow's figures come from the threads that saw it.
-        let input = |(_, queues): (u32, Vec<XskQueue>)| {
+        let mut input = |(_, queues): (u32, Vec<XskQueue>)| {
             let thread_flows: Vec<XdpRecvFlow> = flows
                 .iter()
                 .enumerate()
@@ -334,10 +393,21 @@ impl XdpReception {
                 .collect();
             (queues, thread_flows)
         };
-        // NIC queue q is served by the thread of test queue q mod queues.
-        let items = xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect();
-        let threads =
-            side.spawn(items, input, move |(queues, flows), counters| Ok(xrecv::run(queues, &flows, counters, &cfg)))?;
+        let threads = match program.kernel_flows_fd() {
+            // Counting in the kernel: one thread watches the program's trackers.
+            Some(kflows) => side.spawn(
+                vec![(0, ())],
+                |(q, _)| input((q, Vec::new())),
+                move |(_, flows), counters| Ok(kernel_watch::run(kflows, &flows, counters, &cfg)),
+            )?,
+            None => {
+                // NIC queue q is served by the thread of test queue q mod queues.
+                let items = xsks.into_iter().map(|x| (x.queue % spec.queues, x)).collect();
+                side.spawn(items, input, move |(queues, flows), counters| {
+                    Ok(xrecv::run(queues, &flows, counters, &cfg))
+                })?
+            }
+        };
         let t0 = Instant::now();
         // Detach first, then let the threads empty their rings: the program's `redirected`
         // then equals what the threads read plus what the sockets dropped, exactly.

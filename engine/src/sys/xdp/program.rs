@@ -11,11 +11,12 @@
 //! mode is used, and [`XdpProgram::mode`] says which one the kernel accepted.
 
 use crate::base::error::{Error, Result};
+use crate::sys::xdp::bpf_object::{errno_of, load_error, map_update, realtime_offset_ns, LoadedObject};
+use crate::sys::xdp::kernel_count::{self, KernelFlows};
 use libxdp_sys as sys;
 use serde::{Deserialize, Serialize};
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_int, CString};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::sync::Once;
 
 /// The compiled program (see `engine/build.rs`).
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/uringbench_xdp.o"));
@@ -45,30 +46,6 @@ pub struct SteerCounters {
     pub passed: u64,
     /// Test frames dropped because no socket was bound on their queue.
     pub dropped: u64,
-}
-
-/// libbpf and libxdp print diagnostics on stderr by default. uringbench reports one line per
-/// error itself, from the return codes, so their output is silenced once per process.
-fn silence_library_logs() {
-    static ONCE: Once = Once::new();
-    extern "C" {
-        // From libbpf (linked statically by libxdp-sys), not in its generated bindings. The
-        // callback's last argument is a `va_list`, which is passed as a pointer on the
-        // targets we build for; our callback never reads it.
-        fn libbpf_set_print(f: Option<unsafe extern "C" fn(c_int, *const c_char, *mut c_void) -> c_int>)
-            -> *mut c_void;
-    }
-    unsafe extern "C" fn quiet(_level: c_int, _fmt: *const c_char, _args: *mut c_void) -> c_int {
-        0
-    }
-    ONCE.call_once(|| {
-        // SAFETY: both setters only store the function pointer; `quiet` ignores its arguments
-        // and lives for the whole program.
-        unsafe {
-            libbpf_set_print(Some(quiet));
-            sys::libxdp_set_print(None);
-        }
-    });
 }
 
 /// Interface index of `name`, or an error that says how to list interfaces.
@@ -108,116 +85,57 @@ fn possible_cpus() -> Result<usize> {
 pub(crate) struct XdpProgram {
     /// The BPF link: closing it detaches the program. Always `Some` until dropped.
     link: Option<OwnedFd>,
-    object: *mut sys::bpf_object,
+    /// Dropped after the link (fields drop in order): the maps outlive the attachment.
+    _object: LoadedObject,
     xsks_fd: RawFd,
     counters_fd: RawFd,
+    /// The flow trackers, when the program counts in the kernel.
+    kflows_fd: Option<RawFd>,
     pub ifname: String,
     pub mode: AttachMode,
     /// Why generic mode was used, when it was.
     pub note: Option<String>,
 }
 
-// SAFETY: the object pointer is only used to close it in Drop, and the map fds are plain
-// integers: nothing in libbpf's object is touched from two threads.
-unsafe impl Send for XdpProgram {}
-// SAFETY: shared use only reads and updates maps through their fds (syscalls).
-unsafe impl Sync for XdpProgram {}
-
-impl Drop for XdpProgram {
-    fn drop(&mut self) {
-        // Closing the link detaches the program: do it before the object (maps, program) goes.
-        drop(self.link.take());
-        // SAFETY: `object` came from bpf_object__open_mem and is closed exactly once.
-        unsafe { sys::bpf_object__close(self.object) };
-    }
-}
-
-fn map_fd(object: *mut sys::bpf_object, name: &str) -> Result<RawFd> {
-    let c = CString::new(name).expect("map names have no NUL");
-    // SAFETY: a loaded object and a NUL-terminated name.
-    let map = unsafe { sys::bpf_object__find_map_by_name(object, c.as_ptr()) };
-    // SAFETY: map is non-null (checked before use) and belongs to the loaded object.
-    let fd = if map.is_null() { -1 } else { unsafe { sys::bpf_map__fd(map) } };
-    if fd < 0 {
-        return Err(Error::unsupported(format!("the embedded XDP program has no map '{name}' (a build problem)")));
-    }
-    Ok(fd)
-}
-
-fn errno_of(rc: c_int) -> std::io::Error {
-    if rc < 0 {
-        std::io::Error::from_raw_os_error(-rc)
-    } else {
-        std::io::Error::last_os_error()
-    }
-}
-
-fn load_error(err: std::io::Error) -> Error {
-    match err.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => Error::unsupported(format!(
-            "loading the XDP program was refused ({err}): run as root (or with CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON)"
-        )),
-        _ => Error::unsupported(format!("loading the XDP program failed: {err}")),
-    }
+/// `struct steer_config` of the C source.
+#[repr(C)]
+struct SteerConfig {
+    port_lo: u16,
+    port_hi: u16,
+    kernel_count: u32,
+    clock_offset: u64,
+    peer: [u32; 4],
 }
 
 impl XdpProgram {
     /// Loads the program, steers UDP to destination ports `ports` and attaches it to `ifname`:
     /// native mode first, generic if the driver refuses (or only `force`'s mode when given).
+    /// With `kernel`, the program accounts the test's flows itself and drops their frames
+    /// ([`kernel_count`]); no socket is needed.
     pub(crate) fn attach(
         ifname: &str,
         ports: std::ops::RangeInclusive<u16>,
         force: Option<AttachMode>,
+        kernel: Option<&KernelFlows>,
     ) -> Result<Self> {
-        silence_library_logs();
         let ifindex = ifindex(ifname)?;
-        // SAFETY: OBJECT is a valid ELF image that outlives the call (libbpf copies it).
-        let object = unsafe { sys::bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null()) };
-        if object.is_null() {
-            return Err(Error::unsupported(format!(
-                "opening the embedded XDP program failed: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // From here `guard` closes the object on every early return.
-        struct ObjectGuard(*mut sys::bpf_object);
-        impl Drop for ObjectGuard {
-            fn drop(&mut self) {
-                if !self.0.is_null() {
-                    // SAFETY: the pointer came from bpf_object__open_mem and is closed once.
-                    unsafe { sys::bpf_object__close(self.0) };
-                }
-            }
-        }
-        let mut guard = ObjectGuard(object);
-        // SAFETY: a freshly opened object.
-        let rc = unsafe { sys::bpf_object__load(object) };
-        if rc != 0 {
-            return Err(load_error(errno_of(rc)));
-        }
-        let name = CString::new("uringbench_xdp").expect("no NUL");
-        // SAFETY: a loaded object and a NUL-terminated name.
-        let prog = unsafe { sys::bpf_object__find_program_by_name(object, name.as_ptr()) };
-        // SAFETY: prog checked non-null first.
-        let prog_fd = if prog.is_null() { -1 } else { unsafe { sys::bpf_program__fd(prog) } };
-        if prog_fd < 0 {
-            return Err(Error::unsupported(
-                "the embedded XDP object has no program 'uringbench_xdp' (a build problem)",
-            ));
-        }
-        let xsks_fd = map_fd(object, "xsks")?;
-        let counters_fd = map_fd(object, "counters")?;
-        let steer_fd = map_fd(object, "steer")?;
-        let config: [u16; 2] = [*ports.start(), *ports.end()];
-        let key: u32 = 0;
-        // SAFETY: the steer map has u32 keys and 4-byte values (two u16, host order).
-        let rc = unsafe { sys::bpf_map_update_elem(steer_fd, (&key as *const u32).cast(), config.as_ptr().cast(), 0) };
-        if rc != 0 {
-            return Err(Error::unsupported(format!(
-                "configuring the XDP program's port range failed: {}",
-                errno_of(rc)
-            )));
-        }
+        let object = LoadedObject::load(OBJECT, "uringbench_xdp", &kernel_count::map_sizes(kernel))?;
+        let prog_fd = object.prog_fd;
+        let xsks_fd = object.map_fd("xsks")?;
+        let counters_fd = object.map_fd("counters")?;
+        let steer_fd = object.map_fd("steer")?;
+        let config = SteerConfig {
+            port_lo: *ports.start(),
+            port_hi: *ports.end(),
+            kernel_count: u32::from(kernel.is_some()),
+            clock_offset: realtime_offset_ns(),
+            peer: kernel.map_or([0; 4], |k| kernel_count::peer_words(k.peer)),
+        };
+        map_update(steer_fd, &0u32, &config, "configuring the XDP program's port range failed")?;
+        let kflows_fd = match kernel {
+            Some(k) => Some(kernel_count::register_flows(&object, k)?),
+            None => None,
+        };
 
         let modes: &[AttachMode] = match force {
             Some(AttachMode::Native) => &[AttachMode::Native],
@@ -237,12 +155,12 @@ impl XdpProgram {
             if fd >= 0 {
                 // SAFETY: bpf_link_create returned a new descriptor we now own.
                 let link = unsafe { OwnedFd::from_raw_fd(fd) };
-                guard.0 = std::ptr::null_mut();
                 return Ok(Self {
                     link: Some(link),
-                    object,
+                    _object: object,
                     xsks_fd,
                     counters_fd,
+                    kflows_fd,
                     ifname: ifname.to_string(),
                     mode,
                     note: note.take(),
@@ -283,18 +201,19 @@ impl XdpProgram {
                 "receive queue {queue} is beyond the {MAX_QUEUES} queues the XDP program serves"
             )));
         }
-        let value: u32 = socket_fd as u32;
-        // SAFETY: the XSKMAP has u32 keys and u32 (socket fd) values.
-        let rc = unsafe {
-            sys::bpf_map_update_elem(self.xsks_fd, (&queue as *const u32).cast(), (&value as *const u32).cast(), 0)
-        };
-        if rc != 0 {
-            return Err(Error::unsupported(format!(
-                "registering the AF_XDP socket of queue {queue}: {}",
-                errno_of(rc)
-            )));
-        }
-        Ok(())
+        // The XSKMAP has u32 keys and u32 (socket fd) values.
+        map_update(
+            self.xsks_fd,
+            &queue,
+            &(socket_fd as u32),
+            &format!("registering the AF_XDP socket of queue {queue}"),
+        )
+    }
+
+    /// The flows' trackers' map ([`kernel_count::read`]), when the program counts in the
+    /// kernel; readable until the program is dropped.
+    pub(crate) fn kernel_flows_fd(&self) -> Option<RawFd> {
+        self.kflows_fd
     }
 
     /// The program's counters for queues `0..queues`, summed over CPUs.
