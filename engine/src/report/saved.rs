@@ -348,6 +348,7 @@ mod tests {
             tcp: None,
             tcp_flows: None,
             udp: None,
+            cpu: None,
         };
         doc.intervals = if intervals { vec![iv(0.0, gbps - 1.0), iv(1.0, gbps + 1.0)] } else { Vec::new() };
         doc

@@ -7,6 +7,7 @@
 //! TCP_INFO, /proc/stat), as docs/output.md does.
 
 mod compare;
+mod cpu;
 pub mod fleet;
 mod run;
 mod sweep;
@@ -174,6 +175,34 @@ mod tests {
         }
         let html = render(&[(name, SavedResults::Send(doc))]).unwrap();
         assert_eq!(html.matches("data-key=\"queue-").count(), 0);
+        assert!(html.contains("class=\"band\" data-series=\"40\""));
+    }
+
+    #[test]
+    fn cpu_over_time_per_side_and_per_core() {
+        use crate::metrics::document::BySide;
+        use crate::metrics::figures::{CpuShare, IntervalCpu};
+        let (name, saved) = fixture("stream-tcp");
+        let SavedResults::Send(mut doc) = saved else { panic!("a stream document") };
+        let html = render(&[(name.clone(), SavedResults::Send(doc.clone()))]).unwrap();
+        assert!(!html.contains("fig-cpu-sides"), "no CPU chart from a document without interval CPU");
+        let cpu = |cores: usize| IntervalCpu {
+            host: (0..cores).map(|c| CpuShare { cpu: c, utilization: 0.5, softirq: 0.1 }).collect(),
+            threads: 0.9,
+        };
+        for iv in &mut doc.intervals {
+            iv.cpu = Some(BySide { sender: Some(cpu(2)), receiver: Some(cpu(40)) });
+        }
+        let n = doc.intervals.len();
+        let html = render(&[(name, SavedResults::Send(doc))]).unwrap();
+        for key in ["sender-host", "sender-threads", "receiver-host", "receiver-threads"] {
+            assert!(html.contains(&format!("data-key=\"{key}\" ")), "{key}");
+        }
+        assert!(
+            html.contains(&format!("data-key=\"sender-host\" data-name=\"sender host, all CPUs\" data-points=\"{n}\""))
+        );
+        assert_eq!(html.matches("data-key=\"sender-cpu-").count(), 2, "a line per sender CPU");
+        assert_eq!(html.matches("data-key=\"receiver-cpu-").count(), 0, "40 CPUs: a band");
         assert!(html.contains("class=\"band\" data-series=\"40\""));
     }
 

@@ -1,7 +1,7 @@
 //! The rr and crr page: transactions per second (the headline and per interval), latency
 //! percentiles, failures with what to do about them, CPU per side, settings.
 
-use super::run::{cpu_table, CPU_NOTE};
+use super::cpu::{cpu_table, CPU_NOTE};
 use super::{facts_table, figure, flatten, verdict, Page};
 use crate::metrics::document::TransactionDocument;
 use crate::report::chart::escape;
