@@ -307,6 +307,10 @@ pub struct SearchArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Also write the trials and the rate found as one self-contained HTML page here
+    /// (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -8,8 +8,10 @@
 
 mod compare;
 mod cpu;
-pub mod fleet;
+mod fleet;
+mod http;
 mod run;
+mod search;
 mod sweep;
 mod transactions;
 
@@ -112,7 +114,10 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
         [(_, SavedResults::Send(doc))] => run::page(doc),
         [(_, SavedResults::Transactions(doc))] => transactions::page(doc),
         [(_, SavedResults::Compare(doc))] => compare::compare_page(doc),
-        [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc),
+        [(_, SavedResults::Search(doc))] => search::page(doc),
+        [(_, SavedResults::Http(doc))] => http::page(doc),
+        [(_, SavedResults::Fleet(report))] => fleet::fleet_page(report),
+        [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc)?,
         [(name, SavedResults::Repeat(runs))] => {
             let named: Vec<(String, &crate::metrics::document::StreamDocument)> =
                 runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)).collect();
@@ -129,9 +134,12 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
                     SavedResults::Sweep(_)
                     | SavedResults::Compare(_)
                     | SavedResults::Experiment(_)
-                    | SavedResults::Transactions(_) => {
+                    | SavedResults::Transactions(_)
+                    | SavedResults::Search(_)
+                    | SavedResults::Http(_)
+                    | SavedResults::Fleet(_) => {
                         return Err(Error::usage(format!(
-                            "{name}: an rr or crr run, a sweep, a comparison or an experiment goes on a page of its own (give it alone)"
+                            "{name}: an rr, crr or http run, a search, a sweep, a comparison, an experiment or a fleet goes on a page of its own (give it alone)"
                         )))
                     }
                 }
