@@ -80,7 +80,10 @@ fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu)>)], prefi
             .map(|&id| {
                 let busy = cpu
                     .iter()
-                    .map(|(_, c)| c.host.iter().find(|h| h.cpu == id).map_or(f64::NAN, |h| h.utilization * 100.0))
+                    // Whole ticks over a wall-clock interval can read a hair over 100%.
+                    .map(|(_, c)| {
+                        c.host.iter().find(|h| h.cpu == id).map_or(f64::NAN, |h| (h.utilization * 100.0).min(100.0))
+                    })
                     .collect();
                 (format!("{side}-cpu-{id}"), format!("cpu{id}"), busy)
             })
@@ -97,7 +100,8 @@ fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu)>)], prefi
         let note = format!(
             "Per interval, each CPU of the {side}'s host: its busy share (user+nice+system+irq+softirq+steal from \
              /proc/stat, read at each interval's end): a line per CPU, or past {MAX_QUEUE_LINES} CPUs the least busy, \
-             the median and the busiest CPU at each interval."
+             the median and the busiest CPU at each interval. Tick counts over a wall-clock interval can read a hair \
+             over 100%: drawn at 100%, the document keeps the reading."
         );
         figure(out, &format!("{prefix}cpu-cores-{side}"), &plot.svg_element(), &note);
     }

@@ -214,6 +214,45 @@ mod tests {
         assert!(html.contains("class=\"band\" data-series=\"40\""));
     }
 
+    /// Every figure has its footnote, and nothing is fetched.
+    fn footnoted(html: &str) {
+        assert_eq!(html.matches("<figure").count(), html.matches("<figcaption>").count());
+        assert!(!html.contains("<figcaption></figcaption>"), "an empty footnote");
+        assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("https://"), "nothing fetched");
+    }
+
+    #[test]
+    fn search_http_and_fleet_pages() {
+        let saved = [fixture("search")];
+        let SavedResults::Search(doc) = &saved[0].1 else { panic!("a search document") };
+        let html = render(&saved).unwrap();
+        footnoted(&html);
+        let rate = doc.result.rate_bps.unwrap();
+        assert!(html.contains(&format!("id=\"headline\" data-bits-per-second=\"{rate}\"")), "the rate found");
+        let passed = doc.result.steps.iter().filter(|t| t.passed).count();
+        let failed = doc.result.steps.len() - passed;
+        assert!(html.contains(&format!("data-key=\"passed\" data-name=\"passed\" data-points=\"{passed}\"")));
+        assert!(html.contains(&format!("data-key=\"failed\" data-name=\"failed\" data-points=\"{failed}\"")));
+        assert_eq!(html.matches("class=\"trial\"").count(), doc.result.steps.len(), "a row per trial");
+
+        let saved = [fixture("http")];
+        let SavedResults::Http(doc) = &saved[0].1 else { panic!("an http document") };
+        let html = render(&saved).unwrap();
+        footnoted(&html);
+        let tps = doc.report.transactions_per_second;
+        assert!(html.contains(&format!("data-transactions-per-second=\"{tps}\"")));
+        assert!(html.contains("fig-latency") && html.contains("status 200"));
+
+        let saved = [fixture("fleet")];
+        let SavedResults::Fleet(report) = &saved[0].1 else { panic!("a fleet document") };
+        let html = render(&saved).unwrap();
+        footnoted(&html);
+        assert_eq!(html.matches("class=\"failed-run\"").count(), report.failed().len());
+        assert!(html.contains("fig-heatmap"));
+        let e = render(&[fixture("stream-tcp"), fixture("search")]).unwrap_err();
+        assert!(e.message.contains("page of its own"), "{e}");
+    }
+
     #[test]
     fn several_runs_and_a_sweep() {
         let html = render(&[fixture("stream-tcp"), fixture("stream-udp")]).unwrap();
