@@ -1,8 +1,7 @@
 //! CPU on a run page: each side's CPU over time (the host's busy CPUs and the queue threads'
 //! share, per interval; each host CPU's busy share, per interval), then the window's table.
 
-use super::figure;
-use super::run::MAX_QUEUE_LINES;
+use super::{figure, MAX_LINES};
 use crate::metrics::document::StreamDocument;
 use crate::metrics::figures::{CpuFigures, IntervalCpu};
 use crate::report::chart::escape;
@@ -88,7 +87,7 @@ fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu)>)], prefi
                 (format!("{side}-cpu-{id}"), format!("cpu{id}"), busy)
             })
             .collect();
-        let (lines, band) = lines_or_band(&xs, series, MAX_QUEUE_LINES, |n| format!("{n} CPUs: min, median, max"));
+        let (lines, band) = lines_or_band(&xs, series, MAX_LINES, |n| format!("{n} CPUs: min, median, max"));
         let plot = Plot {
             id: format!("{prefix}plot-cpu-cores-{side}"),
             title: format!("CPU per core, {side}'s host"),
@@ -99,7 +98,7 @@ fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu)>)], prefi
         };
         let note = format!(
             "Per interval, each CPU of the {side}'s host: its busy share (user+nice+system+irq+softirq+steal from \
-             /proc/stat, read at each interval's end): a line per CPU, or past {MAX_QUEUE_LINES} CPUs the least busy, \
+             /proc/stat, read at each interval's end): a line per CPU, or past {MAX_LINES} CPUs the least busy, \
              the median and the busiest CPU at each interval. Tick counts over a wall-clock interval can read a hair \
              over 100%: drawn at 100%, the document keeps the reading."
         );

@@ -36,6 +36,9 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 @media print{body{max-width:none;font-size:11pt}h2{break-after:avoid}a{color:inherit}}
 ";
 
+/// Most series (queues, CPUs) drawn as lines of their own; beyond, their min/median/max band.
+pub(crate) const MAX_LINES: usize = 16;
+
 /// A page: its title and the body's HTML.
 pub(crate) struct Page {
     pub(crate) title: String,

@@ -1,15 +1,12 @@
 //! The run page (one `send -J` document) and the runs page (several, overlaid).
 
-use super::{facts_table, figure, flatten, verdict, Page};
+use super::{facts_table, figure, flatten, verdict, Page, MAX_LINES};
 use crate::metrics::document::StreamDocument;
 use crate::metrics::summary::Stats;
 use crate::report::chart::escape;
 use crate::report::chart::plot::{lines_or_band, Line, Plot, Quantity, Style};
 use crate::report::chart::scale::si;
 use std::fmt::Write as _;
-
-/// Most queues drawn as lines of their own; beyond, their min/median/max band.
-pub(crate) const MAX_QUEUE_LINES: usize = 16;
 
 const THROUGHPUT_NOTE: &str = "Received: bytes the receiver counted per interval (its own clock), ×8 ÷ the interval. \
 Offered: bytes the sender wrote in the same interval, on its clock.";
@@ -51,7 +48,7 @@ fn run_section(out: &mut String, doc: &StreamDocument, prefix: &str) {
         if let Some(plot) = per_queue(doc, &xs, prefix) {
             let note = format!(
                 "Bytes the receiver counted on each queue's flows per interval, ×8 ÷ the interval: a line per queue, \
-                 or past {MAX_QUEUE_LINES} queues the lowest, the median and the highest queue at each interval."
+                 or past {MAX_LINES} queues the lowest, the median and the highest queue at each interval."
             );
             figure(out, &format!("{prefix}queues"), &plot.svg_element(), &note);
         }
@@ -167,7 +164,7 @@ fn throughput(doc: &StreamDocument, prefix: &str) -> Plot {
     }
 }
 
-/// Each queue's received rate: a line per queue, or past [`MAX_QUEUE_LINES`] their band. A
+/// Each queue's received rate: a line per queue, or past [`MAX_LINES`] their band. A
 /// figure of its own, on its own scale: a queue carries a share of the sum, and beside the sum
 /// hundreds of queues would sit on the floor of the axis.
 fn per_queue(doc: &StreamDocument, xs: &[f64], prefix: &str) -> Option<Plot> {
@@ -176,8 +173,7 @@ fn per_queue(doc: &StreamDocument, xs: &[f64], prefix: &str) -> Option<Plot> {
         return None;
     }
     let series = per_queue.into_iter().enumerate().map(|(q, r)| (format!("queue-{q}"), format!("queue {q}"), r));
-    let (lines, band) =
-        lines_or_band(xs, series.collect(), MAX_QUEUE_LINES, |n| format!("{n} queues: min, median, max"));
+    let (lines, band) = lines_or_band(xs, series.collect(), MAX_LINES, |n| format!("{n} queues: min, median, max"));
     Some(Plot {
         id: format!("{prefix}plot-queues"),
         title: "Throughput per queue".into(),
