@@ -352,6 +352,12 @@ pub fn headline(html: &str, attr: &str) -> f64 {
     tag[from..from + tag[from..].find('"').unwrap()].parse().unwrap()
 }
 
+/// Whether a figure shown on a page is the JSON's: equal but for the last bit, since
+/// serde_json reads floats to within one unit in the last place (no `float_roundtrip`).
+pub fn same_figure(shown: f64, json: f64) -> bool {
+    (shown - json).abs() <= shown.abs().max(json.abs()) * 1e-14
+}
+
 /// [`headline`] of the page a command wrote with `--html`.
 pub fn page_headline(page: &std::path::Path, attr: &str) -> f64 {
     let html = std::fs::read_to_string(page).unwrap_or_else(|e| panic!("--html wrote no {}: {e}", page.display()));
