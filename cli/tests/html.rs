@@ -34,6 +34,13 @@ fn console_errors(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect()
 }
 
+/// A fresh folder for one test's pages and browser profile.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// The standard deviation of the screenshot's grey levels (0 for a page of one colour).
 fn pixel_spread(png_path: &Path) -> f64 {
     let decoder = png::Decoder::new(std::fs::File::open(png_path).expect("screenshot"));
@@ -73,8 +80,7 @@ fn run_page_in_a_headless_browser() {
     let Some(browser) = chromium() else {
         return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
     };
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html");
     let doc = {
         let _serial = serial();
         let pair = NetnsPair::up("uoht");
@@ -211,8 +217,7 @@ fn every_page_kind_loads_in_a_headless_browser() {
     let Some(browser) = chromium() else {
         return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
     };
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-kinds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html-kinds");
     let profile = dir.join("profile");
     // (document, what it draws, the headline's attribute and where the JSON holds its figure)
     let kinds: [(&str, Want, Headline); 8] = [
@@ -311,8 +316,7 @@ fn a_1024_flow_page_draws_bands_and_opens_in_under_a_second() {
     let Some(browser) = chromium() else {
         return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
     };
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-wide-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html-wide");
     let (_, mut doc) = fixture("stream-tcp");
     let cpu = |busy: f64| {
         let host: Vec<serde_json::Value> =
@@ -378,8 +382,7 @@ fn a_1024_flow_page_draws_bands_and_opens_in_under_a_second() {
 #[test]
 fn example_pages_match_this_build() {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-examples-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html-examples");
     let mut checked = 0;
     let mut entries: Vec<PathBuf> = std::fs::read_dir(&examples).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();

@@ -1,7 +1,7 @@
 //! The http page (`http --html`, `report http.json --html`): requests per second, latency
 //! percentiles, status codes and errors, the client's CPU, what was loaded.
 
-use super::{facts_table, figure, Page};
+use super::{facts_table, figure, tool_line, Page};
 use crate::report::chart::scale::si;
 use crate::report::chart::{escape, Axis, Chart, Point, Series};
 use crate::workload::http::{FailKind, HttpDocument};
@@ -96,11 +96,6 @@ pub(super) fn page(doc: &HttpDocument) -> Page {
     ];
     let _ = writeln!(body, "<h2>Settings</h2>");
     facts_table(&mut body, "settings", &settings);
-    let _ = writeln!(
-        body,
-        "<p class=\"tool\">uringbench {} · schema {}</p>",
-        escape(&doc.tool.version),
-        doc.schema_version
-    );
+    tool_line(&mut body, &doc.tool, doc.schema_version);
     Page { title, body }
 }

@@ -73,6 +73,11 @@ pub(crate) fn verdict(out: &mut String, v: &crate::metrics::verdict::Verdict, pr
     );
 }
 
+/// The program and schema that wrote the document, at the page's foot.
+pub(crate) fn tool_line(out: &mut String, tool: &crate::metrics::document::Tool, schema_version: u32) {
+    let _ = writeln!(out, "<p class=\"tool\">uringbench {} · schema {schema_version}</p>", escape(&tool.version));
+}
+
 /// A two-column table of facts.
 pub(crate) fn facts_table(out: &mut String, id: &str, rows: &[(String, String)]) {
     let _ = writeln!(out, "<table id=\"{}\">", escape(id));

@@ -1,6 +1,6 @@
 //! The run page (one `send -J` document) and the runs page (several, overlaid).
 
-use super::{facts_table, figure, flatten, verdict, Page, MAX_LINES};
+use super::{facts_table, figure, flatten, tool_line, verdict, Page, MAX_LINES};
 use crate::metrics::document::StreamDocument;
 use crate::metrics::summary::Stats;
 use crate::report::chart::escape;
@@ -28,12 +28,7 @@ pub(super) fn page(doc: &StreamDocument) -> Page {
         let _ = writeln!(body, "<h2>The other direction (--bidir)</h2>");
         run_section(&mut body, rev, "reverse-");
     }
-    let _ = writeln!(
-        body,
-        "<p class=\"tool\">uringbench {} · schema {}</p>",
-        escape(&doc.tool.version),
-        doc.schema_version
-    );
+    tool_line(&mut body, &doc.tool, doc.schema_version);
     Page { title, body }
 }
 

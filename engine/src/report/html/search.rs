@@ -2,7 +2,7 @@
 //! each trial's received rate and loss against the rate it offered, the trials in the order
 //! they ran, and the table of trials.
 
-use super::{facts_table, figure, flatten, Page};
+use super::{facts_table, figure, flatten, tool_line, Page};
 use crate::base::spec::Proto;
 use crate::report::chart::escape;
 use crate::report::chart::plot::{Line, Plot, Quantity, Style};
@@ -163,12 +163,7 @@ pub(super) fn page(doc: &SearchDocument) -> Page {
     flatten("", &serde_json::to_value(&doc.test).unwrap_or_default(), &mut settings);
     let _ = writeln!(body, "<h2>Settings of every trial</h2>");
     facts_table(&mut body, "settings", &settings);
-    let _ = writeln!(
-        body,
-        "<p class=\"tool\">uringbench {} · schema {}</p>",
-        escape(&doc.tool.version),
-        doc.schema_version
-    );
+    tool_line(&mut body, &doc.tool, doc.schema_version);
     Page { title, body }
 }
 
