@@ -33,6 +33,11 @@ fn transactions_agree_on_both_ends_and_percentiles_are_ordered() {
         // The server namespace's kernel saw at least one TCP segment per request (/proc/net/snmp).
         assert!(in_segs >= client, "{in_segs} TCP segments reached the server for {client} transactions");
         let tps = f64_at(&doc, "/transactions_per_second");
+        let cpus = doc["intervals"][0]["cpu"]["host"].as_array().map_or(0, Vec::len);
+        assert!(cpus > 0, "the client's CPU per interval: {}", doc["intervals"][0]);
+        let html = std::fs::read_to_string(&page).unwrap();
+        let lines = if cpus <= 16 { cpus } else { 0 }; // past 16 CPUs, a band
+        assert_eq!(html.matches("data-key=\"client-cpu-").count(), lines, "a line per client CPU");
         let shown = page_headline(&page, "data-transactions-per-second");
         assert!(same_figure(shown, tps), "--html shows {shown}, the JSON {tps}");
         let window = f64_at(&doc, "/sum/window_seconds");

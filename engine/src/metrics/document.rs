@@ -399,12 +399,15 @@ pub struct TransactionSum {
 }
 
 /// One entry of an rr document's `intervals[]` (the client's).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TransactionInterval {
     pub start: f64,
     pub end: f64,
     pub transactions: u64,
     pub transactions_per_second: f64,
+    /// The client's CPU over the interval (absent from documents before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<IntervalCpu>,
 }
 
 /// One value for the client and one for the server (absent when its report never came).

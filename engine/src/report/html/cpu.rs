@@ -43,7 +43,9 @@ pub(super) fn section(out: &mut String, doc: &StreamDocument, prefix: &str) {
     let _ = writeln!(out, "<p class=\"note\"><small>{}</small></p>", escape(CPU_NOTE));
 }
 
-fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu)>)], prefix: &str) {
+/// Each side's CPU per interval (the host's busy CPUs and the queue threads' share), and per
+/// core of each side's host.
+pub(super) fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu)>)], prefix: &str) {
     let x = || Quantity::new("time into the window", "s");
     let mut lines = Vec::new();
     for (side, cpu) in sides {
