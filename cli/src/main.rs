@@ -551,14 +551,13 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
     }
-    if let Some(path) = &args.html {
+    sweep_cmd::write_html(args.html.as_deref(), "send", || {
         let mut docs: Vec<StreamDocument> = reports.iter().map(|r| titled(r.to_document(), &title)).collect();
-        let saved = match docs.len() {
+        match docs.len() {
             1 => SavedResults::Send(Box::new(docs.remove(0))),
             _ => SavedResults::Repeat(docs),
-        };
-        sweep_cmd::write_file(path, &uringbench::output::html_page(&[("send".to_owned(), saved)])?)?;
-    }
+        }
+    })?;
     if let Some(e) = &stopped {
         eprintln!("uringbench: stopped after {} of {repeat} runs: {e}", reports.len());
     } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
@@ -608,6 +607,7 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         let _ = out.flush();
     }
     let report = run_http(&opts)?;
+    sweep_cmd::write_html(args.html.as_deref(), "http", || SavedResults::Http(Box::new(report.to_document())))?;
     let mut out = std::io::stdout().lock();
     match format {
         Format::Text => {
@@ -786,6 +786,10 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
         _ => out.text(&report.render_after_live()),
     }
+    let name = if workload == Workload::Crr { "crr" } else { "rr" };
+    sweep_cmd::write_html(args.html.as_deref(), name, || {
+        SavedResults::Transactions(Box::new(titled(report.to_document(), &title)))
+    })?;
     if let Some(e) = report.error.as_ref().filter(|_| json || args.output.json_stream) {
         eprintln!("uringbench: {e}");
     }

@@ -41,11 +41,7 @@ fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
     if let Some(path) = &args.json_file {
         write_file(path, &json_text(&result.to_document())?)?;
     }
-    if let Some(path) = &args.html {
-        let saved = [("sweep".to_owned(), SavedResults::Sweep(Box::new(result.clone())))];
-        write_file(path, &uringbench::output::html_page(&saved)?)?;
-    }
-    Ok(())
+    write_html(args.html.as_deref(), "sweep", || SavedResults::Sweep(Box::new(result.clone())))
 }
 
 /// A JSON document as saved to a file: pretty, with a final newline.
@@ -53,6 +49,15 @@ pub(crate) fn json_text(doc: &impl serde::Serialize) -> Result<String, Error> {
     serde_json::to_string_pretty(doc)
         .map(|t| t + "\n")
         .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
+}
+
+/// `--html OUT.html` of every command that has it: the page `report --html` draws from the same
+/// document, built only when a page is asked for.
+pub(crate) fn write_html(path: Option<&Path>, name: &str, saved: impl FnOnce() -> SavedResults) -> Result<(), Error> {
+    match path {
+        Some(path) => write_file(path, &uringbench::output::html_page(&[(name.to_owned(), saved())])?),
+        None => Ok(()),
+    }
 }
 
 /// Writes a file the user asked for, naming it in the error.
@@ -179,7 +184,7 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
         }
     }
     if let Some(path) = &args.svg {
-        write_file(path, &first.chart().to_svg())?;
+        write_file(path, &first.chart()?.to_svg())?;
     }
     if let (Some(path), SavedResults::Sweep(s)) = (&args.csv, first) {
         write_file(path, &s.to_csv())?;
@@ -209,7 +214,7 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
         written.push(path);
     }
     if let Some(path) = &args.html {
-        write_file(path, &fleet::html_page(&report))?;
+        write_html(Some(path), "fleet", || SavedResults::Fleet(Box::new(report.clone())))?;
         written.push(path.clone());
     }
     let mut out = std::io::stdout().lock();

@@ -15,7 +15,7 @@ use uringbench::{
     Error, Proto, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_SEED,
 };
 
-use crate::sweep_cmd::{json_text, write_file};
+use crate::sweep_cmd::{json_text, write_file, write_html};
 
 pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     let mut variants = Vec::new();
@@ -31,10 +31,7 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     if let Some(path) = &args.svg {
         write_file(path, &report.chart().to_svg_points())?;
     }
-    if let Some(path) = &args.html {
-        let saved = [("compare".to_owned(), SavedResults::Compare(Box::new(report.to_document())))];
-        write_file(path, &uringbench::output::html_page(&saved)?)?;
-    }
+    write_html(args.html.as_deref(), "compare", || SavedResults::Compare(Box::new(report.to_document())))?;
     let mut out = std::io::stdout().lock();
     if args.json || args.format == TextOrJson::Json {
         print_json(&mut out, &report.to_document())?;
@@ -117,6 +114,9 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
             }
         },
     )?;
+    write_html(args.html.as_deref(), "search", || {
+        SavedResults::Search(Box::new(result.to_document(&spec, &args.target)))
+    })?;
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, &result.to_document(&spec, &args.target))?;
@@ -198,10 +198,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     if let Some(path) = &args.svg {
         write_file(path, &comparison.chart().to_svg_points())?;
     }
-    if let Some(path) = &args.html {
-        let saved = [("experiment".to_owned(), SavedResults::Experiment(Box::new(doc.clone())))];
-        write_file(path, &uringbench::output::html_page(&saved)?)?;
-    }
+    write_html(args.html.as_deref(), "experiment", || SavedResults::Experiment(Box::new(doc.clone())))?;
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, &doc)?;

@@ -34,6 +34,13 @@ fn console_errors(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect()
 }
 
+/// A fresh folder for one test's pages and browser profile.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// The standard deviation of the screenshot's grey levels (0 for a page of one colour).
 fn pixel_spread(png_path: &Path) -> f64 {
     let decoder = png::Decoder::new(std::fs::File::open(png_path).expect("screenshot"));
@@ -73,8 +80,7 @@ fn run_page_in_a_headless_browser() {
     let Some(browser) = chromium() else {
         return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
     };
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html");
     let doc = {
         let _serial = serial();
         let pair = NetnsPair::up("uoht");
@@ -109,6 +115,7 @@ fn run_page_in_a_headless_browser() {
     let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
     assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
     assert!(dom.contains("</html>"), "the browser built the page: {}", &dom[..dom.len().min(300)]);
+    every_figure_footnoted("run", &dom);
 
     // The SUM line with a point per interval, and one line per queue the JSON counted.
     let queues = doc["queues"].as_array().expect("queues[]").len();
@@ -122,6 +129,37 @@ fn run_page_in_a_headless_browser() {
     let sum = format!("class=\"series\" data-key=\"sum\" data-name=\"received (SUM)\" data-points=\"{intervals}\"");
     assert_eq!(figure("throughput").matches(&sum).count(), 1, "the SUM line, a point per interval");
 
+    // CPU per side over time (each side's host and queue threads, a point per interval), and
+    // per core (a line per CPU of each side's host), from intervals[].cpu. The intervals tile
+    // the window, so the receiver's per-interval busy time adds up to the window's.
+    for side in ["sender", "receiver"] {
+        for key in ["host", "threads"] {
+            let want = format!("data-key=\"{side}-{key}\" data-name=");
+            let f = figure("cpu-sides");
+            let at = f.find(&want).unwrap_or_else(|| panic!("{side}-{key} in the CPU chart"));
+            assert!(f[at..].contains(&format!("data-points=\"{intervals}\"")), "{side}-{key}: a point per interval");
+        }
+        let cpus = doc["intervals"][0]["cpu"][side]["host"].as_array().expect("intervals[].cpu").len();
+        assert_eq!(cpus, doc["cpu"][side]["host"].as_array().unwrap().len(), "{side}: every host CPU");
+        if cpus <= 16 {
+            let lines = figure(&format!("cpu-cores-{side}")).matches(&format!("data-key=\"{side}-cpu-")).count();
+            assert_eq!(lines, cpus, "{side}: a line per CPU");
+        }
+    }
+    let busy: f64 = doc["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|iv| {
+            let secs = iv["end"].as_f64().unwrap() - iv["start"].as_f64().unwrap();
+            let host = iv["cpu"]["receiver"]["host"].as_array().unwrap();
+            host.iter().map(|h| h["utilization"].as_f64().unwrap() * secs).sum::<f64>()
+        })
+        .sum();
+    let window_busy = f64_at(&doc, "/cpu/receiver/host_busy_seconds");
+    assert!(window_busy > 0.0, "moving data costs the receiver CPU");
+    assert!((busy - window_busy).abs() < 0.03, "intervals' busy {busy:.3} s, window's {window_busy:.3} s");
+
     // Every axis says its unit: `quantity (unit)`.
     let labels = axis_labels(&dom);
     assert!(labels.len() >= 4, "{labels:?}");
@@ -130,11 +168,9 @@ fn run_page_in_a_headless_browser() {
     }
     assert!(labels.iter().any(|l| l.ends_with("bit/s)")), "{labels:?}");
 
-    // The headline is the receiver's rate from the JSON, to the bit.
-    let want = f64_at(&doc, "/sum/receiver/bits_per_second");
-    let at = dom.find("data-bits-per-second=\"").expect("headline") + "data-bits-per-second=\"".len();
-    let shown: f64 = dom[at..at + dom[at..].find('"').unwrap()].parse().unwrap();
-    assert_eq!(shown, want);
+    // The headline is the receiver's rate from the JSON.
+    let (shown, want) = (headline(&dom, "data-bits-per-second"), f64_at(&doc, "/sum/receiver/bits_per_second"));
+    assert!(same_figure(shown, want), "headline {shown}, JSON {want}");
     assert!(dom.contains("(exact match)"), "a clean TCP test matches to the byte");
 
     let shot = dir.join("run.png");
@@ -153,42 +189,100 @@ fn fixture(name: &str) -> (PathBuf, serde_json::Value) {
     (path, doc)
 }
 
+/// Every figure in the DOM has a footnote that says what it measures (not empty).
+fn every_figure_footnoted(name: &str, dom: &str) {
+    let figures: Vec<&str> = dom.split("<figure").skip(1).map(|f| &f[..f.find("</figure>").unwrap()]).collect();
+    assert!(!figures.is_empty(), "{name}: a figure");
+    for f in figures {
+        let note = &f[f.find("<figcaption>").unwrap_or_else(|| panic!("{name}: a figure without footnote"))..];
+        assert!(note.len() > "<figcaption>".len() + 40, "{name}: a footnote too short to say anything: {note}");
+    }
+}
+
+/// What a page must draw, counted in its JSON: (needle in the DOM, how many times).
+type Want = fn(&serde_json::Value) -> Vec<(String, usize)>;
+
+/// A headline's attribute and where the JSON holds its figure.
+type Headline = Option<(&'static str, &'static str)>;
+
+fn points(key: &str, name: &str, n: usize) -> (String, usize) {
+    (format!("data-key=\"{key}\" data-name=\"{name}\" data-points=\"{n}\""), 1)
+}
+
 /// Every other kind of page, from saved documents (no traffic): each loads without a console
-/// error, draws what its JSON holds, and is not blank.
+/// error, draws what its JSON holds, shows the JSON's headline, footnotes every figure, and is
+/// not blank.
 #[test]
 fn every_page_kind_loads_in_a_headless_browser() {
     let Some(browser) = chromium() else {
         return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
     };
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-kinds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html-kinds");
     let profile = dir.join("profile");
-    // What each page must draw, counted in its JSON: (needle in the DOM, how many times).
-    type Want = fn(&serde_json::Value) -> Vec<(String, usize)>;
-    let kinds: [(&str, Want); 5] = [
+    // (document, what it draws, the headline's attribute and where the JSON holds its figure)
+    let kinds: [(&str, Want, Headline); 8] = [
         // A point per swept value on each of its two series (Gbit/s, CPU-s/GB).
-        ("sweep", |d| vec![("data-x=".into(), d["points"].as_array().unwrap().len() * 2)]),
-        ("compare", |d| vec![("class=\"comparison\"".into(), d["comparisons"].as_array().unwrap().len())]),
-        ("experiment", |d| {
-            let runs =
-                d["variants"].as_array().unwrap().iter().map(|v| v["runs"].as_array().unwrap().len()).sum::<usize>();
-            vec![
-                ("class=\"comparison\"".into(), d["compare"]["comparisons"].as_array().unwrap().len()),
-                ("data-x=".into(), runs + 4),
-            ]
-        }),
-        ("rr", |d| vec![(format!("data-points=\"{}\"", d["intervals"].as_array().unwrap().len()), 1)]),
-        ("stream-udp", |d| {
-            vec![(
-                format!(
-                    "data-key=\"lost\" data-name=\"lost datagrams\" data-points=\"{}\"",
-                    d["intervals"].as_array().unwrap().len()
-                ),
-                1,
-            )]
-        }),
+        ("sweep", |d| vec![("data-x=".into(), d["points"].as_array().unwrap().len() * 2)], None),
+        ("compare", |d| vec![("class=\"comparison\"".into(), d["comparisons"].as_array().unwrap().len())], None),
+        (
+            "experiment",
+            |d| {
+                let runs = d["variants"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v["runs"].as_array().unwrap().len())
+                    .sum::<usize>();
+                vec![
+                    ("class=\"comparison\"".into(), d["compare"]["comparisons"].as_array().unwrap().len()),
+                    ("data-x=".into(), runs + 4),
+                ]
+            },
+            None,
+        ),
+        (
+            "rr",
+            |d| vec![(format!("data-points=\"{}\"", d["intervals"].as_array().unwrap().len()), 1)],
+            Some(("data-transactions-per-second", "/transactions_per_second")),
+        ),
+        (
+            "stream-udp",
+            |d| vec![points("lost", "lost datagrams", d["intervals"].as_array().unwrap().len())],
+            Some(("data-bits-per-second", "/sum/receiver/bits_per_second")),
+        ),
+        (
+            "search",
+            |d| {
+                let steps = d["steps"].as_array().unwrap();
+                let passed = steps.iter().filter(|t| t["passed"] == true).count();
+                vec![
+                    points("passed", "passed", passed),
+                    points("failed", "failed", steps.len() - passed),
+                    points("asked", "rate asked", steps.len()),
+                    ("class=\"trial\"".into(), steps.len()),
+                ]
+            },
+            Some(("data-bits-per-second", "/rate_bps")),
+        ),
+        // Six latency percentiles; a row per status code.
+        (
+            "http",
+            |d| vec![("data-x=".into(), 6), ("<th>status ".into(), d["status"].as_object().unwrap().len())],
+            Some(("data-transactions-per-second", "/transactions_per_second")),
+        ),
+        // A row per failed run; a cell per planned pair.
+        (
+            "fleet",
+            |d| {
+                vec![
+                    ("class=\"failed-run\"".into(), d["failed_runs"].as_array().unwrap().len()),
+                    ("class=\"cell\"".into(), d["pairs"].as_array().unwrap().len()),
+                ]
+            },
+            None,
+        ),
     ];
-    for (name, want) in kinds {
+    for (name, want, head) in kinds {
         let (path, doc) = fixture(name);
         let page = dir.join(format!("{name}.html"));
         let mut c = Command::new(bin());
@@ -197,9 +291,13 @@ fn every_page_kind_loads_in_a_headless_browser() {
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
         assert!(console_errors(&stderr).is_empty(), "{name}: console errors: {:?}", console_errors(&stderr));
-        assert!(dom.contains("</figure>"), "{name}: a figure");
+        every_figure_footnoted(name, &dom);
         for (needle, count) in want(&doc) {
             assert_eq!(dom.matches(&needle).count(), count, "{name}: {needle}");
+        }
+        if let Some((attr, pointer)) = head {
+            let (shown, want) = (headline(&dom, attr), f64_at(&doc, pointer));
+            assert!(same_figure(shown, want), "{name}: headline {shown}, JSON {want}");
         }
         let shot = dir.join(format!("{name}.png"));
         browse(browser, &profile, &page, &[&format!("--screenshot={}", shot.display()), "--window-size=1000,1000"]);
@@ -209,13 +307,82 @@ fn every_page_kind_loads_in_a_headless_browser() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A 1,024-flow, 600-interval run (a saved run widened to that size): the page draws the
+/// queues as one min/median/max band, the host's 64 CPUs per side as a band too, and opens,
+/// laid out, in under a second. The time is the page's own: a wrapper page (the test's, not
+/// the report's) loads it in a frame and reads the clock at its load, after forcing layout.
+#[test]
+fn a_1024_flow_page_draws_bands_and_opens_in_under_a_second() {
+    let Some(browser) = chromium() else {
+        return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
+    };
+    let dir = scratch("html-wide");
+    let (_, mut doc) = fixture("stream-tcp");
+    let cpu = |busy: f64| {
+        let host: Vec<serde_json::Value> =
+            (0..64).map(|c| serde_json::json!({"cpu": c, "utilization": busy, "softirq": busy / 4.0})).collect();
+        serde_json::json!({"host": host, "threads": busy * 8.0})
+    };
+    let template = doc["intervals"][0].clone();
+    let intervals: Vec<serde_json::Value> = (0..600)
+        .map(|n| {
+            let mut iv = template.clone();
+            let queues: Vec<u64> = (0..1024u64).map(|q| 1_000_000 + (q * 7919 + n * 31) % 5000 * 100).collect();
+            let bytes: u64 = queues.iter().sum();
+            iv["start"] = (n as f64 * 0.1).into();
+            iv["end"] = ((n + 1) as f64 * 0.1).into();
+            iv["bytes"] = bytes.into();
+            iv["bits_per_second"] = (bytes as f64 * 80.0).into();
+            iv["queues"] = queues.into();
+            iv["tcp_flows"] = serde_json::Value::Null;
+            iv["cpu"] = serde_json::json!({"sender": cpu(0.5), "receiver": cpu(0.7)});
+            iv
+        })
+        .collect();
+    doc["intervals"] = intervals.into();
+    doc["test"]["queues"] = 1024.into();
+    let (json, page) = (dir.join("wide.json"), dir.join("wide.html"));
+    std::fs::write(&json, doc.to_string()).unwrap();
+    let mut c = Command::new(bin());
+    c.arg("report").arg(&json).arg("--html").arg(&page);
+    let (out, _) = run_bounded(c, Duration::from_secs(60));
+    assert!(out.status.success(), "report --html: {}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("data-key=\"queue-").count(), 0, "no line per queue");
+    assert_eq!(html.matches("class=\"band\" data-series=\"1024\"").count(), 1, "the queues' band");
+    assert_eq!(html.matches("class=\"band\" data-series=\"64\"").count(), 2, "each side's CPUs' band");
+
+    let wrapper = dir.join("open.html");
+    std::fs::write(
+        &wrapper,
+        "<!DOCTYPE html><html><body><p id=\"t\">not loaded</p><script>\n\
+         const f = document.createElement('iframe'); f.style.width = '1000px'; f.style.height = '800px';\n\
+         const t0 = performance.now();\n\
+         f.onload = () => { const d = f.contentDocument; const h = d.body.getBoundingClientRect().height;\n\
+           document.getElementById('t').textContent = 'ms=' + (performance.now() - t0).toFixed(0) + ' svg=' + d.querySelectorAll('svg').length + ' h=' + h.toFixed(0); };\n\
+         f.src = 'wide.html'; document.body.appendChild(f);\n</script></body></html>\n",
+    )
+    .unwrap();
+    let (dom, stderr) =
+        browse(browser, &dir.join("profile"), &wrapper, &["--dump-dom", "--allow-file-access-from-files"]);
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    let at = dom.find("ms=").unwrap_or_else(|| panic!("the page did not load: {dom}"));
+    let fields: Vec<f64> =
+        dom[at..].split(['<', ' ']).take(3).map(|f| f.split('=').nth(1).unwrap().parse().unwrap()).collect();
+    let (ms, svgs, height) = (fields[0], fields[1], fields[2]);
+    eprintln!("1,024 flows × 600 intervals: {} bytes, opened and laid out in {ms} ms", html.len());
+    assert_eq!(svgs as usize, html.matches("<svg").count(), "every chart is in the DOM");
+    assert!(height > 2000.0, "laid out: {height} px");
+    assert!(ms < 1000.0, "opened in {ms} ms");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The example pages in docs/examples/ are what this build renders from the documents beside
 /// them (scripts/html-examples.sh regenerates them).
 #[test]
 fn example_pages_match_this_build() {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/examples");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-examples-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("html-examples");
     let mut checked = 0;
     let mut entries: Vec<PathBuf> = std::fs::read_dir(&examples).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
@@ -236,6 +403,6 @@ fn example_pages_match_this_build() {
         );
         checked += 1;
     }
-    assert!(checked >= 4, "the examples: a run, rr/crr, a sweep, an experiment");
+    assert!(checked >= 7, "the examples: a run, rr/crr, http, a search, a sweep, an experiment, a fleet");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bin, json, run_bounded, u64_at};
+use common::{bin, f64_at, json, run_bounded, u64_at};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -200,9 +200,26 @@ fn nginx_chunked_404_and_rate() {
     let nginx = Nginx::start(18082);
     let raw = raw_get(nginx.port, "/gz/big.txt", "Accept-Encoding: gzip\r\n");
     assert!(raw.to_ascii_lowercase().contains("transfer-encoding: chunked"), "nginx answers chunked: {raw:.300}");
-    let out = http(&[&nginx.url("/gz/big.txt"), "-c", "2", "-d", "1s", "-H", "Accept-Encoding: gzip", "-J"]);
+    let page = std::env::temp_dir().join(format!("ub-http-{}.html", std::process::id()));
+    let page_arg = page.display().to_string();
+    let out = http(&[
+        &nginx.url("/gz/big.txt"),
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "-H",
+        "Accept-Encoding: gzip",
+        "-J",
+        "--html",
+        &page_arg,
+    ]);
     let v = json(&out);
     assert_eq!(code(&out), 0, "{v}");
+    let shown = common::page_headline(&page, "data-transactions-per-second");
+    let tps = f64_at(&v, "/transactions_per_second");
+    assert!(common::same_figure(shown, tps), "http --html shows {shown}, the JSON {tps}");
+    let _ = std::fs::remove_file(&page);
     // A sanity floor orders of magnitude below what nginx serves here in 1 s.
     assert!(u64_at(&v, "/status/200") > 50 && u64_at(&v, "/errors_total") == 0, "{v}");
 

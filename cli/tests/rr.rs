@@ -12,9 +12,11 @@ fn transactions_agree_on_both_ends_and_percentiles_are_ordered() {
     let _serial = serial();
     let pair = NetnsPair::up("ubr-rr");
     let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let page = std::env::temp_dir().join(format!("ub-rr-{}.html", std::process::id()));
     for (queues, req, resp) in [("1", "1", "1"), ("4", "100", "64K")] {
         let mut c = pair.cmd(&pair.sender_ns(), bin(), &["rr", "--target", RECV_ADDR, "-t", "1", "--warmup", "200ms"]);
         c.args(["-P", queues, "--req", req, "--resp", resp, "-i", "500ms", "-J", "--cpus", "0"]);
+        c.arg("--html").arg(&page);
         let in_segs_0 = pair.snmp_counter(&pair.receiver_ns(), "Tcp", "InSegs");
         let (out, _) = run_bounded(c, Duration::from_secs(30));
         let in_segs = pair.snmp_counter(&pair.receiver_ns(), "Tcp", "InSegs") - in_segs_0;
@@ -31,6 +33,13 @@ fn transactions_agree_on_both_ends_and_percentiles_are_ordered() {
         // The server namespace's kernel saw at least one TCP segment per request (/proc/net/snmp).
         assert!(in_segs >= client, "{in_segs} TCP segments reached the server for {client} transactions");
         let tps = f64_at(&doc, "/transactions_per_second");
+        let cpus = doc["intervals"][0]["cpu"]["host"].as_array().map_or(0, Vec::len);
+        assert!(cpus > 0, "the client's CPU per interval: {}", doc["intervals"][0]);
+        let html = std::fs::read_to_string(&page).unwrap();
+        let lines = if cpus <= 16 { cpus } else { 0 }; // past 16 CPUs, a band
+        assert_eq!(html.matches("data-key=\"client-cpu-").count(), lines, "a line per client CPU");
+        let shown = page_headline(&page, "data-transactions-per-second");
+        assert!(same_figure(shown, tps), "--html shows {shown}, the JSON {tps}");
         let window = f64_at(&doc, "/sum/window_seconds");
         assert!((tps - u64_at(&doc, "/sum/client/transactions") as f64 / window).abs() < 1.0);
         let l = &doc["latency_us"];
@@ -46,6 +55,7 @@ fn transactions_agree_on_both_ends_and_percentiles_are_ordered() {
         );
         assert_eq!(doc["queues"].as_array().unwrap().len(), queues.parse::<usize>().unwrap());
     }
+    let _ = std::fs::remove_file(&page);
     let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
     assert_eq!(log.matches("answered").count(), 2, "recv reports both rr tests:\n{log}");
 }
@@ -157,11 +167,16 @@ fn crr_opens_one_connection_per_transaction_and_counts_failures_by_cause() {
     // on that CPU, and the server's SO_REUSEPORT program hands them to the listener whose
     // thread runs there. So per CPU, client and server counts agree exactly.
     let recv = pair.spawn_recv(&["--cpus", "0-1"]);
+    let page = std::env::temp_dir().join(format!("ub-crr-{}.html", std::process::id()));
     let mut c = pair.cmd(&pair.sender_ns(), bin(), &["crr", "--target", RECV_ADDR, "-t", "1", "-P", "2"]);
-    c.args(["--warmup", "200ms", "-J", "--cpus", "0-1"]);
+    c.args(["--warmup", "200ms", "-J", "--cpus", "0-1"]).arg("--html").arg(&page);
     let (out, _) = run_bounded(c, Duration::from_secs(40));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&out);
+    let shown = page_headline(&page, "data-transactions-per-second");
+    let tps = f64_at(&doc, "/transactions_per_second");
+    assert!(same_figure(shown, tps), "crr --html shows {shown}, the JSON {tps}");
+    let _ = std::fs::remove_file(&page);
     assert!(doc["server"]["path"].as_str().unwrap().contains("steered"), "{}", doc["server"]["path"]);
     let per_cpu = |side: &str| -> std::collections::BTreeMap<u64, u64> {
         let threads = doc["cpu"][side]["threads"].as_array().unwrap();

@@ -219,10 +219,17 @@ fn search_finds_the_rate_a_tbf_carries() {
         "1G",
         "-J",
     ]);
+    let page = std::env::temp_dir().join(format!("ub-search-{}.html", std::process::id()));
+    c.arg("--html").arg(&page);
     let (out, _) = run_bounded(c, Duration::from_secs(150));
     let doc = json(&out);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let rate = f64_at(&doc, "/rate_bps");
+    let shown = page_headline(&page, "data-bits-per-second");
+    assert!(same_figure(shown, rate), "search --html shows {shown}, the JSON {rate}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("class=\"trial\"").count(), doc["steps"].as_array().unwrap().len(), "a row per trial");
+    let _ = std::fs::remove_file(&page);
     // Within the search's resolution below the tbf's 200 Mbit/s, and never above it.
     assert!((1.7e8..=2.05e8).contains(&rate), "lossless rate through tbf 200mbit: {rate}");
     assert_eq!(doc["loss_threshold"], 0.0);

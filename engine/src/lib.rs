@@ -136,7 +136,6 @@ pub mod compare {
 /// `report --fleet`: what a fleet run collected, merged.
 pub mod fleet {
     pub use crate::report::fleet::{csv, heatmap, FleetDocument, FleetReport};
-    pub use crate::report::html::fleet::page as html_page;
 }
 
 /// Host settings changed for a test and reverted after it (`settings`, `experiment`,

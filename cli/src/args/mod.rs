@@ -147,6 +147,9 @@ pub struct RrArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page here (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]
@@ -555,6 +558,9 @@ pub struct HttpArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page here (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// Requests per second: a number with an optional k or M.

@@ -153,8 +153,8 @@ With --fleet, the merged report goes into the folder (or --out): fleet.json, fle
 heatmap.svg and by-ATTR.svg for each --by; the exit code is 1 when a planned run failed.")]
 pub struct ReportArgs {
     /// A saved sweep (`sweep --json-file`), `send -J`, `send --repeat N -J`, `rr -J`, `crr -J`,
-    /// `compare -J` or `experiment -J` document; with --html, several run documents (drawn overlaid, with a
-    /// table of medians).
+    /// `http -J`, `search -J`, `compare -J`, `experiment -J` or merged `fleet.json` document; with
+    /// --html, several run documents (drawn overlaid, with a table of medians).
     #[arg(required_unless_present = "fleet", conflicts_with = "fleet")]
     pub files: Vec<PathBuf>,
     /// Write one self-contained HTML page here (inline charts, no network): the run's figures
@@ -307,6 +307,10 @@ pub struct SearchArgs {
     /// Same as --format json.
     #[arg(short = 'J', long)]
     pub json: bool,
+    /// Also write the trials and the rate found as one self-contained HTML page here
+    /// (docs/report.md).
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -342,6 +342,28 @@ pub fn f64_at(v: &serde_json::Value, path: &str) -> f64 {
     v.pointer(path).and_then(|x| x.as_f64()).unwrap_or_else(|| panic!("missing number at {path} in {v}"))
 }
 
+/// The figure an HTML page (`--html`, `report --html`) shows as its headline: the number in
+/// the `attr="..."` attribute of the element with `id="headline"`.
+pub fn headline(html: &str, attr: &str) -> f64 {
+    let at = html.find("id=\"headline\"").expect("a headline");
+    let tag = &html[at..at + html[at..].find('>').unwrap()];
+    let key = format!("{attr}=\"");
+    let from = tag.find(&key).unwrap_or_else(|| panic!("headline without {attr}: {tag}")) + key.len();
+    tag[from..from + tag[from..].find('"').unwrap()].parse().unwrap()
+}
+
+/// Whether a figure shown on a page is the JSON's: equal but for the last bit, since
+/// serde_json reads floats to within one unit in the last place (no `float_roundtrip`).
+pub fn same_figure(shown: f64, json: f64) -> bool {
+    (shown - json).abs() <= shown.abs().max(json.abs()) * 1e-14
+}
+
+/// [`headline`] of the page a command wrote with `--html`.
+pub fn page_headline(page: &std::path::Path, attr: &str) -> f64 {
+    let html = std::fs::read_to_string(page).unwrap_or_else(|e| panic!("--html wrote no {}: {e}", page.display()));
+    headline(&html, attr)
+}
+
 /// Asserts a failed command's exit code and that its error is one line naming `needle`, no panic.
 pub fn one_line_error(out: &std::process::Output, code: i32, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -10,7 +10,7 @@
 
 use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::data_path::DataPath;
-use crate::metrics::figures::{CpuFigures, Interruption, PathFacts, StreamReport, ZeroCopyFigures};
+use crate::metrics::figures::{CpuFigures, Interruption, IntervalCpu, PathFacts, StreamReport, ZeroCopyFigures};
 use crate::metrics::summary::Stats;
 use crate::metrics::transactions::{LatencySummary, RrFailures};
 use crate::metrics::verdict::Verdict;
@@ -232,6 +232,10 @@ pub struct IntervalEntry {
     pub tcp: Option<TcpWindow>,
     pub tcp_flows: Option<Vec<Option<TcpInfo>>>,
     pub udp: Option<IntervalDatagrams>,
+    /// Each side's CPU over the interval, on that side's host (absent from documents, and far
+    /// ends, before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<BySide<Option<IntervalCpu>>>,
 }
 
 /// A UDP receiver's accounting over one interval (jitter as of its end).
@@ -395,12 +399,15 @@ pub struct TransactionSum {
 }
 
 /// One entry of an rr document's `intervals[]` (the client's).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TransactionInterval {
     pub start: f64,
     pub end: f64,
     pub transactions: u64,
     pub transactions_per_second: f64,
+    /// The client's CPU over the interval (absent from documents before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<IntervalCpu>,
 }
 
 /// One value for the client and one for the server (absent when its report never came).

@@ -91,6 +91,36 @@ pub struct IntervalFigures {
     pub tcp_flows: Vec<Option<TcpInfo>>,
     /// UDP receiver: datagram accounting over the interval, all flows (jitter as of its end).
     pub udp: Option<SeqStats>,
+    /// The side's CPU over the interval (absent from a peer before this field).
+    #[serde(default)]
+    pub cpu: Option<IntervalCpu>,
+}
+
+/// One side's CPU over one interval, from the CPU clocks its sampler already reads at each
+/// interval's end (no reading of its own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct IntervalCpu {
+    /// Each host CPU's busy share of the interval (user+nice+system+irq+softirq+steal from
+    /// /proc/stat ÷ the interval; 1 = busy throughout), and the softirq part of it.
+    pub host: Vec<CpuShare>,
+    /// The side's queue threads' user + system time (their /proc task stat) ÷ the interval:
+    /// CPUs' worth, 1 = one CPU throughout.
+    pub threads: f64,
+}
+
+/// One host CPU's share of an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CpuShare {
+    pub cpu: usize,
+    pub utilization: f64,
+    pub softirq: f64,
+}
+
+impl IntervalCpu {
+    /// The host's busy CPUs' worth over the interval: the sum of `host[].utilization`.
+    pub fn host_busy(&self) -> f64 {
+        self.host.iter().map(|h| h.utilization).sum()
+    }
 }
 
 impl IntervalFigures {

@@ -6,7 +6,7 @@
 //! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
 //! nothing.
 
-use crate::metrics::figures::IntervalFigures;
+use crate::metrics::figures::{CpuShare, IntervalCpu, IntervalFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::sys::hostinfo::HostSnapshot;
 use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
@@ -69,6 +69,53 @@ impl CpuSnapshot {
             })
             .collect();
         Self { host, threads }
+    }
+
+    /// Each host CPU's (cpu, busy seconds, softirq seconds) from this snapshot to `later`.
+    pub(crate) fn host_seconds(&self, later: &CpuSnapshot) -> Vec<(usize, f64, f64)> {
+        let tick = clock_ticks();
+        later
+            .host
+            .iter()
+            .filter_map(|b| {
+                let a = self.host.iter().find(|h| h.cpu == b.cpu)?;
+                Some((
+                    b.cpu,
+                    b.busy.saturating_sub(a.busy) as f64 / tick,
+                    b.softirq.saturating_sub(a.softirq) as f64 / tick,
+                ))
+            })
+            .collect()
+    }
+
+    /// Thread `tid`'s (user, system) seconds from this snapshot to `later`; None when either
+    /// snapshot lacks it.
+    pub(crate) fn thread_seconds(&self, later: &CpuSnapshot, tid: i32) -> Option<(f64, f64)> {
+        let tick = clock_ticks();
+        let a = self.threads.iter().find(|t| t.0 == tid)?;
+        let b = later.threads.iter().find(|t| t.0 == tid)?;
+        Some((b.1.saturating_sub(a.1) as f64 / tick, b.2.saturating_sub(a.2) as f64 / tick))
+    }
+
+    /// The CPU over the `seconds` from this snapshot to `later`: shares rounded to 1e-4 (a
+    /// tick is 0.01 s, so nothing measured is lost, and a many-CPU host's document stays small).
+    pub(crate) fn interval(&self, later: &CpuSnapshot, seconds: f64) -> IntervalCpu {
+        let seconds = seconds.max(1e-9);
+        let share = |s: f64| (s / seconds * 1e4).round() / 1e4;
+        let threads: f64 = self
+            .threads
+            .iter()
+            .filter_map(|t| self.thread_seconds(later, t.0))
+            .map(|(user, system)| user + system)
+            .sum();
+        IntervalCpu {
+            host: self
+                .host_seconds(later)
+                .into_iter()
+                .map(|(cpu, busy, softirq)| CpuShare { cpu, utilization: share(busy), softirq: share(softirq) })
+                .collect(),
+            threads: share(threads),
+        }
     }
 }
 
@@ -158,6 +205,7 @@ pub(crate) fn interval_between(first: &Sample, a: &Sample, b: &Sample) -> Interv
         tcp: TcpWindow::between(&a.tcp, &b.tcp),
         tcp_flows: b.tcp.clone(),
         udp: (!b.udp.is_empty()).then(|| SeqStats::sum(&b.udp).delta(&SeqStats::sum(&a.udp))),
+        cpu: Some(a.cpu.interval(&b.cpu, (b.at - a.at).as_secs_f64())),
     }
 }
 
@@ -296,6 +344,36 @@ intr 12345\n";
         assert_eq!(parse_task_stat(line), Some((123, 45)), "fields counted from the last ')'");
         assert_eq!(parse_task_stat("4242 (short) R 1"), None, "truncated stat is None");
         assert_eq!(parse_task_stat("no paren"), None);
+    }
+
+    #[test]
+    fn interval_cpu_is_the_share_of_the_interval() {
+        let tick = clock_ticks();
+        let t = |s: f64| (s * tick) as u64;
+        let a = CpuSnapshot {
+            host: vec![
+                CpuTicks { cpu: 0, busy: 0, softirq: 0, total: 0 },
+                CpuTicks { cpu: 3, busy: 5, softirq: 1, total: 9 },
+            ],
+            threads: vec![(7, 10, 10), (8, 0, 0)],
+        };
+        let b = CpuSnapshot {
+            host: vec![
+                CpuTicks { cpu: 0, busy: t(1.0), softirq: t(0.5), total: t(2.0) },
+                CpuTicks { cpu: 3, busy: 5 + t(2.0), softirq: 1, total: 9 + t(2.0) },
+            ],
+            threads: vec![(7, 10 + t(0.5), 10 + t(0.5)), (8, t(0.25), 0)],
+        };
+        let c = a.interval(&b, 2.0);
+        assert_eq!(
+            c.host,
+            vec![
+                CpuShare { cpu: 0, utilization: 0.5, softirq: 0.25 },
+                CpuShare { cpu: 3, utilization: 1.0, softirq: 0.0 }
+            ]
+        );
+        assert_eq!(c.threads, 0.625, "both threads' user+system over the 2 s");
+        assert_eq!(c.host_busy(), 1.5);
     }
 
     #[test]

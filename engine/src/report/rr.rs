@@ -46,6 +46,7 @@ fn rr_interval(i: &IntervalFigures) -> TransactionInterval {
         end: i.end,
         transactions: i.sum(),
         transactions_per_second: i.sum() as f64 / (i.end - i.start).max(1e-9),
+        cpu: i.cpu.clone(),
     }
 }
 

@@ -8,6 +8,9 @@ use crate::metrics::document::{read_document, Kind};
 use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
+use crate::report::fleet::{FleetDocument, FleetReport};
+use crate::workload::http::HttpDocument;
+use crate::workload::search::SearchDocument;
 use crate::workload::sweep::{RunFigures, SweepResult};
 use crate::{Error, Result};
 use serde_json::Value;
@@ -27,6 +30,12 @@ pub enum SavedResults {
     Compare(Box<CompareDocument>),
     /// `experiment -J`: every run of every variant, and their comparison.
     Experiment(Box<ExperimentDocument>),
+    /// `search -J`: the trials and the rate found.
+    Search(Box<SearchDocument>),
+    /// `http -J`: one http run.
+    Http(Box<HttpDocument>),
+    /// `report --fleet`'s merged `fleet.json`.
+    Fleet(Box<FleetReport>),
 }
 
 /// Most queues drawn as lines of their own in an interval chart; more would be unreadable.
@@ -48,9 +57,25 @@ impl SavedResults {
             let d: ExperimentDocument = read_document(&doc, Kind::Experiment).map_err(Error::usage)?;
             return Ok(SavedResults::Experiment(Box::new(d)));
         }
+        if doc["kind"] == "search" {
+            return read_document(&doc, Kind::Search).map(|d| SavedResults::Search(Box::new(d))).map_err(Error::usage);
+        }
+        if doc["kind"] == "http" {
+            return read_document(&doc, Kind::Http).map(|d| SavedResults::Http(Box::new(d))).map_err(Error::usage);
+        }
+        if doc["kind"].is_null() && doc["test"]["workload"] == "http" {
+            // Written before documents had a kind.
+            return serde::Deserialize::deserialize(&doc)
+                .map(|d| SavedResults::Http(Box::new(d)))
+                .map_err(|e| Error::usage(format!("malformed http document: {e}")));
+        }
+        if doc["kind"] == "fleet" {
+            let d: FleetDocument = read_document(&doc, Kind::Fleet).map_err(Error::usage)?;
+            return Ok(SavedResults::Fleet(Box::new(FleetReport::from(d))));
+        }
         let unreadable = |e: String| {
             Error::usage(format!(
-                "not a uringbench sweep, send -J, send --repeat -J, compare -J or experiment -J document: {e}"
+                "not a uringbench sweep, send -J, send --repeat -J, rr/crr -J, http -J, search -J, compare -J, experiment -J or fleet.json document: {e}"
             ))
         };
         match RunDocument::from_value(&doc).map_err(unreadable)? {
@@ -139,6 +164,9 @@ impl SavedResults {
                 out
             }
             SavedResults::Compare(doc) => comparison_text(doc),
+            SavedResults::Search(doc) => doc.result.render_text(&doc.test),
+            SavedResults::Http(doc) => doc.report.render_text(),
+            SavedResults::Fleet(report) => report.render_text(),
             SavedResults::Experiment(doc) => {
                 let runs: Vec<String> =
                     doc.variants.iter().map(|v| format!("{} ({} runs)", v.name, v.runs.len())).collect();
@@ -152,8 +180,13 @@ impl SavedResults {
         }
     }
 
-    pub fn chart(&self) -> Chart {
-        match self {
+    /// The chart `report --svg` writes; a search, an http run and a fleet have their charts on
+    /// their `--html` page (a fleet's SVGs are also what `report --fleet` writes).
+    pub fn chart(&self) -> Result<Chart> {
+        Ok(match self {
+            SavedResults::Search(_) | SavedResults::Http(_) | SavedResults::Fleet(_) => return Err(Error::usage(
+                "--svg applies to sweeps, runs, comparisons and experiments: give --html OUT.html for this document",
+            )),
             SavedResults::Sweep(s) => s.chart(),
             SavedResults::Repeat(runs) => {
                 let figures = run_figures(runs);
@@ -231,7 +264,7 @@ impl SavedResults {
                     },
                 }
             }
-        }
+        })
     }
 }
 
@@ -348,6 +381,7 @@ mod tests {
             tcp: None,
             tcp_flows: None,
             udp: None,
+            cpu: None,
         };
         doc.intervals = if intervals { vec![iv(0.0, gbps - 1.0), iv(1.0, gbps + 1.0)] } else { Vec::new() };
         doc
@@ -398,12 +432,12 @@ mod tests {
         let text = saved.render_text();
         assert!(text.contains("received 10.00 Gbits/sec") && text.contains("(cpu0 99%)"), "{text}");
         assert_eq!(text.matches("[SUM]").count(), 2);
-        let chart = saved.chart();
+        let chart = saved.chart().unwrap();
         assert_eq!(chart.categories, vec!["1.0", "2.0"]);
         assert_eq!(chart.series.len(), 3, "the sum and two queues");
         assert_eq!(chart.series[0].points[1].y, 11.0);
         assert!((chart.series[1].points[0].y - 4.5).abs() < 1e-9);
-        let bare = SavedResults::parse(&text_of(&send_doc(10.0, false))).unwrap().chart();
+        let bare = SavedResults::parse(&text_of(&send_doc(10.0, false))).unwrap().chart().unwrap();
         assert_eq!((bare.categories.len(), bare.series[0].points[0].y), (1, 10.0));
     }
 
@@ -414,7 +448,7 @@ mod tests {
         let text = saved.render_text();
         assert!(text.contains("median 12.000"), "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("run ")).count(), 3, "{text}");
-        let chart = saved.chart();
+        let chart = saved.chart().unwrap();
         assert_eq!(chart.categories, vec!["1", "2", "3"]);
         assert_eq!(chart.series[0].points.len(), 3);
     }

@@ -66,6 +66,10 @@ pub fn interval_entry(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Inte
             duplicates: u.duplicates,
             jitter_us: u.jitter_us,
         }),
+        cpu: match (si.and_then(|s| s.cpu.clone()), i.cpu.clone()) {
+            (None, None) => None,
+            (sender, receiver) => Some(BySide { sender, receiver }),
+        },
     }
 }
 

@@ -5,7 +5,7 @@ use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{
     CpuFigures, HostCpu, QueueFigures, Role, SideReport, ThreadCpu, ZeroCopyFigures, ENDED_EARLY,
 };
-use crate::metrics::measure::{clock_ticks, Sample, Window};
+use crate::metrics::measure::{Sample, Window};
 use crate::runtime::placement::ThreadPlan;
 use crate::sys::hostinfo::HostDelta;
 use crate::sys::tcpinfo::TcpWindow;
@@ -116,15 +116,11 @@ fn cpu_figures(
     threads: &[(ThreadPlan, i32)],
     nominal_hz: Option<f64>,
 ) -> CpuFigures {
-    let tick = clock_ticks();
     let window = window.max(1e-9);
     let threads = threads
         .iter()
         .filter_map(|(plan, tid)| {
-            let a = first.cpu.threads.iter().find(|t| t.0 == *tid)?;
-            let b = last.cpu.threads.iter().find(|t| t.0 == *tid)?;
-            let user = b.1.saturating_sub(a.1) as f64 / tick;
-            let system = b.2.saturating_sub(a.2) as f64 / tick;
+            let (user, system) = first.cpu.thread_seconds(&last.cpu, *tid)?;
             Some(ThreadCpu {
                 cpu: plan.cpu,
                 queues: plan.queues.clone(),
@@ -134,15 +130,15 @@ fn cpu_figures(
             })
         })
         .collect();
-    let host: Vec<HostCpu> = last
+    let host: Vec<HostCpu> = first
         .cpu
-        .host
-        .iter()
-        .filter_map(|b| {
-            let a = first.cpu.host.iter().find(|h| h.cpu == b.cpu)?;
-            let secs = b.busy.saturating_sub(a.busy) as f64 / tick;
-            let softirq = b.softirq.saturating_sub(a.softirq) as f64 / tick;
-            Some(HostCpu { cpu: b.cpu, busy_seconds: secs, softirq_seconds: softirq, utilization: secs / window })
+        .host_seconds(&last.cpu)
+        .into_iter()
+        .map(|(cpu, secs, softirq)| HostCpu {
+            cpu,
+            busy_seconds: secs,
+            softirq_seconds: softirq,
+            utilization: secs / window,
         })
         .collect();
     let host_busy_seconds = host.iter().map(|h| h.busy_seconds).sum();

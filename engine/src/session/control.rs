@@ -533,6 +533,7 @@ mod tests {
             tcp: Default::default(),
             tcp_flows: vec![],
             udp: None,
+            cpu: None,
         };
         write_msg(&a, &ControlMsg::Interval { role: Role::Receiver, interval: iv }).unwrap();
         write_msg(&a, &ControlMsg::Stop { reason: "SIGINT".into() }).unwrap();

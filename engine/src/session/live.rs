@@ -249,6 +249,7 @@ mod tests {
             tcp: Default::default(),
             tcp_flows: vec![None; flows],
             udp: None,
+            cpu: None,
         }
     }
 

@@ -66,6 +66,30 @@ impl Band {
     }
 }
 
+/// Thin lines for `series` (key, legend name, a value per x in `xs`) up to `max_lines` of them;
+/// past that, no lines but their min/median/max band, named by `band_name(count)`.
+pub fn lines_or_band(
+    xs: &[f64],
+    series: Vec<(String, String, Vec<f64>)>,
+    max_lines: usize,
+    band_name: impl FnOnce(usize) -> String,
+) -> (Vec<Line>, Option<Band>) {
+    if series.len() > max_lines {
+        let values: Vec<Vec<f64>> = series.into_iter().map(|(_, _, v)| v).collect();
+        return (Vec::new(), Some(Band::of(band_name(values.len()), xs, &values)));
+    }
+    let lines = series
+        .into_iter()
+        .map(|(key, name, values)| Line {
+            key,
+            name,
+            style: Style::Thin,
+            points: xs.iter().copied().zip(values).collect(),
+        })
+        .collect();
+    (lines, None)
+}
+
 /// A quantity and its unit (`throughput`, `bit/s`); the unit gains its prefix on the axis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Quantity {

@@ -72,13 +72,14 @@ pub(super) fn compare_page(doc: &CompareDocument) -> Page {
     Page { title, body }
 }
 
-pub(super) fn experiment_page(saved: &SavedResults, doc: &ExperimentDocument) -> Page {
+pub(super) fn experiment_page(saved: &SavedResults, doc: &ExperimentDocument) -> crate::Result<Page> {
     let title = format!("experiment against {}", doc.target);
+    let chart = saved.chart()?.svg_points_element();
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
     let dots = "Each dot: one complete run. Bars where a comparison was made.";
     match &doc.compare {
-        Some(c) => figure(&mut body, "experiment", &saved.chart().svg_points_element(), &note(c, true)),
-        None => figure(&mut body, "experiment", &saved.chart().svg_points_element(), dots),
+        Some(c) => figure(&mut body, "experiment", &chart, &note(c, true)),
+        None => figure(&mut body, "experiment", &chart, dots),
     }
     match &doc.compare {
         Some(c) => comparisons(&mut body, c),
@@ -109,5 +110,5 @@ pub(super) fn experiment_page(saved: &SavedResults, doc: &ExperimentDocument) ->
     flatten("test", &serde_json::to_value(&doc.test).unwrap_or_default(), &mut rows);
     let _ = writeln!(body, "<h2>Settings</h2>");
     facts_table(&mut body, "settings", &rows);
-    Page { title, body }
+    Ok(Page { title, body })
 }

@@ -3,7 +3,7 @@
 
 use super::{figure, Page};
 use crate::report::chart::escape;
-use crate::report::fleet::{heatmap, FleetReport};
+use crate::report::fleet::{heatmap, FleetDocument, FleetReport};
 use std::fmt::Write as _;
 
 const HEATMAP_NOTE: &str =
@@ -21,7 +21,15 @@ fn inline(svg: &str) -> &str {
     }
 }
 
-pub fn page(report: &FleetReport) -> String {
+/// A merged `fleet.json` holds every figure the report has: the page of a saved fleet.
+impl From<FleetDocument> for FleetReport {
+    fn from(d: FleetDocument) -> Self {
+        FleetReport { runs: d.runs, pairs: d.pairs, summaries: d.summaries }
+    }
+}
+
+/// The page of a fleet run (`report --fleet DIR --html`, or `report fleet.json --html`).
+pub(super) fn fleet_page(report: &FleetReport) -> Page {
     let failed = report.failed();
     let title = format!("fleet: {} runs, {} pairs, {} failed", report.runs.len(), report.pairs.len(), failed.len());
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
@@ -48,7 +56,7 @@ pub fn page(report: &FleetReport) -> String {
         let _ = writeln!(body, "</table></div>");
     }
     let _ = writeln!(body, "<h2>Merged tables</h2>\n<pre class=\"scroll\">{}</pre>", escape(&report.render_text()));
-    Page { title, body }.html()
+    Page { title, body }
 }
 
 #[cfg(test)]

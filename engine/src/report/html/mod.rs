@@ -7,8 +7,11 @@
 //! TCP_INFO, /proc/stat), as docs/output.md does.
 
 mod compare;
-pub mod fleet;
+mod cpu;
+mod fleet;
+mod http;
 mod run;
+mod search;
 mod sweep;
 mod transactions;
 
@@ -32,6 +35,9 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .scroll{overflow-x:auto}
 @media print{body{max-width:none;font-size:11pt}h2{break-after:avoid}a{color:inherit}}
 ";
+
+/// Most series (queues, CPUs) drawn as lines of their own; beyond, their min/median/max band.
+pub(crate) const MAX_LINES: usize = 16;
 
 /// A page: its title and the body's HTML.
 pub(crate) struct Page {
@@ -65,6 +71,11 @@ pub(crate) fn verdict(out: &mut String, v: &crate::metrics::verdict::Verdict, pr
         escape(&v.bottleneck.to_string()),
         escape(&v.evidence)
     );
+}
+
+/// The program and schema that wrote the document, at the page's foot.
+pub(crate) fn tool_line(out: &mut String, tool: &crate::metrics::document::Tool, schema_version: u32) {
+    let _ = writeln!(out, "<p class=\"tool\">uringbench {} · schema {schema_version}</p>", escape(&tool.version));
 }
 
 /// A two-column table of facts.
@@ -111,7 +122,10 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
         [(_, SavedResults::Send(doc))] => run::page(doc),
         [(_, SavedResults::Transactions(doc))] => transactions::page(doc),
         [(_, SavedResults::Compare(doc))] => compare::compare_page(doc),
-        [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc),
+        [(_, SavedResults::Search(doc))] => search::page(doc),
+        [(_, SavedResults::Http(doc))] => http::page(doc),
+        [(_, SavedResults::Fleet(report))] => fleet::fleet_page(report),
+        [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc)?,
         [(name, SavedResults::Repeat(runs))] => {
             let named: Vec<(String, &crate::metrics::document::StreamDocument)> =
                 runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)).collect();
@@ -128,9 +142,12 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
                     SavedResults::Sweep(_)
                     | SavedResults::Compare(_)
                     | SavedResults::Experiment(_)
-                    | SavedResults::Transactions(_) => {
+                    | SavedResults::Transactions(_)
+                    | SavedResults::Search(_)
+                    | SavedResults::Http(_)
+                    | SavedResults::Fleet(_) => {
                         return Err(Error::usage(format!(
-                            "{name}: an rr or crr run, a sweep, a comparison or an experiment goes on a page of its own (give it alone)"
+                            "{name}: an rr, crr or http run, a search, a sweep, a comparison, an experiment or a fleet goes on a page of its own (give it alone)"
                         )))
                     }
                 }
@@ -175,6 +192,73 @@ mod tests {
         let html = render(&[(name, SavedResults::Send(doc))]).unwrap();
         assert_eq!(html.matches("data-key=\"queue-").count(), 0);
         assert!(html.contains("class=\"band\" data-series=\"40\""));
+    }
+
+    #[test]
+    fn cpu_over_time_per_side_and_per_core() {
+        use crate::metrics::document::BySide;
+        use crate::metrics::figures::{CpuShare, IntervalCpu};
+        let (name, saved) = fixture("stream-tcp");
+        let SavedResults::Send(mut doc) = saved else { panic!("a stream document") };
+        let html = render(&[(name.clone(), SavedResults::Send(doc.clone()))]).unwrap();
+        assert!(!html.contains("fig-cpu-sides"), "no CPU chart from a document without interval CPU");
+        let cpu = |cores: usize| IntervalCpu {
+            host: (0..cores).map(|c| CpuShare { cpu: c, utilization: 0.5, softirq: 0.1 }).collect(),
+            threads: 0.9,
+        };
+        for iv in &mut doc.intervals {
+            iv.cpu = Some(BySide { sender: Some(cpu(2)), receiver: Some(cpu(40)) });
+        }
+        let n = doc.intervals.len();
+        let html = render(&[(name, SavedResults::Send(doc))]).unwrap();
+        for key in ["sender-host", "sender-threads", "receiver-host", "receiver-threads"] {
+            assert!(html.contains(&format!("data-key=\"{key}\" ")), "{key}");
+        }
+        assert!(
+            html.contains(&format!("data-key=\"sender-host\" data-name=\"sender host, all CPUs\" data-points=\"{n}\""))
+        );
+        assert_eq!(html.matches("data-key=\"sender-cpu-").count(), 2, "a line per sender CPU");
+        assert_eq!(html.matches("data-key=\"receiver-cpu-").count(), 0, "40 CPUs: a band");
+        assert!(html.contains("class=\"band\" data-series=\"40\""));
+    }
+
+    /// Every figure has its footnote, and nothing is fetched.
+    fn footnoted(html: &str) {
+        assert_eq!(html.matches("<figure").count(), html.matches("<figcaption>").count());
+        assert!(!html.contains("<figcaption></figcaption>"), "an empty footnote");
+        assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("https://"), "nothing fetched");
+    }
+
+    #[test]
+    fn search_http_and_fleet_pages() {
+        let saved = [fixture("search")];
+        let SavedResults::Search(doc) = &saved[0].1 else { panic!("a search document") };
+        let html = render(&saved).unwrap();
+        footnoted(&html);
+        let rate = doc.result.rate_bps.unwrap();
+        assert!(html.contains(&format!("id=\"headline\" data-bits-per-second=\"{rate}\"")), "the rate found");
+        let passed = doc.result.steps.iter().filter(|t| t.passed).count();
+        let failed = doc.result.steps.len() - passed;
+        assert!(html.contains(&format!("data-key=\"passed\" data-name=\"passed\" data-points=\"{passed}\"")));
+        assert!(html.contains(&format!("data-key=\"failed\" data-name=\"failed\" data-points=\"{failed}\"")));
+        assert_eq!(html.matches("class=\"trial\"").count(), doc.result.steps.len(), "a row per trial");
+
+        let saved = [fixture("http")];
+        let SavedResults::Http(doc) = &saved[0].1 else { panic!("an http document") };
+        let html = render(&saved).unwrap();
+        footnoted(&html);
+        let tps = doc.report.transactions_per_second;
+        assert!(html.contains(&format!("data-transactions-per-second=\"{tps}\"")));
+        assert!(html.contains("fig-latency") && html.contains("status 200"));
+
+        let saved = [fixture("fleet")];
+        let SavedResults::Fleet(report) = &saved[0].1 else { panic!("a fleet document") };
+        let html = render(&saved).unwrap();
+        footnoted(&html);
+        assert_eq!(html.matches("class=\"failed-run\"").count(), report.failed().len());
+        assert!(html.contains("fig-heatmap"));
+        let e = render(&[fixture("stream-tcp"), fixture("search")]).unwrap_err();
+        assert!(e.message.contains("page of its own"), "{e}");
     }
 
     #[test]

@@ -1,16 +1,12 @@
 //! The run page (one `send -J` document) and the runs page (several, overlaid).
 
-use super::{facts_table, figure, flatten, verdict, Page};
+use super::{facts_table, figure, flatten, tool_line, verdict, Page, MAX_LINES};
 use crate::metrics::document::StreamDocument;
-use crate::metrics::figures::CpuFigures;
 use crate::metrics::summary::Stats;
 use crate::report::chart::escape;
-use crate::report::chart::plot::{Band, Line, Plot, Quantity, Style};
+use crate::report::chart::plot::{lines_or_band, Line, Plot, Quantity, Style};
 use crate::report::chart::scale::si;
 use std::fmt::Write as _;
-
-/// Most queues drawn as lines of their own; beyond, their min/median/max band.
-pub(crate) const MAX_QUEUE_LINES: usize = 16;
 
 const THROUGHPUT_NOTE: &str = "Received: bytes the receiver counted per interval (its own clock), ×8 ÷ the interval. \
 Offered: bytes the sender wrote in the same interval, on its clock.";
@@ -19,9 +15,6 @@ const LOSS_NOTE_TCP: &str =
 const LOSS_NOTE_UDP: &str = "Datagrams the receiver found missing or out of order in each interval, from the sequence numbers in every datagram.";
 const RTT_NOTE: &str =
     "Smoothed round-trip time the sender's kernel keeps per flow (TCP_INFO tcpi_rtt) at each interval's end: the mean over flows and the largest.";
-pub(super) const CPU_NOTE: &str = "Busy share of each host CPU over the window (user+nice+system+irq+softirq+steal from /proc/stat, read at the window's ends), \
-and each queue thread's CPU time (its /proc task stat). The document holds CPU for the whole window, not per interval.";
-
 fn proto(doc: &StreamDocument) -> String {
     format!("{:?}", doc.test.proto).to_uppercase()
 }
@@ -35,12 +28,7 @@ pub(super) fn page(doc: &StreamDocument) -> Page {
         let _ = writeln!(body, "<h2>The other direction (--bidir)</h2>");
         run_section(&mut body, rev, "reverse-");
     }
-    let _ = writeln!(
-        body,
-        "<p class=\"tool\">uringbench {} · schema {}</p>",
-        escape(&doc.tool.version),
-        doc.schema_version
-    );
+    tool_line(&mut body, &doc.tool, doc.schema_version);
     Page { title, body }
 }
 
@@ -55,14 +43,14 @@ fn run_section(out: &mut String, doc: &StreamDocument, prefix: &str) {
         if let Some(plot) = per_queue(doc, &xs, prefix) {
             let note = format!(
                 "Bytes the receiver counted on each queue's flows per interval, ×8 ÷ the interval: a line per queue, \
-                 or past {MAX_QUEUE_LINES} queues the lowest, the median and the highest queue at each interval."
+                 or past {MAX_LINES} queues the lowest, the median and the highest queue at each interval."
             );
             figure(out, &format!("{prefix}queues"), &plot.svg_element(), &note);
         }
         loss(out, doc, prefix);
         rtt(out, doc, prefix);
     }
-    cpu(out, doc, prefix);
+    super::cpu::section(out, doc, prefix);
     facts(out, doc, prefix);
 }
 
@@ -171,30 +159,16 @@ fn throughput(doc: &StreamDocument, prefix: &str) -> Plot {
     }
 }
 
-/// Each queue's received rate: a line per queue, or past [`MAX_QUEUE_LINES`] their band. A
+/// Each queue's received rate: a line per queue, or past [`MAX_LINES`] their band. A
 /// figure of its own, on its own scale: a queue carries a share of the sum, and beside the sum
 /// hundreds of queues would sit on the floor of the axis.
 fn per_queue(doc: &StreamDocument, xs: &[f64], prefix: &str) -> Option<Plot> {
     let per_queue = queue_rates(doc);
-    let (lines, band) = match per_queue.len() {
-        0 | 1 => return None,
-        n if n > MAX_QUEUE_LINES => {
-            (Vec::new(), Some(Band::of(format!("{n} queues: min, median, max"), xs, &per_queue)))
-        }
-        _ => (
-            per_queue
-                .iter()
-                .enumerate()
-                .map(|(q, rates)| Line {
-                    key: format!("queue-{q}"),
-                    name: format!("queue {q}"),
-                    style: Style::Thin,
-                    points: xs.iter().copied().zip(rates.iter().copied()).collect(),
-                })
-                .collect(),
-            None,
-        ),
-    };
+    if per_queue.len() < 2 {
+        return None;
+    }
+    let series = per_queue.into_iter().enumerate().map(|(q, r)| (format!("queue-{q}"), format!("queue {q}"), r));
+    let (lines, band) = lines_or_band(xs, series.collect(), MAX_LINES, |n| format!("{n} queues: min, median, max"));
     Some(Plot {
         id: format!("{prefix}plot-queues"),
         title: "Throughput per queue".into(),
@@ -288,53 +262,6 @@ fn rtt(out: &mut String, doc: &StreamDocument, prefix: &str) {
         band: None,
     };
     figure(out, &format!("{prefix}rtt"), &plot.svg_element(), RTT_NOTE);
-}
-
-/// CPU per core and per queue thread, each side: a table with bars (the window's figures).
-fn cpu(out: &mut String, doc: &StreamDocument, prefix: &str) {
-    let _ = writeln!(out, "<h2>CPU</h2>");
-    cpu_table(out, &[("sender", Some(&doc.cpu.sender)), ("receiver", doc.cpu.receiver.as_ref())], prefix);
-    for (side, per) in [("sender", doc.cpu.sender_per_byte), ("receiver", doc.cpu.receiver_per_byte)] {
-        if let Some(p) = per {
-            let cycles = p.cycles_per_byte.map_or(String::new(), |c| format!(", {c:.2} cycles per byte"));
-            let _ = writeln!(out, "<p>{side}: {:.3} CPU-seconds per GB{cycles}</p>", p.cpu_seconds_per_gb);
-        }
-    }
-    let _ = writeln!(out, "<p class=\"note\"><small>{}</small></p>", escape(CPU_NOTE));
-}
-
-/// Each side's host CPUs with bars, and the queue threads that ran on each.
-pub(super) fn cpu_table(out: &mut String, sides: &[(&str, Option<&CpuFigures>)], prefix: &str) {
-    let _ = writeln!(out, "<div class=\"scroll\"><table id=\"{prefix}cpu\"><tr><th>side</th><th>CPU</th><th>busy</th><th>softirq</th><th>queue threads on it</th></tr>");
-    for &(side, figs) in sides {
-        let Some(figs) = figs else { continue };
-        for h in &figs.host {
-            let threads: Vec<String> = figs
-                .threads
-                .iter()
-                .filter(|t| t.cpu == h.cpu)
-                .map(|t| {
-                    format!(
-                        "queues {:?}: {:.0}% (usr {:.2} s, sys {:.2} s)",
-                        t.queues,
-                        t.utilization * 100.0,
-                        t.user_seconds,
-                        t.system_seconds
-                    )
-                })
-                .collect();
-            let pct = (h.utilization * 100.0).clamp(0.0, 100.0);
-            let _ = writeln!(
-                out,
-                "<tr><td>{side}</td><td>cpu{}</td><td class=\"num\"><span class=\"bar\" style=\"width:{:.0}px\"></span> {pct:.0}%</td><td class=\"num\">{:.2} s</td><td>{}</td></tr>",
-                h.cpu,
-                pct,
-                h.softirq_seconds,
-                escape(&threads.join("; "))
-            );
-        }
-    }
-    let _ = writeln!(out, "</table></div>");
 }
 
 /// Path, zero-copy, settings and host facts.

@@ -1,9 +1,10 @@
 //! The rr and crr page: transactions per second (the headline and per interval), latency
 //! percentiles, failures with what to do about them, CPU per side, settings.
 
-use super::run::{cpu_table, CPU_NOTE};
+use super::cpu::{cpu_table, over_time, CPU_NOTE};
 use super::{facts_table, figure, flatten, verdict, Page};
 use crate::metrics::document::TransactionDocument;
+use crate::metrics::figures::IntervalCpu;
 use crate::report::chart::escape;
 use crate::report::chart::plot::{Line, Plot, Quantity, Style};
 use crate::report::chart::scale::si;
@@ -75,6 +76,11 @@ pub(super) fn page(doc: &TransactionDocument) -> Page {
     let _ = writeln!(body, "<h2>Failures</h2>");
     facts_table(&mut body, "failures", &failures);
     let _ = writeln!(body, "<h2>CPU</h2>");
+    let client: Vec<(f64, &IntervalCpu)> =
+        doc.intervals.iter().filter_map(|iv| iv.cpu.as_ref().map(|c| (iv.end, c))).collect();
+    if !client.is_empty() {
+        over_time(&mut body, &[("client", client)], "");
+    }
     cpu_table(&mut body, &[("client", Some(&doc.cpu.client)), ("server", doc.cpu.server.as_ref())], "");
     let _ = writeln!(body, "<p class=\"note\"><small>{}</small></p>", escape(CPU_NOTE));
     let mut settings = vec![("target".to_owned(), doc.target.clone()), ("client path".into(), doc.client.path.clone())];
