@@ -126,6 +126,17 @@ pub struct RrArgs {
     /// Response size (1 B to 1 MiB).
     #[arg(long, value_parser = size, default_value = "1")]
     pub resp: u64,
+    /// TCP rr: N requests back to back, then their N responses (iperf2's --bounceback);
+    /// latency is each burst's round trip.
+    #[arg(long, value_name = "N")]
+    pub bounceback: Option<u32>,
+    /// TCP rr: split round trips into one-way delays from both ends' CLOCK_REALTIME (needs
+    /// --resp 8 or more); given when both ends share a kernel, or with --clocks-synced.
+    #[arg(long)]
+    pub trip_times: bool,
+    /// Assert that both hosts' clocks are synchronized (PTP, NTP), for --trip-times.
+    #[arg(long, requires = "trip_times")]
+    pub clocks_synced: bool,
     /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
     /// before the test is sent, and its data flows carry a key derived from it.
     #[arg(long, value_name = "FILE")]
@@ -199,6 +210,9 @@ pub struct TuningArgs {
     /// The receiver discards TCP payload in the kernel (MSG_TRUNC) instead of copying it.
     #[arg(long)]
     pub skip_rx_copy: bool,
+    /// Multipath TCP data flows (IPPROTO_MPTCP); the report lists each flow's subflows.
+    #[arg(short = 'm', long)]
+    pub mptcp: bool,
 }
 
 /// Where the report goes and how it is labelled (send, rr, crr).

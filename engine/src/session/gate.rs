@@ -15,6 +15,7 @@
 use crate::base::error::{Error, Result};
 use crate::session::logq::{RateLimit, WINDOW};
 use crate::sys::epoll::Epoll;
+use crate::sys::mptcp::StreamProtocol;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -170,8 +171,14 @@ pub(crate) fn out_of_resources(e: &io::Error) -> bool {
 /// A listener for the gate on `addr` (on `device` only, when given). Its backlog is deep: a
 /// flood of connections waits in it rather than in SYN-ACK retries.
 pub(crate) fn listen(addr: SocketAddr, device: Option<&str>) -> io::Result<TcpListener> {
+    listen_as(addr, device, StreamProtocol::Tcp)
+}
+
+/// [`listen`] with a listener of `protocol`: an MPTCP listener accepts MPTCP connections and
+/// hands a plain TCP client a plain TCP socket.
+pub(crate) fn listen_as(addr: SocketAddr, device: Option<&str>, protocol: StreamProtocol) -> io::Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?;
     socket.set_reuse_address(true)?;
     if addr.is_ipv6() {
         // "::" serves IPv4 peers too (as v4-mapped addresses), as std's listener does.

@@ -6,6 +6,7 @@
 //! is written out here.
 
 use crate::base::spec::Tuning;
+use crate::sys::mptcp::StreamProtocol;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
@@ -82,14 +83,16 @@ pub(crate) fn tcp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
 }
 
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the
-/// handshake (buffers, for the window scale; MSS, which the SYN announces).
+/// handshake (buffers, for the window scale; MSS, which the SYN announces). A data flow of
+/// an MPTCP test (`tuning.mptcp`) is an MPTCP socket.
 pub(crate) fn connect_tcp(
     addr: SocketAddr,
     local: &LocalEnd,
     tuning: Option<&Tuning>,
     timeout: Duration,
 ) -> io::Result<TcpStream> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+    let protocol = StreamProtocol::of(tuning.is_some_and(|t| t.mptcp));
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?;
     if let Some(dev) = &local.device {
         socket.bind_device(Some(dev.as_bytes()))?;
     }
@@ -255,6 +258,11 @@ pub(crate) fn window_note(t: &Tuning, flows: &[FlowSocket]) -> Option<String> {
 /// not yet bound (so options such as `SO_REUSEPORT` can be set first).
 pub(crate) fn socket_for(addr: &SocketAddr, kind: libc::c_int) -> io::Result<OwnedFd> {
     Ok(Socket::new(Domain::for_address(*addr), Type::from(kind).cloexec(), None)?.into())
+}
+
+/// [`socket_for`] a stream socket of `protocol` (TCP or MPTCP).
+pub(crate) fn stream_socket_for(addr: &SocketAddr, protocol: StreamProtocol) -> io::Result<OwnedFd> {
+    Ok(Socket::new(Domain::for_address(*addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?.into())
 }
 
 /// Sets an integer socket option.

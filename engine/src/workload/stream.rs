@@ -219,6 +219,7 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
         side.run(threads, t0, SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] }, SideEnd::AtDeadline)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
+    let mptcp = crate::sys::mptcp::read_flows(spec.tuning.mptcp, &fds);
     drop(probes);
 
     let results = &run.results;
@@ -237,6 +238,7 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
         wake: wake(placement.wait, send_batch(spec.depth), caps),
     });
     sender.add_path_notes(window_note);
+    sender.set_mptcp(mptcp);
     // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
     let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
     let reason = match results.iter().find_map(|r| r.note.clone()) {
@@ -290,6 +292,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     let run = side.run(threads, t0, probed, ending)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
+    let mptcp = crate::sys::mptcp::read_flows(spec.tuning.mptcp, &fds);
     let nic_queues = h.queues.map(|q| {
         let arrivals: Vec<FlowArrival> = flow_ids
             .iter()
@@ -342,6 +345,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
         },
     });
     report.add_path_notes(napi.into_iter().chain(window_note));
+    report.set_mptcp(mptcp);
     Ok(report)
 }
 

@@ -27,6 +27,7 @@ use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
 use crate::sys::epoll::Epoll;
+use crate::sys::mptcp::StreamProtocol;
 use crate::sys::nic_topology::NicTopology;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
@@ -105,7 +106,9 @@ const FD_RESERVE: u64 = 32;
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
     let addr = SocketAddr::new(cfg.bind, cfg.port);
-    gate::listen(addr, cfg.device.as_deref()).map_err(|e| match e.kind() {
+    // MPTCP where the kernel has it: MPTCP senders get MPTCP, plain ones plain TCP sockets.
+    let protocol = StreamProtocol::of(crate::sys::mptcp::probe().is_ok());
+    gate::listen_as(addr, cfg.device.as_deref(), protocol).map_err(|e| match e.kind() {
         _ if e.raw_os_error() == Some(libc::ENODEV) => {
             Error::usage(format!("--bind-dev {}: no such device", cfg.device.as_deref().unwrap_or("")))
         }
