@@ -81,7 +81,10 @@ pub enum Command {
         mut_arg("window", |a| a.hide(true)),
         mut_arg("mss", |a| a.hide(true)),
         mut_arg("no_delay", |a| a.hide(true)),
-        mut_arg("fq_rate", |a| a.hide(true))
+        mut_arg("fq_rate", |a| a.hide(true)),
+        mut_arg("bounceback", |a| a.hide(true)),
+        mut_arg("trip_times", |a| a.hide(true)),
+        mut_arg("clocks_synced", |a| a.hide(true))
     )]
     Crr(RrArgs),
     /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.

@@ -69,10 +69,7 @@ pub(crate) struct RrClientResult {
     pub trip: Option<crate::transport::tcp::trip::TripLegs>,
 }
 
-/// A new histogram for round trips from 1 ns to 100 s at 3 significant digits.
-pub(crate) fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
-}
+pub(crate) use crate::metrics::transactions::latency_histogram;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@
 //! so every response in flight (a `--bounceback` burst has several) keeps its own stamp.
 //! Client: each flow receives into its own scratch, where the stamps are read.
 
-use crate::transport::rr::latency_histogram;
+use crate::metrics::transactions::latency_histogram;
 use hdrhistogram::Histogram;
 
 /// Bytes of the stamp at the head of each response.
