@@ -78,10 +78,10 @@ fn send_m_carries_exact_bytes_over_two_subflows_each_counted_by_the_kernel() {
     let on_second: Vec<_> =
         subflows.iter().filter(|s| s["local"].as_str().unwrap_or("").starts_with("10.77.1.1:")).collect();
     assert!(!on_second.is_empty(), "a subflow leaves from the second path's address: {c}");
-    // The subflows' bytes are the connection's: together at least what the sender counted
-    // (retransmissions add to them).
-    let carried: u64 = subflows.iter().map(|s| s["bytes_acked"].as_u64().unwrap()).sum();
-    assert!(carried >= sent, "subflows acknowledged {carried} bytes of {sent}: {c}");
+    // The subflows carried the connection's bytes: together at least what the sender counted
+    // (retransmissions and reinjections add to them).
+    let carried: u64 = subflows.iter().map(|s| s["bytes_sent"].as_u64().unwrap()).sum();
+    assert!(carried >= sent, "subflows sent {carried} bytes of {sent}: {c}");
     let on_second_acked: u64 = on_second.iter().map(|s| s["bytes_acked"].as_u64().unwrap()).sum();
     assert!(second_sent >= on_second_acked, "the second veth sent {second_sent} bytes, its subflows {on_second_acked}");
     // The receiver's side of the same connection.
@@ -118,4 +118,39 @@ fn a_plain_send_still_works_against_the_mptcp_listener() {
     assert!(doc.get("mptcp").is_none(), "no -m, no mptcp section: {doc}");
     // The TCP_INFO readback works on what the MPTCP listener accepted.
     assert!(u64_at(&doc, "/tcp/receiver_flows_end/0/bytes_received") >= sent, "{doc}");
+}
+
+#[test]
+fn a_host_with_mptcp_disabled_refuses_m_and_a_receiver_without_it_gets_a_fallback() {
+    if !mptcp_enabled() {
+        skip(Lacking::Installed, "net.mptcp.enabled is not 1 on this host");
+        return;
+    }
+    let _serial = serial();
+    let pair = NetnsPair::up("ubmp-off");
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let sysctl = |ns: &str, v: &str| {
+        let out = pair.cmd(ns, "sysctl", &["-qw", &format!("net.mptcp.enabled={v}")]).output().expect("sysctl");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    // The sender's namespace without MPTCP: refused before anything is sent, with the reason.
+    sysctl(&pair.sender_ns(), "0");
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-m", "-t", "1"], Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("net.mptcp.enabled = 0") && stderr.lines().count() == 1, "{stderr}");
+    // The receiver's without it (its listener is plain TCP, made after the sysctl): the
+    // sender's MPTCP flow falls back to TCP and the report says so.
+    sysctl(&pair.sender_ns(), "1");
+    drop(recv);
+    sysctl(&pair.receiver_ns(), "0");
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let (out, _) =
+        pair.send(&["--target", RECV_ADDR, "-m", "-t", "1", "--warmup", "200ms", "-J"], Duration::from_secs(20));
+    drop(recv);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    assert_eq!(doc["mptcp"]["sender"][0]["fallback"], true, "{}", doc["mptcp"]);
+    assert!(doc["sender"]["path"].as_str().unwrap().contains("fell back to plain TCP"), "{}", doc["sender"]["path"]);
 }

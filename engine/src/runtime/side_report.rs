@@ -99,6 +99,9 @@ impl SideReport {
         let mut notes = crate::sys::mptcp::describe(&conns, sending);
         if conns.is_empty() {
             notes.push("MPTCP: the kernel gave no MPTCP_INFO for these flows (plain TCP sockets)".into());
+        } else if conns.iter().any(|c| !c.fallback) {
+            // TCP_INFO on an MPTCP socket answers for its first subflow.
+            notes.push("MPTCP: the flows' TCP_INFO figures are their first subflow's".into());
         }
         self.add_path_notes(notes);
         self.mptcp = conns;

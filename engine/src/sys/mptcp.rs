@@ -219,10 +219,18 @@ fn subflow_request(each: usize) -> Vec<u8> {
 }
 
 /// Reads flow `flow`'s MPTCP state from its socket; `None` for a plain TCP socket (one a
-/// plain client opened to an MPTCP listener is one) or a kernel without `MPTCP_INFO`.
+/// plain client opened to an MPTCP listener is one) or a kernel without `MPTCP_INFO`. An
+/// MPTCP socket that fell back to TCP refuses `MPTCP_INFO`; its SO_PROTOCOL still says MPTCP.
 pub(crate) fn read(fd: RawFd, flow: u32) -> Option<MptcpConnection> {
     let mut info = [0u8; INFO_LEN];
-    let got = get(fd, MPTCP_INFO, &mut info)?;
+    let Some(got) = get(fd, MPTCP_INFO, &mut info) else {
+        let protocol = crate::sys::sockopt::int_sockopt(fd, libc::SO_PROTOCOL);
+        return (protocol == Some(libc::IPPROTO_MPTCP)).then(|| MptcpConnection {
+            flow,
+            fallback: true,
+            ..MptcpConnection::default()
+        });
+    };
     let mut tcp = subflow_request(TCP_INFO_LEN);
     let tcp_len = get(fd, MPTCP_TCPINFO, &mut tcp).unwrap_or(0);
     let mut addrs = subflow_request(ADDRS_LEN);
@@ -351,5 +359,12 @@ mod tests {
         // A plain TCP socket is no MPTCP connection.
         let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert!(read(plain.as_raw_fd(), 0).is_none());
+        // An MPTCP client of a plain TCP listener falls back, and reads as such.
+        let to_plain =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, Some(socket2::Protocol::MPTCP)).unwrap();
+        to_plain.connect(&plain.local_addr().unwrap().into()).unwrap();
+        let _accepted = plain.accept().unwrap();
+        let f = read(to_plain.as_raw_fd(), 3).expect("a fallen-back MPTCP socket is still one");
+        assert!(f.fallback && f.subflows.is_empty() && f.flow == 3, "{f:?}");
     }
 }

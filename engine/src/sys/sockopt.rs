@@ -66,7 +66,8 @@ pub(crate) fn incoming_cpu(fd: std::os::fd::RawFd) -> Option<usize> {
     int_sockopt(fd, libc::SO_INCOMING_CPU).and_then(|c| usize::try_from(c).ok())
 }
 
-fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
+/// An integer SOL_SOCKET option of a socket (`None` when the kernel refuses it).
+pub(crate) fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
     let mut id: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: id and len live across the call and len is id's size.
