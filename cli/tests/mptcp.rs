@@ -33,9 +33,15 @@ fn second_path(pair: &NetnsPair) {
     }
 }
 
-/// Whether this host makes MPTCP sockets (the tests cannot run without it).
-fn mptcp_enabled() -> bool {
-    std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1")
+/// The traffic lock and a netns pair `name`; `None` (the test skipped) on a host without
+/// MPTCP, where the tests cannot run.
+fn mptcp_pair(name: &str) -> Option<(Serial, NetnsPair)> {
+    if !std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1") {
+        skip(Lacking::Installed, "net.mptcp.enabled is not 1 on this host");
+        return None;
+    }
+    let serial = serial();
+    Some((serial, NetnsPair::up(name)))
 }
 
 fn tx_bytes(pair: &NetnsPair, iface: &str) -> u64 {
@@ -46,12 +52,7 @@ fn tx_bytes(pair: &NetnsPair, iface: &str) -> u64 {
 
 #[test]
 fn send_m_carries_exact_bytes_over_two_subflows_each_counted_by_the_kernel() {
-    if !mptcp_enabled() {
-        skip(Lacking::Installed, "net.mptcp.enabled is not 1 on this host");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubmp");
+    let Some((_serial, pair)) = mptcp_pair("ubmp") else { return };
     second_path(&pair);
     let recv = pair.spawn_recv(&["--cpus", "1"]);
     let second_before = tx_bytes(&pair, &format!("{}a1", pair.name));
@@ -94,12 +95,7 @@ fn send_m_carries_exact_bytes_over_two_subflows_each_counted_by_the_kernel() {
 
 #[test]
 fn a_plain_send_still_works_against_the_mptcp_listener() {
-    if !mptcp_enabled() {
-        skip(Lacking::Installed, "net.mptcp.enabled is not 1 on this host");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubmp-plain");
+    let Some((_serial, pair)) = mptcp_pair("ubmp-plain") else { return };
     let recv = pair.spawn_recv(&["--cpus", "1"]);
     let ss = pair.cmd(&pair.receiver_ns(), "ss", &["-Hltn", "--mptcp"]).output().expect("ss");
     let (out, _) = pair
@@ -122,12 +118,7 @@ fn a_plain_send_still_works_against_the_mptcp_listener() {
 
 #[test]
 fn a_host_with_mptcp_disabled_refuses_m_and_a_receiver_without_it_gets_a_fallback() {
-    if !mptcp_enabled() {
-        skip(Lacking::Installed, "net.mptcp.enabled is not 1 on this host");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubmp-off");
+    let Some((_serial, pair)) = mptcp_pair("ubmp-off") else { return };
     let recv = pair.spawn_recv(&["--cpus", "1"]);
     let sysctl = |ns: &str, v: &str| {
         let out = pair.cmd(ns, "sysctl", &["-qw", &format!("net.mptcp.enabled={v}")]).output().expect("sysctl");
