@@ -130,6 +130,9 @@ fn a_host_with_mptcp_disabled_refuses_m_and_a_receiver_without_it_gets_a_fallbac
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("net.mptcp.enabled = 0") && stderr.lines().count() == 1, "{stderr}");
+    // Zero-copy sends do not exist on MPTCP sockets: asking for them is a usage error.
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-m", "--zerocopy", "on", "-t", "1"], Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     // The receiver's without it (its listener is plain TCP, made after the sysctl): the
     // sender's MPTCP flow falls back to TCP and the report says so.
     sysctl(&pair.sender_ns(), "1");

@@ -396,6 +396,9 @@ impl TestSpec {
         if self.tuning.mptcp && self.proto == Proto::Udp {
             return bad("-m/--mptcp applies to TCP flows, not UDP".into());
         }
+        if self.tuning.mptcp && self.zerocopy == ZeroCopyMode::On {
+            return bad("--zerocopy on: the kernel has no zero-copy send on MPTCP sockets (-m)".into());
+        }
         self.tuning.validate()
     }
 
