@@ -649,6 +649,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
         fq_rate_bps: t.fq_rate,
         bytes: t.bytes,
         skip_rx_copy: t.skip_rx_copy,
+        mptcp: t.mptcp,
     };
     let local = LocalEnd {
         family: if t.ipv4 {
@@ -679,7 +680,8 @@ fn refuse_knobs(t: &TuningArgs, no_tcp_flows: bool, no_knobs: bool) -> Result<()
         ("-n/--bytes", t.bytes.is_some()),
         ("--skip-rx-copy", t.skip_rx_copy),
     ];
-    let marks = [("-S/--tos", t.tos.is_some()), ("--dscp", t.dscp.is_some())];
+    // Not TCP-only in this sense: crr's connections can be MPTCP too (UDP is the spec's to refuse).
+    let marks = [("-S/--tos", t.tos.is_some()), ("--dscp", t.dscp.is_some()), ("-m/--mptcp", t.mptcp)];
     if no_knobs {
         if let Some((name, _)) = tcp_only.iter().chain(&marks).find(|(_, set)| *set) {
             return Err(Error::usage(format!(
@@ -753,6 +755,9 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         req_len: u32::try_from(args.req).unwrap_or(u32::MAX),
         resp_len: u32::try_from(args.resp).unwrap_or(u32::MAX),
         timeout_ms: args.timeout.as_millis() as u64,
+        bounceback: args.bounceback,
+        trip_times: args.trip_times,
+        clocks_synced: args.clocks_synced,
         ..TestSpec::default()
     };
     args.window.apply(&mut spec, args.interval);

@@ -110,6 +110,12 @@ fn every_default_is_shown() {
 fn sample(cmd: &str, a: &Arg, psk: &str) -> Option<Vec<String>> {
     let long = a.get_long()?;
     let v = |s: &str| Some(vec![format!("--{long}"), s.to_string()]);
+    // Stamped responses need room for the stamp; --clocks-synced qualifies --trip-times.
+    if long == "trip-times" || long == "clocks-synced" {
+        let mut with = vec!["--trip-times".to_string(), "--resp".into(), "8".into()];
+        with.extend((long == "clocks-synced").then(|| "--clocks-synced".to_string()));
+        return Some(with);
+    }
     if !a.get_num_args().is_some_and(|n| n.takes_values()) || optional_value(a) {
         return Some(vec![format!("--{long}")]);
     }

@@ -81,7 +81,10 @@ pub enum Command {
         mut_arg("window", |a| a.hide(true)),
         mut_arg("mss", |a| a.hide(true)),
         mut_arg("no_delay", |a| a.hide(true)),
-        mut_arg("fq_rate", |a| a.hide(true))
+        mut_arg("fq_rate", |a| a.hide(true)),
+        mut_arg("bounceback", |a| a.hide(true)),
+        mut_arg("trip_times", |a| a.hide(true)),
+        mut_arg("clocks_synced", |a| a.hide(true))
     )]
     Crr(RrArgs),
     /// Host and path checks (kernel, NIC, IRQs, sysctls, cloud caps), each with its fix.
@@ -126,6 +129,17 @@ pub struct RrArgs {
     /// Response size (1 B to 1 MiB).
     #[arg(long, value_parser = size, default_value = "1")]
     pub resp: u64,
+    /// TCP rr: N requests back to back, then their N responses (iperf2's --bounceback);
+    /// latency is each burst's round trip.
+    #[arg(long, value_name = "N")]
+    pub bounceback: Option<u32>,
+    /// TCP rr: split round trips into one-way delays from both ends' CLOCK_REALTIME (needs
+    /// --resp 8 or more); given when both ends share a kernel, or with --clocks-synced.
+    #[arg(long)]
+    pub trip_times: bool,
+    /// Assert that both hosts' clocks are synchronized (PTP, NTP), for --trip-times.
+    #[arg(long, requires = "trip_times")]
+    pub clocks_synced: bool,
     /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
     /// before the test is sent, and its data flows carry a key derived from it.
     #[arg(long, value_name = "FILE")]
@@ -202,6 +216,9 @@ pub struct TuningArgs {
     /// The receiver discards TCP payload in the kernel (MSG_TRUNC) instead of copying it.
     #[arg(long)]
     pub skip_rx_copy: bool,
+    /// Multipath TCP data flows (IPPROTO_MPTCP); the report lists each flow's subflows.
+    #[arg(short = 'm', long)]
+    pub mptcp: bool,
 }
 
 /// Where the report goes and how it is labelled (send, rr, crr).

@@ -79,6 +79,13 @@ impl Workload {
     }
 }
 
+/// Most requests of one `--bounceback` burst.
+pub const MAX_BOUNCEBACK: u32 = 1024;
+/// Most bytes of one `--bounceback` burst's requests (or responses).
+pub const MAX_BURST_BYTES: u64 = 16 << 20;
+/// Bytes of a `--trip-times` response's timestamp: CLOCK_REALTIME nanoseconds, big-endian.
+pub const TRIP_STAMP_LEN: u32 = 8;
+
 /// One test as agreed by both ends. Durations are in milliseconds on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TestSpec {
@@ -117,6 +124,18 @@ pub struct TestSpec {
     /// as a failure and the flow moves on.
     #[serde(default = "second")]
     pub timeout_ms: u64,
+    /// TCP rr: requests sent back to back per burst before their responses are awaited
+    /// (`--bounceback N`); absent: one transaction at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounceback: Option<u32>,
+    /// TCP rr: the receiver stamps each response with the CLOCK_REALTIME time its request
+    /// arrived (`--trip-times`), so the client can split the round trip into one-way delays.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trip_times: bool,
+    /// `--clocks-synced`: the user asserts both hosts' clocks are synchronized, so that
+    /// `--trip-times` between two hosts gives one-way delays (the client's assumption only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clocks_synced: bool,
     /// A receiver-side variant to run under: a name from the receiver's `recv --variants`
     /// file, whose settings the receiver applies for this test and reverts after it. The
     /// sender only names it; what it changes is the receiver's own file.
@@ -155,6 +174,11 @@ pub struct Tuning {
     /// The receiver discards TCP payload in the kernel (MSG_TRUNC) instead of copying it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_rx_copy: bool,
+    /// The data flows are Multipath TCP (`-m/--mptcp`): the connecting side makes them
+    /// IPPROTO_MPTCP sockets (control stays TCP); the kernel falls back to TCP where the far
+    /// end does not speak MPTCP.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mptcp: bool,
 }
 
 impl Tuning {
@@ -184,6 +208,9 @@ impl Tuning {
         }
         if self.skip_rx_copy {
             parts.push("receive without copy (MSG_TRUNC)".into());
+        }
+        if self.mptcp {
+            parts.push("MPTCP".into());
         }
         parts.join(", ")
     }
@@ -230,6 +257,9 @@ impl Default for TestSpec {
             req_len: 1,
             resp_len: 1,
             timeout_ms: 1_000,
+            bounceback: None,
+            trip_times: false,
+            clocks_synced: false,
             variant: None,
             tuning: Tuning::default(),
         }
@@ -363,6 +393,12 @@ impl TestSpec {
         if self.workload.latency_bound() {
             self.validate_transactions()?;
         }
+        if self.tuning.mptcp && self.proto == Proto::Udp {
+            return bad("-m/--mptcp applies to TCP flows, not UDP".into());
+        }
+        if self.tuning.mptcp && self.zerocopy == ZeroCopyMode::On {
+            return bad("--zerocopy on: the kernel has no zero-copy send on MPTCP sockets (-m)".into());
+        }
         self.tuning.validate()
     }
 
@@ -375,6 +411,34 @@ impl TestSpec {
         for (flag, v) in [("--req", self.req_len), ("--resp", self.resp_len)] {
             if v == 0 || v > max {
                 return Err(Error::usage(format!("{flag} {v} bytes is outside 1 byte .. {what}")));
+            }
+        }
+        let tcp_rr = self.proto == Proto::Tcp && self.workload == Workload::Rr;
+        if let Some(n) = self.bounceback {
+            if !tcp_rr {
+                return Err(Error::usage("--bounceback applies to TCP rr"));
+            }
+            if !(1..=MAX_BOUNCEBACK).contains(&n) {
+                return Err(Error::usage(format!("--bounceback {n} is outside 1 .. {MAX_BOUNCEBACK} requests")));
+            }
+            if u64::from(n) * u64::from(self.req_len.max(self.resp_len)) > MAX_BURST_BYTES {
+                return Err(Error::usage(format!(
+                    "--bounceback {n} of {}-byte messages is over {MAX_BURST_BYTES} bytes a burst",
+                    self.req_len.max(self.resp_len)
+                )));
+            }
+        }
+        if self.clocks_synced && !self.trip_times {
+            return Err(Error::usage("--clocks-synced only qualifies --trip-times"));
+        }
+        if self.trip_times {
+            if !tcp_rr {
+                return Err(Error::usage("--trip-times applies to TCP rr"));
+            }
+            if self.resp_len < TRIP_STAMP_LEN {
+                return Err(Error::usage(format!(
+                    "--trip-times needs --resp {TRIP_STAMP_LEN} or more: each response carries an {TRIP_STAMP_LEN}-byte timestamp"
+                )));
             }
         }
         if self.timeout_ms == 0 || self.timeout_ms > MAX_RR_TIMEOUT_MS {
@@ -416,6 +480,11 @@ impl Tuning {
         }
         if self.fq_rate_bps == Some(0) {
             return Err(Error::usage("--fq-rate must be above 0"));
+        }
+        if self.mptcp && self.fq_rate_bps.is_some() {
+            return Err(Error::usage(
+                "--fq-rate cannot pace MPTCP flows: the kernel has no SO_MAX_PACING_RATE for them",
+            ));
         }
         Ok(())
     }

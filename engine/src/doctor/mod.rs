@@ -444,6 +444,7 @@ pub(crate) mod testctx {
             defer_taskrun: true,
             memlock_limit: Some(8 << 20),
             cap_ipc_lock: true,
+            mptcp_unavailable: None,
         }
     }
 

@@ -16,6 +16,7 @@ use crate::metrics::transactions::{LatencySummary, RrFailures};
 use crate::metrics::verdict::Verdict;
 use crate::metrics::xdp::XdpFigures;
 use crate::sys::hostinfo::HostDelta;
+use crate::sys::mptcp::MptcpConnection;
 use crate::sys::sockopt::FlowSocket;
 use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
 use schemars::JsonSchema;
@@ -143,6 +144,33 @@ pub struct StreamDocument {
     pub verdict: Verdict,
     pub direction: Direction,
     pub reverse: Option<Box<StreamDocument>>,
+    /// `-m/--mptcp`: each side's connections and their subflows as the kernel reported them
+    /// after the test (absent without `-m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<MptcpSection>,
+}
+
+/// `mptcp`: the MPTCP connections of each side, in flow order (a side's connections that
+/// are plain TCP sockets are left out; none at all: the kernel gave no MPTCP_INFO).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MptcpSection {
+    /// The sending side (rr, crr: the client).
+    pub sender: Vec<MptcpConnection>,
+    /// The receiving side (rr, crr: the server); absent when its report never came.
+    pub receiver: Option<Vec<MptcpConnection>>,
+}
+
+impl MptcpSection {
+    /// Both sides' connections from their reports, for a test run with `-m`.
+    pub(crate) fn of(
+        mptcp: bool,
+        sender: &crate::metrics::figures::SideReport,
+        receiver: Option<&crate::metrics::figures::SideReport>,
+    ) -> Option<Self> {
+        // Nothing read on either side (crr's connections live for one transaction): no section.
+        let read = !sender.mptcp.is_empty() || receiver.is_some_and(|r| !r.mptcp.is_empty());
+        (mptcp && read).then(|| Self { sender: sender.mptcp.clone(), receiver: receiver.map(|r| r.mptcp.clone()) })
+    }
 }
 
 /// Bytes one side moved on one queue.
@@ -370,6 +398,12 @@ pub struct TransactionDocument {
     pub client: TransactionSide,
     pub server: Option<TransactionSide>,
     pub verdict: Verdict,
+    /// `-m/--mptcp`: `sender` is the client, `receiver` the server (absent without `-m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<MptcpSection>,
+    /// `--trip-times`: the round trips' one-way legs (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trip_times: Option<crate::metrics::trip_times::TripTimes>,
 }
 
 /// Transactions one side counted.

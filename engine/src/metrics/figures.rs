@@ -253,6 +253,10 @@ pub struct SideReport {
     /// each queue's IRQ and thread ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_queues: Option<NicQueueTable>,
+    /// MPTCP flows (`-m`): each connection's subflows as the kernel reports them at the end
+    /// (absent for TCP, and from a peer before this field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mptcp: Vec<crate::sys::mptcp::MptcpConnection>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
     pub errors: Vec<String>,

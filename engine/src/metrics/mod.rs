@@ -7,5 +7,6 @@ pub mod measure;
 pub mod seq;
 pub mod summary;
 pub mod transactions;
+pub mod trip_times;
 pub mod verdict;
 pub mod xdp;

@@ -37,6 +37,11 @@ impl LatencySummary {
     }
 }
 
+/// A new histogram for round trips from 1 ns to 100 s at 3 significant digits.
+pub(crate) fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
 /// Transactions that did not complete, by cause. Over TCP rr all stay zero (a broken flow
 /// ends the flow instead); over UDP a lost request or response is a `timeout`; crr sees
 /// every connection failure.

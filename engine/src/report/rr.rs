@@ -4,8 +4,8 @@ use crate::analysis::verdict::{diagnose, Verdict};
 use crate::base::spec::TestSpec;
 use crate::base::spec::Workload;
 use crate::metrics::document::{
-    ClientServer, Kind, Tool, TransactionDocument, TransactionInterval, TransactionQueue, TransactionSide,
-    TransactionSum, Transactions,
+    ClientServer, Kind, MptcpSection, Tool, TransactionDocument, TransactionInterval, TransactionQueue,
+    TransactionSide, TransactionSum, Transactions,
 };
 use crate::metrics::figures::{IntervalFigures, SideReport, SCHEMA_VERSION};
 use crate::workload::rr::{workload_name, RrReport};
@@ -109,6 +109,8 @@ impl RrReport {
             client: side(&self.client),
             server: server.map(side),
             verdict: self.verdict(),
+            mptcp: MptcpSection::of(self.spec.tuning.mptcp, &self.client, server),
+            trip_times: self.trip_times.clone(),
         }
     }
 
@@ -156,11 +158,19 @@ impl RrReport {
             self.client.total_bytes(),
             self.server.as_ref().map_or("no report".into(), |s| s.total_bytes().to_string())
         );
+        // With --bounceback a sample is a whole burst's round trip.
+        let what = match self.spec.bounceback {
+            Some(n) => format!("burst round trip ({n} requests)"),
+            None => "latency".into(),
+        };
         let _ = writeln!(
             out,
-            "latency: p50 {:.1} us  p90 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us  (min {:.1}, mean {:.1}, {} samples)",
+            "{what}: p50 {:.1} us  p90 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us  (min {:.1}, mean {:.1}, {} samples)",
             l.p50, l.p90, l.p99, l.p999, l.max, l.min, l.mean, l.count
         );
+        if let Some(t) = &self.trip_times {
+            let _ = writeln!(out, "{}", t.line());
+        }
         if self.failures.total() + self.failures.late > 0 {
             let f = &self.failures;
             let _ = writeln!(

@@ -5,8 +5,9 @@ use crate::analysis::verdict::{diagnose, Verdict};
 use crate::base::spec::TestSpec;
 use crate::base::units::{format_bits_per_second, format_bytes};
 use crate::metrics::document::{
-    BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, OneWayDelay, QueueBytes,
-    QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum, TcpSection, Tool,
+    BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, MptcpSection, OneWayDelay,
+    QueueBytes, QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum,
+    TcpSection, Tool,
 };
 use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
 use serde_json::{json, Value};
@@ -292,6 +293,7 @@ impl StreamReport {
             verdict: self.verdict(),
             direction: self.spec.direction,
             reverse: self.reverse.as_ref().map(|r| Box::new(r.to_document())),
+            mptcp: MptcpSection::of(self.spec.tuning.mptcp, &self.sender, recv),
         }
     }
 

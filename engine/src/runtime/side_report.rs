@@ -75,6 +75,7 @@ impl SideReport {
             zerocopy: None,
             xdp: None,
             nic_queues: None,
+            mptcp: Vec::new(),
             complete,
             errors,
         }
@@ -90,6 +91,22 @@ impl SideReport {
     }
 
     /// Appends each of `notes` to the path text, after a "; ".
+    /// Records the MPTCP flows' subflows (`None`: a test without `-m`), with a line per
+    /// connection in the path notes. Call after `set_data_path`, which rewrites the path.
+    pub(crate) fn set_mptcp(&mut self, conns: Option<Vec<crate::sys::mptcp::MptcpConnection>>) {
+        let Some(conns) = conns else { return };
+        let sending = self.role == Role::Sender;
+        let mut notes = crate::sys::mptcp::describe(&conns, sending);
+        if conns.is_empty() {
+            notes.push("MPTCP: the kernel gave no MPTCP_INFO for these flows (plain TCP sockets)".into());
+        } else if conns.iter().any(|c| !c.fallback) {
+            // TCP_INFO on an MPTCP socket answers for its first subflow.
+            notes.push("MPTCP: the flows' TCP_INFO figures are their first subflow's".into());
+        }
+        self.add_path_notes(notes);
+        self.mptcp = conns;
+    }
+
     pub(crate) fn add_path_notes(&mut self, notes: impl IntoIterator<Item = String>) {
         for note in notes {
             self.path.push_str("; ");

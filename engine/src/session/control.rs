@@ -85,6 +85,11 @@ pub enum ControlMsg {
         /// receivers that predate it (the sender then leaves ports to the kernel).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         steering: Option<crate::runtime::nic_queues::RssSteering>,
+        /// A `--trip-times` test: the receiver's boot id, which says it stamps responses and
+        /// lets the sender tell whether both ends read one clock (the same kernel). Absent
+        /// otherwise, and from receivers that predate it (the sender then refuses to go on).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boot_id: Option<String>,
     },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },

@@ -15,6 +15,7 @@
 use crate::base::error::{Error, Result};
 use crate::session::logq::{RateLimit, WINDOW};
 use crate::sys::epoll::Epoll;
+use crate::sys::mptcp::StreamProtocol;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -171,9 +172,20 @@ pub(crate) fn out_of_resources(e: &io::Error) -> bool {
 /// flood of connections waits in it rather than in SYN-ACK retries. `other` names the
 /// listener most likely to hold the port already (", an `iperf -s`?"), for the error.
 pub(crate) fn listen(addr: SocketAddr, device: Option<&str>, other: &str) -> Result<TcpListener> {
+    listen_as(addr, device, StreamProtocol::Tcp, other)
+}
+
+/// [`listen`] with a listener of `protocol`: an MPTCP listener accepts MPTCP connections and
+/// hands a plain TCP client a plain TCP socket.
+pub(crate) fn listen_as(
+    addr: SocketAddr,
+    device: Option<&str>,
+    protocol: StreamProtocol,
+    other: &str,
+) -> Result<TcpListener> {
     use socket2::{Domain, Socket, Type};
     let bound = || -> io::Result<TcpListener> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), None)?;
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?;
         socket.set_reuse_address(true)?;
         if addr.is_ipv6() {
             // "::" serves IPv4 peers too (as v4-mapped addresses), as std's listener does.

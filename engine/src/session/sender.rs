@@ -101,6 +101,9 @@ pub(crate) struct SenderSession {
     /// The receiver's NIC queues and RSS set-up, from its accept (None: no queues, or an
     /// older receiver).
     pub steering: Option<crate::runtime::nic_queues::RssSteering>,
+    /// `--trip-times`: the receiver's boot id, from its accept (None: a receiver that does
+    /// not stamp responses).
+    pub peer_boot_id: Option<String>,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -115,6 +118,9 @@ impl SenderSession {
         opts.spec.validate()?;
         let caps = KernelCaps::detect()?;
         caps.require_tcp_stream()?;
+        if opts.spec.tuning.mptcp {
+            caps.require_mptcp()?;
+        }
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
         let shared = opts.spec.direction == Direction::Bidir;
@@ -157,6 +163,7 @@ impl SenderSession {
             data_port: None,
             receiver_placement: String::new(),
             steering: None,
+            peer_boot_id: None,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
@@ -169,7 +176,7 @@ impl SenderSession {
         self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement, variant, steering } => {
+            ControlMsg::Accept { cookie, data_port, placement, variant, steering, boot_id } => {
                 if variant != spec.variant {
                     return Err(Error::peer(format!(
                         "receiver {peer} did not apply receiver variant '{}' (a uringbench recv without --variants support)",
@@ -179,6 +186,7 @@ impl SenderSession {
                 self.data_port = data_port;
                 self.receiver_placement = placement;
                 self.steering = steering;
+                self.peer_boot_id = boot_id;
                 cookie
             }
             ControlMsg::Refuse { reason } => {

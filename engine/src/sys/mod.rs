@@ -2,6 +2,7 @@
 
 pub mod epoll;
 pub mod hostinfo;
+pub mod mptcp;
 pub(crate) mod netlink;
 pub mod netpath;
 pub mod nic_topology;

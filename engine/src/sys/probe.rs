@@ -29,6 +29,10 @@ pub struct KernelCaps {
     pub memlock_limit: Option<u64>,
     /// CAP_IPC_LOCK lifts the memlock accounting of pinned io_uring memory.
     pub cap_ipc_lock: bool,
+    /// Why this host makes no MPTCP sockets (`net.mptcp.enabled = 0`, no MPTCP in the
+    /// kernel); absent when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp_unavailable: Option<String>,
 }
 
 impl KernelCaps {
@@ -57,6 +61,7 @@ impl KernelCaps {
             defer_taskrun,
             memlock_limit,
             cap_ipc_lock: has_cap_ipc_lock(),
+            mptcp_unavailable: crate::sys::mptcp::probe().err(),
         })
     }
 
@@ -66,6 +71,14 @@ impl KernelCaps {
             return Err(Error::unsupported("io_uring lacks IORING_OP_RECV/SEND: kernel 5.6 or newer is needed"));
         }
         Ok(())
+    }
+
+    /// Refuses `-m/--mptcp` on a host without MPTCP, with the reason.
+    pub(crate) fn require_mptcp(&self) -> Result<()> {
+        match &self.mptcp_unavailable {
+            Some(why) => Err(Error::unsupported(format!("-m/--mptcp: {why}"))),
+            None => Ok(()),
+        }
     }
 
     /// Whether `bytes` of pinned memory (registered buffers, buffer rings) fit the memlock limit.

@@ -6,6 +6,7 @@
 //! is written out here.
 
 use crate::base::spec::Tuning;
+use crate::sys::mptcp::StreamProtocol;
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
@@ -65,7 +66,8 @@ pub(crate) fn incoming_cpu(fd: std::os::fd::RawFd) -> Option<usize> {
     int_sockopt(fd, libc::SO_INCOMING_CPU).and_then(|c| usize::try_from(c).ok())
 }
 
-fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
+/// An integer SOL_SOCKET option of a socket (`None` when the kernel refuses it).
+pub(crate) fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
     let mut id: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: id and len live across the call and len is id's size.
@@ -82,14 +84,16 @@ pub(crate) fn tcp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
 }
 
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the
-/// handshake (buffers, for the window scale; MSS, which the SYN announces).
+/// handshake (buffers, for the window scale; MSS, which the SYN announces). A data flow of
+/// an MPTCP test (`tuning.mptcp`) is an MPTCP socket.
 pub(crate) fn connect_tcp(
     addr: SocketAddr,
     local: &LocalEnd,
     tuning: Option<&Tuning>,
     timeout: Duration,
 ) -> io::Result<TcpStream> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(Protocol::TCP))?;
+    let protocol = StreamProtocol::of(tuning.is_some_and(|t| t.mptcp));
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?;
     if let Some(dev) = &local.device {
         socket.bind_device(Some(dev.as_bytes()))?;
     }
@@ -255,6 +259,11 @@ pub(crate) fn window_note(t: &Tuning, flows: &[FlowSocket]) -> Option<String> {
 /// not yet bound (so options such as `SO_REUSEPORT` can be set first).
 pub(crate) fn socket_for(addr: &SocketAddr, kind: libc::c_int) -> io::Result<OwnedFd> {
     Ok(Socket::new(Domain::for_address(*addr), Type::from(kind).cloexec(), None)?.into())
+}
+
+/// [`socket_for`] a stream socket of `protocol` (TCP or MPTCP).
+pub(crate) fn stream_socket_for(addr: &SocketAddr, protocol: StreamProtocol) -> io::Result<OwnedFd> {
+    Ok(Socket::new(Domain::for_address(*addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?.into())
 }
 
 /// Sets an integer socket option.

@@ -70,6 +70,9 @@ struct RawTcpInfo {
     rcv_wnd: u32,
 }
 
+/// Bytes of the `struct tcp_info` this build reads.
+pub(crate) const TCP_INFO_LEN: usize = std::mem::size_of::<RawTcpInfo>();
+
 /// The TCP_INFO figures uringbench reports, in plain units.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpInfo {
@@ -108,6 +111,18 @@ impl TcpInfo {
             libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut raw as *mut RawTcpInfo).cast(), &mut len)
         };
         (rc == 0).then(|| Self::from_raw(&raw))
+    }
+
+    /// Parses a `struct tcp_info` the kernel wrote elsewhere (an element of an MPTCP
+    /// subflow array): bytes past the end of `b` read as zero. Also returns
+    /// tcpi_bytes_acked, which the flow figures do not carry.
+    pub(crate) fn from_bytes(b: &[u8]) -> (Self, u64) {
+        let mut raw = RawTcpInfo::default();
+        let n = b.len().min(TCP_INFO_LEN);
+        // SAFETY: RawTcpInfo is plain data of TCP_INFO_LEN bytes, any bit pattern valid;
+        // at most that many bytes are copied into it.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), (&mut raw as *mut RawTcpInfo).cast::<u8>(), n) };
+        (Self::from_raw(&raw), raw.bytes_acked)
     }
 
     fn from_raw(r: &RawTcpInfo) -> Self {

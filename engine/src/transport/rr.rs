@@ -6,6 +6,7 @@
 //! [`crate::transport::tcp::crr`] (a new connection per transaction).
 
 use super::FlowOutcome;
+use crate::sys::mptcp::StreamProtocol;
 use crate::uring::ring::{RingPaths, WaitMode};
 use hdrhistogram::Histogram;
 use std::sync::atomic::AtomicBool;
@@ -28,15 +29,30 @@ pub(crate) struct RrConfig {
     pub timeout: Duration,
     /// Raised when the test must end regardless of the flows.
     pub stop: Arc<AtomicBool>,
+    /// crr: what the client's connections are made as (TCP or MPTCP).
+    pub protocol: StreamProtocol,
+    /// TCP rr client: requests sent back to back before their responses are awaited
+    /// (`--bounceback`); 1 is one transaction in flight. A burst's round trip is recorded.
+    pub bounceback: u32,
+    /// TCP rr: responses carry the server's CLOCK_REALTIME stamp, which the client reads
+    /// (`--trip-times`, transport/tcp/trip.rs).
+    pub trip_times: bool,
 }
 
 impl RrConfig {
     /// Records one completed transaction's round trip if it ended inside the window.
     pub(crate) fn record(&self, latency_ns: &mut Histogram<u64>, started: Instant, now: Instant) {
-        if now >= self.window.0 && now <= self.window.1 {
+        if self.in_window(now) {
             let rtt = now.duration_since(started).as_nanos().max(1) as u64;
             let _ = latency_ns.record(rtt.min(latency_ns.high()));
         }
+    }
+}
+
+impl RrConfig {
+    /// Whether `now` is inside the measured window.
+    pub(crate) fn in_window(&self, now: Instant) -> bool {
+        now >= self.window.0 && now <= self.window.1
     }
 }
 
@@ -49,12 +65,11 @@ pub(crate) struct RrClientResult {
     /// Round-trip times inside the window, nanoseconds.
     pub latency_ns: Histogram<u64>,
     pub failures: RrFailures,
+    /// `--trip-times`: the one-way legs of the transactions inside the window.
+    pub trip: Option<crate::transport::tcp::trip::TripLegs>,
 }
 
-/// A new histogram for round trips from 1 ns to 100 s at 3 significant digits.
-pub(crate) fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid")
-}
+pub(crate) use crate::metrics::transactions::latency_histogram;
 
 #[cfg(test)]
 mod tests {

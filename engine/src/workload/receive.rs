@@ -37,7 +37,11 @@ impl TestRunner for Workloads {
                 .local_addr()
                 .map_err(|e| crate::base::error::Error::io("reading the control socket address", e))?;
             let steer: Vec<(usize, u32)> = test.placement.threads.iter().map(|t| (t.cpu, t.queues[0])).collect();
-            let (listeners, port, spread) = tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer)?;
+            // An MPTCP crr test gets MPTCP listeners where this kernel has MPTCP.
+            let mptcp = spec.tuning.mptcp && test.caps.mptcp_unavailable.is_none();
+            let protocol = crate::sys::mptcp::StreamProtocol::of(mptcp);
+            let (listeners, port, spread) =
+                tcp_crr::listeners(local.ip().to_canonical(), spec.queues, &steer, protocol)?;
             test.accept(Some(port))?;
             return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Crr(listeners, spread), test.placement)
                 .map(ServedReports::received);

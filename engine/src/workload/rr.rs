@@ -13,15 +13,18 @@ use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
+use crate::metrics::trip_times::{ClockBasis, TripTimes};
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
 use crate::session::live::{Observer, Quiet, ServerLive};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
+use crate::sys::mptcp::StreamProtocol;
 use crate::transport::rr::{latency_histogram, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
+use crate::transport::tcp::trip::TripLegs;
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
@@ -49,6 +52,8 @@ pub struct RrReport {
     pub latency: LatencySummary,
     /// Transactions that failed, by cause (client's view).
     pub failures: RrFailures,
+    /// `--trip-times`: the round trips' one-way legs.
+    pub trip_times: Option<TripTimes>,
     pub error: Option<String>,
 }
 
@@ -105,6 +110,9 @@ fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: Arc<AtomicB
         window: (t0 + spec.warmup(), t0 + spec.warmup() + spec.time()),
         timeout: spec.timeout(),
         stop,
+        protocol: StreamProtocol::of(spec.tuning.mptcp),
+        bounceback: spec.bounceback.unwrap_or(1),
+        trip_times: spec.trip_times,
     }
 }
 
@@ -134,11 +142,16 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let peer = session.peer.clone();
     let placement = session.placement.clone();
     let flows = open_flows(opts, &mut session)?;
+    let clock = trip_clock(spec, &session)?;
     session.wait_ready()?;
     let live = session.start_live(spec, observer)?;
     let side = TestSide::new(Role::Sender, spec, &placement, &live);
     let t0 = Instant::now();
     let cfg = config(spec, &placement, t0, side.halt());
+    let mptcp_probes = match &flows {
+        ClientFlows::Tcp(items) if spec.tuning.mptcp => mptcp_probes(items.iter().map(|(_, f)| &f.stream))?,
+        _ => Vec::new(),
+    };
     let threads = match flows {
         ClientFlows::Tcp(items) => {
             side.spawn(items, |(_, flows)| flows, move |flows, counters| tcp_rr::run_client(flows, counters, &cfg))?
@@ -156,15 +169,23 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let run = side.run(threads, t0, SideProbes::default(), SideEnd::AtDeadline)?;
     let mut latency = latency_histogram();
     let mut failures = RrFailures::default();
+    let mut legs = TripLegs::new();
     for r in &run.results {
         let _ = latency.add(&r.latency_ns);
         failures.add(&r.failures);
+        if let Some(t) = &r.trip {
+            legs.add(t);
+        }
     }
+    let trip_times = clock.map(|clock| {
+        TripTimes::of(clock, LatencySummary::of(&legs.request), LatencySummary::of(&legs.response), legs.negative)
+    });
     let outcomes: Vec<_> = run.results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
     let mut client = side.report(&run, &outcomes);
     let stopped = run.stopped;
     live.attach((Some(&mut client), None), (None, None));
     client.set_data_path(data_path(spec, true));
+    client.set_mptcp(read_mptcp(spec, &mptcp_probes));
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
@@ -189,8 +210,30 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         server,
         latency: LatencySummary::of(&latency),
         failures,
+        trip_times,
         error,
     })
+}
+
+/// `--trip-times`: on what grounds the receiver's clock is taken to read as this one's
+/// (None without it). A receiver that did not answer with its boot id does not stamp.
+fn trip_clock(spec: &TestSpec, session: &SenderSession) -> Result<Option<ClockBasis>> {
+    if !spec.trip_times {
+        return Ok(None);
+    }
+    let Some(theirs) = &session.peer_boot_id else {
+        return Err(Error::peer(format!(
+            "receiver {} does not stamp --trip-times responses (a uringbench recv before it): upgrade it",
+            session.peer
+        )));
+    };
+    Ok(Some(if crate::transport::tcp::trip::boot_id().as_ref() == Some(theirs) {
+        ClockBasis::SameHost
+    } else if spec.clocks_synced {
+        ClockBasis::Asserted
+    } else {
+        ClockBasis::Unknown
+    }))
 }
 
 /// Opens (or, for UDP and crr, announces) the flows the server waits for, by transport.
@@ -243,6 +286,19 @@ fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientF
     })
 }
 
+/// Duplicates of an MPTCP test's flows, kept to read their subflows once the threads that
+/// own the flows are done with them.
+fn mptcp_probes<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<Vec<TcpStream>> {
+    streams.map(|s| s.try_clone().map_err(|e| Error::io("duplicating a flow socket for MPTCP_INFO", e))).collect()
+}
+
+/// The subflows of an MPTCP test's flows (`None` without `-m`).
+fn read_mptcp(spec: &TestSpec, probes: &[TcpStream]) -> Option<Vec<crate::sys::mptcp::MptcpConnection>> {
+    use std::os::fd::AsRawFd;
+    let fds: Vec<_> = probes.iter().map(|p| p.as_raw_fd()).collect();
+    crate::sys::mptcp::read_flows(spec.tuning.mptcp, &fds)
+}
+
 /// TCP rr flows end with the client's half-close; UDP and crr need a `Finished` message.
 fn ends_with_its_flows(spec: &TestSpec) -> bool {
     spec.workload == Workload::Rr && spec.proto == Proto::Tcp
@@ -275,6 +331,10 @@ pub(crate) fn serve_rr(
     let t0 = Instant::now();
     let cfg = config(spec, placement, t0, side.halt());
     let mut notes = Vec::new();
+    let mptcp_probes = match &flows {
+        ServerFlows::Tcp(flows) if spec.tuning.mptcp => mptcp_probes(flows.iter().map(|(_, s)| s))?,
+        _ => Vec::new(),
+    };
     let threads = match flows {
         ServerFlows::Tcp(flows) => {
             let items = side.by_queue(flows, |_, queue, stream| {
@@ -327,6 +387,7 @@ pub(crate) fn serve_rr(
     let mut report = side.report(&run, &outcomes);
     report.set_data_path(data_path(spec, false));
     report.add_path_notes(notes);
+    report.set_mptcp(read_mptcp(spec, &mptcp_probes));
     if !errors.is_empty() {
         report.complete = false;
         report.errors.extend(errors);

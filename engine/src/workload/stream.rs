@@ -90,7 +90,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     }
     let spec = &opts.spec;
     let mut session = SenderSession::connect(opts)?;
-    let zc = decide_zerocopy(spec.zerocopy, &session.caps, &session.path, spec.len)?;
+    let zc = zerocopy_for(spec, &session.caps, &session.path)?;
     session.negotiate(spec, Vec::new())?;
     let peer = session.peer.clone();
     let ports = session.steer(spec, &opts.local, opts.port);
@@ -178,7 +178,7 @@ pub(crate) fn serve_test(
         let peer_ip =
             ctl.peer_addr().map_err(|e| Error::io("reading the control peer address", e))?.ip().to_canonical();
         let path = PathProbe::to(peer_ip, spec.flows());
-        (decide_zerocopy(spec.zerocopy, caps, &path, spec.len)?, path.interface().map(str::to_string))
+        (zerocopy_for(spec, caps, &path)?, path.interface().map(str::to_string))
     };
     serve_stream(ctl, stop, spec, &TcpHalves { spec, placement, caps, zc, iface, queues }, flows)
 }
@@ -219,6 +219,7 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
         side.run(threads, t0, SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] }, SideEnd::AtDeadline)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
+    let mptcp = crate::sys::mptcp::read_flows(spec.tuning.mptcp, &fds);
     drop(probes);
 
     let results = &run.results;
@@ -237,6 +238,7 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
         wake: wake(placement.wait, send_batch(spec.depth), caps),
     });
     sender.add_path_notes(window_note);
+    sender.set_mptcp(mptcp);
     // A fallback is not an error: the test ran, by copying; the zero-copy line says why.
     let used = zerocopy && results.iter().all(|r| r.zerocopy_used);
     let reason = match results.iter().find_map(|r| r.note.clone()) {
@@ -290,6 +292,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     let run = side.run(threads, t0, probed, ending)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();
     let flow_sockets: Vec<FlowSocket> = probes.iter().map(FlowSocket::read).collect();
+    let mptcp = crate::sys::mptcp::read_flows(spec.tuning.mptcp, &fds);
     let nic_queues = h.queues.map(|q| {
         let arrivals: Vec<FlowArrival> = flow_ids
             .iter()
@@ -342,7 +345,17 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
         },
     });
     report.add_path_notes(napi.into_iter().chain(window_note));
+    report.set_mptcp(mptcp);
     Ok(report)
+}
+
+/// Whether this test's TCP sends use SEND_ZC, and why: never on MPTCP flows (the kernel
+/// refuses zero-copy sends on MPTCP sockets; `--zerocopy on` with `-m` is refused up front).
+fn zerocopy_for(spec: &TestSpec, caps: &KernelCaps, path: &PathProbe) -> Result<(bool, String)> {
+    if spec.tuning.mptcp {
+        return Ok((false, "MPTCP sockets have no zero-copy send".into()));
+    }
+    decide_zerocopy(spec.zerocopy, caps, path, spec.len)
 }
 
 /// Applies the test's knobs to each flow this side holds (`sends`: the flows it sends on).

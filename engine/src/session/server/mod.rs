@@ -28,6 +28,7 @@ use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
 use crate::sys::epoll::Epoll;
+use crate::sys::mptcp::StreamProtocol;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -88,7 +89,9 @@ const FD_RESERVE: u64 = 32;
 
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
-    gate::listen(SocketAddr::new(cfg.bind, cfg.port), cfg.device.as_deref(), "")
+    // MPTCP where the kernel has it: MPTCP senders get MPTCP, plain ones plain TCP sockets.
+    let protocol = StreamProtocol::of(crate::sys::mptcp::probe().is_ok());
+    gate::listen_as(SocketAddr::new(cfg.bind, cfg.port), cfg.device.as_deref(), protocol, "")
 }
 
 /// Serves tests until killed, or until the first test ends with `--once`. Returns whether

@@ -85,6 +85,7 @@ impl Test<'_> {
             data_port,
             variant: self.spec.variant.clone(),
             steering: self.queues.map(TestQueues::steering),
+            boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
         }
     }
 

@@ -14,6 +14,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
+use crate::sys::mptcp::StreamProtocol;
 use crate::sys::sockopt;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::{errno_text, FlowOutcome};
@@ -173,7 +174,7 @@ impl Client<'_> {
             self.active -= 1;
             return Ok(());
         }
-        let fd = match sockopt::socket_for(&self.target, libc::SOCK_STREAM) {
+        let fd = match sockopt::stream_socket_for(&self.target, self.cfg.protocol) {
             Ok(fd) => fd,
             Err(e) => {
                 // Out of descriptors or memory: the flow cannot go on.
@@ -355,7 +356,7 @@ pub(crate) fn run_client(
         .into_iter()
         .map(|c| FlowOutcome { queue: c.queue, bytes: c.transactions, error: c.error })
         .collect();
-    Ok(RrClientResult { flows, latency_ns: latency, failures: client.failures })
+    Ok(RrClientResult { flows, latency_ns: latency, failures: client.failures, trip: None })
 }
 
 /// The listening sockets of a crr test, one per queue, all on one port of `ip` (the first
@@ -363,12 +364,17 @@ pub(crate) fn run_client(
 /// there: a classic BPF program then hands each new connection to the listener of the CPU
 /// its SYN was processed on. Returns the listeners, the port, and how connections are
 /// spread, in words.
-pub fn listeners(ip: std::net::IpAddr, queues: u32, steer: &[(usize, u32)]) -> Result<(Vec<CrrListener>, u16, String)> {
+pub fn listeners(
+    ip: std::net::IpAddr,
+    queues: u32,
+    steer: &[(usize, u32)],
+    protocol: StreamProtocol,
+) -> Result<(Vec<CrrListener>, u16, String)> {
     let mut port = 0;
     let mut out = Vec::with_capacity(queues as usize);
     for queue in 0..queues {
         let addr = SocketAddr::new(ip, port);
-        let fd = sockopt::socket_for(&addr, libc::SOCK_STREAM).map_err(|e| Error::io("creating a crr listener", e))?;
+        let fd = sockopt::stream_socket_for(&addr, protocol).map_err(|e| Error::io("creating a crr listener", e))?;
         let raw = fd.as_raw_fd();
         SockRef::from(&fd).set_reuse_port(true).map_err(|e| Error::io("setting SO_REUSEPORT on a crr listener", e))?;
         // Accepted sockets inherit it: answers leave at once.
@@ -594,12 +600,16 @@ mod tests {
             window: (now, now + time),
             timeout: Duration::from_millis(500),
             stop: Arc::new(AtomicBool::new(false)),
+            protocol: StreamProtocol::Tcp,
+            bounceback: 1,
+            trip_times: false,
         }
     }
 
     #[test]
     fn every_connection_is_one_transaction_on_both_ends() {
-        let (ls, port, spread) = listeners("127.0.0.1".parse().unwrap(), 2, &[(0, 0), (1, 1)]).unwrap();
+        let (ls, port, spread) =
+            listeners("127.0.0.1".parse().unwrap(), 2, &[(0, 0), (1, 1)], StreamProtocol::Tcp).unwrap();
         assert!(spread.contains("steered"), "{spread}");
         assert_eq!(ls.len(), 2);
         let cfg = config(Duration::from_millis(300));

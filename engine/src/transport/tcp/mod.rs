@@ -5,3 +5,4 @@ pub mod recv;
 pub mod recv_zc;
 pub mod rr;
 pub mod send;
+pub(crate) mod trip;

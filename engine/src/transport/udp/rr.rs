@@ -233,7 +233,7 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
             }
         }
     }
-    Ok(RrClientResult { flows: rr.finish(), latency_ns, failures })
+    Ok(RrClientResult { flows: rr.finish(), latency_ns, failures, trip: None })
 }
 
 /// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.stop`.
@@ -292,6 +292,7 @@ pub(crate) fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::mptcp::StreamProtocol;
     use crate::uring::ring::WaitMode;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
@@ -315,6 +316,9 @@ mod tests {
             window: (now, now + time),
             timeout,
             stop: Arc::new(AtomicBool::new(false)),
+            protocol: StreamProtocol::Tcp,
+            bounceback: 1,
+            trip_times: false,
         }
     }
 

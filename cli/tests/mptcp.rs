@@ -1,0 +1,150 @@
+//! Multipath TCP between two namespaces joined by two veth pairs: `send -m` carries its data
+//! over two subflows, each with bytes the kernel counted, the second one over the second
+//! veth pair; a plain `send` still works against the MPTCP listener of `recv`.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// A second veth pair between the pair's namespaces (10.77.1.1 - 10.77.1.2), the sender's
+/// second address an MPTCP subflow endpoint bound to its veth, and both sides allowed 2 extra
+/// subflows. All of it lives in the namespaces, which take it with them.
+fn second_path(pair: &NetnsPair) {
+    let (a, b) = (pair.sender_ns(), pair.receiver_ns());
+    let (ia, ib) = (format!("{}a1", pair.name), format!("{}b1", pair.name));
+    let steps: Vec<Vec<String>> = vec![
+        vec!["link", "add", &ia, "netns", &a, "type", "veth", "peer", "name", &ib, "netns", &b],
+        vec!["-n", &a, "addr", "add", "10.77.1.1/24", "dev", &ia],
+        vec!["-n", &b, "addr", "add", "10.77.1.2/24", "dev", &ib],
+        vec!["-n", &a, "link", "set", &ia, "up"],
+        vec!["-n", &b, "link", "set", &ib, "up"],
+        vec!["-n", &a, "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"],
+        vec!["-n", &b, "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"],
+        vec!["-n", &a, "mptcp", "endpoint", "add", "10.77.1.1", "dev", &ia, "subflow"],
+    ]
+    .into_iter()
+    .map(|s| s.into_iter().map(String::from).collect())
+    .collect();
+    for step in steps {
+        let out = Command::new("ip").args(&step).output().expect("run ip");
+        assert!(out.status.success(), "ip {}: {}", step.join(" "), String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// The traffic lock and a netns pair `name`; `None` (the test skipped) on a host without
+/// MPTCP, where the tests cannot run.
+fn mptcp_pair(name: &str) -> Option<(Serial, NetnsPair)> {
+    if !std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1") {
+        skip(Lacking::Installed, "net.mptcp.enabled is not 1 on this host");
+        return None;
+    }
+    let serial = serial();
+    Some((serial, NetnsPair::up(name)))
+}
+
+fn tx_bytes(pair: &NetnsPair, iface: &str) -> u64 {
+    let path = format!("/sys/class/net/{iface}/statistics/tx_bytes");
+    let out = pair.cmd(&pair.sender_ns(), "cat", &[&path]).output().expect("cat counter");
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("numeric counter")
+}
+
+#[test]
+fn send_m_carries_exact_bytes_over_two_subflows_each_counted_by_the_kernel() {
+    let Some((_serial, pair)) = mptcp_pair("ubmp") else { return };
+    second_path(&pair);
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let second_before = tx_bytes(&pair, &format!("{}a1", pair.name));
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-m", "-t", "3", "--warmup", "500ms", "--cpus", "0", "-J"],
+        Duration::from_secs(30),
+    );
+    let second_sent = tx_bytes(&pair, &format!("{}a1", pair.name)) - second_before;
+    drop(recv);
+    assert!(out.status.success(), "send -m: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let sent = u64_at(&doc, "/sum/sender/total_bytes");
+    assert!(sent > 0, "{doc}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), sent, "the receiver counted every byte sent, no more");
+    let conns = doc["mptcp"]["sender"].as_array().unwrap_or_else(|| panic!("no mptcp.sender: {doc}"));
+    assert_eq!(conns.len(), 1, "one flow, one MPTCP connection: {conns:?}");
+    let c = &conns[0];
+    assert_eq!(c["fallback"], false, "{c}");
+    let subflows = c["subflows"].as_array().expect("subflows");
+    assert!(subflows.len() >= 2, "two paths, two subflows or more: {c}");
+    for s in subflows {
+        assert!(s["bytes_acked"].as_u64().unwrap() > 0, "every subflow carried acknowledged bytes: {c}");
+    }
+    let on_second: Vec<_> =
+        subflows.iter().filter(|s| s["local"].as_str().unwrap_or("").starts_with("10.77.1.1:")).collect();
+    assert!(!on_second.is_empty(), "a subflow leaves from the second path's address: {c}");
+    // The subflows carried the connection's bytes: together at least what the sender counted
+    // (retransmissions and reinjections add to them).
+    let carried: u64 = subflows.iter().map(|s| s["bytes_sent"].as_u64().unwrap()).sum();
+    assert!(carried >= sent, "subflows sent {carried} bytes of {sent}: {c}");
+    let on_second_acked: u64 = on_second.iter().map(|s| s["bytes_acked"].as_u64().unwrap()).sum();
+    assert!(second_sent >= on_second_acked, "the second veth sent {second_sent} bytes, its subflows {on_second_acked}");
+    // The receiver's side of the same connection.
+    let theirs = doc["mptcp"]["receiver"].as_array().unwrap_or_else(|| panic!("no mptcp.receiver: {doc}"));
+    assert_eq!(theirs.len(), 1, "{theirs:?}");
+    let received: u64 =
+        theirs[0]["subflows"].as_array().unwrap().iter().map(|s| s["bytes_received"].as_u64().unwrap()).sum();
+    assert!(received >= sent, "the receiver's subflows received {received} of {sent}");
+}
+
+#[test]
+fn a_plain_send_still_works_against_the_mptcp_listener() {
+    let Some((_serial, pair)) = mptcp_pair("ubmp-plain") else { return };
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let ss = pair.cmd(&pair.receiver_ns(), "ss", &["-Hltn", "--mptcp"]).output().expect("ss");
+    let (out, _) = pair
+        .send(&["--target", RECV_ADDR, "-t", "1", "--warmup", "200ms", "--cpus", "0", "-J"], Duration::from_secs(20));
+    drop(recv);
+    assert!(
+        String::from_utf8_lossy(&ss.stdout).contains(":5300"),
+        "recv listens with MPTCP: {}",
+        String::from_utf8_lossy(&ss.stdout)
+    );
+    assert!(out.status.success(), "plain send: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let sent = u64_at(&doc, "/sum/sender/total_bytes");
+    assert!(sent > 0);
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), sent);
+    assert!(doc.get("mptcp").is_none(), "no -m, no mptcp section: {doc}");
+    // The TCP_INFO readback works on what the MPTCP listener accepted.
+    assert!(u64_at(&doc, "/tcp/receiver_flows_end/0/bytes_received") >= sent, "{doc}");
+}
+
+#[test]
+fn a_host_with_mptcp_disabled_refuses_m_and_a_receiver_without_it_gets_a_fallback() {
+    let Some((_serial, pair)) = mptcp_pair("ubmp-off") else { return };
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let sysctl = |ns: &str, v: &str| {
+        let out = pair.cmd(ns, "sysctl", &["-qw", &format!("net.mptcp.enabled={v}")]).output().expect("sysctl");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    // The sender's namespace without MPTCP: refused before anything is sent, with the reason.
+    sysctl(&pair.sender_ns(), "0");
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-m", "-t", "1"], Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("net.mptcp.enabled = 0") && stderr.lines().count() == 1, "{stderr}");
+    // Zero-copy sends do not exist on MPTCP sockets: asking for them is a usage error.
+    let (out, _) = pair.send(&["--target", RECV_ADDR, "-m", "--zerocopy", "on", "-t", "1"], Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // The receiver's without it (its listener is plain TCP, made after the sysctl): the
+    // sender's MPTCP flow falls back to TCP and the report says so.
+    sysctl(&pair.sender_ns(), "1");
+    drop(recv);
+    sysctl(&pair.receiver_ns(), "0");
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let (out, _) =
+        pair.send(&["--target", RECV_ADDR, "-m", "-t", "1", "--warmup", "200ms", "-J"], Duration::from_secs(20));
+    drop(recv);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    assert_eq!(doc["mptcp"]["sender"][0]["fallback"], true, "{}", doc["mptcp"]);
+    assert!(doc["sender"]["path"].as_str().unwrap().contains("fell back to plain TCP"), "{}", doc["sender"]["path"]);
+}
