@@ -11,6 +11,7 @@
 use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{CpuFigures, Interruption, PathFacts, StreamReport, ZeroCopyFigures};
+use crate::metrics::latency::WorkingLatency;
 use crate::metrics::summary::Stats;
 use crate::metrics::transactions::{LatencySummary, RrFailures};
 use crate::metrics::verdict::Verdict;
@@ -143,6 +144,9 @@ pub struct StreamDocument {
     pub verdict: Verdict,
     pub direction: Direction,
     pub reverse: Option<Box<StreamDocument>>,
+    /// `send --latency`: the probe's round trips, idle and under the load; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<WorkingLatency>,
 }
 
 /// Bytes one side moved on one queue.
