@@ -61,6 +61,10 @@ pub struct PlanTest {
     pub req: u32,
     #[serde(default = "one")]
     pub resp: u32,
+    /// Stream tests: run the latency probe beside the load (`send --latency`), so the
+    /// comparison carries loaded p99 and RPM.
+    #[serde(default)]
+    pub latency: bool,
 }
 
 fn default_port() -> u16 {
@@ -218,6 +222,7 @@ impl Plan {
             gso: t.gso,
             req_len: t.req,
             resp_len: t.resp,
+            latency: t.latency,
             ..TestSpec::default()
         };
         spec.validate().map_err(|e| usage(e.message))?;
