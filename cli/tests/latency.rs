@@ -195,3 +195,70 @@ fn udp_probe_is_answered_beside_a_paced_load() {
     assert_eq!(doc["sum"]["receiver"]["lost"], 0, "the probe's datagrams are not the load's");
     assert_eq!(doc["sum"]["receiver"]["datagrams"], doc["sum"]["sender"]["datagrams"], "nor counted as the load's");
 }
+
+#[test]
+fn experiment_compares_bbr_and_cubic_loaded_latency_through_the_deep_buffer() {
+    let _serial = serial();
+    let path = RouterPath::up("ublatx");
+    let _recv = path.recv();
+    path.bottleneck("200ms");
+    let dir = std::env::temp_dir().join(format!("ub-latency-exp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plan, state, saved) = (dir.join("cc.toml"), dir.join("cc.state"), dir.join("cc.json"));
+    let text = format!(
+        r#"
+runs = 6
+warmup_runs = 0
+seed = 3
+
+[test]
+target = "{RECV_ADDR}"
+queues = 8
+time = "2s"
+warmup = "500ms"
+cooldown = "250ms"
+latency = true
+
+[[variant]]
+name = "cubic"
+congestion = "cubic"
+
+[[variant]]
+name = "bbr"
+congestion = "bbr"
+"#
+    );
+    std::fs::write(&plan, text).unwrap();
+    let args = ["experiment", plan.to_str().unwrap(), "--state", state.to_str().unwrap(), "--json-file"];
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(saved.to_str().unwrap());
+    let out = path.run(&all, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "experiment failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("loaded p99 ms") && stdout.contains("RPM"), "the table shows both: {stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let comparisons = doc["compare"]["comparisons"].as_array().expect("comparisons").clone();
+    for metric in ["loaded_p99_ms", "rpm"] {
+        let c = comparisons.iter().find(|c| c["metric"] == metric).unwrap_or_else(|| panic!("no {metric}: {doc}"));
+        assert_eq!((c["a"].as_str(), c["b"].as_str()), (Some("cubic"), Some("bbr")), "{c}");
+        assert_eq!((c["n_a"].as_u64(), c["n_b"].as_u64()), (Some(6), Some(6)), "six measured runs each: {c}");
+        assert!(c["p_value"].as_f64().is_some() && c["ci95"].is_array(), "compared with CI and p-value: {c}");
+        println!(
+            "{metric}: cubic median {:.3}, bbr median {:.3}, ratio {:.3} (95% CI {}), p {:.4}: {}",
+            c["median_a"].as_f64().unwrap(),
+            c["median_b"].as_f64().unwrap(),
+            c["ratio"].as_f64().unwrap_or(f64::NAN),
+            c["ci95"],
+            c["p_value"].as_f64().unwrap(),
+            c["verdict"]
+        );
+    }
+    // Every run crossed the bottleneck with the probe answered under load.
+    for v in doc["variants"].as_array().unwrap() {
+        for run in v["runs"].as_array().unwrap() {
+            assert!(run["latency"]["loaded"]["count"].as_u64().unwrap_or(0) > 0, "{}", run["latency"]);
+        }
+    }
+}
