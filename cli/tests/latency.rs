@@ -128,6 +128,15 @@ impl Drop for Running {
     }
 }
 
+/// The traffic lock, a router path named `name` with `recv` on its receiver; dropped in
+/// reverse order (recv killed, namespaces removed, lock released).
+fn bed(name: &str) -> (common::Serial, RouterPath, Running) {
+    let serial = serial();
+    let path = RouterPath::up(name);
+    let recv = path.recv();
+    (serial, path, recv)
+}
+
 fn send_latency(path: &RouterPath) -> serde_json::Value {
     let out = path.run(
         &["send", "-c", RECV_ADDR, "-P", "8", "-C", "cubic", "--latency", "-t", "4", "-i", "1", "-J"],
@@ -139,9 +148,7 @@ fn send_latency(path: &RouterPath) -> serde_json::Value {
 
 #[test]
 fn a_deep_buffer_inflates_latency_under_load_and_a_shallow_one_less() {
-    let _serial = serial();
-    let path = RouterPath::up("ublat");
-    let _recv = path.recv();
+    let (_serial, path, _recv) = bed("ublat");
     path.bottleneck("200ms");
     let before = path.tbf_sent_bytes();
     let deep = send_latency(&path);
@@ -182,9 +189,7 @@ fn a_deep_buffer_inflates_latency_under_load_and_a_shallow_one_less() {
 
 #[test]
 fn udp_probe_is_answered_beside_a_paced_load() {
-    let _serial = serial();
-    let path = RouterPath::up("ublatu");
-    let _recv = path.recv();
+    let (_serial, path, _recv) = bed("ublatu");
     let out =
         path.run(&["send", "-c", RECV_ADDR, "-u", "-b", "50m", "--latency", "-t", "2", "-J"], Duration::from_secs(30));
     assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -198,9 +203,7 @@ fn udp_probe_is_answered_beside_a_paced_load() {
 
 #[test]
 fn experiment_compares_bbr_and_cubic_loaded_latency_through_the_deep_buffer() {
-    let _serial = serial();
-    let path = RouterPath::up("ublatx");
-    let _recv = path.recv();
+    let (_serial, path, _recv) = bed("ublatx");
     path.bottleneck("200ms");
     let dir = std::env::temp_dir().join(format!("ub-latency-exp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

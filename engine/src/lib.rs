@@ -104,11 +104,12 @@ pub use crate::base::units;
 pub mod output {
     pub use crate::report::export::{csv_rows, CSV_HEADER};
     pub use crate::report::html::render as html_page;
-    pub use crate::report::latency::{latency_event, latency_interval_line};
+    pub use crate::report::latency::latency_interval_line;
     pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line};
     pub use crate::report::saved::SavedResults;
     pub use crate::report::stream::{
-        end_event, header_line, interval_event, interval_json, interval_lines, start_event, INTERVAL_TITLES,
+        end_event, header_line, interval_event, interval_json, interval_lines, latency_event, start_event,
+        INTERVAL_TITLES,
     };
 }
 

@@ -47,13 +47,3 @@ pub fn latency_interval_line(iv: &LatencyInterval) -> String {
         iv.start, iv.end, iv.rtt.p50_ms, iv.rtt.p90_ms, iv.rtt.p99_ms, iv.rtt.max_ms, iv.rpm, iv.rtt.count
     )
 }
-
-/// `--json-stream`'s `{"event":"latency",...}` after interval `n` of the load's direction.
-pub fn latency_event(n: usize, iv: &LatencyInterval) -> serde_json::Value {
-    let mut v = serde_json::json!({"event": "latency", "stream_schema_version": crate::report::stream::STREAM_SCHEMA_VERSION, "n": n});
-    if let (serde_json::Value::Object(event), Ok(serde_json::Value::Object(entry))) = (&mut v, serde_json::to_value(iv))
-    {
-        event.extend(entry);
-    }
-    v
-}

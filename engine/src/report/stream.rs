@@ -97,6 +97,15 @@ pub fn interval_event(direction: crate::base::spec::Direction, n: usize, entry: 
     v
 }
 
+/// `--json-stream`'s `{"event":"latency",...}` after interval `n` of the load's direction.
+pub fn latency_event(n: usize, iv: &crate::metrics::latency::LatencyInterval) -> Value {
+    let mut v = json!({"event": "latency", "stream_schema_version": STREAM_SCHEMA_VERSION, "n": n});
+    if let (Value::Object(event), Ok(Value::Object(entry))) = (&mut v, serde_json::to_value(iv)) {
+        event.extend(entry);
+    }
+    v
+}
+
 /// `{"event":"end",...}`: the whole report, the document `-J` writes, with `event` first.
 pub fn end_event(doc: &impl serde::Serialize) -> Value {
     let mut v = json!({"event": "end", "stream_schema_version": STREAM_SCHEMA_VERSION});

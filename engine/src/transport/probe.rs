@@ -136,14 +136,31 @@ fn record(log: &Mutex<ProbeLog>, sent: Instant, rtt: Duration) {
     log.bytes_received += PROBE_LEN as u64;
 }
 
-fn probe_tcp(mut s: TcpStream, stop: &AtomicBool, log: &Mutex<ProbeLog>, until: Instant) -> std::io::Result<()> {
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(POLL))?;
+/// Runs `transaction(seq)` one every [`PROBE_GAP`] (at once after a slower one) until
+/// stopped, past `until`, or `transaction` says the probe is over (false).
+fn paced(
+    stop: &AtomicBool,
+    until: Instant,
+    mut transaction: impl FnMut(u64) -> std::io::Result<bool>,
+) -> std::io::Result<()> {
     let mut next = Instant::now();
     for seq in 0u64.. {
         if !wait_turn(next, stop, until) {
             break;
         }
+        let started = Instant::now();
+        if !transaction(seq)? {
+            break;
+        }
+        next = started + PROBE_GAP;
+    }
+    Ok(())
+}
+
+fn probe_tcp(mut s: TcpStream, stop: &AtomicBool, log: &Mutex<ProbeLog>, until: Instant) -> std::io::Result<()> {
+    s.set_nodelay(true)?;
+    s.set_read_timeout(Some(POLL))?;
+    paced(stop, until, |seq| {
         let sent = Instant::now();
         s.write_all(&request(seq))?;
         let mut answer = [0u8; PROBE_LEN];
@@ -155,7 +172,7 @@ fn probe_tcp(mut s: TcpStream, stop: &AtomicBool, log: &Mutex<ProbeLog>, until: 
                 Ok(n) => got += n,
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if stop.load(Ordering::Acquire) {
-                        return Ok(());
+                        return Ok(false);
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -166,57 +183,49 @@ fn probe_tcp(mut s: TcpStream, stop: &AtomicBool, log: &Mutex<ProbeLog>, until: 
             return Err(std::io::Error::new(ErrorKind::InvalidData, "the receiver answered another probe"));
         }
         record(log, sent, sent.elapsed());
-        next = sent + PROBE_GAP;
-    }
+        Ok(true)
+    })?;
     let _ = s.shutdown(std::net::Shutdown::Write);
     Ok(())
 }
 
 fn probe_udp(s: UdpSocket, stop: &AtomicBool, log: &Mutex<ProbeLog>, until: Instant) -> std::io::Result<()> {
     s.set_read_timeout(Some(POLL))?;
-    let mut next = Instant::now();
-    for seq in 0u64.. {
-        if !wait_turn(next, stop, until) {
-            break;
-        }
+    paced(stop, until, |seq| {
         let sent = Instant::now();
         match s.send(&request(seq)) {
             Ok(_) => {}
             // A refused or full path loses this probe, not the test.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::ENOBUFS)) => {
                 log.lock().unwrap_or_else(|p| p.into_inner()).lost += 1;
-                next = sent + PROBE_GAP;
-                continue;
+                return Ok(true);
             }
             Err(e) => return Err(e),
         }
         let mut answer = [0u8; PROBE_LEN];
-        let answered = loop {
+        loop {
             if stop.load(Ordering::Acquire) {
-                return Ok(());
+                return Ok(false);
             }
             if sent.elapsed() >= PROBE_TIMEOUT {
-                break false;
+                let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                log.lost += 1;
+                log.bytes_sent += PROBE_LEN as u64;
+                return Ok(true);
             }
             match s.recv(&mut answer) {
                 // An answer to an older probe came after it was counted lost: skip it.
-                Ok(n) if n == PROBE_LEN && answer[..8] == seq.to_be_bytes() => break true,
+                Ok(n) if n == PROBE_LEN && answer[..8] == seq.to_be_bytes() => {
+                    record(log, sent, sent.elapsed());
+                    return Ok(true);
+                }
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {}
                 Err(e) => return Err(e),
             }
-        };
-        if answered {
-            record(log, sent, sent.elapsed());
-        } else {
-            let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
-            log.lost += 1;
-            log.bytes_sent += PROBE_LEN as u64;
         }
-        next = sent + PROBE_GAP;
-    }
-    Ok(())
+    })
 }
 
 /// Moves the calling thread off `avoid` when the thread may run elsewhere; left as it is
