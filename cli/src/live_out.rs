@@ -11,7 +11,7 @@ use std::{
 use uringbench::{
     output as rr,
     output::{self as report, interval_event, start_event},
-    Direction, Error, IntervalFigures, Observer, StartInfo, TestSpec,
+    Direction, Error, IntervalFigures, LatencyInterval, Observer, StartInfo, TestSpec,
 };
 
 /// Where a command's report goes.
@@ -148,5 +148,16 @@ impl Observer for LiveOut {
             text = text.lines().map(|l| format!("{tag}{l}\n")).collect();
         }
         self.out.text(&text);
+    }
+
+    fn latency(&self, n: usize, figures: &LatencyInterval) {
+        let spec = self.spec.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(spec) = spec else { return };
+        if self.style == Style::JsonStream {
+            return self.out.json_line(&report::latency_event(n, figures));
+        }
+        if spec.interval_ms > 0 {
+            self.out.text(&format!("{}\n", report::latency_interval_line(figures)));
+        }
     }
 }

@@ -415,6 +415,11 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
+    if args.latency && (args.iperf2 || args.iperf3 || args.ntttcp || args.engine == xdp_mode::Engine::Xdp) {
+        return Err(Error::usage(
+            "--latency needs a uringbench recv to answer its probe and uringbench's own engine: not with --iperf2, --iperf3, --ntttcp or --engine xdp",
+        ));
+    }
     if args.iperf2 {
         if args.html.is_some() {
             return Err(Error::usage("--html is not available with --iperf2: save -J and run `report --html` on it"));
@@ -449,6 +454,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         depth: args.depth,
         gso: !args.no_gso,
         one_way_delay: args.one_way_delay,
+        latency: args.latency,
         direction: direction_of(&args),
         ..TestSpec::default()
     };

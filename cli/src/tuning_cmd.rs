@@ -42,6 +42,10 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
 }
 
 pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
+    let latency = args.latency || args.max_latency.is_some();
+    if latency && args.engine == xdp_mode::Engine::Xdp {
+        return Err(Error::usage("--latency and --max-latency need uringbench's own engine, not --engine xdp"));
+    }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone(), xdp_mode::XdpGenArg::Xsk)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
@@ -60,6 +64,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         time_ms: args.trial.as_millis() as u64,
         warmup_ms: args.warmup.as_millis() as u64,
         cooldown_ms: args.cooldown.as_millis() as u64,
+        latency,
         ..TestSpec::default()
     };
     spec.validate()?;
@@ -80,6 +85,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         resolution: args.resolution,
         confirm: args.confirm,
         max_rate_bps: args.max_rate.filter(|&r| r > 0),
+        max_latency_ms: args.max_latency.map(|d| d.as_secs_f64() * 1e3),
     };
     let json = args.json || args.format == TextOrJson::Json;
     if !json {
@@ -130,8 +136,9 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
 pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let text =
         std::fs::read_to_string(&args.plan).map_err(|e| Error::usage(format!("{}: {e}", args.plan.display())))?;
-    let plan =
+    let mut plan =
         Plan::parse(&text).map_err(|e| Error { message: format!("{}: {}", args.plan.display(), e.message), ..e })?;
+    plan.test.latency |= args.latency;
     // A stop (Ctrl-C, a kill) ends the running test early, reverts and exits 130; a second
     // signal reverts from the signal watcher and exits at once.
     let state = args.state.clone().unwrap_or_else(|| settings::default_state("experiment"));

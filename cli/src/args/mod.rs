@@ -461,6 +461,10 @@ pub struct SendArgs {
     /// UDP: also report one-way delay (both ends must share a clock: same host, or PTP).
     #[arg(long)]
     pub one_way_delay: bool,
+    /// Working latency: a probe of small request/response transactions beside the load, on a
+    /// connection of its own, idle first, then under the load (docs/output.md).
+    #[arg(long)]
+    pub latency: bool,
     /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
     #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,

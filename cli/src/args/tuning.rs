@@ -289,6 +289,13 @@ pub struct SearchArgs {
     /// Upper bound of the search [default: the sender's unpaced rate, from a first trial].
     #[arg(long, value_parser = rate)]
     pub max_rate: Option<u64>,
+    /// Run the latency probe beside every trial (as send --latency): each shows its loaded p99.
+    #[arg(long)]
+    pub latency: bool,
+    /// Highest loaded p99 round trip of the latency probe that passes, e.g. 5ms: the answer is
+    /// the highest rate whose loaded p99 stays under it (implies --latency).
+    #[arg(long, value_parser = duration)]
+    pub max_latency: Option<std::time::Duration>,
     /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,
@@ -342,6 +349,10 @@ pub struct ExperimentArgs {
     /// Same as --format json.
     #[arg(short = 'J')]
     pub json: bool,
+    /// Run the latency probe beside every stream run (as the plan's `latency = true`): the
+    /// comparison then carries loaded p99 and RPM.
+    #[arg(long)]
+    pub latency: bool,
 }
 
 #[derive(Args)]

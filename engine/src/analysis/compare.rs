@@ -35,15 +35,21 @@ pub enum Metric {
     TransactionsPerSecond,
     /// `latency_us.p99` (rr, crr, http).
     P99Us,
+    /// `latency.loaded.p99_ms`: the probe's 99th percentile round trip under load (`--latency`).
+    LoadedP99Ms,
+    /// `latency.rpm`: round trips per minute under load (`--latency`).
+    Rpm,
 }
 
-pub const ALL_METRICS: [Metric; 6] = [
+pub const ALL_METRICS: [Metric; 8] = [
     Metric::ReceivedGbps,
     Metric::CpuSecondsPerGb,
     Metric::Retransmits,
     Metric::LossPercent,
     Metric::TransactionsPerSecond,
     Metric::P99Us,
+    Metric::LoadedP99Ms,
+    Metric::Rpm,
 ];
 
 impl Metric {
@@ -55,6 +61,8 @@ impl Metric {
             Metric::LossPercent => "loss_percent",
             Metric::TransactionsPerSecond => "transactions_per_second",
             Metric::P99Us => "p99_us",
+            Metric::LoadedP99Ms => "loaded_p99_ms",
+            Metric::Rpm => "rpm",
         }
     }
 
@@ -73,11 +81,13 @@ impl Metric {
             Metric::LossPercent => "loss %",
             Metric::TransactionsPerSecond => "transactions/s",
             Metric::P99Us => "p99 latency us",
+            Metric::LoadedP99Ms => "loaded p99 ms",
+            Metric::Rpm => "RPM",
         }
     }
 
     pub(crate) fn higher_is_better(self) -> bool {
-        matches!(self, Metric::ReceivedGbps | Metric::TransactionsPerSecond)
+        matches!(self, Metric::ReceivedGbps | Metric::TransactionsPerSecond | Metric::Rpm)
     }
 
     /// The figure of one run, when that run has it.
@@ -89,6 +99,8 @@ impl Metric {
             Metric::LossPercent => run.loss_percent,
             Metric::TransactionsPerSecond => run.transactions_per_second,
             Metric::P99Us => run.p99_us,
+            Metric::LoadedP99Ms => run.loaded_p99_ms,
+            Metric::Rpm => run.rpm,
         };
         v.filter(|v| v.is_finite())
     }
@@ -108,11 +120,16 @@ pub struct RunMetrics {
     pub loss_percent: Option<f64>,
     pub transactions_per_second: Option<f64>,
     pub p99_us: Option<f64>,
+    /// `--latency`: the probe's loaded p99 round trip (ms) and RPM, when it was answered
+    /// under load.
+    pub loaded_p99_ms: Option<f64>,
+    pub rpm: Option<f64>,
 }
 
 impl RunMetrics {
     pub fn of_stream(doc: &StreamDocument) -> Self {
         let received = doc.sum.receiver.as_ref();
+        let loaded = doc.latency.as_ref().filter(|l| l.loaded.count > 0);
         Self {
             complete: doc.complete,
             error: doc.error.clone(),
@@ -120,6 +137,8 @@ impl RunMetrics {
             cpu_seconds_per_gb: doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb),
             retransmits: (doc.test.proto == Proto::Tcp).then_some(doc.tcp.sender.retransmitted_segments as f64),
             loss_percent: received.and_then(|r| r.udp.as_ref()).map(|u| u.loss_ratio * 100.0),
+            loaded_p99_ms: loaded.map(|l| l.loaded.p99_ms),
+            rpm: loaded.map(|l| l.rpm),
             ..Self::default()
         }
     }

@@ -9,7 +9,9 @@
 
 use crate::base::units::format_bits_per_second;
 use crate::metrics::figures::Evidence;
+use crate::metrics::latency::WorkingLatency;
 pub use crate::metrics::verdict::{Bottleneck, Verdict};
+use crate::sys::netpath::{LimitKind, PathLimit};
 
 /// Received share of a configured or path rate at which that rate is named the limit.
 pub(crate) const RATE_SHARE: f64 = 0.85;
@@ -21,6 +23,54 @@ pub(crate) const RETRANS_SHARE: f64 = 0.01;
 pub(crate) const CPU_SATURATED: f64 = 0.95;
 /// A queue thread below this share on a saturated CPU was starved by other work.
 pub(crate) const THREAD_STARVED: f64 = 0.8;
+
+/// Growth of the median round trip under load, in ms, from which the verdict names a queue.
+pub(crate) const QUEUE_GROWTH_MS: f64 = 1.0;
+/// ... and the factor over the idle median it must also reach (a 0.1 ms path at 1.1 ms).
+pub(crate) const QUEUE_FACTOR: f64 = 4.0;
+
+/// The queue a load built (`--latency`): a standing queue when the loaded median round trip
+/// grew by [`QUEUE_GROWTH_MS`] and [`QUEUE_FACTOR`] times the idle one; bursts when only the
+/// 99th percentile did. Named where this host can see it (a shaping qdisc on its egress),
+/// else placed beyond this host; sized as the growth times the rate the load was received at.
+pub(crate) fn queue_finding(
+    l: &WorkingLatency,
+    limits: &[PathLimit],
+    egress: Option<&str>,
+    received_bps: f64,
+) -> Option<String> {
+    let grew = |idle: f64, loaded: f64| loaded - idle >= QUEUE_GROWTH_MS && loaded >= QUEUE_FACTOR * idle;
+    let growth = l.median_growth_ms()?;
+    let (kind, ms, idle, loaded) = if grew(l.idle.p50_ms, l.loaded.p50_ms) {
+        ("a standing queue", growth, l.idle.p50_ms, l.loaded.p50_ms)
+    } else if grew(l.idle.p99_ms, l.loaded.p99_ms) {
+        ("a queue that fills in bursts (p99)", l.inflation.p99_ms, l.idle.p99_ms, l.loaded.p99_ms)
+    } else {
+        return None;
+    };
+    let bytes = ms / 1e3 * received_bps / 8.0;
+    let size = if bytes > 0.0 {
+        format!(
+            ", about {} at the {} received",
+            crate::base::units::format_bytes(bytes as u64),
+            format_bits_per_second(received_bps)
+        )
+    } else {
+        String::new()
+    };
+    let place = match limits.iter().find(|p| p.kind == LimitKind::Qdisc) {
+        Some(q) => format!(
+            "at the {} (this host's egress shaper, {})",
+            q.what.trim_start_matches("qdisc "),
+            format_bits_per_second(q.bits_per_second)
+        ),
+        None => format!(
+            "beyond this host: no shaper holds its egress{}, so a router's or the receiver's queue on the path",
+            egress.map(|i| format!(" {i}")).unwrap_or_default()
+        ),
+    };
+    Some(format!("latency +{ms:.1} ms under load ({idle:.2} -> {loaded:.2} ms): {kind} {place}{size}"))
+}
 
 /// A saturated CPU on one side: `sender cpu` or `receiver cpu`.
 fn cpu_of(side: &str) -> Bottleneck {
@@ -36,7 +86,7 @@ fn pct(x: f64) -> String {
 }
 
 fn verdict(bottleneck: Bottleneck, evidence: String) -> Verdict {
-    Verdict { bottleneck, evidence }
+    Verdict { bottleneck, evidence, queue: None }
 }
 
 /// Applies the rules in order: the first that names a limit wins.

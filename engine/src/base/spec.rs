@@ -141,6 +141,12 @@ pub struct TestSpec {
     /// sender only names it; what it changes is the receiver's own file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    /// Stream tests (`--latency`): a latency probe runs beside the load, on a connection of
+    /// its own that the receiver answers (idle, then loaded round trips). A receiver that
+    /// answers it says so in its `accept`; one too old to know the key ignores it, and the
+    /// sender refuses to run without an answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub latency: bool,
     /// Socket and kernel knobs applied to every data flow on both ends (`-C`, `-w`, `-M`...).
     #[serde(flatten)]
     pub tuning: Tuning,
@@ -261,6 +267,7 @@ impl Default for TestSpec {
             trip_times: false,
             clocks_synced: false,
             variant: None,
+            latency: false,
             tuning: Tuning::default(),
         }
     }
@@ -274,6 +281,11 @@ impl TestSpec {
     }
     /// Data connections of a test: one set of flows per direction; none for crr, whose
     /// connections come and go during the test.
+    /// The latency probe's connections beside the data flows (`--latency`): one, or none.
+    pub fn probe_connections(&self) -> u32 {
+        u32::from(self.latency)
+    }
+
     pub fn data_connections(&self) -> u32 {
         if self.workload == Workload::Crr {
             0
@@ -398,6 +410,9 @@ impl TestSpec {
         }
         if self.tuning.mptcp && self.zerocopy == ZeroCopyMode::On {
             return bad("--zerocopy on: the kernel has no zero-copy send on MPTCP sockets (-m)".into());
+        }
+        if self.latency && self.workload != Workload::Stream {
+            return bad("--latency runs beside a stream test's load; rr and crr measure latency already".into());
         }
         self.tuning.validate()
     }

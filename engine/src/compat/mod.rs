@@ -150,6 +150,7 @@ fn stream_report(
         path: facts,
         reverse: None,
         interrupted: None,
+        latency: None,
     };
     stream.mark_interrupted(live.stopped());
     stream

@@ -11,6 +11,7 @@
 use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{CpuFigures, Interruption, IntervalCpu, PathFacts, StreamReport, ZeroCopyFigures};
+use crate::metrics::latency::WorkingLatency;
 use crate::metrics::summary::Stats;
 use crate::metrics::transactions::{LatencySummary, RrFailures};
 use crate::metrics::verdict::Verdict;
@@ -148,6 +149,9 @@ pub struct StreamDocument {
     /// after the test (absent without `-m`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mptcp: Option<MptcpSection>,
+    /// `send --latency`: the probe's round trips, idle and under the load; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<WorkingLatency>,
 }
 
 /// `mptcp`: the MPTCP connections of each side, in flow order (a side's connections that

@@ -333,6 +333,8 @@ pub struct StreamReport {
     pub reverse: Option<Box<StreamReport>>,
     /// Set when a signal at either end stopped the test early.
     pub interrupted: Option<Interruption>,
+    /// `--latency`: the probe's round trips, idle and under this load.
+    pub latency: Option<crate::metrics::latency::WorkingLatency>,
 }
 
 /// Facts about the network path gathered by the sender around the window.

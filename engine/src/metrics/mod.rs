@@ -3,6 +3,7 @@
 pub mod data_path;
 pub mod document;
 pub mod figures;
+pub mod latency;
 pub mod measure;
 pub mod seq;
 pub mod summary;

@@ -91,4 +91,8 @@ impl PartialEq<&str> for Bottleneck {
 pub struct Verdict {
     pub bottleneck: Bottleneck,
     pub evidence: String,
+    /// `--latency`: the queue the load built, when the round trip grew under it (e.g.
+    /// `latency +16.1 ms under load: a standing queue ...`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }

@@ -10,6 +10,7 @@ pub mod html;
 pub mod http;
 pub mod iperf2;
 pub mod iperf3;
+pub mod latency;
 pub mod ntttcp;
 mod peer;
 pub mod rr;

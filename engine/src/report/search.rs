@@ -19,8 +19,9 @@ impl SearchResult {
             Phase::Search => "search",
             Phase::Confirm => "confirm",
         };
+        let p99 = s.figures.loaded_p99_ms.map_or(String::new(), |p| format!("  loaded p99 {p:.2} ms"));
         format!(
-            "{:>4}  {phase:<7}  {rate:<26}  {:>12.0}  {received:<18}  {loss:>8}  {}",
+            "{:>4}  {phase:<7}  {rate:<26}  {:>12.0}  {received:<18}  {loss:>8}  {}{p99}",
             s.step,
             s.pps,
             if s.passed { "pass".to_string() } else { format!("FAIL: {}", s.reason.as_deref().unwrap_or("")) }
@@ -36,11 +37,12 @@ impl SearchResult {
             let _ = writeln!(out, "{}", Self::step_line(s));
         }
         let what = if spec.proto == Proto::Udp { "loss" } else { "retransmitted bytes" };
+        let ceiling = self.max_latency_ms.map_or(String::new(), |ms| format!(" and loaded p99 latency <= {ms:.2} ms"));
         match (self.rate_bps, self.pps) {
             (Some(r), Some(p)) => {
                 let _ = writeln!(
                     out,
-                    "result: {} ({p:.0} datagrams/s of {} B), {what} <= {:.3}% in {} of {} confirmation trials",
+                    "result: {} ({p:.0} datagrams/s of {} B), {what} <= {:.3}%{ceiling} in {} of {} confirmation trials",
                     format_bits_per_second(r),
                     spec.len,
                     self.loss_threshold * 100.0,
@@ -52,7 +54,7 @@ impl SearchResult {
                 let lowest = self.steps.iter().map(|s| s.rate_bps).filter(|&r| r > 0).min().unwrap_or(0);
                 let _ = writeln!(
                     out,
-                    "result: none: even the lowest rate tried ({}) exceeded {what} {:.3}%",
+                    "result: none: even the lowest rate tried ({}) exceeded {what} {:.3}%{ceiling}",
                     format_bits_per_second(lowest as f64),
                     self.loss_threshold * 100.0
                 );
@@ -79,6 +81,7 @@ mod tests {
                 received_bps: Some(rate_bps as f64 * (1.0 - loss)),
                 loss_ratio: Some(loss),
                 error: None,
+                loaded_p99_ms: None,
             },
             passed,
             reason: (!passed).then(|| format!("loss {:.3}% above 0.100%", loss * 100.0)),
@@ -95,6 +98,7 @@ mod tests {
             resolution: 0.05,
             confirm: 2,
             probe_passed: false,
+            max_latency_ms: None,
             steps: vec![
                 trial(1, Phase::Search, 2_000_000_000, 0.3, false),
                 trial(2, Phase::Search, 1_000_000_000, 0.1, false),

@@ -1,7 +1,7 @@
 //! How a stream test is shown: iperf2-like text, the JSON document whose keys docs/output.md
 //! fixes, and the `--json-stream` events. The figures themselves are metrics/figures.rs.
 
-use crate::analysis::verdict::{diagnose, Verdict};
+use crate::analysis::verdict::{diagnose, queue_finding, Verdict};
 use crate::base::spec::TestSpec;
 use crate::base::units::{format_bits_per_second, format_bytes};
 use crate::metrics::document::{
@@ -10,6 +10,7 @@ use crate::metrics::document::{
     TcpSection, Tool,
 };
 use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
+use crate::report::latency::latency_lines;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -101,6 +102,15 @@ pub fn interval_event(direction: crate::base::spec::Direction, n: usize, entry: 
     v
 }
 
+/// `--json-stream`'s `{"event":"latency",...}` after interval `n` of the load's direction.
+pub fn latency_event(n: usize, iv: &crate::metrics::latency::LatencyInterval) -> Value {
+    let mut v = json!({"event": "latency", "stream_schema_version": STREAM_SCHEMA_VERSION, "n": n});
+    if let (Value::Object(event), Ok(Value::Object(entry))) = (&mut v, serde_json::to_value(iv)) {
+        event.extend(entry);
+    }
+    v
+}
+
 /// `{"event":"end",...}`: the whole report, the document `-J` writes, with `event` first.
 pub fn end_event(doc: &impl serde::Serialize) -> Value {
     let mut v = json!({"event": "end", "stream_schema_version": STREAM_SCHEMA_VERSION});
@@ -179,7 +189,13 @@ pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&Interva
 impl StreamReport {
     /// Names the busiest queue thread when one is saturated; otherwise says nothing stands out.
     pub fn verdict(&self) -> Verdict {
-        diagnose(&self.evidence())
+        let mut verdict = diagnose(&self.evidence());
+        let received = self.receiver.as_ref().map_or(0.0, |r| r.bits_per_second());
+        verdict.queue = self
+            .latency
+            .as_ref()
+            .and_then(|l| queue_finding(l, &self.path.limits, self.path.egress_interface.as_deref(), received));
+        verdict
     }
 
     /// Cycles per received byte and CPU-seconds per GB from a side's host busy time.
@@ -294,6 +310,7 @@ impl StreamReport {
             direction: self.spec.direction,
             reverse: self.reverse.as_ref().map(|r| Box::new(r.to_document())),
             mptcp: MptcpSection::of(self.spec.tuning.mptcp, &self.sender, recv),
+            latency: self.latency.clone(),
         }
     }
 
@@ -355,6 +372,9 @@ impl StreamReport {
         }
         self.tcp_line(&mut out);
         self.zerocopy_line(&mut out);
+        if let Some(l) = &self.latency {
+            out.push_str(&latency_lines(l));
+        }
         self.error_lines(&mut out);
         self.verdict_lines(&mut out);
         out
@@ -536,6 +556,9 @@ impl StreamReport {
     fn verdict_lines(&self, out: &mut String) {
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
+        if let Some(queue) = &v.queue {
+            let _ = writeln!(out, "verdict: {queue}");
+        }
         for finding in self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()).map_or(&[][..], |t| &t.findings[..]) {
             let _ = writeln!(out, "verdict: {finding}");
         }

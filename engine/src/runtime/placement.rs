@@ -38,6 +38,14 @@ pub struct Placement {
     pub summary: String,
 }
 
+impl Placement {
+    /// The CPUs the queue threads are pinned to (what a side thread, such as the latency
+    /// probe, keeps off).
+    pub fn cpus(&self) -> Vec<usize> {
+        self.threads.iter().map(|t| t.cpu).collect()
+    }
+}
+
 /// Default spin window of adaptive busy polling: long enough to bridge the gap between
 /// completions of a busy stream, short enough to cost little when a flow goes idle.
 pub(crate) const ADAPTIVE_SPIN_US: u32 = 50;

@@ -90,6 +90,11 @@ pub enum ControlMsg {
         /// otherwise, and from receivers that predate it (the sender then refuses to go on).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         boot_id: Option<String>,
+        /// The receiver answers the test's latency probe (`TestSpec::latency`): a TCP test's
+        /// probe is the data flow after the last, a UDP test's the source port after the
+        /// last. Absent from receivers that predate it: the sender then refuses `--latency`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        latency_probe: bool,
     },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },

@@ -100,6 +100,9 @@ pub trait Observer: Send + Sync {
         _offered: Option<&IntervalFigures>,
     ) {
     }
+    /// `--latency`: the probe's round trips over interval `n` of the load's direction, told
+    /// right after that interval.
+    fn latency(&self, _n: usize, _figures: &crate::metrics::latency::LatencyInterval) {}
 }
 
 /// An observer that watches nothing (sweeps, `--repeat` summaries).

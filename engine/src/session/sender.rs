@@ -176,7 +176,12 @@ impl SenderSession {
         self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement, variant, steering, boot_id } => {
+            ControlMsg::Accept { cookie, data_port, placement, variant, steering, boot_id, latency_probe } => {
+                if spec.latency && !latency_probe {
+                    return Err(Error::peer(format!(
+                        "receiver {peer} does not answer --latency probes (a uringbench recv older than --latency): upgrade it, or run without --latency"
+                    )));
+                }
                 if variant != spec.variant {
                     return Err(Error::peer(format!(
                         "receiver {peer} did not apply receiver variant '{}' (a uringbench recv without --variants support)",
@@ -188,6 +193,11 @@ impl SenderSession {
                 self.steering = steering;
                 self.peer_boot_id = boot_id;
                 cookie
+            }
+            ControlMsg::Refuse { reason } if spec.latency && reason.contains("source ports for") => {
+                return Err(Error::peer(format!(
+                    "receiver {peer} refused the test: {reason} (a uringbench recv older than --latency does not know the probe's port: upgrade it, or run without --latency)"
+                )))
             }
             ControlMsg::Refuse { reason } => {
                 return Err(Error::peer(format!("receiver {peer} refused the test: {reason}")))
@@ -317,6 +327,7 @@ impl SenderSession {
             path,
             reverse: None,
             interrupted: None,
+            latency: None,
         };
         report.mark_interrupted(live.stopped());
         report
@@ -360,6 +371,7 @@ impl SenderSession {
             path,
             reverse: Some(Box::new(reverse)),
             interrupted: None,
+            latency: None,
         };
         report.mark_interrupted(stopped);
         report
@@ -387,5 +399,6 @@ fn reverse_report(
         path,
         reverse: None,
         interrupted: None,
+        latency: None,
     }
 }

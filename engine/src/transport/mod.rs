@@ -5,6 +5,7 @@
 //! and returns per-flow outcomes when its flows end.
 
 pub mod pace;
+pub mod probe;
 pub mod rr;
 pub(crate) mod stopping;
 pub mod tcp;

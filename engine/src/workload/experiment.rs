@@ -61,6 +61,10 @@ pub struct PlanTest {
     pub req: u32,
     #[serde(default = "one")]
     pub resp: u32,
+    /// Stream tests: run the latency probe beside the load (`send --latency`), so the
+    /// comparison carries loaded p99 and RPM.
+    #[serde(default)]
+    pub latency: bool,
 }
 
 fn default_port() -> u16 {
@@ -97,6 +101,10 @@ pub struct PlanVariant {
     pub name: String,
     /// The receiver's variant (from its `recv --variants` file), if any.
     pub receiver: Option<String>,
+    /// `congestion = "cubic"`: the congestion control of this variant's flows, set on each
+    /// socket (TCP_CONGESTION, as `send -C`): a network namespace may select by sysctl only
+    /// the host's allowed ones, a socket of a privileged sender any loaded one.
+    pub congestion: Option<String>,
     pub settings: SettingsSpec,
     pub changes: Vec<Change>,
 }
@@ -166,6 +174,19 @@ impl Plan {
                     return Err(usage(format!("variant {name}: 'receiver' must be a variant name of recv --variants")))
                 }
             };
+            let congestion = match table.remove("congestion") {
+                None => None,
+                Some(toml::Value::String(s))
+                    if !s.is_empty() && s.len() < 16 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    Some(s)
+                }
+                Some(_) => {
+                    return Err(usage(format!(
+                        "variant {name}: 'congestion' must name a congestion control, e.g. \"cubic\""
+                    )))
+                }
+            };
             let settings: SettingsSpec = toml::Value::Table(table)
                 .try_into()
                 .map_err(|e: toml::de::Error| usage(format!("variant {name}: {}", e.message())))?;
@@ -173,7 +194,7 @@ impl Plan {
             if variants.iter().any(|v: &PlanVariant| v.name == name) {
                 return Err(usage(format!("two variants are named {name}")));
             }
-            variants.push(PlanVariant { name, receiver, settings, changes });
+            variants.push(PlanVariant { name, receiver, congestion, settings, changes });
         }
         if variants.len() < 2 {
             return Err(usage("an experiment needs at least two variants".into()));
@@ -218,6 +239,7 @@ impl Plan {
             gso: t.gso,
             req_len: t.req,
             resp_len: t.resp,
+            latency: t.latency,
             ..TestSpec::default()
         };
         spec.validate().map_err(|e| usage(e.message))?;
@@ -297,7 +319,12 @@ pub fn run(
         .map(|v| VariantRuns {
             name: v.name.clone(),
             receiver: v.receiver.clone(),
-            settings: v.changes.iter().map(Change::describe).collect(),
+            settings: v
+                .changes
+                .iter()
+                .map(Change::describe)
+                .chain(v.congestion.iter().map(|cc| format!("congestion control {cc} on every flow (TCP_CONGESTION)")))
+                .collect(),
             applied: Vec::new(),
             runs: Vec::new(),
         })
@@ -335,11 +362,17 @@ pub fn run(
             if !applied.is_empty() {
                 progress(Progress::Applied { variant: &v.name, what: &applied });
             }
+            if let Some(cc) = &v.congestion {
+                applied.push(format!("congestion control {cc} on every flow (TCP_CONGESTION)"));
+            }
             if variants[vi].applied.is_empty() {
                 variants[vi].applied = applied;
             }
-            let opts =
-                SendOptions { spec: TestSpec { variant: v.receiver.clone(), ..base.spec.clone() }, ..base.clone() };
+            let mut spec = TestSpec { variant: v.receiver.clone(), ..base.spec.clone() };
+            if let Some(cc) = &v.congestion {
+                spec.tuning.congestion = Some(cc.clone());
+            }
+            let opts = SendOptions { spec, ..base.clone() };
             for n in 0..=plan.warmup_runs {
                 let warmup = n < plan.warmup_runs;
                 let doc = match run_test(&opts) {

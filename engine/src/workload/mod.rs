@@ -3,6 +3,7 @@
 
 pub mod experiment;
 pub mod http;
+pub(crate) mod latency_probe;
 pub mod receive;
 pub mod rr;
 pub mod search;

@@ -5,6 +5,7 @@ use crate::base::error::Result;
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::session::control::{self, ControlMsg};
 use crate::session::server::{ServedReports, Test, TestRunner};
+use crate::transport::probe;
 use crate::transport::tcp::crr as tcp_crr;
 use crate::uring::ring::BufRing;
 use crate::workload::rr::{self, ServerFlows};
@@ -49,9 +50,18 @@ impl TestRunner for Workloads {
         if let Some(xdp) = self.xdp.as_ref().filter(|_| {
             spec.proto == Proto::Udp && spec.workload == Workload::Stream && spec.direction == Direction::Forward
         }) {
+            // The XDP program takes every datagram to the port: the probe's would never
+            // reach a socket that answers it.
+            let prepared = if spec.latency {
+                Err(crate::base::error::Error::unsupported(
+                    "recv --engine xdp does not answer --latency probes: run the test without --latency, or recv without --engine xdp",
+                ))
+            } else {
+                XdpReception::prepare(test.ctl, test.udp_ports, xdp)
+            };
             // Program and sockets first, so the sender's first frames find them; a failure
             // refuses the test with its reason (and whatever was set up is undone).
-            let reception = match XdpReception::prepare(test.ctl, test.udp_ports, xdp) {
+            let reception = match prepared {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = control::write_msg(test.ctl, &ControlMsg::Refuse { reason: e.message.clone() });
@@ -63,8 +73,20 @@ impl TestRunner for Workloads {
         }
         if spec.proto == Proto::Udp {
             // Sockets first, so the sender's first datagrams find them (with GRO on).
-            let sockets = udp_stream::receiver_sockets(test.ctl, test.udp_ports)?;
+            let mut sockets = udp_stream::receiver_sockets(test.ctl, test.udp_ports)?;
+            // `--latency`: the socket after the last flow's answers the probe for the whole
+            // test; `ready` waits until the sender has measured the idle path.
+            let _answering = match spec.latency.then(|| sockets.pop()).flatten() {
+                Some(s) => Some(
+                    probe::answer_udp(s, &test.placement.cpus())
+                        .map_err(|e| crate::base::error::Error::io("starting the latency probe's responder", e))?,
+                ),
+                None => None,
+            };
             test.accept(None)?;
+            if _answering.is_some() {
+                std::thread::sleep(probe::IDLE_PHASE);
+            }
             if spec.workload == Workload::Rr {
                 return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Udp(sockets), test.placement)
                     .map(ServedReports::received);

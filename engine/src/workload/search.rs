@@ -32,6 +32,9 @@ pub struct SearchPlan {
     pub confirm: u32,
     /// Upper bound; None: the sender's unpaced rate, from a first trial.
     pub max_rate_bps: Option<u64>,
+    /// `--max-latency`: a trial passes only when the latency probe's loaded p99 round trip
+    /// (ms) stays at or under this (the spec runs the probe).
+    pub max_latency_ms: Option<f64>,
 }
 
 /// The figures of one trial that the search needs.
@@ -43,6 +46,9 @@ pub struct TrialFigures {
     /// UDP: lost ÷ expected datagrams over the whole trial; TCP: retransmitted ÷ sent bytes.
     pub loss_ratio: Option<f64>,
     pub error: Option<String>,
+    /// `--latency`: the probe's loaded p99 round trip in ms (absent without the probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_p99_ms: Option<f64>,
 }
 
 impl TrialFigures {
@@ -61,6 +67,7 @@ impl TrialFigures {
             received_bps: received.map(|r| r.bits_per_second),
             loss_ratio,
             error: doc.error.clone(),
+            loaded_p99_ms: doc.latency.as_ref().filter(|l| l.loaded.count > 0).map(|l| l.loaded.p99_ms),
         }
     }
 }
@@ -98,6 +105,9 @@ pub struct SearchResult {
     pub confirm: u32,
     /// The unpaced first trial lost nothing (the search then looked above its rate).
     pub probe_passed: bool,
+    /// `--max-latency`: the loaded p99 round trip (ms) every passing trial stayed under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_latency_ms: Option<f64>,
     pub steps: Vec<RateTrial>,
 }
 
@@ -106,7 +116,7 @@ fn pps_of(rate_bps: f64, len: u32) -> f64 {
 }
 
 /// Whether a trial at `rate` (0 = unpaced) passed, and if not, why.
-fn judge(rate: u64, f: &TrialFigures, threshold: f64) -> (bool, Option<String>) {
+fn judge(rate: u64, f: &TrialFigures, threshold: f64, max_latency_ms: Option<f64>) -> (bool, Option<String>) {
     if !f.complete {
         return (false, Some(format!("incomplete: {}", f.error.as_deref().unwrap_or("no receiver report"))));
     }
@@ -115,6 +125,15 @@ fn judge(rate: u64, f: &TrialFigures, threshold: f64) -> (bool, Option<String>) 
     };
     if loss > threshold {
         return (false, Some(format!("loss {:.3}% above {:.3}%", loss * 100.0, threshold * 100.0)));
+    }
+    if let Some(ceiling) = max_latency_ms {
+        match f.loaded_p99_ms {
+            None => return (false, Some("no loaded latency figure (the probe was not answered under load)".into())),
+            Some(p99) if p99 > ceiling => {
+                return (false, Some(format!("loaded p99 latency {p99:.2} ms above {ceiling:.2} ms")))
+            }
+            Some(_) => {}
+        }
     }
     if rate > 0 && f.offered_bps < rate as f64 * OFFERED_SHARE {
         return (
@@ -145,6 +164,14 @@ pub fn search(
     if plan.confirm == 0 {
         return Err(Error::usage("--confirm must be at least 1"));
     }
+    if let Some(ms) = plan.max_latency_ms {
+        if !(ms > 0.0 && ms.is_finite()) {
+            return Err(Error::usage("--max-latency must be longer than 0"));
+        }
+        if !plan.spec.latency {
+            return Err(Error::usage("--max-latency needs the latency probe (--latency)"));
+        }
+    }
     let len = plan.spec.len;
     let mut steps: Vec<RateTrial> = Vec::new();
     let mut run = |rate: u64, phase: Phase, steps: &mut Vec<RateTrial>| -> Result<bool> {
@@ -153,7 +180,7 @@ pub fn search(
         }
         let spec = TestSpec { rate_bps: rate, ..plan.spec.clone() };
         let figures = trial(&spec)?;
-        let (passed, reason) = judge(rate, &figures, plan.loss_threshold);
+        let (passed, reason) = judge(rate, &figures, plan.loss_threshold, plan.max_latency_ms);
         let shown = if rate == 0 { figures.offered_bps } else { rate as f64 };
         let step = RateTrial {
             step: steps.len() + 1,
@@ -175,6 +202,7 @@ pub fn search(
         resolution: plan.resolution,
         confirm: plan.confirm,
         probe_passed: steps.first().is_some_and(|s| s.phase == Phase::Probe && s.passed),
+        max_latency_ms: plan.max_latency_ms,
         steps,
     };
 
@@ -291,6 +319,7 @@ mod tests {
                 received_bps: Some(received),
                 loss_ratio: Some(1.0 - received / offered),
                 error: None,
+                loaded_p99_ms: None,
             })
         }
     }
@@ -302,6 +331,7 @@ mod tests {
             resolution: 0.01,
             confirm: 3,
             max_rate_bps: max,
+            max_latency_ms: None,
         }
     }
 
@@ -336,6 +366,34 @@ mod tests {
         let r = search(&plan(None), backpressured, |_| {}).unwrap();
         let rate = r.rate_bps.unwrap();
         assert!(rate <= 5e9 && rate > 4.9e9, "{rate}");
+    }
+
+    #[test]
+    fn a_latency_ceiling_finds_the_highest_rate_under_it() {
+        // 4G carried without loss, but above 1G a queue builds: loaded p99 50 ms.
+        let mut inner = path(4e9, 50e9);
+        let queued = move |spec: &TestSpec| {
+            let mut f = inner(spec)?;
+            let rate = if spec.rate_bps == 0 { 50e9 } else { spec.rate_bps as f64 };
+            f.loaded_p99_ms = Some(if rate > 1e9 { 50.0 } else { 0.5 });
+            Ok(f)
+        };
+        let ceiling = SearchPlan {
+            spec: TestSpec { latency: true, ..plan(None).spec },
+            max_latency_ms: Some(5.0),
+            ..plan(Some(4_000_000_000))
+        };
+        let r = search(&ceiling, queued, |_| {}).unwrap();
+        let rate = r.rate_bps.unwrap();
+        assert!(rate <= 1e9 && rate > 1e9 - 0.01 * 4e9, "{rate}");
+        assert!(r
+            .steps
+            .iter()
+            .any(|s| s.reason.as_deref().is_some_and(|w| w.contains("p99 latency 50.00 ms above 5.00 ms"))));
+        assert_eq!(r.max_latency_ms, Some(5.0));
+        let no_probe = SearchPlan { max_latency_ms: Some(5.0), ..plan(None) };
+        let err = search(&no_probe, path(1.0, 1.0), |_| {}).unwrap_err();
+        assert!(err.message.contains("--latency"), "{err}");
     }
 
     #[test]
@@ -374,6 +432,7 @@ mod tests {
                 received_bps: Some(0.0),
                 loss_ratio: Some(0.5),
                 error: None,
+                loaded_p99_ms: None,
             })
         };
         let r = search(&plan(None), lossy, |_| {}).unwrap();

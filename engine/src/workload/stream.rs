@@ -27,6 +27,7 @@ use crate::transport::tcp::recv_zc as tcp_recv_zc;
 use crate::transport::tcp::send::{self as tcp_send, SendFlow, SendWorkerConfig, ZeroCopyCounts};
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::WakeBatch;
+use crate::workload::latency_probe::SenderProbe;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -94,6 +95,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     session.negotiate(spec, Vec::new())?;
     let peer = session.peer.clone();
     let ports = session.steer(spec, &opts.local, opts.port);
+    let probe = if spec.latency { Some(SenderProbe::open_tcp(&session, opts)?) } else { None };
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.data_connections() {
         let local = match ports.get(flow as usize).copied().flatten() {
@@ -110,7 +112,12 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     let (placement, caps) = (session.placement.clone(), session.caps.clone());
     let iface = session.path.interface().map(str::to_string);
     let halves = TcpHalves { spec, placement: &placement, caps: &caps, zc, iface, queues: None };
-    run_stream(session, spec, &halves, flows, observer)
+    let observer = probe.as_ref().map_or(observer.clone(), |p| p.watch(spec, observer));
+    let mut report = run_stream(session, spec, &halves, flows, observer)?;
+    if let Some(probe) = probe {
+        probe.finish(spec, &mut report);
+    }
+    Ok(report)
 }
 
 /// The TCP engine's halves of a stream test: what the driver needs to send or receive on

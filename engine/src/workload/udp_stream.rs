@@ -26,6 +26,7 @@ use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
+use crate::workload::latency_probe::SenderProbe;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,7 +83,10 @@ pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> R
     let mut session = SenderSession::connect(opts)?;
     let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
     let local_ip = local_ip.to_canonical();
-    let (sockets, ports) = flow_sockets(local_ip, spec.data_connections(), opts.local.data_port)?;
+    let sockets_wanted = spec.data_connections() + spec.probe_connections();
+    let (mut sockets, ports) = flow_sockets(local_ip, sockets_wanted, opts.local.data_port)?;
+    // `--latency`: the socket after the last flow's is the probe's.
+    let probe_socket = if spec.latency { sockets.pop() } else { None };
     let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
     mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
     // Receiving sockets get GRO and their buffer before the far side is told to start.
@@ -100,11 +104,23 @@ pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> R
             return Err(Error::usage(udp_send::mtu_message(s, spec.len, spec.gso)));
         }
     }
+    let probe = match probe_socket {
+        Some(s) => {
+            s.connect(target).map_err(|e| Error::io(format!("connecting the latency probe to {target}"), e))?;
+            Some(SenderProbe::open_udp(&session, spec, s)?)
+        }
+        None => None,
+    };
     // The session goes to the driver; the halves keep their own copies.
     let placement = session.placement.clone();
     let iface = session.path.interface().map(str::to_string);
     let halves = UdpHalves { spec, placement: &placement, iface, serving: false };
-    run_stream(session, spec, &halves, indexed, observer)
+    let observer = probe.as_ref().map_or(observer.clone(), |p| p.watch(spec, observer));
+    let mut report = run_stream(session, spec, &halves, indexed, observer)?;
+    if let Some(probe) = probe {
+        probe.finish(spec, &mut report);
+    }
+    Ok(report)
 }
 
 /// The socket engine's halves of a UDP stream: what the driver needs to send or receive on

@@ -461,9 +461,11 @@ fn admit(
     if let Err(reason) = limits.check(&spec, shared.runner.memory(&spec, threads)) {
         return shared.refuse(stream, peer, reason);
     }
-    if spec.proto == Proto::Udp && udp_ports.len() != spec.data_connections() as usize {
+    let ports_wanted = spec.data_connections() as usize + spec.probe_connections() as usize;
+    if spec.proto == Proto::Udp && udp_ports.len() != ports_wanted {
+        let probe = if spec.latency { " and the latency probe" } else { "" };
         let reason =
-            format!("UDP test announces {} source ports for {} flows", udp_ports.len(), spec.data_connections());
+            format!("UDP test announces {} source ports for {} flows{probe}", udp_ports.len(), spec.data_connections());
         return shared.refuse(stream, peer, reason);
     }
     let ms = spec.warmup_ms.saturating_add(spec.time_ms).saturating_add(spec.cooldown_ms);

@@ -86,6 +86,7 @@ impl Test<'_> {
             variant: self.spec.variant.clone(),
             steering: self.queues.map(TestQueues::steering),
             boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
+            latency_probe: self.spec.latency,
         }
     }
 
@@ -99,22 +100,37 @@ impl Test<'_> {
         // However this ends, the cookie admits no more flows.
         let _unregister = Unregister(&shared.pending, cookie);
         let wanted = self.spec.data_connections() as usize;
-        let _awaited = self.slot.await_flows(wanted);
+        // `--latency`: the probe is the flow after the last, answered as soon as it arrives
+        // (the sender measures the idle round trip before it opens the load's flows).
+        let mut probe_awaited = self.spec.latency;
+        let awaited = wanted + usize::from(probe_awaited);
+        let _awaited = self.slot.await_flows(awaited);
         let accept = self.accept_msg(cookie, None);
         control::write_msg(self.ctl, &accept)?;
         self.announce();
         let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
         let mut got = 0;
         let deadline = Instant::now() + FLOWS_TIMEOUT;
-        while got < wanted {
+        while got < wanted || probe_awaited {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
+                Ok((flow, stream)) if flow as usize == wanted && probe_awaited => {
+                    probe_awaited = false;
+                    crate::transport::probe::answer_tcp(stream, &self.placement.cpus())
+                        .map_err(|e| Error::io("starting the latency probe's responder", e))?;
+                }
                 Ok((flow, stream)) if (flow as usize) < wanted && slots[flow as usize].is_none() => {
                     slots[flow as usize] = Some(stream);
                     got += 1;
                 }
                 Ok((flow, _)) => {
                     return Err(Error::protocol(format!("data flow index {flow} is out of range or repeated")));
+                }
+                Err(_) if got == wanted => {
+                    return Err(Error::peer(format!(
+                        "the latency probe's connection did not arrive within {} s",
+                        FLOWS_TIMEOUT.as_secs()
+                    )));
                 }
                 Err(_) => {
                     return Err(Error::peer(format!(
