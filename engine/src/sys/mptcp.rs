@@ -224,8 +224,10 @@ fn subflow_request(each: usize) -> Vec<u8> {
 pub(crate) fn read(fd: RawFd, flow: u32) -> Option<MptcpConnection> {
     let mut info = [0u8; INFO_LEN];
     let Some(got) = get(fd, MPTCP_INFO, &mut info) else {
-        let protocol = crate::sys::sockopt::int_sockopt(fd, libc::SO_PROTOCOL);
-        return (protocol == Some(libc::IPPROTO_MPTCP)).then(|| MptcpConnection {
+        // SAFETY: `fd` is the caller's open socket for this call; the SockRef never closes it.
+        let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let protocol = socket2::SockRef::from(&socket).protocol().ok().flatten();
+        return (protocol == Some(socket2::Protocol::MPTCP)).then(|| MptcpConnection {
             flow,
             fallback: true,
             ..MptcpConnection::default()

@@ -67,7 +67,7 @@ pub(crate) fn incoming_cpu(fd: std::os::fd::RawFd) -> Option<usize> {
 }
 
 /// An integer SOL_SOCKET option of a socket (`None` when the kernel refuses it).
-pub(crate) fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
+fn int_sockopt(fd: std::os::fd::RawFd, opt: libc::c_int) -> Option<libc::c_int> {
     let mut id: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: id and len live across the call and len is id's size.
