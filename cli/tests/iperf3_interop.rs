@@ -218,7 +218,7 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
     assert!(
-        log.contains("refused iperf3 test from 10.77.0.1") && log.contains("-R (reverse) needs the receiver to send"),
+        log.contains("refused iperf3 TCP test from 10.77.0.1") && log.contains("-R (reverse) needs the receiver to send"),
         "{log}"
     );
     assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");

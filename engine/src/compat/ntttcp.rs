@@ -14,7 +14,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto};
-use crate::compat::iperf2::Caps;
+use crate::compat::Caps;
 use crate::compat::{connect_tcp, count_to_eof, resolve, shown, stream_report, Intervals, PeerRecvOptions};
 use crate::metrics::figures::StreamReport;
 use crate::runtime::placement::{plan, resolve_cpus};

@@ -18,8 +18,7 @@
 use super::control::Control;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
-use crate::compat::iperf2::Caps;
-use crate::compat::{shown, Intervals, PeerRecvOptions};
+use crate::compat::{shown, Caps, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
 use crate::metrics::figures::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus};
 use crate::session::gate::{self, Classifier, GateEvent, Verdict};
@@ -36,7 +35,6 @@ use std::io::{self, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -56,37 +54,11 @@ const WINDOW_MARGIN: Duration = Duration::from_millis(100);
 /// Refusals are told once per address per window of the refusal log (10 s).
 const TELLS_PER_WINDOW: u32 = 1;
 
-/// What `recv --iperf3` tells.
-#[derive(Debug, Clone)]
-pub enum Iperf3Event {
-    Listening {
-        addr: SocketAddr,
-        caps: Caps,
-    },
-    TestDone(Iperf3TestSummary),
-    /// A test refused (busy, parameters we do not serve), with the reason.
-    Refused {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// A connection closed before it made a test (no cookie in time, not a cookie, a cap).
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// `count` more drops from `peer` (all others: `None`) in the last `seconds`.
-    More {
-        peer: Option<IpAddr>,
-        count: u64,
-        seconds: f64,
-    },
-    /// Accepting paused for lack of resources; it resumes by itself.
-    Paused {
-        reason: String,
-    },
-}
+/// What `recv --iperf3` tells, as it happens.
+pub type Iperf3Event = PeerEvent<Iperf3TestSummary>;
 
-pub type Iperf3EventSink = Arc<dyn Fn(Iperf3Event) + Send + Sync>;
+/// Receives the events of [`serve`]; called from several threads.
+pub type Iperf3EventSink = PeerEventSink<Iperf3TestSummary>;
 
 /// One finished client test.
 #[derive(Debug, Clone, Default)]
@@ -204,7 +176,7 @@ impl Classifier for Serving {
                 // iperf3's answer while busy; a client that reads it says the server is busy.
                 let _ = (&conn.stream).write_all(&[State::AccessDenied.byte()]);
                 let reason = format!("busy with the test from {} (iperf3 serves one test at a time)", shown(a.peer));
-                self.tell_event(Iperf3Event::Refused { peer: shown(conn.peer), reason });
+                self.tell_event(Iperf3Event::Refused { proto: Proto::Tcp, peer: shown(conn.peer), reason });
             }
             return Verdict::Done;
         }
@@ -230,16 +202,9 @@ impl Classifier for Serving {
     }
 
     fn tell(&self, event: GateEvent) {
-        self.tell_event(match event {
-            GateEvent::Dropped { peer, reason } => Iperf3Event::Dropped { peer: shown(peer), reason },
-            GateEvent::Paused { what, error, .. } => Iperf3Event::Paused {
-                reason: format!("{what} failed ({error}); trying again every {} ms", gate::PAUSE.as_millis()),
-            },
-            GateEvent::Resumed { .. } => return,
-            GateEvent::Suppressed { source, count, seconds } => {
-                Iperf3Event::More { peer: Some(source).filter(|s| !s.is_unspecified()), count, seconds: seconds as f64 }
-            }
-        });
+        if let Some(event) = PeerEvent::from_gate(event) {
+            self.tell_event(event);
+        }
     }
 
     fn tick(&mut self, _epoll: &Epoll, _now: Instant) -> Option<bool> {
@@ -263,7 +228,7 @@ pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSi
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
-    events(Iperf3Event::Listening { addr, caps });
+    events(Iperf3Event::Listening { tcp: addr, udp: addr, caps });
     let stop = opts.stop.clone();
     let max_streams = caps.flows.min(MAX_STREAMS);
     let ctx = TestContext { opts, events, kernel, cpus, max_streams };
@@ -303,7 +268,7 @@ fn run_test(
     match serve_test(ctx, &mut ctl, &streams, &mut summary) {
         Ok(()) => {}
         Err(Ended::Refused(reason)) => {
-            (ctx.events)(Iperf3Event::Refused { peer: shown(peer), reason });
+            (ctx.events)(Iperf3Event::Refused { proto: Proto::Tcp, peer: shown(peer), reason });
             return None;
         }
         Err(Ended::Failed(e)) => summary.errors.push(e),
