@@ -10,6 +10,7 @@
 pub mod iperf2;
 pub mod iperf3;
 pub mod ntttcp;
+mod udp;
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};

@@ -12,6 +12,7 @@
 //! only then send TEST_END: the server's byte count is then all we sent.
 
 use super::control::Control;
+use super::udp::{send_udp, UdpTest};
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
@@ -26,7 +27,7 @@ use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
     new_cookie, stream_id, DataProto, Params, Results, State, StreamResult, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS,
-    MAX_TCP_BLOCK,
+    MAX_TCP_BLOCK, MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
 use crate::workload::stream::{RecvEnd, TcpHalves};
 use std::io::Write;
@@ -37,7 +38,7 @@ use std::time::{Duration, Instant};
 /// How long the server may take for each step of its handshake and of the results exchange.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After every byte is acknowledged, the server's loop has this long to read it.
-const READ_GRACE: Duration = Duration::from_millis(250);
+pub(super) const READ_GRACE: Duration = Duration::from_millis(250);
 /// The longest wait for the acknowledgements of the last bytes.
 const ACK_WAIT: Duration = Duration::from_secs(5);
 /// Past the planned end, how long the streams the server sends on may take to end.
@@ -84,8 +85,18 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
             Err(Error::usage(format!("{what} must be whole seconds with --iperf3 (iperf3 counts in seconds)")))
         }
     };
-    if spec.proto != Proto::Tcp {
-        return Err(Error::usage("--iperf3 runs TCP tests only in this version (UDP is not implemented yet)"));
+    if spec.proto == Proto::Udp {
+        if spec.direction != Direction::Forward {
+            return Err(Error::usage(
+                "--iperf3 -u runs forward only in this version (-R and --bidir over UDP are not implemented yet)",
+            ));
+        }
+        if !(MIN_UDP_BLOCK..=MAX_UDP_BLOCK).contains(&spec.len) {
+            return Err(Error::usage(format!(
+                "-l {} is outside iperf3's UDP datagram sizes {MIN_UDP_BLOCK}..={MAX_UDP_BLOCK}",
+                spec.len
+            )));
+        }
     }
     if spec.flows_per_queue != 1 {
         return Err(Error::usage("--flows-per-queue is not available with --iperf3: -P N gives iperf3's N streams"));
@@ -93,7 +104,7 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
     if spec.flows() > MAX_STREAMS {
         return Err(Error::usage(format!("-P {} is more than iperf3's {MAX_STREAMS} streams", spec.flows())));
     }
-    if spec.len > MAX_TCP_BLOCK {
+    if spec.proto == Proto::Tcp && spec.len > MAX_TCP_BLOCK {
         return Err(Error::usage(format!("-l {} is more than iperf3's TCP block limit of {MAX_TCP_BLOCK}", spec.len)));
     }
     if spec.tuning.bytes.is_some() {
@@ -101,7 +112,7 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
     }
     let t = &spec.tuning;
     Ok(Params {
-        proto: DataProto::Tcp,
+        proto: if spec.proto == Proto::Udp { DataProto::Udp } else { DataProto::Tcp },
         omit: whole_seconds(spec.warmup_ms, "--warmup (sent as iperf3's omit, -O)")?,
         time: whole_seconds(spec.time_ms, "-t")?.max(1),
         parallel: spec.flows(),
@@ -143,6 +154,10 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     expect(&mut ctl, State::ParamExchange).map_err(peer)?;
     ctl.send_json(&params.to_json()).map_err(peer)?;
     expect(&mut ctl, State::CreateStreams).map_err(peer)?;
+    if spec.proto == Proto::Udp {
+        let test = UdpTest { opts, spec, params, target, placement, path, live };
+        return send_udp(test, ctl);
+    }
     let mut flows = Vec::with_capacity(spec.data_connections() as usize);
     for flow in 0..spec.data_connections() {
         let local = opts.local.for_flow(flow).map_err(Error::usage)?;
@@ -248,7 +263,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
 }
 
 /// Reads the next state and insists on `want`, with what the server meant otherwise.
-fn expect(ctl: &mut Control, want: State) -> std::result::Result<(), String> {
+pub(super) fn expect(ctl: &mut Control, want: State) -> std::result::Result<(), String> {
     match ctl.read_state(STEP_TIMEOUT)? {
         s if s == want => Ok(()),
         State::AccessDenied => Err("access denied: it is running another test (iperf3 serves one at a time)".into()),
@@ -274,7 +289,7 @@ fn wait_acknowledged(flows: &[TcpStream]) -> Option<u64> {
 }
 
 /// After TEST_END: the results exchange, ours first, then the server's.
-fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, String> {
+pub(super) fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, String> {
     match ctl.read_state(STEP_TIMEOUT)? {
         State::ExchangeResults => {}
         other => return Err(format!("expected ExchangeResults after TEST_END, got {other:?}")),
