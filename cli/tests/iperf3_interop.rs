@@ -17,8 +17,14 @@ fn iperf3_present() -> bool {
 
 /// `iperf3 -s -1 -J` in the receiver namespace (one test, then it exits), once it listens.
 fn iperf3_server(pair: &NetnsPair) -> Child {
+    iperf3_server_with(pair, &["-1", "-J"])
+}
+
+/// `iperf3 -s` with `extra` arguments in the receiver namespace, once it listens.
+fn iperf3_server_with(pair: &NetnsPair, extra: &[&str]) -> Child {
+    let args: Vec<&str> = ["-s", "-p", PORT].iter().chain(extra).copied().collect();
     let child = pair
-        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-1", "-J", "-p", PORT])
+        .cmd(&pair.receiver_ns(), "iperf3", &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -99,6 +105,88 @@ fn reverse_and_bidir_with_iperf3_server() {
             assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "--bidir: it received every byte we sent");
         }
     }
+}
+
+/// `send --iperf3 -u -P 2 -b 100M` against `iperf3 -s`: the datagrams it counted are the ones we
+/// sent less the ones it says it lost (and at most a few at the end it never saw), its
+/// figures are our receiver side, and the rate held.
+#[test]
+fn send_udp_at_a_rate_to_iperf3_server() {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up("ub3u");
+    let server = iperf3_server(&pair);
+    let args = ["--iperf3", "-c", "10.77.0.2", "-u", "-P", "2", "-b", "100M", "-l", "1400", "-t", "2", "--warmup", "0"];
+    let (out, _) = pair.send(&[&args[..], &["-J"]].concat(), Duration::from_secs(30));
+    let server = finish(server, Duration::from_secs(10));
+    assert!(out.status.success(), "send --iperf3 -u failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (ours, theirs) = (json(&out), iperf3_json(&server));
+    assert_eq!((ours["peer"].as_str(), ours["complete"].as_bool()), (Some("iperf3"), Some(true)));
+    let sent = u64_at(&ours, "/sum/sender/total_bytes");
+    let counted = u64_at(&theirs, "/end/sum_received/bytes");
+    let lost = u64_at(&theirs, "/end/sum_received/lost_packets");
+    let highest = u64_at(&theirs, "/end/sum_received/packets");
+    assert!(sent > 10_000_000 && sent % 1400 == 0, "real traffic, whole datagrams: {sent}");
+    assert_eq!(counted, (highest - lost) * 1400, "iperf3 counted every datagram it did not call lost");
+    let unseen_tail = sent / 1400 - highest;
+    assert!(unseen_tail <= 64, "at most a few datagrams after the last one iperf3 saw: {unseen_tail}");
+    assert_eq!(u64_at(&ours, "/sum/receiver/total_bytes"), counted, "its count is our receiver side");
+    assert_eq!(u64_at(&ours, "/sum/receiver/lost"), lost, "its loss count too");
+    assert_eq!(theirs["end"]["streams"].as_array().map(Vec::len), Some(2), "one iperf3 stream per flow");
+    let rate = ours["sum"]["sender"]["bits_per_second"].as_f64().unwrap();
+    assert!(rate < 220e6 && rate > 100e6, "-b 100M per stream, as iperf3's, paced the 2 streams: {rate}");
+}
+
+/// An experiment whose runs go to a stock `iperf3 -s` (`peer = "iperf3"`): every run is an
+/// iperf3 document with the server's figures as its receiver side, and the variant with a
+/// 100 Mbit/s tbf on our egress is found slower.
+#[test]
+fn experiment_against_iperf3_server() {
+    let _serial = serial();
+    if !iperf3_present() {
+        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    }
+    let pair = NetnsPair::up("ub3e");
+    let server = iperf3_server_with(&pair, &[]);
+    let dir = std::env::temp_dir().join(format!("ub3e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plan, state, saved) = (dir.join("p.toml"), dir.join("s.state"), dir.join("r.json"));
+    let plan_text = format!(
+        "runs = 2\nwarmup_runs = 0\n[test]\npeer = \"iperf3\"\ntarget = \"{RECV_ADDR}\"\ntime = \"1s\"\nwarmup = \"0s\"\n\
+         [[variant]]\nname = \"plain\"\n[[variant]]\nname = \"tbf\"\n[variant.iface.{}a0]\n\
+         qdisc = \"tbf rate 100mbit burst 256kb latency 10ms\"\n",
+        pair.name
+    );
+    std::fs::write(&plan, plan_text).unwrap();
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["experiment"]);
+    c.arg(&plan).arg("--state").arg(&state).arg("--json").arg(&saved);
+    let (out, _) = run_bounded(c, Duration::from_secs(90));
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "experiment failed: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    // Each variant's slowest and fastest run.
+    let mut spans = Vec::new();
+    for v in doc["variants"].as_array().unwrap() {
+        let runs = v["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{}", v["name"]);
+        let mut rates: Vec<f64> = runs
+            .iter()
+            .map(|r| {
+                assert_eq!((r["peer"].as_str(), r["complete"].as_bool()), (Some("iperf3"), Some(true)), "{r}");
+                assert!(u64_at(r, "/sum/receiver/total_bytes") > 1_000_000, "iperf3 -s counted real traffic");
+                r["sum"]["receiver"]["bits_per_second"].as_f64().unwrap()
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        spans.push((rates[0], rates[1]));
+    }
+    let (plain, tbf) = (spans[0], spans[1]);
+    assert!(tbf.1 < 110e6 && tbf.1 < plain.0 / 2.0, "the tbf variant is slower: plain {plain:?}, tbf {tbf:?}");
 }
 
 #[test]
@@ -218,7 +306,8 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
     assert!(
-        log.contains("refused iperf3 TCP test from 10.77.0.1") && log.contains("-R (reverse) needs the receiver to send"),
+        log.contains("refused iperf3 TCP test from 10.77.0.1")
+            && log.contains("-R (reverse) needs the receiver to send"),
         "{log}"
     );
     assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");

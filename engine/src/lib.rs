@@ -124,7 +124,7 @@ pub mod search {
 /// `experiment`: settings variants applied, run interleaved, reverted and compared.
 pub mod experiment {
     pub use crate::analysis::document::{experiment_document, ExperimentDocument};
-    pub use crate::workload::experiment::{run, ExperimentResult, Plan, Progress};
+    pub use crate::workload::experiment::{run, ExperimentResult, PeerTool, Plan, Progress};
 }
 
 /// `compare`: saved runs compared with their statistics.

@@ -30,8 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// NTttcp's default base port.
-pub const NTTTCP_PORT: u16 = 5001;
+pub use crate::wire::NTTTCP_PORT;
 /// A receiving test is over once every connection ended and no new one came for this long.
 const QUIET: Duration = Duration::from_secs(1);
 /// How often the accept loop looks at its listeners.
