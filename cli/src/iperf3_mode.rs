@@ -60,6 +60,12 @@ fn test_line(s: &Iperf3TestSummary) -> String {
             line += &format!(" after its omitted first {} s", s.omit);
         }
     }
+    if let Some(sent) = s.sent {
+        line += &format!("; sent {sent} bytes");
+        if let Some(got) = s.client_received {
+            line += &format!(", client received {got} bytes");
+        }
+    }
     if !s.errors.is_empty() {
         line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
     }

@@ -148,9 +148,9 @@ fn experiment_against_iperf3_server() {
     if !iperf3_present() {
         return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
     }
-    let pair = NetnsPair::up("ub3e");
+    let pair = NetnsPair::up("ub3x");
     let server = iperf3_server_with(&pair, &[]);
-    let dir = std::env::temp_dir().join(format!("ub3e-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ub3x-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (plan, state, saved) = (dir.join("p.toml"), dir.join("s.state"), dir.join("r.json"));
     let plan_text = format!(
@@ -220,44 +220,69 @@ fn spawn_recv_iperf3(pair: &NetnsPair) -> Recv {
     pair.spawn_recv(&["--iperf3", "--once", "--port", PORT])
 }
 
-/// `iperf3 -c -P parallel -J` against `recv --iperf3`: the client's own sent byte count is
-/// what we counted, and our figures are its receiver's.
-fn iperf3_client_to_us(name: &str, parallel: &str) {
+/// `iperf3 -c -P parallel -J` (with `mode`: nothing, `-R` or `--bidir`) against `recv
+/// --iperf3`: the client's own sent byte count is what we counted, its received count is
+/// what we sent, and its report shows our counts as the far side's.
+fn iperf3_client_to_us(name: &str, parallel: &str, mode: &[&str]) {
     let _serial = serial();
     if !iperf3_present() {
         return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
     }
     let pair = NetnsPair::up(name);
     let recv = spawn_recv_iperf3(&pair);
-    let (out, _) = run_bounded(
-        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"]),
-        Duration::from_secs(30),
-    );
+    let args = [&["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"][..], mode].concat();
+    let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
     let log = recv.finish(Duration::from_secs(10));
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(out.status.success(), "iperf3 -c failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
     let theirs = iperf3_json(&out);
-    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
     let line = log
         .lines()
         .find(|l| l.starts_with("[1] iperf3 TCP test from 10.77.0.1"))
         .unwrap_or_else(|| panic!("no test line:\n{log}"));
-    let counted: u64 =
-        line.split(" bytes in ").next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect("bytes");
-    assert!(sent > 1_000_000, "real traffic moved: {sent}");
-    assert_eq!(counted, sent, "we counted every byte iperf3 -c sent: {line}");
-    assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "and it shows our count as its receiver's");
+    let number_before = |marker: &str| -> u64 {
+        line.split(marker).next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect(marker)
+    };
     assert!(line.contains(&format!("{parallel} stream")) && !line.contains("incomplete"), "{line}");
+    let (forward, back) = match mode {
+        ["-R"] => (None, Some("/end/sum_received/bytes")),
+        ["--bidir"] => (Some("/end/sum_sent/bytes"), Some("/end/sum_received_bidir_reverse/bytes")),
+        _ => (Some("/end/sum_sent/bytes"), None),
+    };
+    if let Some(key) = forward {
+        let sent = u64_at(&theirs, key);
+        assert!(sent > 1_000_000, "real traffic moved: {sent}");
+        assert_eq!(number_before(" bytes in "), sent, "we counted every byte iperf3 -c sent: {line}");
+        assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "and it shows our count as its receiver's");
+    }
+    if let Some(key) = back {
+        let received = u64_at(&theirs, key);
+        assert!(received > 1_000_000, "{mode:?}: real traffic came back: {received}");
+        assert_eq!(number_before(" bytes, client received"), received, "{mode:?}: iperf3 -c read all we sent: {line}");
+        let its_results: Option<u64> =
+            line.split("client received ").nth(1).and_then(|t| t.split(' ').next()).and_then(|b| b.parse().ok());
+        assert_eq!(its_results, Some(received), "{mode:?}: its results to us say the same: {line}");
+    }
 }
 
 #[test]
 fn iperf3_client_one_stream_to_our_receiver() {
-    iperf3_client_to_us("ub3d", "1");
+    iperf3_client_to_us("ub3d", "1", &[]);
 }
 
 #[test]
 fn iperf3_client_eight_streams_to_our_receiver() {
-    iperf3_client_to_us("ub3e", "8");
+    iperf3_client_to_us("ub3e", "8", &[]);
+}
+
+#[test]
+fn iperf3_client_reverse_from_our_receiver() {
+    iperf3_client_to_us("ub3r", "2", &["-R"]);
+}
+
+#[test]
+fn iperf3_client_bidir_with_our_receiver() {
+    iperf3_client_to_us("ub3i", "2", &["--bidir"]);
 }
 
 #[test]
@@ -268,12 +293,12 @@ fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
     }
     let pair = NetnsPair::up("ub3f");
     let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
-    // A reverse test needs us to send: refused, and iperf3 says the server refused it.
+    // A UDP test is not served: refused, and iperf3 says the server refused it.
     let (out, _) = run_bounded(
-        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-R"]),
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-u"]),
         Duration::from_secs(20),
     );
-    assert!(!out.status.success(), "iperf3 -R must fail against recv --iperf3");
+    assert!(!out.status.success(), "iperf3 -u must fail against recv --iperf3");
     // Hostile control connections, from a small Python client in the sender namespace: not a
     // cookie; a cookie then an absurd JSON length; a cookie then bytes that are not JSON.
     let script = r#"
@@ -306,8 +331,7 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
     assert!(
-        log.contains("refused iperf3 TCP test from 10.77.0.1")
-            && log.contains("-R (reverse) needs the receiver to send"),
+        log.contains("refused iperf3 UDP test from 10.77.0.1") && log.contains("UDP tests are not served"),
         "{log}"
     );
     assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");

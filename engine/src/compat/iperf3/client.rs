@@ -12,6 +12,7 @@
 //! only then send TEST_END: the server's byte count is then all we sent.
 
 use super::control::Control;
+use super::our_results;
 use super::udp::{send_udp, UdpTest};
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
@@ -26,8 +27,8 @@ use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
-    new_cookie, stream_id, DataProto, Params, Results, State, StreamResult, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS,
-    MAX_TCP_BLOCK, MAX_UDP_BLOCK, MIN_UDP_BLOCK,
+    new_cookie, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
+    MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
 use crate::workload::stream::{RecvEnd, TcpHalves};
 use std::io::Write;
@@ -231,7 +232,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     for side in received.iter_mut() {
         side.add_path_notes(["iperf3 data streams (cookie first) sent by the server until our TEST_END".into()]);
     }
-    let ours = our_results(&spec, sent.as_ref(), received.as_ref(), rx_first_id);
+    let ours = our_results(&spec, [(sent.as_ref(), 0), (received.as_ref(), rx_first_id)]);
     let (server_results, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
         Ok(results) => (Some(results), None),
         Err(e) => (None, Some(format!("iperf3 server at {target}: {e}"))),
@@ -306,50 +307,6 @@ pub(super) fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result
     Ok(results)
 }
 
-/// Our side's results as iperf3 shows them on the server: per stream what we sent or
-/// received (after the omitted start), a sending stream's retransmits, our threads' CPU.
-fn our_results(
-    spec: &TestSpec,
-    sent: Option<&SideReport>,
-    received: Option<&SideReport>,
-    rx_first_id: usize,
-) -> Results {
-    let sides = [(sent, 0), (received, rx_first_id)];
-    let secs = sides.iter().filter_map(|(s, _)| s.map(|s| s.window_seconds)).fold(0.0, f64::max);
-    let (user, system) = sides
-        .iter()
-        .filter_map(|(s, _)| *s)
-        .flat_map(|s| &s.cpu.threads)
-        .fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
-    let pct = |x: f64| if secs > 0.0 { 100.0 * x / secs } else { 0.0 };
-    let mut streams = Vec::new();
-    for (side, first_id) in sides {
-        let Some(side) = side else { continue };
-        for flow in 0..spec.flows() {
-            let q = spec.queue_of_flow(flow) as usize;
-            let retransmits = (side.role == Role::Sender)
-                .then(|| {
-                    side.tcp_flows_end.get(flow as usize).and_then(|i| i.as_ref()).map(|i| u64::from(i.total_retrans))
-                })
-                .flatten();
-            streams.push(StreamResult {
-                id: stream_id(first_id + flow as usize),
-                // Without an omitted start, everything, as iperf3 counts its own side.
-                bytes: side.queues.get(q).map_or(0, |q| if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes }),
-                retransmits,
-                end_s: side.window_seconds,
-                ..StreamResult::default()
-            });
-        }
-    }
-    Results {
-        cpu_util: [pct(user + system), pct(user), pct(system)],
-        sender_has_retransmits: sent.is_some().then_some(true),
-        congestion_used: spec.tuning.congestion.clone(),
-        streams,
-    }
-}
-
 /// The far side, as the server's results tell it: each flow's stream by iperf3's stream id
 /// (from `first_id`), playing `role`; a sending server's retransmits are its TCP figure.
 fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) -> SideReport {
@@ -382,6 +339,7 @@ fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::iperf3::StreamResult;
 
     #[test]
     fn params_follow_the_spec_and_refuse_what_iperf3_cannot_say() {
