@@ -11,8 +11,15 @@ use std::time::Duration;
 
 const PORT: &str = "5201";
 
-fn iperf3_present() -> bool {
-    Command::new("iperf3").arg("-v").output().is_ok()
+/// The traffic lock and a namespace pair named `name`; `None` (the test is skipped, saying
+/// so) when iperf3 is not installed.
+fn iperf3_pair(name: &str) -> Option<(Serial, NetnsPair)> {
+    let serial = serial();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+        return None;
+    }
+    Some((serial, NetnsPair::up(name)))
 }
 
 /// `iperf3 -s -1 -J` in the receiver namespace (one test, then it exits), once it listens.
@@ -41,11 +48,7 @@ fn iperf3_json(out: &std::process::Output) -> serde_json::Value {
 /// `send --iperf3 -P flows` against `iperf3 -s`: the server's own received byte count is
 /// every byte we wrote, and it is our report's receiver side.
 fn send_to_iperf3_server(name: &str, flows: &str) {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up(name);
+    let Some((_serial, pair)) = iperf3_pair(name) else { return };
     let server = iperf3_server(&pair);
     let (out, _) = pair
         .send(&["--iperf3", "-c", "10.77.0.2", "-P", flows, "-t", "2", "--warmup", "0", "-J"], Duration::from_secs(30));
@@ -79,11 +82,7 @@ fn send_eight_flows_to_iperf3_server() {
 /// (bidir) what we sent is exactly what it received.
 #[test]
 fn reverse_and_bidir_with_iperf3_server() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3g");
+    let Some((_serial, pair)) = iperf3_pair("ub3g") else { return };
     for mode in ["-R", "--bidir"] {
         let server = iperf3_server(&pair);
         let (out, _) = pair.send(
@@ -112,11 +111,7 @@ fn reverse_and_bidir_with_iperf3_server() {
 /// figures are our receiver side, and the rate held.
 #[test]
 fn send_udp_at_a_rate_to_iperf3_server() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3u");
+    let Some((_serial, pair)) = iperf3_pair("ub3u") else { return };
     let server = iperf3_server(&pair);
     let args = ["--iperf3", "-c", "10.77.0.2", "-u", "-P", "2", "-b", "100M", "-l", "1400", "-t", "2", "--warmup", "0"];
     let (out, _) = pair.send(&[&args[..], &["-J"]].concat(), Duration::from_secs(30));
@@ -144,11 +139,7 @@ fn send_udp_at_a_rate_to_iperf3_server() {
 /// 100 Mbit/s tbf on our egress is found slower.
 #[test]
 fn experiment_against_iperf3_server() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3x");
+    let Some((_serial, pair)) = iperf3_pair("ub3x") else { return };
     let server = iperf3_server_with(&pair, &[]);
     let dir = std::env::temp_dir().join(format!("ub3x-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -191,11 +182,7 @@ fn experiment_against_iperf3_server() {
 
 #[test]
 fn send_to_nothing_or_busy_iperf3_server_says_what_to_run() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3c");
+    let Some((_serial, pair)) = iperf3_pair("ub3c") else { return };
     let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1"], Duration::from_secs(15));
     one_line_error(&out, 1, "start `iperf3 -s` there");
     // A server in the middle of a test answers ACCESS_DENIED to a second client.
@@ -224,11 +211,7 @@ fn spawn_recv_iperf3(pair: &NetnsPair) -> Recv {
 /// --iperf3`: the client's own sent byte count is what we counted, its received count is
 /// what we sent, and its report shows our counts as the far side's.
 fn iperf3_client_to_us(name: &str, parallel: &str, mode: &[&str]) {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up(name);
+    let Some((_serial, pair)) = iperf3_pair(name) else { return };
     let recv = spawn_recv_iperf3(&pair);
     let args = [&["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"][..], mode].concat();
     let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
@@ -287,11 +270,7 @@ fn iperf3_client_bidir_with_our_receiver() {
 
 #[test]
 fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3f");
+    let Some((_serial, pair)) = iperf3_pair("ub3f") else { return };
     let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
     // A UDP test is not served: refused, and iperf3 says the server refused it.
     let (out, _) = run_bounded(

@@ -212,8 +212,9 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
             }
             std::thread::sleep(READ_GRACE);
         } else {
-            // Only the server sends: the end is still ours to say, at the planned end.
-            while Instant::now() < t0 + spec.total() && !opts.stop.is_stopped() {
+            // Only the server sends: the end is still ours to say, at the planned end of our
+            // receiving half's window (which starts on its own thread, a little after t0).
+            while Instant::now() < t0 + spec.total() + READ_GRACE && !opts.stop.is_stopped() {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -324,11 +325,24 @@ fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) 
             None => missing += 1,
         }
     }
-    let mut side = far_side(spec, role, &bytes, seconds, "iperf3");
-    side.set_data_path(DataPath::Iperf3Results { streams: results.streams.len() });
+    let mut side = results_side(spec, results, role, (&bytes, seconds), missing);
     if role == Role::Sender {
         side.tcp.retransmitted_segments = retransmits;
     }
+    side
+}
+
+/// The far side from the server's `results`: per flow its bytes (with the flow's queue) over
+/// `seconds`, playing `role`; `missing` of our streams absent from its results are an error.
+pub(super) fn results_side(
+    spec: &TestSpec,
+    results: &Results,
+    role: Role,
+    (bytes, seconds): (&[(u32, u64)], f64),
+    missing: usize,
+) -> SideReport {
+    let mut side = far_side(spec, role, bytes, seconds, "iperf3");
+    side.set_data_path(DataPath::Iperf3Results { streams: results.streams.len() });
     if missing > 0 {
         side.errors.push(format!("the iperf3 server's results lack {missing} of our {} streams", spec.flows()));
     }

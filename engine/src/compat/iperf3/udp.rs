@@ -9,12 +9,12 @@
 //! [`READ_GRACE`] after our last datagram. Its results then give, per stream, the bytes it
 //! received, its loss count (gaps in the sequence, less late arrivals) and its jitter.
 
-use super::client::{exchange, expect, Iperf3Report, READ_GRACE};
+use super::client::{exchange, expect, results_side, Iperf3Report, READ_GRACE};
 use super::control::Control;
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::compat::udp::{self as compat_udp, UdpWire};
-use crate::compat::{far_side, stream_report, Intervals};
+use crate::compat::{stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, UdpFigures};
 use crate::runtime::placement::Placement;
@@ -158,14 +158,8 @@ fn server_side(spec: &TestSpec, results: &Results, sent: &[UdpFlowSent]) -> Side
     }
     udp.datagrams = udp.expected.saturating_sub(udp.lost);
     udp.jitter_us = if jitter.is_empty() { 0.0 } else { jitter.iter().sum::<f64>() / jitter.len() as f64 };
-    let mut side = far_side(spec, Role::Receiver, &bytes, seconds, "iperf3");
-    side.set_data_path(DataPath::Iperf3Results { streams: results.streams.len() });
+    let mut side = results_side(spec, results, Role::Receiver, (&bytes, seconds), sent.len() - bytes.len());
     side.udp = Some(udp);
-    let missing = sent.len() - bytes.len();
-    if missing > 0 {
-        side.errors.push(format!("the iperf3 server's results lack {missing} of our {} streams", sent.len()));
-    }
-    side.complete = side.errors.is_empty();
     side
 }
 
