@@ -9,12 +9,15 @@ use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport};
 use crate::runtime::placement::Placement;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
+use crate::sys::sockopt::{self, LocalEnd};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
 use crate::wire::udp_payload::DatagramHeader;
 use crate::workload::udp_stream;
-use std::net::UdpSocket;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 /// How the datagrams of a test against another tool look, and how its flows end.
@@ -69,4 +72,17 @@ pub(super) fn send_udp(
     sender.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
     sender.udp = Some(udp_stream::sent_figures(&sent.iter().collect::<Vec<_>>()));
     Ok((sender, sent))
+}
+
+/// A UDP flow socket leaving from `local` (its address, `--cport` port and device), connected
+/// to `target`.
+pub(super) fn connect_udp(target: SocketAddr, local: &LocalEnd) -> io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(target), Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+    if let Some(dev) = &local.device {
+        socket.bind_device(Some(dev.as_bytes()))?;
+    }
+    let any = if target.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+    socket.bind(&sockopt::sockaddr(&SocketAddr::new(local.bind.unwrap_or(any), local.data_port.unwrap_or(0))))?;
+    socket.connect(&sockopt::sockaddr(&target))?;
+    Ok(UdpSocket::from(socket))
 }

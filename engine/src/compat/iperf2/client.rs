@@ -27,7 +27,7 @@ use crate::transport::udp::send::{FinConfig, UdpFlowSent};
 use crate::wire::iperf2::IPERF2_PORT;
 use crate::wire::udp_payload::DatagramHeader;
 use crate::workload::stream::TcpHalves;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::time::Instant;
 
 /// A test against an iperf2 server: the native report, plus what only iperf2 mode knows.
@@ -126,13 +126,10 @@ fn send_udp(
     iface: Option<&str>,
     live: &Intervals,
 ) -> Result<(SideReport, Vec<UdpFlowSent>)> {
-    let any: IpAddr = if target.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
-    let local = SocketAddr::new(opts.local.bind.unwrap_or(any), 0);
     let sockets = (0..spec.flows())
         .map(|_| {
-            let socket = UdpSocket::bind(local).map_err(|e| Error::io("binding a UDP flow socket", e))?;
-            socket.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
-            Ok(socket)
+            compat_udp::connect_udp(target, &opts.local.for_control())
+                .map_err(|e| Error::io(format!("opening a UDP flow to {target}"), e))
         })
         .collect::<Result<Vec<_>>>()?;
     let wire = UdpWire { header: DatagramHeader::Native, fin: Some(FinConfig::iperf2()) };

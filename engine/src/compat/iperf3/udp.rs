@@ -20,15 +20,14 @@ use crate::metrics::figures::{Role, SideReport, UdpFigures};
 use crate::runtime::placement::Placement;
 use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
-use crate::sys::sockopt::{self, LocalEnd};
+use crate::sys::sockopt::LocalEnd;
 use crate::transport::udp::send::UdpFlowSent;
 use crate::wire::iperf3::{
     stream_id, Params, Results, State, StreamResult, LEGACY_UDP_CONNECT_REPLY, UDP_CONNECT_MSG, UDP_CONNECT_REPLY,
 };
 use crate::wire::udp_payload::DatagramHeader;
-use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 /// How long the server may take to answer a stream's connect datagram.
@@ -82,14 +81,7 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
 /// One UDP stream: a socket from `local`, connected to the server, whose connect datagram
 /// the server answered.
 fn connect_stream(target: SocketAddr, local: &LocalEnd) -> io::Result<UdpSocket> {
-    let socket = Socket::new(Domain::for_address(target), Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
-    if let Some(dev) = &local.device {
-        socket.bind_device(Some(dev.as_bytes()))?;
-    }
-    let any = if target.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
-    socket.bind(&sockopt::sockaddr(&SocketAddr::new(local.bind.unwrap_or(any), local.data_port.unwrap_or(0))))?;
-    socket.connect(&sockopt::sockaddr(&target))?;
-    let socket = UdpSocket::from(socket);
+    let socket = compat_udp::connect_udp(target, local)?;
     socket.send(&UDP_CONNECT_MSG)?;
     socket.set_read_timeout(Some(CONNECT_REPLY_WAIT))?;
     let mut reply = [0u8; 8];
