@@ -45,8 +45,9 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
 fn test_line(s: &Iperf3TestSummary) -> String {
     let version = s.client_version.as_ref().map_or("iperf3".to_string(), |v| format!("iperf3 {}", peer_text(v)));
     let mut line = format!(
-        "[{}] iperf3 TCP test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
+        "[{}] iperf3 {} test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
         s.id,
+        if s.udp { "UDP" } else { "TCP" },
         s.peer.map_or("?".to_string(), |p| p.to_string()),
         s.streams,
         if s.streams == 1 { "" } else { "s" },

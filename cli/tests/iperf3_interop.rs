@@ -268,16 +268,45 @@ fn iperf3_client_bidir_with_our_receiver() {
     iperf3_client_to_us("ub3i", "2", &["--bidir"]);
 }
 
+/// `iperf3 -c -u -P 2 -b 50M` against `recv --iperf3`: what we counted is what the client
+/// sent less what we found lost (and at most a few at the end), and the client shows our
+/// count and loss as its receiver's.
+#[test]
+fn iperf3_udp_client_to_our_receiver() {
+    let Some((_serial, pair)) = iperf3_pair("ub3v") else { return };
+    let recv = spawn_recv_iperf3(&pair);
+    let args = ["-c", "10.77.0.2", "-p", PORT, "-u", "-P", "2", "-b", "50M", "-l", "1400", "-t", "2", "-J"];
+    let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
+    let log = recv.finish(Duration::from_secs(10));
+    let log = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(out.status.success(), "iperf3 -c -u failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("[1] iperf3 UDP test from 10.77.0.1"))
+        .unwrap_or_else(|| panic!("no test line:\n{log}"));
+    assert!(line.contains("2 streams") && !line.contains("incomplete"), "{line}");
+    let counted: u64 =
+        line.split(" bytes in ").next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect("bytes");
+    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
+    let lost = u64_at(&theirs, "/end/sum_received/lost_packets");
+    let highest = u64_at(&theirs, "/end/sum_received/packets");
+    assert!(sent > 5_000_000 && sent % 1400 == 0, "real traffic, whole datagrams: {sent}");
+    assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), counted, "iperf3 -c shows our count: {line}");
+    assert_eq!(counted, (highest - lost) * 1400, "we counted every datagram we did not call lost");
+    assert!(sent / 1400 - highest <= 64, "at most a few datagrams after the last one we saw: {sent} {highest}");
+}
+
 #[test]
 fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
     let Some((_serial, pair)) = iperf3_pair("ub3f") else { return };
     let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
-    // A UDP test is not served: refused, and iperf3 says the server refused it.
+    // A reverse UDP test is not served: refused, and iperf3 says the server refused it.
     let (out, _) = run_bounded(
-        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-u"]),
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-u", "-R"]),
         Duration::from_secs(20),
     );
-    assert!(!out.status.success(), "iperf3 -u must fail against recv --iperf3");
+    assert!(!out.status.success(), "iperf3 -u -R must fail against recv --iperf3");
     // Hostile control connections, from a small Python client in the sender namespace: not a
     // cookie; a cookie then an absurd JSON length; a cookie then bytes that are not JSON.
     let script = r#"
@@ -310,7 +339,7 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
     assert!(
-        log.contains("refused iperf3 UDP test from 10.77.0.1") && log.contains("UDP tests are not served"),
+        log.contains("refused iperf3 UDP test from 10.77.0.1") && log.contains("UDP with -R or --bidir is not served"),
         "{log}"
     );
     assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");

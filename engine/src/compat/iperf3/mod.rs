@@ -11,6 +11,7 @@
 pub mod client;
 mod control;
 pub mod server;
+mod server_udp;
 mod udp;
 
 pub use client::{params_for, run_send, Iperf3Report};

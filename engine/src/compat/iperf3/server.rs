@@ -17,6 +17,7 @@
 
 use super::control::Control;
 use super::our_results;
+use super::server_udp::{serve_udp, udp_listener};
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
 use crate::compat::{shown, Caps, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
@@ -41,7 +42,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a client may take for each step of its handshake and of the results exchange.
-const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the client's results, how long its last bytes may take to arrive.
 const DRAIN_WAIT: Duration = Duration::from_secs(3);
 /// After the flows are shut for reading, how long their loops may take to reach EOF before
@@ -76,6 +77,8 @@ pub struct Iperf3TestSummary {
     pub seconds: f64,
     /// What the client's results say it sent (after its omitted start), when they came.
     pub client_sent: Option<u64>,
+    /// A UDP test (`-u`).
+    pub udp: bool,
     /// -R, --bidir: bytes we sent, and what the client's results say it received.
     pub sent: Option<u64>,
     pub client_received: Option<u64>,
@@ -110,11 +113,11 @@ pub fn bind_receiver(opts: &PeerRecvOptions) -> Result<TcpListener> {
 
 /// What a test thread needs from the serving loop.
 #[derive(Clone)]
-struct TestContext {
-    opts: PeerRecvOptions,
+pub(super) struct TestContext {
+    pub(super) opts: PeerRecvOptions,
     events: Iperf3EventSink,
     kernel: KernelCaps,
-    cpus: Vec<usize>,
+    pub(super) cpus: Vec<usize>,
     max_streams: u32,
 }
 
@@ -310,6 +313,17 @@ fn serve_test(
     summary.client_version = params.client_version.clone();
     summary.streams = params.parallel;
     summary.omit = params.omit;
+    summary.udp = proto == Proto::Udp;
+    if summary.udp {
+        // The first stream's socket listens before the client is told to connect.
+        let listener = udp_listener(ctl).map_err(|e| Ended::Failed(format!("binding the UDP port: {e}")))?;
+        ctl.send_state(State::CreateStreams).map_err(Ended::Failed)?;
+        serve_udp(ctx, ctl, &params, listener, summary).map_err(Ended::Failed)?;
+        ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
+        // The client's last word; its absence changes no figure.
+        let _ = ctl.read_state(STEP_TIMEOUT);
+        return Ok(());
+    }
     ctl.send_state(State::CreateStreams).map_err(Ended::Failed)?;
     let mut flows = Vec::with_capacity(params.parallel as usize);
     let deadline = Instant::now() + STEP_TIMEOUT;
@@ -330,20 +344,7 @@ fn serve_test(
             }
         }
     }
-    let spec = TestSpec {
-        proto: Proto::Tcp,
-        workload: Workload::Stream,
-        queues: params.parallel,
-        flows_per_queue: 1,
-        time_ms: (params.time.max(1) * 1000).saturating_sub(WINDOW_MARGIN.as_millis() as u64),
-        warmup_ms: params.omit * 1000,
-        cooldown_ms: 0,
-        len: params.len,
-        rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
-        // The receive buffer is the receiver's part of -w; the rest is the sender's.
-        tuning: Tuning { window: (params.window > 0).then_some(params.window), ..Tuning::default() },
-        ..TestSpec::default()
-    };
+    let spec = test_spec(&params, Proto::Tcp);
     let failed = |e: Error| Ended::Failed(e.to_string());
     let placement = plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(failed)?;
     let halves = TcpHalves {
@@ -422,14 +423,33 @@ fn serve_test(
     Ok(())
 }
 
+/// Our side of the client's test: one flow per stream, our window ending [`WINDOW_MARGIN`]
+/// before the client's.
+pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
+    TestSpec {
+        proto,
+        workload: Workload::Stream,
+        queues: params.parallel,
+        flows_per_queue: 1,
+        time_ms: (params.time.max(1) * 1000).saturating_sub(WINDOW_MARGIN.as_millis() as u64),
+        warmup_ms: params.omit * 1000,
+        cooldown_ms: 0,
+        len: params.len,
+        rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
+        // The receive buffer is the receiver's part of -w; the rest is the sender's.
+        tuning: Tuning { window: (params.window > 0).then_some(params.window), ..Tuning::default() },
+        ..TestSpec::default()
+    }
+}
+
 /// Our limits and what we serve: `Err((iperf3 error number, our reason))`.
 fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, String)> {
     if let Some(key) = p.unsupported.first() {
         let code = if *key == "authtoken" { error_code::AUTH } else { error_code::RECV_PARAMS };
         return Err((code, format!("the client asked for '{key}', which `recv --iperf3` does not serve")));
     }
-    if p.proto == DataProto::Udp {
-        return Err((error_code::PROTOCOL, "UDP tests are not served by `recv --iperf3` yet (TCP only)".into()));
+    if p.proto == DataProto::Udp && (p.reverse || p.bidirectional) {
+        return Err((error_code::PROTOCOL, "UDP with -R or --bidir is not served by `recv --iperf3` yet".into()));
     }
     let asked = Duration::from_secs(p.time.saturating_add(p.omit));
     if asked > ctx.opts.max_time || (p.time == 0 && p.bytes == 0 && p.blocks == 0) {
@@ -467,7 +487,7 @@ fn wait_arrived(flows: &[TcpStream], want: u64) {
 
 /// Waits for TEST_END (until `until`), then reads the client's results; them, or why there
 /// are none.
-fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, String> {
+pub(super) fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, String> {
     let left = until.saturating_duration_since(Instant::now());
     match ctl.read_state(left)? {
         State::TestEnd => {}
