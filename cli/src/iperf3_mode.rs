@@ -29,7 +29,7 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     let events: Iperf3EventSink = Arc::new(|event: Iperf3Event| {
         print_line(&peer_event_line("--iperf3", event, test_line, |tcp, _, caps| {
             format!(
-                "listening on TCP {tcp} for iperf3 clients (`iperf3 -c`, one test at a time); \
+                "listening on TCP {tcp} for iperf3 clients (`iperf3 -c [-u]`, one test at a time); \
                  limits: {} connections sending their cookie ({} per address), {} streams",
                 caps.pending,
                 caps.pending_per_source,
