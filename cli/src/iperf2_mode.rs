@@ -4,13 +4,14 @@
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
 use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
-use std::{io::Write, sync::Arc};
+use std::{io::Write, net::SocketAddr, sync::Arc};
 use uringbench::{
     escape_controls,
     iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary},
     peer_text,
     units::format_bits_per_second,
-    Direction, Error, FastPaths, PeerRecvOptions, Proto, SendOptions, StopToken, TestSpec, Workload,
+    Direction, Error, FastPaths, PeerCaps, PeerEvent, PeerRecvOptions, Proto, SendOptions, StopToken, TestSpec,
+    Workload,
 };
 
 /// The options of a test against another tool's server (`--iperf2`, `--iperf3`, named by
@@ -116,31 +117,42 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
     let listeners = bind_receiver(&opts)?;
     let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
-        let line = match event {
-            Iperf2Event::Listening { tcp, udp, caps } => format!(
-                "uringbench recv --iperf2: listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`); \
+        print_line(&peer_event_line("--iperf2", event, test_line, |tcp, udp, caps| {
+            format!(
+                "listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`); \
                  limits: {} connections sending their header ({} per address), {} flows, {} UDP sessions",
                 caps.pending, caps.pending_per_source, caps.flows, caps.udp_sessions
-            ),
-            Iperf2Event::TestDone(summary) => test_line(&summary),
-            Iperf2Event::Refused { proto, peer, reason } => {
-                format!("refused iperf2 {} test from {peer}: {}", proto_name(proto), peer_text(&reason))
-            }
-            Iperf2Event::Dropped { peer, reason } => {
-                format!("dropped connection from {peer}: {}", peer_text(&reason))
-            }
-            Iperf2Event::More { peer, count, seconds } => format!(
-                "... and {count} more from {} in the last {seconds:.0} s",
-                peer.map_or("other addresses".to_string(), |p| p.to_string())
-            ),
-            Iperf2Event::Paused { proto, reason } => {
-                format!("uringbench recv --iperf2: {} paused: {reason}", proto_name(proto))
-            }
-        };
-        print_line(&line);
+            )
+        }));
     });
     let ok = serve(opts, listeners, events)?;
     Ok(if ok { 0 } else { 1 })
+}
+
+/// One line for what a peer receiver (`recv --iperf2`, `recv --iperf3`: `flag`) tells;
+/// `test_line` and `listening` say what only that tool's receiver says.
+pub fn peer_event_line<T>(
+    flag: &str,
+    event: PeerEvent<T>,
+    test_line: impl Fn(&T) -> String,
+    listening: impl Fn(SocketAddr, SocketAddr, PeerCaps) -> String,
+) -> String {
+    let tool = flag.trim_start_matches('-');
+    match event {
+        PeerEvent::Listening { tcp, udp, caps } => format!("uringbench recv {flag}: {}", listening(tcp, udp, caps)),
+        PeerEvent::TestDone(summary) => test_line(&summary),
+        PeerEvent::Refused { proto, peer, reason } => {
+            format!("refused {tool} {} test from {peer}: {}", proto_name(proto), peer_text(&reason))
+        }
+        PeerEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
+        PeerEvent::More { peer, count, seconds } => format!(
+            "... and {count} more from {} in the last {seconds:.0} s",
+            peer.map_or("other addresses".to_string(), |p| p.to_string())
+        ),
+        PeerEvent::Paused { proto, reason } => {
+            format!("uringbench recv {flag}: {} paused: {reason}", proto_name(proto))
+        }
+    }
 }
 
 /// The options of a receiver serving another tool's clients (`--iperf2`, `--iperf3`, named

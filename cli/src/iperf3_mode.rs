@@ -3,7 +3,7 @@
 //! into the engine's options (shared with `--iperf2`: [`peer_send_options`],
 //! [`peer_recv_options`]) and prints what comes back.
 
-use super::iperf2_mode::{peer_recv_options, peer_send_options, print_line, print_report};
+use super::iperf2_mode::{peer_event_line, peer_recv_options, peer_send_options, print_line, print_report};
 use super::{RecvArgs, SendArgs};
 use std::sync::Arc;
 use uringbench::units::format_bits_per_second;
@@ -27,21 +27,15 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     let opts = peer_recv_options(args, fast, stop, "--iperf3", IPERF3_PORT)?;
     let listener = iperf3_bind(&opts)?;
     let events: Iperf3EventSink = Arc::new(|event: Iperf3Event| {
-        print_line(&match event {
-            Iperf3Event::Listening { addr, caps } => format!(
-                "uringbench recv --iperf3: listening on TCP {addr} for iperf3 clients (`iperf3 -c`, one test at a time); \
+        print_line(&peer_event_line("--iperf3", event, test_line, |tcp, _, caps| {
+            format!(
+                "listening on TCP {tcp} for iperf3 clients (`iperf3 -c [-u]`, one test at a time); \
                  limits: {} connections sending their cookie ({} per address), {} streams",
-                caps.pending, caps.pending_per_source, caps.flows.min(128)
-            ),
-            Iperf3Event::TestDone(summary) => test_line(&summary),
-            Iperf3Event::Refused { peer, reason } => format!("refused iperf3 test from {peer}: {}", peer_text(&reason)),
-            Iperf3Event::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
-            Iperf3Event::More { peer, count, seconds } => format!(
-                "... and {count} more from {} in the last {seconds:.0} s",
-                peer.map_or("other addresses".to_string(), |p| p.to_string())
-            ),
-            Iperf3Event::Paused { reason } => format!("uringbench recv --iperf3: accepting paused: {reason}"),
-        });
+                caps.pending,
+                caps.pending_per_source,
+                caps.flows.min(128)
+            )
+        }));
     });
     let ok = iperf3_serve(opts, listener, events)?;
     Ok(if ok { 0 } else { 1 })
@@ -51,8 +45,9 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
 fn test_line(s: &Iperf3TestSummary) -> String {
     let version = s.client_version.as_ref().map_or("iperf3".to_string(), |v| format!("iperf3 {}", peer_text(v)));
     let mut line = format!(
-        "[{}] iperf3 TCP test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
+        "[{}] iperf3 {} test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
         s.id,
+        if s.udp { "UDP" } else { "TCP" },
         s.peer.map_or("?".to_string(), |p| p.to_string()),
         s.streams,
         if s.streams == 1 { "" } else { "s" },
@@ -64,6 +59,12 @@ fn test_line(s: &Iperf3TestSummary) -> String {
         line += &format!(", client sent {sent} bytes");
         if s.omit > 0 {
             line += &format!(" after its omitted first {} s", s.omit);
+        }
+    }
+    if let Some(sent) = s.sent {
+        line += &format!("; sent {sent} bytes");
+        if let Some(got) = s.client_received {
+            line += &format!(", client received {got} bytes");
         }
     }
     if !s.errors.is_empty() {

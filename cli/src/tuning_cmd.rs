@@ -7,7 +7,8 @@ use crate::{
 use std::io::Write;
 use uringbench::{
     compare::{self, Metric},
-    experiment::{self, experiment_document, Plan, Progress},
+    experiment::{self, experiment_document, PeerTool, Plan, Progress},
+    iperf2, iperf3_send, ntttcp_send,
     output::SavedResults,
     run_rr, run_send,
     search::{self, SearchPlan, SearchResult, TrialFigures},
@@ -167,9 +168,14 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
         &plan,
         &journal,
         &stop,
-        |opts| match opts.spec.workload {
-            Workload::Stream => run_send(opts).map(|r| RunRecord::Stream(Box::new(r.to_document()))),
-            Workload::Rr | Workload::Crr => run_rr(opts).map(|r| RunRecord::Transactions(Box::new(r.to_document()))),
+        |opts| match (plan.peer(), opts.spec.workload) {
+            (Some(PeerTool::Iperf2), _) => iperf2::run_send(opts).map(|r| RunRecord::Stream(Box::new(r.to_document()))),
+            (Some(PeerTool::Iperf3), _) => iperf3_send(opts).map(|r| RunRecord::Stream(Box::new(r.to_document()))),
+            (Some(PeerTool::Ntttcp), _) => ntttcp_send(opts).map(|r| RunRecord::Stream(Box::new(r.to_document()))),
+            (None, Workload::Stream) => run_send(opts).map(|r| RunRecord::Stream(Box::new(r.to_document()))),
+            (None, Workload::Rr | Workload::Crr) => {
+                run_rr(opts).map(|r| RunRecord::Transactions(Box::new(r.to_document())))
+            }
         },
         |p| match p {
             Progress::Applied { variant, what } => say(format!("{variant}: {}", what.join("; "))),

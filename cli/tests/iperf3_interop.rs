@@ -11,14 +11,27 @@ use std::time::Duration;
 
 const PORT: &str = "5201";
 
-fn iperf3_present() -> bool {
-    Command::new("iperf3").arg("-v").output().is_ok()
+/// The traffic lock and a namespace pair named `name`; `None` (the test is skipped, saying
+/// so) when iperf3 is not installed.
+fn iperf3_pair(name: &str) -> Option<(Serial, NetnsPair)> {
+    let serial = serial();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+        return None;
+    }
+    Some((serial, NetnsPair::up(name)))
 }
 
 /// `iperf3 -s -1 -J` in the receiver namespace (one test, then it exits), once it listens.
 fn iperf3_server(pair: &NetnsPair) -> Child {
+    iperf3_server_with(pair, &["-1", "-J"])
+}
+
+/// `iperf3 -s` with `extra` arguments in the receiver namespace, once it listens.
+fn iperf3_server_with(pair: &NetnsPair, extra: &[&str]) -> Child {
+    let args: Vec<&str> = ["-s", "-p", PORT].iter().chain(extra).copied().collect();
     let child = pair
-        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-1", "-J", "-p", PORT])
+        .cmd(&pair.receiver_ns(), "iperf3", &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -35,11 +48,7 @@ fn iperf3_json(out: &std::process::Output) -> serde_json::Value {
 /// `send --iperf3 -P flows` against `iperf3 -s`: the server's own received byte count is
 /// every byte we wrote, and it is our report's receiver side.
 fn send_to_iperf3_server(name: &str, flows: &str) {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up(name);
+    let Some((_serial, pair)) = iperf3_pair(name) else { return };
     let server = iperf3_server(&pair);
     let (out, _) = pair
         .send(&["--iperf3", "-c", "10.77.0.2", "-P", flows, "-t", "2", "--warmup", "0", "-J"], Duration::from_secs(30));
@@ -73,11 +82,7 @@ fn send_eight_flows_to_iperf3_server() {
 /// (bidir) what we sent is exactly what it received.
 #[test]
 fn reverse_and_bidir_with_iperf3_server() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3g");
+    let Some((_serial, pair)) = iperf3_pair("ub3g") else { return };
     for mode in ["-R", "--bidir"] {
         let server = iperf3_server(&pair);
         let (out, _) = pair.send(
@@ -101,13 +106,83 @@ fn reverse_and_bidir_with_iperf3_server() {
     }
 }
 
+/// `send --iperf3 -u -P 2 -b 100M` against `iperf3 -s`: the datagrams it counted are the ones we
+/// sent less the ones it says it lost (and at most a few at the end it never saw), its
+/// figures are our receiver side, and the rate held.
+#[test]
+fn send_udp_at_a_rate_to_iperf3_server() {
+    let Some((_serial, pair)) = iperf3_pair("ub3u") else { return };
+    let server = iperf3_server(&pair);
+    let args = ["--iperf3", "-c", "10.77.0.2", "-u", "-P", "2", "-b", "100M", "-l", "1400", "-t", "2", "--warmup", "0"];
+    let (out, _) = pair.send(&[&args[..], &["-J"]].concat(), Duration::from_secs(30));
+    let server = finish(server, Duration::from_secs(10));
+    assert!(out.status.success(), "send --iperf3 -u failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (ours, theirs) = (json(&out), iperf3_json(&server));
+    assert_eq!((ours["peer"].as_str(), ours["complete"].as_bool()), (Some("iperf3"), Some(true)));
+    let sent = u64_at(&ours, "/sum/sender/total_bytes");
+    let counted = u64_at(&theirs, "/end/sum_received/bytes");
+    let lost = u64_at(&theirs, "/end/sum_received/lost_packets");
+    let highest = u64_at(&theirs, "/end/sum_received/packets");
+    assert!(sent > 10_000_000 && sent % 1400 == 0, "real traffic, whole datagrams: {sent}");
+    assert_eq!(counted, (highest - lost) * 1400, "iperf3 counted every datagram it did not call lost");
+    let unseen_tail = sent / 1400 - highest;
+    assert!(unseen_tail <= 64, "at most a few datagrams after the last one iperf3 saw: {unseen_tail}");
+    assert_eq!(u64_at(&ours, "/sum/receiver/total_bytes"), counted, "its count is our receiver side");
+    assert_eq!(u64_at(&ours, "/sum/receiver/lost"), lost, "its loss count too");
+    assert_eq!(theirs["end"]["streams"].as_array().map(Vec::len), Some(2), "one iperf3 stream per flow");
+    let rate = ours["sum"]["sender"]["bits_per_second"].as_f64().unwrap();
+    assert!(rate < 220e6 && rate > 100e6, "-b 100M per stream, as iperf3's, paced the 2 streams: {rate}");
+}
+
+/// An experiment whose runs go to a stock `iperf3 -s` (`peer = "iperf3"`): every run is an
+/// iperf3 document with the server's figures as its receiver side, and the variant with a
+/// 100 Mbit/s tbf on our egress is found slower.
+#[test]
+fn experiment_against_iperf3_server() {
+    let Some((_serial, pair)) = iperf3_pair("ub3x") else { return };
+    let server = iperf3_server_with(&pair, &[]);
+    let dir = std::env::temp_dir().join(format!("ub3x-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plan, state, saved) = (dir.join("p.toml"), dir.join("s.state"), dir.join("r.json"));
+    let plan_text = format!(
+        "runs = 2\nwarmup_runs = 0\n[test]\npeer = \"iperf3\"\ntarget = \"{RECV_ADDR}\"\ntime = \"1s\"\nwarmup = \"0s\"\n\
+         [[variant]]\nname = \"plain\"\n[[variant]]\nname = \"tbf\"\n[variant.iface.{}a0]\n\
+         qdisc = \"tbf rate 100mbit burst 256kb latency 10ms\"\n",
+        pair.name
+    );
+    std::fs::write(&plan, plan_text).unwrap();
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["experiment"]);
+    c.arg(&plan).arg("--state").arg(&state).arg("--json").arg(&saved);
+    let (out, _) = run_bounded(c, Duration::from_secs(90));
+    let mut server = server;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "experiment failed: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    // Each variant's slowest and fastest run.
+    let mut spans = Vec::new();
+    for v in doc["variants"].as_array().unwrap() {
+        let runs = v["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{}", v["name"]);
+        let mut rates: Vec<f64> = runs
+            .iter()
+            .map(|r| {
+                assert_eq!((r["peer"].as_str(), r["complete"].as_bool()), (Some("iperf3"), Some(true)), "{r}");
+                assert!(u64_at(r, "/sum/receiver/total_bytes") > 1_000_000, "iperf3 -s counted real traffic");
+                r["sum"]["receiver"]["bits_per_second"].as_f64().unwrap()
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        spans.push((rates[0], rates[1]));
+    }
+    let (plain, tbf) = (spans[0], spans[1]);
+    assert!(tbf.1 < 110e6 && tbf.1 < plain.0 / 2.0, "the tbf variant is slower: plain {plain:?}, tbf {tbf:?}");
+}
+
 #[test]
 fn send_to_nothing_or_busy_iperf3_server_says_what_to_run() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3c");
+    let Some((_serial, pair)) = iperf3_pair("ub3c") else { return };
     let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1"], Duration::from_secs(15));
     one_line_error(&out, 1, "start `iperf3 -s` there");
     // A server in the middle of a test answers ACCESS_DENIED to a second client.
@@ -132,60 +207,106 @@ fn spawn_recv_iperf3(pair: &NetnsPair) -> Recv {
     pair.spawn_recv(&["--iperf3", "--once", "--port", PORT])
 }
 
-/// `iperf3 -c -P parallel -J` against `recv --iperf3`: the client's own sent byte count is
-/// what we counted, and our figures are its receiver's.
-fn iperf3_client_to_us(name: &str, parallel: &str) {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up(name);
+/// `iperf3 -c -P parallel -J` (with `mode`: nothing, `-R` or `--bidir`) against `recv
+/// --iperf3`: the client's own sent byte count is what we counted, its received count is
+/// what we sent, and its report shows our counts as the far side's.
+fn iperf3_client_to_us(name: &str, parallel: &str, mode: &[&str]) {
+    let Some((_serial, pair)) = iperf3_pair(name) else { return };
     let recv = spawn_recv_iperf3(&pair);
-    let (out, _) = run_bounded(
-        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"]),
-        Duration::from_secs(30),
-    );
+    let args = [&["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"][..], mode].concat();
+    let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
     let log = recv.finish(Duration::from_secs(10));
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(out.status.success(), "iperf3 -c failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
     let theirs = iperf3_json(&out);
-    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
     let line = log
         .lines()
         .find(|l| l.starts_with("[1] iperf3 TCP test from 10.77.0.1"))
         .unwrap_or_else(|| panic!("no test line:\n{log}"));
-    let counted: u64 =
-        line.split(" bytes in ").next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect("bytes");
-    assert!(sent > 1_000_000, "real traffic moved: {sent}");
-    assert_eq!(counted, sent, "we counted every byte iperf3 -c sent: {line}");
-    assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "and it shows our count as its receiver's");
+    let number_before = |marker: &str| -> u64 {
+        line.split(marker).next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect(marker)
+    };
     assert!(line.contains(&format!("{parallel} stream")) && !line.contains("incomplete"), "{line}");
+    let (forward, back) = match mode {
+        ["-R"] => (None, Some("/end/sum_received/bytes")),
+        ["--bidir"] => (Some("/end/sum_sent/bytes"), Some("/end/sum_received_bidir_reverse/bytes")),
+        _ => (Some("/end/sum_sent/bytes"), None),
+    };
+    if let Some(key) = forward {
+        let sent = u64_at(&theirs, key);
+        assert!(sent > 1_000_000, "real traffic moved: {sent}");
+        assert_eq!(number_before(" bytes in "), sent, "we counted every byte iperf3 -c sent: {line}");
+        assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "and it shows our count as its receiver's");
+    }
+    if let Some(key) = back {
+        let received = u64_at(&theirs, key);
+        assert!(received > 1_000_000, "{mode:?}: real traffic came back: {received}");
+        assert_eq!(number_before(" bytes, client received"), received, "{mode:?}: iperf3 -c read all we sent: {line}");
+        let its_results: Option<u64> =
+            line.split("client received ").nth(1).and_then(|t| t.split(' ').next()).and_then(|b| b.parse().ok());
+        assert_eq!(its_results, Some(received), "{mode:?}: its results to us say the same: {line}");
+    }
 }
 
 #[test]
 fn iperf3_client_one_stream_to_our_receiver() {
-    iperf3_client_to_us("ub3d", "1");
+    iperf3_client_to_us("ub3d", "1", &[]);
 }
 
 #[test]
 fn iperf3_client_eight_streams_to_our_receiver() {
-    iperf3_client_to_us("ub3e", "8");
+    iperf3_client_to_us("ub3e", "8", &[]);
+}
+
+#[test]
+fn iperf3_client_reverse_from_our_receiver() {
+    iperf3_client_to_us("ub3r", "2", &["-R"]);
+}
+
+#[test]
+fn iperf3_client_bidir_with_our_receiver() {
+    iperf3_client_to_us("ub3i", "2", &["--bidir"]);
+}
+
+/// `iperf3 -c -u -P 2 -b 50M` against `recv --iperf3`: what we counted is what the client
+/// sent less what we found lost (and at most a few at the end), and the client shows our
+/// count and loss as its receiver's.
+#[test]
+fn iperf3_udp_client_to_our_receiver() {
+    let Some((_serial, pair)) = iperf3_pair("ub3v") else { return };
+    let recv = spawn_recv_iperf3(&pair);
+    let args = ["-c", "10.77.0.2", "-p", PORT, "-u", "-P", "2", "-b", "50M", "-l", "1400", "-t", "2", "-J"];
+    let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
+    let log = recv.finish(Duration::from_secs(10));
+    let log = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(out.status.success(), "iperf3 -c -u failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("[1] iperf3 UDP test from 10.77.0.1"))
+        .unwrap_or_else(|| panic!("no test line:\n{log}"));
+    assert!(line.contains("2 streams") && !line.contains("incomplete"), "{line}");
+    let counted: u64 =
+        line.split(" bytes in ").next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect("bytes");
+    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
+    let lost = u64_at(&theirs, "/end/sum_received/lost_packets");
+    let highest = u64_at(&theirs, "/end/sum_received/packets");
+    assert!(sent > 5_000_000 && sent % 1400 == 0, "real traffic, whole datagrams: {sent}");
+    assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), counted, "iperf3 -c shows our count: {line}");
+    assert_eq!(counted, (highest - lost) * 1400, "we counted every datagram we did not call lost");
+    assert!(sent / 1400 - highest <= 64, "at most a few datagrams after the last one we saw: {sent} {highest}");
 }
 
 #[test]
 fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
-    let _serial = serial();
-    if !iperf3_present() {
-        return skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-    }
-    let pair = NetnsPair::up("ub3f");
+    let Some((_serial, pair)) = iperf3_pair("ub3f") else { return };
     let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
-    // A reverse test needs us to send: refused, and iperf3 says the server refused it.
+    // A reverse UDP test is not served: refused, and iperf3 says the server refused it.
     let (out, _) = run_bounded(
-        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-R"]),
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-u", "-R"]),
         Duration::from_secs(20),
     );
-    assert!(!out.status.success(), "iperf3 -R must fail against recv --iperf3");
+    assert!(!out.status.success(), "iperf3 -u -R must fail against recv --iperf3");
     // Hostile control connections, from a small Python client in the sender namespace: not a
     // cookie; a cookie then an absurd JSON length; a cookie then bytes that are not JSON.
     let script = r#"
@@ -218,7 +339,7 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
     assert!(
-        log.contains("refused iperf3 test from 10.77.0.1") && log.contains("-R (reverse) needs the receiver to send"),
+        log.contains("refused iperf3 UDP test from 10.77.0.1") && log.contains("UDP with -R or --bidir is not served"),
         "{log}"
     );
     assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");

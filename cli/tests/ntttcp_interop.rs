@@ -48,6 +48,29 @@ while time.time() < deadline:
 print(json.dumps({"bytes": total[0], "connections": ended[0]}))
 "#;
 
+/// NTttcp's UDP receiver (`-r -u -m N,*,IP -ns`): one socket per thread from 5001, counting
+/// datagrams and bytes until 1.5 s without one (after the first); says `ready` once bound.
+const UDP_RECEIVER: &str = r#"
+import json, select, socket, sys, time
+ports = int(sys.argv[1])
+socks = []
+for p in range(ports):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.bind(("10.77.0.2", 5001 + p)); s.setblocking(False); socks.append(s)
+print("ready", flush=True)
+count, total, seen, last, deadline = [0] * ports, 0, set(), None, time.time() + 40
+while time.time() < deadline and (last is None or time.time() - last < 1.5):
+    for s in select.select(socks, [], [], 0.1)[0]:
+        while True:
+            try:
+                b = s.recv(65536)
+            except BlockingIOError:
+                break
+            i = socks.index(s); count[i] += 1; total += len(b); seen.add(i); last = time.time()
+print(json.dumps({"bytes": total, "datagrams": sum(count), "ports": len(seen)}))
+"#;
+
 /// NTttcp's sender (`-s -m N,*,IP -ns -t T`): one thread per port, sending 64 KiB writes for
 /// T seconds, then closing; prints the bytes written.
 const SENDER: &str = r#"
@@ -96,6 +119,39 @@ fn send_to_ntttcp_receiver(name: &str, ports: &str) {
     let sent = u64_at(&ours, "/sum/sender/total_bytes");
     assert!(sent > 1_000_000, "real traffic moved: {sent}");
     assert_eq!(u64_at(&theirs, "/bytes"), sent, "the receiver counted every byte we wrote, to EOF");
+}
+
+/// `send --ntttcp -u`: datagrams to every port from 5001, paced, all of them counted by a
+/// receiver that counts as NTttcp's does (bytes per datagram, no header).
+#[test]
+fn send_udp_to_ntttcp_receiver() {
+    use std::io::BufRead;
+    let _serial = serial();
+    let pair = NetnsPair::up("ubnu");
+    let mut far = pair
+        .cmd(&pair.receiver_ns(), "python3", &["-c", UDP_RECEIVER, "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the NTttcp-like UDP receiver");
+    let mut ready = String::new();
+    let mut lines = std::io::BufReader::new(far.stdout.take().expect("its stdout"));
+    lines.read_line(&mut ready).expect("the receiver says it is ready");
+    assert_eq!(ready.trim(), "ready");
+    let args = ["--ntttcp", "-c", "10.77.0.2", "-u", "-P", "4", "-b", "20M", "-l", "1400", "-t", "2", "-J"];
+    let (out, _) = pair.send(&args, Duration::from_secs(30));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut lines, &mut rest).expect("the receiver's JSON");
+    let _ = finish(far, Duration::from_secs(5));
+    assert!(out.status.success(), "send --ntttcp -u failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (ours, theirs): (serde_json::Value, serde_json::Value) = (json(&out), serde_json::from_str(&rest).unwrap());
+    assert_eq!((ours["peer"].as_str(), ours["complete"].as_bool()), (Some("ntttcp"), Some(true)));
+    assert_eq!(theirs["ports"], 4, "every port from 5001 got datagrams: {theirs}");
+    let sent = u64_at(&ours, "/sum/sender/total_bytes");
+    let counted = u64_at(&theirs, "/bytes");
+    assert!(sent > 5_000_000, "real traffic moved: {sent}");
+    assert_eq!(counted, u64_at(&theirs, "/datagrams") * 1400, "whole datagrams of -l bytes");
+    assert!(counted <= sent && counted * 100 >= sent * 99, "counted {counted} of {sent} bytes sent (1% loss allowed)");
 }
 
 #[test]

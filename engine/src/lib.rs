@@ -86,7 +86,7 @@ pub use crate::compat::ntttcp::{
     bind_receiver as ntttcp_bind, run_send as ntttcp_send, serve as ntttcp_serve, NtttcpEvent, NtttcpEventSink,
     NtttcpReport, NtttcpTestSummary, NTTTCP_PORT,
 };
-pub use crate::compat::PeerRecvOptions;
+pub use crate::compat::{Caps as PeerCaps, PeerEvent, PeerEventSink, PeerRecvOptions};
 pub use crate::wire::iperf3::IPERF3_PORT;
 
 // What a test reports, and the documents it is saved as (docs/output.md, docs/schema/).
@@ -127,7 +127,7 @@ pub mod search {
 /// `experiment`: settings variants applied, run interleaved, reverted and compared.
 pub mod experiment {
     pub use crate::analysis::document::{experiment_document, ExperimentDocument};
-    pub use crate::workload::experiment::{run, ExperimentResult, Plan, Progress};
+    pub use crate::workload::experiment::{run, ExperimentResult, PeerTool, Plan, Progress};
 }
 
 /// `compare`: saved runs compared with their statistics.

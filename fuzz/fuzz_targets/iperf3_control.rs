@@ -1,9 +1,11 @@
 //! An iperf3 control connection as `recv --iperf3` and `send --iperf3` read it, fed as a peer
 //! would send it: the 37-byte cookie, then state bytes and length-prefixed JSON (parameters,
-//! results), each message read with the limits the engine uses; also the UDP datagram header.
+//! results), each message read with the limits the engine uses; also the UDP datagram header,
+//! as such and as the UDP loops read and write it (`DatagramHeader::Iperf3`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use uringbench::wire::udp_payload::DatagramHeader;
 use uringbench::wire::iperf3::{
     check_cookie, json_len, server_error_text, Params, Results, State, UdpHeader, COOKIE_LEN, MAX_PARAMS_LEN,
     MAX_RESULTS_LEN,
@@ -14,6 +16,13 @@ fuzz_target!(|data: &[u8]| {
         let mut buf = [0u8; 16];
         h.encode(true, &mut buf);
         assert_eq!(UdpHeader::decode(&buf, true), Some(h), "a header survives the 64-bit form");
+    }
+    let format = DatagramHeader::Iperf3 { wide: data.first().is_some_and(|b| b & 2 == 2) };
+    if let Some(d) = format.decode(data) {
+        assert!(d.seq != 0 && !d.fin, "iperf3 datagrams carry no end marker");
+        let mut buf = [0u8; 16];
+        format.encode(&mut buf, d.seq, d.sent.unwrap_or_default()).expect("16 bytes hold either width");
+        assert_eq!(format.decode(&buf).map(|e| (e.seq, e.sent)), Some((d.seq, d.sent)));
     }
     let rest = match data.get(..COOKIE_LEN) {
         Some(cookie) if check_cookie(cookie).is_ok() => &data[COOKIE_LEN..],

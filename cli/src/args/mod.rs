@@ -323,7 +323,7 @@ pub struct RecvArgs {
     /// Serve unmodified iperf2 clients (`iperf -c`, TCP and UDP) on -p's port, 5001 unless given.
     #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,
-    /// Serve unmodified iperf3 clients (`iperf3 -c`, TCP, one test at a time) on -p's port,
+    /// Serve unmodified iperf3 clients (`iperf3 -c [-u]`, one test at a time) on -p's port,
     /// 5201 unless given.
     #[arg(long, conflicts_with = "ntttcp")]
     pub iperf3: bool,

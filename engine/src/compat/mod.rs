@@ -3,18 +3,22 @@
 //!
 //! What the clients share is here: how a target is resolved and connected (with errors that
 //! say what to run on the far host), the live sink that keeps the sender's intervals, and the
-//! far side's figures turned into a receiver [`SideReport`].
+//! far side's figures turned into a receiver [`SideReport`]. What the receivers share: their
+//! options ([`PeerRecvOptions`]), the limits in force ([`Caps`]) and what they tell
+//! ([`PeerEvent`]).
 
 pub mod iperf2;
 pub mod iperf3;
 pub mod ntttcp;
+mod udp;
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::TestSpec;
+use crate::base::spec::{Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, Window};
 use crate::runtime::placement::BusyPoll;
+use crate::session::gate::{GateEvent, GateLimits, PAUSE};
 use crate::session::live::Live;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
@@ -49,6 +53,101 @@ pub struct PeerRecvOptions {
     /// The fast paths the front end probed; the flow threads' rings use their ring part.
     pub fast: crate::uring::fastpath::FastPaths,
 }
+
+/// Connections still sending their first bytes, and flows, one source address may hold.
+pub(crate) const PER_SOURCE: u32 = 64;
+/// Connections still sending their first bytes, in total.
+const MAX_PENDING: u32 = 512;
+/// UDP sessions (client ports) served at once, in total: their sources can be spoofed.
+const MAX_UDP_SESSIONS: u32 = 64;
+/// Descriptors kept for everything but connections and flows (stdio, listeners, /proc reads).
+const RESERVED_FDS: u64 = 16;
+
+/// The limits a peer receiver enforces, from the options and the open-file limit: a
+/// connection still sending its first bytes holds one descriptor, a flow two (its socket and
+/// its ring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub pending: u32,
+    pub pending_per_source: u32,
+    pub flows: u32,
+    pub udp_sessions: u32,
+}
+
+impl Caps {
+    /// The accept gate's limits from these caps; `what` a pending connection sends, what
+    /// such connections are `doing`.
+    pub(crate) fn gate_limits(&self, what: &'static str, doing: &'static str) -> GateLimits {
+        GateLimits {
+            total: self.pending as usize,
+            per_source: self.pending_per_source as usize,
+            what,
+            doing,
+            per_source_option: "",
+        }
+    }
+
+    pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
+        let budget = open_files.saturating_sub(RESERVED_FDS);
+        let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;
+        let flows = ((budget.saturating_sub(u64::from(pending)) / 2).max(1)).min(u64::from(max_flows.max(1))) as u32;
+        Self {
+            pending,
+            // One address never holds more than half the pending slots.
+            pending_per_source: (pending / 2).clamp(1, PER_SOURCE),
+            flows,
+            udp_sessions: flows.min(MAX_UDP_SESSIONS),
+        }
+    }
+}
+
+/// What a peer receiver (`recv --iperf2`, `recv --iperf3`) tells its operator, as it happens;
+/// `T` is its summary of a finished client test. Reasons may quote a peer: escape them.
+#[derive(Debug, Clone)]
+pub enum PeerEvent<T> {
+    /// Serving: TCP connections on `tcp`, UDP datagrams on `udp`.
+    Listening { tcp: SocketAddr, udp: SocketAddr, caps: Caps },
+    /// A client test (all its flows) ended.
+    TestDone(T),
+    /// A client asked for something we do not do (or came while we were busy); TCP: the
+    /// connection was closed, UDP: its datagrams are ignored.
+    Refused { proto: Proto, peer: SocketAddr, reason: String },
+    /// A connection or datagram that never became a test (silent, closed early, over a limit).
+    Dropped { peer: SocketAddr, reason: String },
+    /// Refusals of `peer` (`None`: of addresses not told apart) not logged one by one.
+    More { peer: Option<IpAddr>, count: u64, seconds: f64 },
+    /// Accepting (TCP) or taking new clients (UDP) waits: out of descriptors or threads.
+    Paused { proto: Proto, reason: String },
+}
+
+impl<T> PeerEvent<T> {
+    /// The accept gate's event as the receiver tells it; `None` for a resume (the next test
+    /// line says it worked).
+    pub(crate) fn from_gate(event: GateEvent) -> Option<Self> {
+        Some(match event {
+            GateEvent::Dropped { peer, reason } => PeerEvent::Dropped { peer: shown(peer), reason },
+            GateEvent::Paused { what, error, .. } => {
+                PeerEvent::Paused { proto: Proto::Tcp, reason: paused(what, &error) }
+            }
+            GateEvent::Resumed { .. } => return None,
+            GateEvent::Suppressed { source, count, seconds } => {
+                PeerEvent::More { peer: Some(source).filter(|s| !s.is_unspecified()), count, seconds: seconds as f64 }
+            }
+        })
+    }
+}
+
+/// Why taking new clients paused, and that it retries by itself.
+pub(crate) fn paused(what: &str, e: &io::Error) -> String {
+    let why = match e.raw_os_error() {
+        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors",
+        _ => "out of resources",
+    };
+    format!("{what} failed ({why}: {e}); trying again every {} ms", PAUSE.as_millis())
+}
+
+/// Receives a peer receiver's events; called from several threads.
+pub type PeerEventSink<T> = Arc<dyn Fn(PeerEvent<T>) + Send + Sync>;
 
 /// How long a connect to the other tool's server may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -201,5 +300,19 @@ fn count_to_eof(
             (bytes, result.flows.into_iter().filter_map(|f| f.error).collect())
         }
         Err(e) => (counters.snapshot()[0], vec![e.to_string()]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_follow_the_open_file_limit() {
+        let small = Caps::for_limit(64, 256);
+        assert_eq!(small, Caps { pending: 12, pending_per_source: 6, flows: 18, udp_sessions: 18 });
+        let big = Caps::for_limit(1 << 20, 256);
+        assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
+        assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
     }
 }

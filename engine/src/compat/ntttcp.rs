@@ -13,24 +13,26 @@
 //!   [`QUIET`] (or at `--max-time`).
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, Proto};
-use crate::compat::iperf2::Caps;
+use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::compat::udp::{self as compat_udp, UdpWire};
+use crate::compat::Caps;
 use crate::compat::{connect_tcp, count_to_eof, resolve, shown, stream_report, Intervals, PeerRecvOptions};
+use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::StreamReport;
-use crate::runtime::placement::{plan, resolve_cpus};
+use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
 use crate::session::gate;
 use crate::session::sender::{decide_zerocopy, SendOptions};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
+use crate::wire::udp_payload::DatagramHeader;
 use crate::workload::stream::TcpHalves;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// NTttcp's default base port.
-pub const NTTTCP_PORT: u16 = 5001;
+pub use crate::wire::NTTTCP_PORT;
 /// A receiving test is over once every connection ended and no new one came for this long.
 const QUIET: Duration = Duration::from_secs(1);
 /// How often the accept loop looks at its listeners.
@@ -63,9 +65,6 @@ pub fn receiver_commands(ports: u32, base: u16) -> String {
 /// Runs our sender against NTttcp receivers on `opts.target`, ports `opts.port` (the base) up.
 pub fn run_send(opts: &SendOptions) -> Result<NtttcpReport> {
     let spec = opts.spec.clone();
-    if spec.proto != Proto::Tcp {
-        return Err(Error::usage("--ntttcp runs TCP tests only (NTttcp's UDP no-sync mode is not implemented)"));
-    }
     if spec.direction != Direction::Forward {
         return Err(Error::usage("--ntttcp sends only: run `recv --ntttcp` here for the other direction"));
     }
@@ -84,6 +83,9 @@ pub fn run_send(opts: &SendOptions) -> Result<NtttcpReport> {
     let path = PathProbe::to(first.ip(), spec.flows());
     let live = Intervals::new(&opts.stop);
     let receiver = receiver_commands(spec.queues, opts.port);
+    if spec.proto == Proto::Udp {
+        return send_udp(opts, spec, first.ip(), &placement, path, live);
+    }
     let mut flows = Vec::with_capacity(spec.flows() as usize);
     for flow in 0..spec.flows() {
         let port = opts.port + spec.queue_of_flow(flow) as u16;
@@ -105,6 +107,32 @@ pub fn run_send(opts: &SendOptions) -> Result<NtttcpReport> {
         opts.port
     )]);
     let stream = stream_report(spec, first, sender, None, None, &path, &live);
+    Ok(NtttcpReport { stream, base_port: opts.port })
+}
+
+/// UDP no-sync: queue q's flows send datagrams to port base + q until the end, paced by
+/// `-b`; NTttcp's UDP receiver counts what arrives during its own test time. No end marker.
+fn send_udp(
+    opts: &SendOptions,
+    spec: TestSpec,
+    ip: IpAddr,
+    placement: &Placement,
+    path: PathProbe,
+    live: Intervals,
+) -> Result<NtttcpReport> {
+    let sockets = (0..spec.flows())
+        .map(|flow| {
+            let to = SocketAddr::new(ip, opts.port + spec.queue_of_flow(flow) as u16);
+            let local = opts.local.for_flow(flow).map_err(Error::usage)?;
+            compat_udp::connect_udp(to, &local).map_err(|e| Error::io(format!("opening a UDP flow to {to}"), e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let wire = UdpWire { header: DatagramHeader::Native, fin: None };
+    let (mut sender, _) = compat_udp::send_udp(&spec, sockets, placement, path.interface(), &live, wire, |send| {
+        DataPath::UdpSend { send, len: spec.len, iperf2: false }
+    })?;
+    sender.add_path_notes([format!("NTttcp no-sync UDP: queue q's flows to port {}+q, no end marker", opts.port)]);
+    let stream = stream_report(spec, SocketAddr::new(ip, opts.port), sender, None, None, &path, &live);
     Ok(NtttcpReport { stream, base_port: opts.port })
 }
 

@@ -51,6 +51,9 @@ pub enum DataPath {
     /// UDP stream sending; `send` is the send path the transport took (GSO segments or per
     /// datagram), `iperf2`: datagrams in iperf2's format.
     UdpSend { send: String, len: u32, iperf2: bool },
+    /// UDP stream sending to an iperf3 server: datagrams in iperf3's format, sequence
+    /// numbers 64 bits wide when `wide_counters` (`--udp-counters-64bit`), else 32.
+    Iperf3UdpSend { send: String, len: u32, wide_counters: bool },
     /// UDP stream receiving: multishot RECVMSG.
     UdpReceive { gro: bool, rcvbuf_bytes: u32, datagrams: u64, completions: u64, coalesced: u64 },
     /// AF_XDP sending; the socket's modes and counters are the side's `xdp` figures.
@@ -116,6 +119,11 @@ impl fmt::Display for DataPath {
                 )
             }
             DataPath::UdpSend { send, len, iperf2: false } => write!(f, "io_uring UDP {send}, {len} B datagrams"),
+            DataPath::Iperf3UdpSend { send, len, wide_counters } => write!(
+                f,
+                "io_uring {send} of {len} B datagrams (iperf3 header, {}-bit sequence numbers), no end marker: the test ends on iperf3's TEST_END",
+                if *wide_counters { 64 } else { 32 }
+            ),
             DataPath::UdpSend { send, len, iperf2: true } => write!(
                 f,
                 "io_uring {send} of {len} B datagrams (iperf2 header, 64-bit sequence numbers), iperf2 FIN exchange at the end"

@@ -122,7 +122,8 @@ pub struct StreamDocument {
     /// `-T/--title`, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// `iperf2` when the far end was a stock iperf2 (`send --iperf2`, `recv --iperf2`).
+    /// The far end's tool when it was not uringbench: `iperf2`, `iperf3` or `ntttcp` (`send
+    /// --iperf2`, `--iperf3`, `--ntttcp`; docs/peers.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
     /// The receiver's control address as connected.

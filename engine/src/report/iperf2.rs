@@ -2,11 +2,17 @@
 //! what only iperf2 mode knows (`peer: "iperf2"`, FINs sent, iperf -s's own byte count).
 
 use crate::compat::iperf2::client::Iperf2Report;
-use crate::report::peer::{peer_json, peer_text};
+use crate::metrics::document::StreamDocument;
+use crate::report::peer::{peer_document, peer_json, peer_text};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 impl Iperf2Report {
+    /// The typed document ([`peer_document`]), as an experiment keeps its runs.
+    pub fn to_document(&self) -> StreamDocument {
+        peer_document(&self.stream, "iperf2", self.complete())
+    }
+
     /// The native document with `peer: "iperf2"` ([`peer_json`]).
     pub fn to_json(&self) -> Value {
         let mut doc = peer_json(&self.stream, "iperf2");

@@ -3,11 +3,17 @@
 //! (`peer: "iperf3"`, the server's CPU and congestion control, the parameters sent).
 
 use crate::compat::iperf3::client::Iperf3Report;
-use crate::report::peer::{peer_json, peer_text};
+use crate::metrics::document::StreamDocument;
+use crate::report::peer::{peer_document, peer_json, peer_text};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 impl Iperf3Report {
+    /// The typed document ([`peer_document`]), as an experiment keeps its runs.
+    pub fn to_document(&self) -> StreamDocument {
+        peer_document(&self.stream, "iperf3", self.complete())
+    }
+
     /// The native document with `peer: "iperf3"` ([`peer_json`]) and an `iperf3` object.
     pub fn to_json(&self) -> Value {
         let mut doc = peer_json(&self.stream, "iperf3");
@@ -21,6 +27,7 @@ impl Iperf3Report {
                 "congestion_used": r.congestion_used,
                 "streams": r.streams.iter().map(|s| json!({
                     "id": s.id, "bytes": s.bytes, "seconds": s.end_s - s.start_s,
+                    "lost": s.errors, "jitter_ms": s.jitter_s * 1e3,
                 })).collect::<Vec<_>>(),
             })),
             "notes": self.notes,

@@ -2,10 +2,16 @@
 //! has no receiver side (NTttcp prints its own), with `peer: "ntttcp"` and the ports used.
 
 use crate::compat::ntttcp::NtttcpReport;
-use crate::report::peer::{peer_json, peer_text};
+use crate::metrics::document::StreamDocument;
+use crate::report::peer::{peer_document, peer_json, peer_text};
 use serde_json::{json, Value};
 
 impl NtttcpReport {
+    /// The typed document ([`peer_document`]), as an experiment keeps its runs.
+    pub fn to_document(&self) -> StreamDocument {
+        peer_document(&self.stream, "ntttcp", self.complete())
+    }
+
     /// The native document with `peer: "ntttcp"` ([`peer_json`]) and an `ntttcp` object.
     pub fn to_json(&self) -> Value {
         let mut doc = peer_json(&self.stream, "ntttcp");

@@ -2,6 +2,7 @@
 //! the native document marked with the peer's name, whose intervals carry the sender's view
 //! only (those tools report no intervals back).
 
+use crate::metrics::document::StreamDocument;
 use crate::metrics::figures::StreamReport;
 use crate::report::stream::{interval_json, INTERVAL_TITLES};
 use serde_json::{json, Value};
@@ -44,4 +45,13 @@ pub(crate) fn peer_text(stream: &StreamReport) -> String {
         out.insert_str(at, &lines);
     }
     out
+}
+
+/// The typed document of a test against another tool, as an experiment keeps its runs:
+/// the native one with `peer` set and the mode's own verdict on completeness.
+pub(crate) fn peer_document(stream: &StreamReport, peer: &str, complete: bool) -> StreamDocument {
+    let mut doc = stream.to_document();
+    doc.peer = Some(peer.into());
+    doc.complete = complete;
+    doc
 }

@@ -6,3 +6,6 @@ pub mod iperf2;
 pub mod iperf3;
 pub mod rss;
 pub mod udp_payload;
+
+/// NTttcp's default base port (its no-sync mode carries plain data: no format of its own).
+pub const NTTTCP_PORT: u16 = 5001;

@@ -33,6 +33,7 @@
 //! [`decode`] then ignores `id2` exactly as iperf2 reads a packet id, and such a
 //! sender can number at most 2^31 - 1 datagrams before its ids turn negative.
 
+use crate::wire::iperf3::UdpHeader;
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -177,6 +178,47 @@ pub fn decode(buf: &[u8]) -> Option<Datagram> {
     Some(Datagram { seq: value.unsigned_abs(), sent, fin: value < 0, seq64 })
 }
 
+/// Which header a sender writes at the front of its datagrams, and a receiver reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DatagramHeader {
+    /// Ours, iperf2's layout (this module).
+    #[default]
+    Native,
+    /// iperf3's ([`crate::wire::iperf3::UdpHeader`]): the send time, then the sequence
+    /// number, 64 bits wide when `wide`, else 32 (iperf3's default; it wraps at 2^32).
+    Iperf3 { wide: bool },
+}
+
+impl DatagramHeader {
+    /// Writes the header of data datagram `seq` sent at `sent` into the start of `buf`.
+    pub fn encode(self, buf: &mut [u8], seq: u64, sent: WireTime) -> Result<(), EncodeError> {
+        match self {
+            DatagramHeader::Native => encode(buf, seq, sent),
+            DatagramHeader::Iperf3 { wide } => {
+                if buf.len() < UdpHeader::len(wide) {
+                    return Err(EncodeError::BufferTooShort(buf.len()));
+                }
+                UdpHeader { sec: sent.sec, usec: sent.usec, seq }.encode(wide, buf);
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads a received datagram's header; `None` for one that is not a data datagram of
+    /// this format. iperf3 datagrams carry no end marker: `fin` is never set.
+    pub fn decode(self, buf: &[u8]) -> Option<Datagram> {
+        match self {
+            DatagramHeader::Native => decode(buf),
+            DatagramHeader::Iperf3 { wide } => {
+                let h = UdpHeader::decode(buf, wide).filter(|h| h.seq != 0)?;
+                let sent =
+                    (h.usec < 1_000_000 && (h.sec, h.usec) != (0, 0)).then_some(WireTime { sec: h.sec, usec: h.usec });
+                Some(Datagram { seq: h.seq, sent, fin: false, seq64: wide })
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,5 +304,22 @@ mod tests {
         assert_eq!(a.micros_since(b), -2, "and is signed");
         assert_eq!(WireTime::from_nanos_parts(5, 1_999), WireTime { sec: 5, usec: 1 }, "nanoseconds truncate");
         assert!(WireTime::now().sec > 1_600_000_000, "now() is wall-clock time");
+    }
+
+    #[test]
+    fn iperf3_header_round_trips_in_both_widths() {
+        for wide in [false, true] {
+            let h = DatagramHeader::Iperf3 { wide };
+            let mut buf = [0u8; 64];
+            h.encode(&mut buf, 7, T).unwrap();
+            assert_eq!(&buf[0..4], &T.sec.to_be_bytes(), "seconds first, as iperf3 writes them");
+            let seq_at = if wide { &buf[8..16] } else { &buf[8..12] };
+            assert_eq!(*seq_at.last().unwrap(), 7);
+            let d = h.decode(&buf).unwrap();
+            assert_eq!((d.seq, d.sent, d.fin), (7, Some(T), false));
+            assert!(h.encode(&mut buf[..UdpHeader::len(wide) - 1], 1, T).is_err());
+        }
+        assert!(DatagramHeader::Iperf3 { wide: false }.decode(&[0u8; 12]).is_none(), "sequence 0 is no datagram");
+        assert!(DatagramHeader::Iperf3 { wide: true }.decode(&[1u8; 15]).is_none(), "too short for 64-bit counters");
     }
 }

@@ -30,8 +30,10 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct PlanTest {
     pub target: String,
-    #[serde(default = "default_port")]
-    pub port: u16,
+    /// [default: 5300, or the peer's own port]
+    pub port: Option<u16>,
+    /// The far end when it is not `uringbench recv`: `iperf2`, `iperf3` or `ntttcp`.
+    pub peer: Option<String>,
     /// `tcp` or `udp`.
     #[serde(default = "default_proto")]
     pub proto: String,
@@ -67,8 +69,35 @@ pub struct PlanTest {
     pub latency: bool,
 }
 
-fn default_port() -> u16 {
-    crate::session::control::DEFAULT_PORT
+/// The far end of an experiment's runs when it is another tool (`peer` in `[test]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerTool {
+    /// `iperf -s` (`send --iperf2`).
+    Iperf2,
+    /// `iperf3 -s` (`send --iperf3`).
+    Iperf3,
+    /// NTttcp receivers in no-sync mode (`send --ntttcp`); `port` is their first port.
+    Ntttcp,
+}
+
+impl PeerTool {
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "iperf2" => Some(PeerTool::Iperf2),
+            "iperf3" => Some(PeerTool::Iperf3),
+            "ntttcp" => Some(PeerTool::Ntttcp),
+            _ => None,
+        }
+    }
+
+    /// The port that tool listens on unless told otherwise.
+    fn default_port(self) -> u16 {
+        match self {
+            PeerTool::Iperf2 => crate::wire::iperf2::IPERF2_PORT,
+            PeerTool::Iperf3 => crate::wire::iperf3::IPERF3_PORT,
+            PeerTool::Ntttcp => crate::wire::NTTTCP_PORT,
+        }
+    }
 }
 fn default_proto() -> String {
     "tcp".into()
@@ -205,9 +234,23 @@ impl Plan {
     }
 
     /// The sender's options for every run (the variant's receiver name is added per run).
+    /// The far end's tool, when `[test]` names one.
+    pub fn peer(&self) -> Option<PeerTool> {
+        self.test.peer.as_deref().and_then(PeerTool::parse)
+    }
+
     pub(crate) fn send_options(&self) -> Result<SendOptions> {
         let t = &self.test;
         let usage = |m: String| Error::usage(format!("[test]: {m}"));
+        let peer = match t.peer.as_deref() {
+            None => None,
+            Some(name) => Some(PeerTool::parse(name).ok_or_else(|| {
+                usage(format!("peer '{name}': iperf2, iperf3 or ntttcp (or no peer: uringbench recv)"))
+            })?),
+        };
+        if peer.is_some() && t.workload != "stream" {
+            return Err(usage(format!("workload '{}' needs uringbench recv on the far end (no peer)", t.workload)));
+        }
         let proto = match t.proto.as_str() {
             "tcp" => Proto::Tcp,
             "udp" => Proto::Udp,
@@ -245,7 +288,7 @@ impl Plan {
         spec.validate().map_err(|e| usage(e.message))?;
         Ok(SendOptions {
             target: t.target.clone(),
-            port: t.port,
+            port: t.port.unwrap_or_else(|| peer.map_or(crate::session::control::DEFAULT_PORT, PeerTool::default_port)),
             spec,
             cpus: t.cpus.as_deref().map(parse_cpu_list).transpose().map_err(|e| usage(e.message))?,
             busy_poll: crate::runtime::placement::BusyPoll::Auto,
@@ -467,5 +510,25 @@ pub(crate) mod tests {
             assert!(e.message.contains(want), "{text}: {e}");
             assert_eq!(e.exit_code(), 2);
         }
+    }
+
+    #[test]
+    fn a_peer_tool_brings_its_port_and_needs_a_stream_test() {
+        let plan = |test: &str| {
+            format!("[test]\ntarget = \"x\"\n{test}\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"")
+        };
+        for (peer, tool, port) in
+            [("iperf2", PeerTool::Iperf2, 5001), ("iperf3", PeerTool::Iperf3, 5201), ("ntttcp", PeerTool::Ntttcp, 5001)]
+        {
+            let p = Plan::parse(&plan(&format!("peer = \"{peer}\""))).unwrap();
+            assert_eq!((p.peer(), p.send_options().unwrap().port), (Some(tool), port));
+        }
+        let p = Plan::parse(&plan("peer = \"iperf3\"\nport = 6000")).unwrap();
+        assert_eq!(p.send_options().unwrap().port, 6000, "a port given wins");
+        assert_eq!(Plan::parse(&plan("")).unwrap().peer(), None);
+        let e = Plan::parse(&plan("peer = \"netperf\"")).unwrap_err();
+        assert!(e.message.contains("iperf2, iperf3 or ntttcp"), "{e}");
+        let e = Plan::parse(&plan("peer = \"iperf3\"\nworkload = \"rr\"")).unwrap_err();
+        assert!(e.message.contains("needs uringbench recv"), "{e}");
     }
 }

@@ -22,10 +22,11 @@ use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::sockopt;
-use crate::transport::udp::recv::{self as udp_recv, UdpRecvConfig, UdpRecvFlow};
+use crate::transport::udp::recv::{self as udp_recv, UdpFlowReceived, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
+use crate::wire::udp_payload::DatagramHeader;
 use crate::workload::latency_probe::SenderProbe;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -321,6 +322,16 @@ pub(crate) fn serve_udp(
 /// The receiving half over prepared UDP sockets: measures the window from now and waits for
 /// every flow's FIN (or the planned end plus a short grace).
 fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Live) -> Result<SideReport> {
+    receive_udp(h, sockets, live, DatagramHeader::Native).map(|(report, _)| report)
+}
+
+/// [`udp_receive_side`] for datagrams starting with `header`, with what each flow received.
+pub(crate) fn receive_udp(
+    h: &UdpHalves,
+    sockets: Vec<(u32, UdpSocket)>,
+    live: &dyn Live,
+    header: DatagramHeader,
+) -> Result<(SideReport, Vec<UdpFlowReceived>)> {
     let (spec, placement) = (h.spec, h.placement);
     let gro = spec.gso;
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
@@ -347,7 +358,11 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
         deadline: t_start + spec.total() + Duration::from_secs(2),
     };
-    let threads = side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_recv::run(flows, counters, &cfg))?;
+    let threads = side.spawn(
+        items,
+        |(_, flows)| flows,
+        move |flows, counters| udp_recv::run_with(flows, counters, &cfg, header),
+    )?;
     let t0 = Instant::now();
     let probes = SideProbes { iface: h.iface.as_deref(), udp: &flow_live, ..SideProbes::default() };
     let run = side.run(threads, t0, probes, SideEnd::WithTheSender)?;
@@ -371,5 +386,5 @@ fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Li
         coalesced,
     });
     report.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
-    Ok(report)
+    Ok((report, flows.into_iter().cloned().collect()))
 }

@@ -14,24 +14,21 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
-use crate::base::text::first_seen;
+use crate::compat::udp::{self as compat_udp, UdpWire};
 use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
 use crate::session::sender::{decide_zerocopy, SendOptions};
-use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
-use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
-use crate::transport::FlowOutcome;
-use crate::uring::ring::WakeBatch;
+use crate::transport::udp::send::{FinConfig, UdpFlowSent};
 use crate::wire::iperf2::IPERF2_PORT;
+use crate::wire::udp_payload::DatagramHeader;
 use crate::workload::stream::TcpHalves;
-use crate::workload::udp_stream;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Instant;
 
 /// A test against an iperf2 server: the native report, plus what only iperf2 mode knows.
 #[derive(Debug, Clone)]
@@ -119,8 +116,8 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     Ok(Iperf2Report { stream, fins, notes })
 }
 
-/// The UDP sending half: the stream workload's UDP loop with iperf2's FIN exchange, which
-/// returns each flow's server report.
+/// The UDP sending half: one socket per flow connected to the server, iperf2's datagram
+/// header and its FIN exchange, which returns each flow's server report.
 fn send_udp(
     spec: &TestSpec,
     opts: &SendOptions,
@@ -129,39 +126,18 @@ fn send_udp(
     iface: Option<&str>,
     live: &Intervals,
 ) -> Result<(SideReport, Vec<UdpFlowSent>)> {
-    let any: IpAddr = if target.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
-    let local = SocketAddr::new(opts.local.bind.unwrap_or(any), 0);
-    let mut items = Vec::new();
-    for flow in 0..spec.flows() {
-        let socket = UdpSocket::bind(local).map_err(|e| Error::io("binding a UDP flow socket", e))?;
-        socket.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
-        let queue = spec.queue_of_flow(flow);
-        items.push((queue, UdpSendFlow { socket, queue }));
-    }
-    let side = TestSide::new(Role::Sender, spec, placement, live);
-    let inflight = if spec.gso { 8 } else { 32 };
-    let t0 = Instant::now();
-    let input = |(_, flows): (u32, Vec<UdpSendFlow>)| {
-        let cfg = UdpSendConfig {
-            batch: WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 },
-            drain_limit: Duration::from_secs(5),
-            fin: Some(FinConfig::iperf2()),
-            ..udp_stream::send_config(spec, placement, (t0, flows.len()), side.halt())
-        };
-        (flows, cfg)
-    };
-    let threads = side.spawn(items, input, |(flows, cfg), counters| udp_send::run(flows, counters, &cfg))?;
-    // Stopped early: the flows end now (and send their FINs), not at the planned end.
-    let run = side.run(threads, t0, SideProbes { iface, ..SideProbes::default() }, SideEnd::AtDeadline)?;
-    let results = &run.results;
-    let sent: Vec<UdpFlowSent> = results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
-    let outcomes: Vec<FlowOutcome> = sent.iter().map(UdpFlowSent::outcome).collect();
-    let mut sender = side.report(&run, &outcomes);
-    let paths = first_seen(results.iter().map(|r| r.path.describe()));
-    sender.set_data_path(DataPath::UdpSend { send: paths.join(" / "), len: spec.len, iperf2: true });
-    sender.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
-    sender.udp = Some(udp_stream::sent_figures(&sent.iter().collect::<Vec<_>>()));
-    Ok((sender, sent))
+    let sockets = (0..spec.flows())
+        .map(|_| {
+            compat_udp::connect_udp(target, &opts.local.for_control())
+                .map_err(|e| Error::io(format!("opening a UDP flow to {target}"), e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let wire = UdpWire { header: DatagramHeader::Native, fin: Some(FinConfig::iperf2()) };
+    compat_udp::send_udp(spec, sockets, placement, iface, live, wire, |send| DataPath::UdpSend {
+        send,
+        len: spec.len,
+        iperf2: true,
+    })
 }
 
 /// The receiver side from iperf2's server reports: per queue the bytes it received, over the
@@ -219,6 +195,7 @@ mod tests {
     use super::*;
     use crate::transport::tcp::send::PAYLOAD_FILL;
     use crate::wire::iperf2::{classify_tcp_first_word, ServerReport, TcpClientKind};
+    use std::time::Duration;
 
     #[test]
     fn our_tcp_payload_is_plain_data_for_iperf2() {

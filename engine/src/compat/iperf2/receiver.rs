@@ -4,21 +4,12 @@
 
 use crate::base::spec::Proto;
 use crate::metrics::seq::SeqStats;
-use crate::session::gate::{GateLimits, PAUSE};
-use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{IpAddr, TcpListener, UdpSocket};
 
-use std::sync::Arc;
-
-/// Connections still sending their header, and flows, one source address may hold.
-pub(crate) const PER_SOURCE: u32 = 64;
-/// Connections still sending their header, in total.
-pub(crate) const MAX_PENDING: u32 = 512;
-/// UDP sessions (client ports) served at once, in total: their sources can be spoofed.
-pub(crate) const MAX_UDP_SESSIONS: u32 = 64;
-/// Descriptors kept for everything but connections and flows (stdio, listeners, /proc reads).
-const RESERVED_FDS: u64 = 16;
 /// What `uringbench recv --iperf2` serves.
 pub use crate::compat::PeerRecvOptions as Iperf2RecvOptions;
+pub(crate) use crate::compat::PER_SOURCE;
+pub use crate::compat::{Caps, PeerEvent, PeerEventSink};
 
 /// The sockets `recv --iperf2` listens on: TCP and UDP on the same port.
 pub struct Iperf2Listeners {
@@ -28,48 +19,16 @@ pub struct Iperf2Listeners {
 
 impl Iperf2Listeners {
     #[cfg(test)]
-    pub(crate) fn tcp_addr(&self) -> Option<SocketAddr> {
+    pub(crate) fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
         self.tcp.local_addr().ok()
     }
 }
 
-/// What the receiver tells its operator, as it happens. Reasons may quote a peer: escape them.
-#[derive(Debug, Clone)]
-pub enum Iperf2Event {
-    Listening {
-        tcp: SocketAddr,
-        udp: SocketAddr,
-        caps: Caps,
-    },
-    /// A client test (all its flows) ended.
-    TestDone(Iperf2TestSummary),
-    /// A client asked for something we do not do; TCP: the connection was closed, UDP: its
-    /// datagrams are ignored.
-    Refused {
-        proto: Proto,
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// A connection or datagram that never became a test (silent, closed early, over a limit).
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// Refusals of `peer` (`None`: of addresses not told apart) not logged one by one.
-    More {
-        peer: Option<IpAddr>,
-        count: u64,
-        seconds: f64,
-    },
-    /// Accepting (TCP) or taking new clients (UDP) waits: out of descriptors or threads.
-    Paused {
-        proto: Proto,
-        reason: String,
-    },
-}
+/// What `recv --iperf2` tells, as it happens.
+pub type Iperf2Event = PeerEvent<Iperf2TestSummary>;
 
 /// Receives the events of [`super::server::serve`]; called from several threads.
-pub type Iperf2EventSink = Arc<dyn Fn(Iperf2Event) + Send + Sync>;
+pub type Iperf2EventSink = PeerEventSink<Iperf2TestSummary>;
 
 /// One finished client test, as `recv --iperf2` prints it.
 #[derive(Debug, Clone)]
@@ -107,43 +66,6 @@ impl Iperf2TestSummary {
     }
 }
 
-/// The limits in force, from the options and the open-file limit: a connection still
-/// sending its header holds one descriptor, a flow two (its socket and its ring).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caps {
-    pub pending: u32,
-    pub pending_per_source: u32,
-    pub flows: u32,
-    pub udp_sessions: u32,
-}
-
-impl Caps {
-    /// The accept gate's limits from these caps; `what` a pending connection sends, what
-    /// such connections are `doing`.
-    pub(crate) fn gate_limits(&self, what: &'static str, doing: &'static str) -> GateLimits {
-        GateLimits {
-            total: self.pending as usize,
-            per_source: self.pending_per_source as usize,
-            what,
-            doing,
-            per_source_option: "",
-        }
-    }
-
-    pub(crate) fn for_limit(open_files: u64, max_flows: u32) -> Self {
-        let budget = open_files.saturating_sub(RESERVED_FDS);
-        let pending = (budget / 4).clamp(1, u64::from(MAX_PENDING)) as u32;
-        let flows = ((budget.saturating_sub(u64::from(pending)) / 2).max(1)).min(u64::from(max_flows.max(1))) as u32;
-        Self {
-            pending,
-            // One address never holds more than half the header slots.
-            pending_per_source: (pending / 2).clamp(1, PER_SOURCE),
-            flows,
-            udp_sessions: flows.min(MAX_UDP_SESSIONS),
-        }
-    }
-}
-
 /// Names what a header asks the receiver to send, for the refusal message.
 pub(crate) fn sending_mode(reverse: bool, full_duplex: bool, legacy_dual: bool, run_now: bool) -> &'static str {
     if full_duplex {
@@ -163,27 +85,4 @@ pub(crate) fn refusal(mode: &str) -> String {
         "{mode} needs the receiver to send; `uringbench recv --iperf2` only receives (run that test against \
          `iperf -s`, or use `uringbench send --iperf2` for our sending side)"
     )
-}
-
-/// Why an intake paused, as `recv --iperf2` says it.
-pub(crate) fn paused(what: &str, e: &std::io::Error) -> String {
-    let why = match e.raw_os_error() {
-        Some(libc::EMFILE) | Some(libc::ENFILE) => "out of file descriptors",
-        _ => "out of resources",
-    };
-    format!("{what} failed ({why}: {e}); trying again every {} ms", PAUSE.as_millis())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn caps_follow_the_open_file_limit() {
-        let small = Caps::for_limit(64, 256);
-        assert_eq!(small, Caps { pending: 12, pending_per_source: 6, flows: 18, udp_sessions: 18 });
-        let big = Caps::for_limit(1 << 20, 256);
-        assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
-        assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
-    }
 }

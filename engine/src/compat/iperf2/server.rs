@@ -21,9 +21,7 @@
 //! new UDP clients), said once, and never ends the serving.
 
 use super::groups::{ClientTest, ClientTests, FlowEnd, FlowGuard, Joined, State};
-use super::receiver::{
-    paused, refusal, sending_mode, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions,
-};
+use super::receiver::{refusal, sending_mode, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
 use super::udp::{udp_listener, UdpIntake, UDP_TOKEN};
 use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
@@ -135,17 +133,10 @@ impl Classifier for Serving {
     }
 
     fn tell(&self, event: GateEvent) {
-        (self.shared.events)(match event {
-            GateEvent::Dropped { peer, reason } => Iperf2Event::Dropped { peer: shown(peer), reason },
-            GateEvent::Paused { what, error, .. } => {
-                Iperf2Event::Paused { proto: Proto::Tcp, reason: paused(what, &error) }
-            }
-            // The pause said it retries; the next test line says it worked.
-            GateEvent::Resumed { .. } => return,
-            GateEvent::Suppressed { source, count, seconds } => {
-                Iperf2Event::More { peer: Some(source).filter(|s| !s.is_unspecified()), count, seconds: seconds as f64 }
-            }
-        });
+        // The pause said it retries; the next test line says it worked.
+        if let Some(event) = Iperf2Event::from_gate(event) {
+            (self.shared.events)(event);
+        }
     }
 
     fn tick(&mut self, epoll: &Epoll, now: Instant) -> Option<bool> {

@@ -8,8 +8,9 @@
 
 use super::groups::{ClientTest, ClientTests, FlowEnd, FlowGuard, Joined, REFUSED_MAX};
 use super::receiver::Iperf2Event;
-use super::receiver::{paused, refusal, sending_mode};
+use super::receiver::{refusal, sending_mode};
 use crate::base::spec::Proto;
+use crate::compat::paused;
 use crate::compat::shown;
 use crate::metrics::measure::QueueCounters;
 use crate::session::gate::Pause;

@@ -24,7 +24,7 @@ use crate::metrics::seq::{LiveStats, SeqStats, SeqTracker};
 use crate::transport::errno_text;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, TransitReport, SERVER_ACKFIN_TRIES};
-use crate::wire::udp_payload::{self as payload, WireTime};
+use crate::wire::udp_payload::{self as payload, DatagramHeader, WireTime};
 use io_uring::types::RecvMsgOut;
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
@@ -335,11 +335,11 @@ impl UdpReceivingFlow {
         name: &[u8],
         arrived: WireTime,
         reaped: Instant,
-        answer_fin: bool,
+        (answer_fin, header): (bool, DatagramHeader),
     ) -> u64 {
         let mut data_bytes = 0u64;
         for datagram in payload.chunks(seg) {
-            match payload::decode(datagram) {
+            match header.decode(datagram) {
                 None => self.foreign += 1,
                 Some(d) if d.fin => {
                     self.tracker.record_fin(d.seq);
@@ -393,12 +393,14 @@ struct Receiver<'a> {
     last_datagram: Instant,
     /// Completions of one reap, reused so the loop does not allocate.
     cqes: Vec<(u64, i32, u32)>,
+    /// The header the datagrams start with.
+    header: DatagramHeader,
 }
 
 impl<'a> Receiver<'a> {
     /// Set-up: the ring, the buffer ring and the msghdr template; GRO and timestamps on every
     /// socket (a refusal is a note, not an error); one multishot receive armed per flow.
-    fn new(flows: Vec<UdpRecvFlow>, cfg: &'a UdpRecvConfig) -> Result<Self> {
+    fn new(flows: Vec<UdpRecvFlow>, cfg: &'a UdpRecvConfig, header: DatagramHeader) -> Result<Self> {
         let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
         let ring = build_ring(entries, cfg.ring)?;
         let payload_room = cfg.max_payload.clamp(payload::HEADER_LEN as u32, GRO_PAYLOAD) as usize;
@@ -460,6 +462,7 @@ impl<'a> Receiver<'a> {
             last_activity: Instant::now(),
             last_datagram: Instant::now(),
             cqes: Vec::with_capacity(entries as usize * 4),
+            header,
         })
     }
 
@@ -572,7 +575,7 @@ impl<'a> Receiver<'a> {
             return;
         }
         self.last_datagram = reaped;
-        let data_bytes = flow.account(payload, seg, name, arrived, reaped, self.cfg.answer_fin);
+        let data_bytes = flow.account(payload, seg, name, arrived, reaped, (self.cfg.answer_fin, self.header));
         if data_bytes > 0 {
             counters.add(flow.queue as usize, data_bytes);
             if let Some(live) = &flow.live {
@@ -605,7 +608,17 @@ impl<'a> Receiver<'a> {
 /// Runs until every flow has seen a FIN (then `fin_linger` of silence), `cfg.stop` is raised,
 /// or `cfg.deadline` passes.
 pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfig) -> Result<UdpRecvResult> {
-    let mut r = Receiver::new(flows, cfg)?;
+    run_with(flows, counters, cfg, DatagramHeader::Native)
+}
+
+/// [`run`] for datagrams that start with `header` (another tool's format).
+pub fn run_with(
+    flows: Vec<UdpRecvFlow>,
+    counters: &QueueCounters,
+    cfg: &UdpRecvConfig,
+    header: DatagramHeader,
+) -> Result<UdpRecvResult> {
+    let mut r = Receiver::new(flows, cfg, header)?;
     while !cfg.stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= cfg.deadline {

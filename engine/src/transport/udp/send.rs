@@ -27,7 +27,7 @@ use crate::transport::stopping::Stopping;
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
 use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
-use crate::wire::udp_payload::{self as payload, WireTime, FIRST_SEQ, HEADER_LEN};
+use crate::wire::udp_payload::{self as payload, DatagramHeader, WireTime, FIRST_SEQ, HEADER_LEN};
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::net::UdpSocket;
@@ -282,7 +282,13 @@ pub(crate) fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
 /// Allocates `nslots` send slots of `slot_bytes` for datagrams of `cfg.len` bytes, `per_flow`
 /// to a flow: each slot's msghdr points at its own buffer and carries the `UDP_SEGMENT` cmsg,
 /// and every datagram place in the buffer has its header written once.
-fn new_slots(nslots: usize, per_flow: usize, slot_bytes: usize, cfg: &UdpSendConfig) -> Result<Box<[Slot]>> {
+fn new_slots(
+    nslots: usize,
+    per_flow: usize,
+    slot_bytes: usize,
+    cfg: &UdpSendConfig,
+    header: DatagramHeader,
+) -> Result<Box<[Slot]>> {
     let len = cfg.len as usize;
     let mut slots = Vec::with_capacity(nslots);
     for i in 0..nslots {
@@ -315,7 +321,7 @@ fn new_slots(nslots: usize, per_flow: usize, slot_bytes: usize, cfg: &UdpSendCon
             // SAFETY: off + len <= buf.len() by the range above; we own the mapping.
             let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(off), len) };
             // The flags word stays; seq and time are rewritten per send. Seq 1 cannot fail.
-            let _ = payload::encode(datagram, FIRST_SEQ, WireTime::default());
+            let _ = header.encode(datagram, FIRST_SEQ, WireTime::default());
         }
     }
     Ok(slots)
@@ -344,12 +350,14 @@ struct Sender<'a> {
     last_activity: Instant,
     /// Completions of one reap, reused so the loop does not allocate.
     cqes: Vec<(u64, i32)>,
+    /// The header every datagram starts with.
+    header: DatagramHeader,
 }
 
 impl<'a> Sender<'a> {
     /// Set-up: checks the length, chooses GSO and the datagrams per send, and builds the
     /// slots, the ring and the flows.
-    fn new(flows: Vec<UdpSendFlow>, cfg: &'a UdpSendConfig) -> Result<Self> {
+    fn new(flows: Vec<UdpSendFlow>, cfg: &'a UdpSendConfig, header: DatagramHeader) -> Result<Self> {
         if cfg.len < HEADER_LEN as u32 || cfg.len > MAX_DATAGRAM {
             return Err(Error::usage(format!(
                 "UDP datagram length {} is outside {HEADER_LEN}..={MAX_DATAGRAM} bytes (the header takes {HEADER_LEN})",
@@ -373,7 +381,7 @@ impl<'a> Sender<'a> {
         };
         let slot_bytes = if gso { len * segments as usize } else { len };
         let nslots = flows.len() * per_flow;
-        let slots = new_slots(nslots, per_flow, slot_bytes, cfg)?;
+        let slots = new_slots(nslots, per_flow, slot_bytes, cfg, header)?;
         let entries = (nslots as u32 * 2).next_power_of_two().clamp(64, 4096);
         let sr = SendRing { ring: build_ring(entries, cfg.ring)?, slots };
         let flows = flows
@@ -403,6 +411,7 @@ impl<'a> Sender<'a> {
             stuck: 0,
             last_activity: Instant::now(),
             cqes: Vec::with_capacity(entries as usize),
+            header,
         })
     }
 
@@ -426,7 +435,7 @@ impl<'a> Sender<'a> {
                 for i in 0..count as usize {
                     // SAFETY: (i + 1) * len <= slot_bytes: count <= segments (GSO) or 1.
                     let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(i * len), len) };
-                    payload::encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
+                    self.header.encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
                 }
                 slot.first_seq = first;
                 slot.count = count;
@@ -574,7 +583,17 @@ impl<'a> Sender<'a> {
 /// Runs one UDP sending thread until `cfg.deadline` (or every flow sent `max_datagrams`),
 /// drains, and sends the FINs if `cfg.fin` asks.
 pub fn run(flows: Vec<UdpSendFlow>, counters: &QueueCounters, cfg: &UdpSendConfig) -> Result<UdpSendResult> {
-    let mut s = Sender::new(flows, cfg)?;
+    run_with(flows, counters, cfg, DatagramHeader::Native)
+}
+
+/// [`run`], the datagrams starting with `header` (another tool's format).
+pub fn run_with(
+    flows: Vec<UdpSendFlow>,
+    counters: &QueueCounters,
+    cfg: &UdpSendConfig,
+    header: DatagramHeader,
+) -> Result<UdpSendResult> {
+    let mut s = Sender::new(flows, cfg, header)?;
     let mut stop = Stopping::new(cfg.deadline, cfg.halt.clone(), cfg.drain_limit);
     loop {
         let now = Instant::now();

@@ -11,7 +11,10 @@
 //! every flow), then give its reading loop [`READ_GRACE`] to empty its receive buffers, and
 //! only then send TEST_END: the server's byte count is then all we sent.
 
+mod udp;
+
 use super::control::Control;
+use super::our_results;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
@@ -25,19 +28,20 @@ use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
-    new_cookie, stream_id, DataProto, Params, Results, State, StreamResult, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS,
-    MAX_TCP_BLOCK,
+    new_cookie, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
+    MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
 use crate::workload::stream::{RecvEnd, TcpHalves};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
+use udp::{send_udp, UdpTest};
 
 /// How long the server may take for each step of its handshake and of the results exchange.
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After every byte is acknowledged, the server's loop has this long to read it.
-const READ_GRACE: Duration = Duration::from_millis(250);
+pub(super) const READ_GRACE: Duration = Duration::from_millis(250);
 /// The longest wait for the acknowledgements of the last bytes.
 const ACK_WAIT: Duration = Duration::from_secs(5);
 /// Past the planned end, how long the streams the server sends on may take to end.
@@ -84,8 +88,18 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
             Err(Error::usage(format!("{what} must be whole seconds with --iperf3 (iperf3 counts in seconds)")))
         }
     };
-    if spec.proto != Proto::Tcp {
-        return Err(Error::usage("--iperf3 runs TCP tests only in this version (UDP is not implemented yet)"));
+    if spec.proto == Proto::Udp {
+        if spec.direction != Direction::Forward {
+            return Err(Error::usage(
+                "--iperf3 -u runs forward only in this version (-R and --bidir over UDP are not implemented yet)",
+            ));
+        }
+        if !(MIN_UDP_BLOCK..=MAX_UDP_BLOCK).contains(&spec.len) {
+            return Err(Error::usage(format!(
+                "-l {} is outside iperf3's UDP datagram sizes {MIN_UDP_BLOCK}..={MAX_UDP_BLOCK}",
+                spec.len
+            )));
+        }
     }
     if spec.flows_per_queue != 1 {
         return Err(Error::usage("--flows-per-queue is not available with --iperf3: -P N gives iperf3's N streams"));
@@ -93,7 +107,7 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
     if spec.flows() > MAX_STREAMS {
         return Err(Error::usage(format!("-P {} is more than iperf3's {MAX_STREAMS} streams", spec.flows())));
     }
-    if spec.len > MAX_TCP_BLOCK {
+    if spec.proto == Proto::Tcp && spec.len > MAX_TCP_BLOCK {
         return Err(Error::usage(format!("-l {} is more than iperf3's TCP block limit of {MAX_TCP_BLOCK}", spec.len)));
     }
     if spec.tuning.bytes.is_some() {
@@ -101,7 +115,7 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
     }
     let t = &spec.tuning;
     Ok(Params {
-        proto: DataProto::Tcp,
+        proto: if spec.proto == Proto::Udp { DataProto::Udp } else { DataProto::Tcp },
         omit: whole_seconds(spec.warmup_ms, "--warmup (sent as iperf3's omit, -O)")?,
         time: whole_seconds(spec.time_ms, "-t")?.max(1),
         parallel: spec.flows(),
@@ -143,6 +157,10 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     expect(&mut ctl, State::ParamExchange).map_err(peer)?;
     ctl.send_json(&params.to_json()).map_err(peer)?;
     expect(&mut ctl, State::CreateStreams).map_err(peer)?;
+    if spec.proto == Proto::Udp {
+        let test = UdpTest { opts, spec, params, target, placement, path, live };
+        return send_udp(test, ctl);
+    }
     let mut flows = Vec::with_capacity(spec.data_connections() as usize);
     for flow in 0..spec.data_connections() {
         let local = opts.local.for_flow(flow).map_err(Error::usage)?;
@@ -196,8 +214,9 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
             }
             std::thread::sleep(READ_GRACE);
         } else {
-            // Only the server sends: the end is still ours to say, at the planned end.
-            while Instant::now() < t0 + spec.total() && !opts.stop.is_stopped() {
+            // Only the server sends: the end is still ours to say, at the planned end of our
+            // receiving half's window (which starts on its own thread, a little after t0).
+            while Instant::now() < t0 + spec.total() + READ_GRACE && !opts.stop.is_stopped() {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
@@ -216,7 +235,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     for side in received.iter_mut() {
         side.add_path_notes(["iperf3 data streams (cookie first) sent by the server until our TEST_END".into()]);
     }
-    let ours = our_results(&spec, sent.as_ref(), received.as_ref(), rx_first_id);
+    let ours = our_results(&spec, [(sent.as_ref(), 0), (received.as_ref(), rx_first_id)]);
     let (server_results, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
         Ok(results) => (Some(results), None),
         Err(e) => (None, Some(format!("iperf3 server at {target}: {e}"))),
@@ -248,7 +267,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
 }
 
 /// Reads the next state and insists on `want`, with what the server meant otherwise.
-fn expect(ctl: &mut Control, want: State) -> std::result::Result<(), String> {
+pub(super) fn expect(ctl: &mut Control, want: State) -> std::result::Result<(), String> {
     match ctl.read_state(STEP_TIMEOUT)? {
         s if s == want => Ok(()),
         State::AccessDenied => Err("access denied: it is running another test (iperf3 serves one at a time)".into()),
@@ -274,7 +293,7 @@ fn wait_acknowledged(flows: &[TcpStream]) -> Option<u64> {
 }
 
 /// After TEST_END: the results exchange, ours first, then the server's.
-fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, String> {
+pub(super) fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, String> {
     match ctl.read_state(STEP_TIMEOUT)? {
         State::ExchangeResults => {}
         other => return Err(format!("expected ExchangeResults after TEST_END, got {other:?}")),
@@ -289,50 +308,6 @@ fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result<Results, S
     // The server ends its test on this byte; a failure to write it changes no figure.
     let _ = ctl.send_state(State::IperfDone);
     Ok(results)
-}
-
-/// Our side's results as iperf3 shows them on the server: per stream what we sent or
-/// received (after the omitted start), a sending stream's retransmits, our threads' CPU.
-fn our_results(
-    spec: &TestSpec,
-    sent: Option<&SideReport>,
-    received: Option<&SideReport>,
-    rx_first_id: usize,
-) -> Results {
-    let sides = [(sent, 0), (received, rx_first_id)];
-    let secs = sides.iter().filter_map(|(s, _)| s.map(|s| s.window_seconds)).fold(0.0, f64::max);
-    let (user, system) = sides
-        .iter()
-        .filter_map(|(s, _)| *s)
-        .flat_map(|s| &s.cpu.threads)
-        .fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
-    let pct = |x: f64| if secs > 0.0 { 100.0 * x / secs } else { 0.0 };
-    let mut streams = Vec::new();
-    for (side, first_id) in sides {
-        let Some(side) = side else { continue };
-        for flow in 0..spec.flows() {
-            let q = spec.queue_of_flow(flow) as usize;
-            let retransmits = (side.role == Role::Sender)
-                .then(|| {
-                    side.tcp_flows_end.get(flow as usize).and_then(|i| i.as_ref()).map(|i| u64::from(i.total_retrans))
-                })
-                .flatten();
-            streams.push(StreamResult {
-                id: stream_id(first_id + flow as usize),
-                // Without an omitted start, everything, as iperf3 counts its own side.
-                bytes: side.queues.get(q).map_or(0, |q| if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes }),
-                retransmits,
-                end_s: side.window_seconds,
-                ..StreamResult::default()
-            });
-        }
-    }
-    Results {
-        cpu_util: [pct(user + system), pct(user), pct(system)],
-        sender_has_retransmits: sent.is_some().then_some(true),
-        congestion_used: spec.tuning.congestion.clone(),
-        streams,
-    }
 }
 
 /// The far side, as the server's results tell it: each flow's stream by iperf3's stream id
@@ -352,11 +327,24 @@ fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) 
             None => missing += 1,
         }
     }
-    let mut side = far_side(spec, role, &bytes, seconds, "iperf3");
-    side.set_data_path(DataPath::Iperf3Results { streams: results.streams.len() });
+    let mut side = results_side(spec, results, role, (&bytes, seconds), missing);
     if role == Role::Sender {
         side.tcp.retransmitted_segments = retransmits;
     }
+    side
+}
+
+/// The far side from the server's `results`: per flow its bytes (with the flow's queue) over
+/// `seconds`, playing `role`; `missing` of our streams absent from its results are an error.
+pub(super) fn results_side(
+    spec: &TestSpec,
+    results: &Results,
+    role: Role,
+    (bytes, seconds): (&[(u32, u64)], f64),
+    missing: usize,
+) -> SideReport {
+    let mut side = far_side(spec, role, bytes, seconds, "iperf3");
+    side.set_data_path(DataPath::Iperf3Results { streams: results.streams.len() });
     if missing > 0 {
         side.errors.push(format!("the iperf3 server's results lack {missing} of our {} streams", spec.flows()));
     }
@@ -367,6 +355,7 @@ fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::iperf3::StreamResult;
 
     #[test]
     fn params_follow_the_spec_and_refuse_what_iperf3_cannot_say() {

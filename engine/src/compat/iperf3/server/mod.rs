@@ -15,20 +15,23 @@
 //! for reading, so the loops read to its end: our count and the client's are the same bytes.
 //! Then we answer with our results.
 
+mod udp;
+
 use super::control::Control;
+use super::our_results;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
-use crate::compat::iperf2::Caps;
-use crate::compat::{shown, Intervals, PeerRecvOptions};
+use crate::compat::{shown, Caps, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
 use crate::metrics::figures::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus};
+use crate::session::driver::StreamHalves;
 use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::tcpinfo::TcpInfo;
 use crate::wire::iperf3::{
-    check_cookie, error_code, stream_id, DataProto, Params, Results, State, StreamResult, COOKIE_LEN, MAX_PARAMS_LEN,
+    check_cookie, error_code, stream_id, DataProto, Params, Results, State, COOKIE_LEN, MAX_PARAMS_LEN,
     MAX_RESULTS_LEN, MAX_STREAMS,
 };
 use crate::workload::stream::{RecvEnd, TcpHalves};
@@ -36,12 +39,12 @@ use std::io::Write;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use udp::{serve_udp, udp_listener};
 
 /// How long a client may take for each step of its handshake and of the results exchange.
-const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// After the client's results, how long its last bytes may take to arrive.
 const DRAIN_WAIT: Duration = Duration::from_secs(3);
 /// After the flows are shut for reading, how long their loops may take to reach EOF before
@@ -52,41 +55,15 @@ const END_GRACE: Duration = Duration::from_secs(10);
 /// Our window ends this long before the client's planned end: the client starts its clock
 /// when TEST_START reaches it, a little before ours starts, and stops sending on its own
 /// clock. (The byte counts cover the whole test, TEST_RUNNING to TEST_END, either way.)
-const WINDOW_MARGIN: Duration = Duration::from_millis(100);
+const WINDOW_MARGIN: Duration = Duration::from_millis(250);
 /// Refusals are told once per address per window of the refusal log (10 s).
 const TELLS_PER_WINDOW: u32 = 1;
 
-/// What `recv --iperf3` tells.
-#[derive(Debug, Clone)]
-pub enum Iperf3Event {
-    Listening {
-        addr: SocketAddr,
-        caps: Caps,
-    },
-    TestDone(Iperf3TestSummary),
-    /// A test refused (busy, parameters we do not serve), with the reason.
-    Refused {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// A connection closed before it made a test (no cookie in time, not a cookie, a cap).
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// `count` more drops from `peer` (all others: `None`) in the last `seconds`.
-    More {
-        peer: Option<IpAddr>,
-        count: u64,
-        seconds: f64,
-    },
-    /// Accepting paused for lack of resources; it resumes by itself.
-    Paused {
-        reason: String,
-    },
-}
+/// What `recv --iperf3` tells, as it happens.
+pub type Iperf3Event = PeerEvent<Iperf3TestSummary>;
 
-pub type Iperf3EventSink = Arc<dyn Fn(Iperf3Event) + Send + Sync>;
+/// Receives the events of [`serve`]; called from several threads.
+pub type Iperf3EventSink = PeerEventSink<Iperf3TestSummary>;
 
 /// One finished client test.
 #[derive(Debug, Clone, Default)]
@@ -102,6 +79,11 @@ pub struct Iperf3TestSummary {
     pub seconds: f64,
     /// What the client's results say it sent (after its omitted start), when they came.
     pub client_sent: Option<u64>,
+    /// A UDP test (`-u`).
+    pub udp: bool,
+    /// -R, --bidir: bytes we sent, and what the client's results say it received.
+    pub sent: Option<u64>,
+    pub client_received: Option<u64>,
     pub errors: Vec<String>,
 }
 
@@ -124,11 +106,11 @@ pub fn bind_receiver(opts: &PeerRecvOptions) -> Result<TcpListener> {
 
 /// What a test thread needs from the serving loop.
 #[derive(Clone)]
-struct TestContext {
-    opts: PeerRecvOptions,
+pub(super) struct TestContext {
+    pub(super) opts: PeerRecvOptions,
     events: Iperf3EventSink,
     kernel: KernelCaps,
-    cpus: Vec<usize>,
+    pub(super) cpus: Vec<usize>,
     max_streams: u32,
 }
 
@@ -195,7 +177,7 @@ impl Classifier for Serving {
                 // iperf3's answer while busy; a client that reads it says the server is busy.
                 let _ = (&conn.stream).write_all(&[State::AccessDenied.byte()]);
                 let reason = format!("busy with the test from {} (iperf3 serves one test at a time)", shown(a.peer));
-                self.tell_event(Iperf3Event::Refused { peer: shown(conn.peer), reason });
+                self.tell_event(Iperf3Event::Refused { proto: Proto::Tcp, peer: shown(conn.peer), reason });
             }
             return Verdict::Done;
         }
@@ -221,16 +203,9 @@ impl Classifier for Serving {
     }
 
     fn tell(&self, event: GateEvent) {
-        self.tell_event(match event {
-            GateEvent::Dropped { peer, reason } => Iperf3Event::Dropped { peer: shown(peer), reason },
-            GateEvent::Paused { what, error, .. } => Iperf3Event::Paused {
-                reason: format!("{what} failed ({error}); trying again every {} ms", gate::PAUSE.as_millis()),
-            },
-            GateEvent::Resumed { .. } => return,
-            GateEvent::Suppressed { source, count, seconds } => {
-                Iperf3Event::More { peer: Some(source).filter(|s| !s.is_unspecified()), count, seconds: seconds as f64 }
-            }
-        });
+        if let Some(event) = PeerEvent::from_gate(event) {
+            self.tell_event(event);
+        }
     }
 
     fn tick(&mut self, _epoll: &Epoll, _now: Instant) -> Option<bool> {
@@ -254,7 +229,7 @@ pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSi
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
-    events(Iperf3Event::Listening { addr, caps });
+    events(Iperf3Event::Listening { tcp: addr, udp: addr, caps });
     let stop = opts.stop.clone();
     let max_streams = caps.flows.min(MAX_STREAMS);
     let ctx = TestContext { opts, events, kernel, cpus, max_streams };
@@ -275,7 +250,7 @@ pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSi
 
 /// Why a test did not finish: refused before it started (told as a refusal), or failed.
 enum Ended {
-    Refused(String),
+    Refused(Proto, String),
     Failed(String),
 }
 
@@ -293,8 +268,8 @@ fn run_test(
     let mut ctl = Control::new(ctl);
     match serve_test(ctx, &mut ctl, &streams, &mut summary) {
         Ok(()) => {}
-        Err(Ended::Refused(reason)) => {
-            (ctx.events)(Iperf3Event::Refused { peer: shown(peer), reason });
+        Err(Ended::Refused(proto, reason)) => {
+            (ctx.events)(Iperf3Event::Refused { proto, peer: shown(peer), reason });
             return None;
         }
         Err(Ended::Failed(e)) => summary.errors.push(e),
@@ -306,12 +281,12 @@ fn run_test(
 
 /// Refuses the test the way iperf3 clients understand (SERVER_ERROR with an error number),
 /// with our reason for the log.
-fn refuse(ctl: &mut Control, code: i32, reason: String) -> Ended {
+fn refuse(ctl: &mut Control, proto: Proto, code: i32, reason: String) -> Ended {
     let mut msg = vec![State::ServerError.byte()];
     msg.extend_from_slice(&code.to_be_bytes());
     msg.extend_from_slice(&0i32.to_be_bytes());
     let _ = ctl.stream.write_all(&msg);
-    Ended::Refused(reason)
+    Ended::Refused(proto, reason)
 }
 
 /// The test's course on its control connection, from the parameters to IPERF_DONE.
@@ -324,16 +299,28 @@ fn serve_test(
     ctl.send_state(State::ParamExchange).map_err(Ended::Failed)?;
     let text = ctl
         .read_json(MAX_PARAMS_LEN, STEP_TIMEOUT, "the parameters")
-        .map_err(|e| refuse(ctl, error_code::RECV_PARAMS, e))?;
-    let params = Params::parse(&text).map_err(|e| refuse(ctl, error_code::RECV_PARAMS, e))?;
-    check_params(ctx, &params).map_err(|(code, why)| refuse(ctl, code, why))?;
+        .map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
+    let params = Params::parse(&text).map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
+    let proto = if params.proto == DataProto::Udp { Proto::Udp } else { Proto::Tcp };
+    check_params(ctx, &params).map_err(|(code, why)| refuse(ctl, proto, code, why))?;
     summary.client_version = params.client_version.clone();
     summary.streams = params.parallel;
     summary.omit = params.omit;
+    summary.udp = proto == Proto::Udp;
+    if summary.udp {
+        // The first stream's socket listens before the client is told to connect.
+        let listener = udp_listener(ctl).map_err(|e| Ended::Failed(format!("binding the UDP port: {e}")))?;
+        ctl.send_state(State::CreateStreams).map_err(Ended::Failed)?;
+        serve_udp(ctx, ctl, &params, listener, summary).map_err(Ended::Failed)?;
+        ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
+        // The client's last word; its absence changes no figure.
+        let _ = ctl.read_state(STEP_TIMEOUT);
+        return Ok(());
+    }
     ctl.send_state(State::CreateStreams).map_err(Ended::Failed)?;
     let mut flows = Vec::with_capacity(params.parallel as usize);
     let deadline = Instant::now() + STEP_TIMEOUT;
-    while flows.len() < params.parallel as usize {
+    while flows.len() < params.connections() as usize {
         let left = deadline.saturating_duration_since(Instant::now());
         match streams.recv_timeout(left) {
             Ok(s) => {
@@ -344,26 +331,13 @@ fn serve_test(
                 return Err(Ended::Failed(format!(
                     "{} of {} data connections came within {} s",
                     flows.len(),
-                    params.parallel,
+                    params.connections(),
                     STEP_TIMEOUT.as_secs()
                 )))
             }
         }
     }
-    let spec = TestSpec {
-        proto: Proto::Tcp,
-        workload: Workload::Stream,
-        queues: params.parallel,
-        flows_per_queue: 1,
-        time_ms: (params.time.max(1) * 1000).saturating_sub(WINDOW_MARGIN.as_millis() as u64),
-        warmup_ms: params.omit * 1000,
-        cooldown_ms: 0,
-        len: params.len,
-        rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
-        // The receive buffer is the receiver's part of -w; the rest is the sender's.
-        tuning: Tuning { window: (params.window > 0).then_some(params.window), ..Tuning::default() },
-        ..TestSpec::default()
-    };
+    let spec = test_spec(&params, Proto::Tcp);
     let failed = |e: Error| Ended::Failed(e.to_string());
     let placement = plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(failed)?;
     let halves = TcpHalves {
@@ -375,7 +349,19 @@ fn serve_test(
         queues: None,
     };
     let live = Intervals::new(&ctx.opts.stop);
-    let watch: Vec<TcpStream> = flows.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
+    // The client's sending streams connect first, then (-R, --bidir) the ones we send on.
+    let n = params.parallel;
+    let (rx, tx): (Vec<_>, Vec<_>) = match (params.reverse, params.bidirectional) {
+        (_, true) => {
+            let (rx, tx): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
+            (rx, tx.into_iter().map(|(i, s)| (i - n, s)).collect())
+        }
+        (true, false) => (Vec::new(), flows),
+        (false, false) => (flows, Vec::new()),
+    };
+    let tx_first_id = if params.bidirectional { n as usize } else { 0 };
+    let watch: Vec<TcpStream> = rx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
+    let sending: Vec<TcpStream> = tx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
     ctl.send_state(State::TestStart).map_err(Ended::Failed)?;
     ctl.send_state(State::TestRunning).map_err(Ended::Failed)?;
     let t0 = Instant::now();
@@ -383,35 +369,70 @@ fn serve_test(
     // Set once the flows are shut: a loop that has not seen its EOF by then is cut.
     let cut_at: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
     let cut = || cut_at.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| Instant::now() >= t);
-    let (side, client) = std::thread::scope(|s| {
-        let receiving = s.spawn(|| halves.receive_until(flows, &live, RecvEnd::Until { until, ended: &cut }));
+    let (received, sent, client) = std::thread::scope(|s| {
+        let receiving = (!rx.is_empty())
+            .then(|| s.spawn(|| halves.receive_until(rx, &live, RecvEnd::Until { until, ended: &cut })));
+        // We stop sending a little before the client's clock ends the test, so that it has
+        // read all we sent when it says TEST_END.
+        let sender = (!tx.is_empty()).then(|| s.spawn(|| halves.send(tx, t0, &live)));
         let client = await_end(ctl, until);
         summary.seconds = t0.elapsed().as_secs_f64();
         // However the control connection ended, the flows end now: once the bytes the client
         // says it sent have arrived, each is shut for reading, and its loop reads to EOF.
-        let want = client.as_ref().map_or(0, |r| r.streams.iter().map(|s| s.bytes).sum());
+        let want = client.as_ref().map_or(0, |r| sent_by(r, n as usize, 0));
         wait_arrived(&watch, want);
         for s in &watch {
             let _ = s.shutdown(Shutdown::Read);
         }
+        // A client that ended early no longer reads: our sending ends with the connections.
+        for s in sending.iter().filter(|_| client.is_err()) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
         *cut_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + CUT_GRACE);
-        let side = receiving.join().unwrap_or_else(|_| Err(Error::peer("the receiving half panicked")));
-        (side, client)
+        let panicked = || Err(Error::peer("a half of the test panicked"));
+        let received = receiving.map(|h| h.join().unwrap_or_else(|_| panicked()));
+        let sent = sender.map(|h| h.join().unwrap_or_else(|_| panicked()));
+        (received, sent, client)
     });
-    let side = side.map_err(failed)?;
-    summary.bytes = side.total_bytes();
-    let sent = client.as_ref().ok().map(|c| c.streams.iter().map(|s| s.bytes).sum::<u64>());
-    // A loop cut after the last byte the client sent had nothing more to count.
-    if sent != Some(summary.bytes) || summary.omit > 0 {
-        summary.errors.extend(side.errors.iter().cloned());
+    let (received, sent) = (received.transpose().map_err(failed)?, sent.transpose().map_err(failed)?);
+    summary.bytes = received.as_ref().map_or(0, SideReport::total_bytes);
+    summary.sent = sent.as_ref().map(SideReport::total_bytes);
+    let client_sent = client.as_ref().ok().map(|c| sent_by(c, n as usize, 0));
+    if let Some(side) = &received {
+        // A loop cut after the last byte the client sent had nothing more to count.
+        if client_sent != Some(summary.bytes) || summary.omit > 0 {
+            summary.errors.extend(side.errors.iter().cloned());
+        }
     }
-    client.map_err(Ended::Failed)?;
-    summary.client_sent = sent;
-    ctl.send_json(&our_results(&spec, &side, summary.seconds).to_json()).map_err(Ended::Failed)?;
+    summary.errors.extend(sent.iter().flat_map(|s| s.errors.iter().cloned()));
+    let client = client.map_err(Ended::Failed)?;
+    summary.client_sent = received.as_ref().and(client_sent);
+    summary.client_received = sent.as_ref().map(|_| sent_by(&client, n as usize, tx_first_id));
+    let ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)]);
+    ctl.send_json(&ours.to_json()).map_err(Ended::Failed)?;
     ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
     // The client's last word; its absence changes no figure.
     let _ = ctl.read_state(STEP_TIMEOUT);
     Ok(())
+}
+
+/// Our side of the client's test: one flow per stream, our window ending [`WINDOW_MARGIN`]
+/// before the client's.
+pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
+    TestSpec {
+        proto,
+        workload: Workload::Stream,
+        queues: params.parallel,
+        flows_per_queue: 1,
+        time_ms: (params.time.max(1) * 1000).saturating_sub(WINDOW_MARGIN.as_millis() as u64),
+        warmup_ms: params.omit * 1000,
+        cooldown_ms: 0,
+        len: params.len,
+        rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
+        // The receive buffer is the receiver's part of -w; the rest is the sender's.
+        tuning: Tuning { window: (params.window > 0).then_some(params.window), ..Tuning::default() },
+        ..TestSpec::default()
+    }
 }
 
 /// Our limits and what we serve: `Err((iperf3 error number, our reason))`.
@@ -420,15 +441,8 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, 
         let code = if *key == "authtoken" { error_code::AUTH } else { error_code::RECV_PARAMS };
         return Err((code, format!("the client asked for '{key}', which `recv --iperf3` does not serve")));
     }
-    if p.proto == DataProto::Udp {
-        return Err((error_code::PROTOCOL, "UDP tests are not served by `recv --iperf3` yet (TCP only)".into()));
-    }
-    if p.reverse || p.bidirectional {
-        let mode = if p.reverse { "-R (reverse)" } else { "--bidir" };
-        return Err((
-            error_code::PROTOCOL,
-            format!("{mode} needs the receiver to send; `recv --iperf3` only receives (use `uringbench send --iperf3` against `iperf3 -s` for that direction)"),
-        ));
+    if p.proto == DataProto::Udp && (p.reverse || p.bidirectional) {
+        return Err((error_code::PROTOCOL, "UDP with -R or --bidir is not served by `recv --iperf3` yet".into()));
     }
     let asked = Duration::from_secs(p.time.saturating_add(p.omit));
     if asked > ctx.opts.max_time || (p.time == 0 && p.bytes == 0 && p.blocks == 0) {
@@ -466,7 +480,7 @@ fn wait_arrived(flows: &[TcpStream], want: u64) {
 
 /// Waits for TEST_END (until `until`), then reads the client's results; them, or why there
 /// are none.
-fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, String> {
+pub(super) fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, String> {
     let left = until.saturating_duration_since(Instant::now());
     match ctl.read_state(left)? {
         State::TestEnd => {}
@@ -478,28 +492,7 @@ fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, 
     Results::parse(&text)
 }
 
-/// Our results as the client shows them as its receiver's: per stream what we received
-/// (after the omitted start, as iperf3 counts), no retransmits (we only received), our CPU.
-fn our_results(spec: &TestSpec, side: &SideReport, seconds: f64) -> Results {
-    let (user, system) =
-        side.cpu.threads.iter().fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
-    let pct = |x: f64| if seconds > 0.0 { 100.0 * x / seconds } else { 0.0 };
-    let streams = side
-        .queues
-        .iter()
-        .enumerate()
-        .map(|(i, q)| StreamResult {
-            id: stream_id(i),
-            bytes: if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes },
-            retransmits: None,
-            end_s: seconds,
-            ..StreamResult::default()
-        })
-        .collect();
-    Results {
-        cpu_util: [pct(user + system), pct(user), pct(system)],
-        sender_has_retransmits: None,
-        congestion_used: None,
-        streams,
-    }
+/// What the client's results say its `count` streams from iperf3 stream index `first` moved.
+fn sent_by(results: &Results, count: usize, first: usize) -> u64 {
+    (first..first + count).filter_map(|i| results.stream(stream_id(i))).map(|s| s.bytes).sum()
 }
