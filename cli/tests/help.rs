@@ -116,6 +116,10 @@ fn sample(cmd: &str, a: &Arg, psk: &str) -> Option<Vec<String>> {
         with.extend((long == "clocks-synced").then(|| "--clocks-synced".to_string()));
         return Some(with);
     }
+    // --gen picks the XDP engine's generator: given with that engine, it must be taken.
+    if long == "gen" {
+        return Some(["--engine", "xdp", "--iface", "lo", "--gen", "live"].map(String::from).to_vec());
+    }
     if !a.get_num_args().is_some_and(|n| n.takes_values()) || optional_value(a) {
         return Some(vec![format!("--{long}")]);
     }
