@@ -28,7 +28,6 @@ use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
 use crate::sys::epoll::Epoll;
-use crate::sys::mptcp::StreamProtocol;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -36,7 +35,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-struct Shared {
+/// What `recv`'s accept loop and its session threads share.
+struct ReceiverState {
     cfg: ReceiverConfig,
     runner: Arc<dyn TestRunner>,
     caps: KernelCaps,
@@ -55,7 +55,7 @@ struct Shared {
     variant_active: AtomicBool,
 }
 
-impl Shared {
+impl ReceiverState {
     /// Logs a refusal or a dropped connection, a few per source address per window.
     fn refused(&self, event: ServerEvent) {
         let source = match &event {
@@ -90,7 +90,7 @@ const FD_RESERVE: u64 = 32;
 /// Binds the port; fails with a clear message when it is taken.
 pub fn bind(cfg: &ReceiverConfig) -> Result<TcpListener> {
     // MPTCP where the kernel has it: MPTCP senders get MPTCP, plain ones plain TCP sockets.
-    let protocol = StreamProtocol::of(crate::sys::mptcp::probe().is_ok());
+    let protocol = crate::sys::mptcp::StreamProtocol::of(crate::sys::mptcp::probe().is_ok());
     gate::listen_as(SocketAddr::new(cfg.bind, cfg.port), cfg.device.as_deref(), protocol, "")
 }
 
@@ -123,7 +123,7 @@ pub fn serve(
             (events)(ServerEvent::Unauthenticated { exposed });
         }
     }
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ReceiverState {
         cfg,
         runner,
         caps,
@@ -167,7 +167,7 @@ enum Ended {
 /// After a signal, with the listener closed: each running test sees the signal in its
 /// sampler, stops its flows, tells its sender and returns its report; the bound covers a
 /// sender that never answers.
-fn stop_running(shared: &Shared, cause: String) {
+fn stop_running(shared: &ReceiverState, cause: String) {
     let running = shared.admissions.running();
     (shared.events)(ServerEvent::Stopping { cause, running });
     let deadline = Instant::now() + STOP_GRACE;
@@ -178,7 +178,7 @@ fn stop_running(shared: &Shared, cause: String) {
 
 /// `recv`'s classifier on the gate: a control session's greeting, `--psk-file` exchange and
 /// hello, or a data flow's greeting.
-struct Handshakes<'a>(&'a Arc<Shared>);
+struct Handshakes<'a>(&'a Arc<ReceiverState>);
 
 impl Classifier for Handshakes<'_> {
     type State = Handshake;
@@ -261,7 +261,7 @@ struct Handshake {
 type Conn = gate::Pending<Handshake>;
 
 /// The bytes the current step asked for are in: the next step, or where the connection goes.
-fn classify(shared: &Arc<Shared>, mut conn: Conn) -> Verdict<Handshake> {
+fn classify(shared: &Arc<ReceiverState>, mut conn: Conn) -> Verdict<Handshake> {
     let step = std::mem::replace(&mut conn.state.step, Step::Magic);
     match step {
         Step::Magic => {
@@ -337,7 +337,7 @@ fn classify(shared: &Arc<Shared>, mut conn: Conn) -> Verdict<Handshake> {
 
 /// Hands a data flow to the session whose cookie it presents, if its tag (for an
 /// authenticated session) proves it holds the session key.
-fn join_flow(shared: &Shared, conn: Conn, tagged: bool) {
+fn join_flow(shared: &ReceiverState, conn: Conn, tagged: bool) {
     let rest: [u8; DATA_HELLO_LEN - 4] = conn.buf[4..DATA_HELLO_LEN].try_into().unwrap_or([0; DATA_HELLO_LEN - 4]);
     let (cookie, flow) = control::parse_data_hello(&rest);
     let entry = shared.pending.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
@@ -357,7 +357,7 @@ fn join_flow(shared: &Shared, conn: Conn, tagged: bool) {
 
 /// A complete control message during the handshake: the next message wanted, or None when
 /// the connection is done with here (handed to a session, or refused).
-fn on_message(shared: &Arc<Shared>, conn: Conn, ctl: Ctl, msg: ControlMsg) -> Option<(Conn, Ctl)> {
+fn on_message(shared: &Arc<ReceiverState>, conn: Conn, ctl: Ctl, msg: ControlMsg) -> Option<(Conn, Ctl)> {
     let (stream, peer) = (&conn.stream, conn.peer);
     let psk = shared.cfg.psk.as_ref();
     match (ctl, msg, psk) {
@@ -436,7 +436,7 @@ struct Admitted {
 /// A complete hello: checked against every limit here, on the accept thread (a refusal
 /// costs no thread and no socket), then run on a thread of its own.
 fn admit(
-    shared: &Arc<Shared>,
+    shared: &Arc<ReceiverState>,
     conn: Conn,
     version: u32,
     mut spec: TestSpec,
@@ -498,7 +498,7 @@ fn admit(
 
 /// A session's thread: a panic in it ends this session only (its slot and cookie are given
 /// back as it unwinds) and is logged as the session's failure.
-fn run_admitted(shared: &Shared, work: Admitted) {
+fn run_admitted(shared: &ReceiverState, work: Admitted) {
     let peer = work.peer;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_session(shared, work)));
     if let Err(panic) = outcome {
@@ -515,7 +515,7 @@ fn run_admitted(shared: &Shared, work: Admitted) {
     }
 }
 
-fn run_session(shared: &Shared, work: Admitted) {
+fn run_session(shared: &ReceiverState, work: Admitted) {
     let Admitted { mut ctl, peer, spec, udp_ports, key, slot } = work;
     let running = slot.others;
     let refuse = |ctl: &TcpStream, reason: String| shared.refuse(ctl, peer, reason);

@@ -2,7 +2,7 @@
 //! NIC queues, its control channel, the sender told it is accepted, its data flows awaited by
 //! cookie; and what the workload hands back ([`ServedReports`]) through the [`TestRunner`].
 
-use super::{Shared, FLOWS_TIMEOUT};
+use super::{ReceiverState, FLOWS_TIMEOUT};
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::base::stop::StopToken;
@@ -59,7 +59,7 @@ pub struct Test<'a> {
     pub caps: &'a KernelCaps,
     /// The receiver's stop token: the test's live watch ends the test when it is stopped.
     pub stop: &'a StopToken,
-    pub(super) shared: &'a Shared,
+    pub(super) shared: &'a ReceiverState,
     pub(super) id: u64,
     /// The authenticated session's key: its data flows must present a tag made with it.
     pub(super) key: Option<SessionKey>,

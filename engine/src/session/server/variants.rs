@@ -1,7 +1,7 @@
 //! Receiver variants (`recv --variants`): the settings a test asked for by name, applied for
 //! that test alone and reverted when it ends, however it ends.
 
-use super::Shared;
+use super::ReceiverState;
 use crate::session::receiver::{EventSink, ServerEvent};
 use crate::sys::settings::{self, Journal, SharedJournal};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,7 +31,7 @@ impl Drop for VariantGuard<'_> {
 const VARIANT_WAIT: Duration = Duration::from_secs(10);
 
 /// Waits (bounded) until no variant is applied and, with `alone`, this is the only test.
-pub(super) fn wait_for_host(shared: &Shared, alone: bool) -> bool {
+pub(super) fn wait_for_host(shared: &ReceiverState, alone: bool) -> bool {
     let deadline = Instant::now() + VARIANT_WAIT;
     loop {
         let free = !shared.variant_active.load(Ordering::Acquire) && (!alone || shared.admissions.running() <= 1);
@@ -43,7 +43,10 @@ pub(super) fn wait_for_host(shared: &Shared, alone: bool) -> bool {
 }
 
 /// Applies receiver variant `name` from `--variants`, or says why not (the refusal's reason).
-pub(super) fn apply_variant<'a>(shared: &'a Shared, name: &str) -> std::result::Result<VariantGuard<'a>, String> {
+pub(super) fn apply_variant<'a>(
+    shared: &'a ReceiverState,
+    name: &str,
+) -> std::result::Result<VariantGuard<'a>, String> {
     let Some(variants) = shared.cfg.variants.as_ref() else {
         return Err(format!("receiver variant '{name}' asked for, but this receiver has no --variants file"));
     };
