@@ -352,6 +352,8 @@ struct Sender<'a> {
     cqes: Vec<(u64, i32)>,
     /// The header every datagram starts with.
     header: DatagramHeader,
+    /// The flow whose turn it is to send next (see [`Self::issue`]).
+    next_flow: usize,
 }
 
 impl<'a> Sender<'a> {
@@ -412,45 +414,59 @@ impl<'a> Sender<'a> {
             last_activity: Instant::now(),
             cqes: Vec::with_capacity(entries as usize),
             header,
+            next_flow: 0,
         })
     }
 
     /// Issue: fills every free slot of every flow with its next datagrams (numbers to retry
     /// first), as far as the rate allows. Returns the wait the pacer asks for when the rate
     /// stopped it.
+    ///
+    /// The flows take turns, one send each, from the one the pacer stopped at last: under a
+    /// rate, a thread's flows share it evenly (filling one flow's slots first gave its first
+    /// flow the whole rate and the others nothing).
     fn issue(&mut self, now: Instant) -> Result<Option<Duration>> {
         let cfg = self.cfg;
         let len = self.len;
         let want = if self.gso { self.segments } else { 1 };
         let wall = WireTime::now();
-        for flow in self.flows.iter_mut() {
-            while !flow.free.is_empty() && flow.has_work(cfg.max_datagrams) {
-                let (first, count, from_retry) = flow.next_numbers(want, cfg.max_datagrams);
-                if let Some(wait) = self.pacer.wait(now) {
-                    return Ok(Some(wait));
-                }
-                flow.take_numbers(count, from_retry);
-                let idx = flow.free.pop().expect("checked above");
-                let slot = &mut self.sr.slots[idx];
-                for i in 0..count as usize {
-                    // SAFETY: (i + 1) * len <= slot_bytes: count <= segments (GSO) or 1.
-                    let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(i * len), len) };
-                    self.header.encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
-                }
-                slot.first_seq = first;
-                slot.count = count;
-                let fd = types::Fd(flow.socket.as_raw_fd());
-                let entry = if self.gso {
-                    slot.iov.iov_len = count as usize * len;
-                    opcode::SendMsg::new(fd, &slot.msg).build()
-                } else {
-                    opcode::Send::new(fd, slot.buf.as_ptr(), cfg.len).build()
-                };
-                // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
-                // drops after sr.ring, and is not reused until its completion is reaped.
-                unsafe { push(&mut self.sr.ring, &entry.user_data(idx as u64)) }?;
-                self.pacer.issue(count as u64 * cfg.len as u64);
+        let n = self.flows.len();
+        let mut passed = 0;
+        while passed < n {
+            let turn = self.next_flow;
+            self.next_flow = (turn + 1) % n;
+            let flow = &mut self.flows[turn];
+            if flow.free.is_empty() || !flow.has_work(cfg.max_datagrams) {
+                passed += 1;
+                continue;
             }
+            passed = 0;
+            let (first, count, from_retry) = flow.next_numbers(want, cfg.max_datagrams);
+            if let Some(wait) = self.pacer.wait(now) {
+                self.next_flow = turn;
+                return Ok(Some(wait));
+            }
+            flow.take_numbers(count, from_retry);
+            let idx = flow.free.pop().expect("checked above");
+            let slot = &mut self.sr.slots[idx];
+            for i in 0..count as usize {
+                // SAFETY: (i + 1) * len <= slot_bytes: count <= segments (GSO) or 1.
+                let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(i * len), len) };
+                self.header.encode(datagram, first + i as u64, wall).map_err(|e| Error::usage(e.to_string()))?;
+            }
+            slot.first_seq = first;
+            slot.count = count;
+            let fd = types::Fd(flow.socket.as_raw_fd());
+            let entry = if self.gso {
+                slot.iov.iov_len = count as usize * len;
+                opcode::SendMsg::new(fd, &slot.msg).build()
+            } else {
+                opcode::Send::new(fd, slot.buf.as_ptr(), cfg.len).build()
+            };
+            // SAFETY: slot idx (its buffer, iovec and msghdr) stays in sr.slots, which
+            // drops after sr.ring, and is not reused until its completion is reaped.
+            unsafe { push(&mut self.sr.ring, &entry.user_data(idx as u64)) }?;
+            self.pacer.issue(count as u64 * cfg.len as u64);
         }
         Ok(None)
     }
@@ -762,5 +778,40 @@ mod tests {
         assert!(flow.refused > 0, "refusals are counted: {flow:?}");
         assert_eq!(flow.datagrams + flow.abandoned, flow.next_seq - 1, "every number sent or abandoned: {flow:?}");
         assert_eq!(result.path, SendPath::PerDatagram);
+    }
+
+    #[test]
+    fn a_thread_shares_its_rate_among_its_flows() {
+        // Two flows on one thread, paced: each gets about half, none starves (filling the
+        // first flow's slots first once gave it the whole rate).
+        let sinks: Vec<UdpSocket> = (0..2).map(|_| UdpSocket::bind("127.0.0.1:0").expect("bind")).collect();
+        let flows = sinks
+            .iter()
+            .enumerate()
+            .map(|(q, sink)| {
+                let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+                socket.connect(sink.local_addr().expect("addr")).expect("connect");
+                UdpSendFlow { socket, queue: q as u32 }
+            })
+            .collect();
+        let cfg = UdpSendConfig {
+            wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
+            batch: WakeBatch { want: 1, max_delay_us: 0 },
+            len: 200,
+            gso: true,
+            inflight: 8,
+            deadline: Instant::now() + Duration::from_millis(300),
+            halt: None,
+            rate_bps: 8 * 200 * 2000, // 2000 datagrams/s for the thread
+            max_datagrams: 0,
+            drain_limit: Duration::from_millis(200),
+            fin: None,
+            refused: None,
+        };
+        let result = run(flows, &QueueCounters::new(2), &cfg).expect("runs");
+        let (a, b) = (result.flows[0].datagrams, result.flows[1].datagrams);
+        assert!(a + b >= 300, "the thread sent at its rate: {a} + {b}");
+        assert!(a.abs_diff(b) * 10 <= a + b, "the flows shared it evenly: {a} and {b}");
     }
 }
