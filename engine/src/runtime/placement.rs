@@ -6,6 +6,7 @@
 //! per wakeup, which is what makes iperf2 at -P 16 on few cores measure itself).
 
 use crate::base::error::{Error, Result};
+use crate::sys::memory_node;
 use crate::uring::fastpath::FastPaths;
 use crate::uring::ring::WaitMode;
 use serde::{Deserialize, Serialize};
@@ -158,9 +159,12 @@ pub(crate) fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {
     }
 }
 
-/// Pins the calling thread to `cpu`.
+/// Pins the calling thread to `cpu`, then has it allocate from that CPU's NUMA node, so the
+/// ring and buffers it builds next are local to it (see [`memory_node`]). A refused memory
+/// policy leaves the process's own: that costs locality, not correctness.
 pub(crate) fn pin_current_thread(cpu: usize) -> Result<()> {
     if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        let _ = memory_node::allocate_locally();
         Ok(())
     } else {
         Err(Error::io(format!("pinning a queue thread to CPU {cpu}"), std::io::Error::last_os_error()))

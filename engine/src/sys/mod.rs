@@ -2,6 +2,7 @@
 
 pub mod epoll;
 pub mod hostinfo;
+pub mod memory_node;
 pub mod mptcp;
 pub(crate) mod netlink;
 pub mod netpath;
