@@ -1,5 +1,6 @@
-//! The VM lab (scripts/vmlab.sh): two QEMU guests whose link is a real NIC driver, virtio_net
-//! with two queue pairs and MSI-X interrupts. What a veth pair can only refuse or parse is run
+//! The VM lab (scripts/vmlab.sh): two QEMU guests whose links are a real NIC driver, virtio_net
+//! with MSI-X interrupts: lab0 with two queue pairs, lab1 with four and RSS (guest b's on NUMA
+//! node 1, for steering and placement). What a veth pair can only refuse or parse is run
 //! here for real, and every figure uringbench gives is checked against the kernel's own
 //! readback in the same guest (ethtool, /proc/interrupts, /proc/irq, sysfs, bpftool).
 //!
