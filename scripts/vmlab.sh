@@ -22,9 +22,10 @@
 #          it hashes in software, where two quirks need the lab's care (docs/placement.md):
 #          a packet parked for want of buffers on its target queue stalls the tap queue it
 #          came from until that other queue is refilled, so lab1's taps come up only after
-#          the guests have filled their rings; and QEMU hashes with the key one byte off from
-#          what the guest reports, so the lab sets a key of one repeated byte, which that
-#          offset leaves unchanged for every bit a 128-entry table uses. Guest b has two
+#          the guests have filled their rings; and QEMU hashes with a zero byte in front of
+#          the key the guest reports (it reads the driver's padding byte as the key's first),
+#          so the lab sets a key of one repeated byte, which that offset leaves unchanged for
+#          every bit a 128-entry table uses. Guest b has two
 #          NUMA nodes (CPUs 0-1 and 2-3), and its lab1 sits on node 1 behind a PCI expander
 #          bridge (pxb, numa_node=1): the NUMA placement test's shape
 #   mgmt0  QEMU user networking with restrict=on (no way out), ssh forwarded to 127.0.0.1 inside
@@ -393,9 +394,16 @@ cmd_up() {
     done
     echo "$PROG: guests a and b up in $boot s under ${accel^^} ($(cat "$image/kernel"); $(guest_ssh a systemd-analyze 2>/dev/null | head -n 1 || echo 'no systemd-analyze'))" >&2
     t0=$(date +%s)
+    # Both guests at once: each waits mostly on its own emulated CPUs.
+    local pids=() failed=0 pid
     for g in "${GUESTS[@]}"; do
-        provision_guest "$g" "$deb"
+        provision_guest "$g" "$deb" &
+        pids+=($!)
     done
+    for pid in "${pids[@]}"; do
+        wait "$pid" || failed=1
+    done
+    [ "$failed" = 0 ] || die "provisioning failed (logs: $RUN/provision-*.log)"
     echo "boot $boot" >>"$RUN/timings"
     echo "provision $(($(date +%s) - t0))" >>"$RUN/timings"
     guest_ssh a "ping -c 1 -W 5 ${ADDR[b]}" >/dev/null || die "guest a cannot reach guest b over lab0"

@@ -580,7 +580,11 @@ fn lab1_test(
 fn settle_rss_irqs(lab: &Lab) {
     static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let affinity = "for i in $(ls /sys/class/net/lab1/device/../msi_irqs); do \
+            echo \"IRQ $i: wanted $(cat /proc/irq/$i/smp_affinity_list), now $(cat /proc/irq/$i/effective_affinity_list)\"; done";
+        eprintln!("lab1's vectors before any traffic:\n{}", lab.ok("b", affinity));
         lab1_test(lab, "settle", 5410, "", &format!("-P {RSS_QUEUES} -t 1s"));
+        eprintln!("after:\n{}", lab.ok("b", affinity));
     }
 }
 
@@ -671,6 +675,7 @@ fn unsteered_flows_that_hash_together_are_named_by_the_verdict() {
 fn receiver_threads_sit_on_the_nics_numa_node() {
     let Some(lab) = lab() else { return };
     let _windows = SmallWindows::new(&lab);
+    settle_rss_irqs(&lab);
     let node = lab.ok("b", "cat /sys/class/net/lab1/device/../numa_node");
     assert_eq!(node.trim(), "1", "lab1 sits behind the expander bridge on node 1");
     let cpus =
