@@ -12,10 +12,22 @@
 # The guests: Debian 12 (debootstrap minbase, made once by scripts/lib/debroot.sh, the mirror
 # taken from this host's apt sources) with the bookworm-backports kernel (linux-image-cloud-amd64,
 # 6.12: io_uring bundles and NAPI registration, AF_XDP and native XDP in virtio_net), systemd,
-# openssh-server, iproute2, ethtool and bpftool 7.5. Each guest has 2 vCPUs, 1 GiB and two NICs:
+# openssh-server, iproute2, ethtool and bpftool 7.5. Each guest has 4 vCPUs, 1 GiB and three NICs:
 #   lab0   virtio-net-pci, mq=on, 2 queue pairs (MSI-X), on a multi-queue tap; both guests' taps
 #          are on one bridge inside the private namespace uringbench-vmlab: a 10.98.0.11,
 #          b 10.98.0.12 (/24, a range only the lab uses, reachable only from that namespace)
+#   lab1   virtio-net-pci, mq=on, rss=on, 4 queue pairs, one per vCPU, on a second bridge:
+#          a 10.98.1.11, b 10.98.1.12; the NIC with RSS the steering tests use. QEMU 7.2 cannot
+#          load its eBPF RSS program (libbpf 1.x refuses the program's legacy map section), so
+#          it hashes in software, where two quirks need the lab's care (docs/placement.md):
+#          a packet parked for want of buffers on its target queue stalls the tap queue it
+#          came from until that other queue is refilled, so lab1's taps come up only after
+#          the guests have filled their rings; and QEMU hashes with a zero byte in front of
+#          the key the guest reports (it reads the driver's padding byte as the key's first),
+#          so the lab sets a key of one repeated byte, which that offset leaves unchanged for
+#          every bit a 128-entry table uses. Guest b has two
+#          NUMA nodes (CPUs 0-1 and 2-3), and its lab1 sits on node 1 behind a PCI expander
+#          bridge (pxb, numa_node=1): the NUMA placement test's shape
 #   mgmt0  QEMU user networking with restrict=on (no way out), ssh forwarded to 127.0.0.1 inside
 #          the lab namespace: the command channel
 # The disk image is shared read-only (snapshot=on): every boot starts from the same pristine
@@ -44,6 +56,13 @@ declare -A SSH_PORT=([a]=10022 [b]=10023)
 declare -A LAB_MAC=([a]=52:54:00:98:00:11 [b]=52:54:00:98:00:12)
 declare -A MGMT_MAC=([a]=52:54:00:98:01:11 [b]=52:54:00:98:01:12)
 QUEUES=2
+CPUS=4
+# lab1: the NIC with RSS, one queue pair per vCPU.
+declare -A RSS_ADDR=([a]=10.98.1.11 [b]=10.98.1.12)
+declare -A RSS_MAC=([a]=52:54:00:98:02:11 [b]=52:54:00:98:02:12)
+RSS_QUEUES=$CPUS
+# Any byte repeated: QEMU's one-byte offset then changes no bit the indirection table uses.
+RSS_KEY_BYTE=6d
 # The image's packages (debootstrap --include), then what comes from bookworm-backports.
 BASE_PACKAGES=systemd-sysv,udev,kmod,openssh-server,iproute2,ethtool,libelf1,zlib1g,procps,iputils-ping
 BACKPORTS_PACKAGES="linux-image-cloud-amd64 bpftool"
@@ -211,7 +230,21 @@ start_guest() {
     [ "$accel" = tcg ] && cpu=max,-cx16
     in_ns ip tuntap add dev "tap-$g" mode tap multi_queue
     in_ns ip link set dev "tap-$g" master br0 up
-    in_ns qemu-system-x86_64 -name "vmlab-$g" -accel "$accel" -cpu "$cpu" -smp 2 -m 1024 \
+    # Guest b has two NUMA nodes (CPUs 0-1, 2-3) and its lab1 on node 1, behind a PCI
+    # expander bridge (pxb, with a PCI bridge for the NIC to plug into); last on the command
+    # line, so that the devices before it stay on the root bus.
+    local numa=() rss_bus=""
+    if [ "$g" = b ]; then
+        # shellcheck disable=SC2054 # QEMU's own option syntax has the commas
+        numa=(-object memory-backend-ram,id=m0,size=512M -object memory-backend-ram,id=m1,size=512M
+            -numa node,nodeid=0,cpus=0-1,memdev=m0 -numa node,nodeid=1,cpus=2-3,memdev=m1
+            -device pxb,id=pxb1,bus_nr=32,numa_node=1 -device pci-bridge,id=pb1,bus=pxb1,chassis_nr=1,addr=0x1)
+        rss_bus=",bus=pb1,addr=0x1"
+    fi
+    # Down until the guest's rings are full (rss_link_up).
+    in_ns ip tuntap add dev "tap1-$g" mode tap multi_queue
+    in_ns ip link set dev "tap1-$g" master br1
+    in_ns qemu-system-x86_64 -name "vmlab-$g" -accel "$accel" -cpu "$cpu" -smp "$CPUS" -m 1024 \
         -nodefaults -display none -monitor none -no-reboot \
         -kernel "$image/vmlinuz" \
         -append "root=/dev/nvme0n1 rw console=ttyS0 quiet net.ifnames=0 panic=-1 vmlab.lab=${LAB_MAC[$g]}/${ADDR[$g]} vmlab.mgmt=${MGMT_MAC[$g]}" \
@@ -220,6 +253,8 @@ start_guest() {
         -device "virtio-net-pci,netdev=lab,mac=${LAB_MAC[$g]},mq=on,vectors=$((2 * QUEUES + 2))" \
         -netdev "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:${SSH_PORT[$g]}-:22" \
         -device "virtio-net-pci,netdev=mgmt,mac=${MGMT_MAC[$g]}" \
+        -netdev "tap,id=rss,ifname=tap1-$g,script=no,downscript=no,vhost=off,queues=$RSS_QUEUES" \
+        "${numa[@]}" -device "virtio-net-pci,netdev=rss,mac=${RSS_MAC[$g]},mq=on,rss=on,vectors=$((2 * RSS_QUEUES + 2))$rss_bus" \
         -serial "file:$RUN/console-$g.log" \
         -daemonize -pidfile "$RUN/qemu-$g.pid" 2>"$RUN/qemu-$g.err" ||
         die "QEMU for guest $g did not start: $(head -c 400 "$RUN/qemu-$g.err")"
@@ -271,6 +306,23 @@ wait_ssh() {
     done
 }
 
+# Names guest NAME's RSS NIC lab1 (by its MAC), addresses it, sets its key, and only then
+# brings its tap up: QEMU's software RSS parks a packet whose target queue has no buffers on
+# the tap queue it arrived from, and that tap queue then waits for a refill of its own queue
+# that may never come (at boot: the ring of a queue the guest has not filled yet), so lab1
+# sees no packet before the guest's rings are full.
+rss_link_up() {
+    local g=$1 key
+    key=$(printf "$RSS_KEY_BYTE:%.0s" $(seq 39))$RSS_KEY_BYTE
+    guest_ssh "$g" "set -e; for d in /sys/class/net/*; do [ \"\$(cat \$d/address)\" = ${RSS_MAC[$g]} ] && dev=\${d##*/}; done
+        [ -n \"\${dev:-}\" ] || { echo 'no NIC with MAC ${RSS_MAC[$g]}' >&2; exit 1; }
+        [ \$dev = lab1 ] || ip link set dev \$dev name lab1
+        ip addr replace ${RSS_ADDR[$g]}/24 dev lab1
+        ip link set dev lab1 up
+        ethtool -X lab1 hkey $key" || die "guest $g: setting up lab1 failed"
+    in_ns ip link set dev "tap1-$g" up
+}
+
 # Provisions guest NAME the way the Vagrantfile does: this checkout (tracked files, local
 # changes included) at /vagrant as Vagrant shares it, the package where the Vagrantfile's
 # guest a leaves it for b, and then b runs the Vagrantfile's own provisioner line for b
@@ -320,6 +372,8 @@ cmd_up() {
     in_ns ip link set dev lo up
     in_ns ip link add br0 type bridge
     in_ns ip link set dev br0 up
+    in_ns ip link add br1 type bridge
+    in_ns ip link set dev br1 up
     write_ssh_config "$image"
     start=$(date +%s.%N)
     for g in "${GUESTS[@]}"; do
@@ -335,15 +389,26 @@ cmd_up() {
     local boot
     boot=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { printf "%.1f", a - b }')
     echo "$boot" >"$RUN/boot_seconds"
+    for g in "${GUESTS[@]}"; do
+        rss_link_up "$g"
+    done
     echo "$PROG: guests a and b up in $boot s under ${accel^^} ($(cat "$image/kernel"); $(guest_ssh a systemd-analyze 2>/dev/null | head -n 1 || echo 'no systemd-analyze'))" >&2
     t0=$(date +%s)
+    # Both guests at once: each waits mostly on its own emulated CPUs.
+    local pids=() failed=0 pid
     for g in "${GUESTS[@]}"; do
-        provision_guest "$g" "$deb"
+        provision_guest "$g" "$deb" &
+        pids+=($!)
     done
+    for pid in "${pids[@]}"; do
+        wait "$pid" || failed=1
+    done
+    [ "$failed" = 0 ] || die "provisioning failed (logs: $RUN/provision-*.log)"
     echo "boot $boot" >>"$RUN/timings"
     echo "provision $(($(date +%s) - t0))" >>"$RUN/timings"
     guest_ssh a "ping -c 1 -W 5 ${ADDR[b]}" >/dev/null || die "guest a cannot reach guest b over lab0"
-    echo "$PROG: lab up: a ${ADDR[a]}, b ${ADDR[b]} on lab0 (virtio_net, $QUEUES queue pairs); scripts/vmlab.sh ssh a|b CMD" >&2
+    guest_ssh a "ping -c 1 -W 5 ${RSS_ADDR[b]}" >/dev/null || die "guest a cannot reach guest b over lab1"
+    echo "$PROG: lab up: a ${ADDR[a]}, b ${ADDR[b]} on lab0 (virtio_net, $QUEUES queue pairs); a ${RSS_ADDR[a]}, b ${RSS_ADDR[b]} on lab1 ($RSS_QUEUES queue pairs, RSS); scripts/vmlab.sh ssh a|b CMD" >&2
 }
 
 cmd_down() {

@@ -1,5 +1,6 @@
-//! The VM lab (scripts/vmlab.sh): two QEMU guests whose link is a real NIC driver, virtio_net
-//! with two queue pairs and MSI-X interrupts. What a veth pair can only refuse or parse is run
+//! The VM lab (scripts/vmlab.sh): two QEMU guests whose links are a real NIC driver, virtio_net
+//! with MSI-X interrupts: lab0 with two queue pairs, lab1 with four and RSS (guest b's on NUMA
+//! node 1, for steering and placement). What a veth pair can only refuse or parse is run
 //! here for real, and every figure uringbench gives is checked against the kernel's own
 //! readback in the same guest (ethtool, /proc/interrupts, /proc/irq, sysfs, bpftool).
 //!
@@ -501,4 +502,219 @@ fn vmlab_usage_errors_are_one_line_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
     }
+}
+
+// ---- lab1: the NIC with RSS (4 queue pairs, software RSS in QEMU; guest b's on NUMA node 1) ----
+
+const A_RSS: &str = "10.98.1.11";
+const B_RSS: &str = "10.98.1.12";
+const RSS_QUEUES: u32 = 4;
+
+/// Guest b's TCP receive buffers capped at 128 KiB while this lives: no flow then has more in
+/// flight than its queue's ring holds, and QEMU's software RSS never parks a packet for want of
+/// buffers (which stalls the tap queue it came from: scripts/vmlab.sh).
+struct SmallWindows<'a> {
+    lab: &'a Lab,
+    saved: Vec<String>,
+}
+
+impl<'a> SmallWindows<'a> {
+    fn new(lab: &'a Lab) -> Self {
+        let saved = lab.ok("b", "sysctl -n net.core.rmem_max net.ipv4.tcp_rmem").lines().map(str::to_owned).collect();
+        lab.ok("b", "sysctl -q -w net.core.rmem_max=131072 net.ipv4.tcp_rmem='4096 65536 131072'");
+        Self { lab, saved }
+    }
+}
+
+impl Drop for SmallWindows<'_> {
+    fn drop(&mut self) {
+        if let [max, tcp] = &self.saved[..] {
+            self.lab.sh(
+                "b",
+                &format!("sysctl -q -w net.core.rmem_max={max} net.ipv4.tcp_rmem='{tcp}'"),
+                Duration::from_secs(60),
+            );
+        }
+    }
+}
+
+/// Interrupts each lab1 receive queue of guest b has taken (its `input.N` vector, all CPUs).
+fn rx_interrupts(lab: &Lab) -> BTreeMap<u32, u64> {
+    let raw = sections(&lab.ok("b", "cat /proc/interrupts; echo @@; basename $(readlink /sys/class/net/lab1/device)"));
+    queue_irqs(&raw[0], raw[1].trim())
+        .into_values()
+        .filter_map(|(name, count)| Some((name.split_once("-input.")?.1.parse().ok()?, count)))
+        .collect()
+}
+
+/// The queues whose interrupts grew by at least a fifth of the busiest one's: those that
+/// carried a bulk flow. The control connection's few packets stay far below.
+fn busy_queues(before: &BTreeMap<u32, u64>, after: &BTreeMap<u32, u64>) -> (Vec<u32>, BTreeMap<u32, u64>) {
+    let delta: BTreeMap<u32, u64> = after.iter().map(|(q, n)| (*q, n - before.get(q).copied().unwrap_or(0))).collect();
+    let max = delta.values().copied().max().unwrap_or(0);
+    assert!(max > 50, "a bulk flow makes its queue's vector fire often: {delta:?}");
+    (delta.iter().filter(|(_, n)| **n * 5 >= max).map(|(q, _)| *q).collect(), delta)
+}
+
+/// One test on lab1 from a to b's `recv --once -p PORT RECV_ARGS`: the sender's output and
+/// b's receive-queue interrupt deltas.
+fn lab1_test(
+    lab: &Lab,
+    name: &str,
+    port: u16,
+    recv_args: &str,
+    send_args: &str,
+) -> (String, BTreeMap<u32, u64>, BTreeMap<u32, u64>) {
+    lab.spawn_recv(name, port, recv_args);
+    let before = rx_interrupts(lab);
+    let out = lab.ok("a", &format!("uringbench send -c {B_RSS} -p {port} {send_args}"));
+    let after = rx_interrupts(lab);
+    let (rc, err) = lab.finish_recv(name);
+    assert_eq!(rc, 0, "recv {name}: {err}");
+    (out, before, after)
+}
+
+/// x86 moves an MSI vector to a new CPU at its next interrupt, so until each queue has taken
+/// one, /proc/irq/N/effective_affinity_list (what the receiver reads) names the CPU it booted
+/// on: one short steered test per boot first, so every queue's vector has fired.
+fn settle_rss_irqs(lab: &Lab) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        let affinity = "for i in $(ls /sys/class/net/lab1/device/../msi_irqs); do \
+            echo \"IRQ $i: wanted $(cat /proc/irq/$i/smp_affinity_list), now $(cat /proc/irq/$i/effective_affinity_list)\"; done";
+        eprintln!("lab1's vectors before any traffic:\n{}", lab.ok("b", affinity));
+        lab1_test(lab, "settle", 5410, "", &format!("-P {RSS_QUEUES} -t 1s"));
+        eprintln!("after:\n{}", lab.ok("b", affinity));
+    }
+}
+
+#[test]
+fn steered_flows_land_on_four_distinct_rx_queues_by_the_guests_interrupt_counts() {
+    let Some(lab) = lab() else { return };
+    let _windows = SmallWindows::new(&lab);
+    settle_rss_irqs(&lab);
+    let (out, before, after) = lab1_test(&lab, "steer", 5411, "", &format!("-P {RSS_QUEUES} -t 2s -J"));
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("send -J");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"), "byte-exact");
+    let placement = doc["sender"]["placement"].as_str().unwrap_or_default();
+    assert!(placement.contains("flows steered by source port onto lab1's rx queues 0,1,2,3"), "{placement}");
+    // The guest's own counters: four bulk flows, four busy receive queues, so one flow each.
+    let (busy, delta) = busy_queues(&before, &after);
+    eprintln!("steered: input.N interrupts {delta:?}");
+    assert_eq!(busy, (0..RSS_QUEUES).collect::<Vec<_>>(), "every rx queue carried a flow: {delta:?}");
+    // Our report agrees: one flow per queue, nothing shared, nothing off target.
+    let table = &doc["receiver"]["nic_queues"];
+    let rows = table["rows"].as_array().expect("rows");
+    for r in rows {
+        eprintln!("steered row: {r}");
+    }
+    let flows: Vec<usize> = rows.iter().map(|r| r["flows"].as_array().map_or(0, Vec::len)).collect();
+    assert_eq!(flows, vec![1; RSS_QUEUES as usize], "{table}");
+    let findings = table["findings"].to_string();
+    assert!(!findings.contains("share") && !findings.contains("landed"), "{findings}");
+    // Each row's IRQ CPU is where the guest delivers that vector.
+    let affinity = lab.ok("b", "for f in /proc/irq/*/effective_affinity_list; do echo \"$f $(cat $f)\"; done");
+    for r in rows {
+        let irq = r["irq"].as_u64().expect("irq");
+        let line = affinity.lines().find(|l| l.starts_with(&format!("/proc/irq/{irq}/"))).expect("the IRQ");
+        assert_eq!(r["irq_cpu"].to_string(), line.split_whitespace().nth(1).unwrap_or_default(), "IRQ {irq}");
+    }
+}
+
+/// b's lab1 RSS key and indirection table, as `ethtool -x` shows them.
+fn rss_setup(lab: &Lab) -> (Vec<u8>, Vec<u32>) {
+    let text = lab.ok("b", "ethtool -x lab1");
+    let key_line = text.lines().skip_while(|l| !l.starts_with("RSS hash key")).nth(1).expect("a key");
+    let key = key_line.trim().split(':').map(|b| u8::from_str_radix(b, 16).expect("hex")).collect();
+    let table = text
+        .lines()
+        .take_while(|l| !l.starts_with("RSS hash key"))
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(i, _)| i.trim().parse::<u32>().is_ok())
+        .flat_map(|(_, qs)| qs.split_whitespace().map(|q| q.parse::<u32>().expect("a queue")).collect::<Vec<_>>())
+        .collect();
+    (key, table)
+}
+
+#[test]
+fn unsteered_flows_that_hash_together_are_named_by_the_verdict() {
+    let Some(lab) = lab() else { return };
+    let _windows = SmallWindows::new(&lab);
+    settle_rss_irqs(&lab);
+    // Source ports whose hash puts flows on three queues, two of them on one, by the key and
+    // table guest b reports; below the ephemeral range, so no kernel-chosen port is among them.
+    let (key, table) = rss_setup(&lab);
+    assert_eq!(table.len(), 128, "virtio_net's table");
+    let port = 5412;
+    let map = uringbench::RssMap { key: &key, table: &table };
+    let dst = std::net::SocketAddr::new(B_RSS.parse().unwrap(), port);
+    let queue_of = |p: u16| map.queue_of(std::net::SocketAddr::new(A_RSS.parse().unwrap(), p), dst, true).unwrap();
+    let base = (20000..30000u16)
+        .find(|&p| {
+            let qs: std::collections::BTreeSet<u32> = (0..4).map(|i| queue_of(p + i)).collect();
+            qs.len() == 3
+        })
+        .expect("a port range with one collision");
+    let queues: Vec<u32> = (0..4).map(|i| queue_of(base + i)).collect();
+    let (a, b) = (0..4).flat_map(|i| (i + 1..4).map(move |j| (i, j))).find(|&(i, j)| queues[i] == queues[j]).unwrap();
+    let shared = queues[a];
+    let idle = (0..RSS_QUEUES).find(|q| !queues.contains(q)).unwrap();
+
+    let (text, before, after) = lab1_test(&lab, "collide", port, "", &format!("-P 4 -t 2s --steer off --cport {base}"));
+    let (busy, delta) = busy_queues(&before, &after);
+    eprintln!("random: ports {base}.. hash to {queues:?}; input.N interrupts {delta:?}\n{text}");
+    // The guest's counters: four flows on three busy queues, the idle one as the hash says.
+    assert_eq!(busy.len(), 3, "four flows on three queues: {delta:?}");
+    assert!(!busy.contains(&idle), "rx queue {idle} stayed idle: {delta:?}");
+    assert!(busy.contains(&shared), "{delta:?}");
+    let line = format!("verdict: flows {a} and {b} share rx queue {shared}");
+    assert!(text.contains(&line), "the verdict names the collision ({line}):\n{text}");
+}
+
+#[test]
+fn receiver_threads_sit_on_the_nics_numa_node() {
+    let Some(lab) = lab() else { return };
+    let _windows = SmallWindows::new(&lab);
+    settle_rss_irqs(&lab);
+    let node = lab.ok("b", "cat /sys/class/net/lab1/device/../numa_node");
+    assert_eq!(node.trim(), "1", "lab1 sits behind the expander bridge on node 1");
+    let cpus =
+        uringbench::units::parse_cpu_list(lab.ok("b", "cat /sys/devices/system/node/node1/cpulist").trim()).unwrap();
+    assert_eq!(cpus, vec![2, 3]);
+    lab.spawn_recv("numa", 5413, "--queues 2");
+    lab.ok(
+        "a",
+        &format!(
+            "rm -f /tmp/numa.*; setsid sh -c 'uringbench send -c {B_RSS} -p 5413 -P 2 -t 4s -J >/tmp/numa.json 2>/tmp/numa.err; \
+             echo $? >/tmp/numa.rc' </dev/null >/dev/null 2>&1 &"
+        ),
+    );
+    // The threads' affinity as the guest's scheduler has it, in the middle of the test.
+    let tasks = lab.ok(
+        "b",
+        "sleep 2.5; pid=$(pgrep -n -f '^uringbench recv --once -p 5413'); \
+         for t in /proc/$pid/task/*; do grep Cpus_allowed_list $t/status | cut -f2; done",
+    );
+    let out = lab.ok("a", "for i in $(seq 300); do [ -s /tmp/numa.rc ] && break; sleep 0.1; done; cat /tmp/numa.rc /tmp/numa.json /tmp/numa.err");
+    let (rc, err) = lab.finish_recv("numa");
+    assert_eq!(rc, 0, "recv --queues 2: {err}");
+    let (status, json) = out.split_once('\n').unwrap_or_default();
+    assert_eq!(status.trim(), "0", "{out}");
+    let doc: serde_json::Value = serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("send -J ({e}): {out}"));
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    let placement = doc["receiver"]["placement"].as_str().unwrap_or_default();
+    assert!(placement.contains("NIC on node 1"), "{placement}");
+    let threads: Vec<usize> = doc["cpu"]["receiver"]["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .map(|t| t["cpu"].as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(threads.len(), 2, "{placement}");
+    assert!(threads.iter().all(|c| cpus.contains(c)), "every thread on node 1 ({cpus:?}): {threads:?}; {placement}");
+    let pinned: Vec<usize> = tasks.lines().filter_map(|l| l.trim().parse::<usize>().ok()).collect();
+    assert!(pinned.len() >= 2, "the queue threads are pinned, one CPU each: {tasks}");
+    assert!(pinned.iter().all(|c| cpus.contains(c)), "pinned on node 1's CPUs: {tasks}");
+    let findings = doc["receiver"]["nic_queues"]["findings"].to_string();
+    assert!(!findings.contains("off node"), "{findings}");
 }
