@@ -690,11 +690,16 @@ fn receiver_threads_sit_on_the_nics_numa_node() {
         ),
     );
     // The threads' affinity as the guest's scheduler has it, in the middle of the test.
-    let tasks = lab.ok(
+    // And where its memory is: the address ranges (maps) and each mapping's pages per node
+    // (numa_maps), for the buffer rings below.
+    let mid = lab.ok(
         "b",
         "sleep 2.5; pid=$(pgrep -n -f '^uringbench recv --once -p 5413'); \
-         for t in /proc/$pid/task/*; do grep Cpus_allowed_list $t/status | cut -f2; done",
+         for t in /proc/$pid/task/*; do grep Cpus_allowed_list $t/status | cut -f2; done; \
+         echo @@; cat /proc/$pid/maps; echo @@; cat /proc/$pid/numa_maps",
     );
+    let parts = sections(&mid);
+    let (tasks, maps, numa_maps) = (&parts[0], &parts[1], &parts[2]);
     let out = lab.ok("a", "for i in $(seq 300); do [ -s /tmp/numa.rc ] && break; sleep 0.1; done; cat /tmp/numa.rc /tmp/numa.json /tmp/numa.err");
     let (rc, err) = lab.finish_recv("numa");
     assert_eq!(rc, 0, "recv --queues 2: {err}");
@@ -717,4 +722,48 @@ fn receiver_threads_sit_on_the_nics_numa_node() {
     assert!(pinned.iter().all(|c| cpus.contains(c)), "pinned on node 1's CPUs: {tasks}");
     let findings = doc["receiver"]["nic_queues"]["findings"].to_string();
     assert!(!findings.contains("off node"), "{findings}");
+    // Each queue thread's TCP buffer ring (64 x 32 KiB, mapped with MAP_POPULATE after the
+    // thread pinned itself and chose local allocation) lies on node 1, the thread's node. The
+    // kernel merges adjacent rings into one mapping, so what is counted is every fully
+    // populated anonymous mapping of whole rings.
+    let ring = 2u64 << 20;
+    let rings = populated_mappings(maps, numa_maps, ring);
+    let pages: u64 = rings.iter().flat_map(|(_, nodes)| nodes.values()).sum();
+    assert!(pages >= 2 * ring / 4096, "a 2 MiB buffer ring per queue thread:\n{maps}\n{numa_maps}");
+    for (addr, nodes) in &rings {
+        assert_eq!(nodes.keys().collect::<Vec<_>>(), vec![&1], "rings at {addr:x} on nodes {nodes:?}:\n{numa_maps}");
+    }
+}
+
+/// The anonymous mappings in /proc/PID/maps whose size is a multiple of `unit` bytes and whose
+/// pages are all present (`anon=` equal to their size: mapped with MAP_POPULATE): each one's
+/// start address and pages per node from /proc/PID/numa_maps (`N<node>=<pages>`).
+fn populated_mappings(maps: &str, numa_maps: &str, unit: u64) -> Vec<(u64, BTreeMap<u32, u64>)> {
+    let sizes: BTreeMap<u64, u64> = maps
+        .lines()
+        .filter(|l| l.split_whitespace().count() == 5)
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+            ((b - a) % unit == 0).then_some((a, b - a))
+        })
+        .collect();
+    numa_maps
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let addr = u64::from_str_radix(words.next()?, 16).ok()?;
+            let size = sizes.get(&addr)?;
+            let words: Vec<&str> = words.collect();
+            let full = words.iter().any(|w| *w == format!("anon={}", size / 4096));
+            let nodes = words
+                .iter()
+                .filter_map(|w| {
+                    let (n, pages) = w.strip_prefix('N')?.split_once('=')?;
+                    Some((n.parse().ok()?, pages.parse().ok()?))
+                })
+                .collect();
+            full.then_some((addr, nodes))
+        })
+        .collect()
 }
