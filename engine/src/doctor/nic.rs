@@ -9,9 +9,8 @@ use super::facts::{
     NicQueueFacts, NicRingFacts, NoInterfaceFacts, QueueAlignmentFacts, RpsFacts, RssShape, XpsFacts,
 };
 use super::{read_trimmed, Check, Context, HostFs};
-use crate::base::units::parse_cpu_list;
-use crate::sys::nic_topology::parse_interrupts;
 pub use crate::sys::nic_topology::IrqLine;
+use crate::sys::nic_topology::{irq_delivery_cpus, parse_interrupts};
 
 /// Drivers we know by name, with what they are (for the summary line).
 const KNOWN_DRIVERS: &[(&str, &str)] = &[
@@ -335,12 +334,10 @@ pub fn queue_irqs(fs: &dyn HostFs, iface: &str) -> Vec<IrqLine> {
     irqs
 }
 
-/// Where an IRQ is delivered: effective affinity when the kernel tells it, else the mask set.
+/// Where an IRQ is delivered, by the rule placement uses ([`irq_delivery_cpus`]).
 fn irq_cpus(fs: &dyn HostFs, irq: u32) -> Option<Vec<usize>> {
-    ["effective_affinity_list", "smp_affinity_list"].iter().find_map(|f| {
-        let text = read_trimmed(fs, &format!("/proc/irq/{irq}/{f}")).ok()?;
-        parse_cpu_list(&text).ok().filter(|c| !c.is_empty())
-    })
+    let read = |f: &str| read_trimmed(fs, &format!("/proc/irq/{irq}/{f}")).ok();
+    irq_delivery_cpus(read("effective_affinity_list"), read("smp_affinity_list"))
 }
 
 fn irq_affinity(ctx: &Context, fs: &dyn HostFs, irqs: &[IrqLine]) -> Check {

@@ -8,7 +8,8 @@
 //!   → IRQ, straight from the kernel;
 //! - else `/sys/class/net/DEV/device/msi_irqs` (the device's vectors) and the IRQ names in
 //!   `/proc/interrupts`, which each driver forms its own way ([`irq_queue`]);
-//! - `/proc/irq/N/effective_affinity_list`: the CPU the IRQ really lands on;
+//! - `/proc/irq/N/effective_affinity_list`: the CPU the IRQ really lands on, unless the mask set
+//!   in `smp_affinity_list` has moved on and the IRQ has not fired since ([`irq_delivery_cpus`]);
 //! - `/sys/class/net/DEV/device/numa_node` and `/sys/devices/system/node/nodeN/cpulist`;
 //! - ethtool netlink `RSS_GET`: key, hash function, indirection table;
 //! - `/sys/class/net/DEV/queues/tx-N/xps_cpus`.
@@ -153,8 +154,8 @@ impl NicTopology {
         let irq_cpus: BTreeMap<u32, Vec<usize>> = irqs
             .into_iter()
             .filter_map(|irq| {
-                let text = fs::read_to_string(format!("/proc/irq/{irq}/effective_affinity_list")).ok()?;
-                Some((irq, parse_cpu_list(&text).ok()?))
+                let read = |f: &str| fs::read_to_string(format!("/proc/irq/{irq}/{f}")).ok();
+                Some((irq, irq_delivery_cpus(read("effective_affinity_list"), read("smp_affinity_list"))?))
             })
             .collect();
         let xps = (0..tx_count)
@@ -191,6 +192,22 @@ impl NicTopology {
             rss,
             notes,
         }))
+    }
+}
+
+/// The CPUs an IRQ is delivered to, from its `effective_affinity_list` and `smp_affinity_list`
+/// texts: the effective CPUs, unless they lie outside the mask set. On x86 an IRQ moves to a
+/// new mask only when it next fires, so right after `tune.sh` (or a boot, before any traffic)
+/// the effective list still names the old CPU; the VM lab saw two queues' IRQs read as CPU 2
+/// that moved to CPUs 1 and 3 with their first packet. Then the mask set is where it will be.
+/// Without an effective list (older kernels, some architectures) the mask set is all there is.
+pub fn irq_delivery_cpus(effective: Option<String>, configured: Option<String>) -> Option<Vec<usize>> {
+    let parse = |t: Option<String>| t.and_then(|t| parse_cpu_list(t.trim()).ok()).filter(|c| !c.is_empty());
+    let (effective, configured) = (parse(effective), parse(configured));
+    match (effective, configured) {
+        (Some(e), Some(c)) if !e.iter().all(|cpu| c.contains(cpu)) => Some(c),
+        (Some(e), _) => Some(e),
+        (None, c) => c,
     }
 }
 
@@ -690,5 +707,15 @@ mod tests {
             napis.dedup();
             assert_eq!(napis.len(), n, "one NAPI instance per receive queue: {t:?}");
         }
+    }
+
+    #[test]
+    fn an_irq_not_yet_moved_to_its_new_mask_is_where_the_mask_says() {
+        let t = |s: &str| Some(s.to_string());
+        assert_eq!(irq_delivery_cpus(t("2\n"), t("1\n")), Some(vec![1]), "stale effective: the mask set");
+        assert_eq!(irq_delivery_cpus(t("1\n"), t("0-3\n")), Some(vec![1]), "effective inside the mask");
+        assert_eq!(irq_delivery_cpus(None, t("3\n")), Some(vec![3]), "no effective list");
+        assert_eq!(irq_delivery_cpus(t("0\n"), None), Some(vec![0]), "no mask readable");
+        assert_eq!(irq_delivery_cpus(t("\n"), t("\n")), None);
     }
 }
