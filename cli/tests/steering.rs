@@ -1,0 +1,92 @@
+//! Flows and NIC queues between two network namespaces: what a veth pair with several queues
+//! can show of the receiver's hand-off (each flow to the thread of the queue it arrived on),
+//! UDP steering and `--steer ntuple`. veth has queues but no interrupts, and the kernel names
+//! no NAPI instance per veth queue, so these tests check the fallbacks and refusals with real
+//! traffic; the queue mapping itself is checked by the unit tests and the VM lab.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// Replaces the pair's veth with one of `queues` receive and transmit queues a side, the
+/// same names, addresses and permanent neighbours, and turns veth's NAPI on: GRO on the
+/// receiving end, TSO off on the sending end (veth only takes the NAPI path for packets that
+/// are not TSO super-frames). The sockets then report NAPI ids.
+fn requeue(pair: &NetnsPair, queues: u32) {
+    let (a, b) = (pair.sender_ns(), pair.receiver_ns());
+    let (ia, ib) = (format!("{}a0", pair.name), pair.receiver_if());
+    let ip = |ns: &str, args: &str| {
+        let out = Command::new("ip").args(["-n", ns]).args(args.split_whitespace()).output().expect("ip");
+        assert!(out.status.success(), "ip -n {ns} {args}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let q = queues.to_string();
+    ip(&a, &format!("link del {ia}"));
+    ip(
+        &a,
+        &format!(
+            "link add {ia} numtxqueues {q} numrxqueues {q} type veth peer name {ib} netns {b} numtxqueues {q} numrxqueues {q}"
+        ),
+    );
+    ip(&a, &format!("addr add 10.77.0.1/24 dev {ia}"));
+    ip(&b, &format!("addr add 10.77.0.2/24 dev {ib}"));
+    ip(&a, &format!("link set {ia} up"));
+    ip(&b, &format!("link set {ib} up"));
+    let mac = |ns: &str, dev: &str| {
+        let out = pair.cmd(ns, "cat", &[&format!("/sys/class/net/{dev}/address")]).output().expect("cat");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    ip(&a, &format!("neigh replace 10.77.0.2 lladdr {} dev {ia} nud permanent", mac(&b, &ib)));
+    ip(&b, &format!("neigh replace 10.77.0.1 lladdr {} dev {ib} nud permanent", mac(&a, &ia)));
+    let ethtool = |ns: &str, args: &[&str]| {
+        let out = pair.cmd(ns, "ethtool", args).output().expect("ethtool");
+        assert!(out.status.success(), "ethtool {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    ethtool(&b, &["-K", &ib, "gro", "off"]);
+    ethtool(&b, &["-K", &ib, "gro", "on"]);
+    ethtool(&a, &["-K", &ia, "tso", "off"]);
+}
+
+fn has_ethtool() -> bool {
+    Command::new("ethtool").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn on_veth_with_napi_ids_but_no_queue_names_flows_are_dealt_by_index_and_the_line_says_so() {
+    if !has_ethtool() {
+        return skip(Lacking::Installed, "ethtool is not installed");
+    }
+    let _serial = serial();
+    let pair = NetnsPair::up("ubsth");
+    requeue(&pair, 4);
+    let recv = pair.spawn_recv(&["--once", "--napi"]);
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-P", "4", "-t", "1", "--warmup", "0", "--format", "json"],
+        Duration::from_secs(30),
+    );
+    let recv_out = recv.finish(Duration::from_secs(10));
+    assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(recv_out.status.success(), "recv: {}", String::from_utf8_lossy(&recv_out.stderr));
+    let doc = json(&out);
+    let sent = u64_at(&doc, "/sum/sender/total_bytes");
+    assert!(sent > 1 << 20, "a 1 s stream moves megabytes: {sent}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), sent, "byte-exact");
+    let receiver = &doc["receiver"];
+    // The sockets have NAPI ids (veth's NAPI is on), on more than one of the four queues' instances...
+    let path = receiver["path"].as_str().unwrap_or_default();
+    assert!(path.contains("4 of 4 sockets on NAPI ids"), "veth NAPI on: {path}");
+    // ...but the kernel does not say which queue each belongs to: no hand-off, no table.
+    let placement = receiver["placement"].as_str().unwrap_or_default();
+    assert!(
+        placement
+            .contains("no NIC queues on this path (veth, loopback): CPUs in order, flows dealt to threads by index"),
+        "{placement}"
+    );
+    assert!(!path.contains("served by the thread of the rx queue"), "{path}");
+    assert!(receiver["nic_queues"].is_null(), "{}", receiver["nic_queues"]);
+    // Dealt by index: each queue's receiver bytes are its sender's.
+    for q in doc["queues"].as_array().expect("queues[]") {
+        assert_eq!(u64_at(q, "/receiver/total_bytes"), u64_at(q, "/sender/total_bytes"), "{q}");
+    }
+}
