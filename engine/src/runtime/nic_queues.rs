@@ -72,6 +72,13 @@ pub struct RssSteering {
     pub queues: Vec<u32>,
     /// The CPU each of those queues' IRQ is delivered to, in the same order.
     pub queue_cpus: Vec<Option<usize>>,
+    /// The fields the NIC hashes UDP over IPv4 and over IPv6 on (`ethtool -n DEV
+    /// rx-flow-hash udp4`, `RXH_*` bits); absent where the driver does not say, and from
+    /// receivers that predate UDP steering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp4_hash: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp6_hash: Option<u64>,
 }
 
 /// The largest key and indirection table a sender accepts from a receiver (drivers use 40- or
@@ -98,6 +105,25 @@ impl RssSteering {
             ));
         }
         None
+    }
+
+    /// Why source ports cannot steer UDP flows (over IPv6 when `v6`), or None when they can:
+    /// besides a usable key and table, the NIC must hash UDP on both ports.
+    pub fn udp_unusable(&self, v6: bool) -> Option<String> {
+        if let Some(why) = self.unusable() {
+            return Some(why);
+        }
+        let (name, fields) = if v6 { ("udp6", self.udp6_hash) } else { ("udp4", self.udp4_hash) };
+        match fields {
+            None => Some(format!("{}'s driver does not report which fields it hashes {name} on", self.iface)),
+            Some(f) if !crate::sys::ntuple::hashes_ports(f) => Some(format!(
+                "{} hashes {name} on {} only, not the ports, so a source port cannot choose the queue (`ethtool -N {} rx-flow-hash {name} sdfn` adds them)",
+                self.iface,
+                crate::sys::ntuple::describe_fields(f),
+                self.iface
+            )),
+            Some(_) => None,
+        }
     }
 
     /// The receive queue flow `flow` of a test with `engine_queues` queues aims at.
@@ -133,6 +159,8 @@ pub struct TestQueues {
     pub mode: PlacementMode,
     /// Why this mode, in a few words.
     pub why: String,
+    /// The RSS hash fields of UDP over IPv4 and IPv6 (`RXH_*` bits), where read.
+    pub udp_hash: [Option<u64>; 2],
 }
 
 /// The receive queues `recv --queues` names: `N` is queues 0..N-1, a list (`2-5`, `0,2,4`)
@@ -189,7 +217,7 @@ impl TestQueues {
             ),
         };
         let nic_queue = (0..engine_queues.max(1) as usize).map(|q| served[q % served.len()]).collect();
-        Ok(Some(Self { topology, nic_queue, mode, why }))
+        Ok(Some(Self { topology, nic_queue, mode, why, udp_hash: [None, None] }))
     }
 
     /// The queues of a test served to the sender at `peer`: those of the interface that
@@ -206,7 +234,13 @@ impl TestQueues {
         else {
             return Ok(None);
         };
-        Self::plan(topology, wanted, engine_queues, mode, busy)
+        let iface = topology.iface.clone();
+        let mut planned = Self::plan(topology, wanted, engine_queues, mode, busy)?;
+        if let Some(q) = planned.as_mut() {
+            use crate::sys::ntuple::{flow_hash_fields, UDP_V4_FLOW, UDP_V6_FLOW};
+            q.udp_hash = [UDP_V4_FLOW, UDP_V6_FLOW].map(|t| flow_hash_fields(&iface, t).ok());
+        }
+        Ok(planned)
     }
 
     /// The CPU for each of `threads` threads (thread `i` primarily serves engine queue `i`),
@@ -286,6 +320,8 @@ impl TestQueues {
             indirection: rss.map(|r| r.indirection).unwrap_or_default(),
             queues: self.nic_queue.clone(),
             queue_cpus: self.nic_queue.iter().map(|&q| self.topology.rx_irq_cpu(q)).collect(),
+            udp4_hash: self.udp_hash[0],
+            udp6_hash: self.udp_hash[1],
         }
     }
 }
@@ -901,6 +937,20 @@ mod tests {
         assert!(table.findings.contains(&"thread on CPU 0 serves flows of rx queues 0 and 1".to_string()), "{table:?}");
         let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 1)]);
         assert!(!table.findings.iter().any(|f| f.starts_with("thread on CPU")), "{table:?}");
+    }
+
+    #[test]
+    fn udp_is_steered_only_where_the_nic_hashes_it_on_ports() {
+        use crate::sys::ntuple::{RXH_IP_DST, RXH_IP_SRC, RXH_L4_B_0_1, RXH_L4_B_2_3};
+        let mut tq = TestQueues::plan(topology(true), None, 4, None, false).unwrap().unwrap();
+        assert!(tq.steering().udp_unusable(false).unwrap().contains("does not report which fields it hashes udp4"));
+        tq.udp_hash = [Some(RXH_IP_SRC | RXH_IP_DST), Some(RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1 | RXH_L4_B_2_3)];
+        let why = tq.steering().udp_unusable(false).unwrap();
+        assert!(why.contains("eth0 hashes udp4 on IP SA, IP DA only, not the ports"), "{why}");
+        assert_eq!(tq.steering().udp_unusable(true), None, "udp6 hashes on ports");
+        let mut no_key = TestQueues::plan(topology(false), None, 4, None, false).unwrap().unwrap();
+        no_key.udp_hash = tq.udp_hash;
+        assert!(no_key.steering().udp_unusable(true).unwrap().contains("does not report its RSS key"));
     }
 
     #[test]

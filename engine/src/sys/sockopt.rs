@@ -83,6 +83,11 @@ pub(crate) fn tcp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
         .is_ok()
 }
 
+/// Whether UDP `port` on `ip` can be bound now.
+pub(crate) fn udp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, port)).is_ok()
+}
+
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the
 /// handshake (buffers, for the window scale; MSS, which the SYN announces). A data flow of
 /// an MPTCP test (`tuning.mptcp`) is an MPTCP socket.

@@ -186,6 +186,7 @@ mod tests {
                 steering: None,
                 boot_id: None,
                 latency_probe: false,
+                udp_ports_follow: false,
             };
             write_msg(&s, &accept).unwrap();
         });

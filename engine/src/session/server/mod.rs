@@ -408,12 +408,12 @@ fn on_message(shared: &Arc<ReceiverState>, conn: Conn, ctl: Ctl, msg: ControlMsg
                 None
             }
         }
-        (Ctl::First, ControlMsg::Hello { version, spec, udp_ports }, None) => {
-            admit(shared, conn, version, spec, udp_ports, None);
+        (Ctl::First, ControlMsg::Hello { version, spec, udp_ports, steer_udp }, None) => {
+            admit(shared, conn, version, spec, (udp_ports, steer_udp), None);
             None
         }
-        (Ctl::Hello { key }, ControlMsg::Hello { version, spec, udp_ports }, Some(_)) => {
-            admit(shared, conn, version, spec, udp_ports, Some(key));
+        (Ctl::Hello { key }, ControlMsg::Hello { version, spec, udp_ports, steer_udp }, Some(_)) => {
+            admit(shared, conn, version, spec, (udp_ports, steer_udp), Some(key));
             None
         }
         (_, other, _) => {
@@ -429,6 +429,8 @@ struct Admitted {
     peer: SocketAddr,
     spec: TestSpec,
     udp_ports: Vec<u16>,
+    /// The hello's `steer_udp`: the sender would re-announce steered UDP source ports.
+    steer_udp: bool,
     key: Option<SessionKey>,
     slot: SessionSlot,
 }
@@ -440,7 +442,7 @@ fn admit(
     conn: Conn,
     version: u32,
     mut spec: TestSpec,
-    udp_ports: Vec<u16>,
+    (udp_ports, steer_udp): (Vec<u16>, bool),
     key: Option<SessionKey>,
 ) {
     let (stream, peer) = (&conn.stream, conn.peer);
@@ -493,7 +495,7 @@ fn admit(
         drop(slot);
         return shared.drop_conn(peer, "could not hand the session to its thread");
     }
-    let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, key, slot });
+    let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, steer_udp, key, slot });
 }
 
 /// A session's thread: a panic in it ends this session only (its slot and cookie are given
@@ -516,7 +518,7 @@ fn run_admitted(shared: &ReceiverState, work: Admitted) {
 }
 
 fn run_session(shared: &ReceiverState, work: Admitted) {
-    let Admitted { mut ctl, peer, spec, udp_ports, key, slot } = work;
+    let Admitted { mut ctl, peer, spec, udp_ports, steer_udp, key, slot } = work;
     let running = slot.others;
     let refuse = |ctl: &TcpStream, reason: String| shared.refuse(ctl, peer, reason);
     // A test can always be stopped: a sender that vanishes is noticed (keepalive, user
@@ -569,6 +571,7 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
         ctl: &mut ctl,
         spec: &spec,
         udp_ports: &udp_ports,
+        steer_udp,
         placement: &placement,
         queues: queues.as_ref(),
         caps: &shared.caps,
@@ -657,7 +660,11 @@ mod tests {
             let mut s = TcpStream::connect(addr).unwrap();
             std::io::Write::write_all(&mut s, &control::CONTROL_MAGIC).unwrap();
             let spec = TestSpec { time_ms: 100, warmup_ms: 0, ..TestSpec::default() };
-            control::write_msg(&s, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec, udp_ports: vec![] }).unwrap();
+            control::write_msg(
+                &s,
+                &ControlMsg::Hello { version: PROTOCOL_VERSION, spec, udp_ports: vec![], steer_udp: false },
+            )
+            .unwrap();
             let reply = control::read_reply(&mut s, Duration::from_secs(5));
             match (expect_accept, reply) {
                 (false, Err(_)) => {}

@@ -53,6 +53,8 @@ pub struct Test<'a> {
     pub ctl: &'a mut TcpStream,
     pub spec: &'a TestSpec,
     pub udp_ports: &'a [u16],
+    /// The hello's `steer_udp`: the sender re-announces steered source ports if asked.
+    pub(super) steer_udp: bool,
     pub placement: &'a Placement,
     /// The NIC queues the test is served from; None on veth and loopback.
     pub queues: Option<&'a TestQueues>,
@@ -71,14 +73,48 @@ impl Test<'_> {
     /// Tells the sender the test is accepted (crr: with the port of the test's own listener)
     /// and the operator that it started; for tests without TCP data flows to the port.
     pub fn accept(&mut self, data_port: Option<u16>) -> Result<()> {
-        control::write_msg(self.ctl, &self.accept_msg([0; 16], data_port))?;
+        control::write_msg(self.ctl, &self.accept_msg([0; 16], data_port, false))?;
         self.announce();
         Ok(())
     }
 
+    /// Whether this UDP test's data flows' source ports follow the accept (`udp_ports`): the
+    /// sender steers them (the hello's `steer_udp`), the flows come in, and this NIC hashes UDP
+    /// on ports with a Toeplitz key and table it reports.
+    pub fn udp_ports_follow(&self) -> bool {
+        let v6 = self.ctl.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv6());
+        self.steer_udp
+            && self.spec.direction == crate::base::spec::Direction::Forward
+            && self.queues.is_some_and(|q| q.steering().udp_unusable(v6).is_none())
+    }
+
+    /// Accepts a UDP test whose ports follow ([`Self::udp_ports_follow`]) and returns its
+    /// data flows' source ports from the sender's `udp_ports` message. The latency probe's
+    /// port stays the hello's (its responder is up before the accept); the data flows start
+    /// on `ready`, so their sockets made after the accept miss nothing.
+    pub fn accept_udp_ports(&mut self) -> Result<Vec<u16>> {
+        control::write_msg(self.ctl, &self.accept_msg([0; 16], None, true))?;
+        self.announce();
+        let data = self.spec.data_connections() as usize;
+        let hello = self.udp_ports;
+        match control::read_msg_up_to(self.ctl, FLOWS_TIMEOUT, control::MAX_FRAME)? {
+            ControlMsg::UdpPorts { ports }
+                if ports.len() == hello.len() && !ports.contains(&0) && ports[data..] == hello[data..] =>
+            {
+                Ok(ports[..data].to_vec())
+            }
+            ControlMsg::UdpPorts { ports } => Err(Error::protocol(format!(
+                "udp_ports names {} ports for the hello's {} (none 0, the latency probe's unchanged)",
+                ports.len(),
+                hello.len()
+            ))),
+            other => Err(Error::protocol(format!("expected udp_ports after the accept, got {}", other.kind()))),
+        }
+    }
+
     /// The `accept` message: the cookie the data flows present, the receiver's placement and
     /// the RSS set-up the sender steers by.
-    fn accept_msg(&self, cookie: SessionCookie, data_port: Option<u16>) -> ControlMsg {
+    fn accept_msg(&self, cookie: SessionCookie, data_port: Option<u16>, udp_ports_follow: bool) -> ControlMsg {
         ControlMsg::Accept {
             cookie,
             placement: self.placement.summary.clone(),
@@ -87,6 +123,7 @@ impl Test<'_> {
             steering: self.queues.map(TestQueues::steering),
             boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
             latency_probe: self.spec.latency,
+            udp_ports_follow,
         }
     }
 
@@ -105,7 +142,7 @@ impl Test<'_> {
         let mut probe_awaited = self.spec.latency;
         let awaited = wanted + usize::from(probe_awaited);
         let _awaited = self.slot.await_flows(awaited);
-        let accept = self.accept_msg(cookie, None);
+        let accept = self.accept_msg(cookie, None, false);
         control::write_msg(self.ctl, &accept)?;
         self.announce();
         let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
