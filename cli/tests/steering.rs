@@ -90,3 +90,52 @@ fn on_veth_with_napi_ids_but_no_queue_names_flows_are_dealt_by_index_and_the_lin
         assert_eq!(u64_at(q, "/receiver/total_bytes"), u64_at(q, "/sender/total_bytes"), "{q}");
     }
 }
+
+#[test]
+fn steer_ntuple_is_refused_on_veth_naming_what_is_missing_and_installs_nothing() {
+    if !has_ethtool() {
+        return skip(Lacking::Installed, "ethtool is not installed");
+    }
+    let _serial = serial();
+    let pair = NetnsPair::up("ubstn");
+    requeue(&pair, 2);
+    let recv = pair.spawn_recv(&[]);
+    let ib = pair.receiver_if();
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-P", "2", "-t", "1", "--warmup", "0", "--steer", "ntuple"],
+        Duration::from_secs(30),
+    );
+    // The refusal is the receiver's, and names the device and what it lacks.
+    one_line_error(&out, 1, &format!("refused the test: --steer ntuple: {ib} (veth) has no n-tuple flow rules"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ntuple-filters off [fixed]"), "{stderr}");
+    // The kernel agrees: the driver has no rule table at all.
+    let rules = pair.cmd(&pair.receiver_ns(), "ethtool", &["-n", &ib]).output().expect("ethtool -n");
+    assert!(!rules.status.success(), "veth has no rx classification: {}", String::from_utf8_lossy(&rules.stdout));
+    // The receiver goes on serving: the same test without --steer ntuple runs, byte-exact.
+    let (out, _) = pair.send(
+        &["--target", RECV_ADDR, "-P", "2", "-t", "1", "--warmup", "0", "--format", "json"],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
+    // No journal of rules is left behind.
+    let left: Vec<_> = std::fs::read_dir("/var/lib/uringbench")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| n.starts_with("ntuple-")).collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    drop(recv);
+}
+
+#[test]
+fn steer_ntuple_refuses_what_it_cannot_steer_before_connecting() {
+    for extra in [&["-u"][..], &["-R"][..]] {
+        let mut c = Command::new(bin());
+        c.args(["send", "--target", "127.0.0.1", "-p", "9", "-t", "1", "--steer", "ntuple"]).args(extra);
+        let (out, _) = run_bounded(c, Duration::from_secs(10));
+        one_line_error(&out, 2, "--steer ntuple steers forward TCP streams only");
+    }
+}

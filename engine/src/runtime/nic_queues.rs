@@ -161,6 +161,9 @@ pub struct TestQueues {
     pub why: String,
     /// The RSS hash fields of UDP over IPv4 and IPv6 (`RXH_*` bits), where read.
     pub udp_hash: [Option<u64>; 2],
+    /// Flows are put on their queues by n-tuple rules (`--steer ntuple`): each goes to the
+    /// thread of its target queue, not of the queue its handshake arrived on.
+    pub by_rules: bool,
 }
 
 /// The receive queues `recv --queues` names: `N` is queues 0..N-1, a list (`2-5`, `0,2,4`)
@@ -217,7 +220,7 @@ impl TestQueues {
             ),
         };
         let nic_queue = (0..engine_queues.max(1) as usize).map(|q| served[q % served.len()]).collect();
-        Ok(Some(Self { topology, nic_queue, mode, why, udp_hash: [None, None] }))
+        Ok(Some(Self { topology, nic_queue, mode, why, udp_hash: [None, None], by_rules: false }))
     }
 
     /// The queues of a test served to the sender at `peer`: those of the interface that

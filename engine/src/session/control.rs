@@ -71,6 +71,10 @@ pub enum ControlMsg {
         /// (`udp_ports_follow`). Absent from senders that predate it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         steer_udp: bool,
+        /// `send --steer ntuple`: the receiver is to put each data flow on its receive queue
+        /// with an n-tuple flow rule of its NIC, or refuse the test saying why it cannot.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steer_ntuple: bool,
     },
     /// Receiver → sender: accepted; open the data flows with this cookie. A connection-rate
     /// test (`crr`) connects to `data_port` instead: a listener private to the test, because
@@ -105,6 +109,10 @@ pub enum ControlMsg {
         /// final source ports. Absent from receivers that predate it (the hello's ports stay).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         udp_ports_follow: bool,
+        /// Answering `steer_ntuple`: the receiver installs the rules once the flows arrive.
+        /// Absent from receivers that predate it (the sender then refuses to go on).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ntuple: bool,
     },
     /// Sender → receiver, right after an accept with `udp_ports_follow`: the source port of
     /// each UDP flow socket (and the latency probe's), in the hello's order and number.
@@ -510,6 +518,7 @@ mod tests {
                 spec: TestSpec::default(),
                 udp_ports: vec![],
                 steer_udp: false,
+                steer_ntuple: false,
             },
         )
         .unwrap();

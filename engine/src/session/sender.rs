@@ -108,6 +108,8 @@ pub(crate) struct SenderSession {
     may_steer: bool,
     /// The receiver's accept asks for the UDP flows' final source ports (`udp_ports`).
     udp_ports_follow: bool,
+    /// `--steer ntuple`: the receiver is to steer the flows by n-tuple rules.
+    ntuple: bool,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -124,6 +126,12 @@ impl SenderSession {
         caps.require_tcp_stream()?;
         if opts.spec.tuning.mptcp {
             caps.require_mptcp()?;
+        }
+        let spec = &opts.spec;
+        let forward_tcp_stream =
+            spec.proto == Proto::Tcp && spec.workload == Workload::Stream && spec.direction == Direction::Forward;
+        if opts.local.ntuple && !forward_tcp_stream {
+            return Err(Error::usage("--steer ntuple steers forward TCP streams only (no -u, -R, --bidir or rr)"));
         }
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
@@ -170,6 +178,7 @@ impl SenderSession {
             peer_boot_id: None,
             may_steer: !opts.local.no_steer && opts.local.data_port.is_none(),
             udp_ports_follow: false,
+            ntuple: opts.local.ntuple,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
@@ -184,7 +193,13 @@ impl SenderSession {
             && spec.proto == Proto::Udp
             && spec.workload == Workload::Stream
             && spec.direction == Direction::Forward;
-        let hello = ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports, steer_udp };
+        let hello = ControlMsg::Hello {
+            version: PROTOCOL_VERSION,
+            spec: spec.clone(),
+            udp_ports,
+            steer_udp,
+            steer_ntuple: self.ntuple,
+        };
         control::write_msg(&self.ctl, &hello)?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
             ControlMsg::Accept {
@@ -196,7 +211,13 @@ impl SenderSession {
                 boot_id,
                 latency_probe,
                 udp_ports_follow,
+                ntuple,
             } => {
+                if self.ntuple && !ntuple {
+                    return Err(Error::peer(format!(
+                        "receiver {peer} does not install n-tuple rules (a uringbench recv older than --steer ntuple): upgrade it, or run without --steer ntuple"
+                    )));
+                }
                 if spec.latency && !latency_probe {
                     return Err(Error::peer(format!(
                         "receiver {peer} does not answer --latency probes (a uringbench recv older than --latency): upgrade it, or run without --latency"
@@ -269,6 +290,8 @@ impl SenderSession {
     fn why_not_steered(&self, spec: &TestSpec, local: &LocalEnd) -> Option<String> {
         if local.no_steer {
             Some("--steer off".to_string())
+        } else if local.ntuple {
+            Some("--steer ntuple: the receiver's n-tuple rules place them instead".to_string())
         } else if local.data_port.is_some() {
             Some("--cport fixes the source ports".to_string())
         } else if spec.direction != Direction::Forward {

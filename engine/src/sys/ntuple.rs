@@ -12,6 +12,7 @@ use std::os::fd::AsRawFd;
 use crate::base::error::{Error, Result};
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
+pub const ETHTOOL_GDRVINFO: u32 = 0x03;
 pub const ETHTOOL_GRXFH: u32 = 0x29;
 pub const ETHTOOL_GRXCLSRLCNT: u32 = 0x2e;
 pub const ETHTOOL_SRXCLSRLDEL: u32 = 0x31;
@@ -126,7 +127,7 @@ pub fn answer_location(b: &[u8; RXNFC_LEN]) -> u32 {
 }
 
 /// One `SIOCETHTOOL` call on `iface` with `req`, answered in place.
-fn call(iface: &str, req: &mut [u8; RXNFC_LEN]) -> std::io::Result<()> {
+fn call(iface: &str, req: &mut [u8]) -> std::io::Result<()> {
     let sock = std::net::UdpSocket::bind("0.0.0.0:0").or_else(|_| std::net::UdpSocket::bind("[::]:0"))?;
     let mut ifr = [0u8; 40];
     let name = iface.as_bytes();
@@ -137,7 +138,8 @@ fn call(iface: &str, req: &mut [u8; RXNFC_LEN]) -> std::io::Result<()> {
     // ifr_data (a pointer) follows the 16-byte name.
     ifr[16..24].copy_from_slice(&(req.as_mut_ptr() as usize).to_ne_bytes());
     // SAFETY: ifr is a struct ifreq (name, then the data pointer) that lives across the call;
-    // the pointer names req, a 192-byte struct ethtool_rxnfc the kernel reads and writes back.
+    // the pointer names req, the whole ethtool struct its command reads and writes back
+    // (callers pass a buffer of that struct's full size).
     let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL, ifr.as_mut_ptr()) };
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
@@ -158,22 +160,24 @@ pub fn ntuple_unsupported(iface: &str) -> Option<String> {
     match call(iface, &mut req) {
         Ok(()) => None,
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            let driver = std::fs::read_link(format!("/sys/class/net/{iface}/device/driver"))
-                .ok()
-                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .or_else(|| {
-                    std::fs::read_to_string(format!("/sys/class/net/{iface}/uevent"))
-                        .ok()?
-                        .lines()
-                        .find_map(|l| l.strip_prefix("DEVTYPE=").map(str::to_string))
-                })
-                .unwrap_or_else(|| "its driver".into());
+            let driver = driver_name(iface).unwrap_or_else(|| "its driver".into());
             Some(format!(
                 "{iface} ({driver}) has no n-tuple flow rules (ETHTOOL_GRXCLSRLCNT: not supported; `ethtool -k {iface}` shows ntuple-filters off [fixed])"
             ))
         }
         Err(e) => Some(format!("{iface}: reading its n-tuple rule table failed: {e}")),
     }
+}
+
+/// The driver of `iface` as ethtool names it (`ETHTOOL_GDRVINFO`: veth, virtio_net, mlx5_core).
+pub fn driver_name(iface: &str) -> Option<String> {
+    // struct ethtool_drvinfo: cmd, then driver[32], ... (196 bytes in all).
+    let mut req = [0u8; 196];
+    req[0..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    call(iface, &mut req).ok()?;
+    let name = &req[4..36];
+    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    Some(String::from_utf8_lossy(&name[..end]).into_owned()).filter(|n| !n.is_empty())
 }
 
 /// Installs `rule`; returns the slot the driver put it in (for [`delete_rule`]).

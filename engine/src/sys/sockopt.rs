@@ -29,6 +29,9 @@ pub struct LocalEnd {
     /// `--steer off`: leave the data flows' source ports to the kernel even when the receiver
     /// says how its NIC hashes them (to see what random hashing does).
     pub no_steer: bool,
+    /// `--steer ntuple`: ask the receiver to put each flow on its queue with an n-tuple flow
+    /// rule of its NIC (for NICs whose hash cannot be steered by source port).
+    pub ntuple: bool,
 }
 
 impl LocalEnd {

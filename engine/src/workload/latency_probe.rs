@@ -187,6 +187,7 @@ mod tests {
                 boot_id: None,
                 latency_probe: false,
                 udp_ports_follow: false,
+                ntuple: false,
             };
             write_msg(&s, &accept).unwrap();
         });

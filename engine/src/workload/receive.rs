@@ -108,7 +108,12 @@ impl TestRunner for Workloads {
             return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Tcp(flows), test.placement)
                 .map(ServedReports::received);
         }
-        stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.queues, test.caps)
+        let by_rules = test.steer_by_rules(&flows)?;
+        let mut served = stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.queues, test.caps)?;
+        if let Some(report) = served.received.as_mut() {
+            report.add_path_notes(by_rules);
+        }
+        Ok(served)
     }
 }
 

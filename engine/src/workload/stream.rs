@@ -265,7 +265,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     let flow_ids: Vec<u32> = flows.iter().map(|(f, _)| *f).collect();
     let side = TestSide::new(Role::Receiver, spec, placement, live);
     // On a NIC with queues, each flow is served by the thread of the queue it arrived on.
-    let handoff = h.queues.map(|q| {
+    let handoff = h.queues.filter(|q| !q.by_rules).map(|q| {
         let fds: Vec<(u32, RawFd)> = flows.iter().map(|(f, s)| (*f, s.as_raw_fd())).collect();
         q.hand_off_sockets(spec.queues, &fds)
     });

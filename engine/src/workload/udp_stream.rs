@@ -456,6 +456,7 @@ mod tests {
                 boot_id: None,
                 latency_probe: true,
                 udp_ports_follow: true,
+                ntuple: false,
             };
             write_msg(&s, &accept).unwrap();
             let ControlMsg::UdpPorts { ports } = read_msg(&mut s, Duration::from_secs(5)).unwrap() else {

@@ -2,6 +2,7 @@
 //! NIC queues, its control channel, the sender told it is accepted, its data flows awaited by
 //! cookie; and what the workload hands back ([`ServedReports`]) through the [`TestRunner`].
 
+use super::ntuple::NtupleRules;
 use super::{ReceiverState, FLOWS_TIMEOUT};
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
@@ -55,6 +56,8 @@ pub struct Test<'a> {
     pub udp_ports: &'a [u16],
     /// The hello's `steer_udp`: the sender re-announces steered source ports if asked.
     pub(super) steer_udp: bool,
+    /// `--steer ntuple`: the rules this test's flows are put on their queues by.
+    pub(super) ntuple: Option<&'a NtupleRules>,
     pub placement: &'a Placement,
     /// The NIC queues the test is served from; None on veth and loopback.
     pub queues: Option<&'a TestQueues>,
@@ -124,6 +127,7 @@ impl Test<'_> {
             boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
             latency_probe: self.spec.latency,
             udp_ports_follow,
+            ntuple: self.ntuple.is_some(),
         }
     }
 
@@ -178,6 +182,20 @@ impl Test<'_> {
             }
         }
         Ok(slots.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i as u32, s))).collect())
+    }
+
+    /// `--steer ntuple`: installs one rule per arrived TCP flow, putting it on its target
+    /// queue; the line for the receiver's report. None without `--steer ntuple`.
+    pub(crate) fn steer_by_rules(&self, flows: &[(u32, TcpStream)]) -> Result<Option<String>> {
+        let Some(rules) = self.ntuple else { return Ok(None) };
+        let ends: Vec<(u32, SocketAddr, SocketAddr)> = flows
+            .iter()
+            .filter_map(|(f, s)| {
+                let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+                Some((*f, canon(s.peer_addr().ok()?), canon(s.local_addr().ok()?)))
+            })
+            .collect();
+        rules.install(self.spec.queues, &ends, false).map(Some)
     }
 
     fn announce(&self) {
