@@ -48,18 +48,22 @@ fn requeue(pair: &NetnsPair, queues: u32) {
     ethtool(&a, &["-K", &ia, "tso", "off"]);
 }
 
-fn has_ethtool() -> bool {
-    Command::new("ethtool").arg("--version").output().is_ok_and(|o| o.status.success())
+/// A pair named `name` whose veth has `queues` queues a side, held for this test alone; None
+/// (the test skipped) without ethtool.
+fn queued_pair(name: &str, queues: u32) -> Option<(Serial, NetnsPair)> {
+    if !Command::new("ethtool").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        skip(Lacking::Installed, "ethtool is not installed");
+        return None;
+    }
+    let serial = serial();
+    let pair = NetnsPair::up(name);
+    requeue(&pair, queues);
+    Some((serial, pair))
 }
 
 #[test]
 fn on_veth_with_napi_ids_but_no_queue_names_flows_are_dealt_by_index_and_the_line_says_so() {
-    if !has_ethtool() {
-        return skip(Lacking::Installed, "ethtool is not installed");
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubsth");
-    requeue(&pair, 4);
+    let Some((_serial, pair)) = queued_pair("ubsth", 4) else { return };
     let recv = pair.spawn_recv(&["--once", "--napi"]);
     let (out, _) = pair.send(
         &["--target", RECV_ADDR, "-P", "4", "-t", "1", "--warmup", "0", "--format", "json"],
@@ -93,12 +97,7 @@ fn on_veth_with_napi_ids_but_no_queue_names_flows_are_dealt_by_index_and_the_lin
 
 #[test]
 fn steer_ntuple_is_refused_on_veth_naming_what_is_missing_and_installs_nothing() {
-    if !has_ethtool() {
-        return skip(Lacking::Installed, "ethtool is not installed");
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubstn");
-    requeue(&pair, 2);
+    let Some((_serial, pair)) = queued_pair("ubstn", 2) else { return };
     let recv = pair.spawn_recv(&[]);
     let ib = pair.receiver_if();
     let (out, _) = pair.send(

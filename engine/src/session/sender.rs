@@ -487,3 +487,60 @@ fn reverse_report(
         latency: None,
     }
 }
+
+/// A scripted receiver on loopback for the sender's unit tests.
+#[cfg(test)]
+pub(crate) mod scripted {
+    use super::*;
+    use crate::session::control::{read_msg, CONTROL_MAGIC};
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    /// Listens on a loopback port, reads one control greeting and hello, and runs `script`
+    /// with the connection and the hello; the port, and the thread to join for its result.
+    pub(crate) fn receiver<T: Send + 'static>(
+        script: impl FnOnce(TcpStream, ControlMsg) -> T + Send + 'static,
+    ) -> (u16, std::thread::JoinHandle<T>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let thread = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut magic = [0u8; 4];
+            s.read_exact(&mut magic).unwrap();
+            assert_eq!(magic, CONTROL_MAGIC);
+            let hello = read_msg(&mut s, Duration::from_secs(5)).unwrap();
+            script(s, hello)
+        });
+        (port, thread)
+    }
+
+    /// An accept with nothing optional in it.
+    pub(crate) fn plain_accept() -> ControlMsg {
+        ControlMsg::Accept {
+            cookie: [7; 16],
+            placement: String::new(),
+            data_port: None,
+            variant: None,
+            steering: None,
+            boot_id: None,
+            latency_probe: false,
+            udp_ports_follow: false,
+            ntuple: false,
+        }
+    }
+
+    /// Options for a test of `spec` against the scripted receiver on `port`.
+    pub(crate) fn options(port: u16, spec: TestSpec) -> SendOptions {
+        SendOptions {
+            target: "127.0.0.1".into(),
+            port,
+            spec,
+            cpus: None,
+            busy_poll: BusyPoll::Off,
+            local: Default::default(),
+            fast: Default::default(),
+            psk: None,
+            stop: Default::default(),
+        }
+    }
+}

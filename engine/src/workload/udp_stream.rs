@@ -409,13 +409,12 @@ mod tests {
     use super::*;
     use crate::base::spec::Proto;
     use crate::runtime::nic_queues::RssSteering;
-    use crate::session::control::{read_msg, write_msg, ControlMsg, CONTROL_MAGIC};
+    use crate::session::control::{read_msg, write_msg, ControlMsg};
     use crate::session::live::Quiet;
+    use crate::session::sender::scripted;
     use crate::sys::nic_topology::HashFunction;
     use crate::sys::ntuple::{RXH_IP_DST, RXH_IP_SRC, RXH_L4_B_0_1, RXH_L4_B_2_3};
     use crate::wire::rss::{RssMap, MS_KEY};
-    use std::io::Read;
-    use std::net::TcpListener;
     use std::time::Duration;
 
     /// A receiver whose NIC hashes UDP on ports asks for the final ports after its accept:
@@ -423,19 +422,10 @@ mod tests {
     /// names them in `udp_ports`, the latency probe's port unchanged.
     #[test]
     fn steered_udp_ports_follow_the_accept_and_land_on_their_queues() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let table: Vec<u32> = (0..128).map(|i| i % 4).collect();
         let indirection = table.clone();
-        let receiver = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut magic = [0u8; 4];
-            s.read_exact(&mut magic).unwrap();
-            assert_eq!(magic, CONTROL_MAGIC);
-            let ControlMsg::Hello { udp_ports, steer_udp, .. } = read_msg(&mut s, Duration::from_secs(5)).unwrap()
-            else {
-                panic!("expected a hello");
-            };
+        let (port, receiver) = scripted::receiver(move |mut s, hello| {
+            let ControlMsg::Hello { udp_ports, steer_udp, .. } = hello else { panic!("expected a hello") };
             assert!(steer_udp, "a forward UDP stream offers to steer");
             let steering = RssSteering {
                 iface: "eth0".into(),
@@ -447,17 +437,10 @@ mod tests {
                 udp4_hash: Some(RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1 | RXH_L4_B_2_3),
                 udp6_hash: None,
             };
-            let accept = ControlMsg::Accept {
-                cookie: [7; 16],
-                placement: String::new(),
-                data_port: None,
-                variant: None,
-                steering: Some(steering),
-                boot_id: None,
-                latency_probe: true,
-                udp_ports_follow: true,
-                ntuple: false,
-            };
+            let mut accept = scripted::plain_accept();
+            if let ControlMsg::Accept { steering: given, latency_probe, udp_ports_follow, .. } = &mut accept {
+                (*given, *latency_probe, *udp_ports_follow) = (Some(steering), true, true);
+            }
             write_msg(&s, &accept).unwrap();
             let ControlMsg::UdpPorts { ports } = read_msg(&mut s, Duration::from_secs(5)).unwrap() else {
                 panic!("expected udp_ports");
@@ -475,18 +458,7 @@ mod tests {
             len: 1400,
             ..TestSpec::default()
         };
-        let opts = SendOptions {
-            target: "127.0.0.1".into(),
-            port,
-            spec,
-            cpus: None,
-            busy_poll: crate::runtime::placement::BusyPoll::Off,
-            local: Default::default(),
-            fast: Default::default(),
-            psk: None,
-            stop: Default::default(),
-        };
-        let err = run_send_udp(&opts, Arc::new(Quiet)).unwrap_err();
+        let err = run_send_udp(&scripted::options(port, spec), Arc::new(Quiet)).unwrap_err();
         assert!(err.message.contains("checked the ports"), "{err}");
         let (hello, ports) = receiver.join().unwrap();
         assert_eq!(ports.len(), 5, "four flows and the probe");
