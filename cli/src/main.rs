@@ -466,6 +466,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let (tuning, mut local) = tuning_of(&args.tuning)?;
     local.data_port = args.cport;
     local.no_steer = args.steer == args::Steer::Off;
+    local.ntuple = args.steer == args::Steer::Ntuple;
     if args.cport.is_some() && (args.iperf2 || args.engine == xdp_mode::Engine::Xdp) {
         return Err(Error::usage("--cport applies to uringbench's own engine, not to --iperf2 or --engine xdp"));
     }
@@ -669,6 +670,7 @@ fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
         device: t.bind_dev.clone().or(bind_dev),
         data_port: None,
         no_steer: false,
+        ntuple: false,
     };
     Ok((tuning, local))
 }

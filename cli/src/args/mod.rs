@@ -283,6 +283,9 @@ pub enum Steer {
     Auto,
     /// Leave source ports to the kernel (random hashing onto queues).
     Off,
+    /// Ask the receiver to install an ethtool n-tuple rule per flow (forward TCP flows), for
+    /// NICs that do not hash with Toeplitz or do not report their key; removed at the end.
+    Ntuple,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -506,7 +509,8 @@ pub struct SendArgs {
     #[arg(long, value_name = "PORT")]
     pub cport: Option<u16>,
     /// Choose each flow's source port so the receiver's NIC hashes it onto its own receive
-    /// queue (auto: when the receiver reports a Toeplitz key and table).
+    /// queue (auto: when the receiver reports a Toeplitz key and table; ntuple: by the
+    /// receiver's n-tuple flow rules).
     #[arg(long, value_enum, default_value_t = Steer::Auto)]
     pub steer: Steer,
     #[command(flatten)]

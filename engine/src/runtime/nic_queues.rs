@@ -72,6 +72,13 @@ pub struct RssSteering {
     pub queues: Vec<u32>,
     /// The CPU each of those queues' IRQ is delivered to, in the same order.
     pub queue_cpus: Vec<Option<usize>>,
+    /// The fields the NIC hashes UDP over IPv4 and over IPv6 on (`ethtool -n DEV
+    /// rx-flow-hash udp4`, `RXH_*` bits); absent where the driver does not say, and from
+    /// receivers that predate UDP steering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp4_hash: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp6_hash: Option<u64>,
 }
 
 /// The largest key and indirection table a sender accepts from a receiver (drivers use 40- or
@@ -98,6 +105,25 @@ impl RssSteering {
             ));
         }
         None
+    }
+
+    /// Why source ports cannot steer UDP flows (over IPv6 when `v6`), or None when they can:
+    /// besides a usable key and table, the NIC must hash UDP on both ports.
+    pub fn udp_unusable(&self, v6: bool) -> Option<String> {
+        if let Some(why) = self.unusable() {
+            return Some(why);
+        }
+        let (name, fields) = if v6 { ("udp6", self.udp6_hash) } else { ("udp4", self.udp4_hash) };
+        match fields {
+            None => Some(format!("{}'s driver does not report which fields it hashes {name} on", self.iface)),
+            Some(f) if !crate::sys::ntuple::hashes_ports(f) => Some(format!(
+                "{} hashes {name} on {} only, not the ports, so a source port cannot choose the queue (`ethtool -N {} rx-flow-hash {name} sdfn` adds them)",
+                self.iface,
+                crate::sys::ntuple::describe_fields(f),
+                self.iface
+            )),
+            Some(_) => None,
+        }
     }
 
     /// The receive queue flow `flow` of a test with `engine_queues` queues aims at.
@@ -133,6 +159,11 @@ pub struct TestQueues {
     pub mode: PlacementMode,
     /// Why this mode, in a few words.
     pub why: String,
+    /// The RSS hash fields of UDP over IPv4 and IPv6 (`RXH_*` bits), where read.
+    pub udp_hash: [Option<u64>; 2],
+    /// Flows are put on their queues by n-tuple rules (`--steer ntuple`): each goes to the
+    /// thread of its target queue, not of the queue its handshake arrived on.
+    pub by_rules: bool,
 }
 
 /// The receive queues `recv --queues` names: `N` is queues 0..N-1, a list (`2-5`, `0,2,4`)
@@ -189,7 +220,7 @@ impl TestQueues {
             ),
         };
         let nic_queue = (0..engine_queues.max(1) as usize).map(|q| served[q % served.len()]).collect();
-        Ok(Some(Self { topology, nic_queue, mode, why }))
+        Ok(Some(Self { topology, nic_queue, mode, why, udp_hash: [None, None], by_rules: false }))
     }
 
     /// The queues of a test served to the sender at `peer`: those of the interface that
@@ -206,7 +237,13 @@ impl TestQueues {
         else {
             return Ok(None);
         };
-        Self::plan(topology, wanted, engine_queues, mode, busy)
+        let iface = topology.iface.clone();
+        let mut planned = Self::plan(topology, wanted, engine_queues, mode, busy)?;
+        if let Some(q) = planned.as_mut() {
+            use crate::sys::ntuple::{flow_hash_fields, UDP_V4_FLOW, UDP_V6_FLOW};
+            q.udp_hash = [UDP_V4_FLOW, UDP_V6_FLOW].map(|t| flow_hash_fields(&iface, t).ok());
+        }
+        Ok(planned)
     }
 
     /// The CPU for each of `threads` threads (thread `i` primarily serves engine queue `i`),
@@ -286,6 +323,8 @@ impl TestQueues {
             indirection: rss.map(|r| r.indirection).unwrap_or_default(),
             queues: self.nic_queue.clone(),
             queue_cpus: self.nic_queue.iter().map(|&q| self.topology.rx_irq_cpu(q)).collect(),
+            udp4_hash: self.udp_hash[0],
+            udp6_hash: self.udp_hash[1],
         }
     }
 }
@@ -395,7 +434,9 @@ pub(crate) fn place_threads(
         (None, Some(q)) => {
             placement.summary.push_str(&format!("; --placement cpus: {}'s queues ignored", q.topology.iface))
         }
-        (None, None) => placement.summary.push_str("; no NIC queues on this path (veth, loopback): CPUs in order"),
+        (None, None) => placement
+            .summary
+            .push_str("; no NIC queues on this path (veth, loopback): CPUs in order, flows dealt to threads by index"),
     }
     Ok(placement)
 }
@@ -474,6 +515,17 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
             }
         }
     }
+    // Steered and handed off, each thread's sockets share one NAPI id: a thread that serves
+    // flows of several rx queues polls packets processed on other CPUs.
+    let mut thread_rows: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    for row in rows.values().filter(|r| r.napi_id.is_some()) {
+        for &cpu in &row.thread_cpus {
+            thread_rows.entry(cpu).or_default().push(row.rx_queue);
+        }
+    }
+    for (cpu, queues) in thread_rows.iter().filter(|(_, q)| q.len() > 1) {
+        findings.push(format!("thread on CPU {cpu} serves flows of rx queues {}", join_and(queues)));
+    }
     if let Some(node) = topo.numa_node {
         let mut off: Vec<usize> =
             placement.threads.iter().map(|t| t.cpu).filter(|c| !topo.node_cpus.contains(c)).collect();
@@ -504,7 +556,7 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
 }
 
 /// `3 and 7`, `1, 4 and 9`.
-fn join_and(flows: &[u32]) -> String {
+pub(crate) fn join_and(flows: &[u32]) -> String {
     let names: Vec<String> = flows.iter().map(u32::to_string).collect();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
@@ -513,7 +565,7 @@ fn join_and(flows: &[u32]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runtime::placement::ThreadPlan;
     use crate::sys::nic_topology::{QueueInfo, Rss};
@@ -523,7 +575,7 @@ mod tests {
     use crate::wire::rss::MS_KEY as KEY;
 
     /// A 4-queue NIC: rx queue q has NAPI id 100+q and IRQ 30+q on CPU 3-q, node 0 of CPUs 0-3.
-    fn topology(rss: bool) -> NicTopology {
+    pub(crate) fn topology(rss: bool) -> NicTopology {
         NicTopology {
             iface: "eth0".into(),
             driver: Some("virtio_net".into()),
@@ -706,6 +758,39 @@ mod tests {
         assert_eq!(q0.napi_id, Some(8200), "the socket's NAPI id when the kernel names none per queue");
         assert!(table.findings.contains(&"flows 0 and 1 share rx queue 0".to_string()), "{:?}", table.findings);
         assert!(table.summary.contains("by the CPU"), "{}", table.summary);
+    }
+
+    #[test]
+    fn a_thread_serving_several_queues_is_named() {
+        let tq = TestQueues::plan(topology(true), None, 2, Some(PlacementMode::Cpus), false).unwrap().unwrap();
+        let dst: SocketAddr = "10.77.0.2:5300".parse().unwrap();
+        let arrive = |flow: u32, napi: u32, engine_queue: u32| FlowArrival {
+            flow,
+            peer: SocketAddr::new("10.77.0.1".parse().unwrap(), 40000 + flow as u16),
+            local: dst,
+            napi_id: Some(napi),
+            cpu: None,
+            engine_queue,
+            bytes: 1,
+        };
+        let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 0)]);
+        assert!(table.findings.contains(&"thread on CPU 0 serves flows of rx queues 0 and 1".to_string()), "{table:?}");
+        let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 1)]);
+        assert!(!table.findings.iter().any(|f| f.starts_with("thread on CPU")), "{table:?}");
+    }
+
+    #[test]
+    fn udp_is_steered_only_where_the_nic_hashes_it_on_ports() {
+        use crate::sys::ntuple::{RXH_IP_DST, RXH_IP_SRC, RXH_L4_B_0_1, RXH_L4_B_2_3};
+        let mut tq = TestQueues::plan(topology(true), None, 4, None, false).unwrap().unwrap();
+        assert!(tq.steering().udp_unusable(false).unwrap().contains("does not report which fields it hashes udp4"));
+        tq.udp_hash = [Some(RXH_IP_SRC | RXH_IP_DST), Some(RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1 | RXH_L4_B_2_3)];
+        let why = tq.steering().udp_unusable(false).unwrap();
+        assert!(why.contains("eth0 hashes udp4 on IP SA, IP DA only, not the ports"), "{why}");
+        assert_eq!(tq.steering().udp_unusable(true), None, "udp6 hashes on ports");
+        let mut no_key = TestQueues::plan(topology(false), None, 4, None, false).unwrap().unwrap();
+        no_key.udp_hash = tq.udp_hash;
+        assert!(no_key.steering().udp_unusable(true).unwrap().contains("does not report its RSS key"));
     }
 
     #[test]

@@ -66,6 +66,15 @@ pub enum ControlMsg {
         spec: TestSpec,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         udp_ports: Vec<u16>,
+        /// UDP, `send --steer`: the sender will choose its flows' source ports from the
+        /// accept's RSS set-up and announce them in `udp_ports` if the accept asks for them
+        /// (`udp_ports_follow`). Absent from senders that predate it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steer_udp: bool,
+        /// `send --steer ntuple`: the receiver is to put each data flow on its receive queue
+        /// with an n-tuple flow rule of its NIC, or refuse the test saying why it cannot.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        steer_ntuple: bool,
     },
     /// Receiver → sender: accepted; open the data flows with this cookie. A connection-rate
     /// test (`crr`) connects to `data_port` instead: a listener private to the test, because
@@ -95,7 +104,19 @@ pub enum ControlMsg {
         /// last. Absent from receivers that predate it: the sender then refuses `--latency`.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         latency_probe: bool,
+        /// Answering a hello with `steer_udp` whose flows source ports can steer: the
+        /// receiver makes its UDP flow sockets only once the `udp_ports` message names the
+        /// final source ports. Absent from receivers that predate it (the hello's ports stay).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        udp_ports_follow: bool,
+        /// Answering `steer_ntuple`: the receiver installs the rules once the flows arrive.
+        /// Absent from receivers that predate it (the sender then refuses to go on).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ntuple: bool,
     },
+    /// Sender → receiver, right after an accept with `udp_ports_follow`: the source port of
+    /// each UDP flow socket (and the latency probe's), in the hello's order and number.
+    UdpPorts { ports: Vec<u16> },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },
     /// Receiver → sender: every flow is connected and armed; the test starts now.
@@ -130,6 +151,7 @@ impl ControlMsg {
             ControlMsg::Proof { .. } => "proof",
             ControlMsg::Hello { .. } => "hello",
             ControlMsg::Accept { .. } => "accept",
+            ControlMsg::UdpPorts { .. } => "udp_ports",
             ControlMsg::Refuse { .. } => "refuse",
             ControlMsg::Ready => "ready",
             ControlMsg::Result { .. } => "result",
@@ -489,8 +511,17 @@ mod tests {
     #[test]
     fn frames_round_trip() {
         let (a, mut b) = pair();
-        write_msg(&a, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: TestSpec::default(), udp_ports: vec![] })
-            .unwrap();
+        write_msg(
+            &a,
+            &ControlMsg::Hello {
+                version: PROTOCOL_VERSION,
+                spec: TestSpec::default(),
+                udp_ports: vec![],
+                steer_udp: false,
+                steer_ntuple: false,
+            },
+        )
+        .unwrap();
         match read_msg(&mut b, Duration::from_secs(2)).unwrap() {
             ControlMsg::Hello { version, spec, .. } => {
                 assert_eq!(version, PROTOCOL_VERSION);

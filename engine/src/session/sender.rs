@@ -3,7 +3,7 @@
 //! beside this side's.
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, TestSpec, ZeroCopyMode};
+use crate::base::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{PathFacts, Role, SideReport, StreamReport};
 use crate::runtime::nic_queues::xps_order;
@@ -14,7 +14,7 @@ use crate::session::live::{Live, Observer, SenderLive, StartInfo};
 use crate::sys::netpath::PathProbe;
 use crate::sys::nic_topology::NicTopology;
 use crate::sys::probe::KernelCaps;
-use crate::sys::sockopt::{tcp_port_free, LocalEnd};
+use crate::sys::sockopt::{tcp_port_free, udp_port_free, LocalEnd};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,6 +104,12 @@ pub(crate) struct SenderSession {
     /// `--trip-times`: the receiver's boot id, from its accept (None: a receiver that does
     /// not stamp responses).
     pub peer_boot_id: Option<String>,
+    /// The sender may choose source ports (`--steer` not off, no `--cport`).
+    may_steer: bool,
+    /// The receiver's accept asks for the UDP flows' final source ports (`udp_ports`).
+    udp_ports_follow: bool,
+    /// `--steer ntuple`: the receiver is to steer the flows by n-tuple rules.
+    ntuple: bool,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -120,6 +126,12 @@ impl SenderSession {
         caps.require_tcp_stream()?;
         if opts.spec.tuning.mptcp {
             caps.require_mptcp()?;
+        }
+        let spec = &opts.spec;
+        let forward_tcp_stream =
+            spec.proto == Proto::Tcp && spec.workload == Workload::Stream && spec.direction == Direction::Forward;
+        if opts.local.ntuple && !forward_tcp_stream {
+            return Err(Error::usage("--steer ntuple steers forward TCP streams only (no -u, -R, --bidir or rr)"));
         }
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
@@ -164,6 +176,9 @@ impl SenderSession {
             receiver_placement: String::new(),
             steering: None,
             peer_boot_id: None,
+            may_steer: !opts.local.no_steer && opts.local.data_port.is_none(),
+            udp_ports_follow: false,
+            ntuple: opts.local.ntuple,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
@@ -174,9 +189,35 @@ impl SenderSession {
     pub(crate) fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
         let peer = &self.peer;
         self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
-        control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
+        let steer_udp = self.may_steer
+            && spec.proto == Proto::Udp
+            && spec.workload == Workload::Stream
+            && spec.direction == Direction::Forward;
+        let hello = ControlMsg::Hello {
+            version: PROTOCOL_VERSION,
+            spec: spec.clone(),
+            udp_ports,
+            steer_udp,
+            steer_ntuple: self.ntuple,
+        };
+        control::write_msg(&self.ctl, &hello)?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement, variant, steering, boot_id, latency_probe } => {
+            ControlMsg::Accept {
+                cookie,
+                data_port,
+                placement,
+                variant,
+                steering,
+                boot_id,
+                latency_probe,
+                udp_ports_follow,
+                ntuple,
+            } => {
+                if self.ntuple && !ntuple {
+                    return Err(Error::peer(format!(
+                        "receiver {peer} does not install n-tuple rules (a uringbench recv older than --steer ntuple): upgrade it, or run without --steer ntuple"
+                    )));
+                }
                 if spec.latency && !latency_probe {
                     return Err(Error::peer(format!(
                         "receiver {peer} does not answer --latency probes (a uringbench recv older than --latency): upgrade it, or run without --latency"
@@ -192,6 +233,7 @@ impl SenderSession {
                 self.receiver_placement = placement;
                 self.steering = steering;
                 self.peer_boot_id = boot_id;
+                self.udp_ports_follow = udp_ports_follow && steer_udp;
                 cookie
             }
             ControlMsg::Refuse { reason } if spec.latency && reason.contains("source ports for") => {
@@ -209,23 +251,66 @@ impl SenderSession {
         Ok(())
     }
 
-    /// The source port of each data flow, chosen so that the receiver's NIC hashes flow `f`
-    /// onto the receive queue of its engine queue; None for a flow left to the kernel. The
+    /// The source port of each TCP data flow, chosen so that the receiver's NIC hashes flow
+    /// `f` onto the receive queue of its engine queue; None for a flow left to the kernel. The
     /// sender's placement line says what was done, or why not.
     pub(crate) fn steer(&mut self, spec: &TestSpec, local: &LocalEnd, port: u16) -> Vec<Option<u16>> {
-        let flows = spec.data_connections() as usize;
-        let why_not = if local.no_steer {
+        let why_not = self.why_not_steered(spec, local).or_else(|| self.steering.as_ref()?.unusable());
+        self.steered_ports(spec, port, why_not, tcp_port_free)
+    }
+
+    /// UDP: when the receiver's accept asks for the flows' final source ports, the port each
+    /// data flow is to be sent from (None: keep the socket bound before the hello), chosen as
+    /// for TCP; the caller rebinds those flows and calls [`Self::announce_udp_ports`]. None
+    /// when the hello's ports stay; the placement line says why, where the receiver has queues.
+    pub(crate) fn steer_udp(&mut self, spec: &TestSpec, local: &LocalEnd, port: u16) -> Option<Vec<Option<u16>>> {
+        let v6 = self.ctl.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv6());
+        let why_not = self.why_not_steered(spec, local).or_else(|| {
+            let steering = self.steering.as_ref()?;
+            steering.udp_unusable(v6).or_else(|| {
+                (!self.udp_ports_follow).then(|| {
+                    "the receiver keeps the hello's UDP source ports (a uringbench recv older than UDP steering, or its XDP engine)"
+                        .to_string()
+                })
+            })
+        });
+        if !self.udp_ports_follow {
+            self.steered_ports(spec, port, why_not, udp_port_free);
+            return None;
+        }
+        Some(self.steered_ports(spec, port, why_not, udp_port_free))
+    }
+
+    /// Tells the receiver the UDP flows' final source ports (data flows, then the probe's).
+    pub(crate) fn announce_udp_ports(&self, ports: Vec<u16>) -> Result<()> {
+        control::write_msg(&self.ctl, &ControlMsg::UdpPorts { ports })
+    }
+
+    /// Why this sender does not choose its source ports, whatever the receiver reports.
+    fn why_not_steered(&self, spec: &TestSpec, local: &LocalEnd) -> Option<String> {
+        if local.no_steer {
             Some("--steer off".to_string())
+        } else if local.ntuple {
+            Some("--steer ntuple: the receiver's n-tuple rules place them instead".to_string())
         } else if local.data_port.is_some() {
             Some("--cport fixes the source ports".to_string())
         } else if spec.direction != Direction::Forward {
             Some("only forward flows are steered".to_string())
         } else {
-            match &self.steering {
-                None => None,
-                Some(s) => s.unusable(),
-            }
-        };
+            None
+        }
+    }
+
+    /// One source port per data flow from the receiver's RSS set-up (`is_free`: whether a
+    /// port may be bound), or all None with the reason `why_not` in the placement line.
+    fn steered_ports(
+        &mut self,
+        spec: &TestSpec,
+        port: u16,
+        why_not: Option<String>,
+        is_free: fn(std::net::IpAddr, u16) -> bool,
+    ) -> Vec<Option<u16>> {
+        let flows = spec.data_connections() as usize;
         let steering = match (&self.steering, why_not) {
             (Some(s), None) => s.clone(),
             (s, why) => {
@@ -240,7 +325,7 @@ impl SenderSession {
             Err(_) => return vec![None; flows],
         };
         let dst = std::net::SocketAddr::new(self.target_ip, port);
-        let ports = steering.ports(spec.queues, spec.flows(), src, dst, |p| tcp_port_free(src, p));
+        let ports = steering.ports(spec.queues, spec.flows(), src, dst, |p| is_free(src, p));
         let targets: Vec<String> =
             (0..spec.flows()).map(|f| steering.target_of_flow(spec.queues, f).to_string()).collect();
         let missed: Vec<String> =
@@ -400,5 +485,62 @@ fn reverse_report(
         reverse: None,
         interrupted: None,
         latency: None,
+    }
+}
+
+/// A scripted receiver on loopback for the sender's unit tests.
+#[cfg(test)]
+pub(crate) mod scripted {
+    use super::*;
+    use crate::session::control::{read_msg, CONTROL_MAGIC};
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    /// Listens on a loopback port, reads one control greeting and hello, and runs `script`
+    /// with the connection and the hello; the port, and the thread to join for its result.
+    pub(crate) fn receiver<T: Send + 'static>(
+        script: impl FnOnce(TcpStream, ControlMsg) -> T + Send + 'static,
+    ) -> (u16, std::thread::JoinHandle<T>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let thread = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut magic = [0u8; 4];
+            s.read_exact(&mut magic).unwrap();
+            assert_eq!(magic, CONTROL_MAGIC);
+            let hello = read_msg(&mut s, Duration::from_secs(5)).unwrap();
+            script(s, hello)
+        });
+        (port, thread)
+    }
+
+    /// An accept with nothing optional in it.
+    pub(crate) fn plain_accept() -> ControlMsg {
+        ControlMsg::Accept {
+            cookie: [7; 16],
+            placement: String::new(),
+            data_port: None,
+            variant: None,
+            steering: None,
+            boot_id: None,
+            latency_probe: false,
+            udp_ports_follow: false,
+            ntuple: false,
+        }
+    }
+
+    /// Options for a test of `spec` against the scripted receiver on `port`.
+    pub(crate) fn options(port: u16, spec: TestSpec) -> SendOptions {
+        SendOptions {
+            target: "127.0.0.1".into(),
+            port,
+            spec,
+            cpus: None,
+            busy_poll: BusyPoll::Off,
+            local: Default::default(),
+            fast: Default::default(),
+            psk: None,
+            stop: Default::default(),
+        }
     }
 }

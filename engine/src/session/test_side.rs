@@ -91,11 +91,22 @@ impl<'a> TestSide<'a> {
 
     /// Each of `flows` (by index) with its queue, made into what a queue thread runs by
     /// `make(flow, queue, flow's socket)`.
-    pub(crate) fn by_queue<X, T>(&self, flows: Vec<(u32, X)>, mut make: impl FnMut(u32, u32, X) -> T) -> Vec<(u32, T)> {
+    pub(crate) fn by_queue<X, T>(&self, flows: Vec<(u32, X)>, make: impl FnMut(u32, u32, X) -> T) -> Vec<(u32, T)> {
+        self.by_queue_of(flows, |flow| self.spec.queue_of_flow(flow), make)
+    }
+
+    /// [`by_queue`](Self::by_queue), each flow's queue given by `queue_of(flow)` (a receiver
+    /// serves a flow on the queue of the NIC queue it arrived on).
+    pub(crate) fn by_queue_of<X, T>(
+        &self,
+        flows: Vec<(u32, X)>,
+        queue_of: impl Fn(u32) -> u32,
+        mut make: impl FnMut(u32, u32, X) -> T,
+    ) -> Vec<(u32, T)> {
         flows
             .into_iter()
             .map(|(flow, x)| {
-                let queue = self.spec.queue_of_flow(flow);
+                let queue = queue_of(flow);
                 (queue, make(flow, queue, x))
             })
             .collect()

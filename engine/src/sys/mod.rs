@@ -7,6 +7,7 @@ pub mod mptcp;
 pub(crate) mod netlink;
 pub mod netpath;
 pub mod nic_topology;
+pub mod ntuple;
 pub mod probe;
 pub mod settings;
 pub mod signals;

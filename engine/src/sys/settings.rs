@@ -530,6 +530,12 @@ impl Entry {
                 shell(p)?;
                 Ok(format!("ran '{p}'"))
             }
+            "ntuple" => {
+                let location: u32 =
+                    p.parse().map_err(|_| Error::usage(format!("n-tuple rule location '{p}' is not a number")))?;
+                crate::sys::ntuple::delete_rule(k, location)?;
+                Ok(format!("ethtool -N {k} delete {location}"))
+            }
             other => Err(Error::usage(format!("unknown state line kind '{other}'"))),
         }
     }
@@ -621,6 +627,12 @@ impl Journal {
             .map_err(|e| Error::io(format!("recording in {}", self.path.display()), e))?;
         self.entries.push(entry);
         Ok(())
+    }
+
+    /// Records an n-tuple flow rule just installed in slot `location` of `iface`: reverting
+    /// deletes it (`uringbench settings revert`, or the forced-exit path).
+    pub fn record_ntuple_rule(&mut self, iface: &str, location: u32) -> Result<()> {
+        self.append(Entry { kind: "ntuple".into(), key: iface.into(), previous: location.to_string() })
     }
 
     /// Drops the entry just appended when its change did not happen.
@@ -790,6 +802,17 @@ pub fn default_state(purpose: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ntuple_rule_entry_reverts_by_deleting_its_slot() {
+        let entry = Entry::parse("ntuple\tlo\t7").unwrap();
+        assert_eq!(entry.line(), "ntuple\tlo\t7\n");
+        // Loopback has no rule table: the delete is tried, and fails naming the rule.
+        let err = entry.restore().unwrap_err();
+        assert!(err.message.contains("removing n-tuple rule 7 from lo"), "{err}");
+        let bad = Entry { kind: "ntuple".into(), key: "lo".into(), previous: "x".into() };
+        assert!(bad.restore().unwrap_err().message.contains("not a number"));
+    }
 
     #[test]
     fn parses_ethtool_and_tc_output() {

@@ -29,6 +29,9 @@ pub struct LocalEnd {
     /// `--steer off`: leave the data flows' source ports to the kernel even when the receiver
     /// says how its NIC hashes them (to see what random hashing does).
     pub no_steer: bool,
+    /// `--steer ntuple`: ask the receiver to put each flow on its queue with an n-tuple flow
+    /// rule of its NIC (for NICs whose hash cannot be steered by source port).
+    pub ntuple: bool,
 }
 
 impl LocalEnd {
@@ -81,6 +84,11 @@ pub(crate) fn tcp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
     Socket::new(Domain::for_address(SocketAddr::new(ip, port)), Type::STREAM.cloexec(), Some(Protocol::TCP))
         .and_then(|s| s.bind(&SocketAddr::new(ip, port).into()))
         .is_ok()
+}
+
+/// Whether UDP `port` on `ip` can be bound now.
+pub(crate) fn udp_port_free(ip: std::net::IpAddr, port: u16) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, port)).is_ok()
 }
 
 /// Connects a TCP socket to `addr` from `local`, with the knobs that must be set before the

@@ -159,49 +159,20 @@ impl Observer for ProbeObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::control::{read_msg, write_msg, ControlMsg, CONTROL_MAGIC};
-    use std::io::Read;
-    use std::net::TcpListener;
+    use crate::session::control::{write_msg, ControlMsg};
+    use crate::session::sender::scripted;
 
     /// A receiver that predates `--latency` accepts without `latency_probe`: the sender
     /// refuses to run rather than measure nothing, and says why.
     #[test]
     fn an_older_receiver_is_refused_clearly() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let old_receiver = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut magic = [0u8; 4];
-            s.read_exact(&mut magic).unwrap();
-            assert_eq!(magic, CONTROL_MAGIC);
-            let ControlMsg::Hello { spec, .. } = read_msg(&mut s, Duration::from_secs(5)).unwrap() else {
-                panic!("expected a hello");
-            };
+        let (port, old_receiver) = scripted::receiver(|s, hello| {
+            let ControlMsg::Hello { spec, .. } = hello else { panic!("expected a hello") };
             assert!(spec.latency, "the spec asks for the probe");
-            let accept = ControlMsg::Accept {
-                cookie: [7; 16],
-                placement: "old".into(),
-                data_port: None,
-                variant: None,
-                steering: None,
-                boot_id: None,
-                latency_probe: false,
-            };
-            write_msg(&s, &accept).unwrap();
+            write_msg(&s, &scripted::plain_accept()).unwrap();
         });
         let spec = TestSpec { latency: true, time_ms: 100, warmup_ms: 0, ..TestSpec::default() };
-        let opts = SendOptions {
-            target: "127.0.0.1".into(),
-            port,
-            spec: spec.clone(),
-            cpus: None,
-            busy_poll: crate::runtime::placement::BusyPoll::Off,
-            local: Default::default(),
-            fast: Default::default(),
-            psk: None,
-            stop: Default::default(),
-        };
-        let mut session = SenderSession::connect(&opts).unwrap();
+        let mut session = SenderSession::connect(&scripted::options(port, spec.clone())).unwrap();
         let err = session.negotiate(&spec, Vec::new()).unwrap_err();
         assert!(err.message.contains("does not answer --latency probes"), "{err}");
         assert!(err.message.contains("upgrade it, or run without --latency"), "{err}");

@@ -72,8 +72,13 @@ impl TestRunner for Workloads {
             return reception.serve(test.ctl, test.stop, spec, test.placement).map(ServedReports::received);
         }
         if spec.proto == Proto::Udp {
-            // Sockets first, so the sender's first datagrams find them (with GRO on).
-            let mut sockets = udp_stream::receiver_sockets(test.ctl, test.udp_ports)?;
+            // Sockets first, so the sender's first datagrams find them (with GRO on). A sender
+            // that steers its data flows' source ports names them after the accept; it keeps
+            // the latency probe's, whose responder must be up before the accept.
+            let follow = test.udp_ports_follow();
+            let data = spec.data_connections() as usize;
+            let known = if follow { &test.udp_ports[data..] } else { test.udp_ports };
+            let mut sockets = udp_stream::receiver_sockets(test.ctl, known)?;
             // `--latency`: the socket after the last flow's answers the probe for the whole
             // test; `ready` waits until the sender has measured the idle path.
             let _answering = match spec.latency.then(|| sockets.pop()).flatten() {
@@ -83,7 +88,12 @@ impl TestRunner for Workloads {
                 ),
                 None => None,
             };
-            test.accept(None)?;
+            if follow {
+                let ports = test.accept_udp_ports()?;
+                sockets = udp_stream::receiver_sockets(test.ctl, &ports)?;
+            } else {
+                test.accept(None)?;
+            }
             if _answering.is_some() {
                 std::thread::sleep(probe::IDLE_PHASE);
             }
@@ -98,7 +108,12 @@ impl TestRunner for Workloads {
             return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Tcp(flows), test.placement)
                 .map(ServedReports::received);
         }
-        stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.queues, test.caps)
+        let by_rules = test.steer_by_rules(&flows)?;
+        let mut served = stream::serve_test(test.ctl, test.stop, spec, flows, test.placement, test.queues, test.caps)?;
+        if let Some(report) = served.received.as_mut() {
+            report.add_path_notes(by_rules);
+        }
+        Ok(served)
     }
 }
 

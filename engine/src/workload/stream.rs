@@ -264,7 +264,14 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
     let flow_ids: Vec<u32> = flows.iter().map(|(f, _)| *f).collect();
     let side = TestSide::new(Role::Receiver, spec, placement, live);
-    let items = side.by_queue(flows, |_, queue, stream| RecvFlow { stream, queue });
+    // On a NIC with queues, each flow is served by the thread of the queue it arrived on.
+    let handoff = h.queues.filter(|q| !q.by_rules).map(|q| {
+        let fds: Vec<(u32, RawFd)> = flows.iter().map(|(f, s)| (*f, s.as_raw_fd())).collect();
+        q.hand_off_sockets(spec.queues, &fds)
+    });
+    let queue_of =
+        |flow: u32| handoff.as_ref().map_or(spec.queue_of_flow(flow), |h| h.engine_queue_of(flow, spec.queues));
+    let items = side.by_queue_of(flows, queue_of, |_, queue, stream| RecvFlow { stream, queue });
     let cfg = RecvWorkerConfig {
         wait: placement.wait,
         ring: placement.fast.ring(),
@@ -312,7 +319,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
                     local: sock.local_addr().ok()?,
                     napi_id: incoming_napi_id(sock.as_raw_fd()),
                     cpu: sockopt::incoming_cpu(sock.as_raw_fd()),
-                    engine_queue: spec.queue_of_flow(flow),
+                    engine_queue: queue_of(flow),
                     bytes: info.map_or(0, |i| i.bytes_received),
                 })
             })
@@ -351,7 +358,8 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
             wake: wake(placement.wait, RECV_BATCH, caps),
         },
     });
-    report.add_path_notes(napi.into_iter().chain(window_note));
+    let handed = handoff.map(|h| h.line);
+    report.add_path_notes(napi.into_iter().chain(handed).chain(window_note));
     report.set_mptcp(mptcp);
     Ok(report)
 }

@@ -96,6 +96,21 @@ pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> R
         prepare_receiver(s, spec)?;
     }
     session.negotiate(spec, ports)?;
+    let mut indexed = indexed;
+    // `--steer`: the receiver asked for the final source ports; flows whose port lands them
+    // on their queue move to a socket bound there (bind before connect).
+    if let Some(steered) = session.steer_udp(spec, &opts.local, opts.port) {
+        for ((_, socket), port) in indexed.iter_mut().zip(&steered) {
+            if let Some(port) = port {
+                *socket = UdpSocket::bind(SocketAddr::new(local_ip, *port))
+                    .map_err(|e| Error::io(format!("binding a steered UDP flow socket to port {port}"), e))?;
+            }
+        }
+        mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
+        let port_of = |s: &UdpSocket| s.local_addr().map(|a| a.port()).unwrap_or(0);
+        let ports = indexed.iter().map(|(_, s)| port_of(s)).chain(probe_socket.as_ref().map(port_of)).collect();
+        session.announce_udp_ports(ports)?;
+    }
     let target = SocketAddr::new(session.target_ip, opts.port);
     for (_, s) in &indexed {
         s.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
@@ -387,4 +402,73 @@ pub(crate) fn receive_udp(
     });
     report.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
     Ok((report, flows.into_iter().cloned().collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::spec::Proto;
+    use crate::runtime::nic_queues::RssSteering;
+    use crate::session::control::{read_msg, write_msg, ControlMsg};
+    use crate::session::live::Quiet;
+    use crate::session::sender::scripted;
+    use crate::sys::nic_topology::HashFunction;
+    use crate::sys::ntuple::{RXH_IP_DST, RXH_IP_SRC, RXH_L4_B_0_1, RXH_L4_B_2_3};
+    use crate::wire::rss::{RssMap, MS_KEY};
+    use std::time::Duration;
+
+    /// A receiver whose NIC hashes UDP on ports asks for the final ports after its accept:
+    /// the sender binds each flow's socket on a port that hashes onto the flow's queue and
+    /// names them in `udp_ports`, the latency probe's port unchanged.
+    #[test]
+    fn steered_udp_ports_follow_the_accept_and_land_on_their_queues() {
+        let table: Vec<u32> = (0..128).map(|i| i % 4).collect();
+        let indirection = table.clone();
+        let (port, receiver) = scripted::receiver(move |mut s, hello| {
+            let ControlMsg::Hello { udp_ports, steer_udp, .. } = hello else { panic!("expected a hello") };
+            assert!(steer_udp, "a forward UDP stream offers to steer");
+            let steering = RssSteering {
+                iface: "eth0".into(),
+                hash_function: HashFunction::Toeplitz,
+                key: MS_KEY.to_vec(),
+                indirection,
+                queues: vec![0, 1, 2, 3],
+                queue_cpus: vec![None; 4],
+                udp4_hash: Some(RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1 | RXH_L4_B_2_3),
+                udp6_hash: None,
+            };
+            let mut accept = scripted::plain_accept();
+            if let ControlMsg::Accept { steering: given, latency_probe, udp_ports_follow, .. } = &mut accept {
+                (*given, *latency_probe, *udp_ports_follow) = (Some(steering), true, true);
+            }
+            write_msg(&s, &accept).unwrap();
+            let ControlMsg::UdpPorts { ports } = read_msg(&mut s, Duration::from_secs(5)).unwrap() else {
+                panic!("expected udp_ports");
+            };
+            write_msg(&s, &ControlMsg::Abort { reason: "checked the ports".into() }).unwrap();
+            (udp_ports, ports)
+        });
+        let spec = TestSpec {
+            proto: Proto::Udp,
+            queues: 4,
+            latency: true,
+            time_ms: 100,
+            warmup_ms: 0,
+            rate_bps: 1_000_000,
+            len: 1400,
+            ..TestSpec::default()
+        };
+        let err = run_send_udp(&scripted::options(port, spec), Arc::new(Quiet)).unwrap_err();
+        assert!(err.message.contains("checked the ports"), "{err}");
+        let (hello, ports) = receiver.join().unwrap();
+        assert_eq!(ports.len(), 5, "four flows and the probe");
+        assert_eq!(ports[4], hello[4], "the probe keeps its port");
+        let map = RssMap { key: &MS_KEY, table: &table };
+        let dst = SocketAddr::from(([127, 0, 0, 1], port));
+        let queues: Vec<u32> = ports[..4]
+            .iter()
+            .map(|&p| map.queue_of(SocketAddr::from(([127, 0, 0, 1], p)), dst, true).unwrap())
+            .collect();
+        assert_eq!(queues, vec![0, 1, 2, 3], "flow f lands on queue f: {ports:?}");
+    }
 }

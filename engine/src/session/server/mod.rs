@@ -10,6 +10,7 @@
 //! reason. An admitted test runs on a thread of its own, the workload's code handed in as a
 //! [`TestRunner`]; its place in the counts is a guard given back however it ends.
 
+mod ntuple;
 mod test;
 mod variants;
 
@@ -408,12 +409,12 @@ fn on_message(shared: &Arc<ReceiverState>, conn: Conn, ctl: Ctl, msg: ControlMsg
                 None
             }
         }
-        (Ctl::First, ControlMsg::Hello { version, spec, udp_ports }, None) => {
-            admit(shared, conn, version, spec, udp_ports, None);
+        (Ctl::First, ControlMsg::Hello { version, spec, udp_ports, steer_udp, steer_ntuple }, None) => {
+            admit(shared, conn, version, spec, Steers { udp_ports, steer_udp, steer_ntuple }, None);
             None
         }
-        (Ctl::Hello { key }, ControlMsg::Hello { version, spec, udp_ports }, Some(_)) => {
-            admit(shared, conn, version, spec, udp_ports, Some(key));
+        (Ctl::Hello { key }, ControlMsg::Hello { version, spec, udp_ports, steer_udp, steer_ntuple }, Some(_)) => {
+            admit(shared, conn, version, spec, Steers { udp_ports, steer_udp, steer_ntuple }, Some(key));
             None
         }
         (_, other, _) => {
@@ -428,9 +429,18 @@ struct Admitted {
     ctl: TcpStream,
     peer: SocketAddr,
     spec: TestSpec,
-    udp_ports: Vec<u16>,
+    steers: Steers,
     key: Option<SessionKey>,
     slot: SessionSlot,
+}
+
+/// What the hello says of the flows' source ports and their steering.
+struct Steers {
+    udp_ports: Vec<u16>,
+    /// The sender would re-announce steered UDP source ports.
+    steer_udp: bool,
+    /// The sender asks for n-tuple flow rules (`--steer ntuple`).
+    steer_ntuple: bool,
 }
 
 /// A complete hello: checked against every limit here, on the accept thread (a refusal
@@ -440,7 +450,7 @@ fn admit(
     conn: Conn,
     version: u32,
     mut spec: TestSpec,
-    udp_ports: Vec<u16>,
+    steers: Steers,
     key: Option<SessionKey>,
 ) {
     let (stream, peer) = (&conn.stream, conn.peer);
@@ -462,6 +472,7 @@ fn admit(
         return shared.refuse(stream, peer, reason);
     }
     let ports_wanted = spec.data_connections() as usize + spec.probe_connections() as usize;
+    let udp_ports = &steers.udp_ports;
     if spec.proto == Proto::Udp && udp_ports.len() != ports_wanted {
         let probe = if spec.latency { " and the latency probe" } else { "" };
         let reason =
@@ -493,7 +504,7 @@ fn admit(
         drop(slot);
         return shared.drop_conn(peer, "could not hand the session to its thread");
     }
-    let _ = tx.send(Admitted { ctl, peer, spec, udp_ports, key, slot });
+    let _ = tx.send(Admitted { ctl, peer, spec, steers, key, slot });
 }
 
 /// A session's thread: a panic in it ends this session only (its slot and cookie are given
@@ -516,7 +527,7 @@ fn run_admitted(shared: &ReceiverState, work: Admitted) {
 }
 
 fn run_session(shared: &ReceiverState, work: Admitted) {
-    let Admitted { mut ctl, peer, spec, udp_ports, key, slot } = work;
+    let Admitted { mut ctl, peer, spec, steers, key, slot } = work;
     let running = slot.others;
     let refuse = |ctl: &TcpStream, reason: String| shared.refuse(ctl, peer, reason);
     // A test can always be stopped: a sender that vanishes is noticed (keepalive, user
@@ -560,15 +571,26 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
     let placed = peer_ip
         .map_or(Ok(None), |ip| TestQueues::toward(ip, cfg.nic_queues.as_deref(), spec.queues, cfg.placement, spins))
         .and_then(|queues| Ok((place_threads(queues.as_ref(), &shared.cpus, spec.queues, how, &cfg.fast)?, queues)));
-    let (placement, queues) = match placed {
+    let (placement, mut queues) = match placed {
         Ok(p) => p,
         Err(e) => return refuse(&ctl, e.message),
     };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    // `--steer ntuple`: the rules are made once the flows arrive, and removed when this drops.
+    let ntuple = match steers.steer_ntuple.then(|| ntuple::NtupleRules::for_test(queues.as_ref(), peer_ip, id)) {
+        None => None,
+        Some(Ok(rules)) => Some(rules),
+        Some(Err(reason)) => return refuse(&ctl, reason),
+    };
+    if let Some(q) = queues.as_mut() {
+        q.by_rules = ntuple.is_some();
+    }
     let mut test = Test {
         ctl: &mut ctl,
         spec: &spec,
-        udp_ports: &udp_ports,
+        udp_ports: &steers.udp_ports,
+        steer_udp: steers.steer_udp,
+        ntuple: ntuple.as_ref(),
         placement: &placement,
         queues: queues.as_ref(),
         caps: &shared.caps,
@@ -657,7 +679,17 @@ mod tests {
             let mut s = TcpStream::connect(addr).unwrap();
             std::io::Write::write_all(&mut s, &control::CONTROL_MAGIC).unwrap();
             let spec = TestSpec { time_ms: 100, warmup_ms: 0, ..TestSpec::default() };
-            control::write_msg(&s, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec, udp_ports: vec![] }).unwrap();
+            control::write_msg(
+                &s,
+                &ControlMsg::Hello {
+                    version: PROTOCOL_VERSION,
+                    spec,
+                    udp_ports: vec![],
+                    steer_udp: false,
+                    steer_ntuple: false,
+                },
+            )
+            .unwrap();
             let reply = control::read_reply(&mut s, Duration::from_secs(5));
             match (expect_accept, reply) {
                 (false, Err(_)) => {}

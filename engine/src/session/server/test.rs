@@ -2,6 +2,7 @@
 //! NIC queues, its control channel, the sender told it is accepted, its data flows awaited by
 //! cookie; and what the workload hands back ([`ServedReports`]) through the [`TestRunner`].
 
+use super::ntuple::NtupleRules;
 use super::{ReceiverState, FLOWS_TIMEOUT};
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
@@ -53,6 +54,10 @@ pub struct Test<'a> {
     pub ctl: &'a mut TcpStream,
     pub spec: &'a TestSpec,
     pub udp_ports: &'a [u16],
+    /// The hello's `steer_udp`: the sender re-announces steered source ports if asked.
+    pub(super) steer_udp: bool,
+    /// `--steer ntuple`: the rules this test's flows are put on their queues by.
+    pub(super) ntuple: Option<&'a NtupleRules>,
     pub placement: &'a Placement,
     /// The NIC queues the test is served from; None on veth and loopback.
     pub queues: Option<&'a TestQueues>,
@@ -71,14 +76,48 @@ impl Test<'_> {
     /// Tells the sender the test is accepted (crr: with the port of the test's own listener)
     /// and the operator that it started; for tests without TCP data flows to the port.
     pub fn accept(&mut self, data_port: Option<u16>) -> Result<()> {
-        control::write_msg(self.ctl, &self.accept_msg([0; 16], data_port))?;
+        control::write_msg(self.ctl, &self.accept_msg([0; 16], data_port, false))?;
         self.announce();
         Ok(())
     }
 
+    /// Whether this UDP test's data flows' source ports follow the accept (`udp_ports`): the
+    /// sender steers them (the hello's `steer_udp`), the flows come in, and this NIC hashes UDP
+    /// on ports with a Toeplitz key and table it reports.
+    pub fn udp_ports_follow(&self) -> bool {
+        let v6 = self.ctl.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv6());
+        self.steer_udp
+            && self.spec.direction == crate::base::spec::Direction::Forward
+            && self.queues.is_some_and(|q| q.steering().udp_unusable(v6).is_none())
+    }
+
+    /// Accepts a UDP test whose ports follow ([`Self::udp_ports_follow`]) and returns its
+    /// data flows' source ports from the sender's `udp_ports` message. The latency probe's
+    /// port stays the hello's (its responder is up before the accept); the data flows start
+    /// on `ready`, so their sockets made after the accept miss nothing.
+    pub fn accept_udp_ports(&mut self) -> Result<Vec<u16>> {
+        control::write_msg(self.ctl, &self.accept_msg([0; 16], None, true))?;
+        self.announce();
+        let data = self.spec.data_connections() as usize;
+        let hello = self.udp_ports;
+        match control::read_msg_up_to(self.ctl, FLOWS_TIMEOUT, control::MAX_FRAME)? {
+            ControlMsg::UdpPorts { ports }
+                if ports.len() == hello.len() && !ports.contains(&0) && ports[data..] == hello[data..] =>
+            {
+                Ok(ports[..data].to_vec())
+            }
+            ControlMsg::UdpPorts { ports } => Err(Error::protocol(format!(
+                "udp_ports names {} ports for the hello's {} (none 0, the latency probe's unchanged)",
+                ports.len(),
+                hello.len()
+            ))),
+            other => Err(Error::protocol(format!("expected udp_ports after the accept, got {}", other.kind()))),
+        }
+    }
+
     /// The `accept` message: the cookie the data flows present, the receiver's placement and
     /// the RSS set-up the sender steers by.
-    fn accept_msg(&self, cookie: SessionCookie, data_port: Option<u16>) -> ControlMsg {
+    fn accept_msg(&self, cookie: SessionCookie, data_port: Option<u16>, udp_ports_follow: bool) -> ControlMsg {
         ControlMsg::Accept {
             cookie,
             placement: self.placement.summary.clone(),
@@ -87,6 +126,8 @@ impl Test<'_> {
             steering: self.queues.map(TestQueues::steering),
             boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
             latency_probe: self.spec.latency,
+            udp_ports_follow,
+            ntuple: self.ntuple.is_some(),
         }
     }
 
@@ -105,7 +146,7 @@ impl Test<'_> {
         let mut probe_awaited = self.spec.latency;
         let awaited = wanted + usize::from(probe_awaited);
         let _awaited = self.slot.await_flows(awaited);
-        let accept = self.accept_msg(cookie, None);
+        let accept = self.accept_msg(cookie, None, false);
         control::write_msg(self.ctl, &accept)?;
         self.announce();
         let mut slots: Vec<Option<TcpStream>> = (0..wanted).map(|_| None).collect();
@@ -141,6 +182,20 @@ impl Test<'_> {
             }
         }
         Ok(slots.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i as u32, s))).collect())
+    }
+
+    /// `--steer ntuple`: installs one rule per arrived TCP flow, putting it on its target
+    /// queue; the line for the receiver's report. None without `--steer ntuple`.
+    pub(crate) fn steer_by_rules(&self, flows: &[(u32, TcpStream)]) -> Result<Option<String>> {
+        let Some(rules) = self.ntuple else { return Ok(None) };
+        let ends: Vec<(u32, SocketAddr, SocketAddr)> = flows
+            .iter()
+            .filter_map(|(f, s)| {
+                let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+                Some((*f, canon(s.peer_addr().ok()?), canon(s.local_addr().ok()?)))
+            })
+            .collect();
+        rules.install(self.spec.queues, &ends, false).map(Some)
     }
 
     fn announce(&self) {
