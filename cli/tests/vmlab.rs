@@ -621,6 +621,43 @@ fn steered_flows_land_on_four_distinct_rx_queues_by_the_guests_interrupt_counts(
     }
 }
 
+#[test]
+fn with_irq_placement_each_flow_is_served_on_its_queues_irq_cpu() {
+    let Some(lab) = lab() else { return };
+    let _windows = SmallWindows::new(&lab);
+    settle_rss_irqs(&lab);
+    let (out, before, after) = lab1_test(&lab, "irq", 5414, "--placement irq", &format!("-P {RSS_QUEUES} -t 2s -J"));
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("send -J");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"), "byte-exact");
+    let (busy, delta) = busy_queues(&before, &after);
+    assert_eq!(busy, (0..RSS_QUEUES).collect::<Vec<_>>(), "every rx queue carried a flow: {delta:?}");
+    // The receiver read each socket's NAPI id after accept and served it on its queue's thread.
+    let handed = format!("{RSS_QUEUES} of {RSS_QUEUES} flows served by the thread of the rx queue they arrived on");
+    assert!(out.contains(&handed), "{handed}:\n{}", doc["receiver"]);
+    let table = &doc["receiver"]["nic_queues"];
+    assert_eq!(table["placement"], "irq", "{table}");
+    let affinity = lab.ok("b", "for f in /proc/irq/*/effective_affinity_list; do echo \"$f $(cat $f)\"; done");
+    let mut napi_ids = std::collections::BTreeSet::new();
+    for r in table["rows"].as_array().expect("rows") {
+        eprintln!("irq placement row: {r}");
+        assert_eq!(r["flows"].as_array().map_or(0, Vec::len), 1, "one flow a queue: {r}");
+        // One thread per queue, on the CPU the guest delivers that queue's vector to.
+        let irq = r["irq"].as_u64().expect("irq");
+        let line = affinity.lines().find(|l| l.starts_with(&format!("/proc/irq/{irq}/"))).expect("the IRQ");
+        let guest_cpu = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+        assert_eq!(
+            r["thread_cpus"].to_string(),
+            format!("[{guest_cpu}]"),
+            "queue {}'s thread on its IRQ CPU: {r}",
+            r["rx_queue"]
+        );
+        assert!(napi_ids.insert(r["napi_id"].as_u64().expect("a NAPI id from the sockets")), "{table}");
+    }
+    // No thread's sockets span two NAPI ids, and no IRQ and thread apart.
+    let findings = table["findings"].to_string();
+    assert!(!findings.contains("serves flows of rx queues") && !findings.contains("its thread on CPU"), "{findings}");
+}
+
 /// b's lab1 RSS key and indirection table, as `ethtool -x` shows them.
 fn rss_setup(lab: &Lab) -> (Vec<u8>, Vec<u32>) {
     let text = lab.ok("b", "ethtool -x lab1");
