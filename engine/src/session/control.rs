@@ -95,6 +95,11 @@ pub enum ControlMsg {
         /// last. Absent from receivers that predate it: the sender then refuses `--latency`.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         latency_probe: bool,
+        /// Its probe answers carry its clock and its answering thread's CPU time (bytes 8..24
+        /// of each answer). Absent from receivers that predate it: their answers are echoes,
+        /// and the sender states neither the answering cost nor the probe's one-way delays.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        probe_stamps: bool,
     },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },

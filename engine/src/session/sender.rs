@@ -104,6 +104,9 @@ pub(crate) struct SenderSession {
     /// `--trip-times`: the receiver's boot id, from its accept (None: a receiver that does
     /// not stamp responses).
     pub peer_boot_id: Option<String>,
+    /// `--latency`: the receiver's probe answers carry its clock and CPU time (its accept's
+    /// `probe_stamps`).
+    pub probe_stamps: bool,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -164,6 +167,7 @@ impl SenderSession {
             receiver_placement: String::new(),
             steering: None,
             peer_boot_id: None,
+            probe_stamps: false,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
@@ -176,7 +180,16 @@ impl SenderSession {
         self.key = crate::session::auth::open_session(&mut self.ctl, self.psk.as_ref(), peer, REPLY_TIMEOUT)?;
         control::write_msg(&self.ctl, &ControlMsg::Hello { version: PROTOCOL_VERSION, spec: spec.clone(), udp_ports })?;
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
-            ControlMsg::Accept { cookie, data_port, placement, variant, steering, boot_id, latency_probe } => {
+            ControlMsg::Accept {
+                cookie,
+                data_port,
+                placement,
+                variant,
+                steering,
+                boot_id,
+                latency_probe,
+                probe_stamps,
+            } => {
                 if spec.latency && !latency_probe {
                     return Err(Error::peer(format!(
                         "receiver {peer} does not answer --latency probes (a uringbench recv older than --latency): upgrade it, or run without --latency"
@@ -192,6 +205,7 @@ impl SenderSession {
                 self.receiver_placement = placement;
                 self.steering = steering;
                 self.peer_boot_id = boot_id;
+                self.probe_stamps = probe_stamps;
                 cookie
             }
             ControlMsg::Refuse { reason } if spec.latency && reason.contains("source ports for") => {

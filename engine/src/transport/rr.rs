@@ -66,7 +66,7 @@ pub(crate) struct RrClientResult {
     pub latency_ns: Histogram<u64>,
     pub failures: RrFailures,
     /// `--trip-times`: the one-way legs of the transactions inside the window.
-    pub trip: Option<crate::transport::tcp::trip::TripLegs>,
+    pub trip: Option<crate::transport::trip::TripLegs>,
 }
 
 pub(crate) use crate::metrics::transactions::latency_histogram;

@@ -24,7 +24,7 @@ use crate::sys::mptcp::StreamProtocol;
 use crate::transport::rr::{latency_histogram, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
-use crate::transport::tcp::trip::TripLegs;
+use crate::transport::trip::TripLegs;
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
@@ -217,7 +217,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
 
 /// `--trip-times`: on what grounds the receiver's clock is taken to read as this one's
 /// (None without it). A receiver that did not answer with its boot id does not stamp.
-fn trip_clock(spec: &TestSpec, session: &SenderSession) -> Result<Option<ClockBasis>> {
+pub(crate) fn trip_clock(spec: &TestSpec, session: &SenderSession) -> Result<Option<ClockBasis>> {
     if !spec.trip_times {
         return Ok(None);
     }
@@ -227,7 +227,7 @@ fn trip_clock(spec: &TestSpec, session: &SenderSession) -> Result<Option<ClockBa
             session.peer
         )));
     };
-    Ok(Some(if crate::transport::tcp::trip::boot_id().as_ref() == Some(theirs) {
+    Ok(Some(if crate::transport::trip::boot_id().as_ref() == Some(theirs) {
         ClockBasis::SameHost
     } else if spec.clocks_synced {
         ClockBasis::Asserted

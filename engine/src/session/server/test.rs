@@ -85,8 +85,9 @@ impl Test<'_> {
             data_port,
             variant: self.spec.variant.clone(),
             steering: self.queues.map(TestQueues::steering),
-            boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
+            boot_id: if self.spec.trip_times { crate::transport::trip::boot_id() } else { None },
             latency_probe: self.spec.latency,
+            probe_stamps: self.spec.latency,
         }
     }
 
