@@ -185,7 +185,12 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let stopped = run.stopped;
     live.attach((Some(&mut client), None), (None, None));
     client.set_data_path(data_path(spec, true));
-    client.set_mptcp(read_mptcp(spec, &mptcp_probes));
+    if spec.workload == Workload::Crr && spec.tuning.mptcp {
+        client.add_path_notes([crr_mptcp_note()]);
+        client.set_mptcp(Some(crr_mptcp_sample(&run.results)));
+    } else {
+        client.set_mptcp(read_mptcp(spec, &mptcp_probes));
+    }
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
@@ -290,6 +295,22 @@ fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientF
 /// own the flows are done with them.
 fn mptcp_probes<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<Vec<TcpStream>> {
     streams.map(|s| s.try_clone().map_err(|e| Error::io("duplicating a flow socket for MPTCP_INFO", e))).collect()
+}
+
+/// crr `-m`: the connections each thread read back before closing them, numbered in turn
+/// (`flow` is the sampled connection's number: crr has no long-lived flows).
+fn crr_mptcp_sample(results: &[crate::transport::rr::RrClientResult]) -> Vec<crate::sys::mptcp::MptcpConnection> {
+    let conns = results.iter().flat_map(|r| r.mptcp.iter().cloned());
+    (0..).zip(conns).map(|(n, c)| crate::sys::mptcp::MptcpConnection { flow: n, ..c }).collect()
+}
+
+/// What crr's `mptcp` entries are: a sample, and of what.
+fn crr_mptcp_note() -> String {
+    format!(
+        "MPTCP (crr): 1 in {} answered connections of each thread, at most {} a thread, read back as its answer came (before the close)",
+        tcp_crr::MPTCP_SAMPLE_EVERY,
+        tcp_crr::MPTCP_SAMPLES_KEPT
+    )
 }
 
 /// The subflows of an MPTCP test's flows (`None` without `-m`).

@@ -253,7 +253,7 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
             }
         }
     }
-    Ok(RrClientResult { flows: rr.finish(), latency_ns, failures, trip })
+    Ok(RrClientResult { flows: rr.finish(), latency_ns, failures, trip, mptcp: Vec::new() })
 }
 
 /// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.stop`.
