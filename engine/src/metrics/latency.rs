@@ -97,6 +97,10 @@ pub struct WorkingLatency {
     /// (absent without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trip_times: Option<crate::metrics::trip_times::TripTimes>,
+    /// Where the receiver's own qdiscs could hold a queue (its interface toward the sender),
+    /// as it said at the test's start; absent from an older receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
     /// The window's intervals (as `intervals[]`), when the test has them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<LatencyInterval>,

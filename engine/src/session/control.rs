@@ -100,6 +100,10 @@ pub enum ControlMsg {
         /// and the sender states neither the answering cost nor the probe's one-way delays.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         probe_stamps: bool,
+        /// `--latency`: where the receiver's own qdiscs could hold a queue (its interface
+        /// toward the sender). Absent from older receivers and when it cannot be read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
     },
     /// Receiver → sender: refused, with the reason (a limit, a version mismatch...).
     Refuse { reason: String },

@@ -107,6 +107,9 @@ pub(crate) struct SenderSession {
     /// `--latency`: the receiver's probe answers carry its clock and CPU time (its accept's
     /// `probe_stamps`).
     pub probe_stamps: bool,
+    /// `--latency`: where the receiver's own qdiscs could hold a queue (its accept's
+    /// `receiver_queues`).
+    pub receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -168,6 +171,7 @@ impl SenderSession {
             steering: None,
             peer_boot_id: None,
             probe_stamps: false,
+            receiver_queues: None,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
@@ -189,6 +193,7 @@ impl SenderSession {
                 boot_id,
                 latency_probe,
                 probe_stamps,
+                receiver_queues,
             } => {
                 if spec.latency && !latency_probe {
                     return Err(Error::peer(format!(
@@ -206,6 +211,7 @@ impl SenderSession {
                 self.steering = steering;
                 self.peer_boot_id = boot_id;
                 self.probe_stamps = probe_stamps;
+                self.receiver_queues = receiver_queues;
                 cookie
             }
             ControlMsg::Refuse { reason } if spec.latency && reason.contains("source ports for") => {

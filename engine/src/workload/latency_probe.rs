@@ -35,6 +35,8 @@ pub(crate) struct SenderProbe {
     stamped: bool,
     /// `--trip-times`: on what grounds the receiver's clock reads as this one's.
     trip_clock: Option<ClockBasis>,
+    /// Where the receiver's own qdiscs could hold a queue, as it said.
+    receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
 }
 
 /// How long past the test's planned end a probe may run before it stops by itself.
@@ -81,6 +83,7 @@ impl SenderProbe {
             clock: Arc::new(Mutex::new(None)),
             stamped: session.probe_stamps,
             trip_clock,
+            receiver_queues: session.receiver_queues.clone(),
         })
     }
 
@@ -131,6 +134,7 @@ impl SenderProbe {
         let (from, to) = (clock.window_start, clock.window_start + clock.window);
         latency.cpu = probe_cpu(self.stamped, &log.samples, from, to, report);
         latency.trip_times = self.trip_clock.map(|basis| trip_times(basis, &log.samples, from, to));
+        latency.receiver_queues = self.receiver_queues;
         report.latency = Some(latency);
     }
 }
@@ -254,6 +258,7 @@ mod tests {
                 boot_id: None,
                 latency_probe: false,
                 probe_stamps: false,
+                receiver_queues: None,
             };
             write_msg(&s, &accept).unwrap();
         });

@@ -88,6 +88,12 @@ impl Test<'_> {
             boot_id: if self.spec.trip_times { crate::transport::trip::boot_id() } else { None },
             latency_probe: self.spec.latency,
             probe_stamps: self.spec.latency,
+            receiver_queues: self
+                .spec
+                .latency
+                .then(|| self.ctl.peer_addr().ok())
+                .flatten()
+                .and_then(|peer| crate::sys::netpath::ReceiverQueues::toward(peer.ip())),
         }
     }
 
