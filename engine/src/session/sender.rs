@@ -178,6 +178,28 @@ impl SenderSession {
         })
     }
 
+    /// `--trip-times`: on what grounds the receiver's clock is taken to read as this one's
+    /// (None without it). A receiver that did not answer with its boot id does not stamp.
+    pub(crate) fn trip_clock(&self, spec: &TestSpec) -> Result<Option<crate::metrics::trip_times::ClockBasis>> {
+        use crate::metrics::trip_times::ClockBasis;
+        if !spec.trip_times {
+            return Ok(None);
+        }
+        let Some(theirs) = &self.peer_boot_id else {
+            return Err(Error::peer(format!(
+                "receiver {} does not stamp --trip-times responses (a uringbench recv before it): upgrade it",
+                self.peer
+            )));
+        };
+        Ok(Some(if crate::transport::trip::boot_id().as_ref() == Some(theirs) {
+            ClockBasis::SameHost
+        } else if spec.clocks_synced {
+            ClockBasis::Asserted
+        } else {
+            ClockBasis::Unknown
+        }))
+    }
+
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
     pub(crate) fn negotiate(&mut self, spec: &TestSpec, udp_ports: Vec<u16>) -> Result<()> {
         let peer = &self.peer;

@@ -17,7 +17,6 @@ use crate::session::live::{Observer, StartInfo};
 use crate::session::sender::{SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::transport::probe::{ProbeLog, ProbeSample, ProbeSocket, Prober, IDLE_PHASE, PROBE_GAP, PROBE_LEN};
 use crate::transport::trip::TripLegs;
-use crate::workload::rr::trip_clock;
 use std::io::Write;
 use std::net::UdpSocket;
 use std::sync::{Arc, Mutex};
@@ -66,7 +65,7 @@ impl SenderProbe {
     }
 
     fn start(session: &SenderSession, spec: &TestSpec, socket: ProbeSocket) -> Result<Self> {
-        let trip_clock = trip_clock(spec, session)?;
+        let trip_clock = session.trip_clock(spec)?;
         if trip_clock.is_some() && !session.probe_stamps {
             return Err(Error::peer(format!(
                 "receiver {} does not stamp its latency probe's answers (a uringbench recv before --trip-times on send): upgrade it, or run without --trip-times",

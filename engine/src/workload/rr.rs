@@ -13,7 +13,7 @@ use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
-use crate::metrics::trip_times::{ClockBasis, TripTimes};
+use crate::metrics::trip_times::TripTimes;
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
@@ -142,7 +142,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let peer = session.peer.clone();
     let placement = session.placement.clone();
     let flows = open_flows(opts, &mut session)?;
-    let clock = trip_clock(spec, &session)?;
+    let clock = session.trip_clock(spec)?;
     session.wait_ready()?;
     let live = session.start_live(spec, observer)?;
     let side = TestSide::new(Role::Sender, spec, &placement, &live);
@@ -218,27 +218,6 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         trip_times,
         error,
     })
-}
-
-/// `--trip-times`: on what grounds the receiver's clock is taken to read as this one's
-/// (None without it). A receiver that did not answer with its boot id does not stamp.
-pub(crate) fn trip_clock(spec: &TestSpec, session: &SenderSession) -> Result<Option<ClockBasis>> {
-    if !spec.trip_times {
-        return Ok(None);
-    }
-    let Some(theirs) = &session.peer_boot_id else {
-        return Err(Error::peer(format!(
-            "receiver {} does not stamp --trip-times responses (a uringbench recv before it): upgrade it",
-            session.peer
-        )));
-    };
-    Ok(Some(if crate::transport::trip::boot_id().as_ref() == Some(theirs) {
-        ClockBasis::SameHost
-    } else if spec.clocks_synced {
-        ClockBasis::Asserted
-    } else {
-        ClockBasis::Unknown
-    }))
 }
 
 /// Opens (or, for UDP and crr, announces) the flows the server waits for, by transport.
