@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What `send --latency` costs the load: CPU-s/GB and throughput with and without the probe.
+"""What `send --latency` costs the load: measured directly, and as an A/B of CPU-s/GB.
 
     sudo python3 benches/latency_overhead.py [--runs 5] [--time 5] [--queues 1]
         [--binary target/release/uringbench] [--json-out FILE]
@@ -13,6 +13,13 @@ What it does
   * Holds /tmp/uringbench-test-traffic.lock for the whole bench, as the traffic tests do.
 
 What the numbers mean
+  * The direct share (every --latency run states it: `latency.cpu`): the probe thread's and
+    the receiver's answering thread's CPU time inside the window (each read by the thread
+    itself, CLOCK_THREAD_CPUTIME_ID), over (a) the load's queue threads' CPU-s on both sides
+    (`share`; the kernel's work outside those threads is missing from the whole, so this
+    is an upper bound) and (b) the receiving host's busy CPU-s, the numerator of CPU-s/GB
+    (`host_share`; other work on a shared host is in the whole, so this is a lower bound
+    there). The direct figures do not depend on run-to-run throughput noise.
   * CPU-s/GB is the document's `cpu.receiver_per_byte.cpu_seconds_per_gb`: the busy time of
     the receiving host's CPUs over the window (both namespaces share the host, so it counts
     the sender, the receiver, the softirqs and the probe's threads) per GB received. The
@@ -83,7 +90,15 @@ def one_run(binary, queues, seconds, latency):
         "gbps": doc["sum"]["receiver"]["bits_per_second"] / 1e9,
         "loaded_p50_ms": (lat.get("loaded") or {}).get("p50_ms"),
         "probe_bytes": lat.get("bytes_sent"),
+        "probe_cpu_s": (lat.get("cpu") or {}).get("probe_seconds"),
+        "answer_cpu_s": (lat.get("cpu") or {}).get("answer_seconds"),
+        "share_pct": pct((lat.get("cpu") or {}).get("share")),
+        "host_share_pct": pct((lat.get("cpu") or {}).get("host_share")),
     }
+
+
+def pct(x):
+    return None if x is None else x * 100
 
 
 def summary(xs):
@@ -145,13 +160,28 @@ def main():
             "gbps": summary([x["gbps"] for x in done]),
             "loaded_p50_ms": summary([x["loaded_p50_ms"] for x in done]),
         }
+        if which == "latency":
+            for key in ("probe_cpu_s", "answer_cpu_s", "share_pct", "host_share_pct"):
+                table[which][key] = summary([x[key] for x in done])
         print(f"{which:8} CPU-s/GB {fmt(table[which]['cpu_s_per_gb'], 4)}  Gbit/s {fmt(table[which]['gbps'], 2)}"
               + (f"  loaded p50 ms {fmt(table[which]['loaded_p50_ms'], 3)}" if which == "latency" else ""))
+    lat = table["latency"]
+    if lat.get("share_pct"):
+        print(f"direct: probe {fmt(lat['probe_cpu_s'], 4)} CPU-s, answering {fmt(lat['answer_cpu_s'], 4)} CPU-s "
+              f"in the window")
+        print(f"direct share of the load threads' CPU-s (upper bound): {fmt(lat['share_pct'], 3)} %")
+        print(f"direct share of the receiving host's busy CPU-s (CPU-s/GB's numerator): "
+              f"{fmt(lat['host_share_pct'], 3)} %")
     a, b = table["plain"]["cpu_s_per_gb"], table["latency"]["cpu_s_per_gb"]
     if a and b and a["median"] > 0:
         ratio = b["median"] / a["median"]
         table["cpu_ratio"] = ratio
-        print(f"--latency / plain CPU-s/GB, ratio of medians: {ratio:.4f} ({(ratio - 1) * 100:+.2f}%)")
+        print(f"A/B: --latency / plain CPU-s/GB, ratio of medians: {ratio:.4f} ({(ratio - 1) * 100:+.2f}%)")
+        pairs = [y["cpu_s_per_gb"] / x["cpu_s_per_gb"] for x, y in zip(results["plain"], results["latency"])
+                 if x and y and x["cpu_s_per_gb"] and y["cpu_s_per_gb"]]
+        if pairs:
+            table["cpu_ratio_pairs"] = summary(pairs)
+            print(f"A/B: per interleaved pair, --latency / plain CPU-s/GB: {fmt(table['cpu_ratio_pairs'], 3)}")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"runs": results, "summary": table, "args": vars(args)}, f, indent=2)

@@ -455,6 +455,8 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         gso: !args.no_gso,
         one_way_delay: args.one_way_delay,
         latency: args.latency,
+        trip_times: args.trip_times,
+        clocks_synced: args.clocks_synced,
         direction: direction_of(&args),
         ..TestSpec::default()
     };

@@ -165,6 +165,9 @@ fn a_deep_buffer_inflates_latency_under_load_and_a_shallow_one_less() {
     assert_eq!(deep["latency"]["intervals"].as_array().map(Vec::len), Some(4), "one figure per interval");
     let queue = deep["verdict"]["queue"].as_str().unwrap_or_default();
     assert!(queue.contains("a standing queue"), "the verdict names the queue: {}", deep["verdict"]);
+    // Neither end has a qdisc that could hold it: the receiver said so for its interface.
+    assert_eq!(deep["latency"]["receiver_queues"]["interface"], path.iface("b0"), "{}", deep["latency"]);
+    assert!(queue.contains("not on either end: on the path between"), "{}", deep["verdict"]);
     let probe_bytes = deep["latency"]["bytes_sent"].as_u64().unwrap_or(0);
     assert!(probe_bytes > 0, "the probe's bytes are shown apart");
     assert_eq!(
@@ -185,6 +188,20 @@ fn a_deep_buffer_inflates_latency_under_load_and_a_shallow_one_less() {
         shallow_growth <= deep_growth / 2.0,
         "a 5 ms tbf inflates by {shallow_growth} ms, more than half the 200 ms one's {deep_growth} ms"
     );
+}
+
+/// An ingress qdisc on the receiver's interface could hold a queue there (packets redirected
+/// to an ifb's shaper): the verdict then names it beside the path, instead of ruling it out.
+#[test]
+fn a_receiver_ingress_qdisc_is_named_as_a_place_the_queue_could_be() {
+    let (_serial, path, _recv) = bed("ublati");
+    path.bottleneck("200ms");
+    let (b, dev) = (path.ns("b"), path.iface("b0"));
+    ip(&["netns", "exec", &b, "tc", "qdisc", "add", "dev", &dev, "clsact"]);
+    let doc = send_latency(&path);
+    assert_eq!(doc["latency"]["receiver_queues"]["ingress"], "clsact", "{}", doc["latency"]);
+    let queue = doc["verdict"]["queue"].as_str().unwrap_or_default();
+    assert!(queue.contains(&format!("the receiver's clsact qdisc on {dev} (ingress) could hold it")), "{queue}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Multipath TCP between two namespaces joined by two veth pairs: `send -m` carries its data
 //! over two subflows, each with bytes the kernel counted, the second one over the second
-//! veth pair; a plain `send` still works against the MPTCP listener of `recv`.
+//! veth pair; `crr -m` reads a sample of its short-lived connections back before closing
+//! them; a plain `send` still works against the MPTCP listener of `recv`.
 
 mod common;
 
@@ -91,6 +92,36 @@ fn send_m_carries_exact_bytes_over_two_subflows_each_counted_by_the_kernel() {
     let received: u64 =
         theirs[0]["subflows"].as_array().unwrap().iter().map(|s| s["bytes_received"].as_u64().unwrap()).sum();
     assert!(received >= sent, "the receiver's subflows received {received} of {sent}");
+}
+
+/// crr's connections live for one transaction: each client thread reads one in 64 back as
+/// its answer comes, before it closes, and the report says it is a sample.
+#[test]
+fn crr_m_reads_a_sample_of_its_connections_before_they_close() {
+    let Some((_serial, pair)) = mptcp_pair("ubmp-crr") else { return };
+    second_path(&pair);
+    let recv = pair.spawn_recv(&["--cpus", "1"]);
+    let mut c = pair.cmd(&pair.sender_ns(), bin(), &["crr", "--target", RECV_ADDR, "-m", "-t", "2"]);
+    c.args(["--warmup", "200ms", "--cpus", "0", "--req", "100", "--resp", "200", "-J"]);
+    let (out, _) = run_bounded(c, Duration::from_secs(30));
+    drop(recv);
+    assert!(out.status.success(), "crr -m: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    let connections = u64_at(&doc, "/sum/client/total_transactions");
+    let conns = doc["mptcp"]["sender"].as_array().unwrap_or_else(|| panic!("no mptcp.sender: {doc}"));
+    // One thread: its first answered connection, then one in 64, at most 32.
+    let expected = connections.div_ceil(64).min(32) as usize;
+    assert_eq!(conns.len(), expected, "{connections} connections: {conns:?}");
+    for c in conns {
+        assert_eq!(c["fallback"], false, "the MPTCP listener answered MP_CAPABLE: {c}");
+        let subflows = c["subflows"].as_array().expect("subflows");
+        assert!(!subflows.is_empty(), "an open subflow as the answer came: {c}");
+        let sent: u64 = subflows.iter().map(|s| s["bytes_sent"].as_u64().unwrap()).sum();
+        let received: u64 = subflows.iter().map(|s| s["bytes_received"].as_u64().unwrap()).sum();
+        assert!(sent >= 100 && received >= 200, "the request went out and the answer came in: {c}");
+    }
+    let path = doc["client"]["path"].as_str().unwrap_or_default();
+    assert!(path.contains("1 in 64 answered connections"), "the report says it is a sample: {path}");
 }
 
 #[test]

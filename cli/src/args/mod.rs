@@ -133,8 +133,8 @@ pub struct RrArgs {
     /// latency is each burst's round trip.
     #[arg(long, value_name = "N")]
     pub bounceback: Option<u32>,
-    /// TCP rr: split round trips into one-way delays from both ends' CLOCK_REALTIME (needs
-    /// --resp 8 or more); given when both ends share a kernel, or with --clocks-synced.
+    /// rr: split round trips into one-way delays from both ends' CLOCK_REALTIME (needs --resp 8
+    /// or more; UDP: 16); given when both ends share a kernel, or with --clocks-synced.
     #[arg(long)]
     pub trip_times: bool,
     /// Assert that both hosts' clocks are synchronized (PTP, NTP), for --trip-times.
@@ -468,6 +468,13 @@ pub struct SendArgs {
     /// connection of its own, idle first, then under the load (docs/output.md).
     #[arg(long)]
     pub latency: bool,
+    /// With --latency: split the probe's round trips into one-way delays from both ends'
+    /// CLOCK_REALTIME; given when both ends share a kernel, or with --clocks-synced.
+    #[arg(long, requires = "latency")]
+    pub trip_times: bool,
+    /// Assert that both hosts' clocks are synchronized (PTP, NTP), for --trip-times.
+    #[arg(long, requires = "trip_times")]
+    pub clocks_synced: bool,
     /// Talk to an unmodified iperf2 server (`iperf -s`, `iperf -s -u`) instead of `uringbench recv`.
     #[arg(long, conflicts_with = "iperf3")]
     pub iperf2: bool,

@@ -64,10 +64,26 @@ pub(crate) fn queue_finding(
             q.what.trim_start_matches("qdisc "),
             format_bits_per_second(q.bits_per_second)
         ),
-        None => format!(
-            "beyond this host: no shaper holds its egress{}, so a router's or the receiver's queue on the path",
-            egress.map(|i| format!(" {i}")).unwrap_or_default()
-        ),
+        None => {
+            let here = egress.map(|i| format!(" {i}")).unwrap_or_default();
+            match &l.receiver_queues {
+                Some(r) if r.could_hold() => {
+                    let mut there = Vec::new();
+                    if let Some(i) = &r.ingress {
+                        there.push(format!("{i} qdisc on {} (ingress)", r.interface));
+                    }
+                    if let Some(e) = &r.egress_shaper {
+                        there.push(format!("{e} shaper on {} (egress: what it sends back)", r.interface));
+                    }
+                    format!("beyond this host (no shaper holds its egress{here}): the receiver's {} could hold it, or the path between", there.join(" or "))
+                }
+                Some(r) => format!(
+                    "not on either end: on the path between (no shaper holds this host's egress{here}, and the receiver's {} has no shaper and no ingress qdisc)",
+                    r.interface
+                ),
+                None => format!("beyond this host: no shaper holds its egress{here}, so a router's or the receiver's queue on the path"),
+            }
+        }
     };
     Some(format!("latency +{ms:.1} ms under load ({idle:.2} -> {loaded:.2} ms): {kind} {place}{size}"))
 }
@@ -438,5 +454,27 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(diagnose(&e).bottleneck, "cpu contention");
+    }
+
+    #[test]
+    fn a_queue_on_neither_end_is_placed_on_the_path_between() {
+        use crate::metrics::latency::{RttFigures, WorkingLatency};
+        use crate::sys::netpath::ReceiverQueues;
+        let rtt = |p50_ms| RttFigures { count: 100, p50_ms, p90_ms: p50_ms, p99_ms: p50_ms, max_ms: p50_ms };
+        let mut l = WorkingLatency {
+            idle: rtt(0.1),
+            loaded: rtt(20.1),
+            inflation: crate::metrics::latency::Inflation { p50_ms: 20.0, p90_ms: 20.0, p99_ms: 20.0 },
+            ..WorkingLatency::default()
+        };
+        let said = |l: &WorkingLatency| queue_finding(l, &[], Some("vethA"), 100e6).expect("a standing queue");
+        assert!(said(&l).contains("a router's or the receiver's queue"), "an older receiver: {}", said(&l));
+        let quiet = ReceiverQueues { interface: "vethB".into(), egress_shaper: None, ingress: None };
+        l.receiver_queues = Some(quiet.clone());
+        assert!(said(&l).contains("not on either end: on the path between"), "{}", said(&l));
+        l.receiver_queues = Some(ReceiverQueues { ingress: Some("clsact".into()), ..quiet });
+        let s = said(&l);
+        assert!(s.contains("the receiver's clsact qdisc on vethB (ingress) could hold it"), "{s}");
+        assert!(!s.contains("not on either end"), "{s}");
     }
 }

@@ -85,6 +85,8 @@ pub const MAX_BOUNCEBACK: u32 = 1024;
 pub const MAX_BURST_BYTES: u64 = 16 << 20;
 /// Bytes of a `--trip-times` response's timestamp: CLOCK_REALTIME nanoseconds, big-endian.
 pub const TRIP_STAMP_LEN: u32 = 8;
+/// Where a UDP rr response carries its `--trip-times` stamp: after the transaction's tag.
+pub const UDP_TRIP_STAMP_AT: u32 = 8;
 
 /// One test as agreed by both ends. Durations are in milliseconds on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -414,6 +416,12 @@ impl TestSpec {
         if self.latency && self.workload != Workload::Stream {
             return bad("--latency runs beside a stream test's load; rr and crr measure latency already".into());
         }
+        if self.clocks_synced && !self.trip_times {
+            return bad("--clocks-synced only qualifies --trip-times".into());
+        }
+        if self.trip_times && self.workload == Workload::Stream && !self.latency {
+            return bad("--trip-times on send splits the latency probe's round trips: it needs --latency".into());
+        }
         self.tuning.validate()
     }
 
@@ -443,16 +451,18 @@ impl TestSpec {
                 )));
             }
         }
-        if self.clocks_synced && !self.trip_times {
-            return Err(Error::usage("--clocks-synced only qualifies --trip-times"));
-        }
         if self.trip_times {
-            if !tcp_rr {
-                return Err(Error::usage("--trip-times applies to TCP rr"));
+            if self.workload != Workload::Rr {
+                return Err(Error::usage("--trip-times applies to rr (TCP or UDP) and to send --latency, not to crr"));
             }
-            if self.resp_len < TRIP_STAMP_LEN {
+            let need = match self.proto {
+                Proto::Tcp => TRIP_STAMP_LEN,
+                Proto::Udp => UDP_TRIP_STAMP_AT + TRIP_STAMP_LEN,
+            };
+            if self.resp_len < need {
                 return Err(Error::usage(format!(
-                    "--trip-times needs --resp {TRIP_STAMP_LEN} or more: each response carries an {TRIP_STAMP_LEN}-byte timestamp"
+                    "--trip-times needs --resp {need} or more: each response carries an {TRIP_STAMP_LEN}-byte timestamp{}",
+                    if self.proto == Proto::Udp { " after the transaction's 8-byte tag" } else { "" }
                 )));
             }
         }

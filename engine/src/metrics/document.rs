@@ -172,7 +172,7 @@ impl MptcpSection {
         sender: &crate::metrics::figures::SideReport,
         receiver: Option<&crate::metrics::figures::SideReport>,
     ) -> Option<Self> {
-        // Nothing read on either side (crr's connections live for one transaction): no section.
+        // Nothing read on either side: no section.
         let read = !sender.mptcp.is_empty() || receiver.is_some_and(|r| !r.mptcp.is_empty());
         (mptcp && read).then(|| Self { sender: sender.mptcp.clone(), receiver: receiver.map(|r| r.mptcp.clone()) })
     }

@@ -89,12 +89,76 @@ pub struct WorkingLatency {
     /// The probe's own payload bytes, both ways: never in the load's throughput.
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// What the probe cost inside the window, against the load's queue threads (absent from
+    /// an older document).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<ProbeCpu>,
+    /// `--trip-times`: the loaded probes' one-way legs, from the stamps in the answers
+    /// (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trip_times: Option<crate::metrics::trip_times::TripTimes>,
+    /// Where the receiver's own qdiscs could hold a queue (its interface toward the sender),
+    /// as it said at the test's start; absent from an older receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
     /// The window's intervals (as `intervals[]`), when the test has them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<LatencyInterval>,
     /// Why the probe ended early, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// What the probe cost inside the measured window (`latency.cpu`), in CPU-seconds, against
+/// two measures of the load's: its queue threads (all of it is the load's, but the kernel's
+/// work outside them is missing: an upper bound on the share) and the receiving host's busy
+/// time, the numerator of CPU-s/GB (it holds all of the load's, but also anything else the
+/// host ran: a lower bound on a busy host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProbeCpu {
+    /// The sending host's probe thread (user + system), read by the thread itself.
+    pub probe_seconds: f64,
+    /// The receiver's answering thread (user + system), from the readings its answers carry;
+    /// null from a receiver that does not put them in.
+    pub answer_seconds: Option<f64>,
+    /// The load's queue threads on both sides (user + system, `cpu.threads` of each side).
+    pub load_seconds: f64,
+    /// (probe + answer) ÷ `load_seconds`. Null without load threads' figures.
+    pub share: Option<f64>,
+    /// The receiving host's busy CPU-seconds (`receiver.cpu.host_busy_seconds`).
+    pub host_seconds: f64,
+    /// (probe + answer) ÷ `host_seconds`: the probe's part of the receiver's CPU-s/GB when
+    /// both ends run on one host. Null without the receiver's figures.
+    pub host_share: Option<f64>,
+}
+
+impl ProbeCpu {
+    /// The figures from the two threads' nanoseconds and the load's and host's seconds.
+    pub fn of(probe_ns: u64, answer_ns: Option<u64>, load_seconds: f64, host_seconds: f64) -> Self {
+        let probe_seconds = probe_ns as f64 / 1e9;
+        let answer_seconds = answer_ns.map(|ns| ns as f64 / 1e9);
+        let spent = probe_seconds + answer_seconds.unwrap_or(0.0);
+        let share_of = |whole: f64| (whole > 0.0).then(|| spent / whole);
+        Self {
+            probe_seconds,
+            answer_seconds,
+            load_seconds,
+            share: share_of(load_seconds),
+            host_seconds,
+            host_share: share_of(host_seconds),
+        }
+    }
+}
+
+/// How much a running total (a thread's CPU time) grew over `start`..`end`, from readings
+/// taken as the probes ended (`(probe sent, reading)`, in order): the last reading of a probe
+/// sent before `end` minus the last of one sent before `start` (the first in the span when
+/// none came before). None without a reading in the span.
+pub fn growth_between(readings: &[(Instant, u64)], start: Instant, end: Instant) -> Option<u64> {
+    let before = readings.iter().rev().find(|(at, _)| *at < start);
+    let inside = || readings.iter().filter(|(at, _)| *at >= start && *at < end);
+    let (first, last) = (inside().next()?, inside().next_back()?);
+    Some(last.1.saturating_sub(before.unwrap_or(first).1))
 }
 
 /// When the phases of a test with a probe began, by the sending host's clock.
@@ -191,5 +255,19 @@ mod tests {
         assert_eq!((w.intervals[0].rtt.p50_ms, w.intervals[1].rtt.p50_ms), (20.0, 30.0));
         assert_eq!(w.intervals[1].rpm, 2000.0);
         assert_eq!(w.median_growth_ms(), Some(19.0));
+    }
+
+    #[test]
+    fn growth_counts_from_the_last_reading_before_the_span() {
+        let t = Instant::now();
+        let at = |ms: u64| t + Duration::from_millis(ms);
+        let readings = [(at(0), 100), (at(10), 150), (at(20), 170), (at(30), 400), (at(40), 900)];
+        assert_eq!(growth_between(&readings, at(15), at(35)), Some(250), "from 150 (sent at 10) to 400");
+        assert_eq!(growth_between(&readings, at(0), at(25)), Some(70), "nothing before: from the first");
+        assert_eq!(growth_between(&readings, at(41), at(50)), None, "no probe in the span");
+        let cpu = ProbeCpu::of(2_000_000, Some(1_000_000), 1.5, 6.0);
+        assert_eq!((cpu.probe_seconds, cpu.answer_seconds, cpu.share), (0.002, Some(0.001), Some(0.002)));
+        assert_eq!(cpu.host_share, Some(0.0005));
+        assert_eq!(ProbeCpu::of(1, None, 0.0, 0.0).share, None, "no load figures: no share");
     }
 }

@@ -30,6 +30,11 @@ pub struct TripTimes {
     /// Server to client: the response's last byte at the client minus the server's stamp
     /// (it includes the server's turnaround). Null when `clock` is `unknown`.
     pub response_us: Option<LatencySummary>,
+    /// The latency probe (`send --latency --trip-times`): the same transactions' round trips
+    /// from the client's two clock readings, which the legs add up to. Absent for rr (its
+    /// `latency_us` is the round trip) and when the legs are not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_us: Option<LatencySummary>,
     /// Legs that came out negative (recorded as 0): the clocks disagree by more than the leg.
     pub negative_legs: u64,
     /// What the figures rest on, in words.
@@ -55,6 +60,7 @@ impl TripTimes {
             clock,
             request_us: known.then_some(request),
             response_us: known.then_some(response),
+            round_trip_us: None,
             negative_legs,
             note,
         }

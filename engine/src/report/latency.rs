@@ -31,6 +31,24 @@ pub fn latency_lines(l: &WorkingLatency) -> String {
         "  inflation: p50 {:+.2} ms  p90 {:+.2} ms  p99 {:+.2} ms; responsiveness {:.0} RPM loaded, {:.0} RPM idle",
         l.inflation.p50_ms, l.inflation.p90_ms, l.inflation.p99_ms, l.rpm, l.idle_rpm
     );
+    if let Some(c) = &l.cpu {
+        let answer = c
+            .answer_seconds
+            .map_or("answering not reported by the receiver".to_string(), |a| format!("answering {a:.4} CPU-s"));
+        let pct = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{:.2}%", s * 100.0));
+        let _ = writeln!(
+            out,
+            "  cost:      probe {:.4} CPU-s, {answer} in the window: {} of the load threads' {:.3} CPU-s, {} of the receiving host's busy {:.3} CPU-s",
+            c.probe_seconds,
+            pct(c.share),
+            c.load_seconds,
+            pct(c.host_share),
+            c.host_seconds
+        );
+    }
+    if let Some(t) = &l.trip_times {
+        let _ = writeln!(out, "  {}", t.line());
+    }
     if l.lost > 0 {
         let _ = writeln!(out, "  {} probes unanswered within 1 s (lost)", l.lost);
     }

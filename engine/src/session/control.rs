@@ -113,6 +113,15 @@ pub enum ControlMsg {
         /// Absent from receivers that predate it (the sender then refuses to go on).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         ntuple: bool,
+        /// Its probe answers carry its clock and its answering thread's CPU time (bytes 8..24
+        /// of each answer). Absent from receivers that predate it: their answers are echoes,
+        /// and the sender states neither the answering cost nor the probe's one-way delays.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        probe_stamps: bool,
+        /// `--latency`: where the receiver's own qdiscs could hold a queue (its interface
+        /// toward the sender). Absent from older receivers and when it cannot be read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
     },
     /// Sender → receiver, right after an accept with `udp_ports_follow`: the source port of
     /// each UDP flow socket (and the latency probe's), in the hello's order and number.

@@ -110,6 +110,12 @@ pub(crate) struct SenderSession {
     udp_ports_follow: bool,
     /// `--steer ntuple`: the receiver is to steer the flows by n-tuple rules.
     ntuple: bool,
+    /// `--latency`: the receiver's probe answers carry its clock and CPU time (its accept's
+    /// `probe_stamps`).
+    pub probe_stamps: bool,
+    /// `--latency`: where the receiver's own qdiscs could hold a queue (its accept's
+    /// `receiver_queues`).
+    pub receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
@@ -179,10 +185,34 @@ impl SenderSession {
             may_steer: !opts.local.no_steer && opts.local.data_port.is_none(),
             udp_ports_follow: false,
             ntuple: opts.local.ntuple,
+            probe_stamps: false,
+            receiver_queues: None,
             psk: opts.psk.clone(),
             key: None,
             stop: opts.stop.clone(),
         })
+    }
+
+    /// `--trip-times`: on what grounds the receiver's clock is taken to read as this one's
+    /// (None without it). A receiver that did not answer with its boot id does not stamp.
+    pub(crate) fn trip_clock(&self, spec: &TestSpec) -> Result<Option<crate::metrics::trip_times::ClockBasis>> {
+        use crate::metrics::trip_times::ClockBasis;
+        if !spec.trip_times {
+            return Ok(None);
+        }
+        let Some(theirs) = &self.peer_boot_id else {
+            return Err(Error::peer(format!(
+                "receiver {} does not stamp --trip-times responses (a uringbench recv before it): upgrade it",
+                self.peer
+            )));
+        };
+        Ok(Some(if crate::transport::trip::boot_id().as_ref() == Some(theirs) {
+            ClockBasis::SameHost
+        } else if spec.clocks_synced {
+            ClockBasis::Asserted
+        } else {
+            ClockBasis::Unknown
+        }))
     }
 
     /// Sends the hello and waits for the receiver to accept (or refuse) the test.
@@ -212,6 +242,8 @@ impl SenderSession {
                 latency_probe,
                 udp_ports_follow,
                 ntuple,
+                probe_stamps,
+                receiver_queues,
             } => {
                 if self.ntuple && !ntuple {
                     return Err(Error::peer(format!(
@@ -234,6 +266,8 @@ impl SenderSession {
                 self.steering = steering;
                 self.peer_boot_id = boot_id;
                 self.udp_ports_follow = udp_ports_follow && steer_udp;
+                self.probe_stamps = probe_stamps;
+                self.receiver_queues = receiver_queues;
                 cookie
             }
             ControlMsg::Refuse { reason } if spec.latency && reason.contains("source ports for") => {
@@ -526,6 +560,8 @@ pub(crate) mod scripted {
             latency_probe: false,
             udp_ports_follow: false,
             ntuple: false,
+            probe_stamps: false,
+            receiver_queues: None,
         }
     }
 

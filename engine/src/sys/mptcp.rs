@@ -242,7 +242,7 @@ pub(crate) fn read(fd: RawFd, flow: u32) -> Option<MptcpConnection> {
 
 /// Every flow's MPTCP state, in flow order (flows that are not MPTCP sockets are left out);
 /// `None` when the test's flows are not MPTCP (`mptcp` false) or there are none to read
-/// (crr: each connection lives for one transaction).
+/// (crr reads a sample of its connections itself, transport/tcp/crr.rs).
 pub(crate) fn read_flows(mptcp: bool, fds: &[RawFd]) -> Option<Vec<MptcpConnection>> {
     (mptcp && !fds.is_empty()).then(|| (0..).zip(fds).filter_map(|(flow, &fd)| read(fd, flow)).collect())
 }

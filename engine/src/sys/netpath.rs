@@ -33,6 +33,39 @@ pub struct PathLimit {
     pub source: Option<String>,
 }
 
+/// Where a receiver's own qdiscs could hold a queue of a test's traffic, on the interface
+/// it routes the sender through (`--latency`'s verdict). What it cannot see: a queue behind
+/// an ingress redirect (an ifb device's qdisc), the NIC's and driver's rings, and anything in
+/// a virtual switch or hypervisor between the hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReceiverQueues {
+    pub interface: String,
+    /// A shaping root qdisc on its egress (`tbf 100.00 Mbits/sec`): it would queue what the
+    /// receiver sends back (ACKs, the probe's answers).
+    pub egress_shaper: Option<String>,
+    /// Its ingress qdisc (`ingress`, `clsact`): arriving packets can be policed or redirected
+    /// to a queue there.
+    pub ingress: Option<String>,
+}
+
+impl ReceiverQueues {
+    /// The receiver's interface toward `peer` and its qdiscs; None when the route or the
+    /// qdiscs cannot be read.
+    pub(crate) fn toward(peer: IpAddr) -> Option<Self> {
+        let route = hostinfo::route_to(peer).ok()?;
+        let egress_shaper = hostinfo::root_rate_limit(route.ifindex)
+            .ok()?
+            .map(|q| format!("{} {}", q.kind, crate::base::units::format_bits_per_second(q.rate_bps as f64)));
+        let ingress = hostinfo::ingress_qdisc(route.ifindex).ok()?;
+        Some(Self { interface: route.ifname, egress_shaper, ingress })
+    }
+
+    /// Whether a qdisc of the receiver could hold the queue.
+    pub fn could_hold(&self) -> bool {
+        self.egress_shaper.is_some() || self.ingress.is_some()
+    }
+}
+
 /// The path to one target as the kernel sees it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PathProbe {

@@ -9,6 +9,7 @@ pub mod probe;
 pub mod rr;
 pub(crate) mod stopping;
 pub mod tcp;
+pub(crate) mod trip;
 pub mod udp;
 pub mod xdp;
 

@@ -66,7 +66,10 @@ pub(crate) struct RrClientResult {
     pub latency_ns: Histogram<u64>,
     pub failures: RrFailures,
     /// `--trip-times`: the one-way legs of the transactions inside the window.
-    pub trip: Option<crate::transport::tcp::trip::TripLegs>,
+    pub trip: Option<crate::transport::trip::TripLegs>,
+    /// crr `-m`: a sample of the connections' MPTCP state, each read as its answer came
+    /// (before the close); empty for the other loops.
+    pub mptcp: Vec<crate::sys::mptcp::MptcpConnection>,
 }
 
 pub(crate) use crate::metrics::transactions::latency_histogram;

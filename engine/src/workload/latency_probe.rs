@@ -7,11 +7,16 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::metrics::figures::{IntervalFigures, StreamReport};
-use crate::metrics::latency::{interval_figures, LatencyInterval, ProbeClock, WorkingLatency};
+use crate::metrics::latency::{
+    growth_between, interval_figures, LatencyInterval, ProbeClock, ProbeCpu, WorkingLatency,
+};
+use crate::metrics::transactions::LatencySummary;
+use crate::metrics::trip_times::{ClockBasis, TripTimes};
 use crate::session::control;
 use crate::session::live::{Observer, StartInfo};
 use crate::session::sender::{SendOptions, SenderSession, CONNECT_TIMEOUT};
-use crate::transport::probe::{ProbeLog, ProbeSocket, Prober, IDLE_PHASE, PROBE_GAP, PROBE_LEN};
+use crate::transport::probe::{ProbeLog, ProbeSample, ProbeSocket, Prober, IDLE_PHASE, PROBE_GAP, PROBE_LEN};
+use crate::transport::trip::TripLegs;
 use std::io::Write;
 use std::net::UdpSocket;
 use std::sync::{Arc, Mutex};
@@ -25,6 +30,12 @@ pub(crate) struct SenderProbe {
     /// at `ready`, which the receiver sends once [`IDLE_PHASE`] has passed.
     load_start: Option<Instant>,
     clock: Arc<Mutex<Option<Instant>>>,
+    /// The receiver's answers carry its clock and its answering thread's CPU time.
+    stamped: bool,
+    /// `--trip-times`: on what grounds the receiver's clock reads as this one's.
+    trip_clock: Option<ClockBasis>,
+    /// Where the receiver's own qdiscs could hold a queue, as it said.
+    receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
 }
 
 /// How long past the test's planned end a probe may run before it stops by itself.
@@ -41,7 +52,7 @@ impl SenderProbe {
         stream
             .write_all(&session.data_hello(index))
             .map_err(|e| Error::peer(format!("opening the latency probe to {}: {e}", session.peer)))?;
-        let mut probe = Self::start(spec, ProbeSocket::Tcp(stream), &session.placement.cpus())?;
+        let mut probe = Self::start(session, spec, ProbeSocket::Tcp(stream))?;
         std::thread::sleep(IDLE_PHASE);
         probe.load_start = Some(Instant::now());
         Ok(probe)
@@ -50,14 +61,29 @@ impl SenderProbe {
     /// UDP: starts probing over `socket` (connected to the receiver's port, which answers
     /// it once the test is accepted); the receiver holds `ready` back for [`IDLE_PHASE`].
     pub(crate) fn open_udp(session: &SenderSession, spec: &TestSpec, socket: UdpSocket) -> Result<Self> {
-        Self::start(spec, ProbeSocket::Udp(socket), &session.placement.cpus())
+        Self::start(session, spec, ProbeSocket::Udp(socket))
     }
 
-    fn start(spec: &TestSpec, socket: ProbeSocket, avoid: &[usize]) -> Result<Self> {
+    fn start(session: &SenderSession, spec: &TestSpec, socket: ProbeSocket) -> Result<Self> {
+        let trip_clock = session.trip_clock(spec)?;
+        if trip_clock.is_some() && !session.probe_stamps {
+            return Err(Error::peer(format!(
+                "receiver {} does not stamp its latency probe's answers (a uringbench recv before --trip-times on send): upgrade it, or run without --trip-times",
+                session.peer
+            )));
+        }
         let until = Instant::now() + IDLE_PHASE + spec.total() + PROBE_SLACK;
-        let prober =
-            Prober::start(socket, avoid, until).map_err(|e| Error::io("starting the latency probe's thread", e))?;
-        Ok(Self { prober, proto: spec.proto, load_start: None, clock: Arc::new(Mutex::new(None)) })
+        let prober = Prober::start(socket, &session.placement.cpus(), until)
+            .map_err(|e| Error::io("starting the latency probe's thread", e))?;
+        Ok(Self {
+            prober,
+            proto: spec.proto,
+            load_start: None,
+            clock: Arc::new(Mutex::new(None)),
+            stamped: session.probe_stamps,
+            trip_clock,
+            receiver_queues: session.receiver_queues.clone(),
+        })
     }
 
     /// `observer`, told each interval's round trips after the interval itself.
@@ -104,8 +130,52 @@ impl SenderProbe {
         latency.bytes_sent = log.bytes_sent;
         latency.bytes_received = log.bytes_received;
         latency.error = log.error;
+        let (from, to) = (clock.window_start, clock.window_start + clock.window);
+        latency.cpu = probe_cpu(self.stamped, &log.samples, from, to, report);
+        latency.trip_times = self.trip_clock.map(|basis| trip_times(basis, &log.samples, from, to));
+        latency.receiver_queues = self.receiver_queues;
         report.latency = Some(latency);
     }
+}
+
+/// What probing cost over `from`..`to` (the answering side's too, when its answers carry
+/// it: `stamped`), against the load's queue threads of both sides.
+fn probe_cpu(
+    stamped: bool,
+    samples: &[ProbeSample],
+    from: Instant,
+    to: Instant,
+    report: &StreamReport,
+) -> Option<ProbeCpu> {
+    let readings =
+        |f: fn(&ProbeSample) -> u64| -> Vec<(Instant, u64)> { samples.iter().map(|s| (s.sent, f(s))).collect() };
+    let probe = growth_between(&readings(|s| s.cpu_ns), from, to)?;
+    let answer = if stamped { growth_between(&readings(|s| s.peer_cpu_ns), from, to) } else { None };
+    let load: f64 = [Some(&report.sender), report.receiver.as_ref()]
+        .into_iter()
+        .flatten()
+        .flat_map(|side| side.cpu.threads.iter())
+        .map(|t| t.user_seconds + t.system_seconds)
+        .sum();
+    let host = report.receiver.as_ref().map_or(0.0, |r| r.cpu.host_busy_seconds);
+    Some(ProbeCpu::of(probe, answer, load, host))
+}
+
+/// The one-way legs of the probes sent within `from`..`to`, and their round trips by the
+/// same clock readings (so the legs can be checked against them); withheld by `basis`.
+fn trip_times(basis: ClockBasis, samples: &[ProbeSample], from: Instant, to: Instant) -> TripTimes {
+    let mut legs = TripLegs::new();
+    let mut round_trips = crate::metrics::transactions::latency_histogram();
+    for s in samples.iter().filter(|s| s.sent >= from && s.sent < to) {
+        legs.record(s.sent_real_ns, s.peer_stamp_ns, s.arrived_real_ns);
+        let _ = round_trips.record(s.arrived_real_ns.saturating_sub(s.sent_real_ns).clamp(1, round_trips.high()));
+    }
+    let mut t =
+        TripTimes::of(basis, LatencySummary::of(&legs.request), LatencySummary::of(&legs.response), legs.negative);
+    if t.request_us.is_some() {
+        t.round_trip_us = Some(LatencySummary::of(&round_trips));
+    }
+    t
 }
 
 /// The direction whose intervals the probe's are shown with: the load's (forward for `--bidir`).

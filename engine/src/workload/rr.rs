@@ -13,7 +13,7 @@ use crate::base::spec::{Proto, TestSpec, Workload};
 use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
-use crate::metrics::trip_times::{ClockBasis, TripTimes};
+use crate::metrics::trip_times::TripTimes;
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
@@ -24,7 +24,7 @@ use crate::sys::mptcp::StreamProtocol;
 use crate::transport::rr::{latency_histogram, RrConfig, RrFailures};
 use crate::transport::tcp::crr::{self as tcp_crr, CrrFlow, CrrListener};
 use crate::transport::tcp::rr::{self as tcp_rr, RrFlow};
-use crate::transport::tcp::trip::TripLegs;
+use crate::transport::trip::TripLegs;
 use crate::transport::udp::rr::{self as udp_rr, UdpRrFlow};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
@@ -142,7 +142,7 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let peer = session.peer.clone();
     let placement = session.placement.clone();
     let flows = open_flows(opts, &mut session)?;
-    let clock = trip_clock(spec, &session)?;
+    let clock = session.trip_clock(spec)?;
     session.wait_ready()?;
     let live = session.start_live(spec, observer)?;
     let side = TestSide::new(Role::Sender, spec, &placement, &live);
@@ -185,7 +185,12 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let stopped = run.stopped;
     live.attach((Some(&mut client), None), (None, None));
     client.set_data_path(data_path(spec, true));
-    client.set_mptcp(read_mptcp(spec, &mptcp_probes));
+    if spec.workload == Workload::Crr && spec.tuning.mptcp {
+        client.add_path_notes([crr_mptcp_note()]);
+        client.set_mptcp(Some(crr_mptcp_sample(&run.results)));
+    } else {
+        client.set_mptcp(read_mptcp(spec, &mptcp_probes));
+    }
     if !ends_with_its_flows(spec) {
         // The server's flows cannot see the end: say it.
         let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
@@ -213,27 +218,6 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         trip_times,
         error,
     })
-}
-
-/// `--trip-times`: on what grounds the receiver's clock is taken to read as this one's
-/// (None without it). A receiver that did not answer with its boot id does not stamp.
-fn trip_clock(spec: &TestSpec, session: &SenderSession) -> Result<Option<ClockBasis>> {
-    if !spec.trip_times {
-        return Ok(None);
-    }
-    let Some(theirs) = &session.peer_boot_id else {
-        return Err(Error::peer(format!(
-            "receiver {} does not stamp --trip-times responses (a uringbench recv before it): upgrade it",
-            session.peer
-        )));
-    };
-    Ok(Some(if crate::transport::tcp::trip::boot_id().as_ref() == Some(theirs) {
-        ClockBasis::SameHost
-    } else if spec.clocks_synced {
-        ClockBasis::Asserted
-    } else {
-        ClockBasis::Unknown
-    }))
 }
 
 /// Opens (or, for UDP and crr, announces) the flows the server waits for, by transport.
@@ -290,6 +274,22 @@ fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientF
 /// own the flows are done with them.
 fn mptcp_probes<'a>(streams: impl Iterator<Item = &'a TcpStream>) -> Result<Vec<TcpStream>> {
     streams.map(|s| s.try_clone().map_err(|e| Error::io("duplicating a flow socket for MPTCP_INFO", e))).collect()
+}
+
+/// crr `-m`: the connections each thread read back before closing them, numbered in turn
+/// (`flow` is the sampled connection's number: crr has no long-lived flows).
+fn crr_mptcp_sample(results: &[crate::transport::rr::RrClientResult]) -> Vec<crate::sys::mptcp::MptcpConnection> {
+    let conns = results.iter().flat_map(|r| r.mptcp.iter().cloned());
+    (0..).zip(conns).map(|(n, c)| crate::sys::mptcp::MptcpConnection { flow: n, ..c }).collect()
+}
+
+/// What crr's `mptcp` entries are: a sample, and of what.
+fn crr_mptcp_note() -> String {
+    format!(
+        "MPTCP (crr): 1 in {} answered connections of each thread, at most {} a thread, read back as its answer came (before the close)",
+        tcp_crr::MPTCP_SAMPLE_EVERY,
+        tcp_crr::MPTCP_SAMPLES_KEPT
+    )
 }
 
 /// The subflows of an MPTCP test's flows (`None` without `-m`).

@@ -124,10 +124,17 @@ impl Test<'_> {
             data_port,
             variant: self.spec.variant.clone(),
             steering: self.queues.map(TestQueues::steering),
-            boot_id: if self.spec.trip_times { crate::transport::tcp::trip::boot_id() } else { None },
+            boot_id: if self.spec.trip_times { crate::transport::trip::boot_id() } else { None },
             latency_probe: self.spec.latency,
             udp_ports_follow,
             ntuple: self.ntuple.is_some(),
+            probe_stamps: self.spec.latency,
+            receiver_queues: self
+                .spec
+                .latency
+                .then(|| self.ctl.peer_addr().ok())
+                .flatten()
+                .and_then(|peer| crate::sys::netpath::ReceiverQueues::toward(peer.ip())),
         }
     }
 

@@ -29,7 +29,7 @@ use serde::Serialize;
 
 pub use cloud::{egress_cap, Cloud, Dmi, EgressCap};
 pub use ifstats::{IfCounters, LinkInfo};
-pub use qdisc::{root_rate_limit, QdiscLimit};
+pub use qdisc::{ingress_qdisc, root_rate_limit, QdiscLimit};
 pub use route::{route_to, Route};
 pub use snmp::SnmpCounters;
 pub use softnet::{SoftnetCounters, SoftnetTotals};

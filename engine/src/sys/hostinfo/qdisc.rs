@@ -110,6 +110,20 @@ pub(crate) fn rate_limit_from_dumps(
     Ok(bytes_per_s.map(|b| QdiscLimit { kind: root.kind.clone(), rate_bps: b.saturating_mul(8) }))
 }
 
+/// The parent of an `ingress` or `clsact` qdisc (TC_H_INGRESS).
+const TC_H_INGRESS: u32 = 0xFFFF_FFF1;
+
+/// The kind of interface `ifindex`'s ingress qdisc (`ingress`, `clsact`) in the caller's
+/// network namespace, or None without one: with it, arriving packets can be policed or
+/// redirected (to an ifb device whose qdisc then queues them).
+pub fn ingress_qdisc(ifindex: u32) -> Result<Option<String>> {
+    let what = format!("reading the qdiscs of interface {ifindex}");
+    let mut sock = netlink::Socket::open()?;
+    let dump = sock.request(RTM_GETQDISC, NLM_F_DUMP, &tcmsg(0), &what)?;
+    let qdiscs = parse_qdisc_dump(&dump, &what)?;
+    Ok(qdiscs.into_iter().find(|q| q.ifindex == ifindex && q.parent == TC_H_INGRESS).map(|q| q.kind))
+}
+
 /// [`root_rate_limit`] for an interface named `iface`.
 #[cfg(test)]
 pub(crate) fn root_rate_limit_of(iface: &str) -> Result<Option<QdiscLimit>> {

@@ -156,7 +156,16 @@ struct Client<'a> {
     cfg: &'a RrConfig,
     failures: RrFailures,
     active: usize,
+    /// Connections answered so far, and the MPTCP state of a sample of them (`-m`).
+    answered: u64,
+    mptcp: Vec<crate::sys::mptcp::MptcpConnection>,
 }
+
+/// crr `-m`: every this many answered connections of a thread (its first included), one is
+/// read back (MPTCP_INFO and its subflows, three system calls) before it closes...
+pub(crate) const MPTCP_SAMPLE_EVERY: u64 = 64;
+/// ...up to this many a thread.
+pub(crate) const MPTCP_SAMPLES_KEPT: usize = 32;
 
 impl Client<'_> {
     /// Opens the next connection of flow `idx`, or ends the flow at the deadline.
@@ -252,13 +261,17 @@ impl Client<'_> {
             // even if its completion comes later in the batch.
             (Phase::Sending | Phase::Receiving, RECV) => {
                 c.resp_done += res as u32;
-                if c.resp_done >= cfg.resp_len {
+                let answered = c.resp_done >= cfg.resp_len;
+                if answered {
                     c.transactions += 1;
                     counters.add(c.queue as usize, 1);
                     cfg.record(latency, c.started, now);
                     c.phase = Phase::Draining;
                 }
                 let (left, u) = (cfg.resp_len.saturating_sub(c.resp_done).max(1), ud(RECV));
+                if answered {
+                    self.sample_mptcp(fd, idx);
+                }
                 self.cr.recv(fd, left, u)
             }
             // The server's FIN (or an error after a complete answer): this connection is done.
@@ -268,6 +281,16 @@ impl Client<'_> {
                 self.cr.recv(fd, SCRATCH, u)
             }
             _ => Ok(()),
+        }
+    }
+
+    /// `-m`: reads this answered connection's MPTCP state when its turn in the sample comes
+    /// (it is whole and its subflows open: the server closes only after the answer).
+    fn sample_mptcp(&mut self, fd: i32, idx: usize) {
+        let due = self.answered % MPTCP_SAMPLE_EVERY == 0 && self.mptcp.len() < MPTCP_SAMPLES_KEPT;
+        self.answered += 1;
+        if due && self.cfg.protocol == StreamProtocol::Mptcp {
+            self.mptcp.extend(crate::sys::mptcp::read(fd, idx as u32));
         }
     }
 
@@ -325,6 +348,8 @@ pub(crate) fn run_client(
         target,
         cfg,
         failures: RrFailures::default(),
+        answered: 0,
+        mptcp: Vec::new(),
     };
     let mut latency = latency_histogram();
     for idx in 0..client.conns.len() {
@@ -356,7 +381,7 @@ pub(crate) fn run_client(
         .into_iter()
         .map(|c| FlowOutcome { queue: c.queue, bytes: c.transactions, error: c.error })
         .collect();
-    Ok(RrClientResult { flows, latency_ns: latency, failures: client.failures, trip: None })
+    Ok(RrClientResult { flows, latency_ns: latency, failures: client.failures, trip: None, mptcp: client.mptcp })
 }
 
 /// The listening sockets of a crr test, one per queue, all on one port of `ip` (the first

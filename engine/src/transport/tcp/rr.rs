@@ -266,7 +266,7 @@ pub(crate) fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrC
             f.error.get_or_insert_with(|| "server stopped answering".into());
         }
     }
-    Ok(RrClientResult { flows: outcomes(state), latency_ns, failures: RrFailures::default(), trip })
+    Ok(RrClientResult { flows: outcomes(state), latency_ns, failures: RrFailures::default(), trip, mptcp: Vec::new() })
 }
 
 /// Runs an rr server thread: answers every complete request until each flow's EOF. The

@@ -1,35 +1,19 @@
 //! `--trip-times` over TCP rr: the server stamps each response's first 8 bytes with the
 //! CLOCK_REALTIME time (nanoseconds, big-endian) at which the whole request had arrived; the
-//! client, which noted its own CLOCK_REALTIME when it sent the request, splits each round
-//! trip into the request's leg (stamp − send time) and the response's leg (arrival − stamp;
-//! it includes the server's turnaround). Only as meaningful as the two clocks are alike:
-//! the workload says on what grounds it trusts them.
+//! client splits each round trip into its legs (transport/trip.rs). Only as meaningful as
+//! the two clocks are alike: the workload says on what grounds it trusts them.
 //!
 //! Server: a response is one `sendmsg` of two pieces, its own stamp and the shared payload,
 //! so every response in flight (a `--bounceback` burst has several) keeps its own stamp.
 //! Client: each flow receives into its own scratch, where the stamps are read.
 
-use crate::metrics::transactions::latency_histogram;
-use hdrhistogram::Histogram;
+// The clock-neutral parts, where the TCP loop looks for them.
+pub(crate) use crate::transport::trip::{realtime_ns, TripLegs};
 
 /// Bytes of the stamp at the head of each response.
 pub(crate) const STAMP_LEN: usize = crate::base::spec::TRIP_STAMP_LEN as usize;
 /// Per-flow receive scratch of a client that reads stamps.
 pub(crate) const TRIP_SCRATCH: u32 = 16 * 1024;
-
-/// This kernel's boot id (/proc/sys/kernel/random/boot_id): two processes that read the same
-/// one run on one kernel, so on one CLOCK_REALTIME (network namespaces do not change it).
-pub(crate) fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string())
-}
-
-/// CLOCK_REALTIME now, in nanoseconds since the epoch.
-pub(crate) fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
-}
 
 /// One stamped response in flight: its stamp, the two pieces of its `sendmsg` and the
 /// bytes of it sent so far.
@@ -99,36 +83,6 @@ impl StampedSends {
     }
 }
 
-/// The one-way legs a client thread measured, nanoseconds.
-pub(crate) struct TripLegs {
-    pub request: Histogram<u64>,
-    pub response: Histogram<u64>,
-    /// Legs that came out negative (the clocks disagree by more than the leg): recorded as
-    /// 1 ns and counted here.
-    pub negative: u64,
-}
-
-impl TripLegs {
-    pub(crate) fn new() -> Self {
-        Self { request: latency_histogram(), response: latency_histogram(), negative: 0 }
-    }
-
-    fn record(&mut self, sent: u64, stamp: u64, arrived: u64) {
-        for (h, from, to) in [(&mut self.request, sent, stamp), (&mut self.response, stamp, arrived)] {
-            if to < from {
-                self.negative += 1;
-            }
-            let _ = h.record(to.saturating_sub(from).clamp(1, h.high()));
-        }
-    }
-
-    pub(crate) fn add(&mut self, o: &TripLegs) {
-        let _ = self.request.add(&o.request);
-        let _ = self.response.add(&o.response);
-        self.negative += o.negative;
-    }
-}
-
 /// A client flow's reading of the stamps of its current burst.
 #[derive(Default)]
 pub(crate) struct FlowStamps {
@@ -164,6 +118,7 @@ impl FlowStamps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hdrhistogram::Histogram;
 
     #[test]
     fn stamps_split_across_pieces_are_read_whole() {
@@ -185,14 +140,6 @@ mod tests {
             assert!(near(&legs.response, 3_000, 4_000), "cut at {cut}");
             assert_eq!(legs.negative, 0);
         }
-    }
-
-    #[test]
-    fn a_stamp_after_the_arrival_is_counted_negative() {
-        let mut legs = TripLegs::new();
-        legs.record(100, 50, 200);
-        assert_eq!(legs.negative, 1);
-        assert_eq!(legs.request.min(), 1, "a negative leg is recorded as 1 ns");
     }
 
     #[test]

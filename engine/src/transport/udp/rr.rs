@@ -12,10 +12,16 @@
 //!
 //! Each flow has its own buffers (the tag is read back), and its receive stays armed across
 //! transactions, so the loop never cancels anything until the flow ends.
+//!
+//! `--trip-times`: the server writes the CLOCK_REALTIME time a request arrived into bytes
+//! 8..16 of its answer (after the tag); the client splits the round trip there
+//! (transport/trip.rs).
 
 use crate::base::error::Result;
+use crate::base::spec::{TRIP_STAMP_LEN, UDP_TRIP_STAMP_AT};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
+use crate::transport::trip::{realtime_ns, TripLegs};
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, RingPaths, WakeBatch};
 use io_uring::{opcode, types, IoUring};
@@ -51,6 +57,8 @@ struct Flow {
     /// transactions, and once the flow is done).
     seq: u64,
     outstanding: Option<Instant>,
+    /// `--trip-times` client: CLOCK_REALTIME when the outstanding request was sent.
+    sent_real_ns: u64,
     recv_armed: bool,
     send_inflight: bool,
     done: bool,
@@ -68,6 +76,7 @@ impl Flow {
             recv: vec![0; recv_len as usize + 1].into_boxed_slice(),
             seq: 0,
             outstanding: None,
+            sent_real_ns: 0,
             recv_armed: false,
             send_inflight: false,
             done: false,
@@ -120,6 +129,9 @@ impl UdpRrRing {
     }
 }
 
+/// Where an answer's `--trip-times` stamp lies.
+const STAMP: std::ops::Range<usize> = UDP_TRIP_STAMP_AT as usize..(UDP_TRIP_STAMP_AT + TRIP_STAMP_LEN) as usize;
+
 /// How often a thread looks at its flows' timeouts at least.
 fn tick(cfg: &RrConfig) -> Duration {
     (cfg.timeout / 2).clamp(Duration::from_millis(1), Duration::from_millis(100))
@@ -141,11 +153,15 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
     let tag = tag_len(cfg.req_len).min(tag_len(cfg.resp_len));
     let mut failures = RrFailures::default();
     let mut latency_ns = latency_histogram();
+    let mut trip = cfg.trip_times.then(TripLegs::new);
     let start = |rr: &mut UdpRrRing, idx: usize| -> Result<()> {
         let f = &mut rr.flows[idx];
         let n = tag_len(cfg.req_len);
         f.send[..n].copy_from_slice(&f.seq.to_le_bytes()[..n]);
         f.outstanding = Some(Instant::now());
+        if cfg.trip_times {
+            f.sent_real_ns = realtime_ns();
+        }
         rr.send(idx)
     };
     // After a transaction ended (answered or not): the next one, or the flow's end at the
@@ -196,6 +212,10 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
                         f.transactions += 1;
                         counters.add(f.queue as usize, 1);
                         cfg.record(&mut latency_ns, started, now);
+                        if let Some(legs) = trip.as_mut().filter(|_| cfg.in_window(now)) {
+                            let stamp = u64::from_be_bytes(f.recv[STAMP].try_into().expect("8 bytes"));
+                            legs.record(f.sent_real_ns, stamp, realtime_ns());
+                        }
                     } else {
                         f.outstanding = None;
                         failures.other += 1;
@@ -233,7 +253,7 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
             }
         }
     }
-    Ok(RrClientResult { flows: rr.finish(), latency_ns, failures, trip: None })
+    Ok(RrClientResult { flows: rr.finish(), latency_ns, failures, trip, mptcp: Vec::new() })
 }
 
 /// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.stop`.
@@ -266,6 +286,9 @@ pub(crate) fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
                 if res > 0 && !f.send_inflight {
                     let Flow { send, recv, .. } = f;
                     send[..tag].copy_from_slice(&recv[..tag]);
+                    if cfg.trip_times {
+                        send[STAMP].copy_from_slice(&realtime_ns().to_be_bytes());
+                    }
                     rr.send(idx)?;
                 } else {
                     // An error (ICMP from a client that went away) or a request that came
@@ -358,6 +381,27 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(2), "bounded by deadline + timeout: {:?}", t.elapsed());
         assert_eq!(res.flows[0].bytes, 0);
         assert!((2..=4).contains(&res.failures.timeouts), "120 ms / 50 ms timeouts: {:?}", res.failures);
+    }
+
+    #[test]
+    fn trip_times_split_each_round_trip_at_the_servers_stamp() {
+        let (client, server) = pair();
+        let mut cfg = config(16, 32, Duration::from_millis(200), Duration::from_millis(200));
+        cfg.trip_times = true;
+        let server_cfg = cfg.clone();
+        let srv = std::thread::spawn(move || {
+            run_server(vec![UdpRrFlow { socket: server, queue: 0 }], &QueueCounters::new(1), &server_cfg).unwrap()
+        });
+        let res = run_client(vec![UdpRrFlow { socket: client, queue: 0 }], &QueueCounters::new(1), &cfg).unwrap();
+        cfg.stop.store(true, Ordering::Relaxed);
+        srv.join().unwrap();
+        let legs = res.trip.expect("legs with --trip-times");
+        assert_eq!(legs.request.len(), res.latency_ns.len(), "one pair of legs per round trip");
+        assert_eq!(legs.negative, 0, "one clock");
+        // The legs add up to the round trip (3 significant digits, two clock readings apart).
+        let sum = legs.request.mean() + legs.response.mean();
+        let rtt = res.latency_ns.mean();
+        assert!((sum - rtt).abs() <= 0.1 * rtt, "legs {sum:.0} ns against a {rtt:.0} ns round trip");
     }
 
     #[test]
