@@ -110,6 +110,8 @@ struct kflow {
 	__s64 jitter16_us;  /* RFC 3550 jitter, microseconds times 16 */
 	__s64 last_transit_us;
 	__u64 transits;     /* datagrams with a send time */
+	__u64 last_stamp;   /* the last send time seen (seconds << 32 | microseconds) */
+	__u64 arrival_us;   /* the clock when that send time first arrived */
 	struct kwin_word win[KWIN_WORDS];
 };
 
@@ -201,8 +203,14 @@ static __always_inline void kernel_count(struct udphdr *udp, void *end, struct s
 			f->received++;
 			f->bytes += len;
 			if (timed) {
-				__u64 now_us = (bpf_ktime_get_ns() + cfg->clock_offset) / 1000;
-				__s64 transit = (__s64)now_us - ((__s64)sec * 1000000 + usec);
+				/* The clock is read when the send time changes: a sender that stamps a
+				 * batch of frames with one time has the batch's arrival taken once. */
+				__u64 stamp = ((__u64)sec << 32) | usec;
+				if (stamp != f->last_stamp) {
+					f->last_stamp = stamp;
+					f->arrival_us = (bpf_ktime_get_ns() + cfg->clock_offset) / 1000;
+				}
+				__s64 transit = (__s64)f->arrival_us - ((__s64)sec * 1000000 + usec);
 				if (f->transits) {
 					__s64 d = transit - f->last_transit_us;
 					if (d < 0)

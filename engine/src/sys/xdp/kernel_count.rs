@@ -47,6 +47,8 @@ struct KFlow {
     jitter16_us: i64,
     last_transit_us: i64,
     transits: u64,
+    last_stamp: u64,
+    arrival_us: u64,
     window: [[u64; 2]; KWIN_WORDS],
 }
 
@@ -200,7 +202,7 @@ mod tests {
 
     #[test]
     fn layouts_and_peer_words() {
-        assert_eq!(std::mem::size_of::<KFlow>(), 12 * 8 + KWIN_WORDS * 16);
+        assert_eq!(std::mem::size_of::<KFlow>(), 14 * 8 + KWIN_WORDS * 16);
         let v4 = peer_words("10.77.0.1".parse().unwrap());
         assert_eq!(v4[0].to_ne_bytes(), [10, 77, 0, 1]);
         assert_eq!(&v4[1..], &[0, 0, 0]);
