@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xdp_frame_cost.sh: CPU time per 64-byte frame on the sending core, for the AF_XDP sender
 # (--gen xsk), the live-frames generator (--gen live) into an AF_XDP socket receiver, the
-# generator into --xdp-count kernel, and the XSK sender of a previous build; interleaved runs.
+# generator into --xdp-count kernel, and the XSK sender and the generator into kernel counting
+# of a previous build (both ends that build); interleaved runs.
 #
 #   sudo benches/xdp_frame_cost.sh [RUNS] [BINARY] [PREV_BINARY]
 #        (defaults: 5, target/release/uringbench, /work/prev-bin/uringbench)
@@ -48,4 +49,5 @@ for _ in $(seq "$RUNS"); do
     one live "$B" "--engine xdp --gen live" "--engine xdp"
     one livek "$B" "--engine xdp --gen live" "--engine xdp --xdp-count kernel"
     [ -x "$P" ] && one xsk-prev "$P" "--engine xdp" "--engine xdp"
+    [ -x "$P" ] && one livek-prev "$P" "--engine xdp --gen live" "--engine xdp --xdp-count kernel"
 done

@@ -22,8 +22,10 @@
  * rules (engine/src/metrics/seq.rs) in each flow's entry of `kflows`:
  *   kflow_of  ARRAY, key = UDP source port (host order): 1 + the flow's index in kflows,
  *             0 for a port that is no flow of the test (an array: no hashing per frame).
- *   kflows    ARRAY, key = flow index: its tracker, under a spin lock (a flow's frames may
- *             arrive on several CPUs).
+ *   kflows    PERCPU_ARRAY, key = flow index: its tracker, one per CPU, so no lock is taken
+ *             per frame. A queue's frames are polled on one CPU at a time and in ring order,
+ *             so each CPU's tracker sees its share of a flow in order; user space merges the
+ *             CPUs' trackers when it reads them (engine/src/sys/xdp/kernel_count.rs).
  * The duplicate window is 1024 words of 64 sequence numbers, each tagged with the word of
  * sequence numbers it holds, so advancing never clears a span: a word holding an older tag
  * reads as empty.
@@ -96,8 +98,6 @@ struct kwin_word {
 
 /* One flow's accounting; the loader reads it as engine/src/sys/xdp/kernel_count.rs KFlow. */
 struct kflow {
-	struct bpf_spin_lock lock;
-	__u32 pad;
 	__u64 received;
 	__u64 bytes;
 	__u64 highest;
@@ -110,6 +110,8 @@ struct kflow {
 	__s64 jitter16_us;  /* RFC 3550 jitter, microseconds times 16 */
 	__s64 last_transit_us;
 	__u64 transits;     /* datagrams with a send time */
+	__u64 last_stamp;   /* the last send time seen (seconds << 32 | microseconds) */
+	__u64 arrival_us;   /* the clock when that send time first arrived */
 	struct kwin_word win[KWIN_WORDS];
 };
 
@@ -121,15 +123,13 @@ struct {
 } kflow_of SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1); /* sized by the loader to the test's flows */
 	__type(key, __u32);
 	__type(value, struct kflow);
 } kflows SEC(".maps");
 
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)BPF_FUNC_ktime_get_ns;
-static long (*bpf_spin_lock)(struct bpf_spin_lock *lock) = (void *)BPF_FUNC_spin_lock;
-static long (*bpf_spin_unlock)(struct bpf_spin_lock *lock) = (void *)BPF_FUNC_spin_unlock;
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define be32(x) __builtin_bswap32(x)
@@ -155,26 +155,19 @@ static __always_inline void kernel_count(struct udphdr *udp, void *end, struct s
 	if (!f)
 		return;
 	__u32 *hdr = (void *)(udp + 1);
-	__u64 now_us = (bpf_ktime_get_ns() + cfg->clock_offset) / 1000;
 	if (!from_peer) {
-		bpf_spin_lock(&f->lock);
 		f->strangers++;
-		bpf_spin_unlock(&f->lock);
 		return;
 	}
 	if ((void *)(hdr + 5) > end) {
-		bpf_spin_lock(&f->lock);
 		f->foreign++;
-		bpf_spin_unlock(&f->lock);
 		return;
 	}
 	__u32 id = be32(hdr[0]), sec = be32(hdr[1]), usec = be32(hdr[2]), id2 = be32(hdr[3]);
 	__s64 value = (be32(hdr[4]) & FLAG_SEQNO64B) ? (__s64)(((__u64)id2 << 32) | id) : (__s64)(__s32)id;
 	__u64 len = be16(udp->len) - sizeof(*udp);
 	int timed = !((sec == 0 && usec == 0) || usec >= 1000000);
-	__s64 transit = (__s64)now_us - ((__s64)sec * 1000000 + usec);
 
-	bpf_spin_lock(&f->lock);
 	if (value == 0) {
 		f->foreign++;
 	} else if (value < 0) {
@@ -210,6 +203,14 @@ static __always_inline void kernel_count(struct udphdr *udp, void *end, struct s
 			f->received++;
 			f->bytes += len;
 			if (timed) {
+				/* The clock is read when the send time changes: a sender that stamps a
+				 * batch of frames with one time has the batch's arrival taken once. */
+				__u64 stamp = ((__u64)sec << 32) | usec;
+				if (stamp != f->last_stamp) {
+					f->last_stamp = stamp;
+					f->arrival_us = (bpf_ktime_get_ns() + cfg->clock_offset) / 1000;
+				}
+				__s64 transit = (__s64)f->arrival_us - ((__s64)sec * 1000000 + usec);
 				if (f->transits) {
 					__s64 d = transit - f->last_transit_us;
 					if (d < 0)
@@ -221,7 +222,6 @@ static __always_inline void kernel_count(struct udphdr *udp, void *end, struct s
 			}
 		}
 	}
-	bpf_spin_unlock(&f->lock);
 }
 
 SEC("xdp")

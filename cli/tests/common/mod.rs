@@ -189,14 +189,16 @@ impl NetnsPair {
         run_bounded(c, limit)
     }
 
-    /// One counter of namespace `ns`'s /proc/net/snmp, read here (e.g. "Tcp", "InSegs").
+    /// One counter of namespace `ns`'s /proc/net/snmp or /proc/net/netstat, read here (e.g.
+    /// "Tcp", "InSegs"; "IpExt", "InTruncatedPkts").
     pub fn snmp_counter(&self, ns: &str, group: &str, name: &str) -> u64 {
-        let out = self.cmd(ns, "cat", &["/proc/net/snmp"]).output().expect("cat /proc/net/snmp");
+        let out = self.cmd(ns, "cat", &["/proc/net/snmp", "/proc/net/netstat"]).output().expect("cat /proc/net/snmp");
         let text = String::from_utf8_lossy(&out.stdout);
         let prefix = format!("{group}:");
         let mut rows = text.lines().filter(|l| l.starts_with(&prefix));
         let (names, values) = (rows.next(), rows.next());
-        let (names, values) = names.zip(values).unwrap_or_else(|| panic!("no {group} rows in /proc/net/snmp:\n{text}"));
+        let (names, values) =
+            names.zip(values).unwrap_or_else(|| panic!("no {group} rows in /proc/net/snmp or netstat:\n{text}"));
         let at = names.split_whitespace().position(|n| n == name).unwrap_or_else(|| panic!("no {group} {name}"));
         values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("numeric SNMP counter")
     }

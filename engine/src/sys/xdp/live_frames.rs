@@ -42,7 +42,9 @@ struct GenSlot {
     cursor: u32,
     fin: u32,
     ipv6: u32,
-    pad: u32,
+    stamp_left: u32,
+    stamp_sec: u32,
+    stamp_usec: u32,
 }
 
 /// `struct gen_flow` of the C source.
@@ -230,7 +232,7 @@ mod tests {
 
     #[test]
     fn structs_match_the_c_layout() {
-        assert_eq!(std::mem::size_of::<GenSlot>(), 32);
+        assert_eq!(std::mem::size_of::<GenSlot>(), 40);
         assert_eq!(std::mem::size_of::<GenFlow>(), 24);
         assert_eq!(std::mem::size_of::<XdpMd>(), 24);
     }

@@ -74,7 +74,7 @@ pub(crate) fn queue_count(ifname: &str, kind: &str) -> u32 {
 }
 
 /// Possible CPUs, as the kernel sizes per-CPU map values (`/sys/devices/system/cpu/possible`).
-fn possible_cpus() -> Result<usize> {
+pub(crate) fn possible_cpus() -> Result<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
         .map_err(|e| Error::io("reading /sys/devices/system/cpu/possible", e))?;
     let cpus = crate::base::units::parse_cpu_list(text.trim())?;
