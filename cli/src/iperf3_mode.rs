@@ -66,6 +66,9 @@ fn test_line(s: &Iperf3TestSummary) -> String {
         if let Some(got) = s.client_received {
             line += &format!(", client received {got} bytes");
         }
+        if let Some(lost) = s.client_lost {
+            line += &format!(" and lost {lost} datagrams");
+        }
     }
     if !s.errors.is_empty() {
         line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));

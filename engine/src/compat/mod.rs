@@ -31,7 +31,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// What `uringbench recv --iperf2` and `recv --iperf3` serve.
@@ -187,15 +187,22 @@ fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Res
     Ok(stream)
 }
 
-/// Our side's intervals, kept by role; a stop of the token stops the test.
+/// Our side's intervals, kept by role; a stop of the token, or [`Intervals::end`], stops
+/// the test.
 struct Intervals {
     kept: Mutex<Vec<(Role, IntervalFigures)>>,
     stop: StopToken,
+    ended: OnceLock<String>,
 }
 
 impl Intervals {
     fn new(stop: &StopToken) -> Self {
-        Intervals { kept: Mutex::default(), stop: stop.clone() }
+        Intervals { kept: Mutex::default(), stop: stop.clone(), ended: OnceLock::new() }
+    }
+
+    /// Stops this test only (its far end has gone), for `reason`.
+    fn end(&self, reason: String) {
+        let _ = self.ended.set(reason);
     }
 
     /// The intervals of our side playing `role`.
@@ -209,7 +216,7 @@ impl Intervals {
 
 impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
-        self.stop.cause().map(|cause| format!("{cause} on the sender"))
+        self.stop.cause().map(|cause| format!("{cause} on the sender")).or_else(|| self.ended.get().cloned())
     }
     fn interval(&self, role: Role, interval: IntervalFigures) {
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).push((role, interval));
