@@ -17,16 +17,17 @@ use crate::base::spec::{Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, Window};
-use crate::runtime::placement::BusyPoll;
+use crate::runtime::placement::{BusyPoll, Placement};
 use crate::session::gate::{GateEvent, GateLimits, PAUSE};
 use crate::session::live::Live;
+use crate::session::sender::decide_zerocopy;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
-use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use crate::workload::stream::{recv_lowat, TcpHalves, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
@@ -185,6 +186,18 @@ fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Res
     })?;
     let _ = stream.set_nodelay(true);
     Ok(stream)
+}
+
+/// The stream workload's TCP halves of a client toward `path` (its interface's counters in
+/// the window), with the zero-copy choice for that path.
+fn client_halves<'a>(
+    spec: &'a TestSpec,
+    placement: &'a Placement,
+    caps: &'a KernelCaps,
+    path: &PathProbe,
+) -> Result<TcpHalves<'a>> {
+    let zc = decide_zerocopy(spec.zerocopy, caps, path, spec.len)?;
+    Ok(TcpHalves { spec, placement, caps, zc, iface: path.interface().map(str::to_string), queues: None })
 }
 
 /// Our side's intervals, kept by role; a stop of the token, or [`Intervals::end`], stops

@@ -18,13 +18,13 @@ use super::our_results;
 use super::udp::by_sender;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
-use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
+use crate::compat::{client_halves, connect_tcp, far_side, resolve, stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::placement::plan;
 use crate::runtime::placement::resolve_cpus;
 use crate::session::driver::StreamHalves;
-use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
@@ -32,7 +32,7 @@ use crate::wire::iperf3::{
     new_cookie, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
     MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
-use crate::workload::stream::{RecvEnd, TcpHalves};
+use crate::workload::stream::RecvEnd;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -165,15 +165,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     expect(&mut ctl, State::TestStart).map_err(peer)?;
     expect(&mut ctl, State::TestRunning).map_err(peer)?;
 
-    let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
-    let halves = TcpHalves {
-        spec: &spec,
-        placement: &placement,
-        caps: &caps,
-        zc,
-        iface: path.interface().map(str::to_string),
-        queues: None,
-    };
+    let halves = client_halves(&spec, &placement, &caps, &path)?;
     // Our sending streams connect first (ids 1, 3, ...), then the ones the server sends on.
     let (tx, rx) = by_sender(flows, spec.flows(), params.reverse, params.bidirectional);
     let rx_first_id = if params.bidirectional { spec.flows() as usize } else { 0 };
