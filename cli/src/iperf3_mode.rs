@@ -120,7 +120,10 @@ fn ntttcp_line(s: &NtttcpTestSummary) -> String {
     let peers: Vec<String> = s.peers.iter().map(|p| p.to_string()).collect();
     let ports: Vec<String> = s.port_bytes.iter().map(|b| b.to_string()).collect();
     let (proto, what) = match &s.port_datagrams {
-        Some(d) => ("UDP", format!("{} ports, {} datagrams", s.port_bytes.len(), d.iter().sum::<u64>())),
+        Some(d) => {
+            let ports = s.port_bytes.len();
+            ("UDP", format!("{ports} port{}, {} datagrams", if ports == 1 { "" } else { "s" }, d.iter().sum::<u64>()))
+        }
         None => ("TCP", format!("{} connection{}", s.connections, if s.connections == 1 { "" } else { "s" })),
     };
     let mut line = format!(
