@@ -311,3 +311,15 @@ fn ntttcp_udp_warmup_and_cooldown_are_not_counted() {
     assert!(counted + slack >= inside && counted <= inside + slack, "counted {counted}, sent inside {inside}: {line}");
     assert!(line.contains("in 1.000 s") && line.contains("warm-up 1.0 s and cool-down 1.0 s not counted"), "{line}");
 }
+
+/// A window `recv --ntttcp -u` cannot serve is refused in one line before any traffic.
+#[test]
+fn recv_ntttcp_udp_refuses_a_window_it_cannot_serve() {
+    let recv = |args: &[&str]| {
+        let mut c = std::process::Command::new(bin());
+        c.args(["recv", "--ntttcp", "-u", "--ntttcp-port", "47001"]).args(args);
+        run_bounded(c, Duration::from_secs(10)).0
+    };
+    one_line_error(&recv(&["-t", "0"]), 2, "-t must be more than 0");
+    one_line_error(&recv(&["-t", "9m", "--warmup", "1m", "--cooldown", "1m"]), 2, "longer than --max-time 600 s");
+}
