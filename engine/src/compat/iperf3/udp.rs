@@ -1,9 +1,6 @@
-//! What both roles share over UDP: which streams each end sends on, the datagram figures in
-//! the results we give the other end, and the far sender's side from its results.
+//! What both roles share over UDP: which streams each end sends on, and the datagram figures
+//! in the results we give the other end.
 
-use super::client::server_side;
-use crate::base::spec::TestSpec;
-use crate::metrics::figures::{Role, SideReport, UdpFigures};
 use crate::transport::udp::recv::UdpFlowReceived;
 use crate::transport::udp::send::UdpFlowSent;
 use crate::wire::iperf3::{stream_id, Results};
@@ -52,20 +49,9 @@ pub(super) fn with_received_figures(results: &mut Results, flows: &[UdpFlowRecei
     }
 }
 
-/// The far end's sending side from its `results`: its streams from `first_id`, the bytes and
-/// the datagrams (its highest sequence numbers) it says it sent.
-pub(super) fn far_sender(spec: &TestSpec, results: &Results, first_id: usize) -> SideReport {
-    let mut side = server_side(spec, results, Role::Sender, first_id);
-    let datagrams =
-        (0..spec.flows() as usize).filter_map(|f| results.stream(stream_id(first_id + f))).map(|s| s.packets).sum();
-    side.udp = Some(UdpFigures { datagrams, ..UdpFigures::default() });
-    side
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::spec::Proto;
     use crate::wire::iperf3::StreamResult;
 
     #[test]
@@ -95,17 +81,5 @@ mod tests {
         assert_eq!((s4.bytes, s4.errors, s4.packets), (7000, 2, 9));
         assert!((s4.jitter_s - 50e-6).abs() < 1e-12);
         assert_eq!(results.stream(5).map(|s| s.bytes), Some(1), "untouched");
-    }
-
-    #[test]
-    fn the_far_sender_counts_its_datagrams() {
-        let spec = TestSpec { proto: Proto::Udp, queues: 2, ..TestSpec::default() };
-        let stream = |id, bytes, packets| StreamResult { id, bytes, packets, end_s: 2.0, ..StreamResult::default() };
-        let results = Results { streams: vec![stream(1, 1400, 1), stream(3, 2800, 2)], ..Results::default() };
-        let side = far_sender(&spec, &results, 0);
-        assert_eq!(
-            (side.role, side.total_bytes(), side.udp.as_ref().map(|u| u.datagrams)),
-            (Role::Sender, 4200, Some(3))
-        );
     }
 }

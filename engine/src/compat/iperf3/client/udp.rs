@@ -14,8 +14,10 @@
 
 use super::super::control::Control;
 use super::super::our_results;
-use super::super::udp::{by_sender, far_sender, with_received_figures, with_sent_figures};
-use super::{both_ways, exchange, expect, no_far_sender, results_side, Iperf3Report, READ_GRACE};
+use super::super::udp::{by_sender, with_received_figures, with_sent_figures};
+use super::{
+    both_ways, exchange, expect, no_far_sender, results_side, server_side as far_side_of, Iperf3Report, READ_GRACE,
+};
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::compat::udp::{self as compat_udp, UdpWire};
@@ -147,6 +149,16 @@ fn connect_stream(target: SocketAddr, local: &LocalEnd) -> io::Result<UdpSocket>
     Ok(socket)
 }
 
+/// The far end's sending side from its `results`: its streams from `first_id`, the bytes and
+/// the datagrams (its highest sequence numbers) it says it sent.
+fn far_sender(spec: &TestSpec, results: &Results, first_id: usize) -> SideReport {
+    let mut side = far_side_of(spec, results, Role::Sender, first_id);
+    let datagrams =
+        (0..spec.flows() as usize).filter_map(|f| results.stream(stream_id(first_id + f))).map(|s| s.packets).sum();
+    side.udp = Some(UdpFigures { datagrams, ..UdpFigures::default() });
+    side
+}
+
 /// The far side from the server's results: per stream what it received, its losses (gaps
 /// in the sequence numbers, less the late arrivals that filled them) and jitter; the
 /// datagrams it was sent are ours. A stream missing from the results is an error.
@@ -199,5 +211,17 @@ mod tests {
         let partial =
             server_side(&spec, &Results { streams: vec![stream(1, 1000, 0, 0.0)], ..Default::default() }, &sent);
         assert!(!partial.complete && partial.errors[0].contains("1 of our 2"));
+    }
+
+    #[test]
+    fn the_far_sender_counts_its_datagrams() {
+        let spec = TestSpec { proto: Proto::Udp, queues: 2, ..TestSpec::default() };
+        let stream = |id, bytes, packets| StreamResult { id, bytes, packets, end_s: 2.0, ..StreamResult::default() };
+        let results = Results { streams: vec![stream(1, 1400, 1), stream(3, 2800, 2)], ..Results::default() };
+        let side = far_sender(&spec, &results, 0);
+        assert_eq!(
+            (side.role, side.total_bytes(), side.udp.as_ref().map(|u| u.datagrams)),
+            (Role::Sender, 4200, Some(3))
+        );
     }
 }
