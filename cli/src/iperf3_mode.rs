@@ -8,9 +8,9 @@ use super::{RecvArgs, SendArgs};
 use std::sync::Arc;
 use uringbench::units::format_bits_per_second;
 use uringbench::{
-    iperf3_bind, iperf3_send, iperf3_serve, ntttcp_bind, ntttcp_send, ntttcp_serve, peer_text, Error, FastPaths,
-    Iperf3Event, Iperf3EventSink, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, StopToken,
-    IPERF3_PORT,
+    iperf3_bind, iperf3_send, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve, ntttcp_serve_udp,
+    peer_text, Error, FastPaths, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink,
+    NtttcpTestSummary, NtttcpWindow, StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -66,6 +66,9 @@ fn test_line(s: &Iperf3TestSummary) -> String {
         if let Some(got) = s.client_received {
             line += &format!(", client received {got} bytes");
         }
+        if let Some(lost) = s.client_lost {
+            line += &format!(" and lost {lost} datagrams");
+        }
     }
     if !s.errors.is_empty() {
         line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
@@ -86,19 +89,29 @@ pub fn send_ntttcp(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<
 pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let mut opts = peer_recv_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
     opts.port = args.ntttcp_port;
-    let listeners = ntttcp_bind(&opts, args.ports)?;
     let events: NtttcpEventSink = Arc::new(|event: NtttcpEvent| {
         print_line(&match event {
-            NtttcpEvent::Listening { addr, base, ports, caps } => format!(
+            NtttcpEvent::Listening { addr, base, ports, caps, udp: false } => format!(
                 "uringbench recv --ntttcp: listening on {addr} TCP ports {base}..{} for NTttcp senders in no-sync mode; limit: {} connections",
                 u32::from(base) + ports - 1,
                 caps.flows
+            ),
+            NtttcpEvent::Listening { addr, base, ports, udp: true, .. } => format!(
+                "uringbench recv --ntttcp: listening on {addr} UDP ports {base}..{} for NTttcp senders in no-sync mode",
+                u32::from(base) + ports - 1,
             ),
             NtttcpEvent::TestDone(s) => ntttcp_line(&s),
             NtttcpEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
         });
     });
-    let ok = ntttcp_serve(opts, listeners, events)?;
+    let ok = if args.udp {
+        let window = NtttcpWindow { warmup: args.warmup, time: args.time, cooldown: args.cooldown };
+        let sockets = ntttcp_bind_udp(&opts, args.ports)?;
+        ntttcp_serve_udp(opts, sockets, window, events)?
+    } else {
+        let listeners = ntttcp_bind(&opts, args.ports)?;
+        ntttcp_serve(opts, listeners, events)?
+    };
     Ok(if ok { 0 } else { 1 })
 }
 
@@ -106,17 +119,30 @@ pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<
 fn ntttcp_line(s: &NtttcpTestSummary) -> String {
     let peers: Vec<String> = s.peers.iter().map(|p| p.to_string()).collect();
     let ports: Vec<String> = s.port_bytes.iter().map(|b| b.to_string()).collect();
+    let (proto, what) = match &s.port_datagrams {
+        Some(d) => {
+            let ports = s.port_bytes.len();
+            ("UDP", format!("{ports} port{}, {} datagrams", if ports == 1 { "" } else { "s" }, d.iter().sum::<u64>()))
+        }
+        None => ("TCP", format!("{} connection{}", s.connections, if s.connections == 1 { "" } else { "s" })),
+    };
     let mut line = format!(
-        "[{}] ntttcp TCP test from {} ({} connection{}): {} bytes in {:.3} s = {}; per port: {}",
+        "[{}] ntttcp {proto} test from {} ({what}): {} bytes in {:.3} s = {}; per port: {}",
         s.id,
         peers.join(", "),
-        s.connections,
-        if s.connections == 1 { "" } else { "s" },
         s.bytes(),
         s.seconds,
         format_bits_per_second(s.bits_per_second()),
         ports.join(" ")
     );
+    if let Some(w) = &s.window {
+        line += &format!(
+            "; {} bytes received in all, warm-up {:.1} s and cool-down {:.1} s not counted",
+            s.received_bytes,
+            w.warmup.as_secs_f64(),
+            w.cooldown.as_secs_f64()
+        );
+    }
     if !s.errors.is_empty() {
         line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
     }

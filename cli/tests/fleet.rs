@@ -193,6 +193,39 @@ fn a_host_that_is_down_fails_its_pairs_and_only_those() {
     assert_eq!(svg_count(&dir.join("heatmap.svg"), "cell"), 12);
 }
 
+/// `peer: iperf3` (examples/lab-iperf3.yml): the recv role starts a stock `iperf3 -s` on each
+/// host, every run is `send --iperf3` to its port, and the iperf3 server's own count (the
+/// document's receiver side) is every byte the sender wrote.
+#[test]
+fn a_fleet_pair_against_stock_iperf3_servers() {
+    let _s = serial();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        common::skip(common::Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+        return;
+    }
+    let plan = root().join("deploy/ansible/examples/lab-iperf3.yml");
+    let (out, doc, dir) =
+        fleet_test("fp", &["--hosts", "2", "--plan", plan.to_str().unwrap()], Duration::from_secs(400));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "every run ran and was exact:\n{stderr}");
+    assert_eq!((doc["planned_runs"].as_u64(), doc["complete_runs"].as_u64()), (Some(2), Some(2)), "{stderr}");
+    let plan_doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    for r in plan_doc["runs"].as_array().unwrap() {
+        assert_eq!((r["peer"].as_str(), r["args"][0].as_str()), (Some("iperf3"), Some("--iperf3")), "{r}");
+    }
+    for r in records(&dir) {
+        let d = &r["document"];
+        assert_eq!(d["peer"], "iperf3", "{}", r["id"]);
+        assert!(d["iperf3"]["server"].is_object(), "the iperf3 server's results came back: {}", r["id"]);
+        let sent = d.pointer("/sum/sender/total_bytes").and_then(Value::as_u64).expect("sender total");
+        let counted = d.pointer("/sum/receiver/total_bytes").and_then(Value::as_u64).expect("iperf3's count");
+        assert!(sent > 1_000_000 && sent == counted, "{}: sent {sent}, iperf3 -s counted {counted}", r["id"]);
+        assert_eq!(d["target"], format!("{}:5201", r["target"].as_str().unwrap()), "iperf3's port");
+    }
+    let runs = doc["runs"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["peer"] == "iperf3" && r["exact"] == true), "{runs:?}");
+}
+
 #[test]
 fn playbooks_pass_the_syntax_check() {
     let bin = ansible_bin();

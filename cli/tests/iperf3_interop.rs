@@ -134,6 +134,59 @@ fn send_udp_at_a_rate_to_iperf3_server() {
     assert!(rate < 220e6 && rate > 100e6, "-b 100M per stream, as iperf3's, paced the 2 streams: {rate}");
 }
 
+/// The datagram size of the UDP tests: whole datagrams make byte counts datagram counts.
+const DATAGRAM: u64 = 1400;
+
+/// One direction of a UDP test as the two ends counted it: the sender's bytes, the
+/// receiver's bytes, its losses and its highest sequence number. The receiver counted every
+/// datagram it did not call lost, and missed at most a few after the last one it saw (UDP
+/// has no end marker: those are neither counted nor lost).
+fn udp_counts_agree(what: &str, sent: u64, (received, lost, highest): (u64, u64, u64)) {
+    assert!(sent > 5_000_000 && sent % DATAGRAM == 0, "{what}: real traffic, whole datagrams: {sent}");
+    assert_eq!(received, (highest - lost) * DATAGRAM, "{what}: every datagram not called lost was counted");
+    let unseen_tail = sent / DATAGRAM - highest;
+    assert!(unseen_tail <= 64, "{what}: at most a few datagrams after the last one seen: {unseen_tail}");
+}
+
+/// `send --iperf3 -u -R` and `-u --bidir` against `iperf3 -s`: the datagrams the server says
+/// it sent are the ones we counted, less the ones we found lost; with --bidir what we sent
+/// is what it counted, less its losses; each end's figures are the other's far side.
+#[test]
+fn udp_reverse_and_bidir_with_iperf3_server() {
+    let Some((_serial, pair)) = iperf3_pair("ub3w") else { return };
+    for mode in ["-R", "--bidir"] {
+        let server = iperf3_server(&pair);
+        let args =
+            ["--iperf3", "-c", "10.77.0.2", "-u", "-P", "2", "-b", "50M", "-l", "1400", "-t", "2", "--warmup", "0"];
+        let (out, _) = pair.send(&[&args[..], &[mode, "-J"]].concat(), Duration::from_secs(30));
+        let server = finish(server, Duration::from_secs(10));
+        assert!(out.status.success(), "send --iperf3 -u {mode} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let (ours, theirs) = (json(&out), iperf3_json(&server));
+        assert_eq!((ours["peer"].as_str(), ours["complete"].as_bool()), (Some("iperf3"), Some(true)), "{mode}");
+        let back = if mode == "-R" { &ours } else { &ours["reverse"] };
+        let key = if mode == "-R" { "/end/sum_sent" } else { "/end/sum_sent_bidir_reverse" };
+        let server_sent = u64_at(&theirs, &format!("{key}/bytes"));
+        let received = u64_at(back, "/sum/receiver/total_bytes");
+        let ours_back = (received, u64_at(back, "/sum/receiver/lost"), u64_at(back, "/sum/receiver/expected"));
+        udp_counts_agree(&format!("{mode}: iperf3 -s to us"), server_sent, ours_back);
+        assert_eq!(u64_at(&theirs, &format!("{key}/packets")), server_sent / DATAGRAM, "{mode}: one per datagram");
+        assert_eq!(u64_at(back, "/sum/sender/total_bytes"), server_sent, "{mode}: its count is our sender side");
+        assert_eq!(u64_at(back, "/sum/sender/datagrams"), server_sent / DATAGRAM, "{mode}: and its datagrams");
+        if mode == "--bidir" {
+            let sent = u64_at(&ours, "/sum/sender/total_bytes");
+            let counted = u64_at(&theirs, "/end/sum_received/bytes");
+            let lost = u64_at(&theirs, "/end/sum_received/lost_packets");
+            udp_counts_agree(
+                "--bidir: us to iperf3 -s",
+                sent,
+                (counted, lost, u64_at(&theirs, "/end/sum_received/packets")),
+            );
+            assert_eq!(u64_at(&ours, "/sum/receiver/total_bytes"), counted, "--bidir: its count is our receiver side");
+            assert_eq!(u64_at(&ours, "/sum/receiver/lost"), lost, "--bidir: its loss count too");
+        }
+    }
+}
+
 /// An experiment whose runs go to a stock `iperf3 -s` (`peer = "iperf3"`): every run is an
 /// iperf3 document with the server's figures as its receiver side, and the variant with a
 /// 100 Mbit/s tbf on our egress is found slower.
@@ -207,6 +260,17 @@ fn spawn_recv_iperf3(pair: &NetnsPair) -> Recv {
     pair.spawn_recv(&["--iperf3", "--once", "--port", PORT])
 }
 
+/// Our receiver's line for its first test, an iperf3 `proto` test from the sender namespace.
+fn test_line<'a>(log: &'a str, proto: &str) -> &'a str {
+    let start = format!("[1] iperf3 {proto} test from 10.77.0.1");
+    log.lines().find(|l| l.starts_with(&start)).unwrap_or_else(|| panic!("no {proto} test line:\n{log}"))
+}
+
+/// The number just before the first `marker` in `line`.
+fn number_before(line: &str, marker: &str) -> u64 {
+    line.split(marker).next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect(marker)
+}
+
 /// `iperf3 -c -P parallel -J` (with `mode`: nothing, `-R` or `--bidir`) against `recv
 /// --iperf3`: the client's own sent byte count is what we counted, its received count is
 /// what we sent, and its report shows our counts as the far side's.
@@ -219,13 +283,8 @@ fn iperf3_client_to_us(name: &str, parallel: &str, mode: &[&str]) {
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(out.status.success(), "iperf3 -c failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
     let theirs = iperf3_json(&out);
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("[1] iperf3 TCP test from 10.77.0.1"))
-        .unwrap_or_else(|| panic!("no test line:\n{log}"));
-    let number_before = |marker: &str| -> u64 {
-        line.split(marker).next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect(marker)
-    };
+    let line = test_line(&log, "TCP");
+    let number_before = |marker: &str| number_before(line, marker);
     assert!(line.contains(&format!("{parallel} stream")) && !line.contains("incomplete"), "{line}");
     let (forward, back) = match mode {
         ["-R"] => (None, Some("/end/sum_received/bytes")),
@@ -281,13 +340,9 @@ fn iperf3_udp_client_to_our_receiver() {
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(out.status.success(), "iperf3 -c -u failed: {}\nour log:\n{log}", String::from_utf8_lossy(&out.stdout));
     let theirs = iperf3_json(&out);
-    let line = log
-        .lines()
-        .find(|l| l.starts_with("[1] iperf3 UDP test from 10.77.0.1"))
-        .unwrap_or_else(|| panic!("no test line:\n{log}"));
+    let line = test_line(&log, "UDP");
     assert!(line.contains("2 streams") && !line.contains("incomplete"), "{line}");
-    let counted: u64 =
-        line.split(" bytes in ").next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect("bytes");
+    let counted = number_before(line, " bytes in ");
     let sent = u64_at(&theirs, "/end/sum_sent/bytes");
     let lost = u64_at(&theirs, "/end/sum_received/lost_packets");
     let highest = u64_at(&theirs, "/end/sum_received/packets");
@@ -297,16 +352,68 @@ fn iperf3_udp_client_to_our_receiver() {
     assert!(sent / 1400 - highest <= 64, "at most a few datagrams after the last one we saw: {sent} {highest}");
 }
 
+/// `iperf3 -c -u -R` and `-u --bidir` against `recv --iperf3`: what we sent is what the
+/// client counted, less what it found lost, and it shows our sent count as its sender's;
+/// with --bidir what it sent is what we counted, less our losses, as in its report.
+#[test]
+fn iperf3_udp_client_reverse_and_bidir_with_our_receiver() {
+    let Some((_serial, pair)) = iperf3_pair("ub3y") else { return };
+    for mode in ["-R", "--bidir"] {
+        let recv = spawn_recv_iperf3(&pair);
+        let args = ["-c", "10.77.0.2", "-p", PORT, "-u", "-P", "2", "-b", "50M", "-l", "1400", "-t", "2", "-J", mode];
+        let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
+        let log = recv.finish(Duration::from_secs(10));
+        let log = String::from_utf8_lossy(&log.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "iperf3 -c -u {mode} failed: {}\nour log:\n{log}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let theirs = iperf3_json(&out);
+        let line = test_line(&log, "UDP");
+        assert!(line.contains("2 streams") && !line.contains("incomplete"), "{mode}: {line}");
+        let number_before = |marker: &str| number_before(line, marker);
+        let back = if mode == "-R" { "/end/sum_received" } else { "/end/sum_received_bidir_reverse" };
+        let (received, lost) =
+            (u64_at(&theirs, &format!("{back}/bytes")), u64_at(&theirs, &format!("{back}/lost_packets")));
+        let sent = number_before(" bytes, client received");
+        udp_counts_agree(
+            &format!("{mode}: us to iperf3 -c"),
+            sent,
+            (received, lost, u64_at(&theirs, &format!("{back}/packets"))),
+        );
+        assert_eq!(number_before(" bytes and lost"), received, "{mode}: its results to us say what it counted: {line}");
+        assert_eq!(number_before(" datagrams"), lost, "{mode}: and what it lost: {line}");
+        let shown = if mode == "-R" { "/end/sum_sent/bytes" } else { "/end/sum_sent_bidir_reverse/bytes" };
+        assert_eq!(u64_at(&theirs, shown), sent, "{mode}: iperf3 -c shows our count as its sender's");
+        if mode == "--bidir" {
+            let client_sent = u64_at(&theirs, "/end/sum_sent/bytes");
+            let counted = number_before(" bytes in ");
+            let ours = (
+                counted,
+                u64_at(&theirs, "/end/sum_received/lost_packets"),
+                u64_at(&theirs, "/end/sum_received/packets"),
+            );
+            udp_counts_agree("--bidir: iperf3 -c to us", client_sent, ours);
+            assert_eq!(
+                u64_at(&theirs, "/end/sum_received/bytes"),
+                counted,
+                "--bidir: iperf3 -c shows our count: {line}"
+            );
+        }
+    }
+}
+
 #[test]
 fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
     let Some((_serial, pair)) = iperf3_pair("ub3f") else { return };
     let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
-    // A reverse UDP test is not served: refused, and iperf3 says the server refused it.
+    // The server's output is not served: refused, and iperf3 says the server refused it.
     let (out, _) = run_bounded(
-        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "-u", "-R"]),
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "1", "--get-server-output"]),
         Duration::from_secs(20),
     );
-    assert!(!out.status.success(), "iperf3 -u -R must fail against recv --iperf3");
+    assert!(!out.status.success(), "iperf3 --get-server-output must fail against recv --iperf3");
     // Hostile control connections, from a small Python client in the sender namespace: not a
     // cookie; a cookie then an absurd JSON length; a cookie then bytes that are not JSON.
     let script = r#"
@@ -339,7 +446,7 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
     let log = String::from_utf8_lossy(&log.stdout).to_string();
     assert!(ok.status.success(), "a good client after the hostile ones is served:\n{log}");
     assert!(
-        log.contains("refused iperf3 UDP test from 10.77.0.1") && log.contains("UDP with -R or --bidir is not served"),
+        log.contains("refused iperf3 TCP test from 10.77.0.1") && log.contains("asked for 'get_server_output'"),
         "{log}"
     );
     assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");

@@ -198,3 +198,128 @@ fn ntttcp_sender_one_thread_to_us() {
 fn ntttcp_sender_eight_threads_to_us() {
     ntttcp_sender_to_us("ubnd", "8");
 }
+
+/// NTttcp's UDP sender (`-s -u -m N,*,IP -ns`): datagrams of 1400 plain bytes to ports
+/// 5001..5000+N in turn, paced at RATE datagrams a second for SECS seconds. Prints per port
+/// the datagrams sent, and how many left within [FROM, TO) seconds of the first.
+const UDP_SENDER: &str = r#"
+import json, socket, sys, time
+ports, rate, secs, lo, hi = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(ports)]
+payload = b"B" * 1400
+sent, inside, n, t0 = [0] * ports, 0, 0, time.time()
+while True:
+    now = time.time() - t0
+    if now >= secs:
+        break
+    while n < rate * now + 1:
+        i = n % ports
+        at = time.time() - t0
+        socks[i].sendto(payload, ("10.77.0.2", 5001 + i))
+        sent[i] += 1; n += 1
+        inside += lo <= at < hi
+    time.sleep(0.0005)
+print(json.dumps({"datagrams": sent, "inside": inside}))
+"#;
+
+/// `recv --ntttcp -u ARGS` in the receiver namespace once it listens, and NTttcp's UDP sender
+/// (`ports`, `rate` datagrams/s for `secs`, counting the ones sent in `inside`) in the
+/// sender's: our test line, what the sender sent per port and inside, and the datagrams the
+/// receiving kernel dropped (Udp InErrors).
+fn ntttcp_udp_sender_to_us(
+    name: &str,
+    recv: &[&str],
+    sender: [&str; 3],
+    inside: (f64, f64),
+) -> (String, Vec<u64>, u64, u64) {
+    use std::io::{BufRead, Read};
+    let _serial = serial();
+    let pair = NetnsPair::up(name);
+    let args = [&["recv", "--ntttcp", "-u", "--once"][..], recv].concat();
+    let mut child = pair
+        .cmd(&pair.receiver_ns(), bin(), &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn recv --ntttcp -u");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("its stdout"));
+    let mut first = String::new();
+    lines.read_line(&mut first).expect("recv --ntttcp -u says it listens");
+    assert!(first.contains("listening on :: UDP ports 5001.."), "{first}");
+    let rest = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = lines.read_to_string(&mut rest);
+        rest
+    });
+    let dropped_before = pair.snmp_counter(&pair.receiver_ns(), "Udp", "InErrors");
+    let (lo, hi) = (inside.0.to_string(), inside.1.to_string());
+    let far_args = ["-c", UDP_SENDER, sender[0], sender[1], sender[2], &lo, &hi];
+    let (far, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &far_args), Duration::from_secs(30));
+    assert!(far.status.success(), "{}", String::from_utf8_lossy(&far.stderr));
+    let out = finish(child, Duration::from_secs(20));
+    let log = rest.join().expect("the reader");
+    assert!(out.status.success(), "recv --ntttcp -u failed: {log}{}", String::from_utf8_lossy(&out.stderr));
+    let dropped = pair.snmp_counter(&pair.receiver_ns(), "Udp", "InErrors") - dropped_before;
+    let theirs: serde_json::Value = serde_json::from_slice(&far.stdout).expect("the sender's JSON");
+    let sent: Vec<u64> = theirs["datagrams"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let line =
+        log.lines().find(|l| l.starts_with("[1] ntttcp UDP test from 10.77.0.1")).unwrap_or_else(|| panic!("{log}"));
+    assert!(!line.contains("incomplete"), "{line}");
+    (line.to_string(), sent, u64_at(&theirs, "/inside"), dropped)
+}
+
+/// The number just before `marker` in `line`.
+fn number_before(line: &str, marker: &str) -> u64 {
+    line.split(marker).next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect(marker)
+}
+
+/// NTttcp's UDP sender on 8 ports to `recv --ntttcp -u -P 8`, all within the window: we
+/// counted, per port, every datagram it sent, less the ones our kernel dropped.
+#[test]
+fn ntttcp_udp_sender_eight_threads_to_us() {
+    let (line, sent, _, dropped) =
+        ntttcp_udp_sender_to_us("ubne", &["-P", "8", "-t", "3"], ["8", "8000", "1.5"], (0.0, 3.0));
+    let per_port: Vec<u64> = line
+        .split("per port: ")
+        .nth(1)
+        .and_then(|t| t.split(';').next())
+        .map(|t| t.split(' ').map(|b| b.parse().expect("a port's bytes")).collect())
+        .expect("per port bytes");
+    let total: u64 = sent.iter().sum();
+    assert!(total > 10_000, "real traffic: {total} datagrams");
+    assert_eq!(per_port.len(), 8, "{line}");
+    for (port, (&ours, &theirs)) in per_port.iter().zip(&sent).enumerate() {
+        assert!(ours > 0 && ours <= theirs * 1400, "port {}: {ours} of {} bytes: {line}", 5001 + port, theirs * 1400);
+    }
+    assert_eq!(number_before(&line, " datagrams)"), total - dropped, "all sent less the kernel's drops: {line}");
+    assert_eq!(number_before(&line, " bytes in "), (total - dropped) * 1400, "{line}");
+}
+
+/// NTttcp's window: with `--warmup 1s -t 1s --cooldown 1s` only the datagrams of the second
+/// second after the first are counted, every one of the 2.8 s received.
+#[test]
+fn ntttcp_udp_warmup_and_cooldown_are_not_counted() {
+    let recv = ["-P", "1", "-t", "1s", "--warmup", "1s", "--cooldown", "1s"];
+    let (line, sent, inside, dropped) = ntttcp_udp_sender_to_us("ubnf", &recv, ["1", "4000", "2.8"], (1.0, 2.0));
+    let all = number_before(&line, " bytes received in all");
+    assert_eq!(all, (sent[0] - dropped) * 1400, "every datagram received, in the window or not: {line}");
+    let counted = number_before(&line, " datagrams)");
+    assert!(inside > 2000, "real traffic inside the window: {inside}");
+    // The two ends' clocks for the window differ by the first datagram's flight and the
+    // sender's pacing: a few milliseconds' worth at most.
+    let slack = 40 + dropped;
+    assert!(counted + slack >= inside && counted <= inside + slack, "counted {counted}, sent inside {inside}: {line}");
+    assert!(line.contains("in 1.000 s") && line.contains("warm-up 1.0 s and cool-down 1.0 s not counted"), "{line}");
+}
+
+/// A window `recv --ntttcp -u` cannot serve is refused in one line before any traffic.
+#[test]
+fn recv_ntttcp_udp_refuses_a_window_it_cannot_serve() {
+    let recv = |args: &[&str]| {
+        let mut c = std::process::Command::new(bin());
+        c.args(["recv", "--ntttcp", "-u", "--ntttcp-port", "47001"]).args(args);
+        run_bounded(c, Duration::from_secs(10)).0
+    };
+    one_line_error(&recv(&["-t", "0"]), 2, "-t must be more than 0");
+    one_line_error(&recv(&["-t", "9m", "--warmup", "1m", "--cooldown", "1m"]), 2, "longer than --max-time 600 s");
+}

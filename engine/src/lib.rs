@@ -84,8 +84,9 @@ pub use crate::compat::iperf3::{
     Iperf3Report, Iperf3TestSummary,
 };
 pub use crate::compat::ntttcp::{
-    bind_receiver as ntttcp_bind, run_send as ntttcp_send, serve as ntttcp_serve, NtttcpEvent, NtttcpEventSink,
-    NtttcpReport, NtttcpTestSummary, NTTTCP_PORT,
+    bind_receiver as ntttcp_bind, bind_udp_receiver as ntttcp_bind_udp, run_send as ntttcp_send, serve as ntttcp_serve,
+    serve_udp as ntttcp_serve_udp, NtttcpEvent, NtttcpEventSink, NtttcpReport, NtttcpTestSummary, NtttcpWindow,
+    NTTTCP_PORT,
 };
 pub use crate::compat::{Caps as PeerCaps, PeerEvent, PeerEventSink, PeerRecvOptions};
 pub use crate::wire::iperf3::IPERF3_PORT;

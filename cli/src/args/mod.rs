@@ -331,9 +331,22 @@ pub struct RecvArgs {
     #[arg(long, conflicts_with = "ntttcp")]
     pub iperf3: bool,
     /// Receive from NTttcp senders in no-sync mode (`ntttcp.exe -s ... -ns`, `ntttcp -s -N`):
-    /// TCP on --ports consecutive ports from --ntttcp-port.
+    /// TCP (UDP with -u) on --ports consecutive ports from --ntttcp-port.
     #[arg(long, conflicts_with = "iperf2")]
     pub ntttcp: bool,
+    /// With --ntttcp: NTttcp's UDP (its -u), counted within -t after --warmup from the first
+    /// datagram.
+    #[arg(short = 'u', long, requires = "ntttcp")]
+    pub udp: bool,
+    /// With --ntttcp -u: the counted time (NTttcp's -t).
+    #[arg(short = 't', long, value_parser = duration, default_value = "60s", requires = "udp")]
+    pub time: std::time::Duration,
+    /// With --ntttcp -u: received and not counted before -t (NTttcp's -wu).
+    #[arg(long, value_parser = duration, default_value = "0s", requires = "udp")]
+    pub warmup: std::time::Duration,
+    /// With --ntttcp -u: received and not counted after -t (NTttcp's -cd).
+    #[arg(long, value_parser = duration, default_value = "0s", requires = "udp")]
+    pub cooldown: std::time::Duration,
     /// With --ntttcp: ports to listen on, one per NTttcp thread (its -m N / -P N).
     #[arg(short = 'P', long, default_value_t = 1, requires = "ntttcp")]
     pub ports: u32,

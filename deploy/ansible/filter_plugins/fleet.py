@@ -7,7 +7,10 @@ import json
 import math
 import re
 
-FORBIDDEN_OPTIONS = {"c", "target", "p", "port", "J", "format", "repeat"}
+FORBIDDEN_OPTIONS = {"c", "target", "p", "port", "J", "format", "repeat", "iperf2", "iperf3", "ntttcp"}
+# The other tools a run can measure against instead of `uringbench recv` (`peer:`), with
+# their servers' default ports (`peer_port:` sets another).
+PEERS = {"iperf2": 5001, "iperf3": 5201, "ntttcp": 5001}
 DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|us|s|sec|m|min|h)?\s*$")
 # Seconds past the test's own length before a run is given up (ssh, the control exchange).
 MARGIN_S = 30
@@ -32,7 +35,7 @@ def _argv(options, where):
     for key, value in (options or {}).items():
         key = str(key)
         if key.lstrip("-") in FORBIDDEN_OPTIONS:
-            raise PlanError("%s: option '%s' is set by the run role (target, port, JSON output, one run per repeat)" % (where, key))
+            raise PlanError("%s: option '%s' is set by the run role (target, port, JSON output, one run per repeat, the plan's peer)" % (where, key))
         flag = key if key.startswith("-") else ("-" + key if len(key) == 1 else "--" + key.replace("_", "-"))
         if value is True:
             args.append(flag)
@@ -49,6 +52,19 @@ def _limit_s(options):
     warm = _seconds(get("warmup") or "1s", "warmup")
     cool = _seconds(get("cooldown") or "250ms", "cooldown")
     return int(math.ceil(t + warm + cool)) + MARGIN_S
+
+
+def _peer(entry, plan, where):
+    """The entry's peer (None: `uringbench recv`) and the port its server listens on."""
+    peer = entry.get("peer", plan.get("peer"))
+    if peer in (None, "", "uringbench"):
+        return None, None
+    if peer not in PEERS:
+        raise PlanError("%s: peer '%s' is none of %s (or uringbench)" % (where, peer, ", ".join(sorted(PEERS))))
+    port = entry.get("peer_port", plan.get("peer_port", PEERS[peer]))
+    if not str(port).isdigit() or not 0 < int(port) < 65536:
+        raise PlanError("%s: peer_port '%s' is not a port" % (where, port))
+    return peer, int(port)
 
 
 def _hosts(spec, groups, where):
@@ -114,8 +130,10 @@ def fleet_runs(plan, groups, hostvars):
         repeats = int(e.get("repeats", plan.get("repeats", 1)))
         if repeats < 1:
             raise PlanError("%s: repeats must be at least 1" % where)
+        peer, port = _peer(e, plan, where)
+        args = (["--" + peer] if peer else []) + _argv(options, where)
         entries.append({"name": name, "pairs": pairs, "address": str(e.get("address", plan.get("address", "internal"))),
-                        "args": _argv(options, where), "limit_s": _limit_s(options), "repeats": repeats})
+                        "args": args, "limit_s": _limit_s(options), "repeats": repeats, "peer": peer, "port": port})
     parallel = bool(plan.get("parallel", False))
     runs = []
     batch = 0
@@ -136,7 +154,8 @@ def fleet_runs(plan, groups, hostvars):
                 slot[1].update((sender, receiver))
                 runs.append({"seq": len(runs) + 1, "batch": slot[0], "entry": e["name"], "sender": sender,
                              "receiver": receiver, "address": e["address"], "target": target, "error": error,
-                             "repeat": repeat, "args": e["args"], "limit_s": e["limit_s"]})
+                             "repeat": repeat, "args": e["args"], "limit_s": e["limit_s"], "peer": e["peer"],
+                             "port": e["port"]})
     runs.sort(key=lambda r: (r["batch"], r["seq"]))
     for n, r in enumerate(runs, 1):
         r["id"] = "%04d" % n
@@ -154,7 +173,7 @@ def fleet_batches(runs):
 
 
 def fleet_plan_doc(runs):
-    keep = ("id", "seq", "batch", "entry", "sender", "receiver", "address", "target", "repeat", "args")
+    keep = ("id", "seq", "batch", "entry", "sender", "receiver", "address", "target", "repeat", "args", "peer")
     return {"kind": "fleet-plan", "schema_version": 1, "runs": [{k: r[k] for k in keep} for r in runs]}
 
 
@@ -189,7 +208,7 @@ def _one_line(text):
 def fleet_record(run, launched, finished, sender_facts, receiver_facts):
     """The record of one run: the `send -J` document, its exit status, why it failed."""
     rec = {"kind": "fleet-run", "schema_version": 1}
-    rec.update({k: run[k] for k in ("id", "seq", "batch", "entry", "sender", "receiver", "address", "target", "repeat", "args")})
+    rec.update({k: run.get(k) for k in ("id", "seq", "batch", "entry", "sender", "receiver", "address", "target", "repeat", "args", "peer")})
     rec.update({"rc": None, "error": None, "document": None,
                 "sender_facts": sender_facts or {}, "receiver_facts": receiver_facts or {}})
     if run.get("error"):

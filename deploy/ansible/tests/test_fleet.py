@@ -43,12 +43,28 @@ class Planner(unittest.TestCase):
         self.assertTrue(to_d and all(r["target"] is None and "no inventory variable 'external_address'" in r["error"] for r in to_d))
         self.assertEqual({r["target"] for r in runs if r["receiver"] == "c"}, {"192.0.2.3"})
 
+    def test_peers_add_their_mode_and_their_servers_port(self):
+        plan = {"peer": "iperf3", "options": {"time": "2s"},
+                "entries": [{"name": "i3", "mesh": "small"}, {"name": "nt", "mesh": "large", "peer": "ntttcp", "peer_port": 6001},
+                            {"name": "native", "mesh": "small", "peer": "uringbench"}]}
+        runs = fleet.fleet_runs(plan, GROUPS, HOSTVARS)
+        by_entry = {r["entry"]: r for r in runs}
+        self.assertEqual((by_entry["i3"]["peer"], by_entry["i3"]["port"], by_entry["i3"]["args"]), ("iperf3", 5201, ["--iperf3", "--time", "2s"]))
+        self.assertEqual((by_entry["nt"]["peer"], by_entry["nt"]["port"], by_entry["nt"]["args"][0]), ("ntttcp", 6001, "--ntttcp"))
+        self.assertEqual((by_entry["native"]["peer"], by_entry["native"]["port"]), (None, None), "uringbench recv's port")
+        self.assertEqual(fleet.fleet_plan_doc(runs)["runs"][0]["peer"], "iperf3")
+        iperf2 = fleet.fleet_runs({"peer": "iperf2", "entries": [{"mesh": "small"}]}, GROUPS, HOSTVARS)
+        self.assertEqual({(r["port"], r["args"][0]) for r in iperf2}, {(5001, "--iperf2")})
+
     def test_bad_plans_are_refused(self):
         for plan, want in [({}, "needs a list 'entries'"), ({"entries": [{"mesh": "nosuch"}]}, "neither a group nor a host"),
                            ({"entries": [{"name": "e"}]}, "needs 'mesh' or 'pairs'"),
                            ({"entries": [{"mesh": "fleet", "options": {"target": "x"}}]}, "set by the run role"),
                            ({"entries": [{"mesh": "fleet", "options": {"time": "soon"}}]}, "invalid duration"),
-                           ({"entries": [{"mesh": "fleet", "repeats": 0}]}, "at least 1")]:
+                           ({"entries": [{"mesh": "fleet", "repeats": 0}]}, "at least 1"),
+                           ({"peer": "netperf", "entries": [{"mesh": "fleet"}]}, "peer 'netperf' is none of"),
+                           ({"peer": "iperf3", "peer_port": "http", "entries": [{"mesh": "fleet"}]}, "is not a port"),
+                           ({"entries": [{"mesh": "fleet", "options": {"iperf3": True}}]}, "set by the run role")]:
             with self.assertRaises(fleet.PlanError) as e:
                 fleet.fleet_runs(plan, GROUPS, HOSTVARS)
             self.assertIn(want, str(e.exception))

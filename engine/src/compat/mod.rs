@@ -17,21 +17,22 @@ use crate::base::spec::{Proto, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, Window};
-use crate::runtime::placement::BusyPoll;
+use crate::runtime::placement::{BusyPoll, Placement};
 use crate::session::gate::{GateEvent, GateLimits, PAUSE};
 use crate::session::live::Live;
+use crate::session::sender::decide_zerocopy;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
-use crate::workload::stream::{recv_lowat, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use crate::workload::stream::{recv_lowat, TcpHalves, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// What `uringbench recv --iperf2` and `recv --iperf3` serve.
@@ -187,15 +188,34 @@ fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Res
     Ok(stream)
 }
 
-/// Our side's intervals, kept by role; a stop of the token stops the test.
+/// The stream workload's TCP halves of a client toward `path` (its interface's counters in
+/// the window), with the zero-copy choice for that path.
+fn client_halves<'a>(
+    spec: &'a TestSpec,
+    placement: &'a Placement,
+    caps: &'a KernelCaps,
+    path: &PathProbe,
+) -> Result<TcpHalves<'a>> {
+    let zc = decide_zerocopy(spec.zerocopy, caps, path, spec.len)?;
+    Ok(TcpHalves { spec, placement, caps, zc, iface: path.interface().map(str::to_string), queues: None })
+}
+
+/// Our side's intervals, kept by role; a stop of the token, or [`Intervals::end`], stops
+/// the test.
 struct Intervals {
     kept: Mutex<Vec<(Role, IntervalFigures)>>,
     stop: StopToken,
+    ended: OnceLock<String>,
 }
 
 impl Intervals {
     fn new(stop: &StopToken) -> Self {
-        Intervals { kept: Mutex::default(), stop: stop.clone() }
+        Intervals { kept: Mutex::default(), stop: stop.clone(), ended: OnceLock::new() }
+    }
+
+    /// Stops this test only (its far end has gone), for `reason`.
+    fn end(&self, reason: String) {
+        let _ = self.ended.set(reason);
     }
 
     /// The intervals of our side playing `role`.
@@ -209,7 +229,7 @@ impl Intervals {
 
 impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
-        self.stop.cause().map(|cause| format!("{cause} on the sender"))
+        self.stop.cause().map(|cause| format!("{cause} on the sender")).or_else(|| self.ended.get().cloned())
     }
     fn interval(&self, role: Role, interval: IntervalFigures) {
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).push((role, interval));

@@ -574,8 +574,17 @@ pub struct FleetRunRecord {
 }
 
 impl FleetRunRecord {
-    /// The run's document, when one came back and reads as a stream document.
+    /// The run's document, when one came back and reads as a stream document. A run against
+    /// another tool (`send --iperf3 -J`, ...: `peer` set) has intervals with the receiver's
+    /// columns empty (the far side gives none): it is read without its intervals.
     pub fn stream_document(&self) -> Option<Result<StreamDocument, String>> {
-        self.document.as_ref().map(|d| StreamDocument::deserialize(d).map_err(|e| e.to_string()))
+        self.document.as_ref().map(|d| {
+            let peer = d.get("peer").is_some_and(|p| !p.is_null());
+            let mut d = d.clone();
+            if peer {
+                d["intervals"] = serde_json::Value::Array(Vec::new());
+            }
+            StreamDocument::deserialize(d).map_err(|e| e.to_string())
+        })
     }
 }

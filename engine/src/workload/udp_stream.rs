@@ -225,7 +225,7 @@ fn mark_flows<'a>(spec: &TestSpec, sockets: impl Iterator<Item = &'a UdpSocket>)
 }
 
 /// Turns on GRO (when the test uses GSO) and the large receive buffer.
-fn prepare_receiver(socket: &UdpSocket, spec: &TestSpec) -> Result<usize> {
+pub(crate) fn prepare_receiver(socket: &UdpSocket, spec: &TestSpec) -> Result<usize> {
     udp_recv::prepare_socket(socket, spec.gso, false).map_err(|e| Error::io("preparing a UDP flow socket", e))?;
     Ok(grow_rcvbuf(socket, UDP_RCVBUF))
 }

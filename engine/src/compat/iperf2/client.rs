@@ -15,18 +15,17 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
 use crate::compat::udp::{self as compat_udp, UdpWire};
-use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
+use crate::compat::{client_halves, connect_tcp, far_side, resolve, stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
-use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::transport::udp::send::{FinConfig, UdpFlowSent};
 use crate::wire::iperf2::IPERF2_PORT;
 use crate::wire::udp_payload::DatagramHeader;
-use crate::workload::stream::TcpHalves;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -80,18 +79,10 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     let live = Intervals::new(&opts.stop);
     let (sender, receiver, error, fins, notes) = match spec.proto {
         Proto::Tcp => {
-            let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
+            let halves = client_halves(&spec, &placement, &caps, &path)?;
             let flows = (0..spec.flows())
                 .map(|i| Ok((i, connect_tcp(target, &opts.local, &format!("iperf -s{}", port_flag(target)))?)))
                 .collect::<Result<_>>()?;
-            let halves = TcpHalves {
-                spec: &spec,
-                placement: &placement,
-                caps: &caps,
-                zc,
-                iface: path.interface().map(str::to_string),
-                queues: None,
-            };
             let mut sender = halves.send(flows, Instant::now(), &live)?;
             sender
                 .add_path_notes(["plain data (iperf2 payload '0', no test header), half-close at the end".to_string()]);

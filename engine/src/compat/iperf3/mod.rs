@@ -11,6 +11,7 @@
 pub mod client;
 mod control;
 pub mod server;
+mod udp;
 
 pub use client::{params_for, run_send, Iperf3Report};
 pub use server::{bind_receiver, serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary};

@@ -40,8 +40,14 @@ pub struct FleetRun {
     pub target: Option<String>,
     /// 1-based repeat of this pair.
     pub repeat: u64,
+    /// The other tool the run measured against (`iperf2`, `iperf3`, `ntttcp`: the plan's
+    /// `peer`), None for `uringbench recv`.
+    #[serde(default)]
+    pub peer: Option<String>,
     pub complete: bool,
-    /// TCP: the sender's and the receiver's totals are equal; None for UDP or no document.
+    /// TCP: the sender's and the receiver's totals are equal; None for UDP, no document, or
+    /// a peer whose counts cannot be compared (it reports no receiver side to us, or it
+    /// omitted a warm-up by its own clock).
     pub exact: Option<bool>,
     pub receiver_bits_per_second: Option<f64>,
     pub sender_bits_per_second: Option<f64>,
@@ -74,6 +80,7 @@ impl FleetRun {
         match attr {
             "address" => return Some(self.address.clone()),
             "entry" => return Some(self.entry.clone()),
+            "peer" => return Some(self.peer.clone().unwrap_or_else(|| "uringbench".into())),
             _ => {}
         }
         let (facts, name) = match attr.strip_prefix("receiver.") {
@@ -581,6 +588,7 @@ fn run_of(planned: &PlannedRun, record: Option<&FleetRunRecord>) -> Result<Fleet
         id,
         target: record.and_then(|r| r.target.clone()),
         repeat: planned.repeat.unwrap_or(1),
+        peer: None,
         complete: false,
         exact: None,
         receiver_bits_per_second: None,
@@ -611,11 +619,15 @@ fn run_of(planned: &PlannedRun, record: Option<&FleetRunRecord>) -> Result<Fleet
     run.complete = doc.complete;
     run.receiver_bits_per_second = doc.sum.receiver.as_ref().map(|r| r.bits_per_second);
     run.sender_bits_per_second = Some(doc.sum.sender.bits_per_second);
-    run.cpu_seconds_per_gb = doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb);
+    // Another tool's receiving host is not sampled by us: no CPU per byte there.
+    run.cpu_seconds_per_gb = doc.cpu.receiver_per_byte.filter(|_| doc.peer.is_none()).map(|c| c.cpu_seconds_per_gb);
     run.sender_total_bytes = Some(doc.sum.sender.total_bytes);
     run.receiver_total_bytes = doc.sum.receiver.as_ref().map(|r| r.total_bytes);
     run.verdict = Some(doc.verdict.bottleneck.name().to_owned());
-    if doc.test.proto == Proto::Tcp {
+    run.peer = doc.peer.clone();
+    // Another tool's counts compare only when it sent them and counted from the same start.
+    let comparable = doc.peer.is_none() || (doc.sum.receiver.is_some() && doc.test.warmup_ms == 0);
+    if doc.test.proto == Proto::Tcp && comparable {
         run.exact = match (run.sender_total_bytes, run.receiver_total_bytes) {
             (Some(s), Some(r)) => Some(s == r),
             _ => Some(false),
@@ -793,6 +805,40 @@ pub(crate) mod tests {
         assert_eq!(r.runs[0].error.as_deref(), Some("sender wrote 100 bytes, receiver counted 99"));
         assert_eq!(r.runs[1].error.as_deref(), Some("the receiver vanished"));
         assert!(r.render_text().contains("NO"));
+    }
+
+    #[test]
+    fn a_peers_counts_are_compared_only_where_it_gave_them_from_the_same_start() {
+        let runs: Vec<Value> = (1..=4)
+            .map(|n| json!({"id": n.to_string(), "sender": "a", "receiver": "b", "address": "internal", "repeat": n}))
+            .collect();
+        let plan = json!({"kind": "fleet-plan", "schema_version": 1, "runs": runs});
+        let peer_doc = |peer: &str, sent, counted, warmup_ms: u64, receiver: bool| {
+            let mut d = doc(5.0, sent, counted);
+            d["peer"] = json!(peer);
+            d["test"]["warmup_ms"] = json!(warmup_ms);
+            if !receiver {
+                d["sum"]["receiver"] = Value::Null;
+            }
+            d
+        };
+        let records: BTreeMap<String, FleetRunRecord> = [
+            peer_doc("iperf3", 100, 100, 0, true),
+            peer_doc("iperf3", 100, 99, 0, true),
+            peer_doc("iperf3", 100, 90, 1000, true),
+            peer_doc("ntttcp", 100, 0, 0, false),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| ((i + 1).to_string(), record(json!({"id": (i + 1).to_string(), "rc": 0, "document": d}))))
+        .collect();
+        let r = FleetReport::merge(&plan, &records, Some(&["peer".into()])).unwrap();
+        let exact: Vec<Option<bool>> = r.runs.iter().map(|r| r.exact).collect();
+        assert_eq!(exact, [Some(true), Some(false), None, None], "an omitted warm-up, no receiver side: not compared");
+        let failed: Vec<bool> = r.runs.iter().map(FleetRun::failed).collect();
+        assert_eq!(failed, [false, true, false, false]);
+        assert_eq!(r.runs[3].attribute("peer").as_deref(), Some("ntttcp"));
+        assert_eq!((r.runs[3].receiver_total_bytes, r.runs[0].cpu_seconds_per_gb), (None, None));
     }
 
     #[test]

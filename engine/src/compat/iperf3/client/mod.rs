@@ -15,15 +15,16 @@ mod udp;
 
 use super::control::Control;
 use super::our_results;
+use super::udp::by_sender;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
-use crate::compat::{connect_tcp, far_side, resolve, stream_report, Intervals};
+use crate::compat::{client_halves, connect_tcp, far_side, resolve, stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::placement::plan;
 use crate::runtime::placement::resolve_cpus;
 use crate::session::driver::StreamHalves;
-use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
@@ -31,7 +32,7 @@ use crate::wire::iperf3::{
     new_cookie, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
     MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
-use crate::workload::stream::{RecvEnd, TcpHalves};
+use crate::workload::stream::RecvEnd;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -88,18 +89,11 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
             Err(Error::usage(format!("{what} must be whole seconds with --iperf3 (iperf3 counts in seconds)")))
         }
     };
-    if spec.proto == Proto::Udp {
-        if spec.direction != Direction::Forward {
-            return Err(Error::usage(
-                "--iperf3 -u runs forward only in this version (-R and --bidir over UDP are not implemented yet)",
-            ));
-        }
-        if !(MIN_UDP_BLOCK..=MAX_UDP_BLOCK).contains(&spec.len) {
-            return Err(Error::usage(format!(
-                "-l {} is outside iperf3's UDP datagram sizes {MIN_UDP_BLOCK}..={MAX_UDP_BLOCK}",
-                spec.len
-            )));
-        }
+    if spec.proto == Proto::Udp && !(MIN_UDP_BLOCK..=MAX_UDP_BLOCK).contains(&spec.len) {
+        return Err(Error::usage(format!(
+            "-l {} is outside iperf3's UDP datagram sizes {MIN_UDP_BLOCK}..={MAX_UDP_BLOCK}",
+            spec.len
+        )));
     }
     if spec.flows_per_queue != 1 {
         return Err(Error::usage("--flows-per-queue is not available with --iperf3: -P N gives iperf3's N streams"));
@@ -171,26 +165,10 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     expect(&mut ctl, State::TestStart).map_err(peer)?;
     expect(&mut ctl, State::TestRunning).map_err(peer)?;
 
-    let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
-    let halves = TcpHalves {
-        spec: &spec,
-        placement: &placement,
-        caps: &caps,
-        zc,
-        iface: path.interface().map(str::to_string),
-        queues: None,
-    };
-    let n = spec.flows();
+    let halves = client_halves(&spec, &placement, &caps, &path)?;
     // Our sending streams connect first (ids 1, 3, ...), then the ones the server sends on.
-    let (tx, rx): (Vec<_>, Vec<_>) = match spec.direction {
-        Direction::Forward => (flows, Vec::new()),
-        Direction::Reverse => (Vec::new(), flows),
-        Direction::Bidir => {
-            let (tx, rx): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
-            (tx, rx.into_iter().map(|(i, s)| (i - n, s)).collect())
-        }
-    };
-    let rx_first_id = if spec.direction == Direction::Bidir { n as usize } else { 0 };
+    let (tx, rx) = by_sender(flows, spec.flows(), params.reverse, params.bidirectional);
+    let rx_first_id = if params.bidirectional { spec.flows() as usize } else { 0 };
     let watch: Vec<TcpStream> = tx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
     let mut notes = Vec::new();
     let t0 = Instant::now();
@@ -250,20 +228,29 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     let forward =
         sent.map(|s| stream_report(spec.clone(), target, s, far(Role::Receiver, 0), error.clone(), &path, &live));
     let reverse = received.map(|r| {
-        let sender =
-            far(Role::Sender, rx_first_id).unwrap_or_else(|| far_side(&spec, Role::Sender, &[], 0.0, "iperf3"));
+        let sender = far(Role::Sender, rx_first_id).unwrap_or_else(|| no_far_sender(&spec));
         stream_report(spec.clone(), target, sender, Some(r), error.clone(), &path, &live)
     });
-    let stream = match (forward, reverse) {
+    Ok(Iperf3Report { stream: both_ways(forward, reverse)?, params, server: server_results, notes })
+}
+
+/// The server's sending side when its results never came: nothing known.
+fn no_far_sender(spec: &TestSpec) -> SideReport {
+    far_side(spec, Role::Sender, &[], 0.0, "iperf3")
+}
+
+/// One report of the test's directions: the forward one with the reverse inside (`--bidir`),
+/// or whichever ran.
+fn both_ways(forward: Option<StreamReport>, reverse: Option<StreamReport>) -> Result<StreamReport> {
+    match (forward, reverse) {
         (Some(mut f), Some(r)) => {
             f.reverse = Some(Box::new(r));
-            f
+            Ok(f)
         }
-        (Some(f), None) => f,
-        (None, Some(r)) => r,
-        (None, None) => return Err(Error::usage("a test with no streams")),
-    };
-    Ok(Iperf3Report { stream, params, server: server_results, notes })
+        (Some(f), None) => Ok(f),
+        (None, Some(r)) => Ok(r),
+        (None, None) => Err(Error::usage("a test with no streams")),
+    }
 }
 
 /// Reads the next state and insists on `want`, with what the server meant otherwise.
@@ -312,7 +299,7 @@ pub(super) fn exchange(ctl: &mut Control, ours: &Results) -> std::result::Result
 
 /// The far side, as the server's results tell it: each flow's stream by iperf3's stream id
 /// (from `first_id`), playing `role`; a sending server's retransmits are its TCP figure.
-fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) -> SideReport {
+pub(super) fn server_side(spec: &TestSpec, results: &Results, role: Role, first_id: usize) -> SideReport {
     let mut bytes = Vec::new();
     let mut missing = 0;
     let mut seconds: f64 = 0.0;

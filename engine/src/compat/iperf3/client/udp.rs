@@ -1,16 +1,23 @@
-//! `send --iperf3 -u`: our UDP sender against an unmodified `iperf3 -s`.
+//! `send --iperf3 -u`: our UDP ends against an unmodified `iperf3 -s`, in any direction.
 //!
 //! After CREATE_STREAMS each stream is "connected" as iperf3 does it: a UDP socket connected
 //! to the server's port sends the 4-byte [`UDP_CONNECT_MSG`], and the server, which listens
-//! for one stream at a time, answers on the socket it connected back to us. Once every stream
-//! is answered and the test runs, the stream workload's UDP loop sends datagrams with iperf3's
-//! header (send time, then a 32- or 64-bit sequence number from 1), paced by `-b`. iperf3 has
-//! no end marker for UDP: the server counts until it reads TEST_END, so we send it
-//! [`READ_GRACE`] after our last datagram. Its results then give, per stream, the bytes it
-//! received, its loss count (gaps in the sequence, less late arrivals) and its jitter.
+//! for one stream at a time, answers on the socket it connected back to us. Every stream is
+//! connected this way whoever sends on it: ours first, then (`-R`, `--bidir`) the server's.
+//! Once the test runs, the stream workload's UDP loop sends datagrams with iperf3's header
+//! (send time, then a 32- or 64-bit sequence number from 1), paced by `-b`, and its receive
+//! loop reads the server's, counting gaps and jitter from that header. iperf3 has no end
+//! marker for UDP: the server counts, and sends, until it reads TEST_END, so we send it
+//! [`READ_GRACE`] after our last datagram (or the planned end). Its results then give, per
+//! stream, what it received (bytes, its loss count: gaps in the sequence less late arrivals,
+//! jitter) or what it sent (bytes, its highest sequence number).
 
 use super::super::control::Control;
-use super::{exchange, expect, results_side, Iperf3Report, READ_GRACE};
+use super::super::our_results;
+use super::super::udp::{by_sender, with_received_figures, with_sent_figures};
+use super::{
+    both_ways, exchange, expect, no_far_sender, results_side, server_side as far_side_of, Iperf3Report, READ_GRACE,
+};
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::compat::udp::{self as compat_udp, UdpWire};
@@ -23,12 +30,13 @@ use crate::sys::netpath::PathProbe;
 use crate::sys::sockopt::LocalEnd;
 use crate::transport::udp::send::UdpFlowSent;
 use crate::wire::iperf3::{
-    stream_id, Params, Results, State, StreamResult, LEGACY_UDP_CONNECT_REPLY, UDP_CONNECT_MSG, UDP_CONNECT_REPLY,
+    stream_id, Params, Results, State, LEGACY_UDP_CONNECT_REPLY, UDP_CONNECT_MSG, UDP_CONNECT_REPLY,
 };
 use crate::wire::udp_payload::DatagramHeader;
+use crate::workload::udp_stream::{prepare_receiver, receive_udp, UdpHalves};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the server may take to answer a stream's connect datagram.
 const CONNECT_REPLY_WAIT: Duration = Duration::from_secs(5);
@@ -44,38 +52,77 @@ pub(super) struct UdpTest<'a> {
     pub live: Intervals,
 }
 
-/// Connects the streams, sends until the end, then TEST_END and the results exchange.
+/// Connects the streams, then sends on ours and receives on the server's until the end,
+/// then TEST_END and the results exchange.
 pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> {
     let UdpTest { opts, spec, params, target, placement, path, live } = test;
     let peer = |e: String| Error::peer(format!("iperf3 server at {target}: {e}"));
-    let mut sockets = Vec::with_capacity(spec.flows() as usize);
-    for flow in 0..spec.flows() {
+    let mut sockets = Vec::with_capacity(spec.data_connections() as usize);
+    for flow in 0..spec.data_connections() {
         let local = opts.local.for_flow(flow).map_err(Error::usage)?;
         let socket = connect_stream(target, &local)
             .map_err(|e| peer(format!("connecting UDP stream {}: {e}", stream_id(flow as usize))))?;
-        sockets.push(socket);
+        sockets.push((flow, socket));
     }
+    let n = spec.flows();
+    let (tx, rx) = by_sender(sockets, n, params.reverse, params.bidirectional);
+    for (_, socket) in &rx {
+        prepare_receiver(socket, &spec)?;
+    }
+    let rx_first_id = if params.bidirectional { n as usize } else { 0 };
     expect(&mut ctl, State::TestStart).map_err(peer)?;
     expect(&mut ctl, State::TestRunning).map_err(peer)?;
     let wide = params.udp_counters_64bit;
-    let wire = UdpWire { header: DatagramHeader::Iperf3 { wide }, fin: None };
-    let (mut sender, sent) = compat_udp::send_udp(&spec, sockets, &placement, path.interface(), &live, wire, |send| {
-        DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
-    })?;
-    // The server counts what it has read when TEST_END reaches it: let it read the last ones.
-    std::thread::sleep(READ_GRACE);
-    let ours = our_results(&spec, &sender, &sent);
-    let (server, error) = match ctl.send_state(State::TestEnd).and_then(|()| exchange(&mut ctl, &ours)) {
+    let header = DatagramHeader::Iperf3 { wide };
+    let halves =
+        UdpHalves { spec: &spec, placement: &placement, iface: path.interface().map(str::to_string), serving: false };
+    let t0 = Instant::now();
+    let (sent, received, ended) = std::thread::scope(|s| {
+        let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, &live, header)));
+        let sent = (!tx.is_empty()).then(|| {
+            let sockets = tx.into_iter().map(|(_, s)| s).collect();
+            let wire = UdpWire { header, fin: None };
+            compat_udp::send_udp(&spec, sockets, &placement, path.interface(), &live, wire, |send| {
+                DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
+            })
+        });
+        // Only the server sends: the end is still ours to say, at the planned end.
+        while sent.is_none() && Instant::now() < t0 + spec.total() && !opts.stop.is_stopped() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The server counts what it has read when TEST_END reaches it: let it read the last
+        // ones. It stops sending on TEST_END; our receiving half reads to its planned end.
+        std::thread::sleep(READ_GRACE);
+        let ended = ctl.send_state(State::TestEnd);
+        let panicked = || Err(Error::peer("the receiving half panicked"));
+        (sent, receiving.map(|h| h.join().unwrap_or_else(|_| panicked())), ended)
+    });
+    let (sent, received) = (sent.transpose()?, received.transpose()?);
+    let (sent_flows, received_flows) = (sent.as_ref().map(|s| &s.1[..]), received.as_ref().map(|r| &r.1[..]));
+    let mut ours =
+        our_results(&spec, [(sent.as_ref().map(|s| &s.0), 0), (received.as_ref().map(|r| &r.0), rx_first_id)]);
+    with_sent_figures(&mut ours, sent_flows.unwrap_or_default(), 0);
+    with_received_figures(&mut ours, received_flows.unwrap_or_default(), rx_first_id);
+    let (server, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
         Ok(results) => (Some(results), None),
         Err(e) => (None, Some(format!("iperf3 server at {target}: {e}"))),
     };
-    sender.add_path_notes([format!(
-        "iperf3 UDP streams (connect datagram each way), TEST_END {} ms after the last datagram",
-        READ_GRACE.as_millis()
-    )]);
-    let receiver = server.as_ref().map(|r| server_side(&spec, r, &sent));
-    let stream = stream_report(spec, target, sender, receiver, error, &path, &live);
-    Ok(Iperf3Report { stream, params, server, notes: Vec::new() })
+    let forward = sent.map(|(mut sender, flows)| {
+        sender.add_path_notes([format!(
+            "iperf3 UDP streams (connect datagram each way), TEST_END {} ms after the last datagram",
+            READ_GRACE.as_millis()
+        )]);
+        let receiver = server.as_ref().map(|r| server_side(&spec, r, &flows));
+        stream_report(spec.clone(), target, sender, receiver, error.clone(), &path, &live)
+    });
+    let reverse = received.map(|(mut receiver, _)| {
+        receiver.add_path_notes([
+            "iperf3 UDP streams (connect datagram each way) sent by the server until our TEST_END".into(),
+        ]);
+        let sender = server.as_ref().map_or_else(|| no_far_sender(&spec), |r| far_sender(&spec, r, rx_first_id));
+        stream_report(spec.clone(), target, sender, Some(receiver), error.clone(), &path, &live)
+    });
+    Ok(Iperf3Report { stream: both_ways(forward, reverse)?, params, server, notes: Vec::new() })
 }
 
 /// One UDP stream: a socket from `local`, connected to the server, whose connect datagram
@@ -102,34 +149,14 @@ fn connect_stream(target: SocketAddr, local: &LocalEnd) -> io::Result<UdpSocket>
     Ok(socket)
 }
 
-/// Our results as the server shows them: per stream the bytes and datagrams we sent (after
-/// the omitted start, as iperf3 counts), our threads' CPU.
-fn our_results(spec: &TestSpec, sender: &SideReport, sent: &[UdpFlowSent]) -> Results {
-    let secs = sender.window_seconds;
-    let (user, system) =
-        sender.cpu.threads.iter().fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
-    let pct = |x: f64| if secs > 0.0 { 100.0 * x / secs } else { 0.0 };
-    let streams = sent
-        .iter()
-        .enumerate()
-        .map(|(i, f)| StreamResult {
-            id: stream_id(i),
-            bytes: if spec.warmup_ms == 0 {
-                f.bytes
-            } else {
-                sender.queues.get(f.queue as usize).map_or(0, |q| q.bytes / u64::from(q.flows.max(1)))
-            },
-            packets: f.datagrams,
-            end_s: secs,
-            ..StreamResult::default()
-        })
-        .collect();
-    Results {
-        cpu_util: [pct(user + system), pct(user), pct(system)],
-        sender_has_retransmits: Some(false),
-        congestion_used: None,
-        streams,
-    }
+/// The far end's sending side from its `results`: its streams from `first_id`, the bytes and
+/// the datagrams (its highest sequence numbers) it says it sent.
+fn far_sender(spec: &TestSpec, results: &Results, first_id: usize) -> SideReport {
+    let mut side = far_side_of(spec, results, Role::Sender, first_id);
+    let datagrams =
+        (0..spec.flows() as usize).filter_map(|f| results.stream(stream_id(first_id + f))).map(|s| s.packets).sum();
+    side.udp = Some(UdpFigures { datagrams, ..UdpFigures::default() });
+    side
 }
 
 /// The far side from the server's results: per stream what it received, its losses (gaps
@@ -140,8 +167,8 @@ fn server_side(spec: &TestSpec, results: &Results, sent: &[UdpFlowSent]) -> Side
     let mut seconds: f64 = 0.0;
     let mut udp = UdpFigures::default();
     let mut jitter = Vec::new();
-    for (i, f) in sent.iter().enumerate() {
-        let Some(s) = results.stream(stream_id(i)) else { continue };
+    for f in sent {
+        let Some(s) = results.stream(stream_id(f.queue as usize)) else { continue };
         bytes.push((f.queue, s.bytes));
         seconds = seconds.max(s.end_s - s.start_s);
         udp.lost += s.errors;
@@ -159,6 +186,7 @@ fn server_side(spec: &TestSpec, results: &Results, sent: &[UdpFlowSent]) -> Side
 mod tests {
     use super::*;
     use crate::base::spec::Proto;
+    use crate::wire::iperf3::StreamResult;
 
     #[test]
     fn server_results_become_the_udp_receiver_side() {
@@ -183,5 +211,17 @@ mod tests {
         let partial =
             server_side(&spec, &Results { streams: vec![stream(1, 1000, 0, 0.0)], ..Default::default() }, &sent);
         assert!(!partial.complete && partial.errors[0].contains("1 of our 2"));
+    }
+
+    #[test]
+    fn the_far_sender_counts_its_datagrams() {
+        let spec = TestSpec { proto: Proto::Udp, queues: 2, ..TestSpec::default() };
+        let stream = |id, bytes, packets| StreamResult { id, bytes, packets, end_s: 2.0, ..StreamResult::default() };
+        let results = Results { streams: vec![stream(1, 1400, 1), stream(3, 2800, 2)], ..Results::default() };
+        let side = far_sender(&spec, &results, 0);
+        assert_eq!(
+            (side.role, side.total_bytes(), side.udp.as_ref().map(|u| u.datagrams)),
+            (Role::Sender, 4200, Some(3))
+        );
     }
 }

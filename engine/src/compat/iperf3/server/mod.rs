@@ -1,4 +1,4 @@
-//! `recv --iperf3`: serves unmodified `iperf3 -c` clients (TCP, forward), one test at a time
+//! `recv --iperf3`: serves unmodified `iperf3 -c` clients (TCP and UDP, any direction), one test at a time
 //! as `iperf3 -s` does, on one port (5201 by default).
 //!
 //! Every accepted connection waits on the accept gate ([`crate::session::gate`]) until it
@@ -19,6 +19,7 @@ mod udp;
 
 use super::control::Control;
 use super::our_results;
+use super::udp::by_sender;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
 use crate::compat::{shown, Caps, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
@@ -84,6 +85,8 @@ pub struct Iperf3TestSummary {
     /// -R, --bidir: bytes we sent, and what the client's results say it received.
     pub sent: Option<u64>,
     pub client_received: Option<u64>,
+    /// -u with -R, --bidir: the datagrams the client's results say it lost of ours.
+    pub client_lost: Option<u64>,
     pub errors: Vec<String>,
 }
 
@@ -351,14 +354,7 @@ fn serve_test(
     let live = Intervals::new(&ctx.opts.stop);
     // The client's sending streams connect first, then (-R, --bidir) the ones we send on.
     let n = params.parallel;
-    let (rx, tx): (Vec<_>, Vec<_>) = match (params.reverse, params.bidirectional) {
-        (_, true) => {
-            let (rx, tx): (Vec<_>, Vec<_>) = flows.into_iter().partition(|(i, _)| *i < n);
-            (rx, tx.into_iter().map(|(i, s)| (i - n, s)).collect())
-        }
-        (true, false) => (Vec::new(), flows),
-        (false, false) => (flows, Vec::new()),
-    };
+    let (rx, tx) = by_sender(flows, n, params.reverse, params.bidirectional);
     let tx_first_id = if params.bidirectional { n as usize } else { 0 };
     let watch: Vec<TcpStream> = rx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
     let sending: Vec<TcpStream> = tx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
@@ -441,9 +437,6 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, 
         let code = if *key == "authtoken" { error_code::AUTH } else { error_code::RECV_PARAMS };
         return Err((code, format!("the client asked for '{key}', which `recv --iperf3` does not serve")));
     }
-    if p.proto == DataProto::Udp && (p.reverse || p.bidirectional) {
-        return Err((error_code::PROTOCOL, "UDP with -R or --bidir is not served by `recv --iperf3` yet".into()));
-    }
     let asked = Duration::from_secs(p.time.saturating_add(p.omit));
     if asked > ctx.opts.max_time || (p.time == 0 && p.bytes == 0 && p.blocks == 0) {
         return Err((
@@ -493,6 +486,6 @@ pub(super) fn await_end(ctl: &mut Control, until: Instant) -> std::result::Resul
 }
 
 /// What the client's results say its `count` streams from iperf3 stream index `first` moved.
-fn sent_by(results: &Results, count: usize, first: usize) -> u64 {
+pub(super) fn sent_by(results: &Results, count: usize, first: usize) -> u64 {
     (first..first + count).filter_map(|i| results.stream(stream_id(i))).map(|s| s.bytes).sum()
 }

@@ -1,24 +1,30 @@
-//! `recv --iperf3` serving `iperf3 -c -u`: after CREATE_STREAMS the client "connects" each UDP
-//! stream with a 4-byte datagram to our port; we take them one at a time, as `iperf3 -s`
-//! does, on a socket bound to the control connection's address and port (SO_REUSEPORT, so
-//! each stream's socket, once connected to its client port, gets that stream's datagrams),
-//! answer each, and count the datagrams with the UDP receive loop reading iperf3's header.
-//! iperf3 marks no end: the loop runs to the planned end plus a grace, while TEST_END and
-//! the client's results come on the control connection. Our results give per stream the
-//! bytes received, the datagrams lost (gaps less late arrivals), the highest sequence number
-//! seen and the jitter, which is what the client prints as its receiver's.
+//! `recv --iperf3` serving `iperf3 -c -u`, in any direction: after CREATE_STREAMS the client
+//! "connects" each UDP stream with a 4-byte datagram to our port, whoever will send on it (its
+//! own first, then with `-R`/`--bidir` the ones we send on); we take them one at a time, as
+//! `iperf3 -s` does, on a socket bound to the control connection's address and port
+//! (SO_REUSEPORT, so each stream's socket, once connected to its client port, gets that
+//! stream's datagrams), and answer each. The UDP receive loop counts the client's datagrams
+//! reading iperf3's header; the UDP sending loop sends ours with that header, paced by the
+//! client's `-b`, until [`super::WINDOW_MARGIN`] before the client's planned end. iperf3 marks
+//! no end: the receive loop runs to the planned end plus a grace, while TEST_END and the
+//! client's results come on the control connection. Our results give per receiving stream
+//! the bytes received, the datagrams lost (gaps less late arrivals), the highest sequence
+//! number seen and the jitter, which the client prints as its receiver's; per sending stream
+//! the bytes and the highest sequence number we sent, which it prints as its sender's.
 
 use super::super::control::Control;
 use super::super::our_results;
-use super::{await_end, test_spec, Iperf3TestSummary, TestContext, STEP_TIMEOUT};
+use super::super::udp::{by_sender, with_received_figures, with_sent_figures};
+use super::{await_end, sent_by, test_spec, Iperf3TestSummary, TestContext, STEP_TIMEOUT};
 use crate::base::spec::Proto;
+use crate::compat::udp::{self as compat_udp, UdpWire};
 use crate::compat::Intervals;
+use crate::metrics::data_path::DataPath;
 use crate::runtime::placement::plan;
 use crate::sys::sockopt;
-use crate::transport::udp::recv::UdpFlowReceived;
-use crate::wire::iperf3::{stream_id, Params, Results, State, UDP_CONNECT_MSG, UDP_CONNECT_REPLY};
+use crate::wire::iperf3::{stream_id, Params, State, UDP_CONNECT_MSG, UDP_CONNECT_REPLY};
 use crate::wire::udp_payload::DatagramHeader;
-use crate::workload::udp_stream::{receive_udp, UdpHalves};
+use crate::workload::udp_stream::{prepare_receiver, receive_udp, UdpHalves};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -44,40 +50,79 @@ pub(super) fn serve_udp(
     summary: &mut Iperf3TestSummary,
 ) -> Result<(), String> {
     let deadline = Instant::now() + STEP_TIMEOUT;
-    let mut sockets = Vec::with_capacity(params.parallel as usize);
+    let count = params.connections();
+    let mut sockets = Vec::with_capacity(count as usize);
     let mut next = Some(listener);
-    for i in 0..params.parallel {
-        let more = i + 1 < params.parallel;
+    for i in 0..count {
+        let more = i + 1 < count;
         let stream = match next.take() {
             Some(listener) => accept_stream(ctl, listener, deadline, more),
             None => Err(io::Error::other("no socket for it")),
         };
-        let (socket, after) = stream.map_err(|e| format!("UDP stream {} of {}: {e}", i + 1, params.parallel))?;
+        let (socket, after) = stream.map_err(|e| format!("UDP stream {} of {count}: {e}", i + 1))?;
         sockets.push((i, socket));
         next = after;
     }
     let spec = test_spec(params, Proto::Udp);
+    let n = params.parallel;
+    // The client's sending streams connect first, then (-R, --bidir) the ones we send on.
+    let (rx, tx) = by_sender(sockets, n, params.reverse, params.bidirectional);
+    let tx_first_id = if params.bidirectional { n as usize } else { 0 };
+    for (_, socket) in &rx {
+        prepare_receiver(socket, &spec).map_err(|e| e.to_string())?;
+    }
     let placement =
         plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(|e| e.to_string())?;
     let halves = UdpHalves { spec: &spec, placement: &placement, iface: None, serving: false };
     let live = Intervals::new(&ctx.opts.stop);
-    let header = DatagramHeader::Iperf3 { wide: params.udp_counters_64bit };
+    let wide = params.udp_counters_64bit;
+    let header = DatagramHeader::Iperf3 { wide };
     ctl.send_state(State::TestStart)?;
     ctl.send_state(State::TestRunning)?;
     let t0 = Instant::now();
-    let (received, client) = std::thread::scope(|s| {
-        let receiving = s.spawn(|| receive_udp(&halves, sockets, &live, header));
+    let (received, sent, client) = std::thread::scope(|s| {
+        let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, &live, header)));
+        // Our sending ends [`super::WINDOW_MARGIN`] before the client's clock ends the test,
+        // so that it has read all we sent when it says TEST_END.
+        let sending =
+            (!tx.is_empty()).then(|| {
+                s.spawn(|| {
+                    let sockets = tx.into_iter().map(|(_, s)| s).collect();
+                    let wire = UdpWire { header, fin: None };
+                    compat_udp::send_udp(&spec, sockets, &placement, None, &live, wire, |send| {
+                        DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
+                    })
+                })
+            });
         let client = await_end(ctl, t0 + ctx.opts.max_time + STEP_TIMEOUT);
         summary.seconds = t0.elapsed().as_secs_f64();
-        (receiving.join().unwrap_or_else(|_| Err(crate::Error::peer("the receiving half panicked"))), client)
+        if let Err(e) = &client {
+            // No one reads what we would still send.
+            live.end(e.clone());
+        }
+        let panicked = || crate::Error::peer("a half of the test panicked");
+        let received = receiving.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
+        let sent = sending.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
+        (received.transpose(), sent.transpose(), client)
     });
-    let (side, flows) = received.map_err(|e| e.to_string())?;
+    let (received, sent) = (received.map_err(|e| e.to_string())?, sent.map_err(|e| e.to_string())?);
     let client = client?;
-    summary.bytes = side.total_bytes();
-    summary.client_sent = Some(client.streams.iter().map(|s| s.bytes).sum());
-    summary.errors.extend(side.errors.iter().cloned());
-    let mut ours = our_results(&spec, [(Some(&side), 0), (None, 0)]);
-    with_datagram_figures(&mut ours, &flows);
+    summary.bytes = received.as_ref().map_or(0, |(side, _)| side.total_bytes());
+    summary.client_sent = received.as_ref().map(|_| sent_by(&client, n as usize, 0));
+    summary.sent = sent.as_ref().map(|(side, _)| side.total_bytes());
+    if sent.is_some() {
+        let theirs = (tx_first_id..tx_first_id + n as usize).filter_map(|i| client.stream(stream_id(i)));
+        let (bytes, lost) = theirs.fold((0, 0), |(b, l), s| (b + s.bytes, l + s.errors));
+        summary.client_received = Some(bytes);
+        summary.client_lost = Some(lost);
+    }
+    for side in received.iter().map(|r| &r.0).chain(sent.iter().map(|s| &s.0)) {
+        summary.errors.extend(side.errors.iter().cloned());
+    }
+    let sides = [(received.as_ref().map(|r| &r.0), 0), (sent.as_ref().map(|s| &s.0), tx_first_id)];
+    let mut ours = our_results(&spec, sides);
+    with_received_figures(&mut ours, received.as_ref().map_or(&[][..], |r| &r.1), 0);
+    with_sent_figures(&mut ours, sent.as_ref().map_or(&[][..], |s| &s.1), tx_first_id);
     ctl.send_json(&ours.to_json())
 }
 
@@ -111,16 +156,4 @@ fn accept_stream(
     socket.send(&UDP_CONNECT_REPLY)?;
     socket.set_read_timeout(None)?;
     Ok((socket, next))
-}
-
-/// Puts each flow's datagram accounting in our results' streams (flow i is stream i).
-fn with_datagram_figures(results: &mut Results, flows: &[UdpFlowReceived]) {
-    for flow in flows {
-        if let Some(s) = results.streams.iter_mut().find(|s| s.id == stream_id(flow.queue as usize)) {
-            s.bytes = flow.stats.bytes;
-            s.errors = flow.stats.lost;
-            s.packets = flow.stats.expected;
-            s.jitter_s = flow.stats.jitter_us / 1e6;
-        }
-    }
 }

@@ -1,4 +1,4 @@
-//! NTttcp's no-sync mode (`ntttcp.exe -ns`, ntttcp-for-Linux `-N`), TCP, in both roles: the
+//! NTttcp's no-sync mode (`ntttcp.exe -ns`, ntttcp-for-Linux `-N`), TCP and UDP, in both roles: the
 //! way a Windows VM and a Linux VM are measured against each other, with uringbench as the
 //! Linux end. There is no control connection: the receiver listens on consecutive ports from a
 //! base port (5001 by default), one per NTttcp thread; the sender opens its connections to
@@ -11,28 +11,34 @@
 //!   counted to EOF by the io_uring receive loop on a thread of its own. A test begins with
 //!   the first connection and ends when every connection reached EOF and none came for
 //!   [`QUIET`] (or at `--max-time`).
+//! - [`udp::serve_udp`]: `recv --ntttcp -u`: one UDP socket per port, datagrams counted
+//!   within NTttcp's window (warm-up, time, cool-down) from the first one's arrival.
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::compat::udp::{self as compat_udp, UdpWire};
 use crate::compat::Caps;
-use crate::compat::{connect_tcp, count_to_eof, resolve, shown, stream_report, Intervals, PeerRecvOptions};
+use crate::compat::{
+    client_halves, connect_tcp, count_to_eof, resolve, shown, stream_report, Intervals, PeerRecvOptions,
+};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::StreamReport;
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
 use crate::session::gate;
-use crate::session::sender::{decide_zerocopy, SendOptions};
+use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::wire::udp_payload::DatagramHeader;
-use crate::workload::stream::TcpHalves;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod udp;
+
 pub use crate::wire::NTTTCP_PORT;
+pub use udp::{bind_udp_receiver, serve_udp, NtttcpWindow};
 /// A receiving test is over once every connection ended and no new one came for this long.
 const QUIET: Duration = Duration::from_secs(1);
 /// How often the accept loop looks at its listeners.
@@ -92,15 +98,7 @@ pub fn run_send(opts: &SendOptions) -> Result<NtttcpReport> {
         let local = opts.local.for_flow(flow).map_err(Error::usage)?;
         flows.push((flow, connect_tcp(SocketAddr::new(first.ip(), port), &local, &receiver)?));
     }
-    let zc = decide_zerocopy(spec.zerocopy, &caps, &path, spec.len)?;
-    let halves = TcpHalves {
-        spec: &spec,
-        placement: &placement,
-        caps: &caps,
-        zc,
-        iface: path.interface().map(str::to_string),
-        queues: None,
-    };
+    let halves = client_halves(&spec, &placement, &caps, &path)?;
     let mut sender = halves.send(flows, Instant::now(), &live)?;
     sender.add_path_notes([format!(
         "NTttcp no-sync: queue q's flows to port {}+q, plain data, half-close at the end",
@@ -144,6 +142,8 @@ pub enum NtttcpEvent {
         base: u16,
         ports: u32,
         caps: Caps,
+        /// UDP ports (`recv --ntttcp -u`), else TCP.
+        udp: bool,
     },
     TestDone(NtttcpTestSummary),
     /// A connection closed at once (over the cap, or after `--once`'s test).
@@ -162,9 +162,15 @@ pub struct NtttcpTestSummary {
     /// The senders' addresses, in order of first connection.
     pub peers: Vec<IpAddr>,
     pub connections: u32,
-    /// Bytes per port, from the base port up.
+    /// Bytes per port, from the base port up (UDP: within the window).
     pub port_bytes: Vec<u64>,
-    /// From the first accept to the last EOF.
+    /// UDP: datagrams per port within the window.
+    pub port_datagrams: Option<Vec<u64>>,
+    /// Every byte received, in the window or not.
+    pub received_bytes: u64,
+    /// UDP: the window the counts are from.
+    pub window: Option<NtttcpWindow>,
+    /// TCP: from the first accept to the last EOF. UDP: the counted part of the window.
     pub seconds: f64,
     pub errors: Vec<String>,
 }
@@ -185,15 +191,21 @@ impl NtttcpTestSummary {
 
 /// Binds `ports` listeners from `opts.port` up; a port in use is a usage error.
 pub fn bind_receiver(opts: &PeerRecvOptions, ports: u32) -> Result<Vec<TcpListener>> {
-    if ports == 0 || u32::from(opts.port) + ports > 65536 || opts.port == 0 {
-        return Err(Error::usage(format!("--ports {ports} from --ntttcp-port {} does not fit in 1..65535", opts.port)));
-    }
+    check_ports(opts, ports)?;
     (0..ports)
         .map(|i| {
             let addr = SocketAddr::new(opts.bind, opts.port + i as u16);
             gate::listen(addr, None, " (an NTttcp receiver?)")
         })
         .collect()
+}
+
+/// `ports` ports from `opts.port` fit in 1..65535.
+fn check_ports(opts: &PeerRecvOptions, ports: u32) -> Result<()> {
+    if ports == 0 || u32::from(opts.port) + ports > 65536 || opts.port == 0 {
+        return Err(Error::usage(format!("--ports {ports} from --ntttcp-port {} does not fit in 1..65535", opts.port)));
+    }
+    Ok(())
 }
 
 /// A counted connection's end: its bytes, its errors, when it reached EOF.
@@ -214,7 +226,13 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
     for l in &listeners {
         l.set_nonblocking(true).map_err(|e| Error::io("making a listener non-blocking", e))?;
     }
-    events(NtttcpEvent::Listening { addr: opts.bind, base: opts.port, ports: listeners.len() as u32, caps });
+    events(NtttcpEvent::Listening {
+        addr: opts.bind,
+        base: opts.port,
+        ports: listeners.len() as u32,
+        caps,
+        udp: false,
+    });
     let stop_flows = Arc::new(AtomicBool::new(false));
     let mut next_id = 0;
     let mut test: Option<(NtttcpTestSummary, Instant, Vec<Counting>, Instant)> = None;
@@ -278,6 +296,7 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
                     }
                 }
                 summary.connections = flows.len() as u32;
+                summary.received_bytes = summary.bytes();
                 summary.seconds = last_end.duration_since(started).as_secs_f64();
                 if over_time {
                     summary.errors.push(format!("still sending after --max-time {} s", opts.max_time.as_secs()));
