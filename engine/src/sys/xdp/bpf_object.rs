@@ -165,3 +165,11 @@ pub(crate) fn load_error(err: std::io::Error) -> Error {
         _ => Error::unsupported(format!("loading the XDP program failed: {err}")),
     }
 }
+
+/// Possible CPUs, as the kernel sizes per-CPU map values (`/sys/devices/system/cpu/possible`).
+pub(crate) fn possible_cpus() -> Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .map_err(|e| Error::io("reading /sys/devices/system/cpu/possible", e))?;
+    let cpus = crate::base::units::parse_cpu_list(text.trim())?;
+    Ok(cpus.iter().max().map_or(1, |m| m + 1))
+}

@@ -11,8 +11,7 @@
 //! is found in their windows and counted once, as a duplicate.
 
 use crate::base::error::{Error, Result};
-use crate::sys::xdp::bpf_object::{errno_of, map_update, LoadedObject};
-use crate::sys::xdp::program::possible_cpus;
+use crate::sys::xdp::bpf_object::{errno_of, map_update, possible_cpus, LoadedObject};
 use libxdp_sys as sys;
 use std::net::IpAddr;
 use std::os::fd::RawFd;

@@ -11,7 +11,7 @@
 //! mode is used, and [`XdpProgram::mode`] says which one the kernel accepted.
 
 use crate::base::error::{Error, Result};
-use crate::sys::xdp::bpf_object::{errno_of, load_error, map_update, realtime_offset_ns, LoadedObject};
+use crate::sys::xdp::bpf_object::{errno_of, load_error, map_update, possible_cpus, realtime_offset_ns, LoadedObject};
 use crate::sys::xdp::kernel_count::{self, KernelFlows};
 use libxdp_sys as sys;
 use serde::{Deserialize, Serialize};
@@ -71,14 +71,6 @@ pub(crate) fn queue_count(ifname: &str, kind: &str) -> u32 {
                 .count()
         })
         .unwrap_or(0) as u32
-}
-
-/// Possible CPUs, as the kernel sizes per-CPU map values (`/sys/devices/system/cpu/possible`).
-pub(crate) fn possible_cpus() -> Result<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")
-        .map_err(|e| Error::io("reading /sys/devices/system/cpu/possible", e))?;
-    let cpus = crate::base::units::parse_cpu_list(text.trim())?;
-    Ok(cpus.iter().max().map_or(1, |m| m + 1))
 }
 
 /// The loaded program, attached to one interface until dropped.
