@@ -612,6 +612,12 @@ fn steered_flows_land_on_four_distinct_rx_queues_by_the_guests_interrupt_counts(
     assert_eq!(flows, vec![1; RSS_QUEUES as usize], "{table}");
     let findings = table["findings"].to_string();
     assert!(!findings.contains("share") && !findings.contains("landed"), "{findings}");
+    // Bulk streams sleep between batches by default: each thread counted its completions,
+    // and those it found by polling are some of them.
+    for r in rows {
+        let (all, polled) = (u64_at(r, "/thread_completions"), u64_at(r, "/polled_completions"));
+        assert!(all > 0 && polled <= all, "completions counted by the queue's thread: {r}");
+    }
     // Each row's IRQ CPU is where the guest delivers that vector.
     let affinity = lab.ok("b", "for f in /proc/irq/*/effective_affinity_list; do echo \"$f $(cat $f)\"; done");
     for r in rows {
@@ -626,7 +632,8 @@ fn with_irq_placement_each_flow_is_served_on_its_queues_irq_cpu() {
     let Some(lab) = lab() else { return };
     let _windows = SmallWindows::new(&lab);
     settle_rss_irqs(&lab);
-    let (out, before, after) = lab1_test(&lab, "irq", 5414, "--placement irq", &format!("-P {RSS_QUEUES} -t 2s -J"));
+    let (out, before, after) =
+        lab1_test(&lab, "irq", 5414, "--placement irq --busy-poll on", &format!("-P {RSS_QUEUES} -t 2s -J"));
     let doc: serde_json::Value = serde_json::from_str(&out).expect("send -J");
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"), "byte-exact");
     let (busy, delta) = busy_queues(&before, &after);
@@ -652,6 +659,9 @@ fn with_irq_placement_each_flow_is_served_on_its_queues_irq_cpu() {
             r["rx_queue"]
         );
         assert!(napi_ids.insert(r["napi_id"].as_u64().expect("a NAPI id from the sockets")), "{table}");
+        // Spinning threads find every completion by polling: a busy-poll share of 100%.
+        let all = u64_at(r, "/thread_completions");
+        assert!(all > 0 && u64_at(r, "/polled_completions") == all, "busy-poll share 100%: {r}");
     }
     // No thread's sockets span two NAPI ids, and no IRQ and thread apart.
     let findings = table["findings"].to_string();

@@ -51,6 +51,20 @@ pub struct NicQueueRow {
     pub flows: Vec<u32>,
     /// Their payload bytes over the whole test.
     pub bytes: u64,
+    /// Receive completions of the threads that served it, and how many of them the threads
+    /// found by polling their ring rather than after sleeping in the kernel until an
+    /// interrupt's wake-up: `polled_completions ÷ thread_completions` is the busy-poll share.
+    #[serde(default)]
+    pub thread_completions: u64,
+    #[serde(default)]
+    pub polled_completions: u64,
+}
+
+impl NicQueueRow {
+    /// The share of its threads' completions found by polling, when they had any.
+    pub fn busy_poll_share(&self) -> Option<f64> {
+        (self.thread_completions > 0).then(|| self.polled_completions as f64 / self.thread_completions as f64)
+    }
 }
 
 /// The receive queues of a receiver's test: one row per queue served or used, and the

@@ -18,13 +18,13 @@ use std::fmt::Write as _;
 pub fn nic_queue_lines(t: &crate::metrics::figures::NicQueueTable) -> String {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let mut out = format!("rx queues of {} (--placement {}): {}\n", t.iface, t.placement, t.summary);
-    let _ = writeln!(out, "  rx queue  NAPI id  IRQ  IRQ CPU  thread CPU  node  flows      bytes");
+    let _ = writeln!(out, "  rx queue  NAPI id  IRQ  IRQ CPU  thread CPU  node  flows      busy-poll  bytes");
     for r in &t.rows {
         let flows: Vec<String> = r.flows.iter().map(u32::to_string).collect();
         let threads: Vec<String> = r.thread_cpus.iter().map(usize::to_string).collect();
         let _ = writeln!(
             out,
-            "  {:>8}  {:>7}  {:>3}  {:>7}  {:>10}  {:>4}  {:<9}  {}",
+            "  {:>8}  {:>7}  {:>3}  {:>7}  {:>10}  {:>4}  {:<9}  {:>9}  {}",
             r.rx_queue,
             opt(r.napi_id.map(|n| n.to_string())),
             opt(r.irq.map(|n| n.to_string())),
@@ -32,10 +32,16 @@ pub fn nic_queue_lines(t: &crate::metrics::figures::NicQueueTable) -> String {
             if threads.is_empty() { "-".to_string() } else { threads.join(",") },
             opt(r.numa_node.map(|n| n.to_string())),
             if flows.is_empty() { "-".to_string() } else { flows.join(",") },
+            busy_poll_cell(r),
             format_bytes(r.bytes)
         );
     }
     out
+}
+
+/// A queue's busy-poll share as a percentage, `-` when its threads reported no completions.
+pub fn busy_poll_cell(r: &crate::metrics::figures::NicQueueRow) -> String {
+    r.busy_poll_share().map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0))
 }
 
 /// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.

@@ -444,7 +444,14 @@ pub(crate) fn place_threads(
 /// The per-queue table of a receiver's test and the misalignments it shows: which flows
 /// landed on which receive queue (by NAPI id), where the queue's IRQ and the flow's thread
 /// ran, and what the receiver's hash predicted.
-pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, flows: &[FlowArrival]) -> NicQueueTable {
+/// `polled`: each thread's (CPU, receive completions, completions found by polling).
+pub fn queue_table(
+    tq: &TestQueues,
+    placement: &Placement,
+    engine_queues: u32,
+    flows: &[FlowArrival],
+    polled: &[(usize, u64, u64)],
+) -> NicQueueTable {
     let topo = &tq.topology;
     let thread_cpu_of = |engine_queue: u32| -> Option<usize> {
         placement.threads.iter().find(|t| t.queues.contains(&engine_queue)).map(|t| t.cpu)
@@ -463,6 +470,8 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
             numa_node: topo.numa_node,
             flows: Vec::new(),
             bytes: 0,
+            thread_completions: 0,
+            polled_completions: 0,
         }
     };
     let mut rows: BTreeMap<u32, NicQueueRow> = BTreeMap::new();
@@ -494,6 +503,12 @@ pub fn queue_table(tq: &TestQueues, placement: &Placement, engine_queues: u32, f
     }
     for &q in &tq.nic_queue {
         rows.entry(q).or_insert_with(|| empty_row(q));
+    }
+    for row in rows.values_mut() {
+        for &(_, completions, by_polling) in polled.iter().filter(|(cpu, _, _)| row.thread_cpus.contains(cpu)) {
+            row.thread_completions += completions;
+            row.polled_completions += by_polling;
+        }
     }
     let served: Vec<u32> = {
         let mut s = tq.nic_queue.clone();
@@ -698,10 +713,16 @@ pub(crate) mod tests {
                 }
             })
             .collect();
-        let table = queue_table(&tq, &placement(&[3, 2, 1, 0]), 4, &arrivals);
+        // The threads on CPUs 3 and 2 (queues 0 and 1) found 75 of 100 and none of 10
+        // completions by polling; the others reported none.
+        let table = queue_table(&tq, &placement(&[3, 2, 1, 0]), 4, &arrivals, &[(3, 100, 75), (2, 10, 0)]);
         assert_eq!(
             table.rows.iter().map(|r| r.flows.clone()).collect::<Vec<_>>(),
             vec![vec![0], vec![1], vec![2], vec![3]]
+        );
+        assert_eq!(
+            table.rows.iter().map(NicQueueRow::busy_poll_share).collect::<Vec<_>>(),
+            vec![Some(0.75), Some(0.0), None, None]
         );
         assert!(table.findings.is_empty(), "{:?}", table.findings);
         assert!(table.summary.starts_with("4 flows on 4 of 4"), "{}", table.summary);
@@ -723,7 +744,7 @@ pub(crate) mod tests {
         };
         let arrivals = [arrive(0, 101), arrive(1, 100), arrive(2, 101), arrive(3, 103)];
         // Thread of engine queue 1 sits on CPU 1, but rx queue 0's IRQ is on CPU 3.
-        let table = queue_table(&tq, &placement(&[3, 1, 2, 0]), 4, &arrivals);
+        let table = queue_table(&tq, &placement(&[3, 1, 2, 0]), 4, &arrivals, &[]);
         assert!(table.findings.contains(&"flows 0 and 2 share rx queue 1".to_string()), "{:?}", table.findings);
         assert!(
             table.findings.contains(&"IRQ of queue 0 on CPU 3, its thread on CPU 1".to_string()),
@@ -752,7 +773,7 @@ pub(crate) mod tests {
             bytes: 5,
         };
         // CPU 3 is rx queue 0's IRQ CPU, CPU 2 rx queue 1's.
-        let table = queue_table(&tq, &placement(&[3, 2]), 2, &[arrive(0, 3), arrive(1, 3)]);
+        let table = queue_table(&tq, &placement(&[3, 2]), 2, &[arrive(0, 3), arrive(1, 3)], &[]);
         let q0 = table.rows.iter().find(|r| r.rx_queue == 0).unwrap();
         assert_eq!(q0.flows, vec![0, 1], "{table:?}");
         assert_eq!(q0.napi_id, Some(8200), "the socket's NAPI id when the kernel names none per queue");
@@ -773,9 +794,9 @@ pub(crate) mod tests {
             engine_queue,
             bytes: 1,
         };
-        let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 0)]);
+        let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 0)], &[]);
         assert!(table.findings.contains(&"thread on CPU 0 serves flows of rx queues 0 and 1".to_string()), "{table:?}");
-        let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 1)]);
+        let table = queue_table(&tq, &placement(&[0, 1]), 2, &[arrive(0, 100, 0), arrive(1, 101, 1)], &[]);
         assert!(!table.findings.iter().any(|f| f.starts_with("thread on CPU")), "{table:?}");
     }
 

@@ -123,6 +123,15 @@ pub struct WakeBatch {
     pub max_delay_us: u32,
 }
 
+/// How a wait for completions ended: by polling the ring (a look at shared memory, or the
+/// spin of a busy-polling thread), or after sleeping in the kernel until a wake-up (an
+/// interrupt's softirq completing the receive, or the time limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waited {
+    Polled,
+    Slept,
+}
+
 /// Waits for completions the way the thread's mode asks, never past `limit` from now.
 /// `last_activity` is when the thread last saw a completion (for adaptive spinning).
 pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
@@ -131,9 +140,9 @@ pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
     last_activity: Instant,
     limit: Duration,
     batch: WakeBatch,
-) -> Result<()> {
+) -> Result<Waited> {
     if poll_once(ring)? {
-        return Ok(());
+        return Ok(Waited::Polled);
     }
     let spin_until = match mode.spin_window() {
         None => Instant::now() + limit,
@@ -141,12 +150,12 @@ pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
     };
     while Instant::now() < spin_until {
         if poll_once(ring)? {
-            return Ok(());
+            return Ok(Waited::Polled);
         }
         std::hint::spin_loop();
     }
     if mode == WaitMode::Spin {
-        return Ok(());
+        return Ok(Waited::Polled);
     }
     let ts = Timespec::from(limit);
     // Batched wake-ups need IORING_FEAT_MIN_TIMEOUT (6.12): without the bound, waiting for
@@ -158,8 +167,10 @@ pub(crate) fn wait_for_completions<C: io_uring::cqueue::EntryMarker>(
         (1, SubmitArgs::new().timespec(&ts))
     };
     match ring.submitter().submit_with_args(want, &args) {
-        Ok(_) => Ok(()),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
+        Ok(_) => Ok(Waited::Slept),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)) => {
+            Ok(Waited::Slept)
+        }
         Err(e) => Err(Error::io("waiting on io_uring", e)),
     }
 }

@@ -324,7 +324,13 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
                 })
             })
             .collect();
-        queue_table(q, placement, spec.queues, &arrivals)
+        let polled: Vec<(usize, u64, u64)> = placement
+            .threads
+            .iter()
+            .zip(&run.results)
+            .map(|(t, r)| (t.cpu, r.completions, r.polled_completions))
+            .collect();
+        queue_table(q, placement, spec.queues, &arrivals, &polled)
     });
     drop(probes);
     let results = &run.results;

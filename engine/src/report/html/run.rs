@@ -295,6 +295,9 @@ fn facts(out: &mut String, doc: &StreamDocument, prefix: &str) {
         ));
     }
     facts_table(out, &format!("{prefix}path"), &rows);
+    if let Some(t) = doc.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
+        nic_queues(out, t, prefix);
+    }
     let _ = writeln!(out, "<h2>Settings</h2>");
     let mut settings = vec![("target".to_owned(), doc.target.clone())];
     flatten("", &serde_json::to_value(&doc.test).unwrap_or_default(), &mut settings);
@@ -387,4 +390,48 @@ pub(super) fn runs_page(runs: &[(String, &StreamDocument)]) -> Page {
         run_section(&mut body, d, &format!("run{i}-"));
     }
     Page { title, body }
+}
+
+/// The receiver's NIC queue table: which flows landed on which receive queue, where its
+/// IRQ and its thread ran, and the misalignments found.
+fn nic_queues(out: &mut String, t: &crate::metrics::figures::NicQueueTable, prefix: &str) {
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let list = |v: Vec<String>| if v.is_empty() { "-".to_string() } else { v.join(", ") };
+    let _ = writeln!(out, "<h2>Receive queues of {}</h2>", escape(&t.iface));
+    let _ = writeln!(
+        out,
+        "<p>--placement {}: {}. Each flow's queue is the one its socket's packets arrived on (SO_INCOMING_NAPI_ID); \
+         busy-poll is the share of the queue's threads' receive completions found by polling the ring rather than \
+         after sleeping until an interrupt's wake-up.</p>",
+        escape(&t.placement),
+        escape(&t.summary)
+    );
+    let _ = writeln!(
+        out,
+        "<div class=\"scroll\"><table id=\"{prefix}nic-queues\"><tr><th>rx queue</th><th>NAPI id</th><th>IRQ</th>\
+         <th>IRQ CPU</th><th>thread CPU</th><th>NUMA node</th><th>flows</th><th>busy-poll</th><th>bytes</th></tr>"
+    );
+    for r in &t.rows {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.rx_queue,
+            dash(r.napi_id.map(|n| n.to_string())),
+            dash(r.irq.map(|n| n.to_string())),
+            dash(r.irq_cpu.map(|n| n.to_string())),
+            list(r.thread_cpus.iter().map(usize::to_string).collect()),
+            dash(r.numa_node.map(|n| n.to_string())),
+            list(r.flows.iter().map(u32::to_string).collect()),
+            crate::report::stream::busy_poll_cell(r),
+            crate::base::units::format_bytes(r.bytes)
+        );
+    }
+    let _ = writeln!(out, "</table></div>");
+    if !t.findings.is_empty() {
+        let _ = writeln!(out, "<ul class=\"findings\">");
+        for f in &t.findings {
+            let _ = writeln!(out, "<li>{}</li>", escape(f));
+        }
+        let _ = writeln!(out, "</ul>");
+    }
 }

@@ -9,7 +9,7 @@
 use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, Waited, WakeBatch};
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
@@ -54,6 +54,9 @@ pub struct RecvWorkerResult {
     pub completions: u64,
     /// Times a multishot receive had to be re-armed (ring ran dry or bundle ended).
     pub rearms: u64,
+    /// Of `completions`, those found by polling the ring rather than after sleeping in the
+    /// kernel: the thread's busy-poll share.
+    pub polled_completions: u64,
 }
 
 /// A flow being received on: its socket and what it has received so far.
@@ -127,11 +130,15 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
 
     while open > 0 && !cfg.stop.load(Ordering::Relaxed) {
-        wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
+        let waited =
+            wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
         cqes.clear();
         cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
         if cqes.is_empty() {
             continue;
+        }
+        if waited == Waited::Polled {
+            result.polled_completions += cqes.len() as u64;
         }
         last_activity = Instant::now();
         for &(ud, res, flags) in &cqes {

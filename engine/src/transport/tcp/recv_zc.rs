@@ -10,7 +10,7 @@ use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::tcp::recv::{RecvFlow, RecvWorkerConfig, RecvWorkerResult};
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::{push, wait_for_completions};
+use crate::uring::ring::{push, wait_for_completions, Waited};
 use crate::uring::zcrx::ZcRx;
 use crate::uring::zcrx::{explain, ZcrxRing};
 use io_uring::{cqueue, opcode, types};
@@ -47,11 +47,15 @@ pub fn run(
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32, u32, u64)> = Vec::with_capacity(entries as usize * 4);
     while remaining > 0 && !cfg.stop.load(Ordering::Relaxed) {
-        wait_for_completions(&mut zr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
+        let waited =
+            wait_for_completions(&mut zr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
         cqes.clear();
         cqes.extend(zr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags(), c.big_cqe()[0])));
         if cqes.is_empty() {
             continue;
+        }
+        if waited == Waited::Polled {
+            result.polled_completions += cqes.len() as u64;
         }
         last_activity = Instant::now();
         for &(ud, res, flags, off) in &cqes {
