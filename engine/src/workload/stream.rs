@@ -330,7 +330,7 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
             .zip(&run.results)
             .map(|(t, r)| (t.cpu, r.completions, r.polled_completions))
             .collect();
-        queue_table(q, placement, spec.queues, &arrivals, &polled)
+        queue_table(q, placement, &arrivals, &polled)
     });
     drop(probes);
     let results = &run.results;
