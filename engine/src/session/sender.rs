@@ -110,6 +110,8 @@ pub(crate) struct SenderSession {
     udp_ports_follow: bool,
     /// `--steer ntuple`: the receiver is to steer the flows by n-tuple rules.
     ntuple: bool,
+    /// The receiver's accept says it places the flows by n-tuple rules (asked for or not).
+    rules_by_receiver: bool,
     /// `--latency`: the receiver's probe answers carry its clock and CPU time (its accept's
     /// `probe_stamps`).
     pub probe_stamps: bool,
@@ -185,6 +187,7 @@ impl SenderSession {
             may_steer: !opts.local.no_steer && opts.local.data_port.is_none(),
             udp_ports_follow: false,
             ntuple: opts.local.ntuple,
+            rules_by_receiver: false,
             probe_stamps: false,
             receiver_queues: None,
             psk: opts.psk.clone(),
@@ -245,6 +248,8 @@ impl SenderSession {
                 probe_stamps,
                 receiver_queues,
             } => {
+                // `recv --zc-rx IFACE` places the flows by rules although this side did not ask.
+                self.rules_by_receiver = ntuple;
                 if self.ntuple && !ntuple {
                     return Err(Error::peer(format!(
                         "receiver {peer} does not install n-tuple rules (a uringbench recv older than --steer ntuple): upgrade it, or run without --steer ntuple"
@@ -326,6 +331,8 @@ impl SenderSession {
             Some("--steer off".to_string())
         } else if local.ntuple {
             Some("--steer ntuple: the receiver's n-tuple rules place them instead".to_string())
+        } else if self.rules_by_receiver {
+            Some("the receiver places them with n-tuple rules of its own (its zero-copy queues)".to_string())
         } else if local.data_port.is_some() {
             Some("--cport fixes the source ports".to_string())
         } else if spec.direction != Direction::Forward {

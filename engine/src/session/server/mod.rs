@@ -19,7 +19,7 @@ pub use test::{ServedReports, Test, TestRunner};
 use variants::{apply_variant, wait_for_host};
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::runtime::nic_queues::{place_threads, TestQueues};
 use crate::runtime::placement::{resolve_cpus, BusyPoll};
 use crate::session::admission::{Admissions, SessionSlot};
@@ -568,16 +568,33 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
     let cfg = &shared.cfg;
     let peer_ip = ctl.peer_addr().map(|a| a.ip().to_canonical()).ok();
     let how = (busy_poll, sharing, spec.workload.latency_bound());
+    // `--zc-rx IFACE`: a TCP stream received here is served from the queues kept out of RSS,
+    // one per thread, its flows put there by n-tuple rules.
+    let zc_rules = cfg.fast.zc_rx.as_ref().filter(|z| {
+        z.out_of_rss().is_some()
+            && spec.proto == Proto::Tcp
+            && spec.workload == Workload::Stream
+            && spec.direction != Direction::Reverse
+    });
+    let served = zc_rules.and_then(|z| z.out_of_rss()).or(cfg.nic_queues.as_deref());
     let placed = peer_ip
-        .map_or(Ok(None), |ip| TestQueues::toward(ip, cfg.nic_queues.as_deref(), spec.queues, cfg.placement, spins))
+        .map_or(Ok(None), |ip| TestQueues::toward(ip, served, spec.queues, cfg.placement, spins))
         .and_then(|queues| Ok((place_threads(queues.as_ref(), &shared.cpus, spec.queues, how, &cfg.fast)?, queues)));
     let (placement, mut queues) = match placed {
         Ok(p) => p,
         Err(e) => return refuse(&ctl, e.message),
     };
+    if let Some(why) = zc_rules.and_then(|z| zc_refusal(z, queues.as_ref(), placement.threads.len())) {
+        return refuse(&ctl, why);
+    }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    // `--steer ntuple`: the rules are made once the flows arrive, and removed when this drops.
-    let ntuple = match steers.steer_ntuple.then(|| ntuple::NtupleRules::for_test(queues.as_ref(), peer_ip, id)) {
+    // `--steer ntuple` or `--zc-rx IFACE`: the rules are made once the flows arrive, and
+    // removed when this drops. Zero-copy queues come first: RSS never brings a flow there.
+    let rules = match zc_rules {
+        Some(z) => Some(ntuple::NtupleRules::for_zero_copy(z, id)),
+        None => steers.steer_ntuple.then(|| ntuple::NtupleRules::for_test(queues.as_ref(), peer_ip, id)),
+    };
+    let ntuple = match rules {
         None => None,
         Some(Ok(rules)) => Some(rules),
         Some(Err(reason)) => return refuse(&ctl, reason),
@@ -632,6 +649,18 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
     if shared.cfg.once {
         shared.once_done.store(true, Ordering::Release);
     }
+}
+
+/// Why a test cannot receive zero-copy from the queues `z` chose out of RSS: fewer queues
+/// than receiving threads, or the sender reached through another interface.
+fn zc_refusal(z: &crate::uring::zcrx::ZcRx, queues: Option<&TestQueues>, threads: usize) -> Option<String> {
+    if let Some(q) = queues.filter(|q| q.topology.iface != z.iface) {
+        return Some(format!(
+            "--zc-rx {}: this sender is reached through {}, not {}: its flows cannot arrive on the zero-copy queues",
+            z.iface, q.topology.iface, z.iface
+        ));
+    }
+    z.too_few_queues(threads)
 }
 
 #[cfg(test)]
