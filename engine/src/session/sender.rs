@@ -136,10 +136,12 @@ impl SenderSession {
             caps.require_mptcp()?;
         }
         let spec = &opts.spec;
-        let forward_tcp_stream =
-            spec.proto == Proto::Tcp && spec.workload == Workload::Stream && spec.direction == Direction::Forward;
-        if opts.local.ntuple && !forward_tcp_stream {
-            return Err(Error::usage("--steer ntuple steers forward TCP streams only (no -u, -R, --bidir or rr)"));
+        // The receiver knows a forward stream's flows (TCP: as they connect; UDP: the source
+        // ports of its hello) before any data moves; rules for the flows of a reverse or
+        // bidirectional test would steer what this side receives, which no receiver installs.
+        let forward_stream = spec.workload == Workload::Stream && spec.direction == Direction::Forward;
+        if opts.local.ntuple && !forward_stream {
+            return Err(Error::usage("--steer ntuple steers forward streams only, TCP or UDP (no -R, --bidir or rr)"));
         }
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.

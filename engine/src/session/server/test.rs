@@ -82,12 +82,18 @@ impl Test<'_> {
         Ok(())
     }
 
+    /// Whether n-tuple rules are to place this test's flows (`--steer ntuple`, `--zc-rx IFACE`).
+    pub fn steered_by_rules(&self) -> bool {
+        self.ntuple.is_some()
+    }
+
     /// Whether this UDP test's data flows' source ports follow the accept (`udp_ports`): the
-    /// sender steers them (the hello's `steer_udp`), the flows come in, and this NIC hashes UDP
-    /// on ports with a Toeplitz key and table it reports.
+    /// sender steers them (the hello's `steer_udp`), the flows come in, this NIC hashes UDP
+    /// on ports with a Toeplitz key and table it reports, and no n-tuple rules place them.
     pub fn udp_ports_follow(&self) -> bool {
         let v6 = self.ctl.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv6());
         self.steer_udp
+            && self.ntuple.is_none()
             && self.spec.direction == Direction::Forward
             && self.queues.is_some_and(|q| q.steering().udp_unusable(v6).is_none())
     }
@@ -201,6 +207,15 @@ impl Test<'_> {
         let ends: Vec<(u32, Option<(SocketAddr, SocketAddr)>)> =
             flows.iter().take(received).map(|(f, s)| (*f, s.peer_addr().ok().zip(s.local_addr().ok()))).collect();
         self.install_rules(&ends, false)
+    }
+
+    /// `--steer ntuple` for a forward UDP stream: one rule per flow's socket (connected to the
+    /// sender's source port, bound to the port of the control connection); the line for the
+    /// receiver's report. None without `--steer ntuple`.
+    pub(crate) fn steer_udp_by_rules(&self, sockets: &[std::net::UdpSocket]) -> Result<Option<String>> {
+        let ends: Vec<(u32, Option<(SocketAddr, SocketAddr)>)> =
+            (0..).zip(sockets).map(|(f, s)| (f, s.peer_addr().ok().zip(s.local_addr().ok()))).collect();
+        self.install_rules(&ends, true)
     }
 
     /// Installs a rule per flow (index, the sender's address and this side's) on its target.
