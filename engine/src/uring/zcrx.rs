@@ -57,6 +57,13 @@ impl ZcRx {
         }
     }
 
+    /// The queues chosen out of RSS that a test of `threads` receiving threads serves: one per
+    /// thread, so that engine queue `q` (served by thread `q % threads`) aims at its thread's
+    /// queue. None for an explicit `IFACE:QUEUE`.
+    pub fn served_by(&self, threads: usize) -> Option<&[u32]> {
+        self.out_of_rss().map(|q| &q[..q.len().min(threads)])
+    }
+
     /// The queues in words, for the placement line: `queue 8+` or `queues 6, 7 (kept out of RSS)`.
     pub fn describe_queues(&self) -> String {
         match &self.queues {
@@ -411,6 +418,8 @@ mod tests {
             (Some(6), Some(7), None)
         );
         assert_eq!(auto.out_of_rss(), Some(&[6, 7][..]));
+        assert_eq!(auto.served_by(1), Some(&[6][..]), "one thread, one queue: engine queues wrap onto it");
+        assert_eq!(auto.served_by(4), Some(&[6, 7][..]), "too few: refused by too_few_queues");
         assert!(auto.describe_queues().starts_with("queues 6, 7 (kept out of RSS"), "{}", auto.describe_queues());
         assert_eq!(auto.too_few_queues(2), None);
         let e = auto.too_few_queues(3).unwrap();
@@ -419,6 +428,7 @@ mod tests {
         let fixed = ZcRx { iface: "eth1".into(), ifindex: 3, queues: ZcQueues::From(8) };
         assert_eq!(fixed.queue_of_thread(3), Some(11), "IFACE:QUEUE: thread i on QUEUE + i");
         assert_eq!((fixed.out_of_rss(), fixed.too_few_queues(64)), (None, None), "the user's queues are trusted");
+        assert_eq!(fixed.served_by(2), None);
         assert_eq!(fixed.describe_queues(), "queue 8+");
     }
 

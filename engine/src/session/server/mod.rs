@@ -576,7 +576,10 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
             && spec.workload == Workload::Stream
             && spec.direction != Direction::Reverse
     });
-    let served = zc_rules.and_then(|z| z.out_of_rss()).or(cfg.nic_queues.as_deref());
+    // As many of them as the test has threads (as place_threads counts them), so that each
+    // engine queue aims at the queue its thread binds.
+    let threads = (spec.queues as usize).min(shared.cpus.len());
+    let served = zc_rules.and_then(|z| z.served_by(threads)).or(cfg.nic_queues.as_deref());
     let placed = peer_ip
         .map_or(Ok(None), |ip| TestQueues::toward(ip, served, spec.queues, cfg.placement, spins))
         .and_then(|queues| Ok((place_threads(queues.as_ref(), &shared.cpus, spec.queues, how, &cfg.fast)?, queues)));
@@ -685,6 +688,34 @@ mod tests {
             test.accept(None)?;
             Ok(ServedReports::default())
         }
+    }
+
+    #[test]
+    fn zero_copy_tests_are_refused_off_the_nic_or_with_too_few_queues() {
+        use crate::sys::nic_topology::{NicTopology, QueueInfo};
+        use crate::uring::zcrx::{ZcQueues, ZcRx};
+        let nic = |iface: &str| NicTopology {
+            iface: iface.into(),
+            driver: Some("mlx5_core".into()),
+            numa_node: None,
+            node_cpus: vec![],
+            rx: (0..8)
+                .map(|q| QueueInfo { queue: q, napi_id: None, irq: Some(40 + q), irq_cpus: vec![], xps_cpus: vec![] })
+                .collect(),
+            tx: vec![],
+            rss: None,
+            notes: vec![],
+        };
+        let zc =
+            ZcRx { iface: "eth1".into(), ifindex: 3, queues: ZcQueues::OutOfRss { queues: vec![6, 7], rx_queues: 8 } };
+        let on_eth1 = TestQueues::plan(nic("eth1"), Some(&[6, 7]), 2, None, false).unwrap().unwrap();
+        assert_eq!(on_eth1.nic_queue, vec![6, 7], "threads served from the zero-copy queues");
+        assert_eq!(zc_refusal(&zc, Some(&on_eth1), 2), None);
+        let e = zc_refusal(&zc, Some(&on_eth1), 3).unwrap();
+        assert!(e.contains("3 receiving threads but only 2"), "{e}");
+        let on_eth0 = TestQueues::plan(nic("eth0"), None, 2, None, false).unwrap().unwrap();
+        let e = zc_refusal(&zc, Some(&on_eth0), 2).unwrap();
+        assert!(e.contains("this sender is reached through eth0, not eth1"), "{e}");
     }
 
     #[test]
