@@ -253,12 +253,19 @@ pub(crate) fn explain(z: &ZcRx, rxq: u32, err: &std::io::Error) -> Error {
         .unwrap_or_else(|| "unknown driver".into());
     let iface = &z.iface;
     match err.raw_os_error() {
+        // With queues chosen out of RSS, the receiver already keeps them out and steers the
+        // flows: only header split is left to name.
+        Some(libc::EOPNOTSUPP) if z.out_of_rss().is_some() => Error::unsupported(format!(
+            "--zc-rx: {iface} ({driver}) cannot receive zero-copy on its rx queue {rxq}, kept out of RSS: its driver \
+             lacks the netdev queue API with TCP header/data split (EOPNOTSUPP). zcrx needs a NIC such as mlx5, bnxt \
+             or gve DQO-RDA (Linux 6.18+), with `ethtool -G {iface} tcp-data-split on`"
+        )),
         Some(libc::EOPNOTSUPP) => Error::unsupported(format!(
             "--zc-rx: {iface} ({driver}) cannot receive zero-copy: its driver lacks the netdev queue API with \
              TCP header/data split (EOPNOTSUPP). zcrx needs a NIC such as mlx5, bnxt or gve DQO-RDA (Linux 6.18+), \
              with `ethtool -G {iface} tcp-data-split on`, a receive queue kept out of RSS (use the last one: \
-             `ethtool -X {iface} equal <queues - 1>`) and the test's flows steered to it \
-             (`ethtool -N {iface} flow-type tcp4 dst-port 5300 action {rxq}`)"
+             `ethtool -X {iface} equal <queues - 1>`, or let `--zc-rx {iface}` choose it) and the test's flows \
+             steered to it (`ethtool -N {iface} flow-type tcp4 dst-port 5300 action {rxq}`)"
         )),
         Some(libc::ENODEV) => Error::unsupported(format!("--zc-rx: interface {iface} disappeared (ENODEV)")),
         Some(libc::EINVAL) | Some(libc::ERANGE) => Error::unsupported(format!(
@@ -430,6 +437,19 @@ mod tests {
         assert_eq!((fixed.out_of_rss(), fixed.too_few_queues(64)), (None, None), "the user's queues are trusted");
         assert_eq!(fixed.served_by(2), None);
         assert_eq!(fixed.describe_queues(), "queue 8+");
+    }
+
+    #[test]
+    fn a_driver_without_header_split_is_named_for_either_form() {
+        let e = |queues| {
+            let z = ZcRx { iface: "lo".into(), ifindex: 1, queues };
+            explain(&z, 7, &std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)).message
+        };
+        let fixed = e(ZcQueues::From(7));
+        assert!(fixed.contains("action 7") && fixed.contains("equal <queues - 1>"), "{fixed}");
+        let auto = e(ZcQueues::OutOfRss { queues: vec![7], rx_queues: 8 });
+        assert!(auto.contains("rx queue 7, kept out of RSS") && auto.contains("tcp-data-split on"), "{auto}");
+        assert!(!auto.contains("ethtool -N"), "the receiver steers the flows itself: {auto}");
     }
 
     #[test]
