@@ -89,9 +89,10 @@ fn daemon(t: &iperf_cli::Translation) -> ExitCode {
 
 impl FastPathArgs {
     /// The fast paths asked for, probed before any ring exists; the run carries them down.
-    fn probe(&self, zc_rx: Option<&str>) -> Result<FastPaths, Error> {
+    /// `rx_queues`: `recv --queues`, which narrows the queues `--zc-rx IFACE` chooses.
+    fn probe(&self, zc_rx: Option<&str>, rx_queues: Option<&[u32]>) -> Result<FastPaths, Error> {
         use uringbench::{fastpath, NapiPoll, SqPoll};
-        let paths = FastPaths {
+        let mut paths = FastPaths {
             sqpoll: self.sqpoll.map(|d| SqPoll { idle_ms: d.as_millis().clamp(1, 60_000) as u32 }),
             napi: self
                 .napi
@@ -99,7 +100,7 @@ impl FastPathArgs {
             zc_rx: zc_rx.map(fastpath::parse_zc_rx).transpose()?,
         };
         if paths != FastPaths::default() {
-            fastpath::probe(&paths)?;
+            fastpath::probe(&mut paths, rx_queues)?;
         }
         Ok(paths)
     }
@@ -280,7 +281,15 @@ fn stop_on_signals() -> Result<StopToken, Error> {
 }
 
 fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
-    let fast = args.fast.probe(args.zc_rx.as_deref())?;
+    let nic_queues = args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?;
+    let auto_zc = args.zc_rx.as_deref().is_some_and(|z| !z.contains(':'));
+    if auto_zc && (args.iperf2 || args.iperf3 || args.ntttcp) {
+        return Err(Error::usage(
+            "--zc-rx IFACE (queues kept out of RSS, flows placed by n-tuple rules) serves uringbench senders only: \
+             with --iperf2, --iperf3 or --ntttcp name the queue (--zc-rx IFACE:QUEUE) and steer the flows to it yourself",
+        ));
+    }
+    let fast = args.fast.probe(args.zc_rx.as_deref(), nic_queues.as_deref())?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     if args.iperf2 {
         return iperf2_mode::recv(&args, fast, stop);
@@ -323,7 +332,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
         stop,
         variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
         fast,
-        nic_queues: args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?,
+        nic_queues,
         placement: args.placement.map(|p| match p {
             args::Placement::Irq => uringbench::PlacementMode::Irq,
             args::Placement::IrqSibling => uringbench::PlacementMode::IrqSibling,
@@ -411,7 +420,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
 }
 
 fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
-    let fast = args.fast.probe(None)?;
+    let fast = args.fast.probe(None, None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
     refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
@@ -756,7 +765,7 @@ fn render_summary(s: &RepeatSummary) -> String {
 }
 
 fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
-    let fast = args.fast.probe(None)?;
+    let fast = args.fast.probe(None, None)?;
     let mut spec = TestSpec {
         proto: if args.udp { Proto::Udp } else { Proto::Tcp },
         workload,

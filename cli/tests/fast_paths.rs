@@ -1,6 +1,7 @@
 //! Kernel fast paths between two namespaces: `--sqpoll` and `--napi` runs move exactly the
 //! bytes they report and say so in the placement line; `--zc-rx` on veth is refused with the
-//! missing prerequisite instead of silently copying.
+//! missing prerequisite instead of silently copying, with a queue named or without (queues
+//! chosen out of RSS).
 
 mod common;
 
@@ -47,6 +48,30 @@ fn zero_copy_receive_on_veth_names_what_is_missing() {
     for needle in [iface.as_str(), "veth", "EOPNOTSUPP", "tcp-data-split", "mlx5"] {
         assert!(err.contains(needle), "'{needle}' in: {err}");
     }
+    // Without a queue, the receiver looks for queues kept out of RSS: veth reports no RSS
+    // table at all, and the one line says so, with the command that keeps a queue out.
+    let c = pair.cmd(&pair.receiver_ns(), bin(), &["recv", "--zc-rx", &iface]);
+    let (out, took) = run_bounded(c, Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "refused as unsupported: {err}");
+    assert!(took < Duration::from_secs(5), "refused before listening, not after a timeout");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    // An older kernel stops at its missing opcode first; this one names the missing table.
+    if !err.contains("lacks IORING_OP_RECV_ZC") {
+        for needle in [
+            format!("--zc-rx {iface}: no receive queue is known to be kept out of RSS"),
+            format!("{iface} (veth) reports no RSS indirection table"),
+            "veth cannot receive zero-copy at all".to_string(),
+            format!("`ethtool -X {iface} equal"),
+            format!("--zc-rx {iface}:QUEUE"),
+        ] {
+            assert!(err.contains(&needle), "'{needle}' in: {err}");
+        }
+    }
+    // Queues chosen for uringbench senders only: the iperf modes are told to name one.
+    let c = pair.cmd(&pair.receiver_ns(), bin(), &["recv", "--iperf3", "--zc-rx", &iface]);
+    let (out, _) = run_bounded(c, Duration::from_secs(10));
+    one_line_error(&out, 2, "name the queue (--zc-rx IFACE:QUEUE)");
     let c = pair.cmd(&pair.receiver_ns(), bin(), &["recv", "--zc-rx", "nosuch0"]);
     let (out, _) = run_bounded(c, Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(2), "a missing interface is a usage error");

@@ -131,10 +131,27 @@ fn steer_ntuple_is_refused_on_veth_naming_what_is_missing_and_installs_nothing()
 
 #[test]
 fn steer_ntuple_refuses_what_it_cannot_steer_before_connecting() {
-    for extra in [&["-u"][..], &["-R"][..]] {
+    for extra in [&["-R"][..], &["--bidir"][..], &["-u", "-R"][..]] {
         let mut c = Command::new(bin());
         c.args(["send", "--target", "127.0.0.1", "-p", "9", "-t", "1", "--steer", "ntuple"]).args(extra);
         let (out, _) = run_bounded(c, Duration::from_secs(10));
-        one_line_error(&out, 2, "--steer ntuple steers forward TCP streams only");
+        one_line_error(&out, 2, "--steer ntuple steers forward streams only, TCP or UDP (no -R, --bidir or rr)");
     }
+}
+
+#[test]
+fn steer_ntuple_for_udp_is_refused_on_veth_naming_what_is_missing() {
+    let Some((_serial, pair)) = queued_pair("ubstu", 2) else { return };
+    let recv = pair.spawn_recv(&[]);
+    let ib = pair.receiver_if();
+    let udp = ["--target", RECV_ADDR, "-u", "-b", "100M", "-P", "2", "-t", "1", "--warmup", "0"];
+    let (out, _) = pair.send(&[&udp[..], &["--steer", "ntuple"]].concat(), Duration::from_secs(30));
+    // The same refusal as for TCP: the receiver's, naming the device and what it lacks.
+    one_line_error(&out, 1, &format!("refused the test: --steer ntuple: {ib} (veth) has no n-tuple flow rules"));
+    // The receiver goes on serving: the same UDP test without rules runs and is counted.
+    let (out, _) = pair.send(&[&udp[..], &["--format", "json"]].concat(), Duration::from_secs(30));
+    assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert!(u64_at(&doc, "/sum/receiver/total_bytes") > 0, "{doc}");
+    drop(recv);
 }

@@ -283,8 +283,9 @@ pub enum Steer {
     Auto,
     /// Leave source ports to the kernel (random hashing onto queues).
     Off,
-    /// Ask the receiver to install an ethtool n-tuple rule per flow (forward TCP flows), for
-    /// NICs that do not hash with Toeplitz or do not report their key; removed at the end.
+    /// Ask the receiver to install an ethtool n-tuple rule per flow (forward TCP or UDP
+    /// streams), for NICs that do not hash with Toeplitz or do not report their key; removed
+    /// at the end.
     Ntuple,
 }
 
@@ -408,8 +409,10 @@ pub struct RecvArgs {
     /// drops the frames (the fastest; UDP checksums are not verified).
     #[arg(long, value_enum, default_value_t = XdpCountArg::Sockets)]
     pub xdp_count: XdpCountArg,
-    /// Zero-copy receive (io_uring RECV_ZC) from NIC queue QUEUE.. of IFACE, one queue per
-    /// thread; needs header split and flow steering (refused with what is missing).
+    /// Zero-copy receive (io_uring RECV_ZC) from NIC queues of IFACE, one per thread: QUEUE..
+    /// (you steer the flows), or without QUEUE the queues RSS leaves out (`ethtool -X IFACE
+    /// equal N-1`), each flow put there by an n-tuple rule; needs header split (refused with
+    /// what is missing).
     #[arg(long, value_name = "IFACE[:QUEUE]")]
     pub zc_rx: Option<String>,
     /// Receiver-side variants a sender may ask for by name (TOML: `[NAME]` tables of settings);

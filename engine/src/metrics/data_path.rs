@@ -39,11 +39,14 @@ pub enum DataPath {
         rearms: u64,
         wake: Wake,
     },
-    /// TCP stream receiving with RECV_ZC from the NIC's queues.
+    /// TCP stream receiving with RECV_ZC from the NIC's queues, one per thread in order
+    /// (`queues`; the lowest and highest also as `first_queue`, `last_queue`).
     ZeroCopyReceive {
         interface: String,
         first_queue: u32,
         last_queue: u32,
+        #[serde(default)]
+        queues: Vec<u32>,
         area_bytes: u64,
         bytes_per_completion: f64,
         rearms: u64,
@@ -110,10 +113,12 @@ impl fmt::Display for DataPath {
                 lowat_bytes.map_or("default".to_string(), |b| format!("{} KiB", b / 1024)),
                 kib(*bytes_per_completion),
             ),
-            DataPath::ZeroCopyReceive { interface, first_queue, last_queue, area_bytes, bytes_per_completion, rearms } => {
+            DataPath::ZeroCopyReceive { interface, queues, area_bytes, bytes_per_completion, rearms, .. } => {
                 write!(
                     f,
-                    "io_uring multishot RECV_ZC (zero-copy) from {interface} queues {first_queue}..{last_queue}, {} MiB area per thread, {:.0} KiB per completion, {rearms} re-arms",
+                    "io_uring multishot RECV_ZC (zero-copy) from {interface} queue{} {}, {} MiB area per thread, {:.0} KiB per completion, {rearms} re-arms",
+                    if queues.len() == 1 { "" } else { "s" },
+                    queues.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
                     area_bytes >> 20,
                     kib(*bytes_per_completion),
                 )

@@ -110,6 +110,8 @@ pub(crate) struct SenderSession {
     udp_ports_follow: bool,
     /// `--steer ntuple`: the receiver is to steer the flows by n-tuple rules.
     ntuple: bool,
+    /// The receiver's accept says it places the flows by n-tuple rules (asked for or not).
+    rules_by_receiver: bool,
     /// `--latency`: the receiver's probe answers carry its clock and CPU time (its accept's
     /// `probe_stamps`).
     pub probe_stamps: bool,
@@ -134,10 +136,12 @@ impl SenderSession {
             caps.require_mptcp()?;
         }
         let spec = &opts.spec;
-        let forward_tcp_stream =
-            spec.proto == Proto::Tcp && spec.workload == Workload::Stream && spec.direction == Direction::Forward;
-        if opts.local.ntuple && !forward_tcp_stream {
-            return Err(Error::usage("--steer ntuple steers forward TCP streams only (no -u, -R, --bidir or rr)"));
+        // The receiver knows a forward stream's flows (TCP: as they connect; UDP: the source
+        // ports of its hello) before any data moves; rules for the flows of a reverse or
+        // bidirectional test would steer what this side receives, which no receiver installs.
+        let forward_stream = spec.workload == Workload::Stream && spec.direction == Direction::Forward;
+        if opts.local.ntuple && !forward_stream {
+            return Err(Error::usage("--steer ntuple steers forward streams only, TCP or UDP (no -R, --bidir or rr)"));
         }
         let cpus = resolve_cpus(opts.cpus.as_deref())?;
         // Both directions at once put a sending and a receiving thread on each CPU: no spinning.
@@ -185,6 +189,7 @@ impl SenderSession {
             may_steer: !opts.local.no_steer && opts.local.data_port.is_none(),
             udp_ports_follow: false,
             ntuple: opts.local.ntuple,
+            rules_by_receiver: false,
             probe_stamps: false,
             receiver_queues: None,
             psk: opts.psk.clone(),
@@ -245,6 +250,8 @@ impl SenderSession {
                 probe_stamps,
                 receiver_queues,
             } => {
+                // `recv --zc-rx IFACE` places the flows by rules although this side did not ask.
+                self.rules_by_receiver = ntuple;
                 if self.ntuple && !ntuple {
                     return Err(Error::peer(format!(
                         "receiver {peer} does not install n-tuple rules (a uringbench recv older than --steer ntuple): upgrade it, or run without --steer ntuple"
@@ -326,6 +333,8 @@ impl SenderSession {
             Some("--steer off".to_string())
         } else if local.ntuple {
             Some("--steer ntuple: the receiver's n-tuple rules place them instead".to_string())
+        } else if self.rules_by_receiver {
+            Some("the receiver places them with n-tuple rules of its own (its zero-copy queues)".to_string())
         } else if local.data_port.is_some() {
             Some("--cport fixes the source ports".to_string())
         } else if spec.direction != Direction::Forward {

@@ -16,7 +16,7 @@
 use crate::base::error::{Error, Result};
 use crate::sys::sockopt::incoming_napi_id;
 use crate::uring::ring::{register_napi, NapiPoll, RingPaths, SqPoll};
-use crate::uring::zcrx::ZcRx;
+use crate::uring::zcrx::{ZcQueues, ZcRx};
 
 /// The fast paths of a run. The default is none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl FastPaths {
             ));
         }
         if let Some(z) = &self.zc_rx {
-            parts.push(format!("zero-copy receive (RECV_ZC) on {} queue {}+", z.iface, z.first_queue));
+            parts.push(format!("zero-copy receive (RECV_ZC) on {} {}", z.iface, z.describe_queues()));
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
@@ -72,13 +72,14 @@ impl FastPaths {
 
 /// Checks that the kernel (and for `--zc-rx`, the NIC) provides every path in `paths`. The
 /// front end calls it once, before any ring is built; a path that cannot be provided is an
-/// error that names what is missing.
-pub fn probe(paths: &FastPaths) -> Result<()> {
+/// error that names what is missing. `--zc-rx IFACE` gets its queues here: those the NIC's
+/// RSS leaves out, narrowed to `rx_queues` (`recv --queues`) when given.
+pub fn probe(paths: &mut FastPaths, rx_queues: Option<&[u32]>) -> Result<()> {
     if paths.sqpoll.is_some() || paths.napi.is_some() {
         probe_ring_features(paths)?;
     }
-    if let Some(z) = &paths.zc_rx {
-        crate::uring::zcrx::probe(z)?;
+    if let Some(z) = paths.zc_rx.as_mut() {
+        crate::uring::zcrx::probe(z, rx_queues)?;
     }
     Ok(())
 }
@@ -102,14 +103,15 @@ fn probe_ring_features(paths: &FastPaths) -> Result<()> {
     Ok(())
 }
 
-/// Parses `--zc-rx IFACE[:QUEUE]`.
+/// Parses `--zc-rx IFACE[:QUEUE]`. Without a queue, [`probe`] chooses them from the NIC's
+/// RSS indirection table.
 pub fn parse_zc_rx(arg: &str) -> Result<ZcRx> {
-    let (iface, queue) = match arg.rsplit_once(':') {
+    let (iface, queues) = match arg.rsplit_once(':') {
         Some((i, q)) => {
             let q = q.parse().map_err(|_| Error::usage(format!("--zc-rx '{arg}': expected IFACE or IFACE:QUEUE")))?;
-            (i, q)
+            (i, ZcQueues::From(q))
         }
-        None => (arg, 0),
+        None => (arg, ZcQueues::OutOfRss { queues: Vec::new(), rx_queues: 0 }),
     };
     if iface.is_empty() || iface.len() >= libc::IFNAMSIZ {
         return Err(Error::usage(format!("--zc-rx '{arg}': expected IFACE or IFACE:QUEUE")));
@@ -120,7 +122,7 @@ pub fn parse_zc_rx(arg: &str) -> Result<ZcRx> {
     if ifindex == 0 {
         return Err(Error::usage(format!("--zc-rx: no interface '{iface}' in this network namespace")));
     }
-    Ok(ZcRx { iface: iface.to_string(), ifindex, first_queue: queue })
+    Ok(ZcRx { iface: iface.to_string(), ifindex, queues })
 }
 
 #[cfg(test)]
@@ -133,7 +135,7 @@ mod tests {
         let all = FastPaths {
             sqpoll: Some(SqPoll { idle_ms: 100 }),
             napi: Some(NapiPoll { busy_poll_us: 50, prefer_busy_poll: true }),
-            zc_rx: Some(ZcRx { iface: "eth0".into(), ifindex: 2, first_queue: 8 }),
+            zc_rx: Some(ZcRx { iface: "eth0".into(), ifindex: 2, queues: ZcQueues::From(8) }),
         };
         let d = all.describe().unwrap();
         for needle in ["SQPOLL", "idle 100 ms", "NAPI busy poll 50 us", "RECV_ZC", "eth0 queue 8"] {
@@ -144,9 +146,10 @@ mod tests {
     #[test]
     fn zc_rx_arguments_are_checked() {
         let lo = parse_zc_rx("lo:3").unwrap();
-        assert_eq!((lo.iface.as_str(), lo.first_queue), ("lo", 3));
+        assert_eq!((lo.iface.as_str(), &lo.queues), ("lo", &ZcQueues::From(3)));
         assert!(lo.ifindex > 0);
-        assert_eq!(parse_zc_rx("lo").unwrap().first_queue, 0, "queue 0 by default");
+        let auto = parse_zc_rx("lo").unwrap();
+        assert_eq!(auto.queues, ZcQueues::OutOfRss { queues: vec![], rx_queues: 0 }, "chosen by probe, from RSS");
         for bad in ["", ":1", "lo:x", "no-such-if0", "a-name-far-too-long-for-linux"] {
             let e = parse_zc_rx(bad).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad}: {e}");

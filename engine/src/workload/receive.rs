@@ -52,7 +52,11 @@ impl TestRunner for Workloads {
         }) {
             // The XDP program takes every datagram to the port: the probe's would never
             // reach a socket that answers it.
-            let prepared = if spec.latency {
+            let prepared = if test.steered_by_rules() {
+                Err(crate::base::error::Error::unsupported(
+                    "--steer ntuple: recv --engine xdp receives UDP with its XDP program, which installs no n-tuple rules: run the test without --steer ntuple, or recv without --engine xdp",
+                ))
+            } else if spec.latency {
                 Err(crate::base::error::Error::unsupported(
                     "recv --engine xdp does not answer --latency probes: run the test without --latency, or recv without --engine xdp",
                 ))
@@ -101,7 +105,14 @@ impl TestRunner for Workloads {
                 return rr::serve_rr(test.ctl, test.stop, spec, ServerFlows::Udp(sockets), test.placement)
                     .map(ServedReports::received);
             }
-            return udp_stream::serve_udp(test.ctl, test.stop, spec, sockets, test.placement);
+            // `--steer ntuple`: each flow's socket names its source port; the rules are in
+            // before `ready` lets the sender start.
+            let by_rules = if spec.direction == Direction::Forward { test.steer_udp_by_rules(&sockets)? } else { None };
+            let mut served = udp_stream::serve_udp(test.ctl, test.stop, spec, sockets, test.placement)?;
+            if let Some(report) = served.received.as_mut() {
+                report.add_path_notes(by_rules);
+            }
+            return Ok(served);
         }
         let flows = test.accept_flows()?;
         if spec.workload == Workload::Rr {

@@ -284,13 +284,18 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
         skip_copy: spec.tuning.skip_rx_copy,
     };
     let zc_rx = placement.fast.zc_rx.as_ref();
-    // With --zc-rx, thread i receives from NIC queue first_queue + i.
+    // With --zc-rx, thread i receives from its own NIC queue (QUEUE + i, or the i-th kept out of RSS).
     let thread_zc_rx = zc_rx.cloned();
     let threads = side.spawn(
         items,
         |input| input,
         move |(thread, flows), counters| match &thread_zc_rx {
-            Some(zc) => tcp_recv_zc::run(flows, counters, &cfg, zc, zc.first_queue + thread),
+            Some(zc) => {
+                let rxq = zc
+                    .queue_of_thread(thread)
+                    .ok_or_else(|| Error::unsupported(zc.too_few_queues(thread as usize + 1).unwrap_or_default()))?;
+                tcp_recv_zc::run(flows, counters, &cfg, zc, rxq)
+            }
             None => tcp_recv::run(flows, counters, &cfg),
         },
     )?;
@@ -344,11 +349,15 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     report.flow_sockets = flow_sockets;
     let total: u64 = outcomes.iter().map(|o| o.bytes).sum();
     let bytes_per_completion = total as f64 / completions.max(1) as f64;
+    let zc_queues: Vec<u32> = zc_rx
+        .map(|zc| (0..placement.threads.len() as u32).filter_map(|t| zc.queue_of_thread(t)).collect())
+        .unwrap_or_default();
     report.set_data_path(match zc_rx {
         Some(zc) => DataPath::ZeroCopyReceive {
             interface: zc.iface.clone(),
-            first_queue: zc.first_queue,
-            last_queue: zc.first_queue + placement.threads.len() as u32 - 1,
+            first_queue: zc_queues.iter().copied().min().unwrap_or(0),
+            last_queue: zc_queues.iter().copied().max().unwrap_or(0),
+            queues: zc_queues,
             area_bytes: crate::uring::zcrx::AREA_BYTES as u64,
             bytes_per_completion,
             rearms,

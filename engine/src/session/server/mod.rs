@@ -19,7 +19,7 @@ pub use test::{ServedReports, Test, TestRunner};
 use variants::{apply_variant, wait_for_host};
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Direction, Proto, TestSpec};
+use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::runtime::nic_queues::{place_threads, TestQueues};
 use crate::runtime::placement::{resolve_cpus, BusyPoll};
 use crate::session::admission::{Admissions, SessionSlot};
@@ -568,16 +568,36 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
     let cfg = &shared.cfg;
     let peer_ip = ctl.peer_addr().map(|a| a.ip().to_canonical()).ok();
     let how = (busy_poll, sharing, spec.workload.latency_bound());
+    // `--zc-rx IFACE`: a TCP stream received here is served from the queues kept out of RSS,
+    // one per thread, its flows put there by n-tuple rules.
+    let zc_rules = cfg.fast.zc_rx.as_ref().filter(|z| {
+        z.out_of_rss().is_some()
+            && spec.proto == Proto::Tcp
+            && spec.workload == Workload::Stream
+            && spec.direction != Direction::Reverse
+    });
+    // As many of them as the test has threads (as place_threads counts them), so that each
+    // engine queue aims at the queue its thread binds.
+    let threads = (spec.queues as usize).min(shared.cpus.len());
+    let served = zc_rules.and_then(|z| z.served_by(threads)).or(cfg.nic_queues.as_deref());
     let placed = peer_ip
-        .map_or(Ok(None), |ip| TestQueues::toward(ip, cfg.nic_queues.as_deref(), spec.queues, cfg.placement, spins))
+        .map_or(Ok(None), |ip| TestQueues::toward(ip, served, spec.queues, cfg.placement, spins))
         .and_then(|queues| Ok((place_threads(queues.as_ref(), &shared.cpus, spec.queues, how, &cfg.fast)?, queues)));
     let (placement, mut queues) = match placed {
         Ok(p) => p,
         Err(e) => return refuse(&ctl, e.message),
     };
+    if let Some(why) = zc_rules.and_then(|z| zc_refusal(z, queues.as_ref(), placement.threads.len())) {
+        return refuse(&ctl, why);
+    }
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    // `--steer ntuple`: the rules are made once the flows arrive, and removed when this drops.
-    let ntuple = match steers.steer_ntuple.then(|| ntuple::NtupleRules::for_test(queues.as_ref(), peer_ip, id)) {
+    // `--steer ntuple` or `--zc-rx IFACE`: the rules are made once the flows arrive, and
+    // removed when this drops. Zero-copy queues come first: RSS never brings a flow there.
+    let rules = match zc_rules {
+        Some(z) => Some(ntuple::NtupleRules::for_zero_copy(z, id)),
+        None => steers.steer_ntuple.then(|| ntuple::NtupleRules::for_test(queues.as_ref(), peer_ip, id)),
+    };
+    let ntuple = match rules {
         None => None,
         Some(Ok(rules)) => Some(rules),
         Some(Err(reason)) => return refuse(&ctl, reason),
@@ -634,6 +654,18 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
     }
 }
 
+/// Why a test cannot receive zero-copy from the queues `z` chose out of RSS: fewer queues
+/// than receiving threads, or the sender reached through another interface.
+fn zc_refusal(z: &crate::uring::zcrx::ZcRx, queues: Option<&TestQueues>, threads: usize) -> Option<String> {
+    if let Some(q) = queues.filter(|q| q.topology.iface != z.iface) {
+        return Some(format!(
+            "--zc-rx {}: this sender is reached through {}, not {}: its flows cannot arrive on the zero-copy queues",
+            z.iface, q.topology.iface, z.iface
+        ));
+    }
+    z.too_few_queues(threads)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -656,6 +688,34 @@ mod tests {
             test.accept(None)?;
             Ok(ServedReports::default())
         }
+    }
+
+    #[test]
+    fn zero_copy_tests_are_refused_off_the_nic_or_with_too_few_queues() {
+        use crate::sys::nic_topology::{NicTopology, QueueInfo};
+        use crate::uring::zcrx::{ZcQueues, ZcRx};
+        let nic = |iface: &str| NicTopology {
+            iface: iface.into(),
+            driver: Some("mlx5_core".into()),
+            numa_node: None,
+            node_cpus: vec![],
+            rx: (0..8)
+                .map(|q| QueueInfo { queue: q, napi_id: None, irq: Some(40 + q), irq_cpus: vec![], xps_cpus: vec![] })
+                .collect(),
+            tx: vec![],
+            rss: None,
+            notes: vec![],
+        };
+        let zc =
+            ZcRx { iface: "eth1".into(), ifindex: 3, queues: ZcQueues::OutOfRss { queues: vec![6, 7], rx_queues: 8 } };
+        let on_eth1 = TestQueues::plan(nic("eth1"), Some(&[6, 7]), 2, None, false).unwrap().unwrap();
+        assert_eq!(on_eth1.nic_queue, vec![6, 7], "threads served from the zero-copy queues");
+        assert_eq!(zc_refusal(&zc, Some(&on_eth1), 2), None);
+        let e = zc_refusal(&zc, Some(&on_eth1), 3).unwrap();
+        assert!(e.contains("3 receiving threads but only 2"), "{e}");
+        let on_eth0 = TestQueues::plan(nic("eth0"), None, 2, None, false).unwrap().unwrap();
+        let e = zc_refusal(&zc, Some(&on_eth0), 2).unwrap();
+        assert!(e.contains("this sender is reached through eth0, not eth1"), "{e}");
     }
 
     #[test]

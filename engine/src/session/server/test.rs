@@ -5,7 +5,7 @@
 use super::ntuple::NtupleRules;
 use super::{ReceiverState, FLOWS_TIMEOUT};
 use crate::base::error::{Error, Result};
-use crate::base::spec::TestSpec;
+use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::SideReport;
 use crate::runtime::nic_queues::TestQueues;
@@ -56,7 +56,8 @@ pub struct Test<'a> {
     pub udp_ports: &'a [u16],
     /// The hello's `steer_udp`: the sender re-announces steered source ports if asked.
     pub(super) steer_udp: bool,
-    /// `--steer ntuple`: the rules this test's flows are put on their queues by.
+    /// `--steer ntuple` or `recv --zc-rx IFACE`: the rules this test's flows are put on their
+    /// queues by.
     pub(super) ntuple: Option<&'a NtupleRules>,
     pub placement: &'a Placement,
     /// The NIC queues the test is served from; None on veth and loopback.
@@ -81,13 +82,19 @@ impl Test<'_> {
         Ok(())
     }
 
+    /// Whether n-tuple rules are to place this test's flows (`--steer ntuple`, `--zc-rx IFACE`).
+    pub fn steered_by_rules(&self) -> bool {
+        self.ntuple.is_some()
+    }
+
     /// Whether this UDP test's data flows' source ports follow the accept (`udp_ports`): the
-    /// sender steers them (the hello's `steer_udp`), the flows come in, and this NIC hashes UDP
-    /// on ports with a Toeplitz key and table it reports.
+    /// sender steers them (the hello's `steer_udp`), the flows come in, this NIC hashes UDP
+    /// on ports with a Toeplitz key and table it reports, and no n-tuple rules place them.
     pub fn udp_ports_follow(&self) -> bool {
         let v6 = self.ctl.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv6());
         self.steer_udp
-            && self.spec.direction == crate::base::spec::Direction::Forward
+            && self.ntuple.is_none()
+            && self.spec.direction == Direction::Forward
             && self.queues.is_some_and(|q| q.steering().udp_unusable(v6).is_none())
     }
 
@@ -191,18 +198,42 @@ impl Test<'_> {
         Ok(slots.into_iter().enumerate().filter_map(|(i, s)| s.map(|s| (i as u32, s))).collect())
     }
 
-    /// `--steer ntuple`: installs one rule per arrived TCP flow, putting it on its target
-    /// queue; the line for the receiver's report. None without `--steer ntuple`.
+    /// `--steer ntuple` (or `recv --zc-rx IFACE`): installs one rule per arrived TCP flow
+    /// that this side receives, putting it on its target queue; the line for the receiver's
+    /// report. None without rules.
     pub(crate) fn steer_by_rules(&self, flows: &[(u32, TcpStream)]) -> Result<Option<String>> {
+        // --bidir: the forward flows come first; the rest carry data back and need no rule.
+        let received = if self.spec.direction == Direction::Bidir { self.spec.flows() as usize } else { flows.len() };
+        let ends: Vec<(u32, Option<(SocketAddr, SocketAddr)>)> =
+            flows.iter().take(received).map(|(f, s)| (*f, s.peer_addr().ok().zip(s.local_addr().ok()))).collect();
+        self.install_rules(&ends, false)
+    }
+
+    /// `--steer ntuple` for a forward UDP stream: one rule per flow's socket (connected to the
+    /// sender's source port, bound to the port of the control connection); the line for the
+    /// receiver's report. None without `--steer ntuple`.
+    pub(crate) fn steer_udp_by_rules(&self, sockets: &[std::net::UdpSocket]) -> Result<Option<String>> {
+        let ends: Vec<(u32, Option<(SocketAddr, SocketAddr)>)> =
+            (0..).zip(sockets).map(|(f, s)| (f, s.peer_addr().ok().zip(s.local_addr().ok()))).collect();
+        self.install_rules(&ends, true)
+    }
+
+    /// Installs a rule per flow (index, the sender's address and this side's) on its target.
+    fn install_rules(&self, ends: &[(u32, Option<(SocketAddr, SocketAddr)>)], udp: bool) -> Result<Option<String>> {
         let Some(rules) = self.ntuple else { return Ok(None) };
-        let ends: Vec<(u32, SocketAddr, SocketAddr)> = flows
-            .iter()
-            .filter_map(|(f, s)| {
-                let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
-                Some((*f, canon(s.peer_addr().ok()?), canon(s.local_addr().ok()?)))
-            })
-            .collect();
-        rules.install(self.spec.queues, &ends, false).map(Some)
+        let ids: Vec<u32> = ends.iter().map(|(f, _)| *f).collect();
+        let targets = rules.targets(self.spec.queues, &ids, &self.placement.threads);
+        let canon = |a: SocketAddr| SocketAddr::new(a.ip().to_canonical(), a.port());
+        let mut flows = Vec::with_capacity(ends.len());
+        for ((flow, addrs), target) in ends.iter().zip(targets) {
+            let (Some((peer, local)), Some(queue)) = (addrs, target) else {
+                return Err(Error::unsupported(format!(
+                    "n-tuple rules: flow {flow} has no address or no target queue"
+                )));
+            };
+            flows.push((*flow, canon(*peer), canon(*local), queue));
+        }
+        rules.install(&flows, udp).map(Some)
     }
 
     fn announce(&self) {
