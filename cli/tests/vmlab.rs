@@ -736,6 +736,25 @@ fn receiver_threads_sit_on_the_nics_numa_node() {
         uringbench::units::parse_cpu_list(lab.ok("b", "cat /sys/devices/system/node/node1/cpulist").trim()).unwrap();
     assert_eq!(cpus, vec![2, 3]);
     lab.spawn_recv("numa", 5413, "--queues 2");
+    // The threads' affinity as the guest's scheduler has it, and where the receiver's memory
+    // is: its address ranges (maps) and each mapping's pages per node (numa_maps), for the
+    // buffer rings below. A sampler in the guest keeps the last snapshot taken while both queue
+    // threads were alive and pinned (a CPU list of one CPU each): under TCG the test's start
+    // and end vary by seconds, and a read at a fixed delay found a receiver that had not yet
+    // made its rings, or had ended. Bounded: 300 rounds.
+    lab.ok(
+        "b",
+        r#"rm -f /tmp/numa.snap*; cat >/tmp/numa-sampler.sh <<'EOF'
+for i in $(seq 300); do
+    sleep 0.1
+    pid=$(pgrep -n -f '^uringbench recv --once -p 5413') || continue
+    { for t in /proc/$pid/task/*; do grep Cpus_allowed_list $t/status | cut -f2; done
+      echo @@; cat /proc/$pid/maps; echo @@; cat /proc/$pid/numa_maps; } >/tmp/numa.snap.new 2>/dev/null || continue
+    [ "$(sed '/@@/q' /tmp/numa.snap.new | grep -cx '[0-9][0-9]*')" -ge 2 ] && mv /tmp/numa.snap.new /tmp/numa.snap
+done
+EOF
+setsid sh /tmp/numa-sampler.sh </dev/null >/dev/null 2>&1 &"#,
+    );
     lab.ok(
         "a",
         &format!(
@@ -743,19 +762,15 @@ fn receiver_threads_sit_on_the_nics_numa_node() {
              echo $? >/tmp/numa.rc' </dev/null >/dev/null 2>&1 &"
         ),
     );
-    // The threads' affinity as the guest's scheduler has it, in the middle of the test.
-    // And where its memory is: the address ranges (maps) and each mapping's pages per node
-    // (numa_maps), for the buffer rings below.
-    let mid = lab.ok(
-        "b",
-        "sleep 2.5; pid=$(pgrep -n -f '^uringbench recv --once -p 5413'); \
-         for t in /proc/$pid/task/*; do grep Cpus_allowed_list $t/status | cut -f2; done; \
-         echo @@; cat /proc/$pid/maps; echo @@; cat /proc/$pid/numa_maps",
-    );
-    let parts = sections(&mid);
-    let (tasks, maps, numa_maps) = (&parts[0], &parts[1], &parts[2]);
     let out = lab.ok("a", "for i in $(seq 300); do [ -s /tmp/numa.rc ] && break; sleep 0.1; done; cat /tmp/numa.rc /tmp/numa.json /tmp/numa.err");
     let (rc, err) = lab.finish_recv("numa");
+    let mid = lab.ok(
+        "b",
+        "pkill -f numa-sampler.sh; cat /tmp/numa.snap 2>/dev/null || echo 'no snapshot with both queue threads pinned'",
+    );
+    let parts = sections(&mid);
+    assert!(parts.len() >= 3, "a snapshot of the receiver: {mid}");
+    let (tasks, maps, numa_maps) = (&parts[0], &parts[1], &parts[2]);
     assert_eq!(rc, 0, "recv --queues 2: {err}");
     let (status, json) = out.split_once('\n').unwrap_or_default();
     assert_eq!(status.trim(), "0", "{out}");
