@@ -4,5 +4,6 @@ pub mod crr;
 pub mod recv;
 pub mod recv_zc;
 pub mod rr;
+mod rr_bell;
 pub mod send;
 pub(crate) mod trip;
