@@ -9,6 +9,7 @@
 use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
+use crate::transport::tcp::rr_bell::{self, BellRing};
 use crate::transport::tcp::trip::{realtime_ns, FlowStamps, StampedSends, TripLegs, TRIP_SCRATCH};
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
@@ -21,11 +22,7 @@ use std::time::{Duration, Instant};
 /// Receives land in this much scratch memory at most per operation.
 const SCRATCH: u32 = 64 * 1024;
 
-/// One flow handed to an rr thread.
-pub(crate) struct RrFlow {
-    pub stream: TcpStream,
-    pub queue: u32,
-}
+pub(crate) use crate::transport::tcp::RrFlow;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Phase {
@@ -171,7 +168,10 @@ fn outcomes(state: Vec<TcpTransactingFlow>) -> Vec<FlowOutcome> {
 /// submitted together: one `io_uring_enter` issues both, and the only other is the one that
 /// collects the response. With `--bounceback N` a transaction is a burst: N requests in one
 /// send, then all N responses; it counts N transactions and one round trip.
-pub(crate) fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
+pub(crate) fn run_client(mut flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<RrClientResult> {
+    if let Some(ring) = BellRing::for_flows(&flows, cfg, false)? {
+        return rr_bell::run_client(ring, flows.remove(0), counters, cfg);
+    }
     let burst = cfg.bounceback.max(1);
     let (req_len, resp_len) = (cfg.req_len * burst, cfg.resp_len * burst);
     let mut rr = RrRing::new(flows.len(), cfg)?;
@@ -271,7 +271,10 @@ pub(crate) fn run_client(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrC
 
 /// Runs an rr server thread: answers every complete request until each flow's EOF. The
 /// answer and the receive of the next request are submitted together.
-pub(crate) fn run_server(flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
+pub(crate) fn run_server(mut flows: Vec<RrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
+    if let Some(ring) = BellRing::for_flows(&flows, cfg, true)? {
+        return rr_bell::run_server(ring, flows.remove(0), counters, cfg);
+    }
     let mut rr = RrRing::new(flows.len(), cfg)?;
     if cfg.trip_times {
         // A flow has as many responses in flight as its client's burst has requests.
