@@ -39,7 +39,10 @@ pub fn to_svg(report: &FleetReport) -> String {
     let several_entries = blocks.iter().any(|b| b.0 != blocks[0].0);
     let n = hosts.len() as f64;
     let block = LABEL + n * CELL + GAP;
-    let width = (block * blocks.len().max(1) as f64).max(360.0);
+    let title = format!("uringbench fleet: median received Gbit/s, {} runs", report.runs.len());
+    // Wide enough for the title too (16 px sans-serif, about 9 px a character): with two or
+    // three hosts the matrices alone are narrower than it, and the title was cut off.
+    let width = (block * blocks.len().max(1) as f64).max(20.0 + 9.0 * title.chars().count() as f64).max(360.0);
     let height = TOP + LABEL + n * CELL + 40.0;
     let max = report
         .pairs
@@ -54,11 +57,7 @@ pub fn to_svg(report: &FleetReport) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text id="title" x="10" y="22" font-size="16">uringbench fleet: median received Gbit/s, {} runs</text>"#,
-        report.runs.len()
-    );
+    let _ = writeln!(s, r#"<text id="title" x="10" y="22" font-size="16">{title}</text>"#);
     // The axes on a line of their own: with two or three hosts the picture is narrower than
     // one long title line.
     let _ = writeln!(s, r#"<text id="axes" x="10" y="38">sender (rows) to receiver (columns)</text>"#);
