@@ -43,7 +43,10 @@ fn binary_hello(data: &[u8]) -> Vec<u8> {
     // Mostly a few ports (fast), sometimes thousands (the receiver's count check).
     let ports = if shape & 0x60 == 0x60 { take(2) as usize % 10_000 } else { take(1) as usize };
     let udp_ports = (0..ports).map(|p| p as u16).collect();
-    serde_json::to_vec(&ControlMsg::Hello { version: PROTOCOL_VERSION, spec, udp_ports }).expect("a hello encodes")
+    // The steering requests are flags the receiver acts on after admission; both ways here.
+    let (steer_udp, steer_ntuple) = (shape & 0x80 != 0, take(1) & 1 != 0);
+    serde_json::to_vec(&ControlMsg::Hello { version: PROTOCOL_VERSION, spec, udp_ports, steer_udp, steer_ntuple })
+        .expect("a hello encodes")
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -55,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
         built = binary_hello(data);
         &built
     };
-    let Ok(ControlMsg::Hello { version, spec, udp_ports }) = serde_json::from_slice::<ControlMsg>(data) else {
+    let Ok(ControlMsg::Hello { version, spec, udp_ports, .. }) = serde_json::from_slice::<ControlMsg>(data) else {
         return;
     };
     // The versions the receiver accepts (a sender without --psk-file says 2, as the seeds
