@@ -5,11 +5,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uringbench::wire::udp_payload::DatagramHeader;
 use uringbench::wire::iperf3::{
     check_cookie, json_len, server_error_text, Params, Results, State, UdpHeader, COOKIE_LEN, MAX_PARAMS_LEN,
     MAX_RESULTS_LEN,
 };
+use uringbench::wire::udp_payload::DatagramHeader;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(h) = UdpHeader::decode(data, data.first().is_some_and(|b| b & 1 == 1)) {
@@ -39,7 +39,10 @@ fuzz_target!(|data: &[u8]| {
                     if let Ok(p) = Params::parse(body) {
                         assert!(p.parallel >= 1 && p.connections() <= 256);
                         let again = Params::parse(p.to_json().to_string().as_bytes()).expect("our parameters parse");
-                        assert_eq!((again.proto, again.time, again.parallel, again.len), (p.proto, p.time, p.parallel, p.len));
+                        assert_eq!(
+                            (again.proto, again.time, again.parallel, again.len),
+                            (p.proto, p.time, p.parallel, p.len)
+                        );
                     }
                 }
                 if let Ok(r) = Results::parse(body) {
