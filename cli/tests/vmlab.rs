@@ -766,7 +766,7 @@ setsid sh /tmp/numa-sampler.sh </dev/null >/dev/null 2>&1 &"#,
     let (rc, err) = lab.finish_recv("numa");
     let mid = lab.ok(
         "b",
-        "pkill -f numa-sampler.sh; cat /tmp/numa.snap 2>/dev/null || echo 'no snapshot with both queue threads pinned'",
+        "pkill -f '[n]uma-sampler.sh'; cat /tmp/numa.snap 2>/dev/null || echo 'no snapshot with both queue threads pinned'",
     );
     let parts = sections(&mid);
     assert!(parts.len() >= 3, "a snapshot of the receiver: {mid}");
