@@ -16,32 +16,34 @@ use std::fmt::Write as _;
 
 /// The receiver's NIC queue table: one line per receive queue.
 pub fn nic_queue_lines(t: &crate::metrics::figures::NicQueueTable) -> String {
-    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let mut out = format!("rx queues of {} (--placement {}): {}\n", t.iface, t.placement, t.summary);
     let _ = writeln!(out, "  rx queue  NAPI id  IRQ  IRQ CPU  thread CPU  node  flows      busy-poll  bytes");
     for r in &t.rows {
-        let flows: Vec<String> = r.flows.iter().map(u32::to_string).collect();
-        let threads: Vec<String> = r.thread_cpus.iter().map(usize::to_string).collect();
+        let [queue, napi, irq, irq_cpu, threads, node, flows, busy, bytes] = nic_queue_cells(r);
         let _ = writeln!(
             out,
-            "  {:>8}  {:>7}  {:>3}  {:>7}  {:>10}  {:>4}  {:<9}  {:>9}  {}",
-            r.rx_queue,
-            opt(r.napi_id.map(|n| n.to_string())),
-            opt(r.irq.map(|n| n.to_string())),
-            opt(r.irq_cpu.map(|n| n.to_string())),
-            if threads.is_empty() { "-".to_string() } else { threads.join(",") },
-            opt(r.numa_node.map(|n| n.to_string())),
-            if flows.is_empty() { "-".to_string() } else { flows.join(",") },
-            busy_poll_cell(r),
-            format_bytes(r.bytes)
+            "  {queue:>8}  {napi:>7}  {irq:>3}  {irq_cpu:>7}  {threads:>10}  {node:>4}  {flows:<9}  {busy:>9}  {bytes}"
         );
     }
     out
 }
 
-/// A queue's busy-poll share as a percentage, `-` when its threads reported no completions.
-pub fn busy_poll_cell(r: &crate::metrics::figures::NicQueueRow) -> String {
-    r.busy_poll_share().map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0))
+/// One NIC queue row's cells, as the text and the HTML page show them: rx queue, NAPI id,
+/// IRQ, IRQ CPU, thread CPUs, NUMA node, flows, busy-poll share, bytes (`-` where unknown).
+pub fn nic_queue_cells(r: &crate::metrics::figures::NicQueueRow) -> [String; 9] {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let list = |v: Vec<String>| if v.is_empty() { "-".to_string() } else { v.join(",") };
+    [
+        r.rx_queue.to_string(),
+        opt(r.napi_id.map(|n| n.to_string())),
+        opt(r.irq.map(|n| n.to_string())),
+        opt(r.irq_cpu.map(|n| n.to_string())),
+        list(r.thread_cpus.iter().map(usize::to_string).collect()),
+        opt(r.numa_node.map(|n| n.to_string())),
+        list(r.flows.iter().map(u32::to_string).collect()),
+        r.busy_poll_share().map_or_else(|| "-".into(), |s| format!("{:.0}%", s * 100.0)),
+        format_bytes(r.bytes),
+    ]
 }
 
 /// `tcp.*_flows_end[]`: each flow's TCP_INFO at the end, with its knobs as read back.

@@ -395,8 +395,6 @@ pub(super) fn runs_page(runs: &[(String, &StreamDocument)]) -> Page {
 /// The receiver's NIC queue table: which flows landed on which receive queue, where its
 /// IRQ and its thread ran, and the misalignments found.
 fn nic_queues(out: &mut String, t: &crate::metrics::figures::NicQueueTable, prefix: &str) {
-    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let list = |v: Vec<String>| if v.is_empty() { "-".to_string() } else { v.join(", ") };
     let _ = writeln!(out, "<h2>Receive queues of {}</h2>", escape(&t.iface));
     let _ = writeln!(
         out,
@@ -412,19 +410,9 @@ fn nic_queues(out: &mut String, t: &crate::metrics::figures::NicQueueTable, pref
          <th>IRQ CPU</th><th>thread CPU</th><th>NUMA node</th><th>flows</th><th>busy-poll</th><th>bytes</th></tr>"
     );
     for r in &t.rows {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            r.rx_queue,
-            dash(r.napi_id.map(|n| n.to_string())),
-            dash(r.irq.map(|n| n.to_string())),
-            dash(r.irq_cpu.map(|n| n.to_string())),
-            list(r.thread_cpus.iter().map(usize::to_string).collect()),
-            dash(r.numa_node.map(|n| n.to_string())),
-            list(r.flows.iter().map(u32::to_string).collect()),
-            crate::report::stream::busy_poll_cell(r),
-            crate::base::units::format_bytes(r.bytes)
-        );
+        let cells: Vec<String> =
+            crate::report::stream::nic_queue_cells(r).iter().map(|c| format!("<td>{}</td>", escape(c))).collect();
+        let _ = writeln!(out, "<tr>{}</tr>", cells.concat());
     }
     let _ = writeln!(out, "</table></div>");
     if !t.findings.is_empty() {
