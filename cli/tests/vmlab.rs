@@ -362,11 +362,26 @@ fn tcp_stream_over_virtio_is_byte_exact_and_both_nic_queues_carry_it() {
         let read = |m: &BTreeMap<String, u64>| *m.get(k).unwrap_or_else(|| panic!("ethtool -S lab0 has no {k}: {m:?}"));
         read(after) - read(before)
     };
+    // The tap picks b's receive queue for a flow from the queue b last sent it on (its ACKs):
+    // the receiver's threads, one per queue, send through their own queue pairs (XPS), so each
+    // pulls its flow to its queue. The receiver's placement and hand-off say where they were.
+    let receiver = format!("{} / {}", doc["receiver"]["placement"], doc["receiver"]["path"]);
+    let xps = lab.ok("b", "cat /sys/class/net/lab0/queues/tx-0/xps_cpus /sys/class/net/lab0/queues/tx-1/xps_cpus");
+    for (q, mask) in xps.split_whitespace().enumerate() {
+        let mask = u64::from_str_radix(&mask.replace(',', ""), 16).expect("an XPS mask");
+        let cpu = receiver
+            .split(&format!("rx {q}→CPU "))
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|c| c.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("the receiver names rx {q}'s thread CPU: {receiver}"));
+        assert!(mask >> cpu & 1 == 1, "rx {q}'s thread (CPU {cpu}) sends through tx-{q} (XPS {mask:#x}): {receiver}");
+    }
     for q in 0..QUEUES {
         let tx = delta(&a0, &a1, &format!("tx{q}_kicks"));
         let rx = delta(&b0, &b1, &format!("rx{q}_kicks"));
         assert!(tx > 0, "a transmitted on NIC queue {q}: tx{q}_kicks +{tx}");
-        assert!(rx > 0, "b refilled NIC queue {q} after receiving: rx{q}_kicks +{rx}");
+        assert!(rx > 0, "b refilled NIC queue {q} after receiving: rx{q}_kicks +{rx}; receiver: {receiver}");
         let input = |irqs: &BTreeMap<u32, (String, u64)>| {
             irqs.values().find(|(n, _)| n.ends_with(&format!("-input.{q}"))).map_or(0, |(_, c)| *c)
         };

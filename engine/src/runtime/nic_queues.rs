@@ -265,11 +265,20 @@ impl TestQueues {
             let irq_cpu = self.topology.rx_irq_cpu(queue);
             let wanted = match self.mode {
                 PlacementMode::Irq => irq_cpu,
+                // A sibling shares the IRQ CPU's caches. Else a CPU whose XPS map sends through
+                // the paired transmit queue: the thread's ACKs and replies then leave by its own
+                // queue pair, whose completions interrupt the same vector on combined-channel
+                // NICs, and a multi-queue tap (which picks the guest's receive queue from the
+                // queue the guest last sent the flow on) keeps the flow on this queue. Two
+                // threads sending through one tx queue pulled both flows of the VM lab's 2-queue
+                // test onto one receive queue.
                 PlacementMode::IrqSibling => irq_cpu.and_then(|c| {
+                    let free = |n: &usize| allowed.contains(n) && !irq_cpus.contains(n) && !taken.contains(n);
                     siblings(c)
                         .into_iter()
                         .find(|s| allowed.contains(s) && !taken.contains(s))
-                        .or_else(|| node.iter().copied().find(|n| !irq_cpus.contains(n) && !taken.contains(n)))
+                        .or_else(|| self.topology.tx_xps_cpus(queue).iter().copied().find(free))
+                        .or_else(|| node.iter().copied().find(free))
                 }),
                 PlacementMode::Numa => numa_next.find(|c| !taken.contains(c)),
                 PlacementMode::Cpus => None,
@@ -691,6 +700,39 @@ pub(crate) mod tests {
         assert!(TestQueues::plan(topology(true), Some(&[7]), 1, None, false).is_err(), "no rx queue 7");
         let cpus_mode = TestQueues::plan(topology(true), None, 2, Some(PlacementMode::Cpus), false).unwrap().unwrap();
         assert!(cpus_mode.thread_cpus(2, &[0, 1]).is_none());
+    }
+
+    #[test]
+    fn irq_sibling_threads_send_through_their_own_queue_pair() {
+        // The VM lab's guest b on lab0: 4 vCPUs, 2 queue pairs, no NUMA node for the device;
+        // virtio_net spreads rx 0's IRQ over CPUs 0-1 (delivered to 0) and rx 1's over 2-3
+        // (to 3), and its XPS map sends CPUs 0-1 through tx-0 and 2-3 through tx-1. The
+        // receiver's CPU list came rotated ([2, 1, 0, 3]): taken in order, rx 0's thread sat on
+        // CPU 2 (tx-1) and rx 1's on CPU 1 (tx-0), crossed.
+        let mut t = topology(false);
+        t.numa_node = None;
+        t.node_cpus.clear();
+        t.rx.truncate(2);
+        t.rx[0].irq_cpus = vec![0];
+        t.rx[1].irq_cpus = vec![3];
+        t.tx = (0..2u32)
+            .map(|q| QueueInfo {
+                queue: q,
+                napi_id: None,
+                irq: None,
+                irq_cpus: vec![],
+                xps_cpus: vec![2 * q as usize, 2 * q as usize + 1],
+            })
+            .collect();
+        let tq = TestQueues::plan(t.clone(), None, 2, None, false).unwrap().unwrap();
+        assert_eq!(tq.mode, PlacementMode::IrqSibling);
+        let (cpus, line) = tq.thread_cpus(2, &[2, 1, 0, 3]).unwrap();
+        assert_eq!(cpus, vec![1, 2], "each thread on a CPU of its own queue pair, off both IRQ CPUs: {line}");
+        assert!(!line.contains("no free CPU"), "{line}");
+        // Without XPS maps the CPUs are taken in the order given.
+        t.tx.clear();
+        let tq = TestQueues::plan(t, None, 2, None, false).unwrap().unwrap();
+        assert_eq!(tq.thread_cpus(2, &[2, 1, 0, 3]).unwrap().0, vec![2, 1]);
     }
 
     #[test]

@@ -113,6 +113,11 @@ impl NicTopology {
         self.rx.iter().find(|q| q.queue == queue).and_then(|q| q.irq_cpus.first().copied())
     }
 
+    /// The CPUs whose XPS map sends through transmit queue `queue` (empty where unset).
+    pub fn tx_xps_cpus(&self, queue: u32) -> &[usize] {
+        self.tx.iter().find(|q| q.queue == queue).map_or(&[], |q| q.xps_cpus.as_slice())
+    }
+
     /// Reads the topology of `iface` in the caller's network namespace; an error only when
     /// the interface does not exist.
     pub fn read(iface: &str) -> Result<Self> {
