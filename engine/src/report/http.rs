@@ -1,5 +1,5 @@
 //! How an http run is shown: wrk-like text, the `http -J` document and its CSV row. The
-//! figures are workload/http.rs's.
+//! figures are workload/http/'s.
 
 use crate::metrics::document::{Kind, Tool};
 use crate::workload::http::{FailKind, HttpDocument, HttpInterval, HttpReport, HttpTest};

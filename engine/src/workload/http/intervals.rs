@@ -298,7 +298,7 @@ mod tests {
         let ha = a.finish(Duration::from_millis(2500), Counts { bytes: 7, errors: 0, non_2xx: 0 });
         let hb = b.finish(Duration::from_millis(2400), Counts { bytes: 20, errors: 1, non_2xx: 1 });
         assert_eq!(ha.len() + hb.len(), 5, "every latency in the totals");
-        let mut c = Collector::new(rx, clock, 2);
+        let c = Collector::new(rx, clock, 2);
         let mut shown = Vec::new();
         let ivs = c.finish(&mut |iv| shown.push(iv.requests));
         assert_eq!(shown, vec![3, 1, 1]);
