@@ -587,7 +587,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
 }
 
 fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
-    use uringbench::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
+    use uringbench::{run_http_live, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
     let opts = HttpOptions {
         url: args.url,
         connections: args.connections,
@@ -605,6 +605,7 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         timeout: args.timeout,
         cpus: args.cpus.map(|c| c.0),
         threads: args.threads,
+        interval: args.interval,
         stop,
     };
     let format = if args.json { Format::Json } else { args.format };
@@ -624,7 +625,14 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         );
         let _ = out.flush();
     }
-    let report = run_http(&opts)?;
+    // Text output shows each interval as it closes, as rr does.
+    let report = run_http_live(&opts, &mut |iv| {
+        if format == Format::Text {
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "{}", HttpReport::interval_line(iv));
+            let _ = out.flush();
+        }
+    })?;
     sweep_cmd::write_html(args.html.as_deref(), "http", || SavedResults::Http(Box::new(report.to_document())))?;
     let mut out = std::io::stdout().lock();
     match format {

@@ -264,10 +264,16 @@ fn every_page_kind_loads_in_a_headless_browser() {
             },
             Some(("data-bits-per-second", "/rate_bps")),
         ),
-        // Six latency percentiles; a row per status code.
+        // Six latency percentiles; a row per status code; a saved document without intervals.
         (
             "http",
-            |d| vec![("data-x=".into(), 6), ("<th>status ".into(), d["status"].as_object().unwrap().len())],
+            |d| {
+                vec![
+                    ("data-x=".into(), 6),
+                    ("<th>status ".into(), d["status"].as_object().unwrap().len()),
+                    ("No intervals in this document".into(), usize::from(d.get("intervals").is_none())),
+                ]
+            },
             Some(("data-transactions-per-second", "/transactions_per_second")),
         ),
         // A row per failed run; a cell per planned pair.
@@ -304,6 +310,76 @@ fn every_page_kind_loads_in_a_headless_browser() {
         let spread = pixel_spread(&shot);
         assert!(spread > 20.0, "{name}: the screenshot looks blank (grey-level spread {spread:.1})");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A keep-alive HTTP/1.1 server on loopback answering every request with `ok`, for as long as
+/// the test process lives (its threads end with the client's connections).
+fn tiny_http_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `http --html` of a real run on loopback: the page draws a point per interval the JSON has
+/// on the requests/s line, on the p50 and p99 latency lines (intervals with a response) and on
+/// the client's CPU lines, loads without a console error, and footnotes every figure.
+#[test]
+fn http_page_over_time_in_a_headless_browser() {
+    let Some(browser) = chromium() else {
+        return skip(Lacking::Installed, "chromium not installed (scripts/install-deps.sh --test)");
+    };
+    let dir = scratch("html-http");
+    let page = dir.join("http.html");
+    let doc = {
+        let _serial = serial();
+        let url = format!("http://{}/", tiny_http_server());
+        let mut c = Command::new(bin());
+        c.args(["http", &url, "-c", "2", "-t", "2", "-d", "2s", "-i", "400ms", "-J", "--html"]).arg(&page);
+        let (out, _) = run_bounded(c, Duration::from_secs(30));
+        assert!(out.status.success(), "http: {}", String::from_utf8_lossy(&out.stderr));
+        json(&out)
+    };
+    let intervals = doc["intervals"].as_array().expect("intervals[]");
+    assert_eq!(intervals.len(), 5, "2 s in 400 ms intervals");
+    let answered = intervals.iter().filter(|iv| iv["requests"].as_u64().unwrap() > 0).count();
+    let with_cpu = intervals.iter().filter(|iv| iv["cpu"].is_object()).count();
+    let profile = dir.join("profile");
+    let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    every_figure_footnoted("http", &dom);
+    for (needle, count) in [
+        points("requests", "requests/s", intervals.len()),
+        points("p50", "p50 latency", answered),
+        points("p99", "p99 latency", answered),
+        points("client-host", "client host, all CPUs", with_cpu),
+        points("client-threads", "client queue threads", with_cpu),
+    ] {
+        assert_eq!(dom.matches(&needle).count(), count, "{needle}");
+    }
+    assert!(!dom.contains("No intervals in this document"), "this document has intervals");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

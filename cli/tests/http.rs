@@ -254,6 +254,63 @@ fn nginx_stopped_mid_test() {
     assert_eq!(code(&out), 1, "errors make the run incomplete: {v}");
     assert!(u64_at(&v, "/requests") > 0);
     assert!(u64_at(&v, "/errors/connect") > 0, "reconnects to a dead server are counted: {v}");
+    let (requests, errors) = sums(&v, &["requests", "errors"]);
+    assert_eq!(
+        (requests, errors),
+        (u64_at(&v, "/requests"), u64_at(&v, "/errors_total")),
+        "the intervals' responses and failures add up to the run's"
+    );
+}
+
+/// The sums of `keys` over the document's `intervals[]`.
+fn sums(v: &serde_json::Value, keys: &[&str]) -> (u64, u64) {
+    let ivs = v["intervals"].as_array().unwrap_or_else(|| panic!("intervals[]: {v}"));
+    let sum = |k: &str| ivs.iter().map(|iv| iv[k].as_u64().unwrap_or_else(|| panic!("{k} in {iv}"))).sum::<u64>();
+    (sum(keys[0]), sum(keys[1]))
+}
+
+/// `-i`: as many intervals as the run has (2 s ÷ 500 ms), back to back, their responses and
+/// bytes adding up to the run's, each with its own latency and the client's CPU; the text
+/// output has a live line per interval; a `-n` run's intervals add up to exactly `-n`.
+#[test]
+fn nginx_intervals_add_up_to_the_run() {
+    let _g = common::serial();
+    let nginx = Nginx::start(18084);
+    let out = http(&[&nginx.url("/"), "-c", "4", "-t", "2", "-d", "2s", "-i", "500ms", "-J"]);
+    let v = json(&out);
+    assert_eq!(code(&out), 0, "{v}");
+    let ivs = v["intervals"].as_array().unwrap();
+    assert_eq!(ivs.len(), 4, "2 s in 500 ms intervals: {v}");
+    let (requests, bytes) = sums(&v, &["requests", "bytes_read"]);
+    assert_eq!(requests, u64_at(&v, "/requests"), "the intervals' responses are the run's");
+    assert_eq!(bytes, u64_at(&v, "/bytes_read"), "the intervals' bytes are the run's");
+    let mut at = 0.0;
+    for (n, iv) in ivs.iter().enumerate() {
+        let (start, end) = (f64_at(iv, "/start"), f64_at(iv, "/end"));
+        assert!((start - at).abs() < 1e-9 && end > start, "interval {n} follows the one before: {iv}");
+        at = end;
+        // A sanity floor, far below the thousands nginx answers here in 500 ms.
+        assert!(u64_at(iv, "/requests") > 20, "interval {n}: {iv}");
+        let rate = f64_at(iv, "/transactions_per_second");
+        assert!((rate * (end - start) - u64_at(iv, "/requests") as f64).abs() < 1.0, "interval {n}: {iv}");
+        assert!(u64_at(iv, "/latency_us/p50") > 0 && u64_at(iv, "/latency_us/p50") <= u64_at(iv, "/latency_us/p99"));
+        assert!(u64_at(iv, "/latency_us/max") <= u64_at(&v, "/latency_us/max"), "interval {n}: {iv}");
+        assert!(f64_at(iv, "/cpu/threads") > 0.0, "the load threads' CPU in interval {n}: {iv}");
+        assert!(!iv["cpu"]["host"].as_array().unwrap().is_empty(), "the host's CPUs in interval {n}");
+    }
+    assert!((at - 2.0).abs() < 0.1, "the last interval ends with the run: {at}");
+
+    let out = http(&[&nginx.url("/"), "-c", "2", "-d", "1500ms", "-i", "500ms"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("[SUM]")).collect();
+    assert_eq!(lines.len(), 3, "a live line per interval: {text}");
+    assert!(lines[0].contains(" 0.00-0.50 ") && lines[0].contains("req/s"), "{text}");
+
+    let out = http(&[&nginx.url("/"), "-c", "3", "-n", "2000", "-i", "100ms", "-J"]);
+    let v = json(&out);
+    assert_eq!(code(&out), 0, "{v}");
+    assert_eq!(sums(&v, &["requests", "errors"]), (2000, 0), "-n 2000 in its intervals: {v}");
 }
 
 /// What the bad server sends after reading a request.

@@ -71,7 +71,9 @@ pub use crate::sys::sockopt::{check_congestion, LocalEnd};
 pub use crate::uring::fastpath::{self, FastPaths};
 pub use crate::uring::ring::{NapiPoll, SqPoll};
 pub use crate::wire::rss::RssMap;
-pub use crate::workload::http::{run_http, HttpOptions, HttpReport, DEFAULT_REQUEST_RUN_LIMIT};
+pub use crate::workload::http::{
+    run_http, run_http_live, HttpInterval, HttpOptions, HttpReport, DEFAULT_INTERVAL, DEFAULT_REQUEST_RUN_LIMIT,
+};
 pub use crate::workload::receive::Workloads;
 pub use crate::workload::rr::{run_rr, run_rr_live};
 pub use crate::workload::stream::{run_send, run_send_live};

@@ -594,6 +594,10 @@ pub struct HttpArgs {
     /// Longest wait for a connect or a complete response.
     #[arg(long, value_parser = duration, default_value = "2s")]
     pub timeout: std::time::Duration,
+    /// Length of each interval of the report (requests/s, latency, CPU), and of each live
+    /// line with text output, e.g. 500ms.
+    #[arg(short = 'i', long, value_parser = duration, default_value = "1s")]
+    pub interval: std::time::Duration,
     /// CPUs for the threads, e.g. 0-3,8 [default: all this process may use].
     #[arg(long, value_parser = cpu_list)]
     pub cpus: Option<CpuList>,

@@ -1,11 +1,22 @@
 //! How an http run is shown: wrk-like text, the `http -J` document and its CSV row. The
-//! figures are workload/http.rs's.
+//! figures are workload/http/'s.
 
 use crate::metrics::document::{Kind, Tool};
-use crate::workload::http::{FailKind, HttpDocument, HttpReport, HttpTest};
+use crate::workload::http::{FailKind, HttpDocument, HttpInterval, HttpReport, HttpTest};
 use std::fmt::Write as _;
 
 impl HttpReport {
+    /// One live line of an interval, as rr's `[SUM]` lines.
+    pub fn interval_line(i: &HttpInterval) -> String {
+        let l = &i.latency_us;
+        let failed = if i.errors > 0 { format!("  {} errors", i.errors) } else { String::new() };
+        let non_2xx = if i.non_2xx > 0 { format!("  {} non-2xx", i.non_2xx) } else { String::new() };
+        format!(
+            "[SUM] {:5.2}-{:<5.2} sec  {:>9} requests  {:>10.0} req/s  p50 {} us  p99 {} us  max {} us{non_2xx}{failed}\n",
+            i.start, i.end, i.requests, i.transactions_per_second, l.p50, l.p99, l.max
+        )
+    }
+
     /// Text report in the spirit of wrk's.
     pub fn render_text(&self) -> String {
         let mut out = String::new();

@@ -1,11 +1,22 @@
-//! The http page (`http --html`, `report http.json --html`): requests per second, latency
-//! percentiles, status codes and errors, the client's CPU, what was loaded.
+//! The http page (`http --html`, `report http.json --html`): requests per second and latency
+//! over time, latency percentiles, status codes and errors, the client's CPU (over time and in
+//! all), what was loaded.
 
+use super::cpu::over_time;
 use super::{facts_table, figure, tool_line, Page};
+use crate::metrics::figures::IntervalCpu;
+use crate::report::chart::plot::{Line, Plot, Quantity, Style};
 use crate::report::chart::scale::si;
 use crate::report::chart::{escape, Axis, Chart, Point, Series};
-use crate::workload::http::{FailKind, HttpDocument};
+use crate::workload::http::{FailKind, HttpDocument, HttpInterval};
 use std::fmt::Write as _;
+
+const RATE_NOTE: &str = "Responses the client received per interval (any status; failed requests are not \
+responses), ÷ the interval, as the client's load threads counted them at each response's last byte (intervals[].\
+transactions_per_second).";
+const LATENCY_OVER_TIME_NOTE: &str = "The p50 and p99 latency of the responses that completed in each interval \
+(intervals[].latency_us), each timed by the client from the request's write (with --rate: its scheduled time) to the \
+response's last byte; an HdrHistogram per load thread and interval, merged at the interval's end.";
 
 const LATENCY_NOTE: &str =
     "Each response's latency as the client timed it, from the request's write (with --rate: its \
@@ -38,6 +49,7 @@ pub(super) fn page(doc: &HttpDocument) -> Page {
             doc.errors_total
         );
     }
+    over_time_figures(&mut body, &r.intervals);
     let l = &r.latency_us;
     let percentiles =
         [("min", l.min), ("p50", l.p50), ("p90", l.p90), ("p99", l.p99), ("p99.9", l.p999), ("max", l.max)];
@@ -73,6 +85,11 @@ pub(super) fn page(doc: &HttpDocument) -> Page {
     outcome.extend(r.errors.examples.iter().map(|(k, v)| (format!("example: {k}"), v.clone())));
     facts_table(&mut body, "responses", &outcome);
     let _ = writeln!(body, "<h2>Client CPU</h2>");
+    let cpu: Vec<(f64, &IntervalCpu)> =
+        r.intervals.iter().filter_map(|iv| iv.cpu.as_ref().map(|c| (iv.end, c))).collect();
+    if !cpu.is_empty() {
+        over_time(&mut body, &[("client", cpu)], "");
+    }
     let cpu = [
         ("user".to_owned(), format!("{:.2} s", r.cpu.user_seconds)),
         ("system".to_owned(), format!("{:.2} s", r.cpu.system_seconds)),
@@ -98,4 +115,48 @@ pub(super) fn page(doc: &HttpDocument) -> Page {
     facts_table(&mut body, "settings", &settings);
     tool_line(&mut body, &doc.tool, doc.schema_version);
     Page { title, body }
+}
+
+/// Requests/s and latency p50/p99 per interval, or why there are none.
+fn over_time_figures(out: &mut String, intervals: &[HttpInterval]) {
+    if intervals.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p>No intervals in this document (written before http recorded them): the charts over time need them.</p>"
+        );
+        return;
+    }
+    let x = || Quantity::new("time into the run", "s");
+    let rate = Plot {
+        id: "plot-requests".into(),
+        title: "Requests per interval".into(),
+        x: x(),
+        y: Quantity::new("rate", "requests/s"),
+        lines: vec![Line {
+            key: "requests".into(),
+            name: "requests/s".into(),
+            style: Style::Bold,
+            points: intervals.iter().map(|iv| (iv.end, iv.transactions_per_second)).collect(),
+        }],
+        band: None,
+    };
+    figure(out, "requests", &rate.svg_element(), RATE_NOTE);
+    let latency = |key: &str, style, pick: fn(&HttpInterval) -> u64| Line {
+        key: key.into(),
+        name: format!("{key} latency"),
+        style,
+        points: intervals.iter().filter(|iv| iv.requests > 0).map(|iv| (iv.end, pick(iv) as f64 / 1e6)).collect(),
+    };
+    let plot = Plot {
+        id: "plot-latency-over-time".into(),
+        title: "Latency per interval".into(),
+        x: x(),
+        y: Quantity::new("latency", "s"),
+        lines: vec![
+            latency("p50", Style::Bold, |iv| iv.latency_us.p50),
+            latency("p99", Style::Dashed, |iv| iv.latency_us.p99),
+        ],
+        band: None,
+    };
+    figure(out, "latency-over-time", &plot.svg_element(), LATENCY_OVER_TIME_NOTE);
 }

@@ -12,19 +12,26 @@
 //! connection is reopened. With `--rate`, requests follow a fixed schedule per connection and
 //! latency is measured from the *scheduled* send time, as wrk2 does, so a stalled server is
 //! not hidden by the client waiting for it (coordinated omission).
+//!
+//! The figures and the document are [`model`]'s; the run interval by interval, [`intervals`]'s.
+
+mod intervals;
+mod model;
+
+pub use model::{ClientCpu, ErrorCounts, FailKind, HttpDocument, HttpInterval, HttpReport, HttpTest, LatencyUs};
 
 use crate::base::error::{Error, Result};
 use crate::base::stop::StopToken;
-use crate::metrics::document::{Kind, Tool};
-use crate::metrics::measure::{clock_ticks, parse_task_stat};
+use crate::metrics::measure::{clock_ticks, parse_task_stat, QueueCounters, SampleSources};
 use crate::runtime::placement::{resolve_cpus, ThreadPlan};
+use crate::runtime::side::{run_side, Ending};
 use crate::runtime::threads::QueueThreads;
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WakeBatch};
 use crate::wire::http1::{HttpUrl, ParseError, ResponseParser};
 use hdrhistogram::Histogram;
+use intervals::{new_histogram, Collector, Counts, IntervalClock, ThreadIntervals, MAX_LATENCY_US};
 use io_uring::{cqueue, opcode, types, IoUring};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -33,12 +40,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Highest latency the histogram records (longer ones are clamped): one hour in µs.
-const MAX_LATENCY_US: u64 = 3_600_000_000;
 /// Pause before reopening a connection whose connect failed, so a dead server is not hammered.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(20);
 /// Longest a `-n` run may take when no `-d` bounds it.
 pub const DEFAULT_REQUEST_RUN_LIMIT: Duration = Duration::from_secs(600);
+/// The interval of the document's `intervals[]` when `-i` does not say.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+/// Longest the run's thread waits, at an interval's end, for a client thread's piece of it
+/// (one busy in a blocking connect); a late piece still counts, in a later line.
+const PIECE_WAIT: Duration = Duration::from_millis(300);
 const BUF_GROUP: u16 = 0;
 const BUF_SIZE: u32 = 16 * 1024;
 
@@ -76,146 +86,15 @@ pub struct HttpOptions {
     pub timeout: Duration,
     pub cpus: Option<Vec<usize>>,
     pub threads: Option<u32>,
+    /// Length of each of the document's intervals (and live line).
+    pub interval: Duration,
     /// Ends the run early; the report says it was interrupted and why.
     pub stop: StopToken,
 }
 
-/// Kinds of failed requests. A non-2xx status is not one of them: it is a status count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailKind {
-    Connect,
-    Write,
-    Read,
-    Timeout,
-    Malformed,
-    OversizedHeaders,
-}
-
-impl FailKind {
-    pub(crate) const ALL: [FailKind; 6] = [
-        FailKind::Connect,
-        FailKind::Write,
-        FailKind::Read,
-        FailKind::Timeout,
-        FailKind::Malformed,
-        FailKind::OversizedHeaders,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            FailKind::Connect => "connect",
-            FailKind::Write => "write",
-            FailKind::Read => "read",
-            FailKind::Timeout => "timeout",
-            FailKind::Malformed => "malformed",
-            FailKind::OversizedHeaders => "oversized_headers",
-        }
-    }
-}
-
-/// Errors by kind, with the first message of each kind as an example.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct ErrorCounts {
-    pub connect: u64,
-    pub write: u64,
-    pub read: u64,
-    pub timeout: u64,
-    pub malformed: u64,
-    pub oversized_headers: u64,
-    /// One example message per kind that occurred.
-    pub examples: BTreeMap<String, String>,
-}
-
-impl ErrorCounts {
-    fn add(&mut self, kind: FailKind, message: impl FnOnce() -> String) {
-        *self.slot(kind) += 1;
-        self.examples.entry(kind.name().to_owned()).or_insert_with(message);
-    }
-    fn slot(&mut self, kind: FailKind) -> &mut u64 {
-        match kind {
-            FailKind::Connect => &mut self.connect,
-            FailKind::Write => &mut self.write,
-            FailKind::Read => &mut self.read,
-            FailKind::Timeout => &mut self.timeout,
-            FailKind::Malformed => &mut self.malformed,
-            FailKind::OversizedHeaders => &mut self.oversized_headers,
-        }
-    }
-    pub fn get(&self, kind: FailKind) -> u64 {
-        match kind {
-            FailKind::Connect => self.connect,
-            FailKind::Write => self.write,
-            FailKind::Read => self.read,
-            FailKind::Timeout => self.timeout,
-            FailKind::Malformed => self.malformed,
-            FailKind::OversizedHeaders => self.oversized_headers,
-        }
-    }
-    pub fn total(&self) -> u64 {
-        self.connect + self.write + self.read + self.timeout + self.malformed + self.oversized_headers
-    }
-    fn merge(&mut self, other: &ErrorCounts) {
-        for kind in FailKind::ALL {
-            *self.slot(kind) += other.get(kind);
-        }
-        for (k, v) in &other.examples {
-            self.examples.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-    }
-}
-
-/// Latency percentiles in microseconds (key `latency_us` of docs/output.md).
-#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct LatencyUs {
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
-    pub mean: f64,
-    pub min: u64,
-}
-
-/// The client's own CPU time over the run, from its threads' /proc/self/task stat times.
-#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct ClientCpu {
-    pub user_seconds: f64,
-    pub system_seconds: f64,
-    /// (user + system) µs per completed request.
-    pub us_per_request: f64,
-}
-
-/// What one run measured.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct HttpReport {
-    pub url: String,
-    pub method: String,
-    pub connections: u32,
-    pub threads: u32,
-    pub keep_alive: bool,
-    /// Requested total rate (requests/s), if any.
-    pub rate: Option<f64>,
-    pub window_seconds: f64,
-    /// Responses received (any status).
-    pub requests: u64,
-    pub transactions_per_second: f64,
-    pub bytes_read: u64,
-    pub bytes_per_second: f64,
-    pub latency_us: LatencyUs,
-    /// Responses per status code.
-    #[serde(deserialize_with = "status_counts")]
-    pub status: BTreeMap<u16, u64>,
-    pub non_2xx: u64,
-    pub errors: ErrorCounts,
-    pub connections_opened: u64,
-    pub cpu: ClientCpu,
-    /// Whether the run went as asked: no request failed and at least one response came back.
-    pub complete: bool,
-    /// Set when a signal ended the run before `-d` or `-n`: how far it got.
-    pub interrupted: Option<String>,
-}
-
 /// Result of one thread.
 struct ThreadResult {
+    /// Every latency of the thread's run (the sum of its interval pieces).
     hist: Histogram<u64>,
     status: BTreeMap<u16, u64>,
     errors: ErrorCounts,
@@ -223,40 +102,6 @@ struct ThreadResult {
     opened: u64,
     cpu_ticks: (u64, u64),
     elapsed: Duration,
-}
-
-/// `http -J`: the run's figures in the common envelope.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct HttpDocument {
-    /// `http` (documents written before `kind` existed have none).
-    #[serde(default = "http_kind")]
-    pub kind: Kind,
-    pub schema_version: u32,
-    #[serde(default = "Tool::this")]
-    pub tool: Tool,
-    pub test: HttpTest,
-    /// The sum of `errors`' counts.
-    pub errors_total: u64,
-    #[serde(flatten)]
-    pub report: HttpReport,
-}
-
-/// `status` read back: JSON object keys are strings, and a flattened document hands them over
-/// as such, so the status codes are parsed here (a key that is not one is an error).
-fn status_counts<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<BTreeMap<u16, u64>, D::Error> {
-    let by_text: BTreeMap<String, u64> = serde::Deserialize::deserialize(d)?;
-    by_text.into_iter().map(|(code, n)| code.parse::<u16>().map(|c| (c, n)).map_err(serde::de::Error::custom)).collect()
-}
-
-fn http_kind() -> Kind {
-    Kind::Http
-}
-
-/// An http document's `test`: the workload and what it loaded.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct HttpTest {
-    pub workload: String,
-    pub url: String,
 }
 
 /// The load every client thread works on, shared read-only (its request quota aside).
@@ -319,6 +164,12 @@ pub(crate) fn build_request(url: &HttpUrl, opts: &HttpOptions) -> Result<Vec<u8>
 
 /// Runs the load and returns its report. Errors only for what stops the run from starting.
 pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
+    run_http_live(opts, &mut |_| {})
+}
+
+/// [`run_http`], with `show` handed each interval, in order, as soon as every client thread
+/// has handed in its piece of it.
+pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) -> Result<HttpReport> {
     let url = HttpUrl::parse(&opts.url)?;
     if opts.connections == 0 {
         return Err(Error::usage("-c/--connections must be at least 1"));
@@ -328,6 +179,10 @@ pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
     }
     if opts.timeout.is_zero() {
         return Err(Error::usage("--timeout must be longer than 0"));
+    }
+    let min_interval = Duration::from_millis(crate::base::spec::MIN_INTERVAL_MS);
+    if opts.interval < min_interval {
+        return Err(Error::usage(format!("-i/--interval must be at least {} ms", min_interval.as_millis())));
     }
     let rate = match opts.rate {
         Some(r) if !(r.is_finite() && r > 0.0) => return Err(Error::usage("--rate must be a positive number")),
@@ -356,21 +211,48 @@ pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
         quota: opts.requests,
         issued: AtomicU64::new(0),
     });
-    let inputs: Vec<(u32, u32)> = (0..threads)
+    let clock = IntervalClock::new(start, opts.interval, opts.duration);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let inputs: Vec<(u32, u32, ThreadIntervals)> = (0..threads)
         .map(|t| {
             let n = opts.connections / threads + u32::from(t < opts.connections % threads);
             let first = (0..t).map(|u| opts.connections / threads + u32::from(u < opts.connections % threads)).sum();
-            (first, n)
+            (first, n, ThreadIntervals::new(clock, t as usize, tx.clone()))
         })
         .collect();
+    drop(tx);
     let worker_shared = Arc::clone(&shared);
     let total = opts.connections;
-    let qt = QueueThreads::spawn(&plans, inputs, move |(first, n)| run_thread(&worker_shared, first, n, total))?;
-    let results = qt.join()?;
-    Ok(merge(opts, threads, rate, results))
+    let qt =
+        QueueThreads::spawn(&plans, inputs, move |(first, n, ivs)| run_thread(&worker_shared, (first, n, total), ivs))?;
+    // The sampler the other workloads use reads the client threads' CPU (and the host's) at
+    // each interval's end; the threads' pieces of the interval join it there.
+    let mut collector = Collector::new(rx, clock, threads as usize);
+    let counters = QueueCounters::new(0);
+    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
+    let offsets = interval_offsets(opts.interval, opts.duration);
+    let stopped = || shared.stop.is_stopped();
+    let mut sink = |iv| collector.sampled(iv, PIECE_WAIT, show);
+    let run = run_side(qt, src, (start, offsets), &stopped, &mut sink, Ending::Send { halt: &mut || {} })?;
+    let intervals = collector.finish(show);
+    Ok(merge(opts, threads, rate, run.results, intervals))
 }
 
-fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<ThreadResult>) -> HttpReport {
+/// The sampler's offsets from the start: every `every`, and the planned end.
+fn interval_offsets(every: Duration, duration: Duration) -> impl Iterator<Item = Duration> {
+    (0u32..)
+        .map_while(move |k| every.checked_mul(k))
+        .take_while(move |&at| at < duration)
+        .chain(std::iter::once(duration))
+}
+
+fn merge(
+    opts: &HttpOptions,
+    threads: u32,
+    rate: Option<f64>,
+    results: Vec<ThreadResult>,
+    intervals: Vec<HttpInterval>,
+) -> HttpReport {
     let mut hist = new_histogram();
     let mut status = BTreeMap::new();
     let mut errors = ErrorCounts::default();
@@ -396,19 +278,7 @@ fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<Threa
         system_seconds: system as f64 / ticks,
         us_per_request: if requests > 0 { (user + system) as f64 / ticks * 1e6 / requests as f64 } else { 0.0 },
     };
-    let latency_us = if hist.is_empty() {
-        LatencyUs::default()
-    } else {
-        LatencyUs {
-            p50: hist.value_at_quantile(0.50),
-            p90: hist.value_at_quantile(0.90),
-            p99: hist.value_at_quantile(0.99),
-            p999: hist.value_at_quantile(0.999),
-            max: hist.max(),
-            mean: hist.mean(),
-            min: hist.min(),
-        }
-    };
+    let latency_us = LatencyUs::of(&hist);
     let non_2xx = status.iter().filter(|(k, _)| !(200..300).contains(*k)).map(|(_, v)| v).sum();
     HttpReport {
         url: opts.url.clone(),
@@ -433,11 +303,8 @@ fn merge(opts: &HttpOptions, threads: u32, rate: Option<f64>, results: Vec<Threa
         errors,
         connections_opened: opened,
         cpu,
+        intervals,
     }
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid fixed histogram bounds")
 }
 
 /// CPU ticks (user, system) of the calling thread.
@@ -530,14 +397,28 @@ struct Tally {
     /// A connection changed state outside the completion path (closed, or idle waiting for
     /// its schedule): the next loop turn scans all of them.
     dirty: bool,
-    hist: Histogram<u64>,
+    /// This interval's latencies, and its piece for the run when it closes.
+    intervals: ThreadIntervals,
     status: BTreeMap<u16, u64>,
+    non_2xx: u64,
     errors: ErrorCounts,
     bytes: u64,
     opened: u64,
 }
 
 impl Tally {
+    /// The totals an interval's piece is the change of.
+    fn counts(&self) -> Counts {
+        Counts { bytes: self.bytes, errors: self.errors.total(), non_2xx: self.non_2xx }
+    }
+
+    /// Closes the thread's interval if `now` is past its end.
+    #[inline]
+    fn roll(&mut self, now: Instant) {
+        let counts = self.counts();
+        self.intervals.roll(now, counts);
+    }
+
     fn fail(&mut self, conn: &mut Conn, kind: FailKind, message: impl FnOnce() -> String, now: Instant) {
         self.errors.add(kind, message);
         let backoff = if kind == FailKind::Connect { RECONNECT_BACKOFF } else { Duration::ZERO };
@@ -555,8 +436,9 @@ fn parse_fail_kind(e: &ParseError) -> FailKind {
 }
 
 /// One thread's loop over connections `first..first+n` (of `total`): open and schedule
-/// (the scan), wait, reap the completions; at the end, close every connection.
-fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadResult> {
+/// (the scan), wait, reap the completions; at the end, close every connection. Each interval
+/// closes at the first loop turn past its end (the wait never sleeps across one).
+fn run_thread(sh: &HttpLoad, (first, n, total): (u32, u32, u32), intervals: ThreadIntervals) -> Result<ThreadResult> {
     let cpu0 = own_cpu_ticks();
     let entries = (n * 4).next_power_of_two().clamp(64, 4096);
     // `uringbench http` takes no fast-path flags: a plain ring.
@@ -566,8 +448,9 @@ fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadRes
     let mut hr = HttpRing { ring, bufs };
     let mut tally = Tally {
         dirty: true,
-        hist: new_histogram(),
+        intervals,
         status: BTreeMap::new(),
+        non_2xx: 0,
         errors: ErrorCounts::default(),
         bytes: 0,
         opened: 0,
@@ -593,6 +476,7 @@ fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadRes
         if now >= sh.end || sh.stop.is_stopped() {
             break;
         }
+        tally.roll(now);
         let quota_left = sh.quota.is_none_or(|q| sh.issued.load(Ordering::Relaxed) < q);
         let rescan = now >= next_event || tally.dirty;
         if rescan {
@@ -606,6 +490,7 @@ fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadRes
         // At most 100 ms, so that a signal is noticed promptly.
         let limit = next_event
             .min(sh.end)
+            .min(tally.intervals.next_edge())
             .saturating_duration_since(Instant::now())
             .clamp(Duration::from_micros(50), Duration::from_millis(100));
         wait_for_completions(&mut hr.ring, WaitMode::Sleep, last_activity, limit, batch)?;
@@ -613,6 +498,7 @@ fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadRes
         cqes.extend(hr.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
         if !cqes.is_empty() {
             last_activity = Instant::now();
+            tally.roll(last_activity);
         }
         reap(sh, &mut hr, &mut conns, &cqes, &mut tally, last_activity)?;
     }
@@ -622,8 +508,10 @@ fn run_thread(sh: &HttpLoad, first: u32, n: u32, total: u32) -> Result<ThreadRes
     }
     let cpu1 = own_cpu_ticks();
     drop(hr);
+    let counts = tally.counts();
+    let hist = tally.intervals.finish(elapsed, counts);
     Ok(ThreadResult {
-        hist: tally.hist,
+        hist,
         status: tally.status,
         errors: tally.errors,
         bytes: tally.bytes,
@@ -860,8 +748,9 @@ fn finish(
 ) -> Result<()> {
     let ConnState::Busy(f) = &conn.state else { return Ok(()) };
     let us = now.saturating_duration_since(f.scheduled).as_micros().clamp(1, u128::from(MAX_LATENCY_US)) as u64;
-    let _ = tally.hist.record(us);
+    tally.intervals.record(us);
     *tally.status.entry(status).or_insert(0) += 1;
+    tally.non_2xx += u64::from(!(200..300).contains(&status));
     if !(keep_alive && sh.keep_alive && f.send_done) {
         close(conn, now);
         tally.dirty = true;
@@ -911,6 +800,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             cpus: None,
             threads: None,
+            interval: DEFAULT_INTERVAL,
             stop: StopToken::new(),
         };
         let req = String::from_utf8(build_request(&url, &opts).unwrap()).unwrap();

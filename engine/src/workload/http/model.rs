@@ -1,0 +1,220 @@
+//! What an http run measured, as its document holds it: the totals, the failures by kind,
+//! the latency percentiles and the intervals (docs/output.md, the http document).
+
+use crate::metrics::document::{Kind, Tool};
+use crate::metrics::figures::IntervalCpu;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Kinds of failed requests. A non-2xx status is not one of them: it is a status count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailKind {
+    Connect,
+    Write,
+    Read,
+    Timeout,
+    Malformed,
+    OversizedHeaders,
+}
+
+impl FailKind {
+    pub(crate) const ALL: [FailKind; 6] = [
+        FailKind::Connect,
+        FailKind::Write,
+        FailKind::Read,
+        FailKind::Timeout,
+        FailKind::Malformed,
+        FailKind::OversizedHeaders,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FailKind::Connect => "connect",
+            FailKind::Write => "write",
+            FailKind::Read => "read",
+            FailKind::Timeout => "timeout",
+            FailKind::Malformed => "malformed",
+            FailKind::OversizedHeaders => "oversized_headers",
+        }
+    }
+}
+
+/// Errors by kind, with the first message of each kind as an example.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ErrorCounts {
+    pub connect: u64,
+    pub write: u64,
+    pub read: u64,
+    pub timeout: u64,
+    pub malformed: u64,
+    pub oversized_headers: u64,
+    /// One example message per kind that occurred.
+    pub examples: BTreeMap<String, String>,
+}
+
+impl ErrorCounts {
+    pub(crate) fn add(&mut self, kind: FailKind, message: impl FnOnce() -> String) {
+        *self.slot(kind) += 1;
+        self.examples.entry(kind.name().to_owned()).or_insert_with(message);
+    }
+    fn slot(&mut self, kind: FailKind) -> &mut u64 {
+        match kind {
+            FailKind::Connect => &mut self.connect,
+            FailKind::Write => &mut self.write,
+            FailKind::Read => &mut self.read,
+            FailKind::Timeout => &mut self.timeout,
+            FailKind::Malformed => &mut self.malformed,
+            FailKind::OversizedHeaders => &mut self.oversized_headers,
+        }
+    }
+    pub fn get(&self, kind: FailKind) -> u64 {
+        match kind {
+            FailKind::Connect => self.connect,
+            FailKind::Write => self.write,
+            FailKind::Read => self.read,
+            FailKind::Timeout => self.timeout,
+            FailKind::Malformed => self.malformed,
+            FailKind::OversizedHeaders => self.oversized_headers,
+        }
+    }
+    pub fn total(&self) -> u64 {
+        self.connect + self.write + self.read + self.timeout + self.malformed + self.oversized_headers
+    }
+    pub(crate) fn merge(&mut self, other: &ErrorCounts) {
+        for kind in FailKind::ALL {
+            *self.slot(kind) += other.get(kind);
+        }
+        for (k, v) in &other.examples {
+            self.examples.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// Latency percentiles in microseconds (key `latency_us` of docs/output.md).
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct LatencyUs {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub min: u64,
+}
+
+impl LatencyUs {
+    /// The percentiles of `hist` (µs); all zero when it is empty.
+    pub(crate) fn of(hist: &Histogram<u64>) -> Self {
+        if hist.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50: hist.value_at_quantile(0.50),
+            p90: hist.value_at_quantile(0.90),
+            p99: hist.value_at_quantile(0.99),
+            p999: hist.value_at_quantile(0.999),
+            max: hist.max(),
+            mean: hist.mean(),
+            min: hist.min(),
+        }
+    }
+}
+
+/// One entry of an http document's `intervals[]`: the requests whose response completed
+/// (or that failed) inside the stretch, as the client's threads counted them.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpInterval {
+    /// Seconds since the run started.
+    pub start: f64,
+    pub end: f64,
+    /// Responses received (any status).
+    pub requests: u64,
+    /// `requests` ÷ the interval.
+    pub transactions_per_second: f64,
+    pub bytes_read: u64,
+    /// Responses with a status outside 200-299 (counted in `requests` too).
+    pub non_2xx: u64,
+    /// Failed requests, all kinds together (never in `requests`).
+    pub errors: u64,
+    /// Percentiles of this interval's responses only (all zero without one).
+    pub latency_us: LatencyUs,
+    /// The client's CPU over the interval: its load threads and the host's CPUs.
+    pub cpu: Option<IntervalCpu>,
+}
+
+/// The client's own CPU time over the run, from its threads' /proc/self/task stat times.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ClientCpu {
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// (user + system) µs per completed request.
+    pub us_per_request: f64,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpReport {
+    pub url: String,
+    pub method: String,
+    pub connections: u32,
+    pub threads: u32,
+    pub keep_alive: bool,
+    /// Requested total rate (requests/s), if any.
+    pub rate: Option<f64>,
+    pub window_seconds: f64,
+    /// Responses received (any status).
+    pub requests: u64,
+    pub transactions_per_second: f64,
+    pub bytes_read: u64,
+    pub bytes_per_second: f64,
+    pub latency_us: LatencyUs,
+    /// Responses per status code.
+    #[serde(deserialize_with = "status_counts")]
+    pub status: BTreeMap<u16, u64>,
+    pub non_2xx: u64,
+    pub errors: ErrorCounts,
+    pub connections_opened: u64,
+    pub cpu: ClientCpu,
+    /// Whether the run went as asked: no request failed and at least one response came back.
+    pub complete: bool,
+    /// Set when a signal ended the run before `-d` or `-n`: how far it got.
+    pub interrupted: Option<String>,
+    /// The run, interval by interval (`-i`); their requests add up to `requests`. Empty in
+    /// documents written before this field.
+    #[serde(default)]
+    pub intervals: Vec<HttpInterval>,
+}
+
+/// `http -J`: the run's figures in the common envelope.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpDocument {
+    /// `http` (documents written before `kind` existed have none).
+    #[serde(default = "http_kind")]
+    pub kind: Kind,
+    pub schema_version: u32,
+    #[serde(default = "Tool::this")]
+    pub tool: Tool,
+    pub test: HttpTest,
+    /// The sum of `errors`' counts.
+    pub errors_total: u64,
+    #[serde(flatten)]
+    pub report: HttpReport,
+}
+
+/// `status` read back: JSON object keys are strings, and a flattened document hands them over
+/// as such, so the status codes are parsed here (a key that is not one is an error).
+fn status_counts<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<BTreeMap<u16, u64>, D::Error> {
+    let by_text: BTreeMap<String, u64> = serde::Deserialize::deserialize(d)?;
+    by_text.into_iter().map(|(code, n)| code.parse::<u16>().map(|c| (c, n)).map_err(serde::de::Error::custom)).collect()
+}
+
+fn http_kind() -> Kind {
+    Kind::Http
+}
+
+/// An http document's `test`: the workload and what it loaded.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct HttpTest {
+    pub workload: String,
+    pub url: String,
+}
