@@ -186,7 +186,12 @@ fn tcp_to_iperf_server(pair_name: &str, queues: &str) {
     our_flows.sort_unstable();
     their_flows.sort_unstable();
     assert_eq!(our_flows, their_flows, "per connection too");
-    assert!(within(our_bps, their_bps, 0.01), "rates agree within 1%: ours {our_bps:.4e}, iperf2 {their_bps:.4e}");
+    // The rates divide the same bytes by each side's own clock: ours the test's window, iperf -s
+    // each connection's from its accept to its last read (their rates summed). On a 2 s test
+    // a 20 ms gap between those clocks is 1%, which a loaded 2-vCPU CI runner reached (23.74
+    // against 23.46 Gbit/s with the bytes equal); the byte counts above are the exact check,
+    // this one catches a rate computed wrongly (bits for bytes, one connection's time).
+    assert!(within(our_bps, their_bps, 0.03), "rates agree within 3%: ours {our_bps:.4e}, iperf2 {their_bps:.4e}");
 }
 
 #[test]
