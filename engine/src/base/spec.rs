@@ -324,15 +324,23 @@ impl TestSpec {
     /// the interval figures add up exactly to the window's. Computed as they are needed: a
     /// test of a million intervals holds none of them in memory.
     pub fn sample_offsets(&self) -> impl Iterator<Item = Duration> + use<> {
-        let (start, end, step) = (self.warmup_ms, self.warmup_ms.saturating_add(self.time_ms), self.interval_ms);
-        // Checked steps: an offset past u64 ends the list instead of wrapping back into the window.
-        let inner = (step > 0).then(|| {
-            (1u64..)
-                .map_while(move |n| n.checked_mul(step).and_then(|d| start.checked_add(d)))
-                .take_while(move |&at| at < end)
-        });
-        std::iter::once(start).chain(inner.into_iter().flatten()).chain(std::iter::once(end)).map(Duration::from_millis)
+        window_offsets(self.warmup_ms, self.warmup_ms.saturating_add(self.time_ms), self.interval_ms)
     }
+}
+
+/// The sampler's offsets for a window from `start_ms` to `end_ms` with an interval of
+/// `step_ms` (0: none): the start, every step inside the window, and the end.
+pub fn window_offsets(start_ms: u64, end_ms: u64, step_ms: u64) -> impl Iterator<Item = Duration> {
+    // Checked steps: an offset past u64 ends the list instead of wrapping back into the window.
+    let inner = (step_ms > 0).then(|| {
+        (1u64..)
+            .map_while(move |n| n.checked_mul(step_ms).and_then(|d| start_ms.checked_add(d)))
+            .take_while(move |&at| at < end_ms)
+    });
+    std::iter::once(start_ms)
+        .chain(inner.into_iter().flatten())
+        .chain(std::iter::once(end_ms))
+        .map(Duration::from_millis)
 }
 
 impl TestSpec {

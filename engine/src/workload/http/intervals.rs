@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 pub(super) const MAX_LATENCY_US: u64 = 3_600_000_000;
 
 /// A latency histogram of the run's range (µs, 3 significant digits).
-pub(super) fn new_histogram() -> Histogram<u64> {
+fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid fixed histogram bounds")
 }
 
@@ -59,6 +59,23 @@ pub(super) struct Counts {
     pub non_2xx: u64,
 }
 
+impl Counts {
+    /// What was counted between `earlier` and these totals.
+    fn since(self, earlier: Counts) -> Counts {
+        Counts {
+            bytes: self.bytes - earlier.bytes,
+            errors: self.errors - earlier.errors,
+            non_2xx: self.non_2xx - earlier.non_2xx,
+        }
+    }
+
+    fn add(&mut self, other: Counts) {
+        self.bytes += other.bytes;
+        self.errors += other.errors;
+        self.non_2xx += other.non_2xx;
+    }
+}
+
 /// One thread's piece of one interval.
 pub(super) struct Piece {
     thread: usize,
@@ -79,8 +96,6 @@ pub(super) struct ThreadIntervals {
     index: u64,
     next_edge: Instant,
     hist: Histogram<u64>,
-    /// Every latency of the closed intervals (the run's totals).
-    total: Histogram<u64>,
     opened_at: Counts,
     tx: Sender<Piece>,
 }
@@ -93,7 +108,6 @@ impl ThreadIntervals {
             index: 0,
             next_edge: clock.edge_after(0),
             hist: new_histogram(),
-            total: new_histogram(),
             opened_at: Counts::default(),
             tx,
         }
@@ -137,12 +151,7 @@ impl ThreadIntervals {
     /// The current interval's piece (the change in `totals` since it opened) goes to the run.
     fn hand_over(&mut self, totals: Counts, until: f64, last: bool) {
         let hist = std::mem::replace(&mut self.hist, new_histogram());
-        let _ = self.total.add(&hist);
-        let counts = Counts {
-            bytes: totals.bytes - self.opened_at.bytes,
-            errors: totals.errors - self.opened_at.errors,
-            non_2xx: totals.non_2xx - self.opened_at.non_2xx,
-        };
+        let counts = totals.since(self.opened_at);
         self.opened_at = totals;
         self.send(self.index, hist, counts, until, last);
     }
@@ -153,11 +162,9 @@ impl ThreadIntervals {
         let _ = self.tx.send(Piece { thread: self.thread, index, last, until, hist, counts });
     }
 
-    /// The thread ends `elapsed` after the start: its last piece goes over, and the histogram
-    /// of all its latencies comes back.
-    pub(super) fn finish(mut self, elapsed: Duration, totals: Counts) -> Histogram<u64> {
+    /// The thread ends `elapsed` after the start: its last piece goes over.
+    pub(super) fn finish(mut self, elapsed: Duration, totals: Counts) {
         self.hand_over(totals, elapsed.as_secs_f64(), true);
-        self.total
     }
 }
 
@@ -180,7 +187,9 @@ pub(super) struct Collector {
     /// The sampler's CPU figures, by interval.
     cpu: Vec<IntervalCpu>,
     next: u64,
-    pub done: Vec<HttpInterval>,
+    done: Vec<HttpInterval>,
+    /// Every latency of every piece: the run's histogram.
+    run: Histogram<u64>,
 }
 
 impl Collector {
@@ -193,6 +202,7 @@ impl Collector {
             cpu: Vec::new(),
             next: 0,
             done: Vec::new(),
+            run: new_histogram(),
         }
     }
 
@@ -206,9 +216,8 @@ impl Collector {
             until: 0.0,
         });
         let _ = slot.hist.add(&p.hist);
-        slot.counts.bytes += p.counts.bytes;
-        slot.counts.errors += p.counts.errors;
-        slot.counts.non_2xx += p.counts.non_2xx;
+        let _ = self.run.add(&p.hist);
+        slot.counts.add(p.counts);
         slot.until = slot.until.max(p.until);
     }
 
@@ -261,8 +270,9 @@ impl Collector {
         }
     }
 
-    /// Every thread has been joined: takes their remaining pieces and puts out the rest.
-    pub(super) fn finish(mut self, show: &mut dyn FnMut(&HttpInterval)) -> Vec<HttpInterval> {
+    /// Every thread has been joined: takes their remaining pieces and puts out the rest. With
+    /// the intervals, the histogram of every latency of the run.
+    pub(super) fn finish(mut self, show: &mut dyn FnMut(&HttpInterval)) -> (Vec<HttpInterval>, Histogram<u64>) {
         while let Ok(p) = self.rx.try_recv() {
             self.take(p);
         }
@@ -270,7 +280,7 @@ impl Collector {
             t.1 = true;
         }
         self.put_out(show);
-        self.done
+        (self.done, self.run)
     }
 }
 
@@ -295,12 +305,12 @@ mod tests {
         b.roll(start + Duration::from_millis(2100), Counts { bytes: 20, errors: 1, non_2xx: 1 });
         a.roll(start + Duration::from_millis(2200), Counts { bytes: 5, errors: 0, non_2xx: 0 });
         a.record(500);
-        let ha = a.finish(Duration::from_millis(2500), Counts { bytes: 7, errors: 0, non_2xx: 0 });
-        let hb = b.finish(Duration::from_millis(2400), Counts { bytes: 20, errors: 1, non_2xx: 1 });
-        assert_eq!(ha.len() + hb.len(), 5, "every latency in the totals");
+        a.finish(Duration::from_millis(2500), Counts { bytes: 7, errors: 0, non_2xx: 0 });
+        b.finish(Duration::from_millis(2400), Counts { bytes: 20, errors: 1, non_2xx: 1 });
         let c = Collector::new(rx, clock, 2);
         let mut shown = Vec::new();
-        let ivs = c.finish(&mut |iv| shown.push(iv.requests));
+        let (ivs, run) = c.finish(&mut |iv| shown.push(iv.requests));
+        assert_eq!(run.len(), 5, "every latency in the totals");
         assert_eq!(shown, vec![3, 1, 1]);
         assert_eq!(ivs.iter().map(|i| i.requests).sum::<u64>(), 5);
         assert_eq!(ivs.iter().map(|i| i.bytes_read).sum::<u64>(), 27);

@@ -30,7 +30,7 @@ use crate::uring::ring::WaitMode;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WakeBatch};
 use crate::wire::http1::{HttpUrl, ParseError, ResponseParser};
 use hdrhistogram::Histogram;
-use intervals::{new_histogram, Collector, Counts, IntervalClock, ThreadIntervals, MAX_LATENCY_US};
+use intervals::{Collector, Counts, IntervalClock, ThreadIntervals, MAX_LATENCY_US};
 use io_uring::{cqueue, opcode, types, IoUring};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -94,8 +94,6 @@ pub struct HttpOptions {
 
 /// Result of one thread.
 struct ThreadResult {
-    /// Every latency of the thread's run (the sum of its interval pieces).
-    hist: Histogram<u64>,
     status: BTreeMap<u16, u64>,
     errors: ErrorCounts,
     bytes: u64,
@@ -230,20 +228,13 @@ pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) ->
     let mut collector = Collector::new(rx, clock, threads as usize);
     let counters = QueueCounters::new(0);
     let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
-    let offsets = interval_offsets(opts.interval, opts.duration);
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let offsets = crate::base::spec::window_offsets(0, ms(opts.duration), ms(opts.interval));
     let stopped = || shared.stop.is_stopped();
     let mut sink = |iv| collector.sampled(iv, PIECE_WAIT, show);
     let run = run_side(qt, src, (start, offsets), &stopped, &mut sink, Ending::Send { halt: &mut || {} })?;
-    let intervals = collector.finish(show);
-    Ok(merge(opts, threads, rate, run.results, intervals))
-}
-
-/// The sampler's offsets from the start: every `every`, and the planned end.
-fn interval_offsets(every: Duration, duration: Duration) -> impl Iterator<Item = Duration> {
-    (0u32..)
-        .map_while(move |k| every.checked_mul(k))
-        .take_while(move |&at| at < duration)
-        .chain(std::iter::once(duration))
+    let (intervals, hist) = collector.finish(show);
+    Ok(merge(opts, threads, rate, run.results, intervals, &hist))
 }
 
 fn merge(
@@ -252,14 +243,13 @@ fn merge(
     rate: Option<f64>,
     results: Vec<ThreadResult>,
     intervals: Vec<HttpInterval>,
+    hist: &Histogram<u64>,
 ) -> HttpReport {
-    let mut hist = new_histogram();
     let mut status = BTreeMap::new();
     let mut errors = ErrorCounts::default();
     let (mut bytes, mut opened, mut user, mut system) = (0, 0, 0, 0);
     let mut elapsed = Duration::ZERO;
     for r in &results {
-        let _ = hist.add(&r.hist);
         for (k, v) in &r.status {
             *status.entry(*k).or_insert(0) += v;
         }
@@ -278,7 +268,7 @@ fn merge(
         system_seconds: system as f64 / ticks,
         us_per_request: if requests > 0 { (user + system) as f64 / ticks * 1e6 / requests as f64 } else { 0.0 },
     };
-    let latency_us = LatencyUs::of(&hist);
+    let latency_us = LatencyUs::of(hist);
     let non_2xx = status.iter().filter(|(k, _)| !(200..300).contains(*k)).map(|(_, v)| v).sum();
     HttpReport {
         url: opts.url.clone(),
@@ -509,9 +499,8 @@ fn run_thread(sh: &HttpLoad, (first, n, total): (u32, u32, u32), intervals: Thre
     let cpu1 = own_cpu_ticks();
     drop(hr);
     let counts = tally.counts();
-    let hist = tally.intervals.finish(elapsed, counts);
+    tally.intervals.finish(elapsed, counts);
     Ok(ThreadResult {
-        hist,
         status: tally.status,
         errors: tally.errors,
         bytes: tally.bytes,
