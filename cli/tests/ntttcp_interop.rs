@@ -13,87 +13,15 @@ use std::time::Duration;
 
 /// NTttcp's receiver (`-r -m N,*,IP -ns`): one listener per thread from 5001, each connection
 /// counted to EOF; prints the total bytes and connections once `conns` connections ended.
-const RECEIVER: &str = r#"
-import json, socket, sys, threading
-ports, conns = int(sys.argv[1]), int(sys.argv[2])
-total, ended, lock = [0], [0], threading.Lock()
-def count(c):
-    n = 0
-    while True:
-        b = c.recv(1 << 20)
-        if not b:
-            break
-        n += len(b)
-    with lock:
-        total[0] += n
-        ended[0] += 1
-def listen(port):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("10.77.0.2", port)); s.listen(64); s.settimeout(30)
-    while True:
-        try:
-            c, _ = s.accept()
-        except OSError:
-            return
-        threading.Thread(target=count, args=(c,), daemon=True).start()
-for p in range(ports):
-    threading.Thread(target=listen, args=(5001 + p,), daemon=True).start()
-import time
-deadline = time.time() + 40
-while time.time() < deadline:
-    with lock:
-        if ended[0] >= conns:
-            break
-    time.sleep(0.05)
-print(json.dumps({"bytes": total[0], "connections": ended[0]}))
-"#;
+const RECEIVER: &str = include_str!("ntttcp/receiver.py");
 
 /// NTttcp's UDP receiver (`-r -u -m N,*,IP -ns`): one socket per thread from 5001, counting
 /// datagrams and bytes until 1.5 s without one (after the first); says `ready` once bound.
-const UDP_RECEIVER: &str = r#"
-import json, select, socket, sys, time
-ports = int(sys.argv[1])
-socks = []
-for p in range(ports):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    s.bind(("10.77.0.2", 5001 + p)); s.setblocking(False); socks.append(s)
-print("ready", flush=True)
-count, total, seen, last, deadline = [0] * ports, 0, set(), None, time.time() + 40
-while time.time() < deadline and (last is None or time.time() - last < 1.5):
-    for s in select.select(socks, [], [], 0.1)[0]:
-        while True:
-            try:
-                b = s.recv(65536)
-            except BlockingIOError:
-                break
-            i = socks.index(s); count[i] += 1; total += len(b); seen.add(i); last = time.time()
-print(json.dumps({"bytes": total, "datagrams": sum(count), "ports": len(seen)}))
-"#;
+const UDP_RECEIVER: &str = include_str!("ntttcp/udp_receiver.py");
 
 /// NTttcp's sender (`-s -m N,*,IP -ns -t T`): one thread per port, sending 64 KiB writes for
 /// T seconds, then closing; prints the bytes written.
-const SENDER: &str = r#"
-import json, socket, sys, threading, time
-ports, secs = int(sys.argv[1]), float(sys.argv[2])
-sent, lock = [0], threading.Lock()
-chunk = b"\0" * 65536
-def run(port):
-    s = socket.create_connection(("10.77.0.2", port), timeout=10)
-    n, end = 0, time.time() + secs
-    while time.time() < end:
-        s.sendall(chunk)
-        n += len(chunk)
-    s.shutdown(socket.SHUT_WR)
-    s.recv(1)
-    s.close()
-    with lock:
-        sent[0] += n
-ts = [threading.Thread(target=run, args=(5001 + p,)) for p in range(ports)]
-[t.start() for t in ts]
-[t.join() for t in ts]
-print(json.dumps({"bytes": sent[0]}))
-"#;
+const SENDER: &str = include_str!("ntttcp/sender.py");
 
 fn send_to_ntttcp_receiver(name: &str, ports: &str) {
     let _serial = serial();
@@ -202,25 +130,7 @@ fn ntttcp_sender_eight_threads_to_us() {
 /// NTttcp's UDP sender (`-s -u -m N,*,IP -ns`): datagrams of 1400 plain bytes to ports
 /// 5001..5000+N in turn, paced at RATE datagrams a second for SECS seconds. Prints per port
 /// the datagrams sent, and how many left within [FROM, TO) seconds of the first.
-const UDP_SENDER: &str = r#"
-import json, socket, sys, time
-ports, rate, secs, lo, hi = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(ports)]
-payload = b"B" * 1400
-sent, inside, n, t0 = [0] * ports, 0, 0, time.time()
-while True:
-    now = time.time() - t0
-    if now >= secs:
-        break
-    while n < rate * now + 1:
-        i = n % ports
-        at = time.time() - t0
-        socks[i].sendto(payload, ("10.77.0.2", 5001 + i))
-        sent[i] += 1; n += 1
-        inside += lo <= at < hi
-    time.sleep(0.0005)
-print(json.dumps({"datagrams": sent, "inside": inside}))
-"#;
+const UDP_SENDER: &str = include_str!("ntttcp/udp_sender.py");
 
 /// `recv --ntttcp -u ARGS` in the receiver namespace once it listens, and NTttcp's UDP sender
 /// (`ports`, `rate` datagrams/s for `secs`, counting the ones sent in `inside`) in the
