@@ -15,21 +15,28 @@ use std::time::{Duration, Instant};
 /// How long a receiver waits past the planned end for the flows to finish.
 pub(crate) const END_GRACE: Duration = Duration::from_secs(10);
 
+/// After a stop, how long a receiver that can tell its flows' end (the sender's FINs) still
+/// waits for it: a stopped sender ends its flows and then sends its FINs, and the frames it had
+/// in flight (the live-frames generator's current call, up to a few tens of ms at a paced rate)
+/// arrive first. Cutting at the stop itself lost about 100 such frames of an 8,200-frame test
+/// (`xdp_live`'s stop test, once in CI).
+pub(crate) const STOP_LINGER: Duration = Duration::from_secs(1);
+
 /// How a side ends once its window is sampled.
 pub(crate) enum Ending<'a> {
     /// A sending side: the threads stop at their deadline; after a stop, `halt` ends them now.
     Send { halt: &'a mut dyn FnMut() },
     /// A receiving side: waits until every thread returned or `ended()` says the flows are
-    /// over, at most until `until` (and no longer once stopped, with `stop_cuts`), then
-    /// `release` tells the threads to end.
-    Receive { until: Instant, ended: &'a dyn Fn() -> bool, stop_cuts: bool, release: &'a mut dyn FnMut() },
+    /// over, at most until `until` (and, with `after_stop`, no longer than that once
+    /// stopped), then `release` tells the threads to end.
+    Receive { until: Instant, ended: &'a dyn Fn() -> bool, after_stop: Option<Duration>, release: &'a mut dyn FnMut() },
 }
 
 impl<'a> Ending<'a> {
     /// A receiving side whose flows end when the far sender's do (EOF, FIN): it waits for its
     /// threads until `until`, a stop does not cut the wait short, then `release` lets them go.
     pub(crate) fn with_the_sender(until: Instant, release: &'a mut dyn FnMut()) -> Self {
-        Ending::Receive { until, ended: &never, stop_cuts: false, release }
+        Ending::Receive { until, ended: &never, after_stop: None, release }
     }
 }
 
@@ -71,8 +78,16 @@ pub(crate) fn run_side<R: Send + 'static>(
                 halt();
             }
         }
-        Ending::Receive { until, ended, stop_cuts, release } => {
-            while !(threads.all_finished() || ended() || (stop_cuts && stopped())) && Instant::now() < until {
+        Ending::Receive { until, ended, after_stop, release } => {
+            let mut until = until;
+            let mut stop_seen = false;
+            while !(threads.all_finished() || ended()) && Instant::now() < until {
+                if let (Some(linger), false) = (after_stop, stop_seen) {
+                    if stopped() {
+                        stop_seen = true;
+                        until = until.min(Instant::now() + linger);
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
             release();
@@ -115,7 +130,7 @@ mod tests {
         let ending = Ending::Receive {
             until: t0 + Duration::from_millis(60),
             ended: &ended,
-            stop_cuts: false,
+            after_stop: None,
             release: &mut release,
         };
         let run = run_side(threads, src, (t0, offsets), &|| false, &mut |_| {}, ending).unwrap();
@@ -124,6 +139,43 @@ mod tests {
         assert!(t0.elapsed() >= Duration::from_millis(60), "waited for the flows until the hard end");
         assert_eq!(run.plans.len(), 1);
         assert!(run.plans[0].1 > 0, "the plan carries the thread's tid");
+    }
+
+    /// How long a stopped receiving side waits, its flows ending at `ends_at` (never: None).
+    fn stopped_receiver_waits(ends_at: Option<Duration>, after_stop: Duration) -> Duration {
+        let go = Arc::new(AtomicBool::new(false));
+        let worker_go = Arc::clone(&go);
+        let threads = QueueThreads::spawn(&plans(), vec![()], move |()| {
+            while !worker_go.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+        .unwrap();
+        let counters = QueueCounters::new(1);
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
+        let t0 = Instant::now();
+        let ended = || ends_at.is_some_and(|at| t0.elapsed() >= at);
+        let mut release = || go.store(true, Ordering::Relaxed);
+        let ending = Ending::Receive {
+            until: t0 + Duration::from_secs(30),
+            ended: &ended,
+            after_stop: Some(after_stop),
+            release: &mut release,
+        };
+        run_side(threads, src, (t0, vec![Duration::ZERO]), &|| true, &mut |_| {}, ending).unwrap();
+        t0.elapsed()
+    }
+
+    #[test]
+    fn a_stopped_receiver_waits_for_its_flows_end_at_most_the_linger() {
+        // The FINs come 40 ms after the stop: the wait sees them rather than cutting at the stop.
+        let took = stopped_receiver_waits(Some(Duration::from_millis(40)), Duration::from_secs(5));
+        assert!(took >= Duration::from_millis(40), "waited past the stop for the flows' end: {took:?}");
+        assert!(took < Duration::from_secs(5), "and no longer: {took:?}");
+        // FINs that never come: the linger bounds the wait, not the far `until`.
+        let took = stopped_receiver_waits(None, Duration::from_millis(50));
+        assert!(took >= Duration::from_millis(50) && took < Duration::from_secs(5), "{took:?}");
     }
 
     #[test]

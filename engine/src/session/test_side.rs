@@ -19,7 +19,7 @@ use crate::transport::FlowOutcome;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One side of a test on this host: the sender or the receiver of `spec`'s flows, watched by
 /// `live`.
@@ -55,11 +55,11 @@ pub(crate) enum SideEnd<'a> {
     WithTheSender,
     /// A receiving side with its own sign that the flows are over: waits until every thread
     /// returned or `ended()`, at most until `until` (and no longer once stopped, with
-    /// `stop_cuts`), then runs `before_release` and raises the flag.
+    /// `after_stop`: at most that long once stopped), then runs `before_release` and raises the flag.
     Receive {
         until: Instant,
         ended: &'a dyn Fn() -> bool,
-        stop_cuts: bool,
+        after_stop: Option<Duration>,
         before_release: Option<&'a mut dyn FnMut()>,
     },
 }
@@ -161,8 +161,8 @@ impl<'a> TestSide<'a> {
         let ending = match end {
             SideEnd::AtDeadline => Ending::Send { halt: &mut raise },
             SideEnd::WithTheSender => Ending::with_the_sender(t0 + self.spec.total() + END_GRACE, &mut raise),
-            SideEnd::Receive { until, ended, stop_cuts, .. } => {
-                Ending::Receive { until, ended, stop_cuts, release: &mut raise }
+            SideEnd::Receive { until, ended, after_stop, .. } => {
+                Ending::Receive { until, ended, after_stop, release: &mut raise }
             }
         };
         let shown_as = self.shown.then_some(self.role);
@@ -295,7 +295,7 @@ mod tests {
         let end = SideEnd::Receive {
             until: t0 + Duration::from_millis(80),
             ended: &|| false,
-            stop_cuts: false,
+            after_stop: None,
             before_release: Some(&mut first),
         };
         let run = side.run(threads, t0, SideProbes::default(), end).unwrap();

@@ -379,7 +379,7 @@ pub(crate) fn serve_rr(
         SideEnd::WithTheSender
     } else {
         let until = t0 + spec.total() + spec.timeout() + END_GRACE;
-        SideEnd::Receive { until, ended: &said_finished, stop_cuts: false, before_release: None }
+        SideEnd::Receive { until, ended: &said_finished, after_stop: None, before_release: None }
     };
     let run = side.run(threads, t0, SideProbes::default(), end)?;
     let outcomes: Vec<_> = run.results.iter().flatten().cloned().collect();

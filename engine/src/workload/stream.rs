@@ -12,6 +12,7 @@ use crate::metrics::data_path::{DataPath, Wake};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
+use crate::runtime::side::STOP_LINGER;
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer, Quiet};
@@ -302,11 +303,14 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
     let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
     let napi = placement.fast.napi_evidence(&fds);
-    // Stopped early, the far sender ends its flows too: they reach EOF within the grace.
+    // Stopped early, the far sender ends its flows too: their FINs end the wait, at most
+    // STOP_LINGER after the stop.
     let probed = SideProbes { sockets: &fds, iface: h.iface.as_deref(), udp: &[] };
     let ending = match end {
         RecvEnd::Eof => SideEnd::WithTheSender,
-        RecvEnd::Until { until, ended } => SideEnd::Receive { until, ended, stop_cuts: true, before_release: None },
+        RecvEnd::Until { until, ended } => {
+            SideEnd::Receive { until, ended, after_stop: Some(STOP_LINGER), before_release: None }
+        }
     };
     let run = side.run(threads, t0, probed, ending)?;
     let tcp_end: Vec<Option<TcpInfo>> = fds.iter().map(|&fd| TcpInfo::read(fd)).collect();

@@ -22,6 +22,7 @@ use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
+use crate::runtime::side::STOP_LINGER;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer};
 use crate::session::sender::{SendOptions, SenderSession};
@@ -413,11 +414,12 @@ impl XdpReception {
         // then equals what the threads read plus what the sockets dropped, exactly.
         let mut detach = || program.detach();
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
-        // Stopped early, the report goes now: an AF_XDP sender does not stop before its end.
+        // Stopped early, the FINs the stopped sender still sends end the wait (at most
+        // STOP_LINGER later), so the frames it had in flight are counted.
         let ending = SideEnd::Receive {
             until: t0 + spec.total() + RECEIVE_GRACE,
             ended: &ended,
-            stop_cuts: true,
+            after_stop: Some(STOP_LINGER),
             before_release: Some(&mut detach),
         };
         let probes = SideProbes { iface: Some(&ifname), udp: &live, ..SideProbes::default() };
