@@ -578,7 +578,8 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     })?;
     if let Some(e) = &stopped {
         eprintln!("uringbench: stopped after {} of {repeat} runs: {e}", reports.len());
-    } else if let Some(e) = reports.iter().find_map(|r| r.error.as_ref()).filter(|_| format != Format::Text) {
+    } else if let Some(e) = reports.iter().find_map(|r| r.first_error()).filter(|_| format != Format::Text) {
+        // A JSON or CSV document on stdout carries it too; stderr says why the exit is 1.
         eprintln!("uringbench: {e}");
     }
     let interrupted_early = opts.stop.is_stopped() && reports.len() < repeat;
@@ -822,7 +823,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     sweep_cmd::write_html(args.html.as_deref(), name, || {
         SavedResults::Transactions(Box::new(titled(report.to_document(), &title)))
     })?;
-    if let Some(e) = report.error.as_ref().filter(|_| json || args.output.json_stream) {
+    if let Some(e) = report.first_error().filter(|_| !report.succeeded() && (json || args.output.json_stream)) {
         eprintln!("uringbench: {e}");
     }
     Ok(if report.succeeded() { 0 } else { 1 })

@@ -308,7 +308,12 @@ fn recv_under_ulimit_64_keeps_serving() {
     let t = ["--target", RECV_ADDR, "-t", "1s", "--warmup", "0s", "--cooldown", "0s", "-J"];
     for round in 0..2 {
         let (out, took) = pair.send(&t, Duration::from_secs(20));
-        assert!(out.status.success(), "send {round} under 64 fds: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "send {round} under 64 fds: {} {}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
         assert!(u64_at(&json(&out), "/sum/receiver/total_bytes") > 0);
         assert!(took < Duration::from_secs(8), "send {round} took {took:?}");
         assert!(recv.running(), "recv is still running");

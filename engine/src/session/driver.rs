@@ -48,9 +48,10 @@ pub(crate) trait StreamHalves: Sync {
         let _ = (flows, t0, live);
         Err(Error::unsupported("this engine does not send in this direction"))
     }
-    /// Receives on `flows` until the far sender ends them (or a stop); this side's report.
-    fn receive(&self, flows: Vec<Indexed<Self::Flow>>, live: &dyn Live) -> Result<SideReport> {
-        let _ = (flows, live);
+    /// Receives on `flows` until the far sender ends them (or a stop), its window sampled from
+    /// `t0`; this side's report.
+    fn receive(&self, flows: Vec<Indexed<Self::Flow>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        let _ = (flows, t0, live);
         Err(Error::unsupported("this engine does not receive in this direction"))
     }
 }
@@ -92,10 +93,10 @@ pub(crate) fn run_halves<H: StreamHalves>(
     };
     match (sends, receives) {
         (true, false) => h.send(tx, t0, live).map(Halves::Sent),
-        (false, _) => h.receive(rx, live).map(Halves::Received),
+        (false, _) => h.receive(rx, t0, live).map(Halves::Received),
         (true, true) => std::thread::scope(|scope| {
             let sending = scope.spawn(|| h.send(tx, t0, live));
-            let received = h.receive(rx, live);
+            let received = h.receive(rx, t0, live);
             let sent = sending.join().unwrap_or_else(|p| Err(panic_error("the sending half", p.as_ref())));
             Ok(Halves::Both { sent: sent?, received: received? })
         }),
@@ -134,7 +135,12 @@ pub(crate) fn serve_stream<H: StreamHalves>(
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
     control::write_msg(ctl, &ControlMsg::Ready)?;
-    Ok(match run_halves(h, spec, End::Receiver, flows, Instant::now(), &live)? {
+    // Both ends' windows start at Ready: here as it leaves, on the sender as it arrives, each
+    // before its own setup. A receiver that started its clock after setting up its threads
+    // ended its window after the sender's flows had (CI: `-t 1s --cooldown 0s` on a loaded
+    // receiver, "the flows ended before the measured window did").
+    let t0 = Instant::now();
+    Ok(match run_halves(h, spec, End::Receiver, flows, t0, &live)? {
         Halves::Sent(sent) => ServedReports { received: None, sent: Some(sent) },
         Halves::Received(received) => ServedReports::received(received),
         Halves::Both { sent, received } => ServedReports { received: Some(received), sent: Some(sent) },
@@ -174,7 +180,7 @@ mod tests {
         fn send(&self, flows: Vec<Indexed<char>>, _t0: Instant, _live: &dyn Live) -> Result<SideReport> {
             self.report("send", Role::Sender, flows)
         }
-        fn receive(&self, flows: Vec<Indexed<char>>, _live: &dyn Live) -> Result<SideReport> {
+        fn receive(&self, flows: Vec<Indexed<char>>, _t0: Instant, _live: &dyn Live) -> Result<SideReport> {
             self.report("receive", Role::Receiver, flows)
         }
     }

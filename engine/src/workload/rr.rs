@@ -68,6 +68,21 @@ impl RrReport {
         self.complete() && (self.spec.workload != Workload::Crr || self.failures.total() == 0)
     }
 
+    /// Why [`Self::succeeded`] is false, as one line: the test's own error, else a side's, else
+    /// crr's failed connections.
+    pub fn first_error(&self) -> Option<String> {
+        let failed = self.failures.total();
+        self.error
+            .clone()
+            .or_else(|| self.client.errors.first().cloned())
+            .or_else(|| self.server.as_ref().and_then(|s| s.errors.first().cloned()))
+            .or_else(|| self.server.is_none().then(|| "no report from the server".to_string()))
+            .or_else(|| {
+                (self.spec.workload == Workload::Crr && failed > 0)
+                    .then(|| format!("{failed} crr transaction(s) failed (see failures)"))
+            })
+    }
+
     /// "TCP rr", "UDP rr", "TCP crr".
     pub fn name(&self) -> String {
         workload_name(&self.spec)

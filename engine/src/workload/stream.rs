@@ -140,8 +140,8 @@ impl StreamHalves for TcpHalves<'_> {
     fn send(&self, flows: Vec<Indexed<TcpStream>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
         send_side(self, flows, t0, live)
     }
-    fn receive(&self, flows: Vec<Indexed<TcpStream>>, live: &dyn Live) -> Result<SideReport> {
-        receive_side(self, flows, live, RecvEnd::Eof)
+    fn receive(&self, flows: Vec<Indexed<TcpStream>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        receive_side(self, flows, t0, live, RecvEnd::Eof)
     }
 }
 
@@ -156,14 +156,15 @@ pub(crate) enum RecvEnd<'a> {
 }
 
 impl TcpHalves<'_> {
-    /// The receiving half, ended by `end` rather than by EOF.
+    /// The receiving half, its window sampled from `t0`, ended by `end` rather than by EOF.
     pub(crate) fn receive_until(
         &self,
         flows: Vec<Indexed<TcpStream>>,
+        t0: Instant,
         live: &dyn Live,
         end: RecvEnd,
     ) -> Result<SideReport> {
-        receive_side(self, flows, live, end)
+        receive_side(self, flows, t0, live, end)
     }
 }
 
@@ -259,7 +260,13 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
 
 /// The receiving half of a test over connected TCP flows: arms every flow, measures the
 /// window by this side's clock from now, and waits until `end`: the flows' EOF, or a sign of its own.
-fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, end: RecvEnd) -> Result<SideReport> {
+fn receive_side(
+    h: &TcpHalves,
+    flows: Vec<(u32, TcpStream)>,
+    t0: Instant,
+    live: &dyn Live,
+    end: RecvEnd,
+) -> Result<SideReport> {
     let (spec, placement, caps) = (h.spec, h.placement, h.caps);
     tune_flows(spec, &flows, false)?;
     let probes = sampler_sockets(flows.iter().map(|(_, s)| s))?;
@@ -300,7 +307,6 @@ fn receive_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, live: &dyn Live, en
             None => tcp_recv::run(flows, counters, &cfg),
         },
     )?;
-    let t0 = Instant::now();
     let fds: Vec<RawFd> = probes.iter().map(|p| p.as_raw_fd()).collect();
     let napi = placement.fast.napi_evidence(&fds);
     // Stopped early, the far sender ends its flows too: their FINs end the wait, at most
@@ -426,5 +432,57 @@ mod tests {
         assert_eq!(recv_lowat(&mid), Some(62_500), "1 ms of a 500 Mbit/s flow");
         let slow = TestSpec { rate_bps: 10_000_000, ..TestSpec::default() };
         assert_eq!(recv_lowat(&slow), None, "slow flows keep the kernel default");
+    }
+
+    struct Unwatched;
+    impl Live for Unwatched {
+        fn stopped(&self) -> Option<String> {
+            None
+        }
+        fn interval(&self, _role: Role, _interval: crate::metrics::figures::IntervalFigures) {}
+    }
+
+    /// The receiving half measures its window from the `t0` it is given (recv's Ready), not
+    /// from the end of its own setup: a sender that ends its flow at `t0` plus the test leaves
+    /// a complete receiver window even after a slow setup (here 100 ms of a 600 ms test, with
+    /// no warm-up, so the first sample comes when the threads have started).
+    #[test]
+    fn the_receiving_half_measures_from_the_t0_it_is_given() {
+        use crate::runtime::placement::{allowed_cpus, plan, BusyPoll};
+        use std::net::TcpListener;
+        let spec = TestSpec { time_ms: 600, warmup_ms: 0, cooldown_ms: 0, queues: 1, ..TestSpec::default() };
+        let caps = KernelCaps::detect().expect("kernel capabilities");
+        let placement =
+            plan(1, &allowed_cpus(), BusyPoll::Off, false, false, &Default::default()).expect("a placement");
+        let halves = TcpHalves {
+            spec: &spec,
+            placement: &placement,
+            caps: &caps,
+            zc: (false, String::new()),
+            iface: None,
+            queues: None,
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut tx = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (rx, _) = listener.accept().expect("accept");
+        let t0 = Instant::now();
+        let end = t0 + spec.total();
+        let writer = std::thread::spawn(move || {
+            let chunk = [7u8; 16 * 1024];
+            let mut sent = 0u64;
+            while Instant::now() < end {
+                tx.write_all(&chunk).expect("write");
+                sent += chunk.len() as u64;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            sent // dropped: EOF at the planned end
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let report = halves.receive(vec![(0, rx)], t0, &Unwatched).expect("receive");
+        let sent = writer.join().expect("writer");
+        assert!(report.complete, "the window ends with the flow, not 100 ms later: {:?}", report.errors);
+        assert!((0.35..0.6).contains(&report.window_seconds), "window {:.3} s", report.window_seconds);
+        let received: u64 = report.queues.iter().map(|q| q.total_bytes).sum();
+        assert_eq!(received, sent, "every byte written was counted");
     }
 }

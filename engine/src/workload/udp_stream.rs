@@ -155,8 +155,8 @@ impl StreamHalves for UdpHalves<'_> {
     fn send(&self, flows: Vec<Indexed<UdpSocket>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
         udp_send_side(self, flows, t0, live)
     }
-    fn receive(&self, flows: Vec<Indexed<UdpSocket>>, live: &dyn Live) -> Result<SideReport> {
-        udp_receive_side(self, flows, live)
+    fn receive(&self, flows: Vec<Indexed<UdpSocket>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+        udp_receive_side(self, flows, t0, live)
     }
 }
 
@@ -334,16 +334,17 @@ pub(crate) fn serve_udp(
     serve_stream(ctl, stop, spec, &UdpHalves { spec, placement, iface, serving: true }, flows)
 }
 
-/// The receiving half over prepared UDP sockets: measures the window from now and waits for
+/// The receiving half over prepared UDP sockets: measures the window from `t0` and waits for
 /// every flow's FIN (or the planned end plus a short grace).
-fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, live: &dyn Live) -> Result<SideReport> {
-    receive_udp(h, sockets, live, DatagramHeader::Native).map(|(report, _)| report)
+fn udp_receive_side(h: &UdpHalves, sockets: Vec<(u32, UdpSocket)>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
+    receive_udp(h, sockets, t0, live, DatagramHeader::Native).map(|(report, _)| report)
 }
 
 /// [`udp_receive_side`] for datagrams starting with `header`, with what each flow received.
 pub(crate) fn receive_udp(
     h: &UdpHalves,
     sockets: Vec<(u32, UdpSocket)>,
+    t0: Instant,
     live: &dyn Live,
     header: DatagramHeader,
 ) -> Result<(SideReport, Vec<UdpFlowReceived>)> {
@@ -357,7 +358,6 @@ pub(crate) fn receive_udp(
         let live = flow_lives.next().map(Arc::clone);
         UdpRecvFlow { socket, queue, live }
     });
-    let t_start = Instant::now();
     let cfg = UdpRecvConfig {
         wait: placement.wait,
         ring: placement.fast.ring(),
@@ -371,14 +371,13 @@ pub(crate) fn receive_udp(
         fin_linger: Duration::from_millis(20),
         stop: side.halt(),
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
-        deadline: t_start + spec.total() + Duration::from_secs(2),
+        deadline: t0 + spec.total() + Duration::from_secs(2),
     };
     let threads = side.spawn(
         items,
         |(_, flows)| flows,
         move |flows, counters| udp_recv::run_with(flows, counters, &cfg, header),
     )?;
-    let t0 = Instant::now();
     let probes = SideProbes { iface: h.iface.as_deref(), udp: &flow_live, ..SideProbes::default() };
     let run = side.run(threads, t0, probes, SideEnd::WithTheSender)?;
     let results = &run.results;

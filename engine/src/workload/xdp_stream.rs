@@ -348,15 +348,16 @@ pub(crate) struct XdpReceiveHalf<'a> {
 impl StreamHalves for XdpReceiveHalf<'_> {
     /// The flow's source address and port, as the sender announced it.
     type Flow = (IpAddr, u16);
-    fn receive(&self, _flows: Vec<Indexed<(IpAddr, u16)>>, live: &dyn Live) -> Result<SideReport> {
+    fn receive(&self, _flows: Vec<Indexed<(IpAddr, u16)>>, t0: Instant, live: &dyn Live) -> Result<SideReport> {
         let reception = self.reception.lock().unwrap_or_else(|p| p.into_inner()).take();
         let reception = reception.ok_or_else(|| Error::usage("an XDP reception serves one test"))?;
-        reception.receive(self.spec, self.placement, live)
+        reception.receive(self.spec, self.placement, t0, live)
     }
 }
 
 impl XdpReception {
-    fn receive(self, spec: &TestSpec, placement: &Placement, ctl_live: &dyn Live) -> Result<SideReport> {
+    /// Receives the test's frames, its window sampled from `t0`.
+    fn receive(self, spec: &TestSpec, placement: &Placement, t0: Instant, ctl_live: &dyn Live) -> Result<SideReport> {
         let Self { mut program, xsks, flows, port } = self;
         let ifname = program.ifname.clone();
         // Counting in the kernel binds no socket: the program's counters of every queue.
@@ -409,7 +410,6 @@ impl XdpReception {
                 })?
             }
         };
-        let t0 = Instant::now();
         // Detach first, then let the threads empty their rings: the program's `redirected`
         // then equals what the threads read plus what the sockets dropped, exactly.
         let mut detach = || program.detach();

@@ -177,6 +177,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
             s.spawn(|| {
                 halves.receive_until(
                     rx,
+                    t0,
                     &live,
                     RecvEnd::Until { until: t0 + spec.total() + END_WAIT, ended: &|| false },
                 )

@@ -78,7 +78,7 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
         UdpHalves { spec: &spec, placement: &placement, iface: path.interface().map(str::to_string), serving: false };
     let t0 = Instant::now();
     let (sent, received, ended) = std::thread::scope(|s| {
-        let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, &live, header)));
+        let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, t0, &live, header)));
         let sent = (!tx.is_empty()).then(|| {
             let sockets = tx.into_iter().map(|(_, s)| s).collect();
             let wire = UdpWire { header, fin: None };

@@ -367,7 +367,7 @@ fn serve_test(
     let cut = || cut_at.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| Instant::now() >= t);
     let (received, sent, client) = std::thread::scope(|s| {
         let receiving = (!rx.is_empty())
-            .then(|| s.spawn(|| halves.receive_until(rx, &live, RecvEnd::Until { until, ended: &cut })));
+            .then(|| s.spawn(|| halves.receive_until(rx, t0, &live, RecvEnd::Until { until, ended: &cut })));
         // We stop sending a little before the client's clock ends the test, so that it has
         // read all we sent when it says TEST_END.
         let sender = (!tx.is_empty()).then(|| s.spawn(|| halves.send(tx, t0, &live)));

@@ -81,7 +81,7 @@ pub(super) fn serve_udp(
     ctl.send_state(State::TestRunning)?;
     let t0 = Instant::now();
     let (received, sent, client) = std::thread::scope(|s| {
-        let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, &live, header)));
+        let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, t0, &live, header)));
         // Our sending ends [`super::WINDOW_MARGIN`] before the client's clock ends the test,
         // so that it has read all we sent when it says TEST_END.
         let sending =
