@@ -690,6 +690,49 @@ fn with_irq_placement_each_flow_is_served_on_its_queues_irq_cpu() {
     assert!(!findings.contains("serves flows of rx queues") && !findings.contains("its thread on CPU"), "{findings}");
 }
 
+#[test]
+fn udp_flows_are_served_by_the_thread_of_the_queue_they_arrive_on() {
+    let Some(lab) = lab() else { return };
+    settle_rss_irqs(&lab);
+    // b hashes UDP on addresses and ports. Source ports that put flow i on another queue
+    // than i, each on its own: served by index, no flow would be on its queue's thread.
+    let hash = lab.ok("b", "ethtool -n lab1 rx-flow-hash udp4");
+    assert!(hash.contains("L4 bytes 0 & 1"), "b hashes UDP on ports: {hash}");
+    let (key, table) = rss_setup(&lab);
+    let port = 5415;
+    let map = uringbench::RssMap { key: &key, table: &table };
+    let dst = std::net::SocketAddr::new(B_RSS.parse().unwrap(), port);
+    let queue_of = |p: u16| map.queue_of(std::net::SocketAddr::new(A_RSS.parse().unwrap(), p), dst, true).unwrap();
+    let base = (20000..30000u16)
+        .find(|&p| {
+            let qs: Vec<u32> = (0..RSS_QUEUES).map(|i| queue_of(p + i as u16)).collect();
+            qs.iter().collect::<std::collections::BTreeSet<_>>().len() == RSS_QUEUES as usize
+                && qs.iter().enumerate().all(|(i, q)| *q != i as u32)
+        })
+        .expect("a port range that deranges the flows");
+    let queues: Vec<u32> = (0..RSS_QUEUES).map(|i| queue_of(base + i as u16)).collect();
+    // A UDP socket exists before its first datagram: the receiver reads its NAPI id once one
+    // is in, then hands each flow to its queue's thread.
+    let send = format!("-u -b 20M -P {RSS_QUEUES} -t 2s --steer off --cport {base} -J");
+    let (out, before, after) = lab1_test(&lab, "udp", port, "", &send);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("send -J");
+    assert!(u64_at(&doc, "/sum/receiver/total_bytes") > 0, "{}", doc["receiver"]);
+    let (busy, delta) = busy_queues(&before, &after);
+    eprintln!("udp: ports {base}.. hash to {queues:?}; input.N interrupts {delta:?}");
+    assert_eq!(busy, (0..RSS_QUEUES).collect::<Vec<_>>(), "every rx queue carried a flow: {delta:?}");
+    let handed = format!("{RSS_QUEUES} of {RSS_QUEUES} flows served by the thread of the rx queue they arrived on");
+    assert!(doc["receiver"].to_string().contains(&handed), "{handed}:\n{}", doc["receiver"]);
+    // Our table puts each flow on the queue the hash names, and its thread received it.
+    let rows = doc["receiver"]["nic_queues"]["rows"].as_array().expect("a NIC queue table for UDP");
+    for r in rows {
+        eprintln!("udp row: {r}");
+        let q = r["rx_queue"].as_u64().expect("rx_queue") as u32;
+        let flow = queues.iter().position(|&x| x == q).expect("a flow for every queue");
+        assert_eq!(r["flows"], serde_json::json!([flow]), "flow {flow} arrived on rx queue {q}: {r}");
+        assert!(u64_at(r, "/thread_completions") > 0 && u64_at(r, "/bytes") > 0, "its thread received it: {r}");
+    }
+}
+
 /// b's lab1 RSS key and indirection table, as `ethtool -x` shows them.
 fn rss_setup(lab: &Lab) -> (Vec<u8>, Vec<u32>) {
     let text = lab.ok("b", "ethtool -x lab1");

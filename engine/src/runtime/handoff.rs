@@ -2,6 +2,8 @@
 //! receive queue it arrived on, as far as that keeps every thread busy (docs/placement.md).
 
 use crate::runtime::nic_queues::{join_and, landed_queue, TestQueues};
+use std::os::fd::RawFd;
+use std::time::Instant;
 
 /// Where a receiver's accepted flows are served: each on the engine queue (thread) of the
 /// receive queue it arrived on, as far as that keeps every thread busy.
@@ -18,6 +20,31 @@ impl Handoff {
     pub fn engine_queue_of(&self, flow: u32, engine_queues: u32) -> u32 {
         self.engine_queues.iter().find(|(f, _)| *f == flow).map_or(flow % engine_queues.max(1), |(_, e)| *e)
     }
+}
+
+/// Waits until every socket of `fds` has something queued (a UDP flow's first datagram, whose
+/// arrival sets the socket's NAPI id and incoming CPU) or an error, at most until `until`;
+/// returns how many did. A UDP receiver's sockets exist before any datagram, so their arrival
+/// queue is known only then.
+pub(crate) fn await_first_packets(fds: &[RawFd], until: Instant) -> usize {
+    let mut waiting: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    while !waiting.is_empty() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let timeout_ms = left.as_millis().clamp(1, 1000) as libc::c_int;
+        // SAFETY: `waiting` is a valid, initialised array of `waiting.len()` pollfd entries
+        // that outlives the call; poll writes only their `revents`.
+        let ready = unsafe { libc::poll(waiting.as_mut_ptr(), waiting.len() as libc::nfds_t, timeout_ms) };
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+        // Data, or an error the receive will report (POLLERR, POLLNVAL): waited for enough.
+        waiting.retain(|p| p.revents == 0);
+    }
+    fds.len() - waiting.len()
 }
 
 impl TestQueues {
@@ -120,6 +147,34 @@ impl TestQueues {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn awaiting_first_packets_returns_when_each_socket_has_one_or_at_the_deadline() {
+        use super::await_first_packets;
+        use std::net::UdpSocket;
+        use std::os::fd::AsRawFd;
+        use std::time::{Duration, Instant};
+        let (a, b) = (UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap());
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let fds = [a.as_raw_fd(), b.as_raw_fd()];
+        let start = Instant::now();
+        assert_eq!(await_first_packets(&fds, start + Duration::from_millis(80)), 0, "nothing came");
+        assert!(start.elapsed() >= Duration::from_millis(80), "waited until the deadline");
+        tx.send_to(b"1", a.local_addr().unwrap()).unwrap();
+        let start = Instant::now();
+        assert_eq!(await_first_packets(&fds, start + Duration::from_millis(80)), 1, "one flow had a datagram");
+        let late = b.local_addr().unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            tx.send_to(b"2", late).unwrap();
+        });
+        let start = Instant::now();
+        assert_eq!(await_first_packets(&fds, start + Duration::from_secs(10)), 2, "both flows had one");
+        assert!(start.elapsed() < Duration::from_secs(5), "returned once both had, not at the deadline");
+        sender.join().unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(a.recv(&mut buf).unwrap(), 1, "the wait consumed nothing");
+    }
+
     use crate::runtime::nic_queues::tests::topology;
     use crate::runtime::nic_queues::{PlacementMode, TestQueues};
 

@@ -108,7 +108,7 @@ impl TestRunner for Workloads {
             // `--steer ntuple`: each flow's socket names its source port; the rules are in
             // before `ready` lets the sender start.
             let by_rules = if spec.direction == Direction::Forward { test.steer_udp_by_rules(&sockets)? } else { None };
-            let mut served = udp_stream::serve_udp(test.ctl, test.stop, spec, sockets, test.placement)?;
+            let mut served = udp_stream::serve_udp(test.ctl, test.stop, spec, sockets, test.placement, test.queues)?;
             if let Some(report) = served.received.as_mut() {
                 report.add_path_notes(by_rules);
             }

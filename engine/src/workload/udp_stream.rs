@@ -15,6 +15,8 @@ use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{IntervalFigures, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
+use crate::runtime::handoff::await_first_packets;
+use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
 use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer};
@@ -29,11 +31,15 @@ use crate::uring::ring::WakeBatch;
 use crate::wire::udp_payload::DatagramHeader;
 use crate::workload::latency_probe::SenderProbe;
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long a receiver on a NIC with queues waits for each flow's first datagram before it
+/// hands the flows to their queues' threads: the sender starts on `ready`, within a round trip
+/// and its own set-up; a flow still silent after this is dealt by index (and named).
+const FIRST_DATAGRAM_WAIT: Duration = Duration::from_millis(500);
 /// Buffers per receive ring: with GRO each holds up to 64 KiB of coalesced datagrams.
 const RECV_BUFS_GRO: u16 = 64;
 const RECV_BUFS_PLAIN: u16 = 1024;
@@ -130,7 +136,7 @@ pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> R
     // The session goes to the driver; the halves keep their own copies.
     let placement = session.placement.clone();
     let iface = session.path.interface().map(str::to_string);
-    let halves = UdpHalves { spec, placement: &placement, iface, serving: false };
+    let halves = UdpHalves { spec, placement: &placement, iface, serving: false, queues: None };
     let observer = probe.as_ref().map_or(observer.clone(), |p| p.watch(spec, observer));
     let mut report = run_stream(session, spec, &halves, indexed, observer)?;
     if let Some(probe) = probe {
@@ -148,6 +154,8 @@ pub(crate) struct UdpHalves<'a> {
     pub iface: Option<String>,
     /// On `recv`: a sender whose ports refuse every datagram has gone, so sending stops.
     pub serving: bool,
+    /// Receiving on a NIC with queues: which queues the test is served from.
+    pub queues: Option<&'a TestQueues>,
 }
 
 impl StreamHalves for UdpHalves<'_> {
@@ -322,6 +330,7 @@ pub(crate) fn serve_udp(
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,
     placement: &Placement,
+    queues: Option<&TestQueues>,
 ) -> Result<ServedReports> {
     mark_flows(spec, sockets.iter())?;
     let flows: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
@@ -331,7 +340,7 @@ pub(crate) fn serve_udp(
     }
     let peer_ip: Option<IpAddr> = ctl.peer_addr().ok().map(|a| a.ip());
     let iface = peer_ip.and_then(|ip| crate::sys::hostinfo::route_to(ip).ok()).map(|r| r.ifname);
-    serve_stream(ctl, stop, spec, &UdpHalves { spec, placement, iface, serving: true }, flows)
+    serve_stream(ctl, stop, spec, &UdpHalves { spec, placement, iface, serving: true, queues }, flows)
 }
 
 /// The receiving half over prepared UDP sockets: measures the window from `t0` and waits for
@@ -353,8 +362,37 @@ pub(crate) fn receive_udp(
     let rcvbuf = sockets.first().map_or(0, |(_, s)| grow_rcvbuf(s, UDP_RCVBUF));
     let side = TestSide::new(Role::Receiver, spec, placement, live);
     let flow_live: Vec<LiveStats> = sockets.iter().map(|_| LiveStats::default()).collect();
+    // On a NIC with queues, each flow is served by the thread of the queue its datagrams
+    // arrive on (unless n-tuple rules put it on its own queue): a UDP socket exists before its
+    // first datagram, so that is awaited (the sender starts on `ready`), at most a moment.
+    let handoff = h.queues.filter(|q| !q.by_rules).map(|q| {
+        let fds: Vec<(u32, RawFd)> = sockets.iter().map(|(f, s)| (*f, s.as_raw_fd())).collect();
+        let raw: Vec<RawFd> = fds.iter().map(|(_, fd)| *fd).collect();
+        await_first_packets(&raw, Instant::now() + FIRST_DATAGRAM_WAIT);
+        q.hand_off_sockets(spec.queues, &fds)
+    });
+    let queue_of =
+        |flow: u32| handoff.as_ref().map_or(spec.queue_of_flow(flow), |h| h.engine_queue_of(flow, spec.queues));
+    let arrivals: Vec<FlowArrival> = match h.queues {
+        Some(_) => sockets
+            .iter()
+            .filter_map(|(flow, s)| {
+                Some(FlowArrival {
+                    flow: *flow,
+                    peer: s.peer_addr().ok()?,
+                    local: s.local_addr().ok()?,
+                    napi_id: sockopt::incoming_napi_id(s.as_raw_fd()),
+                    cpu: sockopt::incoming_cpu(s.as_raw_fd()),
+                    engine_queue: queue_of(*flow),
+                    bytes: 0,
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let flow_index: Vec<u32> = sockets.iter().map(|(f, _)| *f).collect();
     let mut flow_lives = flow_live.iter();
-    let items = side.by_queue(sockets, |_, queue, socket| {
+    let items = side.by_queue_of(sockets, queue_of, |_, queue, socket| {
         let live = flow_lives.next().map(Arc::clone);
         UdpRecvFlow { socket, queue, live }
     });
@@ -399,7 +437,19 @@ pub(crate) fn receive_udp(
         completions,
         coalesced,
     });
-    report.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
+    report.nic_queues = h.queues.map(|q| {
+        // Each flow's bytes, from the accounting its thread published.
+        let bytes_of = |flow: u32| {
+            let at = flow_index.iter().position(|&f| f == flow)?;
+            Some(flow_live[at].lock().unwrap_or_else(|p| p.into_inner()).bytes)
+        };
+        let arrivals: Vec<FlowArrival> =
+            arrivals.into_iter().map(|a| FlowArrival { bytes: bytes_of(a.flow).unwrap_or(0), ..a }).collect();
+        let polled: Vec<(usize, u64, u64)> =
+            placement.threads.iter().zip(results).map(|(t, r)| (t.cpu, r.completions, r.polled_completions)).collect();
+        queue_table(q, placement, &arrivals, &polled)
+    });
+    report.add_path_notes(results.iter().filter_map(|r| r.note.clone()).chain(handoff.map(|h| h.line)));
     Ok((report, flows.into_iter().cloned().collect()))
 }
 

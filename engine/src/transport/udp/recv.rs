@@ -22,7 +22,7 @@ use crate::base::error::Result;
 use crate::metrics::measure::QueueCounters;
 use crate::metrics::seq::{LiveStats, SeqStats, SeqTracker};
 use crate::transport::errno_text;
-use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, WakeBatch};
+use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WaitMode, Waited, WakeBatch};
 use crate::wire::iperf2::{ServerReport, TransitReport, SERVER_ACKFIN_TRIES};
 use crate::wire::udp_payload::{self as payload, DatagramHeader, WireTime};
 use io_uring::types::RecvMsgOut;
@@ -118,6 +118,9 @@ pub struct UdpRecvResult {
     pub flows: Vec<UdpFlowReceived>,
     /// Receive completions carrying data.
     pub completions: u64,
+    /// Of those, completions found by polling the ring rather than after sleeping in the
+    /// kernel until a wake-up (the busy-poll share, as the TCP receive threads count it).
+    pub polled_completions: u64,
     /// Of those, completions that carried more than one datagram (GRO coalesced).
     pub coalesced: u64,
     /// Datagrams taken out of completions (data, FIN and foreign).
@@ -393,6 +396,8 @@ struct Receiver<'a> {
     last_datagram: Instant,
     /// Completions of one reap, reused so the loop does not allocate.
     cqes: Vec<(u64, i32, u32)>,
+    /// Whether the current reap's completions were found by polling (no sleep).
+    polled: bool,
     /// The header the datagrams start with.
     header: DatagramHeader,
 }
@@ -462,6 +467,7 @@ impl<'a> Receiver<'a> {
             last_activity: Instant::now(),
             last_datagram: Instant::now(),
             cqes: Vec::with_capacity(entries as usize * 4),
+            polled: false,
             header,
         })
     }
@@ -555,6 +561,7 @@ impl<'a> Receiver<'a> {
         let Ok(out) = RecvMsgOut::parse(data, &self.rr.msg) else { return };
         let result = &mut self.result;
         result.completions += 1;
+        result.polled_completions += u64::from(self.polled);
         if out.is_payload_truncated() {
             result.truncated += 1;
         }
@@ -625,13 +632,14 @@ pub fn run_with(
             break;
         }
         let Some(limit) = r.wait_limit(now) else { break };
-        wait_for_completions(
+        let waited = wait_for_completions(
             &mut r.rr.ring,
             cfg.wait,
             r.last_activity,
             limit.max(Duration::from_micros(50)),
             cfg.batch,
         )?;
+        r.polled = waited == Waited::Polled;
         r.reap(counters)?;
     }
     Ok(r.finish())

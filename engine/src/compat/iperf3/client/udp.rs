@@ -74,8 +74,13 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
     expect(&mut ctl, State::TestRunning).map_err(peer)?;
     let wide = params.udp_counters_64bit;
     let header = DatagramHeader::Iperf3 { wide };
-    let halves =
-        UdpHalves { spec: &spec, placement: &placement, iface: path.interface().map(str::to_string), serving: false };
+    let halves = UdpHalves {
+        spec: &spec,
+        placement: &placement,
+        iface: path.interface().map(str::to_string),
+        serving: false,
+        queues: None,
+    };
     let t0 = Instant::now();
     let (sent, received, ended) = std::thread::scope(|s| {
         let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, t0, &live, header)));

@@ -73,7 +73,7 @@ pub(super) fn serve_udp(
     }
     let placement =
         plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(|e| e.to_string())?;
-    let halves = UdpHalves { spec: &spec, placement: &placement, iface: None, serving: false };
+    let halves = UdpHalves { spec: &spec, placement: &placement, iface: None, serving: false, queues: None };
     let live = Intervals::new(&ctx.opts.stop);
     let wide = params.udp_counters_64bit;
     let header = DatagramHeader::Iperf3 { wide };
