@@ -698,11 +698,8 @@ fn udp_flows_are_served_by_the_thread_of_the_queue_they_arrive_on() {
     // than i, each on its own: served by index, no flow would be on its queue's thread.
     let hash = lab.ok("b", "ethtool -n lab1 rx-flow-hash udp4");
     assert!(hash.contains("L4 bytes 0 & 1"), "b hashes UDP on ports: {hash}");
-    let (key, table) = rss_setup(&lab);
     let port = 5415;
-    let map = uringbench::RssMap { key: &key, table: &table };
-    let dst = std::net::SocketAddr::new(B_RSS.parse().unwrap(), port);
-    let queue_of = |p: u16| map.queue_of(std::net::SocketAddr::new(A_RSS.parse().unwrap(), p), dst, true).unwrap();
+    let queue_of = lab1_queue_of(&lab, port);
     let base = (20000..30000u16)
         .find(|&p| {
             let qs: Vec<u32> = (0..RSS_QUEUES).map(|i| queue_of(p + i as u16)).collect();
@@ -748,6 +745,19 @@ fn rss_setup(lab: &Lab) -> (Vec<u8>, Vec<u32>) {
     (key, table)
 }
 
+/// The lab1 receive queue guest b's hash puts a flow from a's source port to b's `port` on,
+/// by the key and table b reports.
+fn lab1_queue_of(lab: &Lab, port: u16) -> impl Fn(u16) -> u32 {
+    let (key, table) = rss_setup(lab);
+    assert_eq!(table.len(), 128, "virtio_net's table");
+    let dst = std::net::SocketAddr::new(B_RSS.parse().unwrap(), port);
+    let src: std::net::IpAddr = A_RSS.parse().unwrap();
+    move |p| {
+        let map = uringbench::RssMap { key: &key, table: &table };
+        map.queue_of(std::net::SocketAddr::new(src, p), dst, true).expect("a queue")
+    }
+}
+
 #[test]
 fn unsteered_flows_that_hash_together_are_named_by_the_verdict() {
     let Some(lab) = lab() else { return };
@@ -755,12 +765,8 @@ fn unsteered_flows_that_hash_together_are_named_by_the_verdict() {
     settle_rss_irqs(&lab);
     // Source ports whose hash puts flows on three queues, two of them on one, by the key and
     // table guest b reports; below the ephemeral range, so no kernel-chosen port is among them.
-    let (key, table) = rss_setup(&lab);
-    assert_eq!(table.len(), 128, "virtio_net's table");
     let port = 5412;
-    let map = uringbench::RssMap { key: &key, table: &table };
-    let dst = std::net::SocketAddr::new(B_RSS.parse().unwrap(), port);
-    let queue_of = |p: u16| map.queue_of(std::net::SocketAddr::new(A_RSS.parse().unwrap(), p), dst, true).unwrap();
+    let queue_of = lab1_queue_of(&lab, port);
     let base = (20000..30000u16)
         .find(|&p| {
             let qs: std::collections::BTreeSet<u32> = (0..4).map(|i| queue_of(p + i)).collect();
