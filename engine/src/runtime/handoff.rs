@@ -26,9 +26,10 @@ impl Handoff {
 /// arrival sets the socket's NAPI id and incoming CPU) or an error, at most until `until`;
 /// returns how many did. A UDP receiver's sockets exist before any datagram, so their arrival
 /// queue is known only then.
-pub(crate) fn await_first_packets(fds: &[RawFd], until: Instant) -> usize {
+pub(crate) fn await_first_packets(fds: impl IntoIterator<Item = RawFd>, until: Instant) -> usize {
     let mut waiting: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        fds.into_iter().map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let all = waiting.len();
     while !waiting.is_empty() {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -44,7 +45,7 @@ pub(crate) fn await_first_packets(fds: &[RawFd], until: Instant) -> usize {
         // Data, or an error the receive will report (POLLERR, POLLNVAL): waited for enough.
         waiting.retain(|p| p.revents == 0);
     }
-    fds.len() - waiting.len()
+    all - waiting.len()
 }
 
 impl TestQueues {
@@ -157,18 +158,18 @@ mod tests {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let fds = [a.as_raw_fd(), b.as_raw_fd()];
         let start = Instant::now();
-        assert_eq!(await_first_packets(&fds, start + Duration::from_millis(80)), 0, "nothing came");
+        assert_eq!(await_first_packets(fds, start + Duration::from_millis(80)), 0, "nothing came");
         assert!(start.elapsed() >= Duration::from_millis(80), "waited until the deadline");
         tx.send_to(b"1", a.local_addr().unwrap()).unwrap();
         let start = Instant::now();
-        assert_eq!(await_first_packets(&fds, start + Duration::from_millis(80)), 1, "one flow had a datagram");
+        assert_eq!(await_first_packets(fds, start + Duration::from_millis(80)), 1, "one flow had a datagram");
         let late = b.local_addr().unwrap();
         let sender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
             tx.send_to(b"2", late).unwrap();
         });
         let start = Instant::now();
-        assert_eq!(await_first_packets(&fds, start + Duration::from_secs(10)), 2, "both flows had one");
+        assert_eq!(await_first_packets(fds, start + Duration::from_secs(10)), 2, "both flows had one");
         assert!(start.elapsed() < Duration::from_secs(5), "returned once both had, not at the deadline");
         sender.join().unwrap();
         let mut buf = [0u8; 4];

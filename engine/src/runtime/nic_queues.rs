@@ -374,6 +374,25 @@ pub struct FlowArrival {
     pub bytes: u64,
 }
 
+impl FlowArrival {
+    /// Flow `flow` as its socket tells it (addresses, NAPI id, incoming CPU), served by
+    /// `engine_queue`; None for a socket without a peer.
+    pub(crate) fn read(flow: u32, socket: &impl std::os::fd::AsFd, engine_queue: u32, bytes: u64) -> Option<Self> {
+        use std::os::fd::AsRawFd;
+        let sock = socket2::SockRef::from(socket);
+        let fd = socket.as_fd().as_raw_fd();
+        Some(Self {
+            flow,
+            peer: sock.peer_addr().ok()?.as_socket()?,
+            local: sock.local_addr().ok()?.as_socket()?,
+            napi_id: crate::sys::sockopt::incoming_napi_id(fd),
+            cpu: crate::sys::sockopt::incoming_cpu(fd),
+            engine_queue,
+            bytes,
+        })
+    }
+}
+
 /// The receive queue a socket's packets arrive on: by its NAPI id where the kernel names each
 /// queue's, else by the CPU that processed them when exactly one receive queue's IRQ lands
 /// there.

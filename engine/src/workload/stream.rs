@@ -21,7 +21,7 @@ use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
-use crate::sys::sockopt::{self, incoming_napi_id, FlowSocket};
+use crate::sys::sockopt::{self, FlowSocket};
 use crate::sys::tcpinfo::TcpInfo;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::tcp::recv_zc as tcp_recv_zc;
@@ -328,15 +328,7 @@ fn receive_side(
             .zip(&probes)
             .zip(&tcp_end)
             .filter_map(|((&flow, sock), info)| {
-                Some(FlowArrival {
-                    flow,
-                    peer: sock.peer_addr().ok()?,
-                    local: sock.local_addr().ok()?,
-                    napi_id: incoming_napi_id(sock.as_raw_fd()),
-                    cpu: sockopt::incoming_cpu(sock.as_raw_fd()),
-                    engine_queue: queue_of(flow),
-                    bytes: info.map_or(0, |i| i.bytes_received),
-                })
+                FlowArrival::read(flow, sock, queue_of(flow), info.map_or(0, |i| i.bytes_received))
             })
             .collect();
         let polled: Vec<(usize, u64, u64)> = placement

@@ -367,30 +367,20 @@ pub(crate) fn receive_udp(
     // first datagram, so that is awaited (the sender starts on `ready`), at most a moment.
     let handoff = h.queues.filter(|q| !q.by_rules).map(|q| {
         let fds: Vec<(u32, RawFd)> = sockets.iter().map(|(f, s)| (*f, s.as_raw_fd())).collect();
-        let raw: Vec<RawFd> = fds.iter().map(|(_, fd)| *fd).collect();
-        await_first_packets(&raw, Instant::now() + FIRST_DATAGRAM_WAIT);
+        await_first_packets(fds.iter().map(|&(_, fd)| fd), Instant::now() + FIRST_DATAGRAM_WAIT);
         q.hand_off_sockets(spec.queues, &fds)
     });
     let queue_of =
         |flow: u32| handoff.as_ref().map_or(spec.queue_of_flow(flow), |h| h.engine_queue_of(flow, spec.queues));
-    let arrivals: Vec<FlowArrival> = match h.queues {
+    // Where each flow arrived, read now (the sockets go to the threads), beside its accounting.
+    let arrivals: Vec<(FlowArrival, &LiveStats)> = match h.queues {
         Some(_) => sockets
             .iter()
-            .filter_map(|(flow, s)| {
-                Some(FlowArrival {
-                    flow: *flow,
-                    peer: s.peer_addr().ok()?,
-                    local: s.local_addr().ok()?,
-                    napi_id: sockopt::incoming_napi_id(s.as_raw_fd()),
-                    cpu: sockopt::incoming_cpu(s.as_raw_fd()),
-                    engine_queue: queue_of(*flow),
-                    bytes: 0,
-                })
-            })
+            .zip(&flow_live)
+            .filter_map(|((flow, s), live)| Some((FlowArrival::read(*flow, s, queue_of(*flow), 0)?, live)))
             .collect(),
         None => Vec::new(),
     };
-    let flow_index: Vec<u32> = sockets.iter().map(|(f, _)| *f).collect();
     let mut flow_lives = flow_live.iter();
     let items = side.by_queue_of(sockets, queue_of, |_, queue, socket| {
         let live = flow_lives.next().map(Arc::clone);
@@ -439,12 +429,10 @@ pub(crate) fn receive_udp(
     });
     report.nic_queues = h.queues.map(|q| {
         // Each flow's bytes, from the accounting its thread published.
-        let bytes_of = |flow: u32| {
-            let at = flow_index.iter().position(|&f| f == flow)?;
-            Some(flow_live[at].lock().unwrap_or_else(|p| p.into_inner()).bytes)
-        };
-        let arrivals: Vec<FlowArrival> =
-            arrivals.into_iter().map(|a| FlowArrival { bytes: bytes_of(a.flow).unwrap_or(0), ..a }).collect();
+        let arrivals: Vec<FlowArrival> = arrivals
+            .into_iter()
+            .map(|(a, live)| FlowArrival { bytes: live.lock().unwrap_or_else(|p| p.into_inner()).bytes, ..a })
+            .collect();
         let polled: Vec<(usize, u64, u64)> =
             placement.threads.iter().zip(results).map(|(t, r)| (t.cpu, r.completions, r.polled_completions)).collect();
         queue_table(q, placement, &arrivals, &polled)

@@ -396,8 +396,6 @@ struct Receiver<'a> {
     last_datagram: Instant,
     /// Completions of one reap, reused so the loop does not allocate.
     cqes: Vec<(u64, i32, u32)>,
-    /// Whether the current reap's completions were found by polling (no sleep).
-    polled: bool,
     /// The header the datagrams start with.
     header: DatagramHeader,
 }
@@ -467,7 +465,6 @@ impl<'a> Receiver<'a> {
             last_activity: Instant::now(),
             last_datagram: Instant::now(),
             cqes: Vec::with_capacity(entries as usize * 4),
-            polled: false,
             header,
         })
     }
@@ -561,7 +558,6 @@ impl<'a> Receiver<'a> {
         let Ok(out) = RecvMsgOut::parse(data, &self.rr.msg) else { return };
         let result = &mut self.result;
         result.completions += 1;
-        result.polled_completions += u64::from(self.polled);
         if out.is_payload_truncated() {
             result.truncated += 1;
         }
@@ -639,8 +635,12 @@ pub fn run_with(
             limit.max(Duration::from_micros(50)),
             cfg.batch,
         )?;
-        r.polled = waited == Waited::Polled;
+        let before = r.result.completions;
         r.reap(counters)?;
+        if waited == Waited::Polled {
+            // The data completions this reap found, counted once per reap as TCP's loop does.
+            r.result.polled_completions += r.result.completions - before;
+        }
     }
     Ok(r.finish())
 }
