@@ -271,6 +271,45 @@ fn udp_sender_no_gso_to_iperf_server() {
     udp_to_iperf_server("ubi-su1", &["--no-gso"]);
 }
 
+/// Two UDP flows to `iperf -s -u` (its text report): our `lost` and total are the ones on its
+/// `[SUM]` line. iperf2's report carries its gaps as seen; it subtracts the late arrivals over
+/// all flows, and often counts 17 of one flow's datagrams late on the other here (17 gaps on
+/// one flow, 17 out of order on the other, `[SUM]` 0 lost), where taking the gaps said 17.
+#[test]
+fn udp_sender_two_flows_report_iperf_servers_sum_line() {
+    if !iperf_present() {
+        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
+        return;
+    }
+    let _serial = serial();
+    let pair = NetnsPair::up("ubi-su2");
+    let server = Bg::spawn(&pair.receiver_ns(), "iperf", &["-s", "-u"]);
+    wait_port(&pair, &pair.receiver_ns(), PORT, false);
+    let args = ["--iperf2", "--target", RECV_ADDR, "-u", "-b", "200M", "-P", "2", "-t", "2", "-J"];
+    let (out, _) = pair.send(&args, Duration::from_secs(30));
+    assert!(out.status.success(), "send --iperf2 -u -P 2 failed: {}", text(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    let printed = server.stop();
+    let doc = json(&out);
+    // "[SUM] 0.0000-2.0 sec  95.4 MBytes  400 Mbits/sec  LOST/TOTAL (x%)"
+    let (their_lost, their_total) = printed
+        .lines()
+        .filter(|l| l.starts_with("[SUM]"))
+        .find_map(|l| {
+            l.split_whitespace().find_map(|w| {
+                let (lost, total) = w.split_once('/')?;
+                Some((lost.parse::<u64>().ok()?, total.parse::<u64>().ok()?))
+            })
+        })
+        .unwrap_or_else(|| panic!("iperf -s -u printed no [SUM] lost/total:\n{printed}"));
+    let late = printed.lines().filter(|l| l.contains("out-of-order")).count();
+    let (lost, expected) = (u64_at(&doc, "/sum/receiver/lost"), u64_at(&doc, "/sum/receiver/expected"));
+    eprintln!("iperf -s [SUM] {their_lost}/{their_total} ({late} out-of-order lines); ours {lost}/{expected}");
+    assert_eq!(expected, their_total, "iperf2's total");
+    assert_eq!(lost, their_lost, "the lost count of iperf -s's [SUM] line:\n{printed}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/datagrams"), their_total - their_lost);
+}
+
 /// `iperf -c -P N -y C` to our `recv --iperf2 --once`.
 fn iperf_tcp_client_to_us(pair_name: &str, parallel: &str) {
     if !iperf_present() {
