@@ -1,5 +1,8 @@
 //! The one skeleton every side of a test runs once its queue threads are started: sample the
 //! window, end the threads (at once after a stop, or once the flows have drained), join them.
+//! The thread that runs it (the sampler, which wakes every few tens of ms to look for the end)
+//! keeps off the queue threads' CPUs meanwhile, where the process may use others: a spinning
+//! rr thread would otherwise be preempted by it about 50 times a second.
 //!
 //! A sending side's threads stop at their own deadline; a stop ends them early. A receiving
 //! side's flows end when the far sender's do (EOF, FIN), so it waits for them, bounded, and
@@ -10,6 +13,7 @@ use crate::base::error::Result;
 use crate::metrics::measure::{sample_window, IntervalSink, SampleSources, Window};
 use crate::runtime::placement::ThreadPlan;
 use crate::runtime::threads::QueueThreads;
+use crate::sys::affinity::KeptOff;
 use std::time::{Duration, Instant};
 
 /// How long a receiver waits past the planned end for the flows to finish.
@@ -65,6 +69,7 @@ pub(crate) fn run_side<R: Send + 'static>(
     ending: Ending<'_>,
 ) -> Result<SideRun<R>> {
     let src = SampleSources { tids: &threads.tids, ..src };
+    let _off = KeptOff::cpus(&threads.plans.iter().map(|p| p.cpu).collect::<Vec<_>>());
     let ended: &dyn Fn() -> bool = match &ending {
         Ending::Send { .. } => &never,
         Ending::Receive { ended, .. } => *ended,
@@ -107,6 +112,42 @@ mod tests {
 
     fn plans() -> Vec<ThreadPlan> {
         vec![ThreadPlan { cpu: crate::runtime::placement::allowed_cpus()[0], queues: vec![0] }]
+    }
+
+    fn own_affinity() -> Vec<usize> {
+        crate::runtime::placement::allowed_cpus()
+    }
+
+    /// The sampler runs off the queue threads' CPUs during the window (read back from the
+    /// kernel on the sampling thread itself, at each interval) and has its mask back after.
+    #[test]
+    fn the_sampler_keeps_off_the_queue_threads_cpus_and_gets_its_mask_back() {
+        let before = own_affinity();
+        let queue_cpu = before[0];
+        let plans = vec![ThreadPlan { cpu: queue_cpu, queues: vec![0] }];
+        // The worker outlives the window, so that the whole window is sampled.
+        let threads = QueueThreads::spawn(&plans, vec![1u32], |x| {
+            std::thread::sleep(Duration::from_millis(150));
+            Ok(x)
+        })
+        .unwrap();
+        let counters = QueueCounters::new(1);
+        let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
+        let offsets = vec![Duration::ZERO, Duration::from_millis(20), Duration::from_millis(40)];
+        let mut seen = Vec::new();
+        let mut sink = |_| seen.push(own_affinity());
+        let ending = Ending::Send { halt: &mut || {} };
+        run_side(threads, src, (Instant::now(), offsets), &|| false, &mut sink, ending).unwrap();
+        assert_eq!(seen.len(), 2, "two intervals closed on the sampling thread");
+        for during in &seen {
+            if before.len() > 1 {
+                assert!(!during.contains(&queue_cpu), "off CPU {queue_cpu} during the window: {during:?}");
+                assert_eq!(during.len(), before.len() - 1, "and on every other CPU: {during:?}");
+            } else {
+                assert_eq!(during, &before, "one CPU allowed: it shares it");
+            }
+        }
+        assert_eq!(own_affinity(), before, "its mask is back after the side");
     }
 
     #[test]

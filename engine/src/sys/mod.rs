@@ -1,5 +1,6 @@
 //! The host's interfaces: socket options, TCP_INFO, kernel probes, /proc and /sys, netlink, BPF and AF_XDP sockets.
 
+pub(crate) mod affinity;
 pub mod epoll;
 pub mod hostinfo;
 pub mod memory_node;

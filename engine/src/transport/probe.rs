@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::sys::affinity::KeptOff;
 use crate::transport::trip::realtime_ns;
 
 /// Bytes of one probe request, and of its answer.
@@ -123,7 +124,7 @@ impl Prober {
         let (t_stop, t_log) = (Arc::clone(&stop), Arc::clone(&log));
         let avoid = avoid_cpus.to_vec();
         let thread = std::thread::Builder::new().name("ub-probe".into()).spawn(move || {
-            keep_off(&avoid);
+            let _off = KeptOff::cpus(&avoid);
             let ended = match socket {
                 ProbeSocket::Tcp(s) => probe_tcp(s, &t_stop, &t_log, until),
                 ProbeSocket::Udp(s) => probe_udp(s, &t_stop, &t_log, until),
@@ -401,28 +402,6 @@ fn read_udp_answer(s: &UdpSocket, seq: u64, sent: Departure, stop: &AtomicBool) 
     }
 }
 
-/// Moves the calling thread off `avoid` when the thread may run elsewhere; left as it is
-/// when every allowed CPU is one of them (a small host: the probe then shares).
-fn keep_off(avoid: &[usize]) {
-    if avoid.is_empty() {
-        return;
-    }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the calls read and write only `set`.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return;
-        }
-        let mut others = set;
-        for &cpu in avoid.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-            libc::CPU_CLR(cpu, &mut others);
-        }
-        if libc::CPU_COUNT(&others) > 0 {
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &others);
-        }
-    }
-}
-
 /// Answers a TCP probe on a thread of its own until the prober closes it (or stays silent
 /// for [`SILENT_PEER`]), kept off `avoid_cpus` as the prober is.
 pub fn answer_tcp(mut s: TcpStream, avoid_cpus: &[usize]) -> std::io::Result<()> {
@@ -430,7 +409,7 @@ pub fn answer_tcp(mut s: TcpStream, avoid_cpus: &[usize]) -> std::io::Result<()>
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(SILENT_PEER))?;
     std::thread::Builder::new().name("ub-probe-answer".into()).spawn(move || {
-        keep_off(&avoid);
+        let _off = KeptOff::cpus(&avoid);
         let mut buf = [0u8; PROBE_LEN];
         while s.read_exact(&mut buf).is_ok() {
             stamp_answer(&mut buf);
@@ -450,7 +429,7 @@ pub fn answer_udp(s: UdpSocket, avoid_cpus: &[usize]) -> std::io::Result<Answeri
     let stop = Arc::new(AtomicBool::new(false));
     let t_stop = Arc::clone(&stop);
     std::thread::Builder::new().name("ub-probe-answer".into()).spawn(move || {
-        keep_off(&avoid);
+        let _off = KeptOff::cpus(&avoid);
         let mut buf = [0u8; PROBE_LEN];
         let mut heard = Instant::now();
         while !t_stop.load(Ordering::Acquire) && heard.elapsed() < SILENT_PEER {
