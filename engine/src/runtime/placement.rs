@@ -124,23 +124,7 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// CPUs this process may run on (its affinity mask, as set by taskset or cgroups).
-pub(crate) fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most size_of::<cpu_set_t>().
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..num_cpus_online()).collect();
-        }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
-    }
-}
-
-fn num_cpus_online() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    n.max(1) as usize
-}
+pub(crate) use crate::sys::affinity::allowed_cpus;
 
 /// Resolves `--cpus`: the user's list, which must lie inside the allowed set, or the allowed set.
 pub(crate) fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {

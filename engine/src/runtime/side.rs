@@ -114,15 +114,11 @@ mod tests {
         vec![ThreadPlan { cpu: crate::runtime::placement::allowed_cpus()[0], queues: vec![0] }]
     }
 
-    fn own_affinity() -> Vec<usize> {
-        crate::runtime::placement::allowed_cpus()
-    }
-
     /// The sampler runs off the queue threads' CPUs during the window (read back from the
     /// kernel on the sampling thread itself, at each interval) and has its mask back after.
     #[test]
     fn the_sampler_keeps_off_the_queue_threads_cpus_and_gets_its_mask_back() {
-        let before = own_affinity();
+        let before = crate::sys::affinity::allowed_cpus();
         let queue_cpu = before[0];
         let plans = vec![ThreadPlan { cpu: queue_cpu, queues: vec![0] }];
         // The worker outlives the window, so that the whole window is sampled.
@@ -135,7 +131,7 @@ mod tests {
         let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
         let offsets = vec![Duration::ZERO, Duration::from_millis(20), Duration::from_millis(40)];
         let mut seen = Vec::new();
-        let mut sink = |_| seen.push(own_affinity());
+        let mut sink = |_| seen.push(crate::sys::affinity::allowed_cpus());
         let ending = Ending::Send { halt: &mut || {} };
         run_side(threads, src, (Instant::now(), offsets), &|| false, &mut sink, ending).unwrap();
         assert_eq!(seen.len(), 2, "two intervals closed on the sampling thread");
@@ -147,7 +143,7 @@ mod tests {
                 assert_eq!(during, &before, "one CPU allowed: it shares it");
             }
         }
-        assert_eq!(own_affinity(), before, "its mask is back after the side");
+        assert_eq!(crate::sys::affinity::allowed_cpus(), before, "its mask is back after the side");
     }
 
     #[test]
