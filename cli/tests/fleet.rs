@@ -199,8 +199,7 @@ fn a_host_that_is_down_fails_its_pairs_and_only_those() {
 #[test]
 fn a_fleet_pair_against_stock_iperf3_servers() {
     let _s = serial();
-    if Command::new("iperf3").arg("-v").output().is_err() {
-        common::skip(common::Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
+    if !common::peer_installed("iperf3") {
         return;
     }
     let plan = root().join("deploy/ansible/examples/lab-iperf3.yml");

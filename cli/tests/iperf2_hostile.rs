@@ -124,18 +124,9 @@ fn our_bytes(log: &str, proto: &str) -> Vec<u64> {
         .collect()
 }
 
-fn iperf_present() -> bool {
-    Command::new("iperf").arg("-v").output().is_ok()
-}
-
 #[test]
 fn under_64_descriptors_80_idle_connections_do_not_stop_real_clients() {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubh64");
+    let Some((_serial, pair)) = peer_pair("iperf", "ubh64") else { return };
     let attacker = vec!["10.77.0.3".to_string()];
     add_sources(&pair, &attacker);
     let mut recv = spawn_iperf2_recv(&pair, &["prlimit", "--nofile=64"]);
@@ -163,12 +154,7 @@ fn under_64_descriptors_80_idle_connections_do_not_stop_real_clients() {
 
 #[test]
 fn three_thousand_idle_connections_cost_descriptors_for_seconds_and_no_threads() {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubh3k");
+    let Some((_serial, pair)) = peer_pair("iperf", "ubh3k") else { return };
     let attackers: Vec<String> = (10..18).map(|n| format!("10.77.0.{n}")).collect();
     add_sources(&pair, &attackers);
     let recv = spawn_iperf2_recv(&pair, &["prlimit", "--nofile=4096"]);
@@ -199,12 +185,7 @@ fn three_thousand_idle_connections_cost_descriptors_for_seconds_and_no_threads()
 
 #[test]
 fn out_of_descriptors_accepting_pauses_once_and_resumes() {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubhmf");
+    let Some((_serial, pair)) = peer_pair("iperf", "ubhmf") else { return };
     let attacker = vec!["10.77.0.3".to_string()];
     add_sources(&pair, &attacker);
     let mut recv = spawn_iperf2_recv(&pair, &[]);

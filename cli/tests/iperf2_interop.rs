@@ -18,10 +18,6 @@ use std::time::{Duration, Instant};
 
 const PORT: &str = "5001";
 
-fn iperf_present() -> bool {
-    Command::new("iperf").arg("-v").output().is_ok()
-}
-
 /// A background process in a namespace (an iperf server, our receiver): stopped with SIGTERM
 /// (so it flushes what it printed), then SIGKILL, by its own pid, when finished or dropped.
 struct Bg(Option<Child>);
@@ -144,12 +140,7 @@ fn within(a: f64, b: f64, share: f64) -> bool {
 
 /// Our TCP sender with `queues` flows to `iperf -s -y C`.
 fn tcp_to_iperf_server(pair_name: &str, queues: &str) {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up(pair_name);
+    let Some((_serial, pair)) = peer_pair("iperf", pair_name) else { return };
     let server = Bg::spawn(&pair.receiver_ns(), "iperf", &["-s", "-y", "C"]);
     wait_port(&pair, &pair.receiver_ns(), PORT, true);
     let (out, _) = pair.send(
@@ -206,12 +197,7 @@ fn tcp_sender_four_flows_to_iperf_server() {
 
 /// Our UDP sender at 500 Mbit/s to `iperf -s -u -y C`, with GSO or one send per datagram.
 fn udp_to_iperf_server(pair_name: &str, extra: &[&str]) {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up(pair_name);
+    let Some((_serial, pair)) = peer_pair("iperf", pair_name) else { return };
     let server = Bg::spawn(&pair.receiver_ns(), "iperf", &["-s", "-u", "-y", "C"]);
     wait_port(&pair, &pair.receiver_ns(), PORT, false);
     let mut args = vec!["--iperf2", "--target", RECV_ADDR, "-u", "-b", "500M", "-t", "2", "-J"];
@@ -277,12 +263,7 @@ fn udp_sender_no_gso_to_iperf_server() {
 /// one flow, 17 out of order on the other, `[SUM]` 0 lost), where taking the gaps said 17.
 #[test]
 fn udp_sender_two_flows_report_iperf_servers_sum_line() {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubi-su2");
+    let Some((_serial, pair)) = peer_pair("iperf", "ubi-su2") else { return };
     let server = Bg::spawn(&pair.receiver_ns(), "iperf", &["-s", "-u"]);
     wait_port(&pair, &pair.receiver_ns(), PORT, false);
     let args = ["--iperf2", "--target", RECV_ADDR, "-u", "-b", "200M", "-P", "2", "-t", "2", "-J"];
@@ -330,12 +311,7 @@ fn udp_sender_two_flows_report_iperf_servers_sum_line() {
 
 /// `iperf -c -P N -y C` to our `recv --iperf2 --once`.
 fn iperf_tcp_client_to_us(pair_name: &str, parallel: &str) {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up(pair_name);
+    let Some((_serial, pair)) = peer_pair("iperf", pair_name) else { return };
     let recv = spawn_recv_iperf2(&pair, &["--once", "--cpus", "1"]);
     let (out, _) =
         client(&pair, "iperf", &["-c", RECV_ADDR, "-t", "2", "-P", parallel, "-y", "C"], Duration::from_secs(20));
@@ -368,12 +344,7 @@ fn iperf_tcp_client_four_flows_to_our_receiver() {
 
 #[test]
 fn iperf_udp_client_prints_our_report() {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubi-ru");
+    let Some((_serial, pair)) = peer_pair("iperf", "ubi-ru") else { return };
     let recv = spawn_recv_iperf2(&pair, &["--once", "--cpus", "1"]);
     let (out, _) = client(
         &pair,
@@ -431,12 +402,7 @@ fn iperf_udp_client_prints_our_report() {
 
 #[test]
 fn tests_needing_the_receiver_to_send_are_refused() {
-    if !iperf_present() {
-        skip(Lacking::Installed, "iperf (2.1.x) is not installed: scripts/install-deps.sh --test installs it");
-        return;
-    }
-    let _serial = serial();
-    let pair = NetnsPair::up("ubi-ref");
+    let Some((_serial, pair)) = peer_pair("iperf", "ubi-ref") else { return };
     let recv = spawn_recv_iperf2(&pair, &[]);
     for args in [vec!["-r"], vec!["--full-duplex"], vec!["-R"], vec!["-d"], vec!["-u", "-b", "10M", "-R"]] {
         let mut all = vec!["10", "iperf", "-c", RECV_ADDR, "-t", "1"];

@@ -6,21 +6,10 @@
 mod common;
 
 use common::*;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 const PORT: &str = "5201";
-
-/// The traffic lock and a namespace pair named `name`; `None` (the test is skipped, saying
-/// so) when iperf3 is not installed.
-fn iperf3_pair(name: &str) -> Option<(Serial, NetnsPair)> {
-    let serial = serial();
-    if Command::new("iperf3").arg("-v").output().is_err() {
-        skip(Lacking::Installed, "iperf3 is not installed: scripts/install-deps.sh --test installs it");
-        return None;
-    }
-    Some((serial, NetnsPair::up(name)))
-}
 
 /// `iperf3 -s -1 -J` in the receiver namespace (one test, then it exits), once it listens.
 fn iperf3_server(pair: &NetnsPair) -> Child {
@@ -48,7 +37,7 @@ fn iperf3_json(out: &std::process::Output) -> serde_json::Value {
 /// `send --iperf3 -P flows` against `iperf3 -s`: the server's own received byte count is
 /// every byte we wrote, and it is our report's receiver side.
 fn send_to_iperf3_server(name: &str, flows: &str) {
-    let Some((_serial, pair)) = iperf3_pair(name) else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", name) else { return };
     let server = iperf3_server(&pair);
     let (out, _) = pair
         .send(&["--iperf3", "-c", "10.77.0.2", "-P", flows, "-t", "2", "--warmup", "0", "-J"], Duration::from_secs(30));
@@ -82,7 +71,7 @@ fn send_eight_flows_to_iperf3_server() {
 /// (bidir) what we sent is exactly what it received.
 #[test]
 fn reverse_and_bidir_with_iperf3_server() {
-    let Some((_serial, pair)) = iperf3_pair("ub3g") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3g") else { return };
     for mode in ["-R", "--bidir"] {
         let server = iperf3_server(&pair);
         let (out, _) = pair.send(
@@ -111,7 +100,7 @@ fn reverse_and_bidir_with_iperf3_server() {
 /// figures are our receiver side, and the rate held.
 #[test]
 fn send_udp_at_a_rate_to_iperf3_server() {
-    let Some((_serial, pair)) = iperf3_pair("ub3u") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3u") else { return };
     let server = iperf3_server(&pair);
     let args = ["--iperf3", "-c", "10.77.0.2", "-u", "-P", "2", "-b", "100M", "-l", "1400", "-t", "2", "--warmup", "0"];
     let (out, _) = pair.send(&[&args[..], &["-J"]].concat(), Duration::from_secs(30));
@@ -153,7 +142,7 @@ fn udp_counts_agree(what: &str, sent: u64, (received, lost, highest): (u64, u64,
 /// is what it counted, less its losses; each end's figures are the other's far side.
 #[test]
 fn udp_reverse_and_bidir_with_iperf3_server() {
-    let Some((_serial, pair)) = iperf3_pair("ub3w") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3w") else { return };
     for mode in ["-R", "--bidir"] {
         let server = iperf3_server(&pair);
         let args =
@@ -192,7 +181,7 @@ fn udp_reverse_and_bidir_with_iperf3_server() {
 /// 100 Mbit/s tbf on our egress is found slower.
 #[test]
 fn experiment_against_iperf3_server() {
-    let Some((_serial, pair)) = iperf3_pair("ub3x") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3x") else { return };
     let server = iperf3_server_with(&pair, &[]);
     let dir = std::env::temp_dir().join(format!("ub3x-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -235,7 +224,7 @@ fn experiment_against_iperf3_server() {
 
 #[test]
 fn send_to_nothing_or_busy_iperf3_server_says_what_to_run() {
-    let Some((_serial, pair)) = iperf3_pair("ub3c") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3c") else { return };
     let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1"], Duration::from_secs(15));
     one_line_error(&out, 1, "start `iperf3 -s` there");
     // A server in the middle of a test answers ACCESS_DENIED to a second client.
@@ -283,7 +272,7 @@ fn buffer_max(pair: &NetnsPair, ns: &str, which: &str) -> u64 {
 /// what we sent (less what the buffers still held when it stopped reading), and its report
 /// shows our counts as the far side's.
 fn iperf3_client_to_us(name: &str, parallel: &str, mode: &[&str]) {
-    let Some((_serial, pair)) = iperf3_pair(name) else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", name) else { return };
     let recv = spawn_recv_iperf3(&pair);
     let args = [&["-c", "10.77.0.2", "-p", PORT, "-t", "2", "-P", parallel, "-J"][..], mode].concat();
     let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
@@ -350,7 +339,7 @@ fn iperf3_client_bidir_with_our_receiver() {
 /// count and loss as its receiver's.
 #[test]
 fn iperf3_udp_client_to_our_receiver() {
-    let Some((_serial, pair)) = iperf3_pair("ub3v") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3v") else { return };
     let recv = spawn_recv_iperf3(&pair);
     let args = ["-c", "10.77.0.2", "-p", PORT, "-u", "-P", "2", "-b", "50M", "-l", "1400", "-t", "2", "-J"];
     let (out, _) = run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(30));
@@ -375,7 +364,7 @@ fn iperf3_udp_client_to_our_receiver() {
 /// with --bidir what it sent is what we counted, less our losses, as in its report.
 #[test]
 fn iperf3_udp_client_reverse_and_bidir_with_our_receiver() {
-    let Some((_serial, pair)) = iperf3_pair("ub3y") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3y") else { return };
     for mode in ["-R", "--bidir"] {
         let recv = spawn_recv_iperf3(&pair);
         let args = ["-c", "10.77.0.2", "-p", PORT, "-u", "-P", "2", "-b", "50M", "-l", "1400", "-t", "2", "-J", mode];
@@ -424,7 +413,7 @@ fn iperf3_udp_client_reverse_and_bidir_with_our_receiver() {
 
 #[test]
 fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
-    let Some((_serial, pair)) = iperf3_pair("ub3f") else { return };
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3f") else { return };
     let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
     // The server's output is not served: refused, and iperf3 says the server refused it.
     let (out, _) = run_bounded(

@@ -46,6 +46,22 @@ impl FileLock {
     }
 }
 
+/// Whether a peer tool CI installs (iperf, iperf3) runs (`program -v`); when it does not, the
+/// calling test is marked skipped, saying so, and returns.
+pub fn peer_installed(program: &str) -> bool {
+    let there = Command::new(program).arg("-v").output().is_ok();
+    if !there {
+        skip(Lacking::Installed, &format!("{program} is not installed: scripts/install-deps.sh --test installs it"));
+    }
+    there
+}
+
+/// For a test against a peer tool: the traffic lock and a netns pair named `name`, or `None`
+/// (the test skipped) when the tool is not installed.
+pub fn peer_pair(program: &str, name: &str) -> Option<(Serial, NetnsPair)> {
+    peer_installed(program).then(|| (serial(), NetnsPair::up(name)))
+}
+
 /// What a skipped test lacked, which decides whether CI may skip it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Lacking {
