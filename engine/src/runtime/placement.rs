@@ -6,6 +6,7 @@
 //! per wakeup, which is what makes iperf2 at -P 16 on few cores measure itself).
 
 use crate::base::error::{Error, Result};
+use crate::sys::affinity::allowed_cpus;
 use crate::sys::memory_node;
 use crate::uring::fastpath::FastPaths;
 use crate::uring::ring::WaitMode;
@@ -123,8 +124,6 @@ fn plural(n: usize) -> &'static str {
         "s"
     }
 }
-
-pub(crate) use crate::sys::affinity::allowed_cpus;
 
 /// Resolves `--cpus`: the user's list, which must lie inside the allowed set, or the allowed set.
 pub(crate) fn resolve_cpus(requested: Option<&[usize]>) -> Result<Vec<usize>> {

@@ -111,7 +111,7 @@ mod tests {
     use std::sync::Arc;
 
     fn plans() -> Vec<ThreadPlan> {
-        vec![ThreadPlan { cpu: crate::runtime::placement::allowed_cpus()[0], queues: vec![0] }]
+        vec![ThreadPlan { cpu: crate::sys::affinity::allowed_cpus()[0], queues: vec![0] }]
     }
 
     /// The sampler runs off the queue threads' CPUs during the window (read back from the

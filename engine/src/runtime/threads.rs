@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn threads_run_pinned_and_report_tids() {
-        let cpu = crate::runtime::placement::allowed_cpus()[0];
+        let cpu = crate::sys::affinity::allowed_cpus()[0];
         let plans = vec![ThreadPlan { cpu, queues: vec![0] }, ThreadPlan { cpu, queues: vec![1] }];
         let threads = QueueThreads::spawn(&plans, vec![1u32, 2], move |x| {
             // SAFETY: sched_getcpu has no preconditions.

@@ -193,7 +193,8 @@ impl<'a> TestSide<'a> {
 mod tests {
     use super::*;
     use crate::metrics::figures::IntervalFigures;
-    use crate::runtime::placement::{allowed_cpus, ThreadPlan};
+    use crate::runtime::placement::ThreadPlan;
+    use crate::sys::affinity::allowed_cpus;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 

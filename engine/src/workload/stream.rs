@@ -440,7 +440,8 @@ mod tests {
     /// no warm-up, so the first sample comes when the threads have started).
     #[test]
     fn the_receiving_half_measures_from_the_t0_it_is_given() {
-        use crate::runtime::placement::{allowed_cpus, plan, BusyPoll};
+        use crate::runtime::placement::{plan, BusyPoll};
+        use crate::sys::affinity::allowed_cpus;
         use std::net::TcpListener;
         let spec = TestSpec { time_ms: 600, warmup_ms: 0, cooldown_ms: 0, queues: 1, ..TestSpec::default() };
         let caps = KernelCaps::detect().expect("kernel capabilities");
