@@ -1,8 +1,8 @@
 //! `uringbench doctor`: runs the engine's host and path checks and prints them.
 
 use crate::args::{DoctorArgs, DoctorFormat};
-use crate::{port_or_default, print_json};
-use std::io::{IsTerminal, Write};
+use crate::{port_or_default, sink::Sink};
+use std::io::IsTerminal;
 use uringbench::{run_doctor, DoctorOptions, Error};
 
 pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
@@ -13,13 +13,12 @@ pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
         bandwidth_bps: args.bandwidth,
     };
     let report = run_doctor(&opts)?;
-    let mut out = std::io::stdout().lock();
+    let out = Sink::stdout();
     if args.json || args.format == DoctorFormat::Json {
-        print_json(&mut out, &report.to_json())?;
+        out.json_doc(&report.to_json())?;
     } else {
-        let color = out.is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        let _ = write!(out, "{}", report.render_text(color));
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        out.text(&report.render_text(color));
     }
-    let _ = out.flush();
     Ok(report.exit_code())
 }

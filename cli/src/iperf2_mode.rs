@@ -4,7 +4,8 @@
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
 use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
-use std::{io::Write, net::SocketAddr, sync::Arc};
+use crate::sink::Sink;
+use std::{net::SocketAddr, sync::Arc};
 use uringbench::{
     escape_controls,
     iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary},
@@ -83,18 +84,11 @@ pub fn print_report(
     complete: bool,
     error: Option<String>,
 ) -> Result<u8, Error> {
-    let mut out = std::io::stdout().lock();
+    let out = Sink::stdout();
     match format {
-        Format::Json => {
-            let text = serde_json::to_string_pretty(&json)
-                .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
-            let _ = writeln!(out, "{text}");
-        }
-        _ => {
-            let _ = write!(out, "{text}");
-        }
+        Format::Json => out.json_doc(&json)?,
+        _ => out.text(&text),
     }
-    let _ = out.flush();
     if complete {
         Ok(0)
     } else {
@@ -187,10 +181,7 @@ pub fn peer_recv_options(
 /// One line of a receiver's log on stdout, flushed: reasons and errors may quote what a peer
 /// sent, so control characters are escaped (one line each, whatever it sent).
 pub fn print_line(line: &str) {
-    let line = escape_controls(line);
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    Sink::stdout().text(&format!("{}\n", escape_controls(line)));
 }
 
 fn proto_name(proto: Proto) -> &'static str {

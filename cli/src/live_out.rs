@@ -1,53 +1,53 @@
 //! Output as a test runs: the header when it starts, each interval as it closes, the summary
-//! at the end, flushed line by line (pipes too), to stdout or `--logfile`, each text line
+//! at the end, flushed line by line (pipes too), to stdout or `--logfile` (through [`Sink`]), each text line
 //! prefixed with `--title`. `--json-stream` writes the same moments as one JSON object per line.
 
+use crate::sink::Sink;
 use serde_json::Value;
 use std::{
-    io::Write,
     path::Path,
     sync::{Arc, Mutex},
 };
 use uringbench::{
     output as rr,
     output::{self as report, interval_event, start_event},
-    Direction, Error, IntervalFigures, LatencyInterval, Observer, StartInfo, TestSpec,
+    Direction, Error, IntervalFigures, LatencyInterval, Observer, StartInfo, StopToken, TestSpec,
 };
 
-/// Where a command's report goes.
+/// Where a command's report goes: stdout, or `--logfile` (appended to, written beside it and
+/// renamed over it at the end, see [`Sink`]).
 pub struct Out {
-    file: Option<Mutex<std::fs::File>>,
+    logfile: Option<Sink>,
     title: Option<String>,
 }
 
 impl Out {
     pub fn new(logfile: Option<&Path>, title: Option<String>) -> Result<Self, Error> {
-        let file = logfile
+        let logfile = logfile
             .map(|p| {
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| Error::usage(format!("cannot open --logfile {}: {e}", p.display())))
+                Sink::file(p, true).map_err(|e| Error::usage(format!("cannot open --logfile {}: {e}", p.display())))
             })
-            .transpose()?
-            .map(Mutex::new);
-        Ok(Self { file, title })
+            .transpose()?;
+        Ok(Self { logfile, title })
+    }
+
+    /// The sink this report goes to.
+    pub fn sink(&self) -> &Sink {
+        self.logfile.as_ref().unwrap_or(Sink::stdout())
     }
 
     fn write(&self, bytes: &[u8]) {
-        match &self.file {
-            Some(f) => {
-                let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = f.write_all(bytes);
-                let _ = f.flush();
-            }
-            None => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(bytes);
-                let _ = out.flush();
-            }
-        }
+        self.sink().write(bytes);
+    }
+
+    /// Ends `stop`'s test when a write of this report fails.
+    pub fn stop_on_failure(&self, stop: &StopToken) {
+        self.sink().stop_on_failure(stop);
+    }
+
+    /// Completes the report: the log file in place, or stdout flushed (see [`Sink::finish`]).
+    pub fn finish(&self) -> Result<(), Error> {
+        self.sink().finish()
     }
 
     /// Machine-readable text (CSV), as it is.
@@ -73,9 +73,7 @@ impl Out {
 
     /// One JSON document, indented (`-J`).
     pub fn json_doc(&self, v: &impl serde::Serialize) -> Result<(), Error> {
-        let text = serde_json::to_string_pretty(v).map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
-        self.write(format!("{text}\n").as_bytes());
-        Ok(())
+        self.sink().json_doc(v)
     }
 }
 

@@ -6,6 +6,7 @@ mod iperf2_mode;
 mod iperf3_mode;
 mod iperf_cli;
 mod live_out;
+mod sink;
 mod sweep_cmd;
 mod tuning_cmd;
 mod xdp_mode;
@@ -13,7 +14,8 @@ mod xdp_mode;
 use args::*;
 use clap::Parser;
 use live_out::{LiveOut, Out, Style};
-use std::{io::Write, process::ExitCode, sync::Arc, time::Duration};
+use sink::Sink;
+use std::{process::ExitCode, sync::Arc, time::Duration};
 use uringbench::{
     escape_controls,
     iperf2::IPERF2_PORT,
@@ -83,8 +85,14 @@ fn daemon(t: &iperf_cli::Translation) -> ExitCode {
         eprintln!("uringbench: the background receiver exited at once ({status}); run it without -D to see why");
         return ExitCode::from(1);
     }
-    println!("{}: in the background, process {}", t.ran_as(), child.id());
-    ExitCode::SUCCESS
+    Sink::stdout().text(&format!("{}: in the background, process {}\n", t.ran_as(), child.id()));
+    match Sink::stdout().finish() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("uringbench: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 impl FastPathArgs {
@@ -139,6 +147,8 @@ fn busy(b: OnOffAuto) -> BusyPoll {
 }
 
 fn main() -> ExitCode {
+    // Where this process's output begins, should stdout be a file to cut back on a failed write.
+    let _ = Sink::stdout();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let text: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let iperf = match iperf_cli::translate(&text) {
@@ -189,7 +199,7 @@ fn main() -> ExitCode {
         if t.machine_output() {
             eprintln!("{}", t.ran_as());
         } else {
-            println!("{}", t.ran_as());
+            Sink::stdout().text(&format!("{}\n", t.ran_as()));
         }
     }
     // Commands that run tests end them early on a signal, with what they measured; the
@@ -230,9 +240,15 @@ fn main() -> ExitCode {
         Command::Experiment(args) => tuning_cmd::experiment(args, stop),
         Command::Settings(args) => tuning_cmd::settings(args),
     };
+    // Stdout is completed whatever the command did: a failed write there is an error too.
+    let result = result.and_then(|code| Sink::stdout().finish().map(|()| code));
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            // The result measured is not lost when its output could not be written.
+            if let Some(headline) = sink::take_headline() {
+                eprintln!("uringbench: result: {headline}");
+            }
             eprintln!("uringbench: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
@@ -410,10 +426,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             ),
         };
         // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
-        let line = escape_controls(&line);
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        Sink::stdout().text(&format!("{}\n", escape_controls(&line)));
     });
     let ok = uringbench::serve(cfg, Arc::new(workloads), listener, events)?;
     Ok(if ok { 0 } else { 1 })
@@ -508,6 +521,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     }
     let repeat = args.repeat as usize;
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
+    out.stop_on_failure(&opts.stop);
     // One test in text prints as it runs; --json-stream always does.
     let live = if args.output.json_stream {
         Some(Style::JsonStream)
@@ -549,12 +563,24 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
             (None, Format::Json) => {}
         }
+        sink::set_headline(if repeat == 1 {
+            report.summary_line()
+        } else {
+            format!("run {run}/{repeat}: {}", report.summary_line())
+        });
         reports.push(report);
         if opts.stop.is_stopped() {
             break; // The partial run is reported; no more runs.
         }
     }
     let summary = RepeatSummary::of(&reports);
+    if let Some(median) = summary.receiver_bits_per_second.as_ref().filter(|_| repeat > 1) {
+        sink::set_headline(format!(
+            "{} runs, median {} received",
+            reports.len(),
+            format_bits_per_second(median.median)
+        ));
+    }
     match format {
         _ if args.output.json_stream => {}
         Format::Json if repeat == 1 => out.json_doc(&titled(reports[0].to_document(), &title))?,
@@ -569,13 +595,16 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
     }
-    sweep_cmd::write_html(args.html.as_deref(), "send", || {
+    // The report is in place (or its error known) before --html is tried.
+    let written = out.finish();
+    let html = sweep_cmd::write_html(args.html.as_deref(), "send", || {
         let mut docs: Vec<StreamDocument> = reports.iter().map(|r| titled(r.to_document(), &title)).collect();
         match docs.len() {
             1 => SavedResults::Send(Box::new(docs.remove(0))),
             _ => SavedResults::Repeat(docs),
         }
-    })?;
+    });
+    written.and(html)?;
     if let Some(e) = &stopped {
         eprintln!("uringbench: stopped after {} of {repeat} runs: {e}", reports.len());
     } else if let Some(e) = reports.iter().find_map(|r| r.first_error()).filter(|_| format != Format::Text) {
@@ -612,10 +641,8 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Text {
         // The summary comes at the end; say at once what runs, and for how long at most.
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "{} {}: {} connections, running {}...",
+        Sink::stdout().text(&format!(
+            "{} {}: {} connections, running {}...\n",
             opts.method,
             opts.url,
             opts.connections,
@@ -623,29 +650,28 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
                 Some(n) => format!("{n} requests (at most {:.0} s)", opts.duration.as_secs_f64()),
                 None => format!("{:.1} s", opts.duration.as_secs_f64()),
             }
-        );
-        let _ = out.flush();
+        ));
     }
+    Sink::stdout().stop_on_failure(&opts.stop);
     // Text output shows each interval as it closes, as rr does.
     let report = run_http_live(&opts, &mut |iv| {
         if format == Format::Text {
-            let mut out = std::io::stdout().lock();
-            let _ = write!(out, "{}", HttpReport::interval_line(iv));
-            let _ = out.flush();
+            Sink::stdout().text(&HttpReport::interval_line(iv));
         }
     })?;
-    sweep_cmd::write_html(args.html.as_deref(), "http", || SavedResults::Http(Box::new(report.to_document())))?;
-    let mut out = std::io::stdout().lock();
+    sink::set_headline(format!(
+        "{} requests, {:.0} transactions/s, p99 {} us",
+        report.requests, report.transactions_per_second, report.latency_us.p99
+    ));
+    let out = Sink::stdout();
     match format {
-        Format::Text => {
-            let _ = write!(out, "{}", report.render_text());
-        }
-        Format::Json => print_json(&mut out, &report.to_json())?,
-        Format::Csv => {
-            let _ = writeln!(out, "{}\n{}", HttpReport::CSV_HEADER, report.csv_row());
-        }
+        Format::Text => out.text(&report.render_text()),
+        Format::Json => out.json_doc(&report.to_json())?,
+        Format::Csv => out.text(&format!("{}\n{}\n", HttpReport::CSV_HEADER, report.csv_row())),
     }
-    let _ = out.flush();
+    let written = out.finish();
+    sweep_cmd::write_html(args.html.as_deref(), "http", || SavedResults::Http(Box::new(report.to_document())))?;
+    written?;
     if let Some(i) = report.interrupted.as_ref().filter(|_| format != Format::Text) {
         eprintln!("uringbench: {i}");
     } else if !report.complete && format != Format::Text {
@@ -748,12 +774,6 @@ impl Titled for TransactionDocument {
     }
 }
 
-fn print_json(out: &mut impl Write, doc: &impl serde::Serialize) -> Result<(), Error> {
-    let text = serde_json::to_string_pretty(doc).map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))?;
-    let _ = writeln!(out, "{text}");
-    Ok(())
-}
-
 fn render_summary(s: &RepeatSummary) -> String {
     let mut out = format!("{} runs, {} complete\n", s.runs, s.complete_runs);
     let line = |name: &str, st: &Option<Stats>, scale: f64, unit: &str| match st {
@@ -810,6 +830,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         stop,
     };
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
+    out.stop_on_failure(&opts.stop);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
     let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
     let report = uringbench::run_rr_live(&opts, observer)?;
@@ -819,10 +840,17 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
         _ => out.text(&report.render_after_live()),
     }
+    sink::set_headline(format!(
+        "{:.0} transactions/s, p99 latency {} us",
+        report.transactions_per_second(),
+        report.latency.p99
+    ));
+    let written = out.finish();
     let name = if workload == Workload::Crr { "crr" } else { "rr" };
-    sweep_cmd::write_html(args.html.as_deref(), name, || {
+    let html = sweep_cmd::write_html(args.html.as_deref(), name, || {
         SavedResults::Transactions(Box::new(titled(report.to_document(), &title)))
-    })?;
+    });
+    written.and(html)?;
     if let Some(e) = report.first_error().filter(|_| !report.succeeded() && (json || args.output.json_stream)) {
         eprintln!("uringbench: {e}");
     }

@@ -3,9 +3,10 @@
 
 use crate::{
     args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList},
-    busy, port_or_default, print_json,
+    busy, port_or_default,
+    sink::{self, json_text, write_file, Sink},
 };
-use std::{io::Write, path::Path};
+use std::path::Path;
 use uringbench::{
     fleet::{self, FleetReport},
     output::SavedResults,
@@ -44,13 +45,6 @@ fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
     write_html(args.html.as_deref(), "sweep", || SavedResults::Sweep(Box::new(result.clone())))
 }
 
-/// A JSON document as saved to a file: pretty, with a final newline.
-pub(crate) fn json_text(doc: &impl serde::Serialize) -> Result<String, Error> {
-    serde_json::to_string_pretty(doc)
-        .map(|t| t + "\n")
-        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
-}
-
 /// `--html OUT.html` of every command that has it: the page `report --html` draws from the same
 /// document, built only when a page is asked for.
 pub(crate) fn write_html(path: Option<&Path>, name: &str, saved: impl FnOnce() -> SavedResults) -> Result<(), Error> {
@@ -58,11 +52,6 @@ pub(crate) fn write_html(path: Option<&Path>, name: &str, saved: impl FnOnce() -
         Some(path) => write_file(path, &uringbench::output::html_page(&[(name.to_owned(), saved())])?),
         None => Ok(()),
     }
-}
-
-/// Writes a file the user asked for, naming it in the error.
-pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
 pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
@@ -115,16 +104,18 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
+    let out = Sink::stdout();
+    out.stop_on_failure(&plan.base.stop);
     // A stop ends the running test early and the sweep after it.
     let result = sweep::run(
         &plan,
         |r| r.verdict().bottleneck.to_string(),
         |done| {
+            let line = uringbench::sweep::run_line(param, done.label, plan.repeat, done.figures);
             if text {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{}", uringbench::sweep::run_line(param, done.label, plan.repeat, done.figures));
-                let _ = out.flush();
+                out.text(&format!("{line}\n"));
             }
+            sink::set_headline(format!("last run: {}", line.trim()));
             if save_error.is_none() {
                 save_error = save(&args, done.sweep).err();
             }
@@ -133,17 +124,12 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     if let Some(e) = save_error {
         return Err(e);
     }
-    let mut out = std::io::stdout().lock();
     match format {
-        SweepFormat::Text => {
-            let _ = write!(out, "\n{}", result.render_table());
-        }
-        SweepFormat::Json => print_json(&mut out, &result.to_document())?,
-        SweepFormat::Csv => {
-            let _ = write!(out, "{}", result.to_csv());
-        }
+        SweepFormat::Text => out.text(&format!("\n{}", result.render_table())),
+        SweepFormat::Json => out.json_doc(&result.to_document())?,
+        SweepFormat::Csv => out.text(&result.to_csv()),
     }
-    let _ = out.flush();
+    out.finish()?;
     if let Some(cause) = plan.base.stop.cause() {
         eprintln!("uringbench: sweep stopped by {cause}; the runs so far are reported and saved");
         return Ok(1);
@@ -179,7 +165,7 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     if let Some(path) = &args.html {
         write_file(path, &uringbench::output::html_page(&saved)?)?;
         if several {
-            println!("wrote {}", path.display());
+            Sink::stdout().text(&format!("wrote {}\n", path.display()));
             return Ok(0);
         }
     }
@@ -189,8 +175,7 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     if let (Some(path), SavedResults::Sweep(s)) = (&args.csv, first) {
         write_file(path, &s.to_csv())?;
     }
-    let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", first.render_text());
+    Sink::stdout().text(&first.render_text());
     Ok(0)
 }
 
@@ -217,11 +202,8 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
         write_html(Some(path), "fleet", || SavedResults::Fleet(Box::new(report.clone())))?;
         written.push(path.clone());
     }
-    let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", report.render_text());
     let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
-    let _ = writeln!(out, "\nwrote {}", names.join(", "));
-    let _ = out.flush();
+    Sink::stdout().text(&format!("{}\nwrote {}\n", report.render_text(), names.join(", ")));
     let failed = report.failed().len();
     if failed > 0 {
         eprintln!("uringbench: {failed} of {} planned runs failed (listed above)", report.runs.len());

@@ -2,9 +2,10 @@
 
 use crate::{
     args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson},
-    busy, port_or_default, print_json, xdp_mode,
+    busy, port_or_default,
+    sink::{self, json_text, write_file, Sink},
+    xdp_mode,
 };
-use std::io::Write;
 use uringbench::{
     compare::{self, Metric},
     experiment::{self, experiment_document, PeerTool, Plan, Progress},
@@ -16,7 +17,7 @@ use uringbench::{
     Error, Proto, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_SEED,
 };
 
-use crate::sweep_cmd::{json_text, write_file, write_html};
+use crate::sweep_cmd::write_html;
 
 pub fn compare(args: CompareArgs) -> Result<u8, Error> {
     let mut variants = Vec::new();
@@ -29,15 +30,18 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
         Some(args.metric.iter().map(|m| Metric::parse(m.trim())).collect::<Result<Vec<_>, _>>()?)
     };
     let report = compare::compare(variants, metrics, args.seed.unwrap_or(DEFAULT_SEED))?;
+    if let Some(c) = report.verdicts().first() {
+        sink::set_headline(c.verdict.clone());
+    }
     if let Some(path) = &args.svg {
         write_file(path, &report.chart().to_svg_points())?;
     }
     write_html(args.html.as_deref(), "compare", || SavedResults::Compare(Box::new(report.to_document())))?;
-    let mut out = std::io::stdout().lock();
+    let out = Sink::stdout();
     if args.json || args.format == TextOrJson::Json {
-        print_json(&mut out, &report.to_document())?;
+        out.json_doc(&report.to_document())?;
     } else {
-        let _ = write!(out, "{}", report.render_text());
+        out.text(&report.render_text());
     }
     Ok(0)
 }
@@ -89,9 +93,11 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         max_latency_ms: args.max_latency.map(|d| d.as_secs_f64() * 1e3),
     };
     let json = args.json || args.format == TextOrJson::Json;
+    let out = Sink::stdout();
+    out.stop_on_failure(&base.stop);
     if !json {
-        println!(
-            "search: highest rate to {} with {} <= {:.3}%: {} {} B{}, {:.1} s trials, resolution {:.1}%, {} confirmations",
+        out.text(&format!(
+            "search: highest rate to {} with {} <= {:.3}%: {} {} B{}, {:.1} s trials, resolution {:.1}%, {} confirmations\n{}\n",
             args.target,
             if udp { "loss" } else { "retransmitted bytes" },
             args.loss * 100.0,
@@ -100,9 +106,9 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
             if udp && args.no_gso { " without GSO" } else { "" },
             args.trial.as_secs_f64(),
             args.resolution * 100.0,
-            args.confirm
-        );
-        println!("{}", SearchResult::STEP_HEADER);
+            args.confirm,
+            SearchResult::STEP_HEADER
+        ));
     }
     let result = search::search(
         &plan,
@@ -115,22 +121,23 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         },
         |step| {
             if !json {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{}", SearchResult::step_line(step));
-                let _ = out.flush();
+                out.text(&format!("{}\n", SearchResult::step_line(step)));
             }
         },
     )?;
+    let text = result.render_text(&spec);
+    let answer = text.lines().last().unwrap_or_default().to_string();
+    sink::set_headline(answer.clone());
+    if json {
+        out.json_doc(&result.to_document(&spec, &args.target))?;
+    } else {
+        out.text(&format!("{answer}\n"));
+    }
+    let written = out.finish();
     write_html(args.html.as_deref(), "search", || {
         SavedResults::Search(Box::new(result.to_document(&spec, &args.target)))
     })?;
-    let mut out = std::io::stdout().lock();
-    if json {
-        print_json(&mut out, &result.to_document(&spec, &args.target))?;
-    } else {
-        let text = result.render_text(&spec);
-        let _ = write!(out, "{}", text.lines().last().map(|l| format!("{l}\n")).unwrap_or_default());
-    }
+    written?;
     Ok(if result.found() { 0 } else { 1 })
 }
 
@@ -146,11 +153,11 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let journal =
         settings::register(Journal::create(&state, &format!("uringbench experiment {}", args.plan.display()))?);
     let json = args.json || args.format == TextOrJson::Json;
+    let out = Sink::stdout();
+    out.stop_on_failure(&stop);
     let say = |line: String| {
         if !json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
+            out.text(&format!("{line}\n"));
         }
     };
     say(format!(
@@ -162,6 +169,14 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
         plan.seed,
         state.display()
     ));
+    // Few runs: say before they are made what they can show.
+    if (plan.runs as usize) < compare::rank_test_min_runs() {
+        say(format!(
+            "note: with {} runs a variant the rank test cannot reach p<0.05 (it needs {}); Welch's t on log values judges, assuming roughly log-normal runs",
+            plan.runs,
+            compare::rank_test_min_runs()
+        ));
+    }
     // Settings reverted once a stop came: what the interrupted experiment undid.
     let mut reverted_after_stop = 0;
     let outcome = experiment::run(
@@ -205,32 +220,29 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let result = outcome?;
     let comparison = compare::compare_experiment(&result, plan.seed)?;
     let doc = experiment_document(&result, Some(&comparison));
-    if let Some(path) = &args.json_file {
-        write_file(path, &json_text(&doc)?)?;
+    if let Some(c) = comparison.verdicts().first() {
+        sink::set_headline(c.verdict.clone());
     }
-    if let Some(path) = &args.svg {
-        write_file(path, &comparison.chart().to_svg_points())?;
-    }
-    write_html(args.html.as_deref(), "experiment", || SavedResults::Experiment(Box::new(doc.clone())))?;
-    let mut out = std::io::stdout().lock();
     if json {
-        print_json(&mut out, &doc)?;
+        out.json_doc(&doc)?;
     } else {
-        let _ = writeln!(out, "\nsettings per variant:");
+        let mut text = String::from("\nsettings per variant:\n");
         for v in &result.variants {
             let mut what = v.applied.clone();
             if let Some(r) = &v.receiver {
                 what.push(format!("receiver variant {r}"));
             }
-            let _ = writeln!(
-                out,
-                "  {}: {}",
-                v.name,
-                if what.is_empty() { "as the host was".into() } else { what.join("; ") }
-            );
+            let what = if what.is_empty() { "as the host was".into() } else { what.join("; ") };
+            text += &format!("  {}: {what}\n", v.name);
         }
-        let _ = write!(out, "\n{}", comparison.render_text());
+        out.text(&format!("{text}\n{}", comparison.render_text()));
     }
+    // Every file is tried, each in place or not there at all; the first failure is the error.
+    let written = out.finish();
+    let json_file = args.json_file.as_ref().map_or(Ok(()), |path| write_file(path, &json_text(&doc)?));
+    let svg = args.svg.as_ref().map_or(Ok(()), |path| write_file(path, &comparison.chart().to_svg_points()));
+    let html = write_html(args.html.as_deref(), "experiment", || SavedResults::Experiment(Box::new(doc.clone())));
+    written.and(json_file).and(svg).and(html)?;
     let incomplete =
         result.variants.iter().flat_map(|v| &v.runs).filter(|r| !compare::RunMetrics::of_record(r).complete).count();
     if incomplete > 0 {
@@ -269,22 +281,26 @@ pub fn settings(args: SettingsArgs) -> Result<u8, Error> {
             let mut journal = Journal::append_to(&args.state, "uringbench settings")?;
             for change in &changes {
                 match journal.apply(change)? {
-                    Some(what) => println!("  {what}"),
-                    None => println!("  {} (already so)", change.describe()),
+                    Some(what) => Sink::stdout().text(&format!("  {what}\n")),
+                    None => Sink::stdout().text(&format!("  {} (already so)\n", change.describe())),
                 }
             }
             Ok(0)
         }
         SettingsAction::Revert => {
             let mut journal = Journal::open(&args.state)?;
-            println!("restoring {} setting(s) from {}", journal.entries().len(), args.state.display());
+            Sink::stdout().text(&format!(
+                "restoring {} setting(s) from {}\n",
+                journal.entries().len(),
+                args.state.display()
+            ));
             let done = journal.revert();
             match done {
                 Ok(done) => {
                     for d in done {
-                        println!("  {d}");
+                        Sink::stdout().text(&format!("  {d}\n"));
                     }
-                    println!("reverted; {} removed", args.state.display());
+                    Sink::stdout().text(&format!("reverted; {} removed\n", args.state.display()));
                     Ok(0)
                 }
                 Err(e) => Err(e),
@@ -293,7 +309,7 @@ pub fn settings(args: SettingsArgs) -> Result<u8, Error> {
         SettingsAction::Show => {
             let journal = Journal::open(&args.state)?;
             for e in journal.entries() {
-                println!("{}\t{}\t{}", e.kind, e.key, e.previous);
+                Sink::stdout().text(&format!("{}\t{}\t{}\n", e.kind, e.key, e.previous));
             }
             Ok(0)
         }

@@ -136,7 +136,9 @@ pub mod experiment {
 
 /// `compare`: saved runs compared with their statistics.
 pub mod compare {
-    pub use crate::analysis::compare::{compare, compare_experiment, CompareReport, Metric, RunMetrics, ALL_METRICS};
+    pub use crate::analysis::compare::{
+        compare, compare_experiment, rank_test_min_runs, CompareReport, Metric, PTest, RunMetrics, ALL_METRICS,
+    };
     pub use crate::analysis::document::{load_operand, CompareDocument};
 }
 

@@ -1,7 +1,9 @@
 //! `uringbench compare`: did a change help? Per variant the median, min–max and a bootstrap
 //! interval of the median; per variant against the first, the ratio of medians with its
-//! bootstrap interval, a Mann–Whitney p-value and a one-line verdict that says either how large
-//! the change is or how large a change the runs' spread could hide.
+//! bootstrap interval, a p-value and a one-line verdict that says either how large the change
+//! is, or what these runs cannot show. The p-value is Mann–Whitney's where the run counts let
+//! the rank test reach p < 0.05 (4 runs a side or more), else Welch's t on log values; the
+//! verdict says which, and when the rank test could not decide.
 //!
 //! Variants come from saved documents: `send -J` and `send --repeat N -J` (one variant per
 //! file, or several files joined into one), `rr`/`crr`/`http -J`, a sweep (one variant per
@@ -233,6 +235,27 @@ pub struct MetricSummary {
     pub relative_spread: f64,
 }
 
+/// The test whose p-value a comparison's verdict rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PTest {
+    /// Two-sided Mann–Whitney U: used where the counts let it reach p < 0.05.
+    #[default]
+    MannWhitney,
+    /// Welch's two-sided t test on the logarithms of the values: used where the rank test
+    /// cannot reach p < 0.05 with these counts (fewer than 4 runs a side).
+    WelchLogT,
+}
+
+impl PTest {
+    pub fn title(self) -> &'static str {
+        match self {
+            PTest::MannWhitney => "Mann-Whitney U",
+            PTest::WelchLogT => "Welch's t on log values",
+        }
+    }
+}
+
 /// One variant against the first, on one metric.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
@@ -246,11 +269,26 @@ pub struct Comparison {
     /// median(b) ÷ median(a); null when median(a) is 0.
     pub ratio: Option<f64>,
     pub ci95: Option<[f64; 2]>,
+    /// The p-value of `test`, the test the verdict rests on.
     pub p_value: Option<f64>,
+    /// Which test gave `p_value` (documents before it existed used Mann–Whitney).
+    #[serde(default)]
+    pub test: PTest,
+    /// Mann–Whitney's p-value, whichever test decides.
+    #[serde(default)]
+    pub mann_whitney_p: Option<f64>,
+    /// The smallest p the rank test can give with these counts: 2 ÷ C(n_a + n_b, n_a).
+    #[serde(default)]
+    pub rank_p_floor: Option<f64>,
+    /// Welch's t on log values: its p-value, where every value is positive and each side has
+    /// two runs or more.
+    #[serde(default)]
+    pub welch_p: Option<f64>,
     /// p < 0.05 and, where the ratio exists, its interval excludes 1.
     pub significant: bool,
-    /// The smallest relative change these runs would find four times in five (0.2 = 20%).
-    pub min_detectable_effect: f64,
+    /// The smallest relative change these runs would find four times in five with `test`
+    /// (0.2 = 20%); null where no test can decide with these runs.
+    pub min_detectable_effect: Option<f64>,
     pub verdict: String,
 }
 
@@ -333,6 +371,12 @@ pub fn compare(variants: Vec<Variant>, metrics: Option<Vec<Metric>>, seed: u64) 
     Ok(CompareReport { variants, metrics, primary, seed, summaries, comparisons })
 }
 
+/// The fewest runs a side with which the rank test can reach p < 0.05; below it, Welch's t on
+/// log values judges.
+pub fn rank_test_min_runs() -> usize {
+    stats::runs_for_rank_test()
+}
+
 /// One pair on one metric, with its verdict.
 pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) -> Comparison {
     let (xa, xb) = (a.samples(metric), b.samples(metric));
@@ -340,15 +384,34 @@ pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) 
     let ratio = (ma != 0.0).then(|| mb / ma);
     let ci95 = stats::ratio_ci(&xa, &xb, seed).map(|(lo, hi)| [lo, hi]);
     let mw: Option<MannWhitney> = stats::mann_whitney(&xa, &xb);
-    let p_value = mw.map(|m| m.p_value);
+    let welch = stats::welch_log(&xa, &xb);
+    let rank_floor = stats::rank_test_floor(xa.len(), xb.len());
+    let rank_decides = stats::rank_test_can_decide(xa.len(), xb.len());
+    // The rank test judges where it can; below its reach, Welch's t on log values.
+    let (test, p_value, mde) = if rank_decides || welch.is_none() {
+        let mde = if rank_decides { stats::min_detectable_effect(&xa, &xb) } else { f64::INFINITY };
+        (PTest::MannWhitney, mw.map(|m| m.p_value), mde)
+    } else {
+        let w = welch.expect("checked above");
+        (PTest::WelchLogT, Some(w.p_value), stats::welch_detectable_effect(&w))
+    };
     let excludes_one = ci95.is_none_or(|[lo, hi]| lo > 1.0 || hi < 1.0);
-    let significant = p_value.is_some_and(|p| p < stats::ALPHA) && excludes_one && ma != mb;
-    let mde = stats::min_detectable_effect(&xa, &xb);
+    // Below the rank test's reach, with no Welch test either, its approximate p (ties) decides
+    // nothing: the exact test could not go below its floor.
+    let decisive = rank_decides || test == PTest::WelchLogT;
+    let significant = decisive && p_value.is_some_and(|p| p < stats::ALPHA) && excludes_one && ma != mb;
     let spread = stats::relative_spread(&xa).max(stats::relative_spread(&xb));
     let runs = format!("{} vs {} runs", xa.len(), xb.len());
     let p_text = p_value.map_or("no test".into(), fmt_p);
+    // Said beside any verdict the rank test could not have reached.
+    let rank_note = (!rank_decides)
+        .then(|| format!("the rank test cannot go below p={rank_floor:.3} with {runs}, so {} judges", test.title()));
     let verdict = if significant {
         let up = mb > ma;
+        let test_text = match test {
+            PTest::MannWhitney => p_text.clone(),
+            PTest::WelchLogT => format!("{}, {p_text}", test.title()),
+        };
         // The size of the change and its interval, as magnitudes in the change's direction.
         let (size, detail) = match (ratio, ci95) {
             (Some(r), Some([lo, hi])) => {
@@ -357,9 +420,9 @@ pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) 
                 } else {
                     ((1.0 - hi) * 100.0, (1.0 - lo) * 100.0)
                 };
-                (format!("{:.1}% ", (r - 1.0).abs() * 100.0), format!("95% CI {clo:.1}–{chi:.1}%, {p_text}, {runs}"))
+                (format!("{:.1}% ", (r - 1.0).abs() * 100.0), format!("95% CI {clo:.1}–{chi:.1}%, {test_text}, {runs}"))
             }
-            _ => (String::new(), format!("{} against {}, {p_text}, {runs}", fmt_value(mb), fmt_value(ma))),
+            _ => (String::new(), format!("{} against {}, {test_text}, {runs}", fmt_value(mb), fmt_value(ma))),
         };
         match metric {
             Metric::ReceivedGbps | Metric::TransactionsPerSecond => {
@@ -374,13 +437,6 @@ pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) 
                 if up == metric.higher_is_better() { "better" } else { "worse" }
             ),
         }
-    } else if xa.len() < 2 || xb.len() < 2 {
-        format!(
-            "no significant difference in {} between {} and {} ({p_text}): {runs} cannot show one; run each variant 5 times or more",
-            metric.title(),
-            a.name,
-            b.name
-        )
     } else if spread == 0.0 && ma == mb {
         format!(
             "no difference in {}: every run of {} and {} gave {} ({runs})",
@@ -389,15 +445,48 @@ pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) 
             b.name,
             fmt_value(ma)
         )
-    } else {
+    } else if !mde.is_finite() {
+        // No test can reach the level with these runs: say so, not a size it would hide.
+        let why = if xa.len() < 2 || xb.len() < 2 {
+            "a variant with one run has no spread to judge by".to_string()
+        } else {
+            format!(
+                "the rank test cannot go below p={rank_floor:.3} with them, and {} needs positive values",
+                PTest::WelchLogT.title()
+            )
+        };
         format!(
-            "no significant difference in {} between {} and {} ({p_text}): the runs' spread (±{:.0}%) hides changes under ~{:.0}% ({runs})",
+            "undecided in {} between {} and {} ({p_text}): {runs} cannot show a difference ({why}); run each variant {} times or more",
             metric.title(),
             a.name,
             b.name,
-            spread * 100.0,
-            (mde * 100.0).ceil()
+            stats::runs_for_rank_test()
         )
+    } else {
+        let observed = ratio.map(|r| (r - 1.0).abs());
+        let note = rank_note.as_ref().map_or(String::new(), |n| format!("; {n}"));
+        match observed.filter(|&o| o >= mde) {
+            // The change seen is larger than the runs could hide: not "hidden", unproven.
+            Some(o) => format!(
+                "no significant difference in {} between {} and {} ({p_text}): {} measured {:.0}% {} than {}, but with a spread of ±{:.0}% that could be chance; more runs would tell ({runs}{note})",
+                metric.title(),
+                a.name,
+                b.name,
+                b.name,
+                o * 100.0,
+                if mb > ma { "higher" } else { "lower" },
+                a.name,
+                spread * 100.0,
+            ),
+            _ => format!(
+                "no significant difference in {} between {} and {} ({p_text}): the runs' spread (±{:.0}%) hides changes under ~{:.0}% ({runs}{note})",
+                metric.title(),
+                a.name,
+                b.name,
+                spread * 100.0,
+                (mde * 100.0).ceil()
+            ),
+        }
     };
     Comparison {
         a: a.name.clone(),
@@ -410,8 +499,12 @@ pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) 
         ratio,
         ci95,
         p_value,
+        test,
+        mann_whitney_p: mw.map(|m| m.p_value),
+        rank_p_floor: Some(rank_floor),
+        welch_p: welch.map(|w| w.p_value),
         significant,
-        min_detectable_effect: mde,
+        min_detectable_effect: mde.is_finite().then_some(mde),
         verdict,
     }
 }
@@ -515,6 +608,87 @@ pub(crate) mod tests {
             let cpu = compare_pair(&a, &b, Metric::CpuSecondsPerGb, seed);
             assert!(cpu.verdict.contains("less CPU-s/GB") && cpu.verdict.contains("(better;"), "{}", cpu.verdict);
         }
+    }
+
+    #[test]
+    fn three_runs_apart_are_a_difference_and_say_how_it_was_judged() {
+        // The case: no overlap, x2.5 apart, 3 against 3.
+        let a = variant("base", &[12.0, 12.2, 12.3]);
+        let b = variant("tuned", &[29.7, 30.4, 30.5]);
+        let c = compare_pair(&a, &b, Metric::ReceivedGbps, 1);
+        assert!(c.significant, "{c:?}");
+        assert_eq!(c.test, PTest::WelchLogT);
+        assert!((c.mann_whitney_p.unwrap() - 0.1).abs() < 1e-12 && (c.rank_p_floor.unwrap() - 0.1).abs() < 1e-12);
+        assert!(c.verdict.starts_with("tuned is ") && c.verdict.contains("faster than base"), "{}", c.verdict);
+        assert!(c.verdict.contains("Welch's t on log values, p<0.001, 3 vs 3 runs"), "{}", c.verdict);
+        // 4 runs a side: the rank test can decide (2/70), and does.
+        let a = variant("base", &[12.0, 12.2, 12.3, 12.1]);
+        let b = variant("tuned", &[29.7, 30.4, 30.5, 30.0]);
+        let c = compare_pair(&a, &b, Metric::ReceivedGbps, 1);
+        assert!(c.significant && c.test == PTest::MannWhitney && c.p_value.unwrap() < 0.05, "{c:?}");
+    }
+
+    #[test]
+    fn five_against_five_of_one_distribution_are_rarely_a_difference() {
+        let mut significant = 0;
+        for seed in 0..200u64 {
+            let a = variant("a", &normal_samples(5, 20.0, 1.0, 1000 + seed));
+            let b = variant("b", &normal_samples(5, 20.0, 1.0, 2000 + seed));
+            significant += usize::from(compare_pair(&a, &b, Metric::ReceivedGbps, seed).significant);
+        }
+        // The exact rank test at 5 a side rejects in 3.2% of equal draws (p <= 0.032).
+        assert!(significant <= 12, "{significant} of 200 equal 5 vs 5 pairs called significant");
+        // An experiment's default runs let the rank test decide.
+        use crate::workload::experiment::{Plan, DEFAULT_RUNS};
+        assert!(DEFAULT_RUNS as usize >= stats::runs_for_rank_test());
+        let plan = Plan::parse("[test]\ntarget = \"x\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"").unwrap();
+        assert_eq!(plan.runs, DEFAULT_RUNS);
+    }
+
+    #[test]
+    fn no_verdict_claims_to_hide_a_change_the_data_show() {
+        // Overlapping 3 against 3 with a 15% gap in medians but a wide spread: not significant,
+        // and the sentence must not say changes under X% are hidden with X below 15%.
+        for (xa, xb) in [
+            (vec![10.0, 14.0, 11.0], vec![12.0, 16.0, 12.6]),
+            (vec![20.0, 20.4, 19.8, 20.1, 20.2], vec![20.3, 19.9, 20.0, 20.5, 20.1]),
+            (vec![10.0, 9.0, 12.0, 10.5, 11.0], vec![11.5, 12.5, 10.0, 13.0, 12.0]),
+        ] {
+            let (a, b) = (variant("a", &xa), variant("b", &xb));
+            let c = compare_pair(&a, &b, Metric::ReceivedGbps, 3);
+            let seen = (c.ratio.unwrap() - 1.0).abs();
+            if let Some(at) = c.verdict.find("hides changes under ~") {
+                let rest = &c.verdict[at + "hides changes under ~".len()..];
+                let x: f64 = rest[..rest.find('%').unwrap()].parse().unwrap();
+                assert!(x / 100.0 > seen, "{}: claims to hide < {x}% but {:.1}% was seen", c.verdict, seen * 100.0);
+            }
+            assert!(!c.significant || c.p_value.unwrap() < 0.05);
+        }
+        // Retransmits of 0 cannot go through logs: 3 against 3 has no test that can decide.
+        let a = variant("a", &[10.0, 10.5, 11.0]);
+        let b = variant("b", &[10.2, 10.1, 10.4]);
+        let c = compare_pair(&a, &b, Metric::Retransmits, 3);
+        assert!(c.verdict.starts_with("no difference in retransmits: every run"), "{}", c.verdict);
+        let one = variant("one", &[10.0]);
+        let c = compare_pair(&one, &b, Metric::ReceivedGbps, 3);
+        assert!(c.verdict.starts_with("undecided") && c.min_detectable_effect.is_none(), "{}", c.verdict);
+        // Tied zeros against tied fives, 3 a side: the tie-corrected approximation gives
+        // p = 0.047, but the exact test cannot go below 0.1: not called a difference.
+        let zeros = Variant {
+            runs: (0..3)
+                .map(|_| RunMetrics { complete: true, retransmits: Some(0.0), ..RunMetrics::default() })
+                .collect(),
+            ..variant("z", &[])
+        };
+        let fives = Variant {
+            runs: (0..3)
+                .map(|_| RunMetrics { complete: true, retransmits: Some(5.0), ..RunMetrics::default() })
+                .collect(),
+            ..variant("f", &[])
+        };
+        let c = compare_pair(&zeros, &fives, Metric::Retransmits, 3);
+        assert!(c.mann_whitney_p.unwrap() < 0.05 && !c.significant, "{c:?}");
+        assert!(c.verdict.starts_with("undecided in retransmits"), "{}", c.verdict);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! How a comparison is shown: the text table and verdicts, and the per-variant chart.
 
-use crate::analysis::compare::{fmt_like, fmt_p, fmt_value, CompareReport};
+use crate::analysis::compare::{fmt_like, fmt_p, fmt_value, CompareReport, PTest};
 use crate::analysis::document::CompareDocument;
 use crate::analysis::stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
@@ -12,11 +12,12 @@ impl CompareReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "compare: {} variants against {}; 95% intervals from {} bootstrap resamples (seed {}), p from Mann-Whitney U",
+            "compare: {} variants against {}; 95% intervals from {} bootstrap resamples (seed {}), p from Mann-Whitney U, or from Welch's t on log values where the rank test cannot reach p<0.05 (fewer than {} runs a side)",
             self.variants.len(),
             self.variants[0].name,
             stats::BOOTSTRAP_ROUNDS,
-            self.seed
+            self.seed,
+            stats::runs_for_rank_test()
         );
         let width = self.variants.iter().map(|v| v.name.len()).max().unwrap_or(4).max(8);
         for (mi, m) in self.metrics.iter().enumerate() {
@@ -39,12 +40,23 @@ impl CompareReport {
             for c in self.comparisons.iter().filter(|c| c.metric == *m) {
                 let ratio = c.ratio.map_or("ratio n/a (median 0)".into(), |r| format!("ratio {r:.3}"));
                 let ci = c.ci95.map_or(String::new(), |[lo, hi]| format!("  95% CI {lo:.3} - {hi:.3}"));
+                let p = match (c.test, c.p_value) {
+                    (_, None) => "no test".to_string(),
+                    (PTest::MannWhitney, Some(p)) => fmt_p(p),
+                    (PTest::WelchLogT, Some(p)) => format!("{} (Welch, log)", fmt_p(p)),
+                };
+                // Where the rank test could not decide, its p and its floor, beside Welch's.
+                let rank = match (c.test, c.mann_whitney_p, c.rank_p_floor) {
+                    (PTest::WelchLogT, Some(mw), Some(floor)) => {
+                        format!("  rank test {} (cannot go below {floor:.3})", fmt_p(mw))
+                    }
+                    _ => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "  {} vs {}: {ratio}{ci}  {}  {}",
+                    "  {} vs {}: {ratio}{ci}  {p}  {}{rank}",
                     c.b,
                     c.a,
-                    c.p_value.map_or("no test".into(), fmt_p),
                     if c.significant { "significant" } else { "not significant" }
                 );
             }

@@ -4,7 +4,7 @@
 //! settings each variant applied.
 
 use super::{facts_table, figure, flatten, Page};
-use crate::analysis::compare::fmt_p;
+use crate::analysis::compare::{fmt_p, PTest};
 use crate::analysis::document::{CompareDocument, ExperimentDocument};
 use crate::report::chart::escape;
 use crate::report::compare::document_chart;
@@ -27,7 +27,7 @@ fn note(doc: &CompareDocument, dots: bool) -> String {
 fn comparisons(out: &mut String, doc: &CompareDocument) {
     let _ = writeln!(
         out,
-        "<h2>Comparisons (p from Mann-Whitney U, significant at p &lt; {})</h2>\n<div class=\"scroll\"><table id=\"comparisons\"><tr><th>metric</th><th>variant vs baseline</th><th>medians</th><th>ratio</th><th>95% CI</th><th>p</th><th>significant</th><th>verdict</th></tr>",
+        "<h2>Comparisons (p from Mann-Whitney U, or Welch's t on log values where the rank test cannot reach the level, significant at p &lt; {})</h2>\n<div class=\"scroll\"><table id=\"comparisons\"><tr><th>metric</th><th>variant vs baseline</th><th>medians</th><th>ratio</th><th>95% CI</th><th>p</th><th>significant</th><th>verdict</th></tr>",
         doc.alpha
     );
     for c in &doc.comparisons {
@@ -42,7 +42,10 @@ fn comparisons(out: &mut String, doc: &CompareDocument) {
             c.median_a,
             c.ratio.map_or("n/a".into(), |r| format!("{r:.3}")),
             c.ci95.map_or("–".into(), |[lo, hi]| format!("{lo:.3}–{hi:.3}")),
-            escape(&c.p_value.map_or("no test".into(), fmt_p)),
+            escape(&c.p_value.map_or("no test".into(), |p| match c.test {
+                PTest::MannWhitney => fmt_p(p),
+                PTest::WelchLogT => format!("{} (Welch, log)", fmt_p(p)),
+            })),
             if c.significant { "ok" } else { "" },
             if c.significant { "yes" } else { "no" },
             escape(&c.verdict)
