@@ -182,9 +182,9 @@ fn runs(pair: &NetnsPair, path: &Path, n: &str, extra: &[&str]) -> u64 {
     pair.receiver_if_counter("rx_bytes") - before
 }
 
-/// `compare A B -J`: the primary comparison.
-fn compared(a: &Path, b: &Path) -> serde_json::Value {
-    let out = Command::new(bin()).args(["compare", "-J"]).arg(a).arg(b).output().unwrap();
+/// `compare A B -J`: the primary comparison (operands: files, or NAME=FILE,FILE...).
+fn compared(a: &str, b: &str) -> serde_json::Value {
+    let out = Command::new(bin()).args(["compare", "-J", a, b]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&out);
     doc["comparisons"].as_array().unwrap().iter().find(|c| c["metric"] == "received_gbps").unwrap().clone()
@@ -197,12 +197,30 @@ fn compare_real_runs_says_yes_to_a_real_difference_and_no_to_none() {
     let _recv = pair.spawn_recv(&[]);
     let dir = std::env::temp_dir().join(format!("ub-stats-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (base, small) = (dir.join("base.json"), dir.join("w64k.json"));
-    // 3 against 3: a 64 KiB window really carries less (the receiver's interface says so).
-    let base_bytes = runs(&pair, &base, "3", &[]);
-    let small_bytes = runs(&pair, &small, "3", &["-w", "64K"]);
-    assert!(base_bytes > 2 * small_bytes, "-w 64K limits the runs: {base_bytes} vs {small_bytes} bytes received");
-    let c = compared(&base, &small);
+    let file = |name: String| dir.join(name).to_str().unwrap().to_string();
+    // 3 against 3, the two kinds of run taking turns so a busy moment of the shared CPUs hits
+    // both. The receiver's interface says whether -w 64K really carried less; this machine
+    // can be busy enough that it did not (a default run as slow as a 64K one), and then the
+    // runs are made again, at most twice.
+    let mut shown = None;
+    for _ in 0..2 {
+        let (mut base_bytes, mut small_bytes) = (0, 0);
+        for i in 0..3 {
+            base_bytes += runs(&pair, Path::new(&file(format!("base{i}.json"))), "1", &[]);
+            small_bytes += runs(&pair, Path::new(&file(format!("w64k{i}.json"))), "1", &["-w", "64K"]);
+        }
+        let operand = |name: &str| {
+            format!("{name}={}", (0..3).map(|i| file(format!("{name}{i}.json"))).collect::<Vec<_>>().join(","))
+        };
+        let c = compared(&operand("base"), &operand("w64k"));
+        if base_bytes > 2 * small_bytes {
+            shown = Some(c);
+            break;
+        }
+        eprintln!("-w 64K did not limit the runs here: {base_bytes} vs {small_bytes} bytes received; again");
+    }
+    let c =
+        shown.expect("two tries without -w 64K limiting the runs (the receiver's counters): the test bed is too busy");
     assert_eq!(c["significant"], true, "{c}");
     assert_eq!(c["test"], "welch_log_t", "3 a side: the rank test cannot decide, Welch's does: {c}");
     assert!(c["verdict"].as_str().unwrap().contains("slower than base"), "{c}");
@@ -214,7 +232,7 @@ fn compare_real_runs_says_yes_to_a_real_difference_and_no_to_none() {
     for _ in 0..2 {
         runs(&pair, &a, "5", &[]);
         runs(&pair, &b, "5", &[]);
-        let c = compared(&a, &b);
+        let c = compared(a.to_str().unwrap(), b.to_str().unwrap());
         assert_eq!(c["test"], "mann_whitney", "{c}");
         if c["significant"] == false {
             assert!(c["verdict"].as_str().unwrap().starts_with("no significant difference"), "{c}");

@@ -388,12 +388,12 @@ pub(crate) fn compare_pair(a: &Variant, b: &Variant, metric: Metric, seed: u64) 
     let rank_floor = stats::rank_test_floor(xa.len(), xb.len());
     let rank_decides = stats::rank_test_can_decide(xa.len(), xb.len());
     // The rank test judges where it can; below its reach, Welch's t on log values.
-    let (test, p_value, mde) = if rank_decides || welch.is_none() {
-        let mde = if rank_decides { stats::min_detectable_effect(&xa, &xb) } else { f64::INFINITY };
-        (PTest::MannWhitney, mw.map(|m| m.p_value), mde)
-    } else {
-        let w = welch.expect("checked above");
-        (PTest::WelchLogT, Some(w.p_value), stats::welch_detectable_effect(&w))
+    let (test, p_value, mde) = match welch.filter(|_| !rank_decides) {
+        Some(w) => (PTest::WelchLogT, Some(w.p_value), stats::welch_detectable_effect(&w)),
+        None => {
+            let mde = if rank_decides { stats::min_detectable_effect(&xa, &xb) } else { f64::INFINITY };
+            (PTest::MannWhitney, mw.map(|m| m.p_value), mde)
+        }
     };
     let excludes_one = ci95.is_none_or(|[lo, hi]| lo > 1.0 || hi < 1.0);
     // Below the rank test's reach, with no Welch test either, its approximate p (ties) decides
