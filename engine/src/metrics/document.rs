@@ -128,6 +128,10 @@ pub struct StreamDocument {
     pub peer: Option<String>,
     /// The receiver's control address as connected.
     pub target: String,
+    /// Which host sent this direction's data and which received it: this host (the one that
+    /// ran `send`) or the far host (absent from documents before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<crate::metrics::figures::Roles>,
     pub test: TestSpec,
     pub complete: bool,
     pub error: Option<String>,

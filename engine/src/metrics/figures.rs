@@ -35,6 +35,87 @@ pub enum Role {
     Receiver,
 }
 
+impl Role {
+    /// The role's name as the report says it: "sender", "receiver".
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Sender => "sender",
+            Role::Receiver => "receiver",
+        }
+    }
+}
+
+/// Which of the two hosts of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Host {
+    /// The host that ran `send` and prints the report.
+    This,
+    /// The host at the other end (`recv`, or another tool's server).
+    Far,
+}
+
+/// Who played which part in one direction of a test's data: the data sender and the data
+/// receiver, each this host or the far host. Decided once from the test's direction where
+/// the report is put together (`session/sender.rs`, `compat/`), and carried to every output,
+/// so that each figure can say whose it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Roles {
+    /// The host that sent this direction's data.
+    pub data_sender: Host,
+    /// The host that received it.
+    pub data_receiver: Host,
+    /// The far host's address, as this host connected to it.
+    pub far_host: String,
+}
+
+impl Roles {
+    /// This host sends the data to `far_host` (a forward test, `--bidir`'s forward half).
+    pub fn outbound(far_host: impl Into<String>) -> Self {
+        Self { data_sender: Host::This, data_receiver: Host::Far, far_host: far_host.into() }
+    }
+
+    /// `far_host` sends the data to this host (`-R`, `--bidir`'s reverse half).
+    pub fn inbound(far_host: impl Into<String>) -> Self {
+        Self { data_sender: Host::Far, data_receiver: Host::This, far_host: far_host.into() }
+    }
+
+    /// The roles of a test of `direction` against `far_host`; under `--bidir`, of its forward
+    /// half (its reverse half's are [`Self::reversed`]).
+    pub fn of(direction: crate::base::spec::Direction, far_host: impl Into<String>) -> Self {
+        match direction {
+            crate::base::spec::Direction::Reverse => Self::inbound(far_host),
+            _ => Self::outbound(far_host),
+        }
+    }
+
+    /// The same hosts with the data flowing the other way.
+    pub fn reversed(&self) -> Self {
+        Self { data_sender: self.data_receiver, data_receiver: self.data_sender, far_host: self.far_host.clone() }
+    }
+
+    /// The host that played `role`.
+    pub fn host(&self, role: Role) -> Host {
+        match role {
+            Role::Sender => self.data_sender,
+            Role::Receiver => self.data_receiver,
+        }
+    }
+
+    /// `host` in words: "this host", "far host 10.0.0.2".
+    pub fn host_name(&self, host: Host) -> String {
+        match host {
+            Host::This => "this host".to_string(),
+            Host::Far => format!("far host {}", self.far_host),
+        }
+    }
+
+    /// The role with its host, as a report line is labelled: "sender (this host)".
+    pub fn label(&self, role: Role) -> String {
+        format!("{} ({})", role.name(), self.host_name(self.host(role)))
+    }
+}
+
 /// One NIC receive queue of a test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NicQueueRow {
@@ -336,6 +417,8 @@ pub(crate) fn rate(bytes: u64, seconds: f64) -> f64 {
 pub struct StreamReport {
     pub spec: TestSpec,
     pub target: String,
+    /// Which host sent this direction's data and which received it.
+    pub roles: Roles,
     pub sender: SideReport,
     /// `None` when the receiver's report never arrived.
     pub receiver: Option<SideReport>,

@@ -9,7 +9,7 @@ use crate::metrics::document::{
     QueueBytes, QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum,
     TcpSection, Tool,
 };
-use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
+use crate::metrics::figures::{rate, Host, IntervalFigures, Role, SideReport, StreamReport, SCHEMA_VERSION};
 use crate::report::latency::latency_lines;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -94,10 +94,20 @@ pub(crate) const STREAM_SCHEMA_VERSION: u32 = 1;
 
 /// `{"event":"start",...}`: the agreed test and both ends' placement, as it starts.
 pub fn start_event(start: &crate::session::live::StartInfo) -> Value {
+    // Under --bidir, the forward half's roles: this host is its sender.
+    let placement_of = |role: Role| match start.roles.host(role) {
+        Host::This => &start.this_placement,
+        Host::Far => &start.far_placement,
+    };
     json!({"event": "start", "stream_schema_version": STREAM_SCHEMA_VERSION, "schema_version": SCHEMA_VERSION,
            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-           "target": start.target, "test": start.spec,
-           "sender": {"placement": start.sender_placement}, "receiver": {"placement": start.receiver_placement}})
+           "target": start.target, "test": start.spec, "roles": start.roles,
+           "sender": {"placement": placement_of(Role::Sender)}, "receiver": {"placement": placement_of(Role::Receiver)}})
+}
+
+/// The live header's placement lines: each host's, labelled with the host and its role.
+pub fn placement_lines(start: &crate::session::live::StartInfo) -> String {
+    start.placements().iter().map(|(label, line)| format!("{label}: {line}\n")).collect()
 }
 
 /// `{"event":"interval",...}`: one interval as it closed, with the keys of `intervals[]`.
@@ -264,6 +274,7 @@ impl StreamReport {
             title: None,
             peer: None,
             target: self.target.clone(),
+            roles: Some(self.roles.clone()),
             test: self.spec.clone(),
             complete: self.complete(),
             error: self.error.clone(),
@@ -342,9 +353,9 @@ impl StreamReport {
     /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict.
     pub fn render_text(&self) -> String {
         let mut out = header_line(&self.spec, &self.target);
-        let _ = writeln!(out, "sender:   {} | {}", self.sender.placement, self.sender.path);
+        let _ = writeln!(out, "{}: {} | {}", self.roles.label(Role::Sender), self.sender.placement, self.sender.path);
         if let Some(r) = &self.receiver {
-            let _ = writeln!(out, "receiver: {} | {}", r.placement, r.path);
+            let _ = writeln!(out, "{}: {} | {}", self.roles.label(Role::Receiver), r.placement, r.path);
         }
         if let Some(r) = self.receiver.as_ref().filter(|r| r.intervals.len() > 1) {
             let _ = writeln!(out, "{INTERVAL_TITLES}");
@@ -359,9 +370,9 @@ impl StreamReport {
     /// The text that follows lines printed live (header, placement and intervals, as the test
     /// ran): each side's data path, then the summary.
     pub fn render_after_live(&self) -> String {
-        let mut out = format!("sender path:   {}\n", self.sender.path);
+        let mut out = format!("{} path: {}\n", self.roles.label(Role::Sender), self.sender.path);
         if let Some(r) = &self.receiver {
-            let _ = writeln!(out, "receiver path: {}", r.path);
+            let _ = writeln!(out, "{} path: {}", self.roles.label(Role::Receiver), r.path);
         }
         out.push_str(&self.render_summary());
         out
@@ -441,7 +452,7 @@ impl StreamReport {
     /// Each side's queue threads and the host CPUs they ran on.
     fn cpu_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
-        for (name, side) in [("sender", Some(&self.sender)), ("receiver", recv)] {
+        for (role, side) in [(Role::Sender, Some(&self.sender)), (Role::Receiver, recv)] {
             let Some(side) = side else { continue };
             let threads: Vec<String> = side
                 .cpu
@@ -459,6 +470,7 @@ impl StreamReport {
                 .collect();
             let host: Vec<String> =
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
+            let name = self.roles.label(role);
             let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
         }
     }
@@ -485,30 +497,37 @@ impl StreamReport {
         }
     }
 
-    /// The egress interface, the limits found on the path and its counters in the window.
+    /// Where the data left the data sender (its egress interface, with that interface's own
+    /// counters in the window, from the data sender's report), and the limits this host found
+    /// on its own egress.
     fn path_line(&self, out: &mut String) {
-        if let Some(iface) = &self.path.egress_interface {
-            let limits: Vec<String> = self
-                .path
-                .limits
-                .iter()
-                .map(|l| format!("{} {}", l.what, format_bits_per_second(l.bits_per_second)))
-                .collect();
-            let counters = self.sender.host.as_ref().and_then(|h| h.interface).map_or(String::new(), |i| {
-                format!(
-                    "; {iface} in the window: tx {} in {} packets, rx {}, drops {}",
-                    format_bytes(i.tx_bytes),
-                    i.tx_packets,
-                    format_bytes(i.rx_bytes),
-                    i.tx_dropped + i.rx_dropped
-                )
-            });
-            let _ = writeln!(
-                out,
-                "path: egress {iface}; limits: {}{counters}",
-                if limits.is_empty() { "none found".to_string() } else { limits.join(", ") }
-            );
+        let limits: Vec<String> = self
+            .path
+            .limits
+            .iter()
+            .map(|l| format!("{} {}", l.what, format_bits_per_second(l.bits_per_second)))
+            .collect();
+        let limits = if limits.is_empty() { "none found".to_string() } else { limits.join(", ") };
+        let sender = self.roles.label(Role::Sender);
+        let egress = self.path.egress_interface.as_deref();
+        let counters = self.sender.host.as_ref().filter(|h| Some(h.iface.as_str()) == egress).and_then(|h| h.interface);
+        let mut line = match (egress, counters) {
+            (Some(iface), Some(i)) => format!(
+                "path: data leaves the {sender} by {iface}; {iface} in the window: tx {} in {} packets, rx {}, drops {}",
+                format_bytes(i.tx_bytes),
+                i.tx_packets,
+                format_bytes(i.rx_bytes),
+                i.tx_dropped + i.rx_dropped
+            ),
+            (Some(iface), None) => format!("path: data leaves the {sender} by {iface} (its counters not reported)"),
+            (None, _) => format!("path: the {sender}'s egress is not reported"),
+        };
+        if self.roles.data_sender == Host::This {
+            let _ = write!(line, "; limits: {limits}");
+        } else {
+            let _ = write!(line, "; limits on this host's own egress: {limits}");
         }
+        let _ = writeln!(out, "{line}");
     }
 
     /// The sender's TCP figures: retransmits, RTT, cwnd and what limited it.
@@ -517,7 +536,8 @@ impl StreamReport {
         if t.flows > 0 {
             let _ = writeln!(
                 out,
-                "tcp sender: {} retransmits ({:.3}% of bytes), rtt mean {:.0} us max {} us, cwnd mean {:.0}, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
+                "tcp {}: {} retransmits ({:.3}% of bytes), rtt mean {:.0} us max {} us, cwnd mean {:.0}, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
+                self.roles.label(Role::Sender),
                 t.retransmitted_segments,
                 t.retrans_share() * 100.0,
                 t.rtt_mean_us,
@@ -534,7 +554,8 @@ impl StreamReport {
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(
                 out,
-                "zero-copy: {} ({}){}",
+                "zero-copy on the {}: {} ({}){}",
+                self.roles.label(Role::Sender),
                 if zc.used { "SEND_ZC" } else { "off" },
                 zc.reason,
                 if zc.used {
