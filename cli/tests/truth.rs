@@ -128,6 +128,10 @@ fn check_direction(name: &str, args: &[&str], halves: &[bool]) {
             "{iface} sent {sysfs} bytes by sysfs, less than the {written} payload bytes written"
         );
     }
+    if args.contains(&"-u") {
+        assert!(text.contains("\nudp in the window: received "), "UDP loss over the headline's span:\n{text}");
+        assert!(text.contains("\nudp over the whole run: sent "), "and over the whole run:\n{text}");
+    }
     if let [this_sends] = halves {
         // One way only: the other end sent acknowledgements or nothing, far less than the data.
         let (data, back) = if *this_sends { (tx.0, tx.1) } else { (tx.1, tx.0) };
@@ -211,4 +215,57 @@ fn truth_iperf2_udp_client_prints_our_report_over_its_own_time() {
     let report = text.split("Server Report:").nth(1).unwrap();
     let (end, line) = interval_ends(report).into_iter().next().unwrap_or_else(|| panic!("no report line:\n{text}"));
     assert!((end - 2.0).abs() <= 0.04, "the server report ends at {end} s of 2:\n{line}");
+}
+
+/// The data interface set down for 2 s in the middle of a TCP test: the verdict names the
+/// carrier loss on it and the stretch without data, ahead of anything else.
+#[test]
+fn truth_a_link_down_mid_test_is_the_verdict() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubw-d");
+    let _recv = pair.spawn_recv(&[]);
+    let mut c = pair.cmd(&pair.sender_ns(), common::bin(), &["send", "--target", RECV_ADDR, "-t", "4"]);
+    c.args(["--warmup", "0s", "--cooldown", "0s", "-i", "500ms"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = c.spawn().expect("spawn send");
+    let link = |state: &str| {
+        let out = pair.cmd(&pair.sender_ns(), "ip", &["link", "set", "ubw-da0", state]).output().expect("ip link");
+        assert!(out.status.success(), "ip link set {state}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::thread::sleep(Duration::from_millis(1200));
+    link("down");
+    std::thread::sleep(Duration::from_secs(2));
+    link("up");
+    let out = common::finish(child, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let verdict = text.lines().find(|l| l.starts_with("verdict: ")).unwrap_or_else(|| panic!("no verdict:\n{text}"));
+    assert!(verdict.starts_with("verdict: outage (ubw-da0 (this host) lost carrier for "), "{verdict}\n{text}");
+    let secs: f64 = verdict
+        .split("lost carrier for ")
+        .nth(1)
+        .and_then(|t| t.split(" s").next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no duration in: {verdict}"));
+    assert!((1.8..=2.4).contains(&secs), "the link was down 2 s, the verdict says {secs} s: {verdict}");
+    assert!(verdict.contains("; no data for "), "the receiver's empty intervals are named too: {verdict}");
+}
+
+/// `-n`: the header says the test runs until the bytes are sent, not a time window, and the
+/// report says how long the transfer took, inside the wall time the test measured.
+#[test]
+fn truth_a_byte_count_test_says_until_and_how_long() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubw-n");
+    let _recv = pair.spawn_recv(&[]);
+    let (out, wall) = pair.send(&["--target", RECV_ADDR, "-n", "200M"], Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "send -n failed:\n{text}");
+    let header = text.lines().next().unwrap_or_default();
+    assert!(header.contains("until 200.00 MBytes are sent") && !header.contains("s window"), "{header}");
+    let took: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("until 200.00 MBytes: the transfer took ")?.strip_suffix(" s")?.parse().ok())
+        .unwrap_or_else(|| panic!("no 'the transfer took' line:\n{text}"));
+    assert!(0.0 < took && took < wall.as_secs_f64(), "took {took} s of a run of {wall:?}:\n{text}");
+    let window = format!("[SUM] 0.00-{took:<5.2} sec");
+    assert!(text.contains(&window), "the window row covers the transfer ({window}):\n{text}");
 }

@@ -116,6 +116,16 @@ impl Roles {
     }
 }
 
+/// A side's interface without carrier (its operstate not up) inside the measured window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CarrierLoss {
+    pub iface: String,
+    /// When it went down, seconds from the window's start.
+    pub at_seconds: f64,
+    /// How long it stayed down (to the window's end when it never came back in it).
+    pub seconds: f64,
+}
+
 /// One NIC receive queue of a test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NicQueueRow {
@@ -276,12 +286,40 @@ pub struct UdpFigures {
     /// One-way delay (`--one-way-delay`, ends sharing a clock): min, mean, max microseconds.
     #[serde(default)]
     pub delay_us: Option<[f64; 3]>,
+    /// Receiver: the same accounting over the measured window only, the span of the headline
+    /// (absent from a sender, and from a peer before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<UdpWindow>,
+}
+
+/// A UDP receiver's datagram accounting over the measured window: the differences of its
+/// flows' sequence accounting between the window's first and last sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UdpWindow {
+    /// Distinct datagrams received in the window.
+    pub datagrams: u64,
+    /// Datagrams found missing in the window (late arrivals that fill an earlier gap are
+    /// not taken back: only the whole run's count is exact).
+    pub lost: u64,
+    /// How far the highest sequence number advanced in the window.
+    pub expected: u64,
+}
+
+impl UdpWindow {
+    /// Lost datagrams as a share of expected ones (0 when nothing was expected).
+    pub fn loss_ratio(&self) -> f64 {
+        if self.expected == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.expected as f64
+        }
+    }
 }
 
 impl UdpFigures {
     /// A receiver's figures from its flows' sequence accounting: counts summed, jitter the
-    /// mean of the flows' estimates.
-    pub fn received(flows: &[&SeqStats]) -> Self {
+    /// mean of the flows' estimates; `window`, the accounting over the measured window.
+    pub fn received(flows: &[&SeqStats], window: Option<SeqStats>) -> Self {
         let stats = SeqStats::sum(flows.iter().copied());
         let jitter_us =
             if flows.is_empty() { 0.0 } else { flows.iter().map(|s| s.jitter_us).sum::<f64>() / flows.len() as f64 };
@@ -294,6 +332,7 @@ impl UdpFigures {
             jitter_us,
             refused: 0,
             delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
+            window: window.map(|w| UdpWindow { datagrams: w.received, lost: w.lost, expected: w.expected }),
         }
     }
 }
@@ -352,6 +391,10 @@ pub struct SideReport {
     /// (absent for TCP, and from a peer before this field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mptcp: Vec<crate::sys::mptcp::MptcpConnection>,
+    /// The side's interface without carrier inside the window, as its sampler saw it (absent
+    /// when it never went down, and from a peer before this field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carrier_lost: Vec<CarrierLoss>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
     pub errors: Vec<String>,
@@ -501,6 +544,12 @@ impl StreamReport {
             }),
             threads,
             host,
+            carrier_lost: [(Role::Sender, Some(&self.sender)), (Role::Receiver, self.receiver.as_ref())]
+                .into_iter()
+                .filter_map(|(role, side)| Some((self.roles.host_name(self.roles.host(role)), side?)))
+                .flat_map(|(host, side)| side.carrier_lost.iter().map(move |c| (host.clone(), c.clone())))
+                .collect(),
+            silences: self.receiver.as_ref().map_or_else(Vec::new, |r| silences(&r.intervals)),
         }
     }
 
@@ -530,4 +579,28 @@ pub struct Evidence {
     pub threads: Vec<SideThread>,
     /// Host CPUs of each side.
     pub host: Vec<SideHostCpu>,
+    /// Either side's interface without carrier inside the window: the host (in words) and when.
+    pub carrier_lost: Vec<(String, CarrierLoss)>,
+    /// Stretches of the window in which the receiver counted no data: (from, seconds), from
+    /// its consecutive zero-byte intervals.
+    pub silences: Vec<(f64, f64)>,
+}
+
+/// The stretches of `intervals` that carried no bytes, consecutive ones joined: (from, seconds).
+/// None in a window that moved nothing at all: that is the run's failure, not an outage in it.
+pub(crate) fn silences(intervals: &[IntervalFigures]) -> Vec<(f64, f64)> {
+    if intervals.iter().all(|i| i.sum() == 0) {
+        return Vec::new();
+    }
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut open: Option<(f64, f64)> = None;
+    for i in intervals {
+        match (i.sum() == 0, open.as_mut()) {
+            (true, Some((_, end))) => *end = i.end,
+            (true, None) => open = Some((i.start, i.end)),
+            (false, _) => out.extend(open.take().map(|(a, b)| (a, b - a))),
+        }
+    }
+    out.extend(open.map(|(a, b)| (a, b - a)));
+    out
 }

@@ -7,7 +7,7 @@ use crate::base::units::{format_bits_per_second, format_bytes};
 use crate::metrics::document::{
     BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, MptcpSection, OneWayDelay,
     QueueBytes, QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum,
-    TcpSection, Tool,
+    TcpSection, Tool, WindowDatagrams,
 };
 use crate::metrics::figures::{rate, Host, IntervalFigures, Role, SideReport, StreamReport, SCHEMA_VERSION};
 use crate::report::latency::latency_lines;
@@ -140,8 +140,18 @@ pub fn end_event(doc: &impl serde::Serialize) -> Value {
 
 /// The first line of a stream report: the agreed test.
 pub fn header_line(s: &TestSpec, target: &str) -> String {
+    // A test that ends when its bytes are delivered has no time window: it says so.
+    let span = match s.tuning.bytes {
+        Some(n) => format!("until {} are sent (at most {:.1} s)", format_bytes(n), s.time_ms as f64 / 1e3),
+        None => format!(
+            "{:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)",
+            s.time_ms as f64 / 1e3,
+            s.warmup_ms as f64 / 1e3,
+            s.cooldown_ms as f64 / 1e3
+        ),
+    };
     let mut out = format!(
-        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)\n",
+        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {span}\n",
         env!("CARGO_PKG_VERSION"),
         s.proto,
         target,
@@ -150,9 +160,6 @@ pub fn header_line(s: &TestSpec, target: &str) -> String {
         s.flows_per_queue,
         if s.flows_per_queue == 1 { "" } else { "s" },
         format_bytes(u64::from(s.len)),
-        s.time_ms as f64 / 1e3,
-        s.warmup_ms as f64 / 1e3,
-        s.cooldown_ms as f64 / 1e3,
     );
     if s.direction == crate::base::spec::Direction::Reverse {
         let _ = writeln!(out, "reverse: {target} sends, this side receives");
@@ -195,13 +202,25 @@ pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&Interva
     });
     let _ = writeln!(
         out,
-        "[SUM] {:5.2}-{:<5.2} sec  {}   {}{udp}",
+        "[SUM] {:5.2}-{:<5.2} sec  {}   {}{udp}{}",
         i.start,
         i.end,
         side(offered.map(|o| o.sum()), offered_secs),
-        side(Some(i.sum()), secs)
+        side(Some(i.sum()), secs),
+        offered.map_or(String::new(), |_| other_span(offered_secs, secs)),
     );
     out
+}
+
+/// A row states one span: when the sender's figures beside the receiver's cover a span of
+/// their own (a sender that ended early, or whose clock read the edges apart), the row says
+/// it instead of showing two rates over different spans as one.
+fn other_span(offered_secs: f64, row_secs: f64) -> String {
+    if (offered_secs - row_secs).abs() > 0.01 * row_secs.max(0.001) {
+        format!("  (offered over the sender's {offered_secs:.2} s)")
+    } else {
+        String::new()
+    }
 }
 
 impl StreamReport {
@@ -303,6 +322,12 @@ impl StreamReport {
                         expected: u.expected,
                         loss_ratio: if u.expected > 0 { u.lost as f64 / u.expected as f64 } else { 0.0 },
                         one_way_delay_us: u.delay_us.map(|[min, mean, max]| OneWayDelay { min, mean, max }),
+                        window: u.window.map(|w| WindowDatagrams {
+                            datagrams: w.datagrams,
+                            lost: w.lost,
+                            expected: w.expected,
+                            loss_ratio: w.loss_ratio(),
+                        }),
                     }),
                 }),
             },
@@ -422,7 +447,7 @@ impl StreamReport {
         }
         let _ = writeln!(
             out,
-            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}",
+            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}{}",
             window,
             format_bytes(self.sender.bytes()),
             format_bits_per_second(self.sender.bits_per_second()),
@@ -431,15 +456,21 @@ impl StreamReport {
                 format_bytes(r.bytes()),
                 format_bits_per_second(r.bits_per_second())
             )),
+            other_span(self.sender.window_seconds, window),
         );
     }
 
     /// Bytes over the whole test on both sides, and whether they match.
     fn total_line(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
+        // With -n the window is the whole transfer: say how long it took.
+        if let Some(n) = self.spec.tuning.bytes {
+            let took = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
+            let _ = writeln!(out, "until {}: the transfer took {took:.3} s", format_bytes(n));
+        }
         let _ = writeln!(
             out,
-            "total: sender wrote {} bytes, receiver counted {}",
+            "total: sender wrote {} bytes, receiver counted {}, over the whole run (warm-up and cool-down included)",
             self.sender.total_bytes(),
             recv.map_or("nothing (no report)".into(), |r| format!(
                 "{} bytes{}",
@@ -471,7 +502,12 @@ impl StreamReport {
             let host: Vec<String> =
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
             let name = self.roles.label(role);
-            let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
+            let _ = writeln!(
+                out,
+                "cpu {name} in the window: threads {} | host busy {}",
+                threads.join(", "),
+                host.join(" ")
+            );
         }
     }
 
@@ -479,10 +515,21 @@ impl StreamReport {
     fn udp_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         if let Some(u) = recv.and_then(|r| r.udp.as_ref()) {
+            // The headline's span first, then the whole run's exact accounting (FIN included).
+            if let Some(w) = &u.window {
+                let _ = writeln!(
+                    out,
+                    "udp in the window: received {}, lost {}/{} ({:.3}%)",
+                    w.datagrams,
+                    w.lost,
+                    w.expected,
+                    w.loss_ratio() * 100.0
+                );
+            }
             let sent = self.sender.udp.as_ref().map_or(0, |s| s.datagrams);
             let _ = writeln!(
                 out,
-                "udp: sent {sent} datagrams, received {}, lost {}/{} ({:.3}%), out-of-order {}, duplicates {}, jitter {:.3} ms",
+                "udp over the whole run: sent {sent} datagrams, received {}, lost {}/{} ({:.3}%), out-of-order {}, duplicates {}, jitter {:.3} ms",
                 u.datagrams,
                 u.lost,
                 u.expected,
@@ -536,7 +583,7 @@ impl StreamReport {
         if t.flows > 0 {
             let _ = writeln!(
                 out,
-                "tcp {}: {} retransmits ({:.3}% of bytes), rtt mean {:.0} us max {} us, cwnd mean {:.0}, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
+                "tcp {} in the window: {} retransmits ({:.3}% of bytes), srtt mean {:.0} us at the end, max {} us sampled, cwnd mean {:.0} at the end, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
                 self.roles.label(Role::Sender),
                 t.retransmitted_segments,
                 t.retrans_share() * 100.0,
@@ -554,7 +601,7 @@ impl StreamReport {
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(
                 out,
-                "zero-copy on the {}: {} ({}){}",
+                "zero-copy on the {} over the whole run: {} ({}){}",
                 self.roles.label(Role::Sender),
                 if zc.used { "SEND_ZC" } else { "off" },
                 zc.reason,
