@@ -212,7 +212,7 @@ fn server_flags_daemon_and_one_off() {
     let text = ok(&served);
     assert!(text.contains("(-V: the report always has"), "{text}");
     assert!(
-        text.contains("cpu sender (this host):") && text.contains("cpu receiver (far host "),
+        text.contains("cpu sender (this host) in the window:") && text.contains("cpu receiver (far host "),
         "-V: both ends' CPU:\n{text}"
     );
     // -1: exits after one test.

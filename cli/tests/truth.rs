@@ -95,11 +95,20 @@ fn check_direction(name: &str, args: &[&str], halves: &[bool]) {
     assert!(!this_cpus.is_empty() && !far_cpus.is_empty(), "/proc showed the queue threads of both processes");
     assert!(this_cpus.is_disjoint(&far_cpus), "the two hosts' threads on different CPUs: {this_cpus:?} {far_cpus:?}");
 
+    // Under --bidir each direction's lines carry its tag: one report, read here line by line.
+    let lines: Vec<&str> =
+        text.lines().map(|l| l.strip_prefix("fwd ").or_else(|| l.strip_prefix("rev ")).unwrap_or(l)).collect();
+    if halves.len() == 2 {
+        let count = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+        assert_eq!(count("uringbench "), 1, "one header:\n{text}");
+        assert_eq!((count("fwd verdict: "), count("rev verdict: ")), (1, 1), "a verdict per direction:\n{text}");
+        assert_eq!((count("fwd [SUM] 0.00-"), count("[ALL] 0.00-")), (count("rev [SUM] 0.00-"), 1), "{text}");
+    }
     // Placement and CPU lines: each names a host, and its CPUs are that host's threads'.
     let labelled =
         |l: &str| if l.contains("this host") { Some(&this_cpus) } else { l.contains(FAR).then_some(&far_cpus) };
     let mut seen = 0;
-    for line in text.lines() {
+    for line in lines.iter().copied() {
         let Some(expected) = labelled(line) else { continue };
         let named = if line.starts_with("cpu ") {
             cpus_in(line, "threads ")
@@ -115,9 +124,9 @@ fn check_direction(name: &str, args: &[&str], halves: &[bool]) {
 
     // The path line of each direction names the data sender's egress, and sysfs saw at least
     // the payload the data sender wrote leave by it.
-    let paths: Vec<&str> = text.lines().filter(|l| l.starts_with("path: ")).collect();
+    let paths: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("path: ")).collect();
     let totals: Vec<u64> =
-        text.lines().filter_map(|l| l.strip_prefix("total: sender wrote ")?.split(' ').next()?.parse().ok()).collect();
+        lines.iter().filter_map(|l| l.strip_prefix("total: sender wrote ")?.split(' ').next()?.parse().ok()).collect();
     assert_eq!((paths.len(), totals.len()), (halves.len(), halves.len()), "a path and a total per direction:\n{text}");
     for ((&this_sends, line), written) in halves.iter().zip(&paths).zip(&totals) {
         let (host, iface, sysfs) = if this_sends { ("this host", &this_if, tx.0) } else { (FAR, &far_if, tx.1) };

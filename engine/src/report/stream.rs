@@ -171,6 +171,14 @@ pub fn header_line(s: &TestSpec, target: &str) -> String {
     out
 }
 
+/// `text`'s lines, each prefixed with `tag` (`--bidir`'s `fwd `/`rev `; empty: as they are).
+fn tagged(tag: &str, text: &str) -> String {
+    if tag.is_empty() {
+        return text.to_string();
+    }
+    text.lines().map(|l| format!("{tag}{l}\n")).collect()
+}
+
 /// Column titles of interval and window lines.
 pub const INTERVAL_TITLES: &str = "[ ID] Interval           Offered (sender)               Received (receiver)";
 
@@ -375,17 +383,31 @@ impl StreamReport {
         )
     }
 
-    /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict.
+    /// The directions this report holds, each with the tag its lines carry: this one alone
+    /// (untagged), or under `--bidir` the forward one (`fwd `) and the reverse one (`rev `).
+    fn directions(&self) -> Vec<(&'static str, &StreamReport)> {
+        match &self.reverse {
+            Some(rev) => vec![("fwd ", self), ("rev ", rev.as_ref())],
+            None => vec![("", self)],
+        }
+    }
+
+    /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict; under
+    /// `--bidir` one report: one header, both directions in each table, a verdict for each.
     pub fn render_text(&self) -> String {
         let mut out = header_line(&self.spec, &self.target);
-        let _ = writeln!(out, "{}: {} | {}", self.roles.label(Role::Sender), self.sender.placement, self.sender.path);
-        if let Some(r) = &self.receiver {
-            let _ = writeln!(out, "{}: {} | {}", self.roles.label(Role::Receiver), r.placement, r.path);
+        for (tag, d) in self.directions() {
+            let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Sender), d.sender.placement, d.sender.path);
+            if let Some(r) = &d.receiver {
+                let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Receiver), r.placement, r.path);
+            }
         }
-        if let Some(r) = self.receiver.as_ref().filter(|r| r.intervals.len() > 1) {
+        if self.directions().iter().any(|(_, d)| d.receiver.as_ref().is_some_and(|r| r.intervals.len() > 1)) {
             let _ = writeln!(out, "{INTERVAL_TITLES}");
-            for (n, i) in r.intervals.iter().enumerate() {
-                out.push_str(&interval_lines(self.spec.queues, i, self.sender.intervals.get(n)));
+            for (tag, d) in self.directions() {
+                for (n, i) in d.receiver.as_ref().map_or(&[][..], |r| &r.intervals[..]).iter().enumerate() {
+                    out.push_str(&tagged(tag, &interval_lines(d.spec.queues, i, d.sender.intervals.get(n))));
+                }
             }
         }
         out.push_str(&self.render_summary());
@@ -395,40 +417,75 @@ impl StreamReport {
     /// The text that follows lines printed live (header, placement and intervals, as the test
     /// ran): each side's data path, then the summary.
     pub fn render_after_live(&self) -> String {
-        let mut out = format!("{} path: {}\n", self.roles.label(Role::Sender), self.sender.path);
-        if let Some(r) = &self.receiver {
-            let _ = writeln!(out, "{} path: {}", self.roles.label(Role::Receiver), r.path);
+        let mut out = String::new();
+        for (tag, d) in self.directions() {
+            let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Sender), d.sender.path);
+            if let Some(r) = &d.receiver {
+                let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Receiver), r.path);
+            }
         }
         out.push_str(&self.render_summary());
         out
     }
 
-    /// Window lines, totals, CPU, UDP, path, TCP, zero-copy, errors and the verdict.
+    /// The window's table (both directions under `--bidir`, with a sum of each and of both),
+    /// then each direction's totals, CPU, UDP, path, TCP, zero-copy, errors and verdict.
     fn render_summary(&self) -> String {
         let mut out = String::new();
-        self.window_lines(&mut out);
-        self.total_line(&mut out);
-        self.cpu_lines(&mut out);
-        self.udp_lines(&mut out);
-        self.path_line(&mut out);
-        if let Some(t) = self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
-            out.push_str(&nic_queue_lines(t));
+        let directions = self.directions();
+        let _ = writeln!(out, "{INTERVAL_TITLES}");
+        for (tag, d) in &directions {
+            let mut rows = String::new();
+            d.window_lines(&mut rows);
+            out.push_str(&tagged(tag, &rows));
         }
-        self.tcp_line(&mut out);
-        self.zerocopy_line(&mut out);
-        if let Some(l) = &self.latency {
-            out.push_str(&latency_lines(l));
+        if directions.len() > 1 {
+            self.both_ways_line(&mut out);
         }
-        self.error_lines(&mut out);
-        self.verdict_lines(&mut out);
+        for (tag, d) in &directions {
+            let mut lines = String::new();
+            d.total_line(&mut lines);
+            d.cpu_lines(&mut lines);
+            d.udp_lines(&mut lines);
+            d.path_line(&mut lines);
+            if let Some(t) = d.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
+                lines.push_str(&nic_queue_lines(t));
+            }
+            d.tcp_line(&mut lines);
+            d.zerocopy_line(&mut lines);
+            if let Some(l) = &d.latency {
+                lines.push_str(&latency_lines(l));
+            }
+            d.error_lines(&mut lines);
+            d.verdict_lines(&mut lines);
+            out.push_str(&tagged(tag, &lines));
+        }
         out
+    }
+
+    /// `--bidir`: both directions' window figures added up, each side's over its own window.
+    fn both_ways_line(&self, out: &mut String) {
+        let directions = self.directions();
+        let offered: u64 = directions.iter().map(|(_, d)| d.sender.bytes()).sum();
+        let offered_bps: f64 = directions.iter().map(|(_, d)| d.sender.bits_per_second()).sum();
+        let received: u64 = directions.iter().filter_map(|(_, d)| d.receiver.as_ref()).map(|r| r.bytes()).sum();
+        let received_bps: f64 =
+            directions.iter().filter_map(|(_, d)| d.receiver.as_ref()).map(|r| r.bits_per_second()).sum();
+        let window = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let _ = writeln!(
+            out,
+            "[ALL] 0.00-{window:<5.2} sec  {:>12} {:>16}   {:>12} {:>16}  (both directions)",
+            format_bytes(offered),
+            format_bits_per_second(offered_bps),
+            format_bytes(received),
+            format_bits_per_second(received_bps)
+        );
     }
 
     /// The per-queue window lines and the `[SUM]` line, offered beside received.
     fn window_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
-        let _ = writeln!(out, "{INTERVAL_TITLES}");
         for sq in &self.sender.queues {
             let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
             let _ = writeln!(
@@ -628,7 +685,7 @@ impl StreamReport {
         }
     }
 
-    /// The verdict, then the reverse direction's report under `--bidir`.
+    /// The verdict, with the queue and NIC queue findings behind it.
     fn verdict_lines(&self, out: &mut String) {
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
@@ -637,10 +694,6 @@ impl StreamReport {
         }
         for finding in self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()).map_or(&[][..], |t| &t.findings[..]) {
             let _ = writeln!(out, "verdict: {finding}");
-        }
-        if let Some(rev) = &self.reverse {
-            let _ = writeln!(out, "\n--- reverse direction (the far side sending to this one) ---");
-            out.push_str(&rev.render_text());
         }
     }
 }
