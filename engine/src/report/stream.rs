@@ -220,11 +220,15 @@ pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&Interva
     out
 }
 
+/// How far apart (as a share of the row's span) the sender's span may be before a row says it:
+/// each end samples on its own clock, a few hundredths of a second apart on a busy host.
+const SPAN_TOLERANCE: f64 = 0.05;
+
 /// A row states one span: when the sender's figures beside the receiver's cover a span of
 /// their own (a sender that ended early, or whose clock read the edges apart), the row says
 /// it instead of showing two rates over different spans as one.
 fn other_span(offered_secs: f64, row_secs: f64) -> String {
-    if (offered_secs - row_secs).abs() > 0.01 * row_secs.max(0.001) {
+    if (offered_secs - row_secs).abs() > SPAN_TOLERANCE * row_secs.max(0.001) {
         format!("  (offered over the sender's {offered_secs:.2} s)")
     } else {
         String::new()
