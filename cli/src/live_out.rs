@@ -107,11 +107,11 @@ impl Observer for LiveOut {
         let s = &start.spec;
         let mut text = if s.workload.latency_bound() {
             let mut t = rr::rr_header(s, &start.target);
-            t.push_str(&format!("client: {}\nserver: {}\n", start.sender_placement, start.receiver_placement));
+            t.push_str(&format!("client: {}\nserver: {}\n", start.this_placement, start.far_placement));
             t
         } else {
             let mut t = report::header_line(s, &start.target);
-            t.push_str(&format!("sender:   {}\nreceiver: {}\n", start.sender_placement, start.receiver_placement));
+            t.push_str(&report::placement_lines(start));
             if s.interval_ms > 0 {
                 t.push_str(report::INTERVAL_TITLES);
                 t.push('\n');

@@ -211,7 +211,10 @@ fn server_flags_daemon_and_one_off() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let text = ok(&served);
     assert!(text.contains("(-V: the report always has"), "{text}");
-    assert!(text.contains("cpu sender:") && text.contains("cpu receiver:"), "-V: both ends' CPU:\n{text}");
+    assert!(
+        text.contains("cpu sender (this host) in the window:") && text.contains("cpu receiver (far host "),
+        "-V: both ends' CPU:\n{text}"
+    );
     // -1: exits after one test.
     let once = Server::start(&pair, &["-s", "-1"], "5300");
     ok(&client(&pair, &["-c", RECV_ADDR, "-t", "1", "-O", "0", "-i", "0"]));

@@ -95,7 +95,7 @@ pub use crate::wire::iperf3::IPERF3_PORT;
 
 // What a test reports, and the documents it is saved as (docs/output.md, docs/schema/).
 pub use crate::metrics::document::{Kind, RepeatDocument, RunRecord, StreamDocument, Tool, TransactionDocument};
-pub use crate::metrics::figures::{IntervalFigures, Role, SideReport, StreamReport, SCHEMA_VERSION};
+pub use crate::metrics::figures::{Host, IntervalFigures, Role, Roles, SideReport, StreamReport, SCHEMA_VERSION};
 pub use crate::metrics::latency::{LatencyInterval, WorkingLatency};
 pub use crate::metrics::summary::{Stats, DEFAULT_SEED};
 pub use crate::report::export::RepeatSummary;
@@ -112,8 +112,8 @@ pub mod output {
     pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line};
     pub use crate::report::saved::SavedResults;
     pub use crate::report::stream::{
-        end_event, header_line, interval_event, interval_json, interval_lines, latency_event, start_event,
-        INTERVAL_TITLES,
+        end_event, header_line, interval_event, interval_json, interval_lines, latency_event, placement_lines,
+        start_event, INTERVAL_TITLES,
     };
 }
 

@@ -108,6 +108,7 @@ fn verdict(bottleneck: Bottleneck, evidence: String) -> Verdict {
 /// Applies the rules in order: the first that names a limit wins.
 pub(crate) fn diagnose(e: &Evidence) -> Verdict {
     incomplete(e)
+        .or_else(|| outage(e))
         .or_else(|| datagram_loss(e))
         .or_else(|| configured_rate(e))
         .or_else(|| path_limit(e))
@@ -124,9 +125,27 @@ pub(crate) fn diagnose(e: &Evidence) -> Verdict {
         })
 }
 
-/// The run did not complete: nothing else can be trusted.
+/// The run did not complete: nothing else can be trusted, but an outage seen before it ended
+/// is said beside the reason (a link that went down is often why).
 fn incomplete(e: &Evidence) -> Option<Verdict> {
-    e.incomplete.as_ref().map(|why| verdict(Bottleneck::Incomplete, why.clone()))
+    let why = e.incomplete.as_ref()?;
+    let evidence = match outage(e) {
+        Some(o) => format!("{why}; {}", o.evidence),
+        None => why.clone(),
+    };
+    Some(verdict(Bottleneck::Incomplete, evidence))
+}
+
+/// The path went away inside the window: an interface without carrier, or stretches with no
+/// data at all. Whatever else the figures show (CPU idle, loss, a low rate) follows from it.
+fn outage(e: &Evidence) -> Option<Verdict> {
+    let carrier = e
+        .carrier_lost
+        .iter()
+        .map(|(host, c)| format!("{} ({host}) lost carrier for {:.1} s at {:.1} s", c.iface, c.seconds, c.at_seconds));
+    let silent = e.silences.iter().map(|(from, secs)| format!("no data for {secs:.1} s from {from:.1} s"));
+    let said: Vec<String> = carrier.chain(silent).collect();
+    (!said.is_empty()).then(|| verdict(Bottleneck::Outage, said.join("; ")))
 }
 
 /// UDP datagrams lost beyond [`RETRANS_SHARE`].
@@ -413,6 +432,41 @@ mod tests {
         );
         let tiny = Evidence { udp_loss: Some((1, 10_000, 0)), ..Default::default() };
         assert_eq!(diagnose(&tiny).bottleneck, "no clear bottleneck", "0.01% loss is not the limit");
+    }
+
+    #[test]
+    fn an_outage_comes_before_loss_and_cpu() {
+        let lost = crate::metrics::figures::CarrierLoss { iface: "vA".into(), at_seconds: 3.0, seconds: 2.5 };
+        let down = Evidence {
+            carrier_lost: vec![("this host".into(), lost)],
+            silences: vec![(3.0, 2.0)],
+            udp_loss: Some((5000, 10_000, 0)),
+            threads: vec![("sender", thread(0, 0.45))],
+            host: vec![("sender", host(0, 1.0, 0.1))],
+            ..Default::default()
+        };
+        let v = diagnose(&down);
+        assert_eq!(v.bottleneck, "outage", "{v:?}");
+        assert_eq!(v.evidence, "vA (this host) lost carrier for 2.5 s at 3.0 s; no data for 2.0 s from 3.0 s");
+        let quiet = Evidence { silences: vec![(1.0, 1.0)], ..Default::default() };
+        assert_eq!(diagnose(&quiet).evidence, "no data for 1.0 s from 1.0 s");
+    }
+
+    #[test]
+    fn silences_join_consecutive_empty_intervals() {
+        use crate::metrics::figures::{silences, IntervalFigures};
+        let iv = |start: f64, bytes: u64| IntervalFigures {
+            start,
+            end: start + 1.0,
+            bytes: vec![bytes],
+            tcp: Default::default(),
+            tcp_flows: Vec::new(),
+            udp: None,
+            cpu: None,
+        };
+        let run = [iv(0.0, 5), iv(1.0, 0), iv(2.0, 0), iv(3.0, 7), iv(4.0, 0)];
+        assert_eq!(silences(&run), vec![(1.0, 2.0), (4.0, 1.0)]);
+        assert!(silences(&[iv(0.0, 0), iv(1.0, 0)]).is_empty(), "a window that moved nothing is no outage in it");
     }
 
     #[test]

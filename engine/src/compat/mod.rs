@@ -15,7 +15,7 @@ mod udp;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::stop::StopToken;
-use crate::metrics::figures::{IntervalFigures, PathFacts, Role, SideReport, StreamReport};
+use crate::metrics::figures::{IntervalFigures, PathFacts, Role, Roles, SideReport, StreamReport};
 use crate::metrics::measure::{QueueCounters, Window};
 use crate::runtime::placement::{BusyPoll, Placement};
 use crate::session::gate::{GateEvent, GateLimits, PAUSE};
@@ -253,9 +253,14 @@ fn stream_report(
         _ => &mut sender,
     };
     ours.intervals = live.take(ours.role);
+    // The other tool reports no host figures: the data's egress is known only when we send it.
+    let roles = match ours.role {
+        Role::Sender => Roles::outbound(target.ip().to_string()),
+        Role::Receiver => Roles::inbound(target.ip().to_string()),
+    };
     let host = ours.host.as_ref();
     let facts = PathFacts {
-        egress_interface: path.interface().map(str::to_string),
+        egress_interface: (ours.role == Role::Sender).then(|| path.interface().map(str::to_string)).flatten(),
         limits: path.limits.clone(),
         interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
         softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
@@ -263,6 +268,7 @@ fn stream_report(
     let mut stream = StreamReport {
         spec,
         target: target.to_string(),
+        roles,
         sender,
         receiver,
         error,

@@ -128,6 +128,10 @@ pub struct StreamDocument {
     pub peer: Option<String>,
     /// The receiver's control address as connected.
     pub target: String,
+    /// Which host sent this direction's data and which received it: this host (the one that
+    /// ran `send`) or the far host (absent from documents before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<crate::metrics::figures::Roles>,
     pub test: TestSpec,
     pub complete: bool,
     pub error: Option<String>,
@@ -242,6 +246,20 @@ pub struct ReceivedDatagrams {
     pub loss_ratio: f64,
     /// `--one-way-delay`: arrival − send timestamp; null without it.
     pub one_way_delay_us: Option<OneWayDelay>,
+    /// The figures above are the whole run's (warm-up, cool-down and the FIN included); these
+    /// are the measured window's, the headline's span (absent before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowDatagrams>,
+}
+
+/// A UDP receiver's datagrams over the measured window.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+pub struct WindowDatagrams {
+    pub datagrams: u64,
+    pub lost: u64,
+    pub expected: u64,
+    /// `lost ÷ expected`.
+    pub loss_ratio: f64,
 }
 
 /// One-way delay over the test, in µs.

@@ -35,6 +35,97 @@ pub enum Role {
     Receiver,
 }
 
+impl Role {
+    /// The role's name as the report says it: "sender", "receiver".
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Sender => "sender",
+            Role::Receiver => "receiver",
+        }
+    }
+}
+
+/// Which of the two hosts of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Host {
+    /// The host that ran `send` and prints the report.
+    This,
+    /// The host at the other end (`recv`, or another tool's server).
+    Far,
+}
+
+/// Who played which part in one direction of a test's data: the data sender and the data
+/// receiver, each this host or the far host. Decided once from the test's direction where
+/// the report is put together (`session/sender.rs`, `compat/`), and carried to every output,
+/// so that each figure can say whose it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Roles {
+    /// The host that sent this direction's data.
+    pub data_sender: Host,
+    /// The host that received it.
+    pub data_receiver: Host,
+    /// The far host's address, as this host connected to it.
+    pub far_host: String,
+}
+
+impl Roles {
+    /// This host sends the data to `far_host` (a forward test, `--bidir`'s forward half).
+    pub fn outbound(far_host: impl Into<String>) -> Self {
+        Self { data_sender: Host::This, data_receiver: Host::Far, far_host: far_host.into() }
+    }
+
+    /// `far_host` sends the data to this host (`-R`, `--bidir`'s reverse half).
+    pub fn inbound(far_host: impl Into<String>) -> Self {
+        Self { data_sender: Host::Far, data_receiver: Host::This, far_host: far_host.into() }
+    }
+
+    /// The roles of a test of `direction` against `far_host`; under `--bidir`, of its forward
+    /// half (its reverse half's are [`Self::reversed`]).
+    pub fn of(direction: crate::base::spec::Direction, far_host: impl Into<String>) -> Self {
+        match direction {
+            crate::base::spec::Direction::Reverse => Self::inbound(far_host),
+            _ => Self::outbound(far_host),
+        }
+    }
+
+    /// The same hosts with the data flowing the other way.
+    pub fn reversed(&self) -> Self {
+        Self { data_sender: self.data_receiver, data_receiver: self.data_sender, far_host: self.far_host.clone() }
+    }
+
+    /// The host that played `role`.
+    pub fn host(&self, role: Role) -> Host {
+        match role {
+            Role::Sender => self.data_sender,
+            Role::Receiver => self.data_receiver,
+        }
+    }
+
+    /// `host` in words: "this host", "far host 10.0.0.2".
+    pub fn host_name(&self, host: Host) -> String {
+        match host {
+            Host::This => "this host".to_string(),
+            Host::Far => format!("far host {}", self.far_host),
+        }
+    }
+
+    /// The role with its host, as a report line is labelled: "sender (this host)".
+    pub fn label(&self, role: Role) -> String {
+        format!("{} ({})", role.name(), self.host_name(self.host(role)))
+    }
+}
+
+/// A side's interface without carrier (its operstate not up) inside the measured window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CarrierLoss {
+    pub iface: String,
+    /// When it went down, seconds from the window's start.
+    pub at_seconds: f64,
+    /// How long it stayed down (to the window's end when it never came back in it).
+    pub seconds: f64,
+}
+
 /// One NIC receive queue of a test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NicQueueRow {
@@ -195,12 +286,40 @@ pub struct UdpFigures {
     /// One-way delay (`--one-way-delay`, ends sharing a clock): min, mean, max microseconds.
     #[serde(default)]
     pub delay_us: Option<[f64; 3]>,
+    /// Receiver: the same accounting over the measured window only, the span of the headline
+    /// (absent from a sender, and from a peer before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<UdpWindow>,
+}
+
+/// A UDP receiver's datagram accounting over the measured window: the differences of its
+/// flows' sequence accounting between the window's first and last sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UdpWindow {
+    /// Distinct datagrams received in the window.
+    pub datagrams: u64,
+    /// Datagrams found missing in the window (late arrivals that fill an earlier gap are
+    /// not taken back: only the whole run's count is exact).
+    pub lost: u64,
+    /// How far the highest sequence number advanced in the window.
+    pub expected: u64,
+}
+
+impl UdpWindow {
+    /// Lost datagrams as a share of expected ones (0 when nothing was expected).
+    pub fn loss_ratio(&self) -> f64 {
+        if self.expected == 0 {
+            0.0
+        } else {
+            self.lost as f64 / self.expected as f64
+        }
+    }
 }
 
 impl UdpFigures {
     /// A receiver's figures from its flows' sequence accounting: counts summed, jitter the
-    /// mean of the flows' estimates.
-    pub fn received(flows: &[&SeqStats]) -> Self {
+    /// mean of the flows' estimates; `window`, the accounting over the measured window.
+    pub fn received(flows: &[&SeqStats], window: Option<SeqStats>) -> Self {
         let stats = SeqStats::sum(flows.iter().copied());
         let jitter_us =
             if flows.is_empty() { 0.0 } else { flows.iter().map(|s| s.jitter_us).sum::<f64>() / flows.len() as f64 };
@@ -213,6 +332,7 @@ impl UdpFigures {
             jitter_us,
             refused: 0,
             delay_us: stats.delay.filter(|d| d.count > 0).map(|d| [d.min_us, d.sum_us / d.count as f64, d.max_us]),
+            window: window.map(|w| UdpWindow { datagrams: w.received, lost: w.lost, expected: w.expected }),
         }
     }
 }
@@ -271,6 +391,10 @@ pub struct SideReport {
     /// (absent for TCP, and from a peer before this field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mptcp: Vec<crate::sys::mptcp::MptcpConnection>,
+    /// The side's interface without carrier inside the window, as its sampler saw it (absent
+    /// when it never went down, and from a peer before this field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carrier_lost: Vec<CarrierLoss>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
     pub errors: Vec<String>,
@@ -336,6 +460,8 @@ pub(crate) fn rate(bytes: u64, seconds: f64) -> f64 {
 pub struct StreamReport {
     pub spec: TestSpec,
     pub target: String,
+    /// Which host sent this direction's data and which received it.
+    pub roles: Roles,
     pub sender: SideReport,
     /// `None` when the receiver's report never arrived.
     pub receiver: Option<SideReport>,
@@ -418,6 +544,12 @@ impl StreamReport {
             }),
             threads,
             host,
+            carrier_lost: [(Role::Sender, Some(&self.sender)), (Role::Receiver, self.receiver.as_ref())]
+                .into_iter()
+                .filter_map(|(role, side)| Some((self.roles.host_name(self.roles.host(role)), side?)))
+                .flat_map(|(host, side)| side.carrier_lost.iter().map(move |c| (host.clone(), c.clone())))
+                .collect(),
+            silences: self.receiver.as_ref().map_or_else(Vec::new, |r| silences(&r.intervals)),
         }
     }
 
@@ -447,4 +579,28 @@ pub struct Evidence {
     pub threads: Vec<SideThread>,
     /// Host CPUs of each side.
     pub host: Vec<SideHostCpu>,
+    /// Either side's interface without carrier inside the window: the host (in words) and when.
+    pub carrier_lost: Vec<(String, CarrierLoss)>,
+    /// Stretches of the window in which the receiver counted no data: (from, seconds), from
+    /// its consecutive zero-byte intervals.
+    pub silences: Vec<(f64, f64)>,
+}
+
+/// The stretches of `intervals` that carried no bytes, consecutive ones joined: (from, seconds).
+/// None in a window that moved nothing at all: that is the run's failure, not an outage in it.
+pub(crate) fn silences(intervals: &[IntervalFigures]) -> Vec<(f64, f64)> {
+    if intervals.iter().all(|i| i.sum() == 0) {
+        return Vec::new();
+    }
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut open: Option<(f64, f64)> = None;
+    for i in intervals {
+        match (i.sum() == 0, open.as_mut()) {
+            (true, Some((_, end))) => *end = i.end,
+            (true, None) => open = Some((i.start, i.end)),
+            (false, _) => out.extend(open.take().map(|(a, b)| (a, b - a))),
+        }
+    }
+    out.extend(open.map(|(a, b)| (a, b - a)));
+    out
 }

@@ -6,7 +6,7 @@
 //! counter and the CPU clocks, and goes back to sleep, so measuring costs the data path
 //! nothing.
 
-use crate::metrics::figures::{CpuShare, IntervalCpu, IntervalFigures};
+use crate::metrics::figures::{CarrierLoss, CpuShare, IntervalCpu, IntervalFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::sys::hostinfo::HostSnapshot;
 use crate::sys::tcpinfo::{TcpInfo, TcpWindow};
@@ -246,6 +246,24 @@ pub struct Window {
     /// Whether the whole planned window was sampled (false: the flows ended, or the test was
     /// stopped, before its end).
     pub complete: bool,
+    /// The largest smoothed RTT of any flow read inside the window, µs: TCP_INFO is read at
+    /// each sample and on every wake-up of the sampler between them (at most 20 ms apart).
+    pub rtt_max_us: u32,
+    /// The sampled interface without carrier inside the window, read on every wake-up.
+    pub carrier_lost: Vec<CarrierLoss>,
+}
+
+impl Window {
+    /// UDP receiver: its flows' accounting over the window (None without UDP accounting).
+    pub(crate) fn udp(&self) -> Option<SeqStats> {
+        let (first, last) = (self.first.as_ref()?, self.last.as_ref()?);
+        (!last.udp.is_empty()).then(|| SeqStats::sum(&last.udp).delta(&SeqStats::sum(&first.udp)))
+    }
+}
+
+/// The largest smoothed RTT among `tcp`'s flows, µs (0 without TCP flows).
+fn largest_rtt(tcp: &[Option<TcpInfo>]) -> u32 {
+    tcp.iter().flatten().map(|i| i.rtt_us).max().unwrap_or(0)
 }
 
 /// Where a side's closed intervals go.
@@ -264,7 +282,10 @@ pub(crate) fn sample_window(
     let mut window = Window::default();
     let mut prev: Option<Sample> = None;
     let mut offsets = offsets.into_iter().peekable();
-    let mut close = |window: &mut Window, prev: &mut Option<Sample>, mut sample: Sample| {
+    // The largest RTT read since the interval's first sample.
+    let mut peak = 0u32;
+    let mut carrier = CarrierWatch::default();
+    let mut close = |window: &mut Window, prev: &mut Option<Sample>, peak: &mut u32, mut sample: Sample| {
         if let Some(p) = prev.as_ref() {
             // A thread that has exited (its flows ended first) keeps its last CPU reading.
             for t in &p.cpu.threads {
@@ -273,12 +294,17 @@ pub(crate) fn sample_window(
                 }
             }
         }
+        let at_sample = largest_rtt(&sample.tcp);
         if let (Some(first), Some(p)) = (window.first.as_ref(), prev.as_ref()) {
-            sink(interval_between(first, p, &sample));
+            let mut interval = interval_between(first, p, &sample);
+            interval.tcp.rtt_max_us = interval.tcp.rtt_max_us.max(*peak);
+            sink(interval);
         }
         if window.first.is_none() {
             window.first = Some(sample.clone());
         }
+        window.rtt_max_us = window.rtt_max_us.max(*peak).max(at_sample);
+        *peak = at_sample;
         *prev = Some(sample);
     };
     while let Some(offset) = offsets.next() {
@@ -291,19 +317,67 @@ pub(crate) fn sample_window(
             if finished() {
                 // The flows ended before the window did: keep what was measured.
                 if window.first.is_some() {
-                    close(&mut window, &mut prev, Sample::take(src, true));
+                    close(&mut window, &mut prev, &mut peak, Sample::take(src, true));
                 }
                 window.last = prev;
+                window.carrier_lost = carrier.end(&window);
                 return window;
+            }
+            if let Some(first) = window.first.as_ref() {
+                let rtt = src.sockets.iter().filter_map(|&fd| TcpInfo::read(fd)).map(|i| i.rtt_us).max();
+                peak = peak.max(rtt.unwrap_or(0));
+                carrier.look(src.iface, (now - first.at).as_secs_f64());
             }
             std::thread::sleep((due - now).min(Duration::from_millis(20)));
         }
         let edge = window.first.is_none() || offsets.peek().is_none();
-        close(&mut window, &mut prev, Sample::take(src, edge));
+        close(&mut window, &mut prev, &mut peak, Sample::take(src, edge));
     }
     window.last = prev;
     window.complete = true;
+    window.carrier_lost = carrier.end(&window);
     window
+}
+
+/// Follows the sampled interface's carrier through the window.
+#[derive(Default)]
+struct CarrierWatch {
+    iface: String,
+    /// Down since this many seconds into the window.
+    down_since: Option<f64>,
+    lost: Vec<CarrierLoss>,
+}
+
+impl CarrierWatch {
+    /// Reads `iface`'s carrier `at` seconds into the window.
+    fn look(&mut self, iface: Option<&str>, at: f64) {
+        let Some(iface) = iface else { return };
+        let Some(up) = crate::sys::hostinfo::ifstats::carrier_up(iface) else { return };
+        match (up, self.down_since) {
+            (false, None) => {
+                self.iface = iface.to_string();
+                self.down_since = Some(at);
+            }
+            (true, Some(since)) => {
+                self.lost.push(CarrierLoss { iface: self.iface.clone(), at_seconds: since, seconds: at - since });
+                self.down_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The losses seen, one still going counted to the window's end.
+    fn end(mut self, window: &Window) -> Vec<CarrierLoss> {
+        let end = window.first.as_ref().zip(window.last.as_ref()).map_or(0.0, |(a, b)| (b.at - a.at).as_secs_f64());
+        if let Some(since) = self.down_since.take() {
+            self.lost.push(CarrierLoss {
+                iface: self.iface.clone(),
+                at_seconds: since,
+                seconds: (end - since).max(0.0),
+            });
+        }
+        self.lost
+    }
 }
 
 /// A sink that keeps every interval, for sides whose intervals stay in their own report.

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 pub enum Bottleneck {
     #[serde(rename = "incomplete")]
     Incomplete,
+    #[serde(rename = "outage")]
+    Outage,
     #[serde(rename = "datagram loss")]
     DatagramLoss,
     #[serde(rename = "configured rate")]
@@ -46,6 +48,7 @@ impl Bottleneck {
     pub fn name(self) -> &'static str {
         match self {
             Bottleneck::Incomplete => "incomplete",
+            Bottleneck::Outage => "outage",
             Bottleneck::DatagramLoss => "datagram loss",
             Bottleneck::ConfiguredRate => "configured rate",
             Bottleneck::Qdisc => "qdisc",

@@ -34,7 +34,11 @@ impl Iperf2Report {
                 );
             }
             None => {
-                out = out.replace("cpu receiver: threads  | host busy \n", "cpu receiver: iperf2 reports none\n");
+                let receiver = self.stream.roles.label(crate::metrics::figures::Role::Receiver);
+                out = out.replace(
+                    &format!("cpu {receiver}: threads  | host busy \n"),
+                    &format!("cpu {receiver}: iperf2 reports none\n"),
+                );
                 let _ = writeln!(
                     out,
                     "iperf2: receiver figures from the server's report; {} FINs sent (iperf 2.1.8 counts one among its datagrams)",

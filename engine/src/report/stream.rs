@@ -7,9 +7,9 @@ use crate::base::units::{format_bits_per_second, format_bytes};
 use crate::metrics::document::{
     BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, MptcpSection, OneWayDelay,
     QueueBytes, QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum,
-    TcpSection, Tool,
+    TcpSection, Tool, WindowDatagrams,
 };
-use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
+use crate::metrics::figures::{rate, Host, IntervalFigures, Role, SideReport, StreamReport, SCHEMA_VERSION};
 use crate::report::latency::latency_lines;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -94,10 +94,20 @@ pub(crate) const STREAM_SCHEMA_VERSION: u32 = 1;
 
 /// `{"event":"start",...}`: the agreed test and both ends' placement, as it starts.
 pub fn start_event(start: &crate::session::live::StartInfo) -> Value {
+    // Under --bidir, the forward half's roles: this host is its sender.
+    let placement_of = |role: Role| match start.roles.host(role) {
+        Host::This => &start.this_placement,
+        Host::Far => &start.far_placement,
+    };
     json!({"event": "start", "stream_schema_version": STREAM_SCHEMA_VERSION, "schema_version": SCHEMA_VERSION,
            "tool": {"name": "uringbench", "version": env!("CARGO_PKG_VERSION")},
-           "target": start.target, "test": start.spec,
-           "sender": {"placement": start.sender_placement}, "receiver": {"placement": start.receiver_placement}})
+           "target": start.target, "test": start.spec, "roles": start.roles,
+           "sender": {"placement": placement_of(Role::Sender)}, "receiver": {"placement": placement_of(Role::Receiver)}})
+}
+
+/// The live header's placement lines: each host's, labelled with the host and its role.
+pub fn placement_lines(start: &crate::session::live::StartInfo) -> String {
+    start.placements().iter().map(|(label, line)| format!("{label}: {line}\n")).collect()
 }
 
 /// `{"event":"interval",...}`: one interval as it closed, with the keys of `intervals[]`.
@@ -130,8 +140,18 @@ pub fn end_event(doc: &impl serde::Serialize) -> Value {
 
 /// The first line of a stream report: the agreed test.
 pub fn header_line(s: &TestSpec, target: &str) -> String {
+    // A test that ends when its bytes are delivered has no time window: it says so.
+    let span = match s.tuning.bytes {
+        Some(n) => format!("until {} are sent (at most {:.1} s)", format_bytes(n), s.time_ms as f64 / 1e3),
+        None => format!(
+            "{:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)",
+            s.time_ms as f64 / 1e3,
+            s.warmup_ms as f64 / 1e3,
+            s.cooldown_ms as f64 / 1e3
+        ),
+    };
     let mut out = format!(
-        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {:.1} s window (+{:.1} s warm-up, {:.2} s cool-down)\n",
+        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {span}\n",
         env!("CARGO_PKG_VERSION"),
         s.proto,
         target,
@@ -140,9 +160,6 @@ pub fn header_line(s: &TestSpec, target: &str) -> String {
         s.flows_per_queue,
         if s.flows_per_queue == 1 { "" } else { "s" },
         format_bytes(u64::from(s.len)),
-        s.time_ms as f64 / 1e3,
-        s.warmup_ms as f64 / 1e3,
-        s.cooldown_ms as f64 / 1e3,
     );
     if s.direction == crate::base::spec::Direction::Reverse {
         let _ = writeln!(out, "reverse: {target} sends, this side receives");
@@ -152,6 +169,14 @@ pub fn header_line(s: &TestSpec, target: &str) -> String {
         let _ = writeln!(out, "tuning: {tuning} (both ends)");
     }
     out
+}
+
+/// `text`'s lines, each prefixed with `tag` (`--bidir`'s `fwd `/`rev `; empty: as they are).
+fn tagged(tag: &str, text: &str) -> String {
+    if tag.is_empty() {
+        return text.to_string();
+    }
+    text.lines().map(|l| format!("{tag}{l}\n")).collect()
 }
 
 /// Column titles of interval and window lines.
@@ -185,13 +210,29 @@ pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&Interva
     });
     let _ = writeln!(
         out,
-        "[SUM] {:5.2}-{:<5.2} sec  {}   {}{udp}",
+        "[SUM] {:5.2}-{:<5.2} sec  {}   {}{udp}{}",
         i.start,
         i.end,
         side(offered.map(|o| o.sum()), offered_secs),
-        side(Some(i.sum()), secs)
+        side(Some(i.sum()), secs),
+        offered.map_or(String::new(), |_| other_span(offered_secs, secs)),
     );
     out
+}
+
+/// How far apart (as a share of the row's span) the sender's span may be before a row says it:
+/// each end samples on its own clock, a few hundredths of a second apart on a busy host.
+const SPAN_TOLERANCE: f64 = 0.05;
+
+/// A row states one span: when the sender's figures beside the receiver's cover a span of
+/// their own (a sender that ended early, or whose clock read the edges apart), the row says
+/// it instead of showing two rates over different spans as one.
+fn other_span(offered_secs: f64, row_secs: f64) -> String {
+    if (offered_secs - row_secs).abs() > SPAN_TOLERANCE * row_secs.max(0.001) {
+        format!("  (offered over the sender's {offered_secs:.2} s)")
+    } else {
+        String::new()
+    }
 }
 
 impl StreamReport {
@@ -264,6 +305,7 @@ impl StreamReport {
             title: None,
             peer: None,
             target: self.target.clone(),
+            roles: Some(self.roles.clone()),
             test: self.spec.clone(),
             complete: self.complete(),
             error: self.error.clone(),
@@ -292,6 +334,12 @@ impl StreamReport {
                         expected: u.expected,
                         loss_ratio: if u.expected > 0 { u.lost as f64 / u.expected as f64 } else { 0.0 },
                         one_way_delay_us: u.delay_us.map(|[min, mean, max]| OneWayDelay { min, mean, max }),
+                        window: u.window.map(|w| WindowDatagrams {
+                            datagrams: w.datagrams,
+                            lost: w.lost,
+                            expected: w.expected,
+                            loss_ratio: w.loss_ratio(),
+                        }),
                     }),
                 }),
             },
@@ -339,17 +387,31 @@ impl StreamReport {
         )
     }
 
-    /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict.
+    /// The directions this report holds, each with the tag its lines carry: this one alone
+    /// (untagged), or under `--bidir` the forward one (`fwd `) and the reverse one (`rev `).
+    fn directions(&self) -> Vec<(&'static str, &StreamReport)> {
+        match &self.reverse {
+            Some(rev) => vec![("fwd ", self), ("rev ", rev.as_ref())],
+            None => vec![("", self)],
+        }
+    }
+
+    /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict; under
+    /// `--bidir` one report: one header, both directions in each table, a verdict for each.
     pub fn render_text(&self) -> String {
         let mut out = header_line(&self.spec, &self.target);
-        let _ = writeln!(out, "sender:   {} | {}", self.sender.placement, self.sender.path);
-        if let Some(r) = &self.receiver {
-            let _ = writeln!(out, "receiver: {} | {}", r.placement, r.path);
+        for (tag, d) in self.directions() {
+            let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Sender), d.sender.placement, d.sender.path);
+            if let Some(r) = &d.receiver {
+                let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Receiver), r.placement, r.path);
+            }
         }
-        if let Some(r) = self.receiver.as_ref().filter(|r| r.intervals.len() > 1) {
+        if self.directions().iter().any(|(_, d)| d.receiver.as_ref().is_some_and(|r| r.intervals.len() > 1)) {
             let _ = writeln!(out, "{INTERVAL_TITLES}");
-            for (n, i) in r.intervals.iter().enumerate() {
-                out.push_str(&interval_lines(self.spec.queues, i, self.sender.intervals.get(n)));
+            for (tag, d) in self.directions() {
+                for (n, i) in d.receiver.as_ref().map_or(&[][..], |r| &r.intervals[..]).iter().enumerate() {
+                    out.push_str(&tagged(tag, &interval_lines(d.spec.queues, i, d.sender.intervals.get(n))));
+                }
             }
         }
         out.push_str(&self.render_summary());
@@ -359,40 +421,75 @@ impl StreamReport {
     /// The text that follows lines printed live (header, placement and intervals, as the test
     /// ran): each side's data path, then the summary.
     pub fn render_after_live(&self) -> String {
-        let mut out = format!("sender path:   {}\n", self.sender.path);
-        if let Some(r) = &self.receiver {
-            let _ = writeln!(out, "receiver path: {}", r.path);
+        let mut out = String::new();
+        for (tag, d) in self.directions() {
+            let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Sender), d.sender.path);
+            if let Some(r) = &d.receiver {
+                let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Receiver), r.path);
+            }
         }
         out.push_str(&self.render_summary());
         out
     }
 
-    /// Window lines, totals, CPU, UDP, path, TCP, zero-copy, errors and the verdict.
+    /// The window's table (both directions under `--bidir`, with a sum of each and of both),
+    /// then each direction's totals, CPU, UDP, path, TCP, zero-copy, errors and verdict.
     fn render_summary(&self) -> String {
         let mut out = String::new();
-        self.window_lines(&mut out);
-        self.total_line(&mut out);
-        self.cpu_lines(&mut out);
-        self.udp_lines(&mut out);
-        self.path_line(&mut out);
-        if let Some(t) = self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
-            out.push_str(&nic_queue_lines(t));
+        let directions = self.directions();
+        let _ = writeln!(out, "{INTERVAL_TITLES}");
+        for (tag, d) in &directions {
+            let mut rows = String::new();
+            d.window_lines(&mut rows);
+            out.push_str(&tagged(tag, &rows));
         }
-        self.tcp_line(&mut out);
-        self.zerocopy_line(&mut out);
-        if let Some(l) = &self.latency {
-            out.push_str(&latency_lines(l));
+        if directions.len() > 1 {
+            self.both_ways_line(&mut out);
         }
-        self.error_lines(&mut out);
-        self.verdict_lines(&mut out);
+        for (tag, d) in &directions {
+            let mut lines = String::new();
+            d.total_line(&mut lines);
+            d.cpu_lines(&mut lines);
+            d.udp_lines(&mut lines);
+            d.path_line(&mut lines);
+            if let Some(t) = d.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
+                lines.push_str(&nic_queue_lines(t));
+            }
+            d.tcp_line(&mut lines);
+            d.zerocopy_line(&mut lines);
+            if let Some(l) = &d.latency {
+                lines.push_str(&latency_lines(l));
+            }
+            d.error_lines(&mut lines);
+            d.verdict_lines(&mut lines);
+            out.push_str(&tagged(tag, &lines));
+        }
         out
+    }
+
+    /// `--bidir`: both directions' window figures added up, each side's over its own window.
+    fn both_ways_line(&self, out: &mut String) {
+        let directions = self.directions();
+        let offered: u64 = directions.iter().map(|(_, d)| d.sender.bytes()).sum();
+        let offered_bps: f64 = directions.iter().map(|(_, d)| d.sender.bits_per_second()).sum();
+        let received: u64 = directions.iter().filter_map(|(_, d)| d.receiver.as_ref()).map(|r| r.bytes()).sum();
+        let received_bps: f64 =
+            directions.iter().filter_map(|(_, d)| d.receiver.as_ref()).map(|r| r.bits_per_second()).sum();
+        let window = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let _ = writeln!(
+            out,
+            "[ALL] 0.00-{window:<5.2} sec  {:>12} {:>16}   {:>12} {:>16}  (both directions)",
+            format_bytes(offered),
+            format_bits_per_second(offered_bps),
+            format_bytes(received),
+            format_bits_per_second(received_bps)
+        );
     }
 
     /// The per-queue window lines and the `[SUM]` line, offered beside received.
     fn window_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
-        let _ = writeln!(out, "{INTERVAL_TITLES}");
         for sq in &self.sender.queues {
             let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
             let _ = writeln!(
@@ -411,7 +508,7 @@ impl StreamReport {
         }
         let _ = writeln!(
             out,
-            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}",
+            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}{}",
             window,
             format_bytes(self.sender.bytes()),
             format_bits_per_second(self.sender.bits_per_second()),
@@ -420,15 +517,21 @@ impl StreamReport {
                 format_bytes(r.bytes()),
                 format_bits_per_second(r.bits_per_second())
             )),
+            other_span(self.sender.window_seconds, window),
         );
     }
 
     /// Bytes over the whole test on both sides, and whether they match.
     fn total_line(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
+        // With -n the window is the whole transfer: say how long it took.
+        if let Some(n) = self.spec.tuning.bytes {
+            let took = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
+            let _ = writeln!(out, "until {}: the transfer took {took:.3} s", format_bytes(n));
+        }
         let _ = writeln!(
             out,
-            "total: sender wrote {} bytes, receiver counted {}",
+            "total: sender wrote {} bytes, receiver counted {}, over the whole run (warm-up and cool-down included)",
             self.sender.total_bytes(),
             recv.map_or("nothing (no report)".into(), |r| format!(
                 "{} bytes{}",
@@ -441,7 +544,7 @@ impl StreamReport {
     /// Each side's queue threads and the host CPUs they ran on.
     fn cpu_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
-        for (name, side) in [("sender", Some(&self.sender)), ("receiver", recv)] {
+        for (role, side) in [(Role::Sender, Some(&self.sender)), (Role::Receiver, recv)] {
             let Some(side) = side else { continue };
             let threads: Vec<String> = side
                 .cpu
@@ -459,7 +562,13 @@ impl StreamReport {
                 .collect();
             let host: Vec<String> =
                 side.cpu.host.iter().map(|h| format!("cpu{} {:.0}%", h.cpu, h.utilization * 100.0)).collect();
-            let _ = writeln!(out, "cpu {name}: threads {} | host busy {}", threads.join(", "), host.join(" "));
+            let name = self.roles.label(role);
+            let _ = writeln!(
+                out,
+                "cpu {name} in the window: threads {} | host busy {}",
+                threads.join(", "),
+                host.join(" ")
+            );
         }
     }
 
@@ -467,10 +576,21 @@ impl StreamReport {
     fn udp_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         if let Some(u) = recv.and_then(|r| r.udp.as_ref()) {
+            // The headline's span first, then the whole run's exact accounting (FIN included).
+            if let Some(w) = &u.window {
+                let _ = writeln!(
+                    out,
+                    "udp in the window: received {}, lost {}/{} ({:.3}%)",
+                    w.datagrams,
+                    w.lost,
+                    w.expected,
+                    w.loss_ratio() * 100.0
+                );
+            }
             let sent = self.sender.udp.as_ref().map_or(0, |s| s.datagrams);
             let _ = writeln!(
                 out,
-                "udp: sent {sent} datagrams, received {}, lost {}/{} ({:.3}%), out-of-order {}, duplicates {}, jitter {:.3} ms",
+                "udp over the whole run: sent {sent} datagrams, received {}, lost {}/{} ({:.3}%), out-of-order {}, duplicates {}, jitter {:.3} ms",
                 u.datagrams,
                 u.lost,
                 u.expected,
@@ -485,30 +605,37 @@ impl StreamReport {
         }
     }
 
-    /// The egress interface, the limits found on the path and its counters in the window.
+    /// Where the data left the data sender (its egress interface, with that interface's own
+    /// counters in the window, from the data sender's report), and the limits this host found
+    /// on its own egress.
     fn path_line(&self, out: &mut String) {
-        if let Some(iface) = &self.path.egress_interface {
-            let limits: Vec<String> = self
-                .path
-                .limits
-                .iter()
-                .map(|l| format!("{} {}", l.what, format_bits_per_second(l.bits_per_second)))
-                .collect();
-            let counters = self.sender.host.as_ref().and_then(|h| h.interface).map_or(String::new(), |i| {
-                format!(
-                    "; {iface} in the window: tx {} in {} packets, rx {}, drops {}",
-                    format_bytes(i.tx_bytes),
-                    i.tx_packets,
-                    format_bytes(i.rx_bytes),
-                    i.tx_dropped + i.rx_dropped
-                )
-            });
-            let _ = writeln!(
-                out,
-                "path: egress {iface}; limits: {}{counters}",
-                if limits.is_empty() { "none found".to_string() } else { limits.join(", ") }
-            );
+        let limits: Vec<String> = self
+            .path
+            .limits
+            .iter()
+            .map(|l| format!("{} {}", l.what, format_bits_per_second(l.bits_per_second)))
+            .collect();
+        let limits = if limits.is_empty() { "none found".to_string() } else { limits.join(", ") };
+        let sender = self.roles.label(Role::Sender);
+        let egress = self.path.egress_interface.as_deref();
+        let counters = self.sender.host.as_ref().filter(|h| Some(h.iface.as_str()) == egress).and_then(|h| h.interface);
+        let mut line = match (egress, counters) {
+            (Some(iface), Some(i)) => format!(
+                "path: data leaves the {sender} by {iface}; {iface} in the window: tx {} in {} packets, rx {}, drops {}",
+                format_bytes(i.tx_bytes),
+                i.tx_packets,
+                format_bytes(i.rx_bytes),
+                i.tx_dropped + i.rx_dropped
+            ),
+            (Some(iface), None) => format!("path: data leaves the {sender} by {iface} (its counters not reported)"),
+            (None, _) => format!("path: the {sender}'s egress is not reported"),
+        };
+        if self.roles.data_sender == Host::This {
+            let _ = write!(line, "; limits: {limits}");
+        } else {
+            let _ = write!(line, "; limits on this host's own egress: {limits}");
         }
+        let _ = writeln!(out, "{line}");
     }
 
     /// The sender's TCP figures: retransmits, RTT, cwnd and what limited it.
@@ -517,7 +644,8 @@ impl StreamReport {
         if t.flows > 0 {
             let _ = writeln!(
                 out,
-                "tcp sender: {} retransmits ({:.3}% of bytes), rtt mean {:.0} us max {} us, cwnd mean {:.0}, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
+                "tcp {} in the window: {} retransmits ({:.3}% of bytes), srtt mean {:.0} us at the end, max {} us sampled, cwnd mean {:.0} at the end, rwnd-limited {:.0}%, sndbuf-limited {:.0}% of busy time",
+                self.roles.label(Role::Sender),
                 t.retransmitted_segments,
                 t.retrans_share() * 100.0,
                 t.rtt_mean_us,
@@ -534,7 +662,8 @@ impl StreamReport {
         if let Some(zc) = &self.sender.zerocopy {
             let _ = writeln!(
                 out,
-                "zero-copy: {} ({}){}",
+                "zero-copy on the {} over the whole run: {} ({}){}",
+                self.roles.label(Role::Sender),
                 if zc.used { "SEND_ZC" } else { "off" },
                 zc.reason,
                 if zc.used {
@@ -560,7 +689,7 @@ impl StreamReport {
         }
     }
 
-    /// The verdict, then the reverse direction's report under `--bidir`.
+    /// The verdict, with the queue and NIC queue findings behind it.
     fn verdict_lines(&self, out: &mut String) {
         let v = self.verdict();
         let _ = writeln!(out, "verdict: {} ({})", v.bottleneck, v.evidence);
@@ -569,10 +698,6 @@ impl StreamReport {
         }
         for finding in self.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()).map_or(&[][..], |t| &t.findings[..]) {
             let _ = writeln!(out, "verdict: {finding}");
-        }
-        if let Some(rev) = &self.reverse {
-            let _ = writeln!(out, "\n--- reverse direction (the far side sending to this one) ---");
-            out.push_str(&rev.render_text());
         }
     }
 }

@@ -50,6 +50,7 @@ impl SideReport {
             }
             cpu = cpu_figures(first, last, window_seconds, threads, cpu.nominal_hz);
             tcp = TcpWindow::between(&first.tcp, &last.tcp);
+            tcp.rtt_max_us = tcp.rtt_max_us.max(window.rtt_max_us);
             host = first.host.as_ref().zip(last.host.as_ref()).map(|(a, b)| HostDelta::between(a, b));
         }
         // With `-n` the test ends when the bytes are delivered, before the planned window.
@@ -76,6 +77,7 @@ impl SideReport {
             xdp: None,
             nic_queues: None,
             mptcp: Vec::new(),
+            carrier_lost: window.carrier_lost.clone(),
             complete,
             errors,
         }

@@ -11,7 +11,7 @@
 use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
-use crate::metrics::figures::{IntervalFigures, Role, SideReport};
+use crate::metrics::figures::{Host, IntervalFigures, Role, Roles, SideReport};
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,8 +82,29 @@ pub struct StartInfo {
     pub spec: TestSpec,
     /// The receiver's control address as connected.
     pub target: String,
-    pub sender_placement: String,
-    pub receiver_placement: String,
+    /// Who sends the data and who receives it (under `--bidir`, in its forward half).
+    pub roles: Roles,
+    /// This host's queue threads and CPUs, in one line.
+    pub this_placement: String,
+    /// The far host's, from its accept.
+    pub far_placement: String,
+}
+
+impl StartInfo {
+    /// Each host's placement line with the host it is and its role in the data flow: (label,
+    /// line), the data sender first; under `--bidir` each host plays both roles.
+    pub fn placements(&self) -> [(String, &str); 2] {
+        let (this, far) = (self.this_placement.as_str(), self.far_placement.as_str());
+        let roles = &self.roles;
+        if self.spec.direction == Direction::Bidir {
+            return [
+                (format!("{} (sends and receives)", roles.host_name(Host::This)), this),
+                (format!("{} (sends and receives)", roles.host_name(Host::Far)), far),
+            ];
+        }
+        let line = |host: Host| if host == Host::This { this } else { far };
+        [(roles.label(Role::Sender), line(roles.data_sender)), (roles.label(Role::Receiver), line(roles.data_receiver))]
+    }
 }
 
 /// Watches a test from the sending host as it runs (the CLI's live output).

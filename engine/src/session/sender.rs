@@ -5,7 +5,7 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::stop::StopToken;
-use crate::metrics::figures::{PathFacts, Role, SideReport, StreamReport};
+use crate::metrics::figures::{Host, PathFacts, Role, Roles, SideReport, StreamReport};
 use crate::runtime::nic_queues::xps_order;
 use crate::runtime::placement::{plan, resolve_cpus, BusyPoll, Placement};
 use crate::runtime::side::END_GRACE;
@@ -411,8 +411,9 @@ impl SenderSession {
         observer.started(&StartInfo {
             spec: spec.clone(),
             target: self.peer.clone(),
-            sender_placement: self.placement.summary.clone(),
-            receiver_placement: self.receiver_placement.clone(),
+            roles: self.roles(spec),
+            this_placement: self.placement.summary.clone(),
+            far_placement: self.receiver_placement.clone(),
         });
         Ok(live)
     }
@@ -429,11 +430,21 @@ impl SenderSession {
         }
     }
 
-    /// What this side learnt of the path, with the drops its counters saw.
-    fn path_facts(&self, local: &SideReport) -> PathFacts {
+    /// The roles of this test's data (under `--bidir`, of its forward half), the one place a
+    /// sending host decides them.
+    pub(crate) fn roles(&self, spec: &TestSpec) -> Roles {
+        Roles::of(spec.direction, self.target_ip.to_string())
+    }
+
+    /// What this side learnt of the path, with the drops its own counters saw (`local`): the
+    /// data's egress is the data sender's interface, as its report names it (the far host's
+    /// under `-R`), or the one this host routes the far host through when it sends.
+    fn path_facts(&self, roles: &Roles, data_sender: Option<&SideReport>, local: &SideReport) -> PathFacts {
         let host = local.host.as_ref();
+        let reported = data_sender.and_then(|s| s.host.as_ref()).map(|h| h.iface.clone()).filter(|i| !i.is_empty());
+        let probed = (roles.data_sender == Host::This).then(|| self.path.interface().map(str::to_string)).flatten();
         PathFacts {
-            egress_interface: self.path.interface().map(str::to_string),
+            egress_interface: reported.or(probed),
             limits: self.path.limits.clone(),
             interface_drops: host.and_then(|h| h.interface).map_or(0, |i| i.rx_dropped + i.tx_dropped),
             softnet_drops: host.and_then(|h| h.softnet_total).map_or(0, |s| s.dropped),
@@ -445,10 +456,12 @@ impl SenderSession {
         let (mut receiver, _, error) = self.remote_reports(&live);
         live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
         let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
-        let path = self.path_facts(&sender);
+        let roles = self.roles(spec);
+        let path = self.path_facts(&roles, Some(&sender), &sender);
         let mut report = StreamReport {
             spec: spec.clone(),
             target: self.peer,
+            roles,
             sender,
             receiver,
             error,
@@ -470,8 +483,9 @@ impl SenderSession {
     ) -> StreamReport {
         let (_, mut remote_sender, error) = self.remote_reports(&live);
         live.attach((None, None), (remote_sender.as_mut(), Some(&mut receiver)));
-        let path = self.path_facts(&receiver);
-        let mut report = reverse_report(spec, &self.peer, remote_sender, receiver, error, path);
+        let roles = self.roles(spec);
+        let path = self.path_facts(&roles, remote_sender.as_ref(), &receiver);
+        let mut report = reverse_report(spec, &self.peer, roles, remote_sender, receiver, error, path);
         report.mark_interrupted(live.stopped());
         report
     }
@@ -486,13 +500,18 @@ impl SenderSession {
     ) -> StreamReport {
         let (mut remote_receiver, mut remote_sender, error) = self.remote_reports(&live);
         live.attach((Some(&mut sender), remote_receiver.as_mut()), (remote_sender.as_mut(), Some(&mut receiver)));
-        let path = self.path_facts(&sender);
-        let mut reverse = reverse_report(spec, &self.peer, remote_sender, receiver, error.clone(), path.clone());
+        let roles = self.roles(spec);
+        let path = self.path_facts(&roles, Some(&sender), &sender);
+        let reverse_roles = roles.reversed();
+        let reverse_path = self.path_facts(&reverse_roles, remote_sender.as_ref(), &receiver);
+        let mut reverse =
+            reverse_report(spec, &self.peer, reverse_roles, remote_sender, receiver, error.clone(), reverse_path);
         let stopped = live.stopped();
         reverse.mark_interrupted(stopped.clone());
         let mut report = StreamReport {
             spec: spec.clone(),
             target: self.peer,
+            roles,
             sender,
             receiver: remote_receiver,
             error,
@@ -511,6 +530,7 @@ impl SenderSession {
 fn reverse_report(
     spec: &TestSpec,
     peer: &str,
+    roles: Roles,
     remote_sender: Option<SideReport>,
     receiver: SideReport,
     error: Option<String>,
@@ -521,6 +541,7 @@ fn reverse_report(
     StreamReport {
         spec: spec.clone(),
         target: peer.to_string(),
+        roles,
         sender,
         receiver: Some(receiver),
         error,

@@ -159,8 +159,11 @@ pub struct TcpWindow {
     pub busy_time_us: u64,
     pub rwnd_limited_us: u64,
     pub sndbuf_limited_us: u64,
-    /// Mean and largest smoothed RTT over the flows at the end, µs.
+    /// Mean smoothed RTT over the flows at the end, µs.
     pub rtt_mean_us: f64,
+    /// The largest smoothed RTT of any flow, µs: over a side's window or an interval, the
+    /// largest the sampler read in it (TCP_INFO at each sample and at most 20 ms apart between
+    /// them); from two readings alone, the largest at the end.
     pub rtt_max_us: u32,
     pub cwnd_mean: f64,
     /// Sum of the flows' delivery and pacing rates at the end, bits/s.

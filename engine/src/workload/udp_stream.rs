@@ -414,7 +414,7 @@ pub(crate) fn receive_udp(
         flows.iter().map(|f| FlowOutcome { queue: f.queue, bytes: f.stats.bytes, error: f.error.clone() }).collect();
     let mut report = side.report(&run, &outcomes);
     let flow_stats: Vec<&SeqStats> = flows.iter().map(|f| &f.stats).collect();
-    let received = UdpFigures::received(&flow_stats);
+    let received = UdpFigures::received(&flow_stats, run.window.udp());
     let datagrams = received.datagrams;
     report.udp = Some(received);
     let completions: u64 = results.iter().map(|r| r.completions).sum();

@@ -446,7 +446,7 @@ impl XdpReception {
             .map(|(i, s)| FlowOutcome { queue: spec.queue_of_flow(i as u32), bytes: s.bytes, error: None })
             .collect();
         let mut report = side.report(&run, &outcomes);
-        let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>());
+        let received = UdpFigures::received(&per_flow.iter().collect::<Vec<_>>(), run.window.udp());
         let datagrams = received.datagrams;
         report.udp = Some(received);
         let ipv6 = flows.first().is_some_and(|(ip, _)| ip.is_ipv6());

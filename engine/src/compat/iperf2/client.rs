@@ -160,6 +160,7 @@ fn server_side(spec: &TestSpec, sent: &[UdpFlowSent]) -> Option<SideReport> {
         jitter_us: reports.iter().map(|(_, r)| r.jitter_s * 1e6).sum::<f64>() / reports.len() as f64,
         refused: 0,
         delay_us: None,
+        window: None,
     });
     side.set_data_path(DataPath::Iperf2Reports { reports: reports.len(), flows: sent.len() });
     side.errors.extend((reports.len()..sent.len()).map(|_| "a flow got no iperf2 server report".to_string()));

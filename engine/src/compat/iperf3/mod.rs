@@ -23,7 +23,13 @@ use crate::wire::iperf3::{stream_id, Results, StreamResult};
 /// Our side's results as iperf3 shows them at the other end: for each `(side, first_id)`,
 /// per flow what it sent or received (after the omitted start, as iperf3 counts), under
 /// iperf3 stream ids from `first_id`; a sending stream's retransmits; our threads' CPU.
-fn our_results(spec: &TestSpec, sides: [(Option<&SideReport>, usize); 2]) -> Results {
+///
+/// Each stream's `end_time` is the span our own clock measured its bytes over: without an
+/// omitted start they are the whole test's, so the span is `test_seconds` where the caller
+/// timed the test (`recv --iperf3`: TEST_RUNNING to the client's TEST_END, as a stock server
+/// reports); otherwise, and with an omitted start (the bytes are then the window's), the side's
+/// window.
+fn our_results(spec: &TestSpec, sides: [(Option<&SideReport>, usize); 2], test_seconds: Option<f64>) -> Results {
     let secs = sides.iter().filter_map(|(s, _)| s.map(|s| s.window_seconds)).fold(0.0, f64::max);
     let (user, system) = sides
         .iter()
@@ -31,6 +37,8 @@ fn our_results(spec: &TestSpec, sides: [(Option<&SideReport>, usize); 2]) -> Res
         .flat_map(|s| &s.cpu.threads)
         .fold((0.0, 0.0), |(u, s), t| (u + t.user_seconds, s + t.system_seconds));
     let pct = |x: f64| if secs > 0.0 { 100.0 * x / secs } else { 0.0 };
+    // Without an omitted start, everything, as iperf3 counts its own side.
+    let whole_test = spec.warmup_ms == 0;
     let mut streams = Vec::new();
     for (side, first_id) in sides {
         let Some(side) = side else { continue };
@@ -43,10 +51,9 @@ fn our_results(spec: &TestSpec, sides: [(Option<&SideReport>, usize); 2]) -> Res
                 .flatten();
             streams.push(StreamResult {
                 id: stream_id(first_id + flow as usize),
-                // Without an omitted start, everything, as iperf3 counts its own side.
-                bytes: side.queues.get(q).map_or(0, |q| if spec.warmup_ms == 0 { q.total_bytes } else { q.bytes }),
+                bytes: side.queues.get(q).map_or(0, |q| if whole_test { q.total_bytes } else { q.bytes }),
                 retransmits,
-                end_s: side.window_seconds,
+                end_s: test_seconds.filter(|_| whole_test).unwrap_or(side.window_seconds),
                 ..StreamResult::default()
             });
         }

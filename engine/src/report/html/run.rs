@@ -88,10 +88,20 @@ fn headline(out: &mut String, doc: &StreamDocument, prefix: &str) {
         doc.sum.sender.total_bytes,
         escape(&total)
     );
+    if let Some(w) = recv.and_then(|r| r.udp.as_ref()).and_then(|u| u.window.as_ref()) {
+        let _ = writeln!(
+            out,
+            "<p>UDP in the window: received {} datagrams, lost {} of {} ({:.3}%)</p>",
+            w.datagrams,
+            w.lost,
+            w.expected,
+            w.loss_ratio * 100.0
+        );
+    }
     if let Some(u) = recv.and_then(|r| r.udp.as_ref()) {
         let _ = writeln!(
             out,
-            "<p>UDP: received {} datagrams, lost {} of {} ({:.3}%), out of order {}, duplicates {}, jitter {}</p>",
+            "<p>UDP over the whole run: received {} datagrams, lost {} of {} ({:.3}%), out of order {}, duplicates {}, jitter {}</p>",
             u.datagrams,
             u.lost,
             u.expected,

@@ -137,6 +137,13 @@ impl LinkInfo {
 }
 
 /// /sys/class/net/`iface`, after checking the name cannot climb out of it.
+/// Whether `iface` can carry traffic now, from its operstate: `up`, or `unknown` (loopback,
+/// tunnels: devices that do not report one); None when unreadable (no such interface).
+pub fn carrier_up(iface: &str) -> Option<bool> {
+    let state = fs::read_to_string(iface_dir(iface).ok()?.join("operstate")).ok()?;
+    Some(matches!(state.trim(), "up" | "unknown"))
+}
+
 fn iface_dir(iface: &str) -> Result<PathBuf> {
     if iface.is_empty() || iface.len() > 15 || iface.contains('/') || iface == "." || iface == ".." {
         return Err(Error::usage(format!("{iface:?} is not an interface name")));

@@ -214,7 +214,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     for side in received.iter_mut() {
         side.add_path_notes(["iperf3 data streams (cookie first) sent by the server until our TEST_END".into()]);
     }
-    let ours = our_results(&spec, [(sent.as_ref(), 0), (received.as_ref(), rx_first_id)]);
+    let ours = our_results(&spec, [(sent.as_ref(), 0), (received.as_ref(), rx_first_id)], None);
     let (server_results, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
         Ok(results) => (Some(results), None),
         Err(e) => (None, Some(format!("iperf3 server at {target}: {e}"))),

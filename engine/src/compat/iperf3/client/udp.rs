@@ -105,7 +105,7 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
     let (sent, received) = (sent.transpose()?, received.transpose()?);
     let (sent_flows, received_flows) = (sent.as_ref().map(|s| &s.1[..]), received.as_ref().map(|r| &r.1[..]));
     let mut ours =
-        our_results(&spec, [(sent.as_ref().map(|s| &s.0), 0), (received.as_ref().map(|r| &r.0), rx_first_id)]);
+        our_results(&spec, [(sent.as_ref().map(|s| &s.0), 0), (received.as_ref().map(|r| &r.0), rx_first_id)], None);
     with_sent_figures(&mut ours, sent_flows.unwrap_or_default(), 0);
     with_received_figures(&mut ours, received_flows.unwrap_or_default(), rx_first_id);
     let (server, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {

@@ -404,7 +404,7 @@ fn serve_test(
     let client = client.map_err(Ended::Failed)?;
     summary.client_sent = received.as_ref().and(client_sent);
     summary.client_received = sent.as_ref().map(|_| sent_by(&client, n as usize, tx_first_id));
-    let ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)]);
+    let ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)], Some(summary.seconds));
     ctl.send_json(&ours.to_json()).map_err(Ended::Failed)?;
     ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
     // The client's last word; its absence changes no figure.

@@ -120,7 +120,7 @@ pub(super) fn serve_udp(
         summary.errors.extend(side.errors.iter().cloned());
     }
     let sides = [(received.as_ref().map(|r| &r.0), 0), (sent.as_ref().map(|s| &s.0), tx_first_id)];
-    let mut ours = our_results(&spec, sides);
+    let mut ours = our_results(&spec, sides, Some(summary.seconds));
     with_received_figures(&mut ours, received.as_ref().map_or(&[][..], |r| &r.1), 0);
     with_sent_figures(&mut ours, sent.as_ref().map_or(&[][..], |s| &s.1), tx_first_id);
     ctl.send_json(&ours.to_json())
