@@ -7,6 +7,7 @@ mod iperf3_mode;
 mod iperf_cli;
 mod live_out;
 mod sweep_cmd;
+mod target;
 mod tuning_cmd;
 mod xdp_mode;
 
@@ -152,7 +153,7 @@ fn main() -> ExitCode {
         Some(t) => Cli::try_parse_from(&t.argv),
         None => Cli::try_parse_from(argv),
     };
-    let cli = match parsed {
+    let mut cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -174,13 +175,21 @@ fn main() -> ExitCode {
             let message: Vec<&str> = text
                 .lines()
                 .map(str::trim)
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("tip:"))
+                .take_while(|l| {
+                    !l.starts_with("Usage:") && !l.starts_with("tip:") && !l.starts_with("For more information")
+                })
                 .filter(|l| !l.is_empty())
                 .collect();
-            eprintln!("uringbench: {} (see --help)", message.join(" ").trim_start_matches("error: "));
+            // `send` without -c: name the flag as users type it.
+            let message = message.join(" ").replace("--target <TARGET>", "-c HOST");
+            eprintln!("uringbench: {} (see --help)", message.trim_start_matches("error: "));
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = target::normalize(&mut cli) {
+        eprintln!("uringbench: {e}");
+        return ExitCode::from(e.exit_code() as u8);
+    }
     if let Some(t) = &iperf {
         if t.daemon {
             return daemon(t);
@@ -419,6 +428,21 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     Ok(if ok { 0 } else { 1 })
 }
 
+impl OutputArgs {
+    /// How much the text report shows (`-v`).
+    fn detail(&self) -> uringbench::output::Detail {
+        if self.verbose {
+            uringbench::output::Detail::Verbose
+        } else {
+            uringbench::output::Detail::Short
+        }
+    }
+}
+
+/// Intervals of send, rr and crr when `-i` is not given, in every output, as iperf3's
+/// (`-i 0` turns them off).
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
 fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None, None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
@@ -448,7 +472,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let run_test = xdp_mode::sender(args.engine, args.iface.clone(), args.gen)?;
     let len = args.len.unwrap_or(default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
-        return Err(Error::usage(format!("--len {len} out of range")));
+        return Err(Error::usage(format!("--len {len} out of range: 1 byte to {} bytes (4 GiB - 1)", u32::MAX)));
     }
     units::set_fixed_unit(args.units)?;
     let (rate_bps, rate_line) = offered(&args, udp, len);
@@ -469,11 +493,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         direction: direction_of(&args),
         ..TestSpec::default()
     };
-    let format = if args.json { Format::Json } else { args.format };
-    let live_text = format == Format::Text && args.repeat == 1 && !args.output.json_stream;
-    // Text shows every second by default, as iperf3 does; -i 0 turns it off.
-    let interval = args.interval.or(live_text.then_some(std::time::Duration::from_secs(1)));
-    args.window.apply(&mut spec, interval);
+    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
     let (tuning, mut local) = tuning_of(&args.tuning)?;
     local.data_port = args.cport;
     local.no_steer = args.steer == args::Steer::Off;
@@ -531,7 +551,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let mut stopped: Option<Error> = None;
     for run in 1..=repeat {
         let observer: Arc<dyn Observer> = match live {
-            Some(style) => LiveOut::new(&out, style),
+            Some(style) => LiveOut::new(&out, style, args.output.detail()),
             None => Arc::new(Quiet),
         };
         let report = match run_test(&opts, observer) {
@@ -544,7 +564,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         };
         match (live, format) {
             (Some(Style::JsonStream), _) => out.json_line(&end_event(&titled(report.to_document(), &title))),
-            (Some(Style::Text), _) => out.text(&report.render_after_live()),
+            (Some(Style::Text), _) => out.text(&report.render_after_live(args.output.detail())),
             (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
             (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
             (None, Format::Json) => {}
@@ -610,6 +630,8 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         stop,
     };
     let format = if args.json { Format::Json } else { args.format };
+    // A bad URL or a closed port is said before "running...", not after the run.
+    uringbench::check_http(&opts)?;
     if format == Format::Text {
         // The summary comes at the end; say at once what runs, and for how long at most.
         let mut out = std::io::stdout().lock();
@@ -788,7 +810,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         clocks_synced: args.clocks_synced,
         ..TestSpec::default()
     };
-    args.window.apply(&mut spec, args.interval);
+    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
     let (tuning, local) = tuning_of(&args.tuning)?;
     if tuning.bytes.is_some() || tuning.skip_rx_copy {
         return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
@@ -811,13 +833,14 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     };
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
-    let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
+    let detail = args.output.detail();
+    let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style, detail) };
     let report = uringbench::run_rr_live(&opts, observer)?;
     let title = args.output.title.clone();
     match (json, style) {
         (true, _) => out.json_doc(&titled(report.to_document(), &title))?,
         (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
-        _ => out.text(&report.render_after_live()),
+        _ => out.text(&report.render_after_live(detail)),
     }
     let name = if workload == Workload::Crr { "crr" } else { "rr" };
     sweep_cmd::write_html(args.html.as_deref(), name, || {

@@ -240,14 +240,21 @@ fn every_page_kind_loads_in_a_headless_browser() {
             },
             None,
         ),
+        // Saved without -i: one interval, the window, and no chart over time for it.
         (
             "rr",
-            |d| vec![(format!("data-points=\"{}\"", d["intervals"].as_array().unwrap().len()), 1)],
+            |d| {
+                assert_eq!(d["intervals"].as_array().unwrap().len(), 1, "the fixture has the window only");
+                vec![("One interval, the whole window,".into(), 1), ("id=\"plot-transactions\"".into(), 0)]
+            },
             Some(("data-transactions-per-second", "/transactions_per_second")),
         ),
         (
             "stream-udp",
-            |d| vec![points("lost", "lost datagrams", d["intervals"].as_array().unwrap().len())],
+            |d| {
+                assert_eq!(d["intervals"].as_array().unwrap().len(), 1, "the fixture has the window only");
+                vec![("One interval, the whole window,".into(), 1), ("data-key=\"lost\"".into(), 0)]
+            },
             Some(("data-bits-per-second", "/sum/receiver/bits_per_second")),
         ),
         (
@@ -298,6 +305,10 @@ fn every_page_kind_loads_in_a_headless_browser() {
         let (dom, stderr) = browse(browser, &profile, &page, &["--dump-dom"]);
         assert!(console_errors(&stderr).is_empty(), "{name}: console errors: {:?}", console_errors(&stderr));
         every_figure_footnoted(name, &dom);
+        // No chart over time is drawn from fewer than two intervals (an empty frame, one dot).
+        for lonely in ["data-points=\"0\"", "data-points=\"1\""] {
+            assert!(!dom.contains(lonely), "{name}: a line of {lonely}");
+        }
         for (needle, count) in want(&doc) {
             assert_eq!(dom.matches(&needle).count(), count, "{name}: {needle}");
         }

@@ -251,7 +251,7 @@ pub struct SearchArgs {
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows.
-    #[arg(short = 'P', long, default_value_t = 1)]
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = super::at_least_one, allow_negative_numbers = true)]
     pub queues: u32,
     /// Flows (connections or UDP sockets) on each queue's thread.
     #[arg(long, default_value_t = 1)]

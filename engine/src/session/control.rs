@@ -41,7 +41,7 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// the intervals travel one by one as they close; 1,024 flows need well under 2 MiB.
 pub const MAX_REPORT: usize = 64 << 20;
 /// Top bit of a frame's length word: more frames of this message follow.
-const MORE: u32 = 1 << 31;
+pub(crate) const MORE: u32 = 1 << 31;
 /// Length of a data flow's greeting: magic, cookie, flow index.
 pub const DATA_HELLO_LEN: usize = 4 + 16 + 4;
 
@@ -582,6 +582,7 @@ mod tests {
             bytes: vec![5],
             tcp: Default::default(),
             tcp_flows: vec![],
+            tcp_retransmits: vec![],
             udp: None,
             cpu: None,
         };
