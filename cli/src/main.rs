@@ -6,6 +6,7 @@ mod iperf2_mode;
 mod iperf3_mode;
 mod iperf_cli;
 mod live_out;
+mod progress;
 mod sweep_cmd;
 mod target;
 mod tuning_cmd;
@@ -549,6 +550,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         }
     }
     let mut stopped: Option<Error> = None;
+    let mut progress = (repeat > 1).then(|| progress::Progress::new("send --repeat", repeat));
     for run in 1..=repeat {
         let observer: Arc<dyn Observer> = match live {
             Some(style) => LiveOut::new(&out, style, args.output.detail()),
@@ -570,6 +572,9 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             (None, Format::Json) => {}
         }
         reports.push(report);
+        if let Some(p) = progress.as_mut() {
+            p.step();
+        }
         if opts.stop.is_stopped() {
             break; // The partial run is reported; no more runs.
         }

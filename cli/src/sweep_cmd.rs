@@ -115,6 +115,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
+    let mut progress = crate::progress::Progress::new("sweep", plan.values.len() * plan.repeat as usize);
     // A stop ends the running test early and the sweep after it.
     let result = sweep::run(
         &plan,
@@ -128,6 +129,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
             if save_error.is_none() {
                 save_error = save(&args, done.sweep).err();
             }
+            progress.step();
         },
     )?;
     if let Some(e) = save_error {

@@ -133,7 +133,7 @@ mod tests {
             other => panic!("{b:?}: {other:?}"),
         };
         assert!(named(b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\n", false).contains("HTTP server"));
-        assert!(named(b"SSH-2.0-OpenSSH_9.6\r\n", false).contains("SSH server (\"SSH-2.0-OpenSSH_9.6\")"));
+        assert!(named(b"SSH-2.0-OpenSSH_9.6\r\n", false).contains("SSH server answers there (\"SSH-2.0-OpenSSH_9.6\")"));
         assert!(named(&[9], true).contains("--iperf3"));
         assert_eq!(judge(&[9], false), Verdict::More, "a byte more may come");
         assert!(named(b"\x7f\xff\xff\xffabc", false).contains("not uringbench"));
