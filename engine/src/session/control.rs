@@ -379,7 +379,7 @@ impl Drop for CtlWatch {
 }
 
 /// Waits up to `timeout_ms` for `stream` to have data (or EOF).
-fn readable(stream: &TcpStream, timeout_ms: i32) -> bool {
+pub(crate) fn readable(stream: &TcpStream, timeout_ms: i32) -> bool {
     let mut pfd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }

@@ -5,7 +5,7 @@
 //! as a frame (nginx's `HTTP` would read as a 1.2 GB length).
 
 use crate::base::error::{Error, Result};
-use crate::session::control::{MAX_FRAME, MORE};
+use crate::session::control::{self, MAX_FRAME, MORE};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -78,7 +78,7 @@ pub(crate) fn check(ctl: &TcpStream, peer: &str) -> Result<()> {
     let mut partial_since: Option<Instant> = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let ready = readable(ctl, left);
+        let ready = control::readable(ctl, left.as_millis().min(i32::MAX as u128) as i32);
         // SAFETY: buf is valid for its length; MSG_PEEK leaves the bytes for the frame reader.
         let n = unsafe {
             libc::recv(ctl.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT)
@@ -113,13 +113,6 @@ pub(crate) fn check(ctl: &TcpStream, peer: &str) -> Result<()> {
             Verdict::More => std::thread::sleep(Duration::from_millis(20).min(left)),
         }
     }
-}
-
-/// Waits up to `timeout` for `stream` to have data, an EOF or an error.
-fn readable(stream: &TcpStream, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, timeout.as_millis().min(i32::MAX as u128) as i32) > 0 }
 }
 
 #[cfg(test)]
