@@ -8,6 +8,7 @@ mod iperf_cli;
 mod knobs;
 mod live_out;
 mod progress;
+mod shipped;
 mod sweep_cmd;
 mod target;
 mod tuning_cmd;
@@ -241,6 +242,8 @@ fn main() -> ExitCode {
         Command::Search(args) => tuning_cmd::search(args, stop),
         Command::Experiment(args) => tuning_cmd::experiment(args, stop),
         Command::Settings(args) => tuning_cmd::settings(args),
+        Command::Completions { shell } => shipped::completions(shell),
+        Command::Man { command } => shipped::man(command.as_deref()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

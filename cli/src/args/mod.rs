@@ -101,6 +101,26 @@ pub enum Command {
     Experiment(ExperimentArgs),
     /// Apply settings with their previous values recorded, or revert a state file exactly.
     Settings(SettingsArgs),
+    /// Print the shell completions the package installs: uringbench completions bash >
+    /// /etc/bash_completion.d/uringbench (bash, zsh or fish).
+    Completions {
+        /// The shell: bash, zsh or fish.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print a man page the package installs (roff): uringbench man send | man -l -
+    Man {
+        /// The command whose page to print [default: the tool's own page].
+        command: Option<String>,
+    },
+}
+
+/// The shells whose completions the package ships.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Args)]
