@@ -124,6 +124,9 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     write_html(args.html.as_deref(), "search", || {
         SavedResults::Search(Box::new(result.to_document(&spec, &args.target)))
     })?;
+    if let Some(path) = &args.json_file {
+        write_file(path, &json_text(&result.to_document(&spec, &args.target))?)?;
+    }
     let mut out = std::io::stdout().lock();
     if json {
         print_json(&mut out, &result.to_document(&spec, &args.target))?;

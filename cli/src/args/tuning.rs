@@ -318,6 +318,10 @@ pub struct SearchArgs {
     /// (docs/report.md).
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+    /// Save the search (its trials and answer) as JSON here, as sweep and experiment do
+    /// (re-render later with `uringbench report FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
 }
 
 #[derive(Args)]
