@@ -34,10 +34,17 @@ fn main() {
     // `man uringbench-send` expects.
     let mut built = cmd.clone().disable_help_subcommand(true);
     built.build();
+    // `uringbench man [COMMAND]` prints these same pages: an index of them for the binary.
+    let mut index = String::from("&[\n");
     for page in std::iter::once(&built).chain(built.get_subcommands()) {
-        let path = man.join(format!("{}.1", page.get_display_name().unwrap_or_else(|| page.get_name())));
+        let name = page.get_display_name().unwrap_or_else(|| page.get_name()).to_string();
+        let path = man.join(format!("{name}.1"));
         std::fs::write(&path, man_page(page)).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        index.push_str(&format!("    ({:?}, include_str!({:?})),\n", name, path.display().to_string()));
     }
+    index.push_str("]\n");
+    let index_path = man.join("pages.rs");
+    std::fs::write(&index_path, index).unwrap_or_else(|e| panic!("writing {}: {e}", index_path.display()));
     for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh, clap_complete::Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd, "uringbench", &completions)
             .unwrap_or_else(|e| panic!("writing {shell} completions: {e}"));

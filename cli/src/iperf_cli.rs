@@ -71,7 +71,8 @@ pub const FLAGS: &[Flag] = &[
     flag(Some('B'), &["bind"], Some("ADDR"), "2, 3", Client, Native("-B")),
     flag(Some('B'), &["bind"], Some("ADDR"), "2, 3", Server, Native("--bind")),
     flag(None, &["bind-dev"], Some("DEV"), "3", Both, Native("--bind-dev")),
-    flag(Some('V'), &["verbose"], None, "3", Both, Always("the report always has both ends' placement and CPU lines")),
+    flag(Some('V'), &["verbose"], None, "3", Client, Native("-v")),
+    flag(Some('V'), &["verbose"], None, "3", Server, Always("recv prints the same lines with or without it")),
     flag(Some('h'), &["help"], None, "2, 3", Both, Special("shows `uringbench send --help` (with -s: `recv --help`)")),
     flag(Some('v'), &["version"], None, "2, 3", Both, Special("runs `uringbench --version`")),
     flag(Some('I'), &["pidfile"], Some("FILE"), "3", Server, Refused("-D prints the receiver's process id")),
@@ -399,7 +400,15 @@ pub fn translate(argv: &[String]) -> Result<Option<Translation>, String> {
             Some(name) => Some(match t.attached.clone() {
                 Some(v) => v,
                 None => match rest.peek() {
-                    Some(next) if next.short.is_none() && next.long.is_none() => {
+                    // A negative number (`-P -1`) is the value, refused by the native parser
+                    // with its range, not a flag.
+                    Some(next)
+                        if (next.short.is_none() && next.long.is_none())
+                            || next
+                                .text
+                                .strip_prefix('-')
+                                .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit())) =>
+                    {
                         rest.next().map(|n| n.text).unwrap_or_default()
                     }
                     _ => return Err(format!("{} needs a value ({name})", t.text)),
@@ -550,8 +559,8 @@ mod tests {
         let d = t("-s -D").unwrap().unwrap();
         assert!(d.daemon);
         let v = t("-c h -V").unwrap().unwrap();
-        assert_eq!(v.native_line(), "uringbench send -c h");
-        assert!(v.ran_as().contains("-V: the report always"), "{}", v.ran_as());
+        assert_eq!(v.native_line(), "uringbench send -c h -v", "iperf3's -V is send's -v");
+        assert_eq!(native("-c h -P -1"), "uringbench send -c h -P -1", "a negative value is the value");
         assert!(t("-c h -J").unwrap().unwrap().machine_output());
         assert!(!t("-c h").unwrap().unwrap().machine_output());
     }

@@ -10,6 +10,7 @@ use std::{
 };
 use uringbench::{
     output as rr,
+    output::Detail,
     output::{self as report, interval_event, start_event},
     Direction, Error, IntervalFigures, LatencyInterval, Observer, StartInfo, StopToken, TestSpec,
 };
@@ -88,13 +89,17 @@ pub enum Style {
 pub struct LiveOut {
     out: Arc<Out>,
     style: Style,
+    /// Whether the placement lines are shown (`-v`).
+    detail: Detail,
     /// The test as agreed, once it started.
     spec: Mutex<Option<TestSpec>>,
+    /// rr and crr: an interval's line waits for its latency, told right after it.
+    pending: Mutex<Option<(usize, IntervalFigures)>>,
 }
 
 impl LiveOut {
-    pub fn new(out: &Arc<Out>, style: Style) -> Arc<Self> {
-        Arc::new(Self { out: Arc::clone(out), style, spec: Mutex::new(None) })
+    pub fn new(out: &Arc<Out>, style: Style, detail: Detail) -> Arc<Self> {
+        Arc::new(Self { out: Arc::clone(out), style, detail, spec: Mutex::new(None), pending: Mutex::new(None) })
     }
 }
 
@@ -105,15 +110,23 @@ impl Observer for LiveOut {
             return self.out.json_line(&start_event(start));
         }
         let s = &start.spec;
+        let placement = self.detail.shows_data_path();
         let mut text = if s.workload.latency_bound() {
             let mut t = rr::rr_header(s, &start.target);
-            t.push_str(&format!("client: {}\nserver: {}\n", start.this_placement, start.far_placement));
+            if placement {
+                t.push_str(&format!("client: {}\nserver: {}\n", start.this_placement, start.far_placement));
+            }
+            if s.interval_ms > 0 {
+                t.push_str(&rr::rr_interval_titles());
+            }
             t
         } else {
             let mut t = report::header_line(s, &start.target);
-            t.push_str(&report::placement_lines(start));
+            if placement {
+                t.push_str(&report::placement_lines(start));
+            }
             if s.interval_ms > 0 {
-                t.push_str(report::INTERVAL_TITLES);
+                t.push_str(&report::interval_titles(s));
                 t.push('\n');
             }
             t
@@ -136,11 +149,12 @@ impl Observer for LiveOut {
         if spec.interval_ms == 0 {
             return;
         }
-        let mut text = if latency {
-            rr::rr_interval_line(received)
-        } else {
-            report::interval_lines(spec.queues, received, offered)
-        };
+        if latency {
+            // Shown with its latency, which the run tells right after the interval.
+            *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((n, received.clone()));
+            return;
+        }
+        let mut text = report::interval_lines(&spec, n, received, offered);
         if spec.direction == Direction::Bidir {
             let tag = if direction == Direction::Reverse { "rev " } else { "fwd " };
             text = text.lines().map(|l| format!("{tag}{l}\n")).collect();
@@ -154,8 +168,16 @@ impl Observer for LiveOut {
         if self.style == Style::JsonStream {
             return self.out.json_line(&report::latency_event(n, figures));
         }
-        if spec.interval_ms > 0 {
-            self.out.text(&format!("{}\n", report::latency_interval_line(figures)));
+        if spec.interval_ms == 0 {
+            return;
         }
+        if spec.workload.latency_bound() {
+            let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some((_, received)) = pending.filter(|(m, _)| *m == n) {
+                self.out.text(&rr::rr_interval_line(&spec, n, &received, Some(figures)));
+            }
+            return;
+        }
+        self.out.text(&format!("{}\n", report::latency_interval_line(figures)));
     }
 }

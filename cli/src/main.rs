@@ -5,14 +5,19 @@ mod doctor_cmd;
 mod iperf2_mode;
 mod iperf3_mode;
 mod iperf_cli;
+mod knobs;
 mod live_out;
+mod progress;
+mod shipped;
 mod sink;
 mod sweep_cmd;
+mod target;
 mod tuning_cmd;
 mod xdp_mode;
 
 use args::*;
 use clap::Parser;
+use knobs::{refuse_knobs, tuning_of};
 use live_out::{LiveOut, Out, Style};
 use sink::Sink;
 use std::{process::ExitCode, sync::Arc, time::Duration};
@@ -22,9 +27,9 @@ use uringbench::{
     output::{csv_rows, end_event, SavedResults, CSV_HEADER},
     peer_text,
     units::{self, format_bits_per_second},
-    BusyPoll, Direction, Error, FastPaths, Kind, LocalEnd, Observer, Proto, Psk, Quiet, ReceiverConfig, RepeatDocument,
+    BusyPoll, Direction, Error, FastPaths, Kind, Observer, Proto, Psk, Quiet, ReceiverConfig, RepeatDocument,
     RepeatSummary, Role, SendOptions, ServerEvent, ServerLimits, Stats, StopToken, StreamDocument, TestSpec, Tool,
-    TransactionDocument, Tuning, Workload, Workloads, ZeroCopyMode, DEFAULT_PORT, SCHEMA_VERSION,
+    TransactionDocument, Workload, Workloads, ZeroCopyMode, DEFAULT_PORT, SCHEMA_VERSION,
 };
 
 impl TestWindow {
@@ -162,7 +167,7 @@ fn main() -> ExitCode {
         Some(t) => Cli::try_parse_from(&t.argv),
         None => Cli::try_parse_from(argv),
     };
-    let cli = match parsed {
+    let mut cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -184,13 +189,21 @@ fn main() -> ExitCode {
             let message: Vec<&str> = text
                 .lines()
                 .map(str::trim)
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("tip:"))
+                .take_while(|l| {
+                    !l.starts_with("Usage:") && !l.starts_with("tip:") && !l.starts_with("For more information")
+                })
                 .filter(|l| !l.is_empty())
                 .collect();
-            eprintln!("uringbench: {} (see --help)", message.join(" ").trim_start_matches("error: "));
+            // `send` without -c: name the flag as users type it.
+            let message = message.join(" ").replace("--target <TARGET>", "-c HOST");
+            eprintln!("uringbench: {} (see --help)", message.trim_start_matches("error: "));
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = target::normalize(&mut cli) {
+        eprintln!("uringbench: {e}");
+        return ExitCode::from(e.exit_code() as u8);
+    }
     if let Some(t) = &iperf {
         if t.daemon {
             return daemon(t);
@@ -239,6 +252,8 @@ fn main() -> ExitCode {
         Command::Search(args) => tuning_cmd::search(args, stop),
         Command::Experiment(args) => tuning_cmd::experiment(args, stop),
         Command::Settings(args) => tuning_cmd::settings(args),
+        Command::Completions { shell } => shipped::completions(shell),
+        Command::Man { command } => shipped::man(command.as_deref()),
     };
     // Stdout is completed whatever the command did: a failed write there is an error too.
     let result = result.and_then(|code| Sink::stdout().finish().map(|()| code));
@@ -432,6 +447,21 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     Ok(if ok { 0 } else { 1 })
 }
 
+impl OutputArgs {
+    /// How much the text report shows (`-v`).
+    fn detail(&self) -> uringbench::output::Detail {
+        if self.verbose {
+            uringbench::output::Detail::Verbose
+        } else {
+            uringbench::output::Detail::Short
+        }
+    }
+}
+
+/// Intervals of send, rr and crr when `-i` is not given, in every output, as iperf3's
+/// (`-i 0` turns them off).
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
 fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None, None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
@@ -461,7 +491,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let run_test = xdp_mode::sender(args.engine, args.iface.clone(), args.gen)?;
     let len = args.len.unwrap_or(default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {
-        return Err(Error::usage(format!("--len {len} out of range")));
+        return Err(Error::usage(format!("--len {len} out of range: 1 byte to {} bytes (4 GiB - 1)", u32::MAX)));
     }
     units::set_fixed_unit(args.units)?;
     let (rate_bps, rate_line) = offered(&args, udp, len);
@@ -482,11 +512,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         direction: direction_of(&args),
         ..TestSpec::default()
     };
-    let format = if args.json { Format::Json } else { args.format };
-    let live_text = format == Format::Text && args.repeat == 1 && !args.output.json_stream;
-    // Text shows every second by default, as iperf3 does; -i 0 turns it off.
-    let interval = args.interval.or(live_text.then_some(std::time::Duration::from_secs(1)));
-    args.window.apply(&mut spec, interval);
+    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
     let (tuning, mut local) = tuning_of(&args.tuning)?;
     local.data_port = args.cport;
     local.no_steer = args.steer == args::Steer::Off;
@@ -543,9 +569,10 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         }
     }
     let mut stopped: Option<Error> = None;
+    let mut progress = (repeat > 1).then(|| progress::Progress::new("send --repeat", repeat));
     for run in 1..=repeat {
         let observer: Arc<dyn Observer> = match live {
-            Some(style) => LiveOut::new(&out, style),
+            Some(style) => LiveOut::new(&out, style, args.output.detail()),
             None => Arc::new(Quiet),
         };
         let report = match run_test(&opts, observer) {
@@ -558,7 +585,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         };
         match (live, format) {
             (Some(Style::JsonStream), _) => out.json_line(&end_event(&titled(report.to_document(), &title))),
-            (Some(Style::Text), _) => out.text(&report.render_after_live()),
+            (Some(Style::Text), _) => out.text(&report.render_after_live(args.output.detail())),
             (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
             (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
             (None, Format::Json) => {}
@@ -569,6 +596,9 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             format!("run {run}/{repeat}: {}", report.summary_line())
         });
         reports.push(report);
+        if let Some(p) = progress.as_mut() {
+            p.step();
+        }
         if opts.stop.is_stopped() {
             break; // The partial run is reported; no more runs.
         }
@@ -639,6 +669,8 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         stop,
     };
     let format = if args.json { Format::Json } else { args.format };
+    // A bad URL or a closed port is said before "running...", not after the run.
+    uringbench::check_http(&opts)?;
     if format == Format::Text {
         // The summary comes at the end; say at once what runs, and for how long at most.
         Sink::stdout().text(&format!(
@@ -678,77 +710,6 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         eprintln!("uringbench: incomplete: {} responses, {} failed requests", report.requests, report.errors.total());
     }
     Ok(if report.complete { 0 } else { 1 })
-}
-
-/// The knobs of `-C`, `-w`, `-M`... (the congestion control checked against this kernel, the
-/// rest by the spec's `validate`), and where this side's sockets leave from.
-fn tuning_of(t: &TuningArgs) -> Result<(Tuning, LocalEnd), Error> {
-    if let Some(c) = &t.congestion {
-        uringbench::check_congestion(c).map_err(Error::usage)?;
-    }
-    let (bind, bind_dev) = match t.bind.as_deref().map(|b| b.split_once('%').map_or((b, None), |(a, d)| (a, Some(d)))) {
-        Some((addr, dev)) => {
-            let ip = addr.parse().map_err(|_| Error::usage(format!("invalid --bind address '{addr}'")))?;
-            (Some(ip), dev.map(str::to_string))
-        }
-        None => (None, None),
-    };
-    let tuning = Tuning {
-        congestion: t.congestion.clone(),
-        window: t.window.map(Tuning::window_of).transpose()?,
-        mss: t.mss,
-        nodelay: t.no_delay,
-        tos: t.tos.or(t.dscp),
-        fq_rate_bps: t.fq_rate,
-        bytes: t.bytes,
-        skip_rx_copy: t.skip_rx_copy,
-        mptcp: t.mptcp,
-    };
-    let local = LocalEnd {
-        family: if t.ipv4 {
-            Some(4)
-        } else if t.ipv6 {
-            Some(6)
-        } else {
-            None
-        },
-        bind,
-        device: t.bind_dev.clone().or(bind_dev),
-        data_port: None,
-        no_steer: false,
-        ntuple: false,
-    };
-    Ok((tuning, local))
-}
-
-/// Refuses the flow knobs where they cannot apply: TCP-only knobs on UDP (or on crr's
-/// short-lived connections), any knob on the paths that do not carry them (`--iperf2`,
-/// `--engine xdp`).
-fn refuse_knobs(t: &TuningArgs, no_tcp_flows: bool, no_knobs: bool) -> Result<(), Error> {
-    let tcp_only = [
-        ("-C/--congestion", t.congestion.is_some()),
-        ("-w/--window", t.window.is_some()),
-        ("-M/--mss", t.mss.is_some()),
-        ("-N/--no-delay", t.no_delay),
-        ("--fq-rate", t.fq_rate.is_some()),
-        ("-n/--bytes", t.bytes.is_some()),
-        ("--skip-rx-copy", t.skip_rx_copy),
-    ];
-    // Not TCP-only in this sense: crr's connections can be MPTCP too (UDP is the spec's to refuse).
-    let marks = [("-S/--tos", t.tos.is_some()), ("--dscp", t.dscp.is_some()), ("-m/--mptcp", t.mptcp)];
-    if no_knobs {
-        if let Some((name, _)) = tcp_only.iter().chain(&marks).find(|(_, set)| *set) {
-            return Err(Error::usage(format!(
-                "{name} applies to uringbench's own engine, not to --iperf2 or --engine xdp"
-            )));
-        }
-    }
-    if no_tcp_flows {
-        if let Some((name, _)) = tcp_only.iter().find(|(_, set)| *set) {
-            return Err(Error::usage(format!("{name} applies to TCP streams and TCP rr")));
-        }
-    }
-    Ok(())
 }
 
 /// A run's document with its `title` (`--title`), when one was given.
@@ -808,7 +769,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         clocks_synced: args.clocks_synced,
         ..TestSpec::default()
     };
-    args.window.apply(&mut spec, args.interval);
+    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
     let (tuning, local) = tuning_of(&args.tuning)?;
     if tuning.bytes.is_some() || tuning.skip_rx_copy {
         return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
@@ -832,13 +793,14 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     out.stop_on_failure(&opts.stop);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };
-    let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style) };
+    let detail = args.output.detail();
+    let observer: Arc<dyn Observer> = if json { Arc::new(Quiet) } else { LiveOut::new(&out, style, detail) };
     let report = uringbench::run_rr_live(&opts, observer)?;
     let title = args.output.title.clone();
     match (json, style) {
         (true, _) => out.json_doc(&titled(report.to_document(), &title))?,
         (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
-        _ => out.text(&report.render_after_live()),
+        _ => out.text(&report.render_after_live(detail)),
     }
     sink::set_headline(format!(
         "{:.0} transactions/s, p99 latency {} us",

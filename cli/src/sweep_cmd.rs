@@ -106,6 +106,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     let mut save_error: Option<Error> = None;
     let out = Sink::stdout();
     out.stop_on_failure(&plan.base.stop);
+    let mut progress = crate::progress::Progress::new("sweep", plan.values.len() * plan.repeat as usize);
     // A stop ends the running test early and the sweep after it.
     let result = sweep::run(
         &plan,
@@ -119,6 +120,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
             if save_error.is_none() {
                 save_error = save(&args, done.sweep).err();
             }
+            progress.step();
         },
     )?;
     if let Some(e) = save_error {

@@ -137,7 +137,11 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     write_html(args.html.as_deref(), "search", || {
         SavedResults::Search(Box::new(result.to_document(&spec, &args.target)))
     })?;
-    written?;
+    let json_file = match &args.json_file {
+        Some(path) => write_file(path, &json_text(&result.to_document(&spec, &args.target))?),
+        None => Ok(()),
+    };
+    written.and(json_file)?;
     Ok(if result.found() { 0 } else { 1 })
 }
 

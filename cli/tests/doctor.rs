@@ -84,9 +84,11 @@ fn doctor_reports_the_veth_pair_it_runs_on() {
     }
     drop(recv);
 
-    // Nothing listens any more: the host answers with a reset, and doctor says what to run.
-    let text = doctor(&["--target", RECV_ADDR, "-p", "5391"]);
-    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    // Nothing listens any more: the host answers with a reset, doctor says what to run and
+    // fails (exit 1): no test can run there.
+    let out = doctor(&["--target", RECV_ADDR, "-p", "5391"]);
+    assert_eq!(out.status.code(), Some(1), "a dead target fails doctor");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(text.contains("interface uoda0 (veth, route to 10.77.0.2)"), "{text}");
     assert!(text.contains("uoda0 MTU 9000"), "{text}");
     assert!(text.contains("nothing listens on port 5391"), "{text}");

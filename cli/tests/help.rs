@@ -217,6 +217,9 @@ fn man_pages_have_exit_status_examples_and_environment() {
     let mut pages = 0;
     for entry in std::fs::read_dir(&assets).unwrap_or_else(|e| panic!("{}: {e}", assets.display())) {
         let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "1") {
+            continue; // build.rs's index of the pages, for `uringbench man`
+        }
         let page = std::fs::read_to_string(&path).expect("man page");
         for section in [".SH \"EXIT STATUS\"", ".SH EXAMPLES", ".SH ENVIRONMENT"] {
             assert!(page.contains(section), "{}: no {section}", path.display());
@@ -224,4 +227,26 @@ fn man_pages_have_exit_status_examples_and_environment() {
         pages += 1;
     }
     assert!(pages >= 13, "a page for uringbench and each command: {pages}");
+}
+
+/// `uringbench completions SHELL` and `uringbench man [COMMAND]` print what the package
+/// installs, byte for byte (build.rs's files, target/<profile>/assets).
+#[test]
+fn completions_and_man_pages_are_the_packaged_ones() {
+    let assets = std::path::Path::new(common::bin()).parent().expect("target dir").join("assets");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(common::bin()).args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    for (shell, file) in [("bash", "uringbench.bash"), ("zsh", "_uringbench"), ("fish", "uringbench.fish")] {
+        let packaged = std::fs::read(assets.join("completions").join(file)).expect("packaged completions");
+        assert_eq!(run(&["completions", shell]), packaged, "{shell}");
+    }
+    for (args, file) in [(&["man"][..], "uringbench.1"), (&["man", "send"][..], "uringbench-send.1")] {
+        let packaged = std::fs::read(assets.join("man").join(file)).expect("packaged man page");
+        assert_eq!(run(args), packaged, "{args:?}");
+    }
+    let out = std::process::Command::new(common::bin()).args(["man", "nosuch"]).output().expect("run");
+    common::one_line_error(&out, 2, "no man page for 'nosuch': one of recv, send");
 }

@@ -211,6 +211,7 @@ fn server_flags_daemon_and_one_off() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let text = ok(&served);
     assert!(text.contains("(-V: the report always has"), "{text}");
+    assert!(text.contains("sender (this host) path:") && text.contains("receiver (far host "), "-V: both ends' data path:\n{text}");
     assert!(
         text.contains("cpu sender (this host) in the window:") && text.contains("cpu receiver (far host "),
         "-V: both ends' CPU:\n{text}"
@@ -234,11 +235,20 @@ fn flags_without_equivalent_are_one_line_errors() {
         (&["-s", "-w", "1M"][..], "give -w to the client"),
         (&["-P", "8", "-t", "30"][..], "-c HOST"),
         (&["-c", RECV_ADDR, "-Q"][..], "not an iperf option"),
+        // Wrong numbers say what is allowed, in one line, without clap's doubled hint.
+        (&["-c", RECV_ADDR, "-P", "-1"][..], "-1 is out of range: a whole number from 1 to"),
+        (&["-c", RECV_ADDR, "-b", "-5M"][..], "'-5M' is negative"),
+        (&["-c", RECV_ADDR, "-l", "100G"][..], "1 byte to 4294967295 bytes"),
+        (&["send"][..], "not provided: -c HOST"),
+        (&["send", "-c", RECV_ADDR, "--bogus"][..], "unexpected argument '--bogus'"),
+        (&["send", "-c", "[::1"][..], "expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT"),
+        (&["send", "-c", "10.77.0.2:5300", "-p", "5301"][..], "names port 5300 and -p 5301"),
     ] {
         let mut c = std::process::Command::new(bin());
         c.args(args);
         let out = run_bounded(c, Duration::from_secs(10)).0;
         one_line_error(&out, 2, needle);
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("For more information"), "{args:?}: the hint once");
     }
 }
 
@@ -278,4 +288,127 @@ fn output_and_path_flags_do_what_iperf_users_expect() {
     let doc = json(&run(&["-J", "-u", "--trip-times"]));
     assert!(doc.pointer("/sum/receiver/one_way_delay_us/mean").is_some_and(|v| v.is_number()), "--trip-times: {doc}");
     assert!(f64_at(&doc, "/sum/receiver/bits_per_second") > 90e6, "-b 100M per flow");
+}
+
+/// The segments this namespace's TCP retransmitted so far (/proc/net/snmp's RetransSegs).
+fn retrans_segs(pair: &NetnsPair) -> u64 {
+    let out = pair.cmd(&pair.sender_ns(), "cat", &["/proc/net/snmp"]).output().expect("snmp");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let tcp: Vec<&str> = text.lines().filter(|l| l.starts_with("Tcp:")).collect();
+    let at = tcp[0].split_whitespace().position(|k| k == "RetransSegs").expect("RetransSegs");
+    tcp[1].split_whitespace().nth(at).and_then(|v| v.parse().ok()).expect("a count")
+}
+
+#[test]
+fn json_and_json_stream_have_an_interval_a_second_with_retr_and_cwnd() {
+    let _s = serial();
+    let pair = NetnsPair::up("ubih9");
+    let _server = Server::start(&pair, &["-s"], "5300");
+    let before = retrans_segs(&pair);
+    let doc = json(&client(&pair, &["-c", RECV_ADDR, "-P", "2", "-t", "3", "-J"]));
+    let after = retrans_segs(&pair);
+    let intervals = doc["intervals"].as_array().expect("intervals[]");
+    assert_eq!(intervals.len(), 3, "one a second without -i: {doc}");
+    let mut retransmitted = 0;
+    for iv in intervals {
+        let per_flow: Vec<u64> =
+            iv["tcp_flow_retransmits"].as_array().expect("per flow").iter().filter_map(|v| v.as_u64()).collect();
+        assert_eq!(per_flow.len(), 2, "a count per flow: {iv}");
+        let sum = u64_at(iv, "/tcp/retransmitted_segments");
+        assert_eq!(per_flow.iter().sum::<u64>(), sum, "[SUM]'s Retr is the flows': {iv}");
+        retransmitted += sum;
+        for f in 0..2 {
+            assert!(u64_at(iv, &format!("/tcp_flows/{f}/cwnd")) > 0, "flow {f}'s cwnd at the interval's end: {iv}");
+        }
+    }
+    // The kernel's own count for the namespace covers the warm-up and the cool-down too.
+    assert!(retransmitted <= after - before, "intervals {retransmitted} <= RetransSegs delta {}", after - before);
+    let out = ok(&client(&pair, &["-c", RECV_ADDR, "-t", "3", "--json-stream"]));
+    let events: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let closed: Vec<&serde_json::Value> = events.iter().filter(|e| e["event"] == "interval").collect();
+    assert_eq!(closed.len(), 3, "streamed as they close:\n{out}");
+    assert!(closed
+        .iter()
+        .all(|e| e["tcp"]["retransmitted_segments"].is_u64() && e["tcp_flows"][0]["cwnd"].as_u64() > Some(0)));
+    // The text: Retr and Cwnd columns, the placement lines only with -v.
+    let text = ok(&client(&pair, &["-c", RECV_ADDR, "-t", "2", "-O", "0"]));
+    assert!(text.lines().any(|l| l.ends_with("Retr         Cwnd")), "{text}");
+    assert!(!text.contains("sender:   ") && !text.contains("sender path:"), "detail waits for -v:\n{text}");
+    let verbose = ok(&client(&pair, &["-c", RECV_ADDR, "-t", "1", "-O", "0", "-V"]));
+    assert!(verbose.contains("sender:   ") && verbose.contains("sender path:"), "-V shows it:\n{verbose}");
+}
+
+#[test]
+fn rr_prints_its_intervals_as_they_close() {
+    let _s = serial();
+    let pair = NetnsPair::up("ubih10");
+    let _server = Server::start(&pair, &["-s"], "5300");
+    let out = ok(&client(&pair, &["rr", "-c", RECV_ADDR, "-t", "3"]));
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("[SUM]")).collect();
+    assert!(lines.len() >= 2, "interval lines without -i:\n{out}");
+    assert!(lines[0].starts_with("[SUM]  0.00-1.00 ") && lines[1].starts_with("[SUM]  1.00-2.00 "), "aligned:\n{out}");
+    for l in &lines {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        let (p50, p99): (f64, f64) = (cells[5].parse().expect("p50"), cells[6].parse().expect("p99"));
+        assert!(p50 > 0.0 && p99 >= p50, "p50 and p99 in µs: {l}");
+    }
+}
+
+#[test]
+fn the_wrong_service_is_named_within_a_second() {
+    let Some((_s, pair)) = common::peer_pair("iperf3", "ubih11") else { return };
+    if !peer_installed("iperf") || !peer_installed("nginx") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("uringbench-habits-nginx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("nginx dir");
+    let d = dir.display();
+    let conf = format!(
+        "daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\nevents {{}}\nhttp {{ access_log off; \
+         client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
+         server {{ listen 5403; location / {{ return 200 ok; }} }} }}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).expect("nginx.conf");
+    let conf = dir.join("nginx.conf");
+    let conf = conf.to_str().unwrap_or_default();
+    let spawn = |program: &str, args: &[&str]| {
+        pair.cmd(&pair.receiver_ns(), program, args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect(program)
+    };
+    let mut peers = [
+        spawn("iperf3", &["-s", "-p", "5401"]),
+        spawn("iperf", &["-s", "-p", "5402"]),
+        spawn("nginx", &["-c", conf, "-p", dir.to_str().unwrap_or_default()]),
+    ];
+    for port in ["5401", "5402", "5403"] {
+        pair.wait_listening(port);
+    }
+    for (port, needle) in [("5401", "--iperf3"), ("5402", "--iperf2"), ("5403", "an HTTP server answers there")] {
+        let started = std::time::Instant::now();
+        let out = client(&pair, &["send", "-c", &format!("{RECV_ADDR}:{port}"), "-t", "1"]);
+        let took = started.elapsed();
+        one_line_error(&out, 1, needle);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("is not a uringbench recv"));
+        assert!(took < Duration::from_millis(1500), "named in {took:?} (1 s of watching, plus the start)");
+    }
+    for p in &mut peers {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn targets_as_iperf_users_type_them() {
+    let _s = serial();
+    let pair = NetnsPair::up("ubih12");
+    let _server = Server::start(&pair, &["-s"], "5300");
+    // HOST:PORT, and [V6]:PORT on the receiver's own loopback (recv listens on ::).
+    let doc = json(&client(&pair, &["-c", &format!("{RECV_ADDR}:5300"), "-t", "1", "-O", "0", "-J"]));
+    assert!(u64_at(&doc, "/sum/receiver/bytes") > 0);
+    for target in ["[::1]", "[::1]:5300"] {
+        let c = pair.cmd(&pair.receiver_ns(), bin(), &["send", "-c", target, "-t", "1", "--warmup", "0", "-J"]);
+        let doc = json(&run_bounded(c, Duration::from_secs(30)).0);
+        assert_eq!(doc["target"], "[::1]:5300", "{target}");
+        assert!(u64_at(&doc, "/sum/receiver/bytes") > 0, "{target}");
+    }
 }

@@ -69,6 +69,12 @@ fn sweep_over_queues_writes_csv_svg_and_json() {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "sweep failed: {stdout} {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().filter(|l| l.starts_with("queues=")).count(), 6, "a progress line per run: {stdout}");
+    // Where the series stands, on stderr (not a terminal here: a line per run).
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    for k in 1..=6 {
+        assert!(stderr.contains(&format!("sweep: run {k} of 6, ")), "run {k} of 6 on stderr: {stderr}");
+    }
+    assert!(stderr.contains("sweep: run 6 of 6, ") && stderr.contains("about 0 s left"), "{stderr}");
     let order: Vec<&str> =
         stdout.lines().filter_map(|l| l.split(' ').next()).filter(|l| l.starts_with("queues=")).collect();
     assert_eq!(order, ["queues=1", "queues=2", "queues=3", "queues=1", "queues=2", "queues=3"], "runs are interleaved");

@@ -72,7 +72,8 @@ pub use crate::uring::fastpath::{self, FastPaths};
 pub use crate::uring::ring::{NapiPoll, SqPoll};
 pub use crate::wire::rss::RssMap;
 pub use crate::workload::http::{
-    run_http, run_http_live, HttpInterval, HttpOptions, HttpReport, DEFAULT_INTERVAL, DEFAULT_REQUEST_RUN_LIMIT,
+    check_http, run_http, run_http_live, HttpInterval, HttpOptions, HttpReport, DEFAULT_INTERVAL,
+    DEFAULT_REQUEST_RUN_LIMIT,
 };
 pub use crate::workload::receive::Workloads;
 pub use crate::workload::rr::{run_rr, run_rr_live};
@@ -109,11 +110,11 @@ pub mod output {
     pub use crate::report::export::{csv_rows, CSV_HEADER};
     pub use crate::report::html::render as html_page;
     pub use crate::report::latency::latency_interval_line;
-    pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line};
+    pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line, rr_interval_titles};
     pub use crate::report::saved::SavedResults;
     pub use crate::report::stream::{
-        end_event, header_line, interval_event, interval_json, interval_lines, latency_event, placement_lines,
-        start_event, INTERVAL_TITLES,
+        end_event, header_line, interval_event, interval_json, interval_lines, interval_titles, latency_event,
+        placement_lines, start_event, Detail, INTERVAL_TITLES,
     };
 }
 

@@ -101,6 +101,26 @@ pub enum Command {
     Experiment(ExperimentArgs),
     /// Apply settings with their previous values recorded, or revert a state file exactly.
     Settings(SettingsArgs),
+    /// Print the shell completions the package installs: uringbench completions bash >
+    /// /etc/bash_completion.d/uringbench (bash, zsh or fish).
+    Completions {
+        /// The shell: bash, zsh or fish.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print a man page the package installs (roff): uringbench man send | man -l -
+    Man {
+        /// The command whose page to print [default: the tool's own page].
+        command: Option<String>,
+    },
+}
+
+/// The shells whose completions the package ships.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Args)]
@@ -112,7 +132,7 @@ pub struct RrArgs {
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last); one flow each.
-    #[arg(short = 'P', long, default_value_t = 1)]
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = at_least_one, allow_negative_numbers = true)]
     pub queues: u32,
     /// Flows per queue, each with one transaction (crr: one connection) in flight.
     #[arg(long, default_value_t = 1)]
@@ -146,7 +166,8 @@ pub struct RrArgs {
     pub psk_file: Option<PathBuf>,
     #[command(flatten)]
     pub window: TestWindow,
-    /// Print transactions/s and latency every this long, e.g. 1s [default: none, the window only].
+    /// Report transactions/s and latency (p50, p99) every this long, e.g. 500ms; 0 turns
+    /// the intervals off [default: 1s].
     #[arg(short = 'i', long, value_parser = duration)]
     pub interval: Option<std::time::Duration>,
     /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
@@ -234,6 +255,11 @@ pub struct OutputArgs {
     /// Write the report to FILE (appended) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub logfile: Option<PathBuf>,
+    /// Text also shows the data path and tuning detail: each side's placement and data path,
+    /// the egress path and its limits, TCP and zero-copy figures, NIC queues (JSON always
+    /// has them).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 /// How long a test runs and what its headline excludes (send, rr, crr, sweep).
@@ -437,15 +463,15 @@ pub struct SendArgs {
     pub port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows;
     /// with --engine xdp, NIC queues.
-    #[arg(short = 'P', long, default_value_t = 1)]
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = at_least_one, allow_negative_numbers = true)]
     pub queues: u32,
     /// Flows (connections or UDP sockets) on each queue's thread.
     #[arg(long, default_value_t = 1)]
     pub flows_per_queue: u32,
     #[command(flatten)]
     pub window: TestWindow,
-    /// Print every queue's and the [SUM] figures every this long, e.g. 1s, 500ms; 0 turns
-    /// them off [default: 1s with text output, none otherwise].
+    /// Report every queue's and the [SUM] figures every this long, e.g. 500ms, in every
+    /// output (text, -J, --json-stream); 0 turns them off [default: 1s].
     #[arg(short = 'i', long, value_parser = duration)]
     pub interval: Option<std::time::Duration>,
     /// Bytes per send (TCP) or per datagram (UDP), binary units [default: 128K TCP, 1470 UDP].
@@ -453,7 +479,7 @@ pub struct SendArgs {
     pub len: Option<u64>,
     /// Offered rate of each flow in bits/s (25G, 500M), as iperf's -b; 0 or max = unlimited.
     /// The header shows the total [default: 1M with UDP, unlimited with TCP].
-    #[arg(short = 'b', long, value_parser = rate_or_max)]
+    #[arg(short = 'b', long, value_parser = rate_or_max, allow_hyphen_values = true)]
     pub rate: Option<u64>,
     /// Offered datagrams (UDP frames) per second of each flow (e.g. 1M, 250k), instead of
     /// --rate: the same as --rate PPS x --len x 8.
@@ -686,6 +712,14 @@ fn duration(s: &str) -> Result<std::time::Duration, String> {
 fn size(s: &str) -> Result<u64, String> {
     units::parse_size(s).map_err(|e| e.message)
 }
+/// A count of at least one (queues): a negative or zero count says what is allowed.
+pub(crate) fn at_least_one(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if (1..=i64::from(u32::MAX)).contains(&n) => Ok(n as u32),
+        Ok(n) => Err(format!("{n} is out of range: a whole number from 1 to {}", u32::MAX)),
+        Err(_) => Err(format!("'{s}' is not a whole number (1 to {})", u32::MAX)),
+    }
+}
 fn rate(s: &str) -> Result<u64, String> {
     units::parse_rate(s).map_err(|e| e.message)
 }
@@ -693,6 +727,9 @@ fn rate(s: &str) -> Result<u64, String> {
 fn rate_or_max(s: &str) -> Result<u64, String> {
     if s.trim().eq_ignore_ascii_case("max") {
         return Ok(0);
+    }
+    if s.trim().starts_with('-') {
+        return Err(format!("'{s}' is negative: a rate per flow such as 500M or 10G, 0 or max for unlimited"));
     }
     rate(s)
 }

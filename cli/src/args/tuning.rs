@@ -251,7 +251,7 @@ pub struct SearchArgs {
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows.
-    #[arg(short = 'P', long, default_value_t = 1)]
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = super::at_least_one, allow_negative_numbers = true)]
     pub queues: u32,
     /// Flows (connections or UDP sockets) on each queue's thread.
     #[arg(long, default_value_t = 1)]
@@ -318,6 +318,10 @@ pub struct SearchArgs {
     /// (docs/report.md).
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+    /// Save the search (its trials and answer) as JSON here, as sweep and experiment do
+    /// (re-render later with `uringbench report FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub json_file: Option<PathBuf>,
 }
 
 #[derive(Args)]

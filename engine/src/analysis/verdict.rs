@@ -461,6 +461,7 @@ mod tests {
             bytes: vec![bytes],
             tcp: Default::default(),
             tcp_flows: Vec::new(),
+            tcp_retransmits: Vec::new(),
             udp: None,
             cpu: None,
         };

@@ -56,10 +56,11 @@ fn reach(t: &TargetFacts) -> Check {
     let rtt = t.rtt_us.map(|r| format!(", handshake RTT {r:.0} µs")).unwrap_or_default();
     match &t.reach {
         Reach::Listening => Check::pass(id, format!("{}:{} accepts connections{rtt}", t.addr, t.port)).facts(facts),
-        Reach::Refused => Check::warn(id, format!("{} answers, but nothing listens on port {}{rtt}", t.addr, t.port))
+        // A test cannot run there: a failed check (exit 1), as a send would fail.
+        Reach::Refused => Check::fail(id, format!("{} answers, but nothing listens on port {}{rtt}", t.addr, t.port))
             .fix(format!("on the target: uringbench recv -p {}", t.port))
             .facts(facts),
-        Reach::NoAnswer => Check::warn(
+        Reach::NoAnswer => Check::fail(
             id,
             format!(
                 "no answer from {}:{} within {} s: host down, or a firewall drops it",
@@ -87,6 +88,11 @@ fn path_mtu(ctx: &Context, t: &TargetFacts) -> Check {
     let Some(pmtu) = t.path_mtu else {
         return Check::skip(id, "the kernel gave no path MTU for the target").facts(facts);
     };
+    // Without an answer the kernel's figure is only its route's: nothing was learnt on the way.
+    if matches!(t.reach, Reach::NoAnswer | Reach::Error(_)) {
+        return Check::skip(id, format!("{} did not answer: path MTU {pmtu} is the route's, not measured", t.addr))
+            .facts(facts);
+    }
     if ctx.cloud == Some(crate::sys::hostinfo::Cloud::Gcp) && pmtu < 8896 {
         return Check::warn(id, format!("path MTU {pmtu} to {}: GCP VPCs carry 8896", t.addr))
             .fix("gcloud compute networks update NETWORK --mtu=8896   # and the MTU on both VMs' interfaces")
@@ -239,9 +245,9 @@ mod tests {
     fn reach_and_mtu() {
         assert_eq!(reach(&target("10.0.0.2", Reach::Listening, None)).status, Status::Pass);
         let r = reach(&target("10.0.0.2", Reach::Refused, None));
-        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.status, Status::Fail, "nothing to test against");
         assert_eq!(r.fix.as_deref(), Some("on the target: uringbench recv -p 5300"));
-        assert_eq!(reach(&target("10.0.0.2", Reach::NoAnswer, None)).status, Status::Warn);
+        assert_eq!(reach(&target("10.0.0.2", Reach::NoAnswer, None)).status, Status::Fail);
         assert_eq!(
             reach(&target("10.0.0.2", Reach::Error("Network is unreachable".into()), None)).status,
             Status::Fail
@@ -250,6 +256,8 @@ mod tests {
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, Some(9000))).status, Status::Pass);
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, Some(1400))).status, Status::Warn);
         assert_eq!(path_mtu(&ctx, &target("10.0.0.2", Reach::Listening, None)).status, Status::Skip);
+        let silent = path_mtu(&ctx, &target("10.0.0.2", Reach::NoAnswer, Some(9000)));
+        assert_eq!(silent.status, Status::Skip, "no answer: the route's MTU is not the path's: {}", silent.summary);
         let mut gcp = veth_ctx();
         gcp.cloud = Some(crate::sys::hostinfo::Cloud::Gcp);
         assert_eq!(path_mtu(&gcp, &target("10.0.0.2", Reach::Listening, Some(1460))).status, Status::Warn);

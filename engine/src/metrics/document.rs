@@ -282,6 +282,10 @@ pub struct IntervalEntry {
     pub sender_bytes: Option<u64>,
     pub tcp: Option<TcpWindow>,
     pub tcp_flows: Option<Vec<Option<TcpInfo>>>,
+    /// Segments each flow retransmitted in the interval, in flow order (iperf3's per-stream
+    /// `retransmits`; absent from documents before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_flow_retransmits: Option<Vec<u32>>,
     pub udp: Option<IntervalDatagrams>,
     /// Each side's CPU over the interval, on that side's host (absent from documents, and far
     /// ends, before this field).
@@ -465,6 +469,11 @@ pub struct TransactionInterval {
     /// The client's CPU over the interval (absent from documents before this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<IntervalCpu>,
+    /// The round trips that ended in the interval, from buckets within 1/16 of their values
+    /// (absent from documents before this field, and from `--json-stream`'s interval event,
+    /// which a `latency` event with these figures follows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trips: Option<crate::metrics::latency::RttFigures>,
 }
 
 /// One value for the client and one for the server (absent when its report never came).

@@ -194,6 +194,10 @@ pub struct IntervalFigures {
     pub tcp: TcpWindow,
     /// TCP_INFO of each flow at the interval's end, in flow order.
     pub tcp_flows: Vec<Option<TcpInfo>>,
+    /// Segments each flow retransmitted in the interval (its TCP_INFO total_retrans at the
+    /// interval's two ends), in flow order; empty where not read (a peer before this field).
+    #[serde(default)]
+    pub tcp_retransmits: Vec<u32>,
     /// UDP receiver: datagram accounting over the interval, all flows (jitter as of its end).
     pub udp: Option<SeqStats>,
     /// The side's CPU over the interval (absent from a peer before this field).

@@ -204,6 +204,15 @@ pub(crate) fn interval_between(first: &Sample, a: &Sample, b: &Sample) -> Interv
         bytes: b.bytes.iter().zip(&a.bytes).map(|(b, a)| b - a).collect(),
         tcp: TcpWindow::between(&a.tcp, &b.tcp),
         tcp_flows: b.tcp.clone(),
+        tcp_retransmits: a
+            .tcp
+            .iter()
+            .zip(&b.tcp)
+            .map(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => b.total_retrans.saturating_sub(a.total_retrans),
+                _ => 0,
+            })
+            .collect(),
         udp: (!b.udp.is_empty()).then(|| SeqStats::sum(&b.udp).delta(&SeqStats::sum(&a.udp))),
         cpu: Some(a.cpu.interval(&b.cpu, (b.at - a.at).as_secs_f64())),
     }

@@ -4,6 +4,7 @@ pub mod data_path;
 pub mod document;
 pub mod figures;
 pub mod latency;
+pub mod live_latency;
 pub mod measure;
 pub mod seq;
 pub mod summary;

@@ -8,6 +8,8 @@ use crate::metrics::document::{
     TransactionSide, TransactionSum, Transactions,
 };
 use crate::metrics::figures::{IntervalFigures, SideReport, SCHEMA_VERSION};
+use crate::metrics::latency::LatencyInterval;
+use crate::report::stream::{shown_span, Detail};
 use crate::workload::rr::{workload_name, RrReport};
 use serde_json::Value;
 
@@ -28,14 +30,25 @@ pub fn rr_header(s: &TestSpec, target: &str) -> String {
     )
 }
 
-/// One client interval of an rr or crr test (`bytes` count transactions).
-pub fn rr_interval_line(i: &IntervalFigures) -> String {
+/// The titles of rr and crr interval lines.
+pub fn rr_interval_titles() -> String {
     format!(
-        "[SUM] {:5.2}-{:<5.2} sec  {:>10} transactions  {:>12.0} trans/s\n",
-        i.start,
-        i.end,
+        "{:<23}{:>12}  {:>12}  {:>10}  {:>10}\n",
+        "[ ID] Interval", "Transactions", "Trans/s", "p50 (us)", "p99 (us)"
+    )
+}
+
+/// Client interval `n` of an rr or crr test (`bytes` count transactions), with the round
+/// trips' p50 and p99 over it when known.
+pub fn rr_interval_line(s: &TestSpec, n: usize, i: &IntervalFigures, latency: Option<&LatencyInterval>) -> String {
+    let (from, to) = shown_span(s, n, i);
+    let us = |ms: f64| latency.filter(|l| l.rtt.count > 0).map_or("-".to_string(), |_| format!("{:.1}", ms * 1e3));
+    format!(
+        "[SUM] {from:5.2}-{to:<5.2} sec  {:>12}  {:>12.0}  {:>10}  {:>10}\n",
         i.sum(),
-        i.sum() as f64 / (i.end - i.start).max(1e-9)
+        i.sum() as f64 / (i.end - i.start).max(1e-9),
+        us(latency.map_or(0.0, |l| l.rtt.p50_ms)),
+        us(latency.map_or(0.0, |l| l.rtt.p99_ms)),
     )
 }
 
@@ -47,6 +60,7 @@ fn rr_interval(i: &IntervalFigures) -> TransactionInterval {
         transactions: i.sum(),
         transactions_per_second: i.sum() as f64 / (i.end - i.start).max(1e-9),
         cpu: i.cpu.clone(),
+        round_trips: None,
     }
 }
 
@@ -104,7 +118,13 @@ impl RrReport {
                 client: counted(&self.client),
                 server: server.map(counted),
             },
-            intervals: self.client.intervals.iter().map(rr_interval).collect(),
+            intervals: (0..)
+                .zip(&self.client.intervals)
+                .map(|(n, i)| TransactionInterval {
+                    round_trips: self.interval_latency.get(n).map(|l| l.rtt),
+                    ..rr_interval(i)
+                })
+                .collect(),
             cpu: ClientServer { client: self.client.cpu.clone(), server: server.map(|s| s.cpu.clone()) },
             client: side(&self.client),
             server: server.map(side),
@@ -119,6 +139,7 @@ impl RrReport {
         serde_json::to_value(self.to_document()).unwrap_or(Value::Null)
     }
 
+    /// The whole text with every detail (a saved run).
     pub fn render_text(&self) -> String {
         use std::fmt::Write as _;
         let mut out = rr_header(&self.spec, &self.target);
@@ -126,20 +147,26 @@ impl RrReport {
         if let Some(srv) = &self.server {
             let _ = writeln!(out, "server: {} | {}", srv.placement, srv.path);
         }
-        for i in &self.client.intervals {
-            out.push_str(&rr_interval_line(i));
+        if !self.client.intervals.is_empty() {
+            out.push_str(&rr_interval_titles());
+        }
+        for (n, i) in self.client.intervals.iter().enumerate() {
+            out.push_str(&rr_interval_line(&self.spec, n, i, self.interval_latency.get(n)));
         }
         out.push_str(&self.render_summary());
         out
     }
 
-    /// The text that follows lines printed live (header, placement, intervals): each side's
-    /// path, then the summary.
-    pub fn render_after_live(&self) -> String {
+    /// The text that follows lines printed live (header, placement, intervals): with `-v`
+    /// each side's path, then the summary.
+    pub fn render_after_live(&self, detail: Detail) -> String {
         use std::fmt::Write as _;
-        let mut out = format!("client path: {}\n", self.client.path);
-        if let Some(srv) = &self.server {
-            let _ = writeln!(out, "server path: {}", srv.path);
+        let mut out = String::new();
+        if detail.shows_data_path() {
+            let _ = writeln!(out, "client path: {}", self.client.path);
+            if let Some(srv) = &self.server {
+                let _ = writeln!(out, "server path: {}", srv.path);
+            }
         }
         out.push_str(&self.render_summary());
         out

@@ -380,6 +380,7 @@ mod tests {
             sender_bytes: None,
             tcp: None,
             tcp_flows: None,
+            tcp_flow_retransmits: None,
             udp: None,
             cpu: None,
         };

@@ -69,6 +69,7 @@ pub fn interval_entry(i: &IntervalFigures, si: Option<&IntervalFigures>) -> Inte
         sender_bytes: si.map(|s| s.sum()),
         tcp: si.map(|s| s.tcp.clone()),
         tcp_flows: si.map(|s| s.tcp_flows.clone()),
+        tcp_flow_retransmits: si.filter(|s| !s.tcp_retransmits.is_empty()).map(|s| s.tcp_retransmits.clone()),
         udp: i.udp.map(|u| IntervalDatagrams {
             datagrams: u.received,
             lost: u.lost,
@@ -151,7 +152,7 @@ pub fn header_line(s: &TestSpec, target: &str) -> String {
         ),
     };
     let mut out = format!(
-        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{}, {} writes, {span}\n",
+        "uringbench {}: {:?} stream to {}, {} queue{} x {} flow{} (a queue: a pinned thread and its flows), {} writes, {span}\n",
         env!("CARGO_PKG_VERSION"),
         s.proto,
         target,
@@ -179,40 +180,114 @@ fn tagged(tag: &str, text: &str) -> String {
     text.lines().map(|l| format!("{tag}{l}\n")).collect()
 }
 
+/// How much a text report shows. The short default is what an iperf user reads: the interval
+/// table, the totals, CPU per side and the verdict. `-v` adds the data path and tuning detail
+/// (placement, paths, TCP and zero-copy figures, NIC queues). This is the one place that says
+/// which lines wait for `-v`; JSON always carries everything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Detail {
+    #[default]
+    Short,
+    Verbose,
+}
+
+impl Detail {
+    /// Whether the placement lines, each side's data path, the egress path and its limits,
+    /// the TCP and zero-copy figures and the NIC queue table are shown.
+    pub fn shows_data_path(self) -> bool {
+        self == Detail::Verbose
+    }
+}
+
 /// Column titles of interval and window lines.
 pub const INTERVAL_TITLES: &str = "[ ID] Interval           Offered (sender)               Received (receiver)";
 
-/// The lines of one interval: one per queue (when there are several) and a `[SUM]` line, each
-/// with the sender's offered figures (when known) beside the receiver's.
-pub fn interval_lines(queues: u32, i: &IntervalFigures, offered: Option<&IntervalFigures>) -> String {
+/// The titles of a test's interval lines: TCP adds iperf3's `Retr` and `Cwnd` columns.
+pub fn interval_titles(s: &TestSpec) -> String {
+    if tcp_columns(s) {
+        format!("{INTERVAL_TITLES}{:>17}{:>13}", "Retr", "Cwnd")
+    } else {
+        INTERVAL_TITLES.to_string()
+    }
+}
+
+/// Whether a test's lines carry the sender's TCP columns.
+fn tcp_columns(s: &TestSpec) -> bool {
+    s.proto == crate::base::spec::Proto::Tcp
+}
+
+/// The bounds interval `n` is shown with: the planned ones (n x the interval, the last one
+/// cut at the window's end) when the samples were taken on time, as iperf shows them, so a
+/// late first sample does not read `0.00-0.99`, `0.99-1.99`; the measured ones otherwise (a
+/// run stopped early). Rates are always over the measured length.
+pub fn shown_span(s: &TestSpec, n: usize, i: &IntervalFigures) -> (f64, f64) {
+    let step = s.interval_ms as f64 / 1e3;
+    let window = s.time_ms as f64 / 1e3;
+    if step <= 0.0 {
+        return (i.start, i.end);
+    }
+    let start = n as f64 * step;
+    let end = (start + step).min(window);
+    let slack = (step / 4.0).min(0.1);
+    if (i.start - start).abs() < slack && (i.end - end).abs() < slack {
+        (start, end)
+    } else {
+        (i.start, i.end)
+    }
+}
+
+/// The sender's `Retr` and `Cwnd` cells for the flows `pick` selects (by flow number):
+/// segments retransmitted in the interval and the congestion windows' bytes at its end,
+/// summed; `-` where the interval does not carry them.
+fn tcp_cells(offered: Option<&IntervalFigures>, pick: impl Fn(u32) -> bool) -> String {
+    let Some(o) = offered else { return format!("  {:>6}  {:>11}", "-", "-") };
+    let flows = || (0u32..).zip(&o.tcp_flows).filter(|(f, _)| pick(*f));
+    let retr = if o.tcp_retransmits.is_empty() {
+        "-".to_string()
+    } else {
+        (0u32..).zip(&o.tcp_retransmits).filter(|(f, _)| pick(*f)).map(|(_, r)| u64::from(*r)).sum::<u64>().to_string()
+    };
+    let cwnd = if o.tcp_flows.is_empty() || flows().all(|(_, i)| i.is_none()) {
+        "-".to_string()
+    } else {
+        format_bytes(flows().filter_map(|(_, i)| i.map(|i| u64::from(i.cwnd) * u64::from(i.snd_mss))).sum())
+    };
+    format!("  {retr:>6}  {cwnd:>11}")
+}
+
+/// The lines of interval `n`: one per queue (when there are several) and a `[SUM]` line, each
+/// with the sender's offered figures (when known) beside the receiver's, and for TCP the
+/// sender's retransmits and congestion window (iperf3's `Retr` and `Cwnd`).
+pub fn interval_lines(s: &TestSpec, n: usize, i: &IntervalFigures, offered: Option<&IntervalFigures>) -> String {
     let mut out = String::new();
     let secs = i.end - i.start;
+    let (from, to) = shown_span(s, n, i);
     let side = |bytes: Option<u64>, secs: f64| {
         bytes.map_or(format!("{:>12} {:>16}", "-", "-"), |b| {
             format!("{:>12} {:>16}", format_bytes(b), format_bits_per_second(rate(b, secs)))
         })
     };
     let offered_secs = offered.map_or(secs, |o| o.end - o.start);
-    if queues > 1 {
-        for (q, b) in i.bytes.iter().enumerate() {
+    let tcp = tcp_columns(s);
+    if s.queues > 1 {
+        for (q, b) in (0u32..).zip(&i.bytes) {
+            let cells = if tcp { tcp_cells(offered, |f| s.queue_of_flow(f) == q) } else { String::new() };
             let _ = writeln!(
                 out,
-                "[{q:>3}] {:5.2}-{:<5.2} sec  {}   {}",
-                i.start,
-                i.end,
-                side(offered.and_then(|o| o.bytes.get(q).copied()), offered_secs),
+                "[{q:>3}] {from:5.2}-{to:<5.2} sec  {}   {}{cells}",
+                side(offered.and_then(|o| o.bytes.get(q as usize).copied()), offered_secs),
                 side(Some(*b), secs)
             );
         }
     }
-    let udp = i.udp.map_or(String::new(), |u| {
-        format!("  lost {}/{} jitter {:.3} ms", u.lost, u.received + u.lost, u.jitter_us / 1000.0)
-    });
+    let tail = match i.udp {
+        Some(u) => format!("  lost {}/{} jitter {:.3} ms", u.lost, u.received + u.lost, u.jitter_us / 1000.0),
+        None if tcp => tcp_cells(offered, |_| true),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "[SUM] {:5.2}-{:<5.2} sec  {}   {}{udp}{}",
-        i.start,
-        i.end,
+        "[SUM] {from:5.2}-{to:<5.2} sec  {}   {}{tail}{}",
         side(offered.map(|o| o.sum()), offered_secs),
         side(Some(i.sum()), secs),
         offered.map_or(String::new(), |_| other_span(offered_secs, secs)),
@@ -396,48 +471,59 @@ impl StreamReport {
         }
     }
 
-    /// iperf2-style text: one line per queue, a `[SUM]` line, CPU, zero-copy and verdict; under
-    /// `--bidir` one report: one header, both directions in each table, a verdict for each.
+    /// iperf2-style text with every detail (a saved run, a peer tool's report): one line per
+    /// queue, a `[SUM]` line, CPU, zero-copy and verdict; under `--bidir` one report: one
+    /// header, both directions in each table, a verdict for each.
     pub fn render_text(&self) -> String {
+        self.render_text_with(Detail::Verbose)
+    }
+
+    /// [`render_text`](Self::render_text) at the given detail.
+    pub fn render_text_with(&self, detail: Detail) -> String {
         let mut out = header_line(&self.spec, &self.target);
-        for (tag, d) in self.directions() {
-            let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Sender), d.sender.placement, d.sender.path);
-            if let Some(r) = &d.receiver {
-                let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Receiver), r.placement, r.path);
-            }
-        }
-        if self.directions().iter().any(|(_, d)| d.receiver.as_ref().is_some_and(|r| r.intervals.len() > 1)) {
-            let _ = writeln!(out, "{INTERVAL_TITLES}");
+        if detail.shows_data_path() {
             for (tag, d) in self.directions() {
-                for (n, i) in d.receiver.as_ref().map_or(&[][..], |r| &r.intervals[..]).iter().enumerate() {
-                    out.push_str(&tagged(tag, &interval_lines(d.spec.queues, i, d.sender.intervals.get(n))));
+                let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Sender), d.sender.placement, d.sender.path);
+                if let Some(r) = &d.receiver {
+                    let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Receiver), r.placement, r.path);
                 }
             }
         }
-        out.push_str(&self.render_summary());
+        if self.directions().iter().any(|(_, d)| d.receiver.as_ref().is_some_and(|r| r.intervals.len() > 1)) {
+            let _ = writeln!(out, "{}", interval_titles(&self.spec));
+            for (tag, d) in self.directions() {
+                for (n, i) in d.receiver.as_ref().map_or(&[][..], |r| &r.intervals[..]).iter().enumerate() {
+                    out.push_str(&tagged(tag, &interval_lines(&d.spec, n, i, d.sender.intervals.get(n))));
+                }
+            }
+        }
+        out.push_str(&self.render_summary(detail));
         out
     }
 
     /// The text that follows lines printed live (header, placement and intervals, as the test
-    /// ran): each side's data path, then the summary.
-    pub fn render_after_live(&self) -> String {
+    /// ran): with `-v` each side's data path, then the summary.
+    pub fn render_after_live(&self, detail: Detail) -> String {
         let mut out = String::new();
-        for (tag, d) in self.directions() {
-            let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Sender), d.sender.path);
-            if let Some(r) = &d.receiver {
-                let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Receiver), r.path);
+        if detail.shows_data_path() {
+            for (tag, d) in self.directions() {
+                let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Sender), d.sender.path);
+                if let Some(r) = &d.receiver {
+                    let _ = writeln!(out, "{tag}{} path: {}", d.roles.label(Role::Receiver), r.path);
+                }
             }
         }
-        out.push_str(&self.render_summary());
+        out.push_str(&self.render_summary(detail));
         out
     }
 
     /// The window's table (both directions under `--bidir`, with a sum of each and of both),
-    /// then each direction's totals, CPU, UDP, path, TCP, zero-copy, errors and verdict.
-    fn render_summary(&self) -> String {
+    /// then each direction's totals, CPU, UDP, (with `-v`) path, TCP and zero-copy, errors and
+    /// verdict.
+    fn render_summary(&self, detail: Detail) -> String {
         let mut out = String::new();
         let directions = self.directions();
-        let _ = writeln!(out, "{INTERVAL_TITLES}");
+        let _ = writeln!(out, "{}", interval_titles(&self.spec));
         for (tag, d) in &directions {
             let mut rows = String::new();
             d.window_lines(&mut rows);
@@ -451,12 +537,14 @@ impl StreamReport {
             d.total_line(&mut lines);
             d.cpu_lines(&mut lines);
             d.udp_lines(&mut lines);
-            d.path_line(&mut lines);
-            if let Some(t) = d.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
-                lines.push_str(&nic_queue_lines(t));
+            if detail.shows_data_path() {
+                d.path_line(&mut lines);
+                if let Some(t) = d.receiver.as_ref().and_then(|r| r.nic_queues.as_ref()) {
+                    lines.push_str(&nic_queue_lines(t));
+                }
+                d.tcp_line(&mut lines);
+                d.zerocopy_line(&mut lines);
             }
-            d.tcp_line(&mut lines);
-            d.zerocopy_line(&mut lines);
             if let Some(l) = &d.latency {
                 lines.push_str(&latency_lines(l));
             }
@@ -490,13 +578,16 @@ impl StreamReport {
     fn window_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
+        // Shown as planned when it ran as planned, as the intervals are (rates use the measured).
+        let planned = self.spec.time_ms as f64 / 1e3;
+        let shown = if (window - planned).abs() < 0.1 { planned } else { window };
         for sq in &self.sender.queues {
             let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
             let _ = writeln!(
                 out,
                 "[{:>3}] 0.00-{:<5.2} sec  {:>12} {:>16}   {}",
                 sq.id,
-                window,
+                shown,
                 format_bytes(sq.bytes),
                 format_bits_per_second(rate(sq.bytes, self.sender.window_seconds)),
                 rq.map_or("-".into(), |q| format!(
@@ -508,8 +599,8 @@ impl StreamReport {
         }
         let _ = writeln!(
             out,
-            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}{}",
-            window,
+            "[SUM] 0.00-{:<5.2} sec  {:>12} {:>16}   {}{}{}",
+            shown,
             format_bytes(self.sender.bytes()),
             format_bits_per_second(self.sender.bits_per_second()),
             recv.map_or("receiver report missing".into(), |r| format!(
@@ -517,6 +608,12 @@ impl StreamReport {
                 format_bytes(r.bytes()),
                 format_bits_per_second(r.bits_per_second())
             )),
+            // The window's retransmits, as iperf3's summary gives them.
+            if tcp_columns(&self.spec) && self.sender.tcp.flows > 0 {
+                format!("  {:>6}", self.sender.tcp.retransmitted_segments)
+            } else {
+                String::new()
+            },
             other_span(self.sender.window_seconds, window),
         );
     }

@@ -160,6 +160,7 @@ pub(crate) fn open_session(
     let Some(psk) = psk else { return Ok(None) };
     let client = nonce()?;
     control::write_msg(ctl, &ControlMsg::Auth { version: PROTOCOL_VERSION, nonce: client })?;
+    crate::session::first_answer::check(ctl, peer)?;
     let (server, proof) = match control::read_reply(ctl, timeout)? {
         ControlMsg::Challenge { nonce, proof } => (nonce, proof),
         ControlMsg::Refuse { reason } => {

@@ -41,7 +41,7 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// the intervals travel one by one as they close; 1,024 flows need well under 2 MiB.
 pub const MAX_REPORT: usize = 64 << 20;
 /// Top bit of a frame's length word: more frames of this message follow.
-const MORE: u32 = 1 << 31;
+pub(crate) const MORE: u32 = 1 << 31;
 /// Length of a data flow's greeting: magic, cookie, flow index.
 pub const DATA_HELLO_LEN: usize = 4 + 16 + 4;
 
@@ -379,7 +379,7 @@ impl Drop for CtlWatch {
 }
 
 /// Waits up to `timeout_ms` for `stream` to have data (or EOF).
-fn readable(stream: &TcpStream, timeout_ms: i32) -> bool {
+pub(crate) fn readable(stream: &TcpStream, timeout_ms: i32) -> bool {
     let mut pfd = libc::pollfd { fd: stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe { libc::poll(&mut pfd, 1, timeout_ms) > 0 }
@@ -582,6 +582,7 @@ mod tests {
             bytes: vec![5],
             tcp: Default::default(),
             tcp_flows: vec![],
+            tcp_retransmits: vec![],
             udp: None,
             cpu: None,
         };

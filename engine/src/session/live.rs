@@ -71,6 +71,7 @@ impl Live for ServerLive {
         // receiver's own per-flow TCP_INFO per interval would only grow the message.
         if role == Role::Receiver {
             interval.tcp_flows.clear();
+            interval.tcp_retransmits.clear();
         }
         let _ = self.writer.send(&ControlMsg::Interval { role, interval });
     }
@@ -272,6 +273,7 @@ mod tests {
             bytes: vec![n as u64],
             tcp: Default::default(),
             tcp_flows: vec![None; flows],
+            tcp_retransmits: vec![],
             udp: None,
             cpu: None,
         }

@@ -236,6 +236,9 @@ impl SenderSession {
             steer_ntuple: self.ntuple,
         };
         control::write_msg(&self.ctl, &hello)?;
+        if self.key.is_none() {
+            crate::session::first_answer::check(&self.ctl, peer)?;
+        }
         self.cookie = match control::read_reply(&mut self.ctl, REPLY_TIMEOUT)? {
             ControlMsg::Accept {
                 cookie,

@@ -37,14 +37,20 @@ pub(crate) struct RrConfig {
     /// TCP rr: responses carry the server's CLOCK_REALTIME stamp, which the client reads
     /// (`--trip-times`, transport/tcp/trip.rs).
     pub trip_times: bool,
+    /// The client's round trips counted for the live intervals' p50 and p99 (with intervals).
+    pub live: Option<Arc<crate::metrics::live_latency::LiveLatency>>,
 }
 
 impl RrConfig {
-    /// Records one completed transaction's round trip if it ended inside the window.
-    pub(crate) fn record(&self, latency_ns: &mut Histogram<u64>, started: Instant, now: Instant) {
+    /// Records one completed transaction's round trip of queue `queue` if it ended inside
+    /// the window (and counts it for the live intervals).
+    pub(crate) fn record(&self, latency_ns: &mut Histogram<u64>, queue: usize, started: Instant, now: Instant) {
         if self.in_window(now) {
             let rtt = now.duration_since(started).as_nanos().max(1) as u64;
             let _ = latency_ns.record(rtt.min(latency_ns.high()));
+            if let Some(live) = &self.live {
+                live.record(queue, rtt);
+            }
         }
     }
 }

@@ -9,15 +9,17 @@
 
 use super::udp_stream;
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Proto, TestSpec, Workload};
+use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
-use crate::metrics::figures::{cpu_evidence, Evidence, Role, SideReport};
+use crate::metrics::figures::{cpu_evidence, Evidence, IntervalFigures, Role, SideReport};
+use crate::metrics::latency::LatencyInterval;
+use crate::metrics::live_latency::{figures_between, LiveLatency};
 use crate::metrics::trip_times::TripTimes;
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Observer, Quiet, ServerLive};
+use crate::session::live::{Observer, Quiet, ServerLive, StartInfo};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::mptcp::StreamProtocol;
@@ -30,7 +32,7 @@ use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::metrics::transactions::LatencySummary;
@@ -54,6 +56,9 @@ pub struct RrReport {
     pub failures: RrFailures,
     /// `--trip-times`: the round trips' one-way legs.
     pub trip_times: Option<TripTimes>,
+    /// The client's round trips over each interval (bucketed: within 1/16 of the values), in
+    /// the order of `client.intervals`; empty without intervals.
+    pub interval_latency: Vec<LatencyInterval>,
     pub error: Option<String>,
 }
 
@@ -115,7 +120,13 @@ impl RrReport {
     }
 }
 
-fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: Arc<AtomicBool>) -> RrConfig {
+fn config(
+    spec: &TestSpec,
+    placement: &Placement,
+    t0: Instant,
+    stop: Arc<AtomicBool>,
+    live: Option<Arc<LiveLatency>>,
+) -> RrConfig {
     RrConfig {
         wait: placement.wait,
         ring: placement.fast.ring(),
@@ -128,6 +139,39 @@ fn config(spec: &TestSpec, placement: &Placement, t0: Instant, stop: Arc<AtomicB
         protocol: StreamProtocol::of(spec.tuning.mptcp),
         bounceback: spec.bounceback.unwrap_or(1),
         trip_times: spec.trip_times,
+        live,
+    }
+}
+
+/// Passes everything on to the caller's observer and, right after each client interval, the
+/// round trips counted over it (its p50 and p99 for the live line), keeping them for the
+/// report.
+struct IntervalLatency {
+    inner: Arc<dyn Observer>,
+    live: Arc<LiveLatency>,
+    last: Mutex<Vec<u64>>,
+    kept: Mutex<Vec<LatencyInterval>>,
+}
+
+impl Observer for IntervalLatency {
+    fn started(&self, start: &StartInfo) {
+        self.inner.started(start);
+    }
+
+    fn interval(&self, direction: Direction, n: usize, received: &IntervalFigures, offered: Option<&IntervalFigures>) {
+        self.inner.interval(direction, n, received, offered);
+        let now = self.live.snapshot();
+        let rtt = figures_between(
+            &std::mem::replace(&mut *self.last.lock().unwrap_or_else(|p| p.into_inner()), now.clone()),
+            &now,
+        );
+        let figures = LatencyInterval { start: received.start, end: received.end, rtt, rpm: rtt.rpm() };
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push(figures);
+        self.inner.latency(n, &figures);
+    }
+
+    fn latency(&self, n: usize, figures: &LatencyInterval) {
+        self.inner.latency(n, figures);
     }
 }
 
@@ -159,10 +203,23 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
     let flows = open_flows(opts, &mut session)?;
     let clock = session.trip_clock(spec)?;
     session.wait_ready()?;
+    let rtts = (spec.interval_ms > 0).then(|| {
+        let live = Arc::new(LiveLatency::new(spec.queues as usize));
+        Arc::new(IntervalLatency {
+            inner: Arc::clone(&observer),
+            live: Arc::clone(&live),
+            last: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+        })
+    });
+    let observer: Arc<dyn Observer> = match &rtts {
+        Some(r) => Arc::clone(r) as Arc<dyn Observer>,
+        None => observer,
+    };
     let live = session.start_live(spec, observer)?;
     let side = TestSide::new(Role::Sender, spec, &placement, &live);
     let t0 = Instant::now();
-    let cfg = config(spec, &placement, t0, side.halt());
+    let cfg = config(spec, &placement, t0, side.halt(), rtts.as_ref().map(|r| Arc::clone(&r.live)));
     let mptcp_probes = match &flows {
         ClientFlows::Tcp(items) if spec.tuning.mptcp => mptcp_probes(items.iter().map(|(_, f)| &f.stream))?,
         _ => Vec::new(),
@@ -231,6 +288,9 @@ pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<Rr
         latency: LatencySummary::of(&latency),
         failures,
         trip_times,
+        interval_latency: rtts
+            .map(|r| std::mem::take(&mut *r.kept.lock().unwrap_or_else(|p| p.into_inner())))
+            .unwrap_or_default(),
         error,
     })
 }
@@ -344,7 +404,7 @@ pub(crate) fn serve_rr(
     let side = TestSide::new(Role::Receiver, spec, placement, &live).unshown();
     control::write_msg(ctl, &ControlMsg::Ready)?;
     let t0 = Instant::now();
-    let cfg = config(spec, placement, t0, side.halt());
+    let cfg = config(spec, placement, t0, side.halt(), None);
     let mut notes = Vec::new();
     let mptcp_probes = match &flows {
         ServerFlows::Tcp(flows) if spec.tuning.mptcp => mptcp_probes(flows.iter().map(|(_, s)| s))?,

@@ -21,7 +21,7 @@ fn per_side(doc: &StreamDocument) -> Vec<(&'static str, Vec<(f64, &IntervalCpu)>
     };
     [("sender", side(|c| c.sender.as_ref())), ("receiver", side(|c| c.receiver.as_ref()))]
         .into_iter()
-        .filter(|(_, v)| !v.is_empty())
+        .filter(|(_, v)| super::over_time(v.len()))
         .collect()
 }
 

@@ -87,7 +87,7 @@ pub(super) fn page(doc: &HttpDocument) -> Page {
     let _ = writeln!(body, "<h2>Client CPU</h2>");
     let cpu: Vec<(f64, &IntervalCpu)> =
         r.intervals.iter().filter_map(|iv| iv.cpu.as_ref().map(|c| (iv.end, c))).collect();
-    if !cpu.is_empty() {
+    if super::over_time(cpu.len()) {
         over_time(&mut body, &[("client", cpu)], "");
     }
     let cpu = [
@@ -119,11 +119,8 @@ pub(super) fn page(doc: &HttpDocument) -> Page {
 
 /// Requests/s and latency p50/p99 per interval, or why there are none.
 fn over_time_figures(out: &mut String, intervals: &[HttpInterval]) {
-    if intervals.is_empty() {
-        let _ = writeln!(
-            out,
-            "<p>No intervals in this document (written before http recorded them): the charts over time need them.</p>"
-        );
+    if !super::over_time(intervals.len()) {
+        super::no_over_time(out, intervals.len());
         return;
     }
     let x = || Quantity::new("time into the run", "s");

@@ -57,6 +57,23 @@ impl Page {
     }
 }
 
+/// Whether intervals can draw a chart over time: a line needs two points. A run saved without
+/// intervals (or with one, its whole window, as runs without `-i` were) says so instead of
+/// drawing an empty frame with one dot; its window's figures are in the tables.
+pub(crate) fn over_time(intervals: usize) -> bool {
+    intervals >= 2
+}
+
+/// What a page says in place of the charts over time when [`over_time`] is false.
+pub(crate) fn no_over_time(out: &mut String, intervals: usize) {
+    let _ = writeln!(
+        out,
+        "<p class=\"no-over-time\">{} in this document (saved before intervals were the default, or with <code>-i 0</code>): \
+         the charts over time need at least two; the window's figures are below.</p>",
+        if intervals == 0 { "No intervals" } else { "One interval, the whole window," }
+    );
+}
+
 /// One figure: the SVG and its footnote.
 pub(crate) fn figure(out: &mut String, id: &str, svg: &str, note: &str) {
     let _ =
@@ -264,7 +281,8 @@ mod tests {
     #[test]
     fn several_runs_and_a_sweep() {
         let html = render(&[fixture("stream-tcp"), fixture("stream-udp")]).unwrap();
-        assert_eq!(html.matches("data-key=\"run-").count(), 2);
+        // stream-udp was saved with one interval, its window: no line of one dot for it.
+        assert_eq!(html.matches("data-key=\"run-").count(), 1);
         assert!(html.contains("id=\"medians\""));
         for (kind, id) in [("compare", "fig-compare"), ("experiment", "fig-experiment")] {
             let page = render(&[fixture(kind)]).unwrap();

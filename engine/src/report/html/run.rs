@@ -36,8 +36,8 @@ pub(super) fn page(doc: &StreamDocument) -> Page {
 fn run_section(out: &mut String, doc: &StreamDocument, prefix: &str) {
     headline(out, doc, prefix);
     let xs: Vec<f64> = doc.intervals.iter().map(|iv| iv.end).collect();
-    if doc.intervals.is_empty() {
-        let _ = writeln!(out, "<p>No intervals in this document (the test ran without <code>-i</code>): the charts over time need them.</p>");
+    if !super::over_time(doc.intervals.len()) {
+        super::no_over_time(out, doc.intervals.len());
     } else {
         figure(out, &format!("{prefix}throughput"), &throughput(doc, prefix).svg_element(), THROUGHPUT_NOTE);
         if let Some(plot) = per_queue(doc, &xs, prefix) {
@@ -334,6 +334,7 @@ pub(super) fn runs_page(runs: &[(String, &StreamDocument)]) -> Page {
             points: d.intervals.iter().map(|iv| (iv.end, iv.bits_per_second)).collect(),
         })
         .collect();
+    let lines: Vec<Line> = lines.into_iter().filter(|l| super::over_time(l.points.len())).collect();
     let plot = Plot {
         id: "plot-runs".into(),
         title: "Received throughput per interval, each run".into(),
@@ -342,12 +343,16 @@ pub(super) fn runs_page(runs: &[(String, &StreamDocument)]) -> Page {
         lines,
         band: None,
     };
-    figure(
-        &mut body,
-        "runs",
-        &plot.svg_element(),
-        "Each line: the bytes that run's receiver counted per interval, ×8 ÷ the interval.",
-    );
+    if plot.lines.is_empty() {
+        super::no_over_time(&mut body, runs.iter().map(|(_, d)| d.intervals.len()).max().unwrap_or(0));
+    } else {
+        figure(
+            &mut body,
+            "runs",
+            &plot.svg_element(),
+            "Each line: the bytes that run's receiver counted per interval, ×8 ÷ the interval.",
+        );
+    }
     let figures: Vec<[Option<f64>; 4]> = runs
         .iter()
         .map(|(_, d)| {

@@ -38,7 +38,9 @@ pub(super) fn page(doc: &TransactionDocument) -> Page {
         let _ = writeln!(body, "<p class=\"bad\">{}</p>", escape(note));
     }
     verdict(&mut body, &doc.verdict, "");
-    if !doc.intervals.is_empty() {
+    if !super::over_time(doc.intervals.len()) {
+        super::no_over_time(&mut body, doc.intervals.len());
+    } else {
         let plot = Plot {
             id: "plot-transactions".into(),
             title: "Transactions per interval".into(),
@@ -78,7 +80,7 @@ pub(super) fn page(doc: &TransactionDocument) -> Page {
     let _ = writeln!(body, "<h2>CPU</h2>");
     let client: Vec<(f64, &IntervalCpu)> =
         doc.intervals.iter().filter_map(|iv| iv.cpu.as_ref().map(|c| (iv.end, c))).collect();
-    if !client.is_empty() {
+    if super::over_time(client.len()) {
         over_time(&mut body, &[("client", client)], "");
     }
     cpu_table(&mut body, &[("client", Some(&doc.cpu.client)), ("server", doc.cpu.server.as_ref())], "");

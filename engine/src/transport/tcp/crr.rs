@@ -265,7 +265,7 @@ impl Client<'_> {
                 if answered {
                     c.transactions += 1;
                     counters.add(c.queue as usize, 1);
-                    cfg.record(latency, c.started, now);
+                    cfg.record(latency, c.queue as usize, c.started, now);
                     c.phase = Phase::Draining;
                 }
                 let (left, u) = (cfg.resp_len.saturating_sub(c.resp_done).max(1), ud(RECV));
@@ -628,6 +628,7 @@ mod tests {
             protocol: StreamProtocol::Tcp,
             bounceback: 1,
             trip_times: false,
+            live: None,
         }
     }
 

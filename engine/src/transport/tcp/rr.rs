@@ -251,7 +251,7 @@ pub(crate) fn run_client(mut flows: Vec<RrFlow>, counters: &QueueCounters, cfg: 
             // is complete too).
             f.transactions += u64::from(burst);
             counters.add(f.queue as usize, u64::from(burst));
-            cfg.record(&mut latency_ns, f.started, now);
+            cfg.record(&mut latency_ns, f.queue as usize, f.started, now);
             if now >= cfg.deadline {
                 let _ = f.stream.shutdown(Shutdown::Write);
                 f.phase = Phase::Done;

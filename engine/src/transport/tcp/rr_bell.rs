@@ -301,7 +301,7 @@ pub(crate) fn run_client(
                     t.receiving = false;
                     t.transactions += u64::from(burst);
                     counters.add(flow.queue as usize, u64::from(burst));
-                    cfg.record(&mut latency_ns, started, entered);
+                    cfg.record(&mut latency_ns, flow.queue as usize, started, entered);
                     started = entered;
                     awaiting = linked;
                     t.done |= !linked;

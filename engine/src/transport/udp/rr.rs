@@ -211,7 +211,7 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
                         let started = f.outstanding.take().expect("checked above");
                         f.transactions += 1;
                         counters.add(f.queue as usize, 1);
-                        cfg.record(&mut latency_ns, started, now);
+                        cfg.record(&mut latency_ns, f.queue as usize, started, now);
                         if let Some(legs) = trip.as_mut().filter(|_| cfg.in_window(now)) {
                             let stamp = u64::from_be_bytes(f.recv[STAMP].try_into().expect("8 bytes"));
                             legs.record(f.sent_real_ns, stamp, realtime_ns());
@@ -342,6 +342,7 @@ mod tests {
             protocol: StreamProtocol::Tcp,
             bounceback: 1,
             trip_times: false,
+            live: None,
         }
     }
 

@@ -160,14 +160,16 @@ pub(crate) fn build_request(url: &HttpUrl, opts: &HttpOptions) -> Result<Vec<u8>
     Ok(req.into_bytes())
 }
 
-/// Runs the load and returns its report. Errors only for what stops the run from starting.
-pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
-    run_http_live(opts, &mut |_| {})
+/// Checks a run before it starts, as [`run_http_live`] does first: the options, the URL, its
+/// host's address, and one connection to it (closed at once), so that a closed port is
+/// refused at once instead of failing every request of the run. A caller that says
+/// "running..." calls it before.
+pub fn check_http(opts: &HttpOptions) -> Result<()> {
+    prepare(opts).map(|_| ())
 }
 
-/// [`run_http`], with `show` handed each interval, in order, as soon as every client thread
-/// has handed in its piece of it.
-pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) -> Result<HttpReport> {
+/// The checked options: the request rate, the request's bytes and the server's address.
+fn prepare(opts: &HttpOptions) -> Result<(Option<f64>, Vec<u8>, SocketAddr)> {
     let url = HttpUrl::parse(&opts.url)?;
     if opts.connections == 0 {
         return Err(Error::usage("-c/--connections must be at least 1"));
@@ -188,6 +190,27 @@ pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) ->
     };
     let request = build_request(&url, opts)?;
     let addr = resolve(&url, opts.timeout)?;
+    match TcpStream::connect_timeout(&addr, opts.timeout) {
+        Ok(_) => Ok((rate, request, addr)),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(Error::peer(format!("nothing listens on {addr} (connection refused): check the URL's host and port")))
+        }
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+            Err(Error::peer(format!("{addr} did not answer within {:.1} s (--timeout)", opts.timeout.as_secs_f64())))
+        }
+        Err(e) => Err(Error::peer(format!("cannot connect to {addr}: {e}"))),
+    }
+}
+
+/// Runs the load and returns its report. Errors only for what stops the run from starting.
+pub fn run_http(opts: &HttpOptions) -> Result<HttpReport> {
+    run_http_live(opts, &mut |_| {})
+}
+
+/// [`run_http`], with `show` handed each interval, in order, as soon as every client thread
+/// has handed in its piece of it.
+pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) -> Result<HttpReport> {
+    let (rate, request, addr) = prepare(opts)?;
     let cpus = resolve_cpus(opts.cpus.as_deref())?;
     let threads = opts.threads.unwrap_or(cpus.len() as u32).clamp(1, opts.connections);
     if opts.threads == Some(0) {

@@ -1,0 +1,61 @@
+//! Where a series of runs stands (sweep, `send --repeat`): "run k of N, elapsed, about M
+//! left" on stderr after each run, rewritten in place on a terminal and one line per step
+//! otherwise (a log, CI). Written here rather than with `indicatif`: a series moves once per
+//! run (seconds apart), so a bar redrawn on a timer would add nothing, and the one line a pipe
+//! needs is the same text either way.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+pub struct Progress {
+    what: &'static str,
+    total: usize,
+    done: usize,
+    started: Instant,
+    terminal: bool,
+}
+
+impl Progress {
+    pub fn new(what: &'static str, total: usize) -> Self {
+        Self { what, total, done: 0, started: Instant::now(), terminal: std::io::stderr().is_terminal() }
+    }
+
+    /// One more run finished.
+    pub fn step(&mut self) {
+        self.done = (self.done + 1).min(self.total);
+        let line = line(self.what, self.done, self.total, self.started.elapsed());
+        let mut err = std::io::stderr().lock();
+        let _ = if self.terminal {
+            write!(err, "\r{line}\x1b[K{}", if self.done == self.total { "\n" } else { "" })
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+    }
+}
+
+/// "sweep: run 2 of 8, 21 s elapsed, about 1 min 3 s left".
+fn line(what: &str, done: usize, total: usize, elapsed: Duration) -> String {
+    let per_run = elapsed.as_secs_f64() / done.max(1) as f64;
+    let left = per_run * total.saturating_sub(done) as f64;
+    format!("{what}: run {done} of {total}, {} elapsed, about {} left", span(elapsed.as_secs_f64()), span(left))
+}
+
+fn span(secs: f64) -> String {
+    let s = secs.round() as u64;
+    if s >= 60 {
+        format!("{} min {} s", s / 60, s % 60)
+    } else {
+        format!("{s} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_line_says_where_the_series_stands() {
+        let l = super::line("sweep", 2, 8, std::time::Duration::from_secs(21));
+        assert_eq!(l, "sweep: run 2 of 8, 21 s elapsed, about 1 min 3 s left");
+        assert!(super::line("sweep", 8, 8, std::time::Duration::from_secs(5)).ends_with("about 0 s left"));
+    }
+}
