@@ -329,6 +329,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             .map(|c| c.parse().map_err(|e| Error::usage(format!("--allow: {e}"))))
             .collect::<Result<_, _>>()?,
         max_pending_per_source: args.max_pending_per_source,
+        flows_from_any_address: args.flows_from_any_address,
         stop,
         variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
         fast,

@@ -55,8 +55,8 @@ impl Drop for Victim {
 /// Python run in the sender namespace: a control connection asking for a UDP `-R` test at
 /// 200 Mbit/s for 10 s, five connect datagrams forged from 10.78.0.3, then its own; once the
 /// stream is answered its UDP socket closes (ICMP port unreachable from then on). Prints the
-/// connect reply and the packets its interface received in the second after the first 1.2 s
-/// past the close.
+/// connect reply and the packets its interface received in the second after the first 3 s
+/// past the close (the stop waits for refusals over 1 s; ICMP errors are rate-limited).
 fn forged_connect(iface: &str) -> String {
     format!(
         r#"
@@ -84,7 +84,7 @@ u.sendto(b"9876", (S, P))
 reply = u.recvfrom(64)[0]
 time.sleep(0.3)
 u.close()
-time.sleep(1.2)
+time.sleep(3.0)
 before = rx()
 time.sleep(1.0)
 print(reply.decode(), rx() - before)
@@ -97,7 +97,7 @@ c.close()
 /// address it names: the third namespace receives nothing (its interface's counter), the
 /// receiver says it ignored it, naming the forged source, and the real client's stream is
 /// served; once the client's port answers ICMP port unreachable, our sending stops within
-/// about a second.
+/// within a few seconds (the test asks for 10).
 #[test]
 fn a_forged_connect_datagram_gets_no_udp_stream() {
     let Some((_serial, pair)) = peer_pair("iperf3", "ub3hf") else { return };
@@ -114,7 +114,7 @@ fn a_forged_connect_datagram_gets_no_udp_stream() {
     let late: u64 = words.next().and_then(|w| w.parse().ok()).expect("packet count");
     // 200 Mbit/s of 1,400-byte datagrams is ~18,000 a second: what still arrives a second
     // after the close is the kernel's few, not the stream.
-    assert!(late < 200, "{late} packets arrived 1.2-2.2 s after the client's port closed: the sending went on");
+    assert!(late < 200, "{late} packets arrived 3-4 s after the client's port closed: the sending went on");
     let client =
         pair.cmd(&pair.sender_ns(), "iperf3", &["-c", RECV_ADDR, "-p", PORT, "-u", "-R", "-b", "10M", "-t", "1", "-J"]);
     let (client, _) = run_bounded(client, Duration::from_secs(30));

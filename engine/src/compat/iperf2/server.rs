@@ -284,6 +284,9 @@ pub(super) mod tests {
             max_flows: 16,
             stop: StopToken::new(),
             fast: Default::default(),
+            max_pending_per_source: 64,
+            max_rate_bps: None,
+            flows_from_any_address: false,
         }
     }
 
