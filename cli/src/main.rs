@@ -394,7 +394,11 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
                     if applied.is_empty() { "no settings".into() } else { applied.join("; ") }
                 )
             }
-            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: revert failed: {error}"),
+            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: failed: {error}"),
+            ServerEvent::LeftoverReverted { restored } => format!(
+                "uringbench recv: reverted the receiver variant an earlier run left applied (killed during a test): {}",
+                restored.join("; ")
+            ),
             ServerEvent::Suppressed { source, count, seconds } => {
                 format!("... and {} more from {source} in the last {seconds} s", units::group_thousands(count))
             }

@@ -120,7 +120,13 @@ pub enum ServerEvent {
         name: String,
         applied: Vec<String>,
     },
-    /// A receiver variant's settings could not all be reverted (they stay in its state file).
+    /// A receiver variant could not be applied (the sender was refused without the local
+    /// detail), or its settings could not all be reverted (they stay in its state file).
+    /// At start: a receiver variant left applied by an earlier run of this receiver (killed
+    /// mid-test) was reverted; what was restored.
+    LeftoverReverted {
+        restored: Vec<String>,
+    },
     VariantFailed {
         name: String,
         error: String,

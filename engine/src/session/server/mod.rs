@@ -16,7 +16,7 @@ mod variants;
 
 use test::Pending;
 pub use test::{ServedReports, Test, TestRunner};
-use variants::{apply_variant, wait_for_host};
+use variants::{apply_variant, check_variant, revert_leftover, wait_for_host};
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
@@ -112,12 +112,16 @@ pub fn serve(
         cpus.reverse();
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+    let leftover = if cfg.variants.is_some() { revert_leftover(cfg.port)? } else { Vec::new() };
     let log = LogQueue::start(events, |count| ServerEvent::LogDropped { count })
         .map_err(|e| Error::io("starting the log thread", e))?;
     let log = Arc::new(log);
     let sender = Arc::clone(&log);
     let events: EventSink = Arc::new(move |e| sender.send(e));
     (events)(ServerEvent::Listening { addr });
+    if !leftover.is_empty() {
+        (events)(ServerEvent::LeftoverReverted { restored: leftover });
+    }
     if cfg.psk.is_none() {
         let exposed = exposed_addresses(cfg.bind);
         if !exposed.is_empty() {
@@ -577,6 +581,10 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
             &ctl,
             format!("receiver busy: with --engine xdp, UDP tests run one at a time ({running} other tests running)"),
         );
+    }
+    // A variant this receiver cannot apply is refused at once, not after the wait below.
+    if let Err(reason) = spec.variant.as_deref().map_or(Ok(()), |name| check_variant(shared, name)) {
+        return refuse(&ctl, reason);
     }
     // The test before may still be reverting its variant (or ending) when a sender starts the
     // next one at once: wait a little for the host rather than refuse.
