@@ -244,7 +244,7 @@ fn main() -> ExitCode {
 /// group, microseconds apart.
 const FORCE_EXIT_AFTER: Duration = Duration::from_millis(500);
 
-/// Maps the stop signals (SIGINT, SIGTERM, SIGHUP) onto a new stop token: the first one
+/// Maps the stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) onto a new stop token: the first one
 /// stops it, so the running test ends early with its report; another one at least
 /// [`FORCE_EXIT_AFTER`] later reverts every setting still applied and exits at once. Call it
 /// before any other thread exists (the signals are blocked here, and so in every later thread).
