@@ -168,6 +168,12 @@ set_file() {
         return 0
     fi
     if [ "$DRY_RUN" = 1 ]; then
+        # Only what apply would write: writing the current value back changes nothing and
+        # fails where apply's write would (a managed IRQ, a read-only file in a namespace).
+        if ! (printf '%s' "$old" >"$path") 2>/dev/null; then
+            echo "  skip $path: not writable here (read-only in a network namespace?)"
+            return 0
+        fi
         echo "  $path: $old -> $value"
         CHANGES=$((CHANGES + 1))
         return 0

@@ -164,18 +164,71 @@ pub fn peer_recv_options(
             "--psk-file and --allow are not available with {flag}: its clients do not authenticate (filter with a firewall)"
         )));
     }
+    refuse_native_limits(args, flag)?;
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     Ok(PeerRecvOptions {
         bind,
         port: args.port.unwrap_or(port),
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
-        busy_poll: busy(args.busy_poll),
+        // --no-spin: a remote peer's test never gets spinning threads, whatever --busy-poll says.
+        busy_poll: if args.no_spin { uringbench::BusyPoll::Off } else { busy(args.busy_poll) },
         once: args.once,
         max_time: args.max_time,
         max_flows: args.max_queues,
         stop,
         fast,
+        max_pending_per_source: u32::try_from(args.max_pending_per_source).unwrap_or(u32::MAX),
+        max_rate_bps: args.max_rate,
+        flows_from_any_address: args.flows_from_any_address,
     })
+}
+
+/// The native receiver's limits a peer receiver (`flag`) cannot apply, refused at start with
+/// the reason: an operator who set one must not believe it holds. The ones it applies:
+/// --max-time, --max-queues (flows), --no-spin, --once; --max-pending-per-source on the
+/// receivers behind the accept gate (--iperf2, --iperf3); --max-rate on --iperf3 (it paces
+/// what it sends and refuses clients asking for more); --max-sessions and
+/// --max-sessions-per-source on --iperf3, which serves one test at a time.
+fn refuse_native_limits(args: &RecvArgs, flag: &str) -> Result<(), Error> {
+    let iperf3 = flag == "--iperf3";
+    let refused = |option: &str, why: &str| Err(Error::usage(format!("{option} is not available with {flag}: {why}")));
+    if args.max_rate.is_some() && !iperf3 {
+        return refused(
+            "--max-rate",
+            "this receiver never sends (it refuses -r, -d, -R), and a client's own sending rate cannot be capped from here: \
+             shape it with tc, or serve --iperf3",
+        );
+    }
+    // The defaults of RecvArgs: another value was asked for.
+    if !iperf3 && (args.max_sessions != 4 || args.max_sessions_per_source != 2) {
+        return refused(
+            "--max-sessions and --max-sessions-per-source",
+            "its tests are counted as flows and UDP sessions (cap them with --max-queues)",
+        );
+    }
+    if args.max_sessions == 0 || args.max_sessions_per_source == 0 {
+        return refused("--max-sessions 0", "it would serve no test");
+    }
+    if flag == "--ntttcp" && args.max_pending_per_source != 64 {
+        return refused(
+            "--max-pending-per-source",
+            "NTttcp's connections carry data from their first byte, there is no handshake to wait for",
+        );
+    }
+    if flag != "--ntttcp" && args.max_pending_per_source == 0 {
+        return refused("--max-pending-per-source 0", "it would close every connection");
+    }
+    for (set, option) in [
+        (args.variants.is_some(), "--variants"),
+        (args.queues.is_some(), "--queues"),
+        (args.placement.is_some(), "--placement"),
+        (args.bind_dev.is_some(), "--bind-dev"),
+    ] {
+        if set {
+            return refused(option, "it serves uringbench senders only (their hello asks for it)");
+        }
+    }
+    Ok(())
 }
 
 /// One line of a receiver's log on stdout, flushed: reasons and errors may quote what a peer

@@ -55,6 +55,12 @@ fn test_line(s: &Iperf3TestSummary) -> String {
         s.seconds,
         format_bits_per_second(s.bits_per_second())
     );
+    if !s.data_peers.is_empty() {
+        let shown: Vec<String> = s.data_peers.iter().take(4).map(|a| a.to_string()).collect();
+        let more = s.data_peers.len().saturating_sub(shown.len());
+        line +=
+            &format!(", data with {}{}", shown.join(" "), if more > 0 { format!(" +{more}") } else { String::new() });
+    }
     if let Some(sent) = s.client_sent {
         line += &format!(", client sent {sent} bytes");
         if s.omit > 0 {

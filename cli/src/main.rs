@@ -275,7 +275,7 @@ fn main() -> ExitCode {
 /// group, microseconds apart.
 const FORCE_EXIT_AFTER: Duration = Duration::from_millis(500);
 
-/// Maps the stop signals (SIGINT, SIGTERM, SIGHUP) onto a new stop token: the first one
+/// Maps the stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) onto a new stop token: the first one
 /// stops it, so the running test ends early with its report; another one at least
 /// [`FORCE_EXIT_AFTER`] later reverts every setting still applied and exits at once. Call it
 /// before any other thread exists (the signals are blocked here, and so in every later thread).
@@ -360,6 +360,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             .map(|c| c.parse().map_err(|e| Error::usage(format!("--allow: {e}"))))
             .collect::<Result<_, _>>()?,
         max_pending_per_source: args.max_pending_per_source,
+        flows_from_any_address: args.flows_from_any_address,
         stop,
         variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
         fast,
@@ -424,7 +425,11 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
                     if applied.is_empty() { "no settings".into() } else { applied.join("; ") }
                 )
             }
-            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: revert failed: {error}"),
+            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: failed: {error}"),
+            ServerEvent::LeftoverReverted { restored } => format!(
+                "uringbench recv: reverted the receiver variant an earlier run left applied (killed during a test): {}",
+                restored.join("; ")
+            ),
             ServerEvent::Suppressed { source, count, seconds } => {
                 format!("... and {} more from {source} in the last {seconds} s", units::group_thousands(count))
             }

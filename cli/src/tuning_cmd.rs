@@ -284,9 +284,20 @@ pub fn settings(args: SettingsArgs) -> Result<u8, Error> {
             let changes: Vec<Change> = args.changes.iter().map(|c| Change::parse(c)).collect::<Result<_, _>>()?;
             let mut journal = Journal::append_to(&args.state, "uringbench settings")?;
             for change in &changes {
-                match journal.apply(change)? {
-                    Some(what) => Sink::stdout().text(&format!("  {what}\n")),
-                    None => Sink::stdout().text(&format!("  {} (already so)\n", change.describe())),
+                match journal.apply(change) {
+                    Ok(Some(what)) => Sink::stdout().text(&format!("  {what}\n")),
+                    Ok(None) => Sink::stdout().text(&format!("  {} (already so)\n", change.describe())),
+                    // What was applied before the failure stays applied: say so, and how to undo it.
+                    Err(mut e) if !journal.entries().is_empty() => {
+                        let state = args.state.display();
+                        e.message = format!(
+                            "{}; {} earlier change(s) stay applied, recorded in {state} (undo: uringbench settings revert --state {state})",
+                            e.message,
+                            journal.entries().len()
+                        );
+                        return Err(e);
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             Ok(0)

@@ -133,20 +133,45 @@ try:
     sys.exit(1)
 except socket.timeout:
     pass
+assert acc.get("bound_flows") is True, acc
+def end(addr, port):
+    return b"\0" * 10 + b"\xff\xff" + socket.inet_aton(addr) + struct.pack(">H", port)
 f = socket.create_connection(("{RECV_ADDR}", 5300), timeout=3)
-f.sendall(b"UBD2" + cookie + idx + mac(skey, b"uringbench data flow", cookie, idx)[:16])
+(src, sport), (dst, dport) = f.getsockname(), f.getpeername()
+ends = end(src, sport) + end(dst, dport)
+greeting = b"UBD3" + cookie + idx + mac(skey, b"uringbench bound data flow", cookie, idx, ends)[:16]
+# The greeting as seen on the wire, replayed first from another port of the same address and
+# from another address (the sender's IPv6 one): both closed, the session still waits.
+r = socket.create_connection(("{RECV_ADDR}", 5300), timeout=3)
+r6 = socket.create_connection(("fd77::2", 5300), timeout=3)
+for replay in (r, r6):
+    replay.sendall(greeting)
+    assert replay.recv(1) == b"", "a replayed greeting must be closed"
+f.sendall(greeting)
 s.settimeout(5)
 print("then:", read_msg(s)["type"])
+sent = 0
+while sent < 3000000:
+    sent += f.send(b"x" * min(65536, 3000000 - sent))
+f.shutdown(socket.SHUT_WR)
+while True:
+    m = read_msg(s)
+    if m["type"] == "result":
+        print("counted:", sum(q["total_bytes"] for q in m["report"]["queues"]), "sent:", sent)
+        break
 "#
     );
     let out = pair.cmd(&pair.sender_ns(), "timeout", &["20", "python3", "-c", &stolen]).output().expect("python3");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "stolen cookie: {said} {}", String::from_utf8_lossy(&out.stderr));
     assert!(said.contains("then: ready"), "the tagged flow joined the session: {said}");
+    assert!(said.contains("counted: 3000000 sent: 3000000"), "the test's bytes are the real flow's: {said}");
     let log = recv.kill();
     let text = String::from_utf8_lossy(&log.stdout);
     assert!(text.contains("requires authentication"), "{text}");
     assert_eq!(text.matches("without the session's key").count(), 2, "both stolen-cookie flows refused: {text}");
+    assert!(text.contains("not the session key's on this connection"), "the replay from another port: {text}");
+    assert!(text.contains("from another address"), "the replay from another address: {text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -456,8 +456,9 @@ for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
         log.contains("refused iperf3 TCP test from 10.77.0.1") && log.contains("asked for 'get_server_output'"),
         "{log}"
     );
-    assert!(log.contains("dropped connection from 10.77.0.1") && log.contains("not an iperf3 cookie"), "{log}");
-    assert!(log.contains("a JSON message of 4294967295 bytes (at most 8192 are read)"), "{log}");
-    assert!(log.contains("parameters are not JSON"), "{log}");
+    // Every refusal goes through one log limit, one line per address per 10 s: the hostile
+    // peers' three refusals (their SERVER_ERROR above) are counted, not written.
+    let lines = log.lines().filter(|l| l.starts_with("refused ") || l.starts_with("dropped ")).count();
+    assert_eq!(lines, 1, "one refusal line for 10.77.0.1 in the window: {log}");
     assert!(log.contains("] iperf3 TCP test from 10.77.0.1") && !log.contains("incomplete"), "{log}");
 }

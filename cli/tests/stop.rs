@@ -63,6 +63,21 @@ fn two_sigints_20_ms_apart_are_one_stop() {
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
 }
 
+/// SIGQUIT (Ctrl-\) stops a send as SIGINT does: its partial report, exit 1.
+#[test]
+fn sigquit_ends_a_send_with_its_partial_report() {
+    let _serial = serial();
+    let pair = NetnsPair::up("ubstop-q");
+    let _recv = pair.spawn_recv(&[]);
+    let child = spawn_send(&pair, &["-c", RECV_ADDR, "-t", "10", "--warmup", "0s", "-J"]);
+    std::thread::sleep(Duration::from_secs(1));
+    signal(&child, libc::SIGQUIT);
+    let out = finish(child, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1), "a stop with its report: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert!(doc["interrupted"]["reason"].as_str().unwrap().starts_with("SIGQUIT on the sender"), "{doc}");
+}
+
 /// A receiver stand-in that accepts the control connection and never answers, so that the
 /// sender sits in its handshake (which does not end at the first stop) for as long as it runs.
 fn silent_listener(pair: &NetnsPair) -> std::process::Child {

@@ -133,3 +133,35 @@ fn tune_usage_errors_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// A `settings apply` that fails part-way says what stays applied and how to undo it; the
+/// dry run of tune.sh lists only writes apply would make (not the namespace's read-only
+/// net.core.rmem_max, which apply skips).
+#[test]
+fn a_failed_apply_says_what_stays_and_dry_run_lists_only_real_writes() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uotf");
+    let state = std::env::temp_dir().join(format!("ub-tune-fail-{}.state", std::process::id()));
+    let ns = pair.sender_ns();
+    let before = read_in(&pair, "/proc/sys/net/ipv4/tcp_ecn");
+    let ecn = if before.trim() == "1" { "2" } else { "1" };
+    let s = state.to_str().unwrap();
+    let first = format!("sysctl:net.ipv4.tcp_ecn={ecn}");
+    let out = pair
+        .cmd(&ns, bin(), &["settings", "apply", "--state", s, &first, "sysctl:net.core.rmem_max=1234567"])
+        .output()
+        .unwrap();
+    one_line_error(
+        &out,
+        1,
+        &format!("1 earlier change(s) stay applied, recorded in {s} (undo: uringbench settings revert --state {s})"),
+    );
+    assert_eq!(read_in(&pair, "/proc/sys/net/ipv4/tcp_ecn").trim(), ecn, "the first change stayed, as said");
+    assert!(pair.cmd(&ns, bin(), &["settings", "revert", "--state", s]).status().unwrap().success());
+    assert_eq!(read_in(&pair, "/proc/sys/net/ipv4/tcp_ecn"), before, "and the command said undoes it");
+    let dry = tune(&pair, &["apply", "--iface", "uotfa0", "--dry-run"]);
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(dry.status.success(), "{text}");
+    assert!(text.contains("skip /proc/sys/net/core/rmem_max"), "read-only here, so not a change: {text}");
+    assert!(!text.contains("  /proc/sys/net/core/rmem_max:"), "not listed as a change: {text}");
+}

@@ -322,3 +322,80 @@ fn compare_usage_errors_are_one_line() {
     let html = std::fs::read_to_string(&page).expect("compare --html wrote its page");
     assert_eq!(html.matches("class=\"comparison\"").count(), doc["comparisons"].as_array().unwrap().len());
 }
+
+/// `kill -9` of `recv --variants` during a test under a variant leaves its settings applied;
+/// the next start reverts them (read back: the sysctl, the qdisc, the GRO feature) and says so.
+#[test]
+fn a_variant_left_by_kill_9_is_reverted_at_the_next_start() {
+    let _serial = serial();
+    let pair = NetnsPair::up("uotk");
+    let dir = temp_dir("k9");
+    let rif = pair.receiver_if();
+    let rns = pair.receiver_ns();
+    let read = |args: &[&str]| {
+        let out = pair.cmd(&rns, args[0], &args[1..]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let host = || {
+        let gro = read(&["ethtool", "-k", &rif])
+            .lines()
+            .find(|l| l.starts_with("generic-receive-offload:"))
+            .map(str::to_owned);
+        (read(&["sysctl", "-n", "net.ipv4.tcp_ecn"]), read(&["tc", "qdisc", "show", "dev", &rif]), gro)
+    };
+    let before = host();
+    let ecn = if before.0.trim() == "1" { "2" } else { "1" };
+    let flip = if before.2.as_deref().unwrap_or_default().contains(": on") { "off" } else { "on" };
+    let variants = dir.join("variants.toml");
+    std::fs::write(
+        &variants,
+        format!(
+            "[left]\nsysctl = {{ \"net.ipv4.tcp_ecn\" = \"{ecn}\" }}\n[left.iface.{rif}]\nfeatures = {{ gro = \"{flip}\" }}\n\
+             qdisc = \"tbf rate 500mbit burst 256kb latency 10ms\"\n"
+        ),
+    )
+    .unwrap();
+    let v = variants.to_str().unwrap();
+    let mut recv = pair.spawn_recv(&["--cpus", "1", "--variants", v]);
+    let (plan, state) = (dir.join("p.toml"), dir.join("s.state"));
+    std::fs::write(
+        &plan,
+        format!(
+            "runs = 1\nwarmup_runs = 0\n[test]\ntarget = \"{RECV_ADDR}\"\ntime = \"5s\"\nwarmup = \"0s\"\ncooldown = \"0s\"\n\
+             [[variant]]\nname = \"a\"\nreceiver = \"left\"\n[[variant]]\nname = \"b\"\n"
+        ),
+    )
+    .unwrap();
+    let experiment = experiment(&pair, &plan, &state, &[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut experiment = KillOnDrop(experiment);
+    let until = Instant::now() + Duration::from_secs(15);
+    while host().0.trim() != ecn && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    recv.kill_now();
+    let left = host();
+    assert_eq!(left.0.trim(), ecn, "the variant was applied when recv was killed");
+    assert_ne!(left, before, "and stays applied after kill -9");
+    let _ = experiment.0.kill();
+    let _ = experiment.0.wait();
+    let recv = pair.spawn_recv(&["--cpus", "1", "--variants", v]);
+    // It listens (bound) a moment before it serves, which is when the revert runs.
+    let until = Instant::now() + Duration::from_secs(5);
+    while host() != before && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(host(), before, "the restart reverted the sysctl, the qdisc and GRO");
+    std::thread::sleep(Duration::from_millis(200));
+    let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
+    assert!(log.contains("reverted the receiver variant an earlier run left applied"), "{log}");
+    assert!(log.contains("tcp_ecn <- ") && log.contains("gro "), "it says what it restored: {log}");
+}
+
+/// A child killed (and reaped) when dropped.
+struct KillOnDrop(std::process::Child);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

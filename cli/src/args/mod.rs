@@ -421,6 +421,11 @@ pub struct RecvArgs {
     /// Never busy-poll for a remote peer's test (threads sleep on their completion queues).
     #[arg(long)]
     pub no_spin: bool,
+    /// Accept a test's data flows from any address, not only its control connection's: for
+    /// senders behind a NAT that changes addresses between connections. Anyone who sees a
+    /// test's cookie on the wire can then join it (docs/public-receiver.md).
+    #[arg(long)]
+    pub flows_from_any_address: bool,
     /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
     #[arg(long, value_enum, default_value_t = Engine::Uring)]
     pub engine: Engine,

@@ -53,6 +53,24 @@ pub struct PeerRecvOptions {
     pub stop: StopToken,
     /// The fast paths the front end probed; the flow threads' rings use their ring part.
     pub fast: crate::uring::fastpath::FastPaths,
+    /// Connections one address may hold while they send their first bytes
+    /// (`--max-pending-per-source`; the open-file limit may allow fewer).
+    pub max_pending_per_source: u32,
+    /// `--max-rate`, in bits/s: what a client may make this receiver send, and ask to send it
+    /// (`recv --iperf3` only; the others refuse the option at start).
+    pub max_rate_bps: Option<u64>,
+    /// A test's data connections may come from another address than its control
+    /// connection (a NAT that changes addresses between connections); off by default.
+    pub flows_from_any_address: bool,
+}
+
+impl PeerRecvOptions {
+    /// The limits in force: the options within what the open-file limit allows.
+    pub(crate) fn caps(&self) -> Caps {
+        let mut caps = Caps::for_limit(crate::session::gate::open_files_limit(), self.max_flows);
+        caps.pending_per_source = caps.pending_per_source.min(self.max_pending_per_source.max(1));
+        caps
+    }
 }
 
 /// Connections still sending their first bytes, and flows, one source address may hold.

@@ -25,6 +25,9 @@ pub(super) struct UdpWire {
     pub header: DatagramHeader,
     /// iperf2's FIN exchange at the end, or nothing (iperf3 ends on its control connection).
     pub fin: Option<FinConfig>,
+    /// A receiver sending to its client: refused sends (ICMP port unreachable) that go on for
+    /// a second stop the sending, as on `recv` (the client has gone, or never asked).
+    pub serving: bool,
 }
 
 /// Sends on `sockets` (flow `i` on the i-th, each connected to the far end) until the test's
@@ -47,7 +50,8 @@ pub(super) fn send_udp(
             (queue, UdpSendFlow { socket, queue })
         })
         .collect();
-    let side = TestSide::new(Role::Sender, spec, placement, live);
+    let refusals = udp_stream::Refusals::new(live);
+    let side = TestSide::new(Role::Sender, spec, placement, &refusals);
     let inflight = if spec.gso { 8 } else { 32 };
     let t0 = Instant::now();
     let input = |(_, flows): (u32, Vec<UdpSendFlow>)| {
@@ -55,6 +59,7 @@ pub(super) fn send_udp(
             batch: WakeBatch { want: (inflight / 2).clamp(1, 4), max_delay_us: 200 },
             drain_limit: Duration::from_secs(5),
             fin: wire.fin,
+            refused: wire.serving.then(|| std::sync::Arc::clone(&refusals.count)),
             ..udp_stream::send_config(spec, placement, (t0, flows.len()), side.halt())
         };
         (flows, cfg)

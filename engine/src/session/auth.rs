@@ -16,7 +16,7 @@ use crate::session::control::{self, ControlMsg, SessionCookie, CONTROL_MAGIC, PR
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::io::Write;
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
@@ -35,6 +35,40 @@ const RECEIVER_LABEL: &[u8] = b"uringbench receiver proof";
 const SENDER_LABEL: &[u8] = b"uringbench sender proof";
 const SESSION_LABEL: &[u8] = b"uringbench session key";
 const FLOW_LABEL: &[u8] = b"uringbench data flow";
+const BOUND_FLOW_LABEL: &[u8] = b"uringbench bound data flow";
+
+/// A data flow's two ends as both hosts see them when no NAT is between them: the sender's
+/// address and port, the receiver's. A bound flow's tag covers them, so a greeting seen on
+/// the wire proves nothing on a connection from anywhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FlowEnds {
+    pub sender: SocketAddr,
+    pub receiver: SocketAddr,
+}
+
+impl FlowEnds {
+    /// The ends of `stream`, a connection from a sender (`sender_side`) or accepted from one.
+    pub(crate) fn of(stream: &TcpStream, sender_side: bool) -> std::io::Result<Self> {
+        let (local, peer) = (stream.local_addr()?, stream.peer_addr()?);
+        let (sender, receiver) = if sender_side { (local, peer) } else { (peer, local) };
+        Ok(Self { sender, receiver })
+    }
+
+    /// Each end as 16 address bytes (IPv4 as v4-mapped IPv6: a dual-stack receiver sees it
+    /// so) and 2 port bytes, big-endian; the sender's first.
+    fn bytes(&self) -> [u8; 36] {
+        let mut out = [0u8; 36];
+        for (i, end) in [self.sender, self.receiver].iter().enumerate() {
+            let ip = match end.ip().to_canonical() {
+                std::net::IpAddr::V4(a) => a.to_ipv6_mapped(),
+                std::net::IpAddr::V6(a) => a,
+            };
+            out[i * 18..i * 18 + 16].copy_from_slice(&ip.octets());
+            out[i * 18 + 16..i * 18 + 18].copy_from_slice(&end.port().to_be_bytes());
+        }
+        out
+    }
+}
 
 /// The pre-shared secret of `--psk-file`.
 #[derive(Clone)]
@@ -112,6 +146,19 @@ impl SessionKey {
     pub(crate) fn verify_flow(&self, cookie: &SessionCookie, flow: u32, tag: &[u8]) -> bool {
         same(&self.flow_tag(cookie, flow), tag)
     }
+
+    /// The tag data flow `flow` presents on the connection between `ends` (`UBD3`).
+    pub(crate) fn bound_flow_tag(&self, cookie: &SessionCookie, flow: u32, ends: &FlowEnds) -> FlowTag {
+        let full = mac(&self.0, &[BOUND_FLOW_LABEL, cookie, &flow.to_be_bytes(), &ends.bytes()]);
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&full[..TAG_LEN]);
+        tag
+    }
+
+    /// Whether `tag` is flow `flow`'s on the connection between `ends`, in constant time.
+    pub(crate) fn verify_bound_flow(&self, cookie: &SessionCookie, flow: u32, ends: &FlowEnds, tag: &[u8]) -> bool {
+        same(&self.bound_flow_tag(cookie, flow, ends), tag)
+    }
 }
 
 fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
@@ -138,11 +185,24 @@ pub fn nonce() -> Result<Nonce> {
 
 /// The greeting of a data flow: an authenticated session's flows use `UBD2` and append their
 /// tag; others keep version 2's `UBD1` greeting.
-pub fn data_hello(key: Option<&SessionKey>, cookie: &SessionCookie, flow: u32) -> Vec<u8> {
+/// With `bound` (the receiver's accept asked for it), the tag covers the flow's ends (`UBD3`).
+pub(crate) fn data_hello(
+    key: Option<&SessionKey>,
+    cookie: &SessionCookie,
+    flow: u32,
+    bound: Option<&FlowEnds>,
+) -> Vec<u8> {
     let mut hello = control::data_hello(cookie, flow).to_vec();
-    if let Some(key) = key {
-        hello[..4].copy_from_slice(&control::DATA_AUTH_MAGIC);
-        hello.extend_from_slice(&key.flow_tag(cookie, flow));
+    match (key, bound) {
+        (Some(key), Some(ends)) => {
+            hello[..4].copy_from_slice(&control::DATA_BOUND_MAGIC);
+            hello.extend_from_slice(&key.bound_flow_tag(cookie, flow, ends));
+        }
+        (Some(key), None) => {
+            hello[..4].copy_from_slice(&control::DATA_AUTH_MAGIC);
+            hello.extend_from_slice(&key.flow_tag(cookie, flow));
+        }
+        (None, _) => {}
     }
     hello
 }
@@ -203,10 +263,38 @@ mod tests {
         assert!(!key.verify_flow(&cookie, 4, &tag), "a tag belongs to one flow index");
         assert!(!other.session_key(&c, &s).verify_flow(&cookie, 3, &tag), "and to one key");
         assert!(!key.verify_flow(&cookie, 3, &tag[..8]), "a short tag is unequal");
-        let hello = data_hello(Some(&key), &cookie, 3);
+        let hello = data_hello(Some(&key), &cookie, 3, None);
         assert_eq!(&hello[..4], b"UBD2");
         assert_eq!(hello.len(), control::DATA_HELLO_LEN + TAG_LEN);
-        assert_eq!(&data_hello(None, &cookie, 3)[..4], b"UBD1", "unauthenticated flows keep version 2's greeting");
+        assert_eq!(
+            &data_hello(None, &cookie, 3, None)[..4],
+            b"UBD1",
+            "unauthenticated flows keep version 2's greeting"
+        );
+    }
+
+    #[test]
+    fn a_bound_tag_holds_on_its_own_connection_only() {
+        let psk = Psk::from_bytes(b"0123456789abcdef0123");
+        let key = psk.session_key(&[1; 32], &[2; 32]);
+        let cookie = [7u8; 16];
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let ends = FlowEnds { sender: at("10.0.0.1:40000"), receiver: at("10.0.0.2:5300") };
+        let hello = data_hello(Some(&key), &cookie, 3, Some(&ends));
+        assert_eq!(&hello[..4], b"UBD3");
+        let tag = &hello[control::DATA_HELLO_LEN..];
+        assert!(key.verify_bound_flow(&cookie, 3, &ends, tag));
+        // The receiver sees an IPv4 sender as v4-mapped on a dual-stack socket: the same ends.
+        let mapped = FlowEnds { sender: at("[::ffff:10.0.0.1]:40000"), receiver: at("[::ffff:10.0.0.2]:5300") };
+        assert!(key.verify_bound_flow(&cookie, 3, &mapped, tag));
+        for (what, other) in [
+            ("another source address", FlowEnds { sender: at("10.0.0.9:40000"), ..ends }),
+            ("another source port", FlowEnds { sender: at("10.0.0.1:40001"), ..ends }),
+            ("another receiver end", FlowEnds { receiver: at("10.0.0.2:5301"), ..ends }),
+        ] {
+            assert!(!key.verify_bound_flow(&cookie, 3, &other, tag), "{what}: the tag is refused");
+        }
+        assert!(!key.verify_flow(&cookie, 3, tag), "a bound tag is not an unbound one");
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub const CONTROL_MAGIC: [u8; 4] = *b"UBC1";
 pub const DATA_MAGIC: [u8; 4] = *b"UBD1";
 /// A data flow of an authenticated session: the greeting carries the flow's tag too.
 pub(crate) const DATA_AUTH_MAGIC: [u8; 4] = *b"UBD2";
+/// A data flow of an authenticated session whose receiver binds flows to their ends (its
+/// accept says `bound_flows`): the tag covers the connection's addresses and ports too.
+pub(crate) const DATA_BOUND_MAGIC: [u8; 4] = *b"UBD3";
 /// Largest body of one frame, in bytes; also the largest message `recv` accepts from a sender.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Largest message a sender accepts from the receiver (its report, an interval of 1,024
@@ -122,6 +125,10 @@ pub enum ControlMsg {
         /// toward the sender). Absent from older receivers and when it cannot be read.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
+        /// An authenticated session's data flows greet with `UBD3`, their tag covering the
+        /// connection's ends. Absent from receivers that predate it (flows greet with `UBD2`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bound_flows: bool,
     },
     /// Sender → receiver, right after an accept with `udp_ports_follow`: the source port of
     /// each UDP flow socket (and the latency probe's), in the hello's order and number.

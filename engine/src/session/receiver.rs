@@ -36,6 +36,10 @@ pub struct ReceiverConfig {
     pub allow: Vec<Cidr>,
     /// Connections from one source address in their handshake at once.
     pub max_pending_per_source: usize,
+    /// `--flows-from-any-address`: a test's data flows may come from another address than
+    /// its control connection (a NAT that changes addresses between connections); with a
+    /// key their tags then cannot cover the connection's ends.
+    pub flows_from_any_address: bool,
     /// Ends the receiver: no new tests, and the running ones end now with their reports.
     pub stop: StopToken,
     /// `--queues`: the NIC receive queues tests are served from (all when None).
@@ -62,6 +66,7 @@ impl Default for ReceiverConfig {
             psk: None,
             allow: Vec::new(),
             max_pending_per_source: DEFAULT_MAX_PENDING_PER_SOURCE,
+            flows_from_any_address: false,
             stop: StopToken::new(),
             nic_queues: None,
             placement: None,
@@ -115,7 +120,13 @@ pub enum ServerEvent {
         name: String,
         applied: Vec<String>,
     },
-    /// A receiver variant's settings could not all be reverted (they stay in its state file).
+    /// A receiver variant could not be applied (the sender was refused without the local
+    /// detail), or its settings could not all be reverted (they stay in its state file).
+    /// At start: a receiver variant left applied by an earlier run of this receiver (killed
+    /// mid-test) was reverted; what was restored.
+    LeftoverReverted {
+        restored: Vec<String>,
+    },
     VariantFailed {
         name: String,
         error: String,

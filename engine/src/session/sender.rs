@@ -121,6 +121,8 @@ pub(crate) struct SenderSession {
     psk: Option<crate::session::auth::Psk>,
     /// The authenticated session's key, which the data flows' greetings are tagged with.
     key: Option<crate::session::auth::SessionKey>,
+    /// The receiver binds flows to their ends (its accept's `bound_flows`): the tags cover them.
+    bound_flows: bool,
     stop: StopToken,
 }
 
@@ -194,6 +196,7 @@ impl SenderSession {
             receiver_queues: None,
             psk: opts.psk.clone(),
             key: None,
+            bound_flows: false,
             stop: opts.stop.clone(),
         })
     }
@@ -252,6 +255,7 @@ impl SenderSession {
                 ntuple,
                 probe_stamps,
                 receiver_queues,
+                bound_flows,
             } => {
                 // `recv --zc-rx IFACE` places the flows by rules although this side did not ask.
                 self.rules_by_receiver = ntuple;
@@ -278,6 +282,7 @@ impl SenderSession {
                 self.udp_ports_follow = udp_ports_follow && steer_udp;
                 self.probe_stamps = probe_stamps;
                 self.receiver_queues = receiver_queues;
+                self.bound_flows = bound_flows;
                 cookie
             }
             ControlMsg::Refuse { reason } if spec.latency && reason.contains("source ports for") => {
@@ -389,9 +394,15 @@ impl SenderSession {
         ports
     }
 
-    /// The greeting data flow `flow` opens with (tagged with the session key, when there is one).
-    pub(crate) fn data_hello(&self, flow: u32) -> Vec<u8> {
-        crate::session::auth::data_hello(self.key.as_ref(), &self.cookie, flow)
+    /// The greeting data flow `flow` opens with on `stream` (tagged with the session key,
+    /// when there is one, over the connection's ends when the receiver binds flows).
+    pub(crate) fn data_hello(&self, flow: u32, stream: &std::net::TcpStream) -> Result<Vec<u8>> {
+        use crate::session::auth::{data_hello, FlowEnds};
+        let ends = match self.bound_flows {
+            true => Some(FlowEnds::of(stream, true).map_err(|e| Error::io("reading a data flow's addresses", e))?),
+            false => None,
+        };
+        Ok(data_hello(self.key.as_ref(), &self.cookie, flow, ends.as_ref()))
     }
 
     /// Waits for the receiver to say every flow is in place.
@@ -595,6 +606,7 @@ pub(crate) mod scripted {
             ntuple: false,
             probe_stamps: false,
             receiver_queues: None,
+            bound_flows: false,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Stop signals (SIGINT, SIGTERM, SIGHUP) taken by one thread with sigwait instead of a
+//! Stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) taken by one thread with sigwait instead of a
 //! handler: blocked in every thread, so no data-path thread is ever interrupted, and the thread
 //! that takes them runs ordinary code (stop a token, revert settings with tc and ethtool).
 //! What a signal means is the caller's policy (the CLI maps them onto a stop token).
@@ -15,12 +15,13 @@ pub struct StopSignals {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StopSignal {
     pub number: i32,
-    /// `SIGINT`, `SIGTERM` or `SIGHUP`, as reports and logs show it.
+    /// `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGQUIT`, as reports and logs show it.
     pub name: &'static str,
 }
 
 impl StopSignals {
-    /// Blocks SIGINT, SIGTERM and SIGHUP (SIGHUP only when not ignored, as under nohup) in the
+    /// Blocks SIGINT, SIGTERM, SIGQUIT (Ctrl-\\, a stop like Ctrl-C rather than a core dump
+    /// that loses the report) and SIGHUP (only when not ignored, as under nohup) in the
     /// calling thread. Call it before any other thread exists, so that every thread inherits
     /// the mask. SIGINT and SIGTERM get their default action back (a shell ignores SIGINT for
     /// a background job) so that they reach [`wait`](Self::wait) instead of vanishing; blocked,
@@ -38,11 +39,13 @@ impl StopSignals {
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, libc::SIGINT);
             libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGQUIT);
             if !hup_ignored {
                 libc::sigaddset(&mut set, libc::SIGHUP);
             }
             libc::signal(libc::SIGINT, libc::SIG_DFL);
             libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
             set
         };
         // SAFETY: `set` is initialised; the old mask is not needed.
@@ -65,6 +68,7 @@ impl StopSignals {
             libc::SIGINT => "SIGINT",
             libc::SIGTERM => "SIGTERM",
             libc::SIGHUP => "SIGHUP",
+            libc::SIGQUIT => "SIGQUIT",
             _ => "a signal",
         };
         Some(StopSignal { number, name })

@@ -50,7 +50,7 @@ impl SenderProbe {
         let local = opts.local.for_control();
         let mut stream = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &local, None)?;
         stream
-            .write_all(&session.data_hello(index))
+            .write_all(&session.data_hello(index, &stream)?)
             .map_err(|e| Error::peer(format!("opening the latency probe to {}: {e}", session.peer)))?;
         let mut probe = Self::start(session, spec, ProbeSocket::Tcp(stream))?;
         std::thread::sleep(IDLE_PHASE);

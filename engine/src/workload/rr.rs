@@ -336,7 +336,7 @@ fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientF
                     .map_err(|e| Error::io(format!("setting the test's socket options on flow {flow}"), e))?;
                 let _ = stream.set_nodelay(true);
                 stream
-                    .write_all(&session.data_hello(flow))
+                    .write_all(&session.data_hello(flow, &stream)?)
                     .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
                 items.push((queue_of(flow), RrFlow { stream, queue: queue_of(flow) }));
             }

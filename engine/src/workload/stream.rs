@@ -105,7 +105,7 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
         };
         let mut stream = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &local, Some(&spec.tuning))?;
         stream
-            .write_all(&session.data_hello(flow))
+            .write_all(&session.data_hello(flow, &stream)?)
             .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
         flows.push((flow, stream));
     }

@@ -176,15 +176,15 @@ const REFUSAL_GAP: Duration = Duration::from_millis(1500);
 
 /// The sending side's view of a running test on `recv`: the test's own, with refusals that
 /// went on too long (the sending threads count each refused send) as one more reason to stop.
-struct Refusals<'a> {
+pub(crate) struct Refusals<'a> {
     live: &'a dyn Live,
-    count: Arc<AtomicU64>,
+    pub(crate) count: Arc<AtomicU64>,
     /// The count seen, and the first and the latest refusal of the current run.
     seen: Mutex<(u64, Option<(Instant, Instant)>)>,
 }
 
 impl<'a> Refusals<'a> {
-    fn new(live: &'a dyn Live) -> Self {
+    pub(crate) fn new(live: &'a dyn Live) -> Self {
         Self { live, count: Arc::new(AtomicU64::new(0)), seen: Mutex::new((0, None)) }
     }
 

@@ -123,7 +123,7 @@ fn send_udp(
                 .map_err(|e| Error::io(format!("opening a UDP flow to {target}"), e))
         })
         .collect::<Result<Vec<_>>>()?;
-    let wire = UdpWire { header: DatagramHeader::Native, fin: Some(FinConfig::iperf2()) };
+    let wire = UdpWire { header: DatagramHeader::Native, fin: Some(FinConfig::iperf2()), serving: false };
     compat_udp::send_udp(spec, sockets, placement, iface, live, wire, |send| DataPath::UdpSend {
         send,
         len: spec.len,

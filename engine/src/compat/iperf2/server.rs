@@ -21,7 +21,7 @@
 //! new UDP clients), said once, and never ends the serving.
 
 use super::groups::{ClientTest, ClientTests, FlowEnd, FlowGuard, Joined, State};
-use super::receiver::{refusal, sending_mode, Caps, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
+use super::receiver::{refusal, sending_mode, Iperf2Event, Iperf2EventSink, Iperf2Listeners, Iperf2RecvOptions};
 use super::udp::{udp_listener, UdpIntake, UDP_TOKEN};
 use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
@@ -224,7 +224,7 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
     let Iperf2Listeners { tcp, udp } = listeners;
     let tcp_addr = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let udp_addr = udp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
-    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
+    let caps = opts.caps();
     (events)(Iperf2Event::Listening { tcp: tcp_addr, udp: udp_addr, caps });
     let shared = Arc::new(ClientTests {
         opts,
@@ -284,6 +284,9 @@ pub(super) mod tests {
             max_flows: 16,
             stop: StopToken::new(),
             fast: Default::default(),
+            max_pending_per_source: 64,
+            max_rate_bps: None,
+            flows_from_any_address: false,
         }
     }
 

@@ -125,7 +125,7 @@ fn send_udp(
             compat_udp::connect_udp(to, &local).map_err(|e| Error::io(format!("opening a UDP flow to {to}"), e))
         })
         .collect::<Result<Vec<_>>>()?;
-    let wire = UdpWire { header: DatagramHeader::Native, fin: None };
+    let wire = UdpWire { header: DatagramHeader::Native, fin: None, serving: false };
     let (mut sender, _) = compat_udp::send_udp(&spec, sockets, placement, path.interface(), &live, wire, |send| {
         DataPath::UdpSend { send, len: spec.len, iperf2: false }
     })?;
@@ -222,7 +222,7 @@ struct Counting {
 pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpEventSink) -> Result<bool> {
     let kernel = KernelCaps::detect()?;
     kernel.require_tcp_stream()?;
-    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
+    let caps = opts.caps();
     for l in &listeners {
         l.set_nonblocking(true).map_err(|e| Error::io("making a listener non-blocking", e))?;
     }

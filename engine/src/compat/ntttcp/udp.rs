@@ -11,8 +11,7 @@
 use super::{NtttcpEvent, NtttcpEventSink, NtttcpTestSummary};
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
-use crate::compat::{shown, Caps, PeerRecvOptions};
-use crate::session::gate;
+use crate::compat::{shown, PeerRecvOptions};
 use crate::workload::udp_stream::prepare_receiver;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -173,7 +172,7 @@ pub fn serve_udp(
             opts.max_time.as_secs()
         )));
     }
-    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
+    let caps = opts.caps();
     events(NtttcpEvent::Listening { addr: opts.bind, base: opts.port, ports: sockets.len() as u32, caps, udp: true });
     let shared = Shared {
         origin: Instant::now(),

@@ -10,13 +10,15 @@
 //! reason. An admitted test runs on a thread of its own, the workload's code handed in as a
 //! [`TestRunner`]; its place in the counts is a guard given back however it ends.
 
+mod flows;
 mod ntuple;
 mod test;
 mod variants;
 
+use flows::{join_flow, Greeting};
 use test::Pending;
 pub use test::{ServedReports, Test, TestRunner};
-use variants::{apply_variant, wait_for_host};
+use variants::{apply_variant, check_variant, revert_leftover, wait_for_host};
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
@@ -112,12 +114,16 @@ pub fn serve(
         cpus.reverse();
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+    let leftover = if cfg.variants.is_some() { revert_leftover(cfg.port)? } else { Vec::new() };
     let log = LogQueue::start(events, |count| ServerEvent::LogDropped { count })
         .map_err(|e| Error::io("starting the log thread", e))?;
     let log = Arc::new(log);
     let sender = Arc::clone(&log);
     let events: EventSink = Arc::new(move |e| sender.send(e));
     (events)(ServerEvent::Listening { addr });
+    if !leftover.is_empty() {
+        (events)(ServerEvent::LeftoverReverted { restored: leftover });
+    }
     if cfg.psk.is_none() {
         let exposed = exposed_addresses(cfg.bind);
         if !exposed.is_empty() {
@@ -234,10 +240,8 @@ impl Classifier for Handshakes<'_> {
 enum Step {
     /// The 4-byte greeting.
     Magic,
-    /// A data flow's cookie, index (and tag, `UBD2`).
-    Data {
-        tagged: bool,
-    },
+    /// A data flow's cookie, index (and tag, `UBD2` and `UBD3`).
+    Data(Greeting),
     /// A control message's frame word, then its body.
     Word(Ctl),
     Body(Ctl, bool),
@@ -275,11 +279,15 @@ fn classify(shared: &Arc<ReceiverState>, mut conn: Conn) -> Verdict<Handshake> {
                 }
                 control::DATA_MAGIC => {
                     conn.want = DATA_HELLO_LEN;
-                    conn.state.step = Step::Data { tagged: false };
+                    conn.state.step = Step::Data(Greeting::Plain);
                 }
                 control::DATA_AUTH_MAGIC => {
                     conn.want = DATA_HELLO_LEN + auth::TAG_LEN;
-                    conn.state.step = Step::Data { tagged: true };
+                    conn.state.step = Step::Data(Greeting::Tagged);
+                }
+                control::DATA_BOUND_MAGIC => {
+                    conn.want = DATA_HELLO_LEN + auth::TAG_LEN;
+                    conn.state.step = Step::Data(Greeting::Bound);
                 }
                 other => {
                     shared.drop_conn(
@@ -293,8 +301,8 @@ fn classify(shared: &Arc<ReceiverState>, mut conn: Conn) -> Verdict<Handshake> {
                 }
             }
         }
-        Step::Data { tagged } => {
-            join_flow(shared, conn, tagged);
+        Step::Data(greeting) => {
+            join_flow(shared, conn, greeting);
             return Verdict::Done;
         }
         Step::Word(ctl) => {
@@ -334,26 +342,6 @@ fn classify(shared: &Arc<ReceiverState>, mut conn: Conn) -> Verdict<Handshake> {
         }
     }
     Verdict::More(conn)
-}
-
-/// Hands a data flow to the session whose cookie it presents, if its tag (for an
-/// authenticated session) proves it holds the session key.
-fn join_flow(shared: &ReceiverState, conn: Conn, tagged: bool) {
-    let rest: [u8; DATA_HELLO_LEN - 4] = conn.buf[4..DATA_HELLO_LEN].try_into().unwrap_or([0; DATA_HELLO_LEN - 4]);
-    let (cookie, flow) = control::parse_data_hello(&rest);
-    let entry = shared.pending.lock().unwrap_or_else(|p| p.into_inner()).get(&cookie).cloned();
-    let Some((tx, key)) = entry else {
-        return shared.drop_conn(conn.peer, "data flow for an unknown session");
-    };
-    match (&key, tagged) {
-        (Some(key), true) if key.verify_flow(&cookie, flow, &conn.buf[DATA_HELLO_LEN..]) => {}
-        (None, false) => {}
-        (Some(_), _) => return shared.drop_conn(conn.peer, "data flow without the session's key (--psk-file)"),
-        (None, true) => return shared.drop_conn(conn.peer, "tagged data flow for an unauthenticated session"),
-    }
-    if conn.stream.set_nonblocking(false).is_ok() {
-        let _ = tx.send((flow, conn.stream));
-    }
 }
 
 /// A complete control message during the handshake: the next message wanted, or None when
@@ -543,6 +531,10 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
             &ctl,
             format!("receiver busy: with --engine xdp, UDP tests run one at a time ({running} other tests running)"),
         );
+    }
+    // A variant this receiver cannot apply is refused at once, not after the wait below.
+    if let Err(reason) = spec.variant.as_deref().map_or(Ok(()), |name| check_variant(shared, name)) {
+        return refuse(&ctl, reason);
     }
     // The test before may still be reverting its variant (or ending) when a sender starts the
     // next one at once: wait a little for the host rather than refuse.

@@ -136,6 +136,7 @@ impl Test<'_> {
             udp_ports_follow,
             ntuple: self.ntuple.is_some(),
             probe_stamps: self.spec.latency,
+            bound_flows: self.key.is_some() && !self.shared.cfg.flows_from_any_address,
             receiver_queues: self
                 .spec
                 .latency
@@ -151,7 +152,9 @@ impl Test<'_> {
         let shared = self.shared;
         let cookie = control::new_cookie();
         let (tx, rx) = mpsc::channel();
-        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, (tx, self.key.clone()));
+        let peer = self.ctl.peer_addr().map_err(|e| Error::io("reading the sender's address", e))?.ip().to_canonical();
+        let awaited = AwaitedFlows { to: tx, key: self.key.clone(), peer };
+        shared.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(cookie, awaited);
         // However this ends, the cookie admits no more flows.
         let _unregister = Unregister(&shared.pending, cookie);
         let wanted = self.spec.data_connections() as usize;
@@ -248,7 +251,18 @@ impl Test<'_> {
 
 /// Sessions waiting for their data flows: by cookie, where to hand a flow, and the key its
 /// tag must be made with (authenticated sessions).
-pub(super) type Pending = Mutex<HashMap<SessionCookie, (mpsc::Sender<(u32, TcpStream)>, Option<SessionKey>)>>;
+pub(super) type Pending = Mutex<HashMap<SessionCookie, AwaitedFlows>>;
+
+/// Where a session's data flows go, and what they must prove to get there.
+#[derive(Clone)]
+pub(super) struct AwaitedFlows {
+    pub(super) to: mpsc::Sender<(u32, TcpStream)>,
+    /// The authenticated session's key: each flow presents a tag made with it.
+    pub(super) key: Option<SessionKey>,
+    /// The control connection's peer: flows come from its address (unless
+    /// `--flows-from-any-address`), and with a key their tags cover their ends (`UBD3`).
+    pub(super) peer: std::net::IpAddr,
+}
 
 /// Removes a session's cookie from the pending flows when dropped.
 struct Unregister<'a>(&'a Pending, SessionCookie);

@@ -42,7 +42,40 @@ pub(super) fn wait_for_host(shared: &ReceiverState, alone: bool) -> bool {
     }
 }
 
-/// Applies receiver variant `name` from `--variants`, or says why not (the refusal's reason).
+/// The state file of the variant a test of this receiver runs under.
+fn state_file(port: u16) -> std::path::PathBuf {
+    settings::default_state(&format!("recv-variant-{port}"))
+}
+
+/// At start: reverts a variant journal an earlier run of this receiver left (killed during a
+/// test under a variant: the host still has its settings). Returns what was restored; an
+/// error names the revert command, and the receiver does not start on an altered host.
+pub(super) fn revert_leftover(port: u16) -> crate::base::error::Result<Vec<String>> {
+    let path = state_file(port);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Journal::open(&path).and_then(|mut j| j.revert()).map_err(|e| {
+        crate::base::error::Error::unsupported(format!(
+            "an earlier run left receiver variant settings applied and they could not be reverted ({}): \
+             run `uringbench settings revert --state {}`",
+            e.message,
+            path.display()
+        ))
+    })
+}
+
+/// Whether a test may ask for variant `name` here, before it waits for anything: the refusal's
+/// reason if not.
+pub(super) fn check_variant(shared: &ReceiverState, name: &str) -> std::result::Result<(), String> {
+    let Some(variants) = shared.cfg.variants.as_ref() else {
+        return Err(format!("receiver variant '{name}' asked for, but this receiver has no --variants file"));
+    };
+    variants.get(name).map(|_| ())
+}
+
+/// Applies receiver variant `name` from `--variants`, or says why not (the refusal's reason,
+/// which goes to the remote sender: local paths and errors stay in the receiver's log).
 pub(super) fn apply_variant<'a>(
     shared: &'a ReceiverState,
     name: &str,
@@ -55,12 +88,16 @@ pub(super) fn apply_variant<'a>(
     if others > 0 || shared.variant_active.swap(true, Ordering::AcqRel) {
         return Err(format!("receiver busy: variant '{name}' needs the host to itself ({others} other tests running)"));
     }
-    let state = settings::default_state(&format!("recv-variant-{}", shared.cfg.port));
+    let local_failure = |e: crate::base::error::Error| {
+        (shared.events)(ServerEvent::VariantFailed { name: name.to_owned(), error: e.message });
+        format!("receiver variant '{name}' could not be applied on the receiver (its log says why)")
+    };
+    let state = state_file(shared.cfg.port);
     let journal = match Journal::create(&state, &format!("uringbench recv variant {name}")) {
         Ok(j) => settings::register(j),
         Err(e) => {
             shared.variant_active.store(false, Ordering::Release);
-            return Err(e.message);
+            return Err(local_failure(e));
         }
     };
     let guard = VariantGuard {
@@ -76,7 +113,7 @@ pub(super) fn apply_variant<'a>(
             Ok(Some(what)) => applied.push(what),
             Ok(None) => applied.push(format!("{} (already so)", change.describe())),
             // Dropping the guard reverts what was applied so far.
-            Err(e) => return Err(format!("receiver variant '{name}' could not be applied: {}", e.message)),
+            Err(e) => return Err(local_failure(e)),
         }
     }
     (shared.events)(ServerEvent::VariantApplied { name: name.to_owned(), applied });

@@ -349,7 +349,10 @@ impl UdpReceivingFlow {
                     if self.fin_at.is_none() {
                         self.fin_at = Some(reaped);
                     }
-                    if answer_fin && self.reports_sent < SERVER_ACKFIN_TRIES + 1 {
+                    // iperf2 answers each FIN, up to its tries; a flow that never carried
+                    // data (a forged FIN, whose source may be a victim's) gets one report.
+                    let tries = if self.first_data.is_some() { SERVER_ACKFIN_TRIES + 1 } else { 1 };
+                    if answer_fin && self.reports_sent < tries {
                         answer(self, name);
                     }
                 }
@@ -821,6 +824,47 @@ mod tests {
         check("gso->gro", &o, forced, COUNT, LEN);
         let delay = o.recv.flows[0].stats.delay.expect("one-way delay kept (same host, same clock)");
         assert!(delay.min_us >= 0.0 && delay.max_us < 5e6, "delay on one host is small and non-negative: {delay:?}");
+    }
+
+    /// A source that never sent data and sends ten FINs (forged, maybe in a victim's name)
+    /// gets one report, not one per FIN as a flow that carried data does.
+    #[test]
+    fn fins_without_data_get_one_report() {
+        let (rx, _) = receiver_socket();
+        let target = rx.local_addr().unwrap();
+        let rcfg = UdpRecvConfig {
+            wait: WaitMode::Sleep,
+            ring: RingPaths::default(),
+            batch: WakeBatch { want: 1, max_delay_us: 0 },
+            gro: false,
+            buf_count: 64,
+            max_payload: UdpRecvConfig::payload_room(false, 1470),
+            kernel_timestamps: false,
+            one_way_delay: false,
+            answer_fin: true,
+            fin_linger: Duration::from_millis(300),
+            stop: Arc::new(AtomicBool::new(false)),
+            deadline: Instant::now() + Duration::from_secs(5),
+        };
+        let receiver = std::thread::spawn(move || {
+            run(vec![UdpRecvFlow { socket: rx, queue: 0, live: None }], &QueueCounters::new(1), &rcfg)
+        });
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(target).unwrap();
+        tx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut fin = [0u8; 64];
+        payload::encode_fin(&mut fin, 1000, WireTime::now()).unwrap();
+        let mut reports = 0;
+        for _ in 0..10 {
+            tx.send(&fin).unwrap();
+            let mut buf = [0u8; 512];
+            while tx.recv(&mut buf).is_ok() {
+                reports += 1;
+            }
+        }
+        let done = receiver.join().unwrap().unwrap();
+        assert_eq!(done.flows[0].reports_sent, 1, "the receiver's own count");
+        assert_eq!(reports, 1, "reports that arrived for ten FINs without data");
     }
 
     #[test]

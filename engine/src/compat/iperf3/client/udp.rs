@@ -86,7 +86,7 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
         let receiving = (!rx.is_empty()).then(|| s.spawn(|| receive_udp(&halves, rx, t0, &live, header)));
         let sent = (!tx.is_empty()).then(|| {
             let sockets = tx.into_iter().map(|(_, s)| s).collect();
-            let wire = UdpWire { header, fin: None };
+            let wire = UdpWire { header, fin: None, serving: false };
             compat_udp::send_udp(&spec, sockets, &placement, path.interface(), &live, wire, |send| {
                 DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
             })

@@ -22,7 +22,7 @@ use super::our_results;
 use super::udp::by_sender;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
-use crate::compat::{shown, Caps, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
+use crate::compat::{shown, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
 use crate::metrics::figures::SideReport;
 use crate::runtime::placement::{plan, resolve_cpus};
 use crate::session::driver::StreamHalves;
@@ -40,6 +40,7 @@ use std::io::Write;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use udp::{serve_udp, udp_listener};
@@ -87,6 +88,9 @@ pub struct Iperf3TestSummary {
     pub client_received: Option<u64>,
     /// -u with -R, --bidir: the datagrams the client's results say it lost of ours.
     pub client_lost: Option<u64>,
+    /// The client's end of each data stream: where what we sent went, where what we
+    /// received came from.
+    pub data_peers: Vec<SocketAddr>,
     pub errors: Vec<String>,
 }
 
@@ -115,6 +119,18 @@ pub(super) struct TestContext {
     kernel: KernelCaps,
     pub(super) cpus: Vec<usize>,
     max_streams: u32,
+    /// The one refusal log: at most [`TELLS_PER_WINDOW`] lines per address per window,
+    /// whether the gate, the serving loop or a test's thread refuses.
+    refusals: Arc<RateLimit>,
+}
+
+impl TestContext {
+    /// Tells a refusal of `peer`, through the refusal log's rate limit.
+    pub(super) fn refused(&self, proto: Proto, peer: SocketAddr, reason: String) {
+        if self.refusals.allow(peer.ip().to_canonical(), Instant::now()) {
+            (self.events)(Iperf3Event::Refused { proto, peer: shown(peer), reason });
+        }
+    }
 }
 
 /// The test being served: its cookie (its data connections carry it), where they go, and
@@ -128,7 +144,6 @@ struct Active {
 
 struct Serving {
     ctx: TestContext,
-    refusals: RateLimit,
     active: Option<Active>,
     next_id: u64,
     /// Whether the first finished test was complete (what `once` returns).
@@ -173,14 +188,21 @@ impl Classifier for Serving {
         }
         if let Some(a) = &self.active {
             if conn.buf[..] == a.cookie[..] {
-                if a.streams.try_send(conn.stream).is_err() {
+                // The cookie travels in the clear: a data connection is the test's only from
+                // its client's address (unless --flows-from-any-address, for a NAT).
+                let client = a.peer.ip().to_canonical();
+                if conn.peer.ip().to_canonical() != client && !self.ctx.opts.flows_from_any_address {
+                    let reason =
+                        format!("a data connection with the cookie of the test from {client}, from another address");
+                    self.drop_conn(conn.peer, reason);
+                } else if a.streams.try_send(conn.stream).is_err() {
                     self.drop_conn(conn.peer, "a data connection beyond its test's streams".into());
                 }
             } else {
                 // iperf3's answer while busy; a client that reads it says the server is busy.
                 let _ = (&conn.stream).write_all(&[State::AccessDenied.byte()]);
                 let reason = format!("busy with the test from {} (iperf3 serves one test at a time)", shown(a.peer));
-                self.tell_event(Iperf3Event::Refused { proto: Proto::Tcp, peer: shown(conn.peer), reason });
+                self.ctx.refused(Proto::Tcp, conn.peer, reason);
             }
             return Verdict::Done;
         }
@@ -202,7 +224,7 @@ impl Classifier for Serving {
     }
 
     fn refusals(&self) -> &RateLimit {
-        &self.refusals
+        &self.ctx.refusals
     }
 
     fn tell(&self, event: GateEvent) {
@@ -231,13 +253,13 @@ pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSi
         cpus.reverse();
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
-    let caps = Caps::for_limit(gate::open_files_limit(), opts.max_flows);
+    let caps = opts.caps();
     events(Iperf3Event::Listening { tcp: addr, udp: addr, caps });
     let stop = opts.stop.clone();
     let max_streams = caps.flows.min(MAX_STREAMS);
-    let ctx = TestContext { opts, events, kernel, cpus, max_streams };
-    let mut serving =
-        Serving { ctx, refusals: RateLimit::new(TELLS_PER_WINDOW), active: None, next_id: 0, first_done: None };
+    let refusals = Arc::new(RateLimit::new(TELLS_PER_WINDOW));
+    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals };
+    let mut serving = Serving { ctx, active: None, next_id: 0, first_done: None };
     let limits = caps.gate_limits("iperf3 cookie", "sending their cookie");
     let ok = gate::serve(listener, limits, &mut serving)?;
     if let Some(active) = serving.active.take() {
@@ -272,7 +294,7 @@ fn run_test(
     match serve_test(ctx, &mut ctl, &streams, &mut summary) {
         Ok(()) => {}
         Err(Ended::Refused(proto, reason)) => {
-            (ctx.events)(Iperf3Event::Refused { proto, peer: shown(peer), reason });
+            ctx.refused(proto, peer, reason);
             return None;
         }
         Err(Ended::Failed(e)) => summary.errors.push(e),
@@ -303,9 +325,10 @@ fn serve_test(
     let text = ctl
         .read_json(MAX_PARAMS_LEN, STEP_TIMEOUT, "the parameters")
         .map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
-    let params = Params::parse(&text).map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
+    let mut params = Params::parse(&text).map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
     let proto = if params.proto == DataProto::Udp { Proto::Udp } else { Proto::Tcp };
     check_params(ctx, &params).map_err(|(code, why)| refuse(ctl, proto, code, why))?;
+    cap_rate(ctx, &mut params);
     summary.client_version = params.client_version.clone();
     summary.streams = params.parallel;
     summary.omit = params.omit;
@@ -340,6 +363,7 @@ fn serve_test(
             }
         }
     }
+    summary.data_peers = flows.iter().filter_map(|(_, s)| s.peer_addr().ok()).map(shown).collect();
     let spec = test_spec(&params, Proto::Tcp);
     let failed = |e: Error| Ended::Failed(e.to_string());
     let placement = plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(failed)?;
@@ -454,7 +478,38 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, 
             format!("{} streams is over the limit of {}", p.parallel, ctx.max_streams),
         ));
     }
+    if let Some(max) = ctx.opts.max_rate_bps {
+        let show = |r: u64| crate::base::units::format_bits_per_second(r as f64);
+        let asked = p.rate_bps.saturating_mul(u64::from(p.parallel));
+        if asked > max {
+            let why = format!(
+                "-b {} over {} streams is over this receiver's {} (recv --max-rate)",
+                show(p.rate_bps),
+                p.parallel,
+                show(max)
+            );
+            return Err((error_code::RECV_PARAMS, why));
+        }
+        // The client paces its own sending: with no -b it would send as fast as it can.
+        if asked == 0 && (!p.reverse || p.bidirectional) {
+            let why = format!(
+                "a test the client sends without -b, this receiver allows up to {} (recv --max-rate)",
+                show(max)
+            );
+            return Err((error_code::RECV_PARAMS, why));
+        }
+    }
     Ok(())
+}
+
+/// With `--max-rate`, a test we send (`-R`) that asks for no limit is sent at the limit,
+/// shared by its streams (as `recv` sends a reverse test).
+fn cap_rate(ctx: &TestContext, p: &mut Params) {
+    if let Some(max) = ctx.opts.max_rate_bps {
+        if p.rate_bps == 0 {
+            p.rate_bps = (max / u64::from(p.parallel.max(1))).max(1);
+        }
+    }
 }
 
 /// Waits until the flows' kernels received `want` bytes of data beyond the cookies, at most

@@ -56,13 +56,14 @@ pub(super) fn serve_udp(
     for i in 0..count {
         let more = i + 1 < count;
         let stream = match next.take() {
-            Some(listener) => accept_stream(ctl, listener, deadline, more),
+            Some(listener) => accept_stream(ctx, ctl, listener, deadline, more),
             None => Err(io::Error::other("no socket for it")),
         };
         let (socket, after) = stream.map_err(|e| format!("UDP stream {} of {count}: {e}", i + 1))?;
         sockets.push((i, socket));
         next = after;
     }
+    summary.data_peers = sockets.iter().filter_map(|(_, s)| s.peer_addr().ok()).map(crate::compat::shown).collect();
     let spec = test_spec(params, Proto::Udp);
     let n = params.parallel;
     // The client's sending streams connect first, then (-R, --bidir) the ones we send on.
@@ -88,7 +89,7 @@ pub(super) fn serve_udp(
             (!tx.is_empty()).then(|| {
                 s.spawn(|| {
                     let sockets = tx.into_iter().map(|(_, s)| s).collect();
-                    let wire = UdpWire { header, fin: None };
+                    let wire = UdpWire { header, fin: None, serving: true };
                     compat_udp::send_udp(&spec, sockets, &placement, None, &live, wire, |send| {
                         DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
                     })
@@ -130,12 +131,16 @@ pub(super) fn serve_udp(
 /// client's port; with `more` to come, the next stream's socket is bound before we answer
 /// (the client sends its next connect datagram on our answer).
 fn accept_stream(
+    ctx: &TestContext,
     ctl: &Control,
     socket: UdpSocket,
     deadline: Instant,
     more: bool,
 ) -> io::Result<(UdpSocket, Option<UdpSocket>)> {
     let mut buf = [0u8; 64];
+    // A stream belongs to the control connection's peer: a connect datagram from any other
+    // address (a forged source) would make us send the test's data where no one asked.
+    let client = ctl.stream.peer_addr()?.ip().to_canonical();
     let (n, peer) = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -144,8 +149,14 @@ fn accept_stream(
         socket.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
         match socket.recv_from(&mut buf) {
             // A datagram that is not the connect message (a stray, a late one) is skipped.
-            Ok((n, peer)) if buf[..n] == UDP_CONNECT_MSG => break (n, peer),
-            Ok(_) => continue,
+            Ok((n, peer)) if buf[..n] == UDP_CONNECT_MSG && peer.ip().to_canonical() == client => break (n, peer),
+            Ok((n, peer)) => {
+                if buf[..n] == UDP_CONNECT_MSG {
+                    let reason = format!("a stream's connect datagram not from the test's client {client}: ignored");
+                    ctx.refused(Proto::Udp, peer, reason);
+                }
+                continue;
+            }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
             Err(e) => return Err(e),
         }
