@@ -7,7 +7,7 @@ use crate::base::units::{format_bits_per_second, format_bytes};
 use crate::metrics::document::{
     BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, MptcpSection, OneWayDelay,
     QueueBytes, QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum,
-    TcpSection, Tool,
+    SynchronizedStart, TcpSection, Tool,
 };
 use crate::metrics::figures::{rate, IntervalFigures, SideReport, StreamReport, SCHEMA_VERSION};
 use crate::report::latency::latency_lines;
@@ -319,7 +319,14 @@ impl StreamReport {
             reverse: self.reverse.as_ref().map(|r| Box::new(r.to_document())),
             mptcp: MptcpSection::of(self.spec.tuning.mptcp, &self.sender, recv),
             latency: self.latency.clone(),
+            start: self.synchronized_start(),
         }
+    }
+
+    /// `--start-at`: the instant and when each end's data began.
+    fn synchronized_start(&self) -> Option<SynchronizedStart> {
+        let receiver = self.receiver.as_ref().and_then(|r| r.data_began_unix_ns);
+        SynchronizedStart::of(self.spec.start_at?, self.sender.data_began_unix_ns, receiver)
     }
 
     /// [`to_document`](Self::to_document) as a JSON value.
@@ -382,6 +389,9 @@ impl StreamReport {
         self.zerocopy_line(&mut out);
         if let Some(l) = &self.latency {
             out.push_str(&latency_lines(l));
+        }
+        if let Some(start) = self.synchronized_start() {
+            out.push_str(&crate::report::start::start_line(&start));
         }
         self.error_lines(&mut out);
         self.verdict_lines(&mut out);

@@ -76,6 +76,7 @@ impl SideReport {
             xdp: None,
             nic_queues: None,
             mptcp: Vec::new(),
+            data_began_unix_ns: None,
             complete,
             errors,
         }

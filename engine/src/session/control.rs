@@ -122,6 +122,11 @@ pub enum ControlMsg {
         /// toward the sender). Absent from older receivers and when it cannot be read.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receiver_queues: Option<crate::sys::netpath::ReceiverQueues>,
+        /// Answering a hello whose spec has `start_at`: the receiver waits for the sender's
+        /// `start` after `ready` and starts its window there. Absent from receivers that
+        /// predate it: the sender then refuses to go on.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        start_message: bool,
     },
     /// Sender → receiver, right after an accept with `udp_ports_follow`: the source port of
     /// each UDP flow socket (and the latency probe's), in the hello's order and number.
@@ -130,6 +135,9 @@ pub enum ControlMsg {
     Refuse { reason: String },
     /// Receiver → sender: every flow is connected and armed; the test starts now.
     Ready,
+    /// Sender → receiver, after `ready`, only for a test with `start_at`: the data starts now
+    /// (the sender's wall clock read as it released the data, for the record).
+    Start { at_unix_ns: u64 },
     /// Receiver → sender: the receiver's own measurements at the end: what it received
     /// (forward flows) and what it sent (reverse flows, with `--reverse`/`--bidir`).
     Result {
@@ -163,6 +171,7 @@ impl ControlMsg {
             ControlMsg::UdpPorts { .. } => "udp_ports",
             ControlMsg::Refuse { .. } => "refuse",
             ControlMsg::Ready => "ready",
+            ControlMsg::Start { .. } => "start",
             ControlMsg::Result { .. } => "result",
             ControlMsg::Finished => "finished",
             ControlMsg::Interval { .. } => "interval",
