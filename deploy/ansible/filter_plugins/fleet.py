@@ -18,7 +18,9 @@ DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|us|s|sec|m|min|h)?\s*$")
 MARGIN_S = 30
 # A round of several runs starts together: every sender gets `send --start-at` this long after
 # the controller begins launching the round, plus LEAD_PER_WAVE_S for each further wave of
-# `forks` launches (the controller starts `forks` senders at a time).
+# `forks` launches (the controller starts `forks` senders at a time). The plan's `start_lead`
+# sets it instead (a busy controller, or slow ssh, needs more: a sender launched after its
+# instant refuses to run).
 START_LEAD_S = 5.0
 LEAD_PER_WAVE_S = 1.5
 # The controller's own time per round outside the test and the lead (launch, wait, collect,
@@ -268,6 +270,10 @@ def fleet_runs(plan, groups, hostvars):
                         "address": str(e.get("address", plan.get("address", "internal"))),
                         "args": args, "limit_s": _limit_s(options), "test_s": _test_s(options), "repeats": repeats,
                         "peer": peer, "port": port})
+    lead = plan.get("start_lead")
+    lead_s = _seconds(lead, "start_lead") if lead is not None else None
+    for e in entries:
+        e["start_lead_s"] = lead_s
     parallel = bool(plan.get("parallel", False))
     runs = []
     batch = 0
@@ -305,7 +311,8 @@ def _run(seq, batch, e, sender, receiver, repeat, hostvars):
     target, error = _address(hostvars, receiver, e["address"])
     return {"seq": seq, "batch": batch, "entry": e["name"], "sender": sender, "receiver": receiver,
             "address": e["address"], "target": target, "error": error, "repeat": repeat, "args": e["args"],
-            "limit_s": e["limit_s"], "test_s": e["test_s"], "peer": e["peer"], "port": e["port"]}
+            "limit_s": e["limit_s"], "test_s": e["test_s"], "peer": e["peer"], "port": e["port"],
+            "start_lead_s": e["start_lead_s"]}
 
 
 def _test_s(options):
@@ -323,6 +330,8 @@ def fleet_start_lead(batch, forks=16):
     not start together: one run, or runs against another tool, which cannot wait)."""
     if len(batch) < 2 or any(r.get("peer") for r in batch):
         return None
+    if batch[0].get("start_lead_s") is not None:
+        return float(batch[0]["start_lead_s"])
     return START_LEAD_S + LEAD_PER_WAVE_S * (_waves(batch, forks) - 1)
 
 

@@ -112,6 +112,8 @@ class Records(unittest.TestCase):
         self.assertIsNone(fleet.fleet_start_lead(first[:1]))
         self.assertIsNone(fleet.fleet_start_lead([dict(r, peer="iperf3") for r in first]))
         self.assertEqual(fleet.fleet_start_lead([first[0]] * 40, forks=16), fleet.START_LEAD_S + 2 * fleet.LEAD_PER_WAVE_S)
+        slow = fleet.fleet_runs({"start_lead": "12s", "entries": [{"tournament": "fleet"}]}, GROUPS, HOSTVARS)
+        self.assertEqual(fleet.fleet_round_plan(fleet.fleet_batches(slow)[0], 1000.0)["start_at"], 1012.0)
         alone = fleet.fleet_round_plan(first[:1], 1000.0)
         self.assertEqual(alone["start_at"], 0)
         self.assertNotIn("--start-at", fleet.fleet_send_argv(first[0], "u", 5300, alone))
