@@ -492,6 +492,9 @@ def fleet_round_records(batch, hostvars, round_plan, saved):
         launched, finished = _result(hv, "fleet_launched"), _result(hv, "fleet_finished")
         if launched is not None and finished is None and not launched.get("unreachable") and "ansible_job_id" in launched:
             finished = {"rc": None, "msg": "the run's result could not be collected", "stderr": ""}
+        if launched is None and "fleet_launched" not in hv and not run.get("error"):
+            # Ansible leaves a host that was unreachable in an earlier play out of later ones.
+            launched = {"unreachable": True, "msg": "left out of the rounds after an earlier task could not reach it"}
         rec = fleet_record(run, launched, finished, _facts_of(hostvars, run["sender"]), _facts_of(hostvars, run["receiver"]))
         rec["round"] = {"began": round_plan["began"], "start_at": round_plan.get("start_at") or None,
                         "saved": round(float(saved), 3), "test_s": round_plan["test_s"], "runs": len(batch)}

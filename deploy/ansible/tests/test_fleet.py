@@ -96,6 +96,8 @@ class Records(unittest.TestCase):
         self.assertEqual([r["error"] for r in recs], [None, "c unreachable: down", "f has no inventory variable 'x'"])
         self.assertEqual(recs[0]["sender_facts"], {"host": "a", "reachable": False, "machine_type": "m1"})
         self.assertEqual(recs[0]["round"], {"began": 100.0, "start_at": 103.0, "saved": 110.5, "test_s": 3.25, "runs": 3})
+        gone = fleet.fleet_round_records([dict(self.RUN, sender="z")], {"z": {}, "b": {}}, plan, 111.0)
+        self.assertTrue(gone[0]["error"].startswith("z unreachable: left out of the rounds"), gone[0]["error"])
 
     def test_a_round_starts_together_and_its_argv_says_so(self):
         runs = fleet.fleet_runs({"options": {"time": "2s"}, "entries": [{"tournament": "fleet"}]}, GROUPS, HOSTVARS)
