@@ -6,7 +6,7 @@
 #   scripts/fleet-lab.sh test [--hosts N] [--plan FILE] [--down HOST] [--out DIR] [--name NAME] [--dir DIR]
 #   scripts/fleet-lab.sh ansible-playbook|ansible ARGS...   (run from the controller's namespace)
 #
-# `up` makes N hosts (2..8, default 4), host1..hostN, in namespaces NAME-host1.., plus a
+# `up` makes N hosts (2..16, default 4), host1..hostN, in namespaces NAME-host1.., plus a
 # switch namespace NAME-sw with two bridges:
 #
 #   internal: hostI eth0 10.78.0.I/24  <->  NAME-sw bridge "int" 10.78.0.254 (the controller)
@@ -81,11 +81,11 @@ case "$ACTION" in
                 *) die_usage "unknown argument '$1' (see $PROG --help)" ;;
             esac
         done
-        [[ "$HOSTS" =~ ^[2-8]$ ]] || die_usage "--hosts must be 2 to 8, got '$HOSTS'"
+        [[ "$HOSTS" =~ ^([2-9]|1[0-6])$ ]] || die_usage "--hosts must be 2 to 16, got '$HOSTS'"
         [[ "$NAME" =~ ^[a-z][a-z0-9]{0,5}$ ]] || die_usage "--name must be 1 to 6 lower-case letters or digits, starting with a letter"
         [ -n "$DIR" ] || DIR=/tmp/uringbench-fleet-$NAME
         [ -n "$OUT" ] || OUT=$DIR-results
-        if [ -n "$DOWN_HOST" ] && ! [[ "$DOWN_HOST" =~ ^host[1-8]$ ]]; then
+        if [ -n "$DOWN_HOST" ] && ! [[ "$DOWN_HOST" =~ ^host([1-9]|1[0-6])$ ]]; then
             die_usage "--down takes a host name (host1..host$HOSTS), got '$DOWN_HOST'"
         fi
         if [ -n "$PLAN" ] && ! [ -r "$PLAN" ]; then

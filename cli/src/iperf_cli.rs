@@ -286,7 +286,7 @@ pub const FLAGS: &[Flag] = &[
     ),
     flag(None, &["connect-only"], None, "2", Client, Refused("uringbench crr -c HOST measures connections per second")),
     flag(None, &["sum-only"], None, "2", Client, Refused("-J and read the sum")),
-    flag(None, &["txstart-time"], Some("TIME"), "2", Client, Refused("start both ends from your scheduler")),
+    flag(None, &["txstart-time"], Some("TIME"), "2", Client, Native("--start-at")),
 ];
 
 /// An iperf command line rewritten: the native arguments and what to say about them.

@@ -467,6 +467,22 @@ impl OutputArgs {
 /// (`-i 0` turns them off).
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// `--start-at`: the instant, checked against this host's clock before anything is opened.
+fn start_at_of(args: &SendArgs) -> Result<Option<uringbench::base::start_at::StartAt>, Error> {
+    let Some(text) = args.start_at.as_deref() else { return Ok(None) };
+    if args.iperf2 || args.iperf3 || args.ntttcp {
+        return Err(Error::usage(
+            "--start-at needs a uringbench recv, which waits for the start: not with --iperf2, --iperf3 or --ntttcp",
+        ));
+    }
+    if args.repeat > 1 {
+        return Err(Error::usage("--start-at starts one run: not with --repeat"));
+    }
+    let at = uringbench::base::start_at::StartAt::parse(text)?;
+    at.check(uringbench::base::start_at::StartAt::now())?;
+    Ok(Some(at))
+}
+
 fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None, None)?;
     xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
@@ -477,6 +493,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             "--latency needs a uringbench recv to answer its probe and uringbench's own engine: not with --iperf2, --iperf3, --ntttcp or --engine xdp",
         ));
     }
+    let start_at = start_at_of(&args)?;
     if args.iperf2 {
         if args.html.is_some() {
             return Err(Error::usage("--html is not available with --iperf2: save -J and run `report --html` on it"));
@@ -515,6 +532,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         trip_times: args.trip_times,
         clocks_synced: args.clocks_synced,
         direction: direction_of(&args),
+        start_at,
         ..TestSpec::default()
     };
     args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));

@@ -574,6 +574,11 @@ pub struct SendArgs {
     /// Run the test N times and add min/median/mean/max/stdev (keep `recv` running: no --once).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// Start the data at this instant on this host's clock: RFC 3339 (2026-12-05T10:00:00Z)
+    /// or Unix seconds with a fraction (iperf2's --txstart-time). Connects and negotiates up
+    /// to 5 s before; the report says how late the data began and when the receiver saw it.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
     /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
     #[arg(long, value_enum, default_value_t = Engine::Uring)]
     pub engine: Engine,

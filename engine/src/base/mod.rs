@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod spec;
+pub mod start_at;
 pub mod stop;
 pub mod text;
 pub mod units;

@@ -149,6 +149,12 @@ pub struct TestSpec {
     /// sender refuses to run without an answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub latency: bool,
+    /// `send --start-at`: the instant the data starts, on the sender's clock. The sender
+    /// says `start` on the control channel as it releases the data; a receiver that knows
+    /// the key waits for that message (its accept's `start_message`) and starts its window
+    /// there. A receiver too old to know it ignores it, and the sender refuses to go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<crate::base::start_at::StartAt>,
     /// Socket and kernel knobs applied to every data flow on both ends (`-C`, `-w`, `-M`...).
     #[serde(flatten)]
     pub tuning: Tuning,
@@ -270,6 +276,7 @@ impl Default for TestSpec {
             clocks_synced: false,
             variant: None,
             latency: false,
+            start_at: None,
             tuning: Tuning::default(),
         }
     }
@@ -352,6 +359,9 @@ impl TestSpec {
         let bad = |message: String| Err(Error::usage(message));
         if self.workload == Workload::Crr && self.proto == Proto::Udp {
             return bad("crr opens TCP connections; it has no UDP form (--udp)".into());
+        }
+        if self.start_at.is_some() && self.workload != Workload::Stream {
+            return bad("--start-at starts stream tests only (send), not rr or crr".into());
         }
         if self.queues == 0 {
             return bad("--queues must be at least 1".into());

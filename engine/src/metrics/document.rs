@@ -157,6 +157,41 @@ pub struct StreamDocument {
     /// `send --latency`: the probe's round trips, idle and under the load; absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<WorkingLatency>,
+    /// `send --start-at`: the instant asked for and when each end's data began; absent
+    /// without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<SynchronizedStart>,
+}
+
+/// `start`: a run started at an instant (`send --start-at`). Each end's time is its own wall
+/// clock (CLOCK_REALTIME): the sender's as it released the data, the receiver's as the
+/// sender's `start` message arrived (about one one-way delay after). Between two hosts the
+/// receiver's time is only as good as the two clocks' agreement (NTP, PTP).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SynchronizedStart {
+    /// The instant asked for, RFC 3339 UTC.
+    pub at: String,
+    pub at_unix_ns: u64,
+    /// The sender's clock when its data began.
+    pub sender_began_unix_ns: u64,
+    /// `sender_began_unix_ns - at_unix_ns`: how late the sender started (negative: early).
+    pub sender_late_ns: i64,
+    /// The receiver's clock when the data began (absent when its report never came).
+    pub receiver_began_unix_ns: Option<u64>,
+}
+
+impl SynchronizedStart {
+    /// The record of a start at `at` from both ends' stamps (None when the sender has none).
+    pub fn of(at: crate::base::start_at::StartAt, sender: Option<u64>, receiver: Option<u64>) -> Option<Self> {
+        let began = crate::base::start_at::StartAt(sender?);
+        Some(Self {
+            at: at.to_string(),
+            at_unix_ns: at.0,
+            sender_began_unix_ns: began.0,
+            sender_late_ns: began.since(at),
+            receiver_began_unix_ns: receiver,
+        })
+    }
 }
 
 /// `mptcp`: the MPTCP connections of each side, in flow order (a side's connections that

@@ -399,6 +399,11 @@ pub struct SideReport {
     /// when it never went down, and from a peer before this field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carrier_lost: Vec<CarrierLoss>,
+    /// `send --start-at`: this host's wall clock (Unix ns) when the data began: the sender's
+    /// as it released the data, the receiver's as the sender's `start` arrived. Absent
+    /// without --start-at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_began_unix_ns: Option<u64>,
     /// Whether the whole window was measured and every flow ended cleanly.
     pub complete: bool,
     pub errors: Vec<String>,

@@ -16,5 +16,6 @@ mod peer;
 pub mod rr;
 pub mod saved;
 pub mod search;
+pub mod start;
 pub mod stream;
 pub mod sweep;

@@ -7,7 +7,7 @@ use crate::base::units::{format_bits_per_second, format_bytes};
 use crate::metrics::document::{
     BySide, CpuPerByte, CpuSection, FlowEnd, IntervalDatagrams, IntervalEntry, Kind, MptcpSection, OneWayDelay,
     QueueBytes, QueueEntry, ReceivedDatagrams, ReceiverSum, SenderSum, SideSummary, StreamDocument, StreamSum,
-    TcpSection, Tool, WindowDatagrams,
+    SynchronizedStart, TcpSection, Tool, WindowDatagrams,
 };
 use crate::metrics::figures::{rate, Host, IntervalFigures, Role, SideReport, StreamReport, SCHEMA_VERSION};
 use crate::report::latency::latency_lines;
@@ -442,7 +442,14 @@ impl StreamReport {
             reverse: self.reverse.as_ref().map(|r| Box::new(r.to_document())),
             mptcp: MptcpSection::of(self.spec.tuning.mptcp, &self.sender, recv),
             latency: self.latency.clone(),
+            start: self.synchronized_start(),
         }
+    }
+
+    /// `--start-at`: the instant and when each end's data began.
+    fn synchronized_start(&self) -> Option<SynchronizedStart> {
+        let receiver = self.receiver.as_ref().and_then(|r| r.data_began_unix_ns);
+        SynchronizedStart::of(self.spec.start_at?, self.sender.data_began_unix_ns, receiver)
     }
 
     /// [`to_document`](Self::to_document) as a JSON value.
@@ -531,6 +538,9 @@ impl StreamReport {
         }
         if directions.len() > 1 {
             self.both_ways_line(&mut out);
+        }
+        if let Some(start) = self.synchronized_start() {
+            out.push_str(&crate::report::start::start_line(&start));
         }
         for (tag, d) in &directions {
             let mut lines = String::new();

@@ -78,6 +78,7 @@ impl SideReport {
             nic_queues: None,
             mptcp: Vec::new(),
             carrier_lost: window.carrier_lost.clone(),
+            data_began_unix_ns: None,
             complete,
             errors,
         }

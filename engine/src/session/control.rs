@@ -129,6 +129,11 @@ pub enum ControlMsg {
         /// connection's ends. Absent from receivers that predate it (flows greet with `UBD2`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         bound_flows: bool,
+        /// Answering a hello whose spec has `start_at`: the receiver waits for the sender's
+        /// `start` after `ready` and starts its window there. Absent from receivers that
+        /// predate it: the sender then refuses to go on.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        start_message: bool,
     },
     /// Sender → receiver, right after an accept with `udp_ports_follow`: the source port of
     /// each UDP flow socket (and the latency probe's), in the hello's order and number.
@@ -137,6 +142,9 @@ pub enum ControlMsg {
     Refuse { reason: String },
     /// Receiver → sender: every flow is connected and armed; the test starts now.
     Ready,
+    /// Sender → receiver, after `ready`, only for a test with `start_at`: the data starts now
+    /// (the sender's wall clock read as it released the data, for the record).
+    Start { at_unix_ns: u64 },
     /// Receiver → sender: the receiver's own measurements at the end: what it received
     /// (forward flows) and what it sent (reverse flows, with `--reverse`/`--bidir`).
     Result {
@@ -170,6 +178,7 @@ impl ControlMsg {
             ControlMsg::UdpPorts { .. } => "udp_ports",
             ControlMsg::Refuse { .. } => "refuse",
             ControlMsg::Ready => "ready",
+            ControlMsg::Start { .. } => "start",
             ControlMsg::Result { .. } => "result",
             ControlMsg::Finished => "finished",
             ControlMsg::Interval { .. } => "interval",

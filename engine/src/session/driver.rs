@@ -65,6 +65,20 @@ pub(crate) enum Halves {
     Both { sent: SideReport, received: SideReport },
 }
 
+impl Halves {
+    /// `--start-at`: every side report of this host says when its data began.
+    fn stamp_start(&mut self, began: Option<crate::base::start_at::StartAt>) {
+        let Some(began) = began else { return };
+        match self {
+            Halves::Sent(r) | Halves::Received(r) => r.data_began_unix_ns = Some(began.0),
+            Halves::Both { sent, received } => {
+                sent.data_began_unix_ns = Some(began.0);
+                received.data_began_unix_ns = Some(began.0);
+            }
+        }
+    }
+}
+
 /// Which end of the test this host is: the sending host's forward flows are its to send,
 /// `recv`'s forward flows are its to receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,8 +127,12 @@ pub(crate) fn run_stream<H: StreamHalves>(
     observer: Arc<dyn Observer>,
 ) -> Result<StreamReport> {
     session.wait_ready()?;
+    // `--start-at`: the one point between ready and the data where the start is awaited.
+    let began = session.release_start(spec)?;
     let live = session.start_live(spec, observer)?;
-    Ok(match run_halves(h, spec, End::Sender, flows, Instant::now(), &live)? {
+    let mut halves = run_halves(h, spec, End::Sender, flows, Instant::now(), &live)?;
+    halves.stamp_start(began);
+    Ok(match halves {
         Halves::Sent(sent) => session.finish(spec, sent, live),
         Halves::Received(received) => session.finish_reverse(spec, received, live),
         Halves::Both { sent, received } => session.finish_bidir(spec, sent, received, live),
@@ -131,16 +149,30 @@ pub(crate) fn serve_stream<H: StreamHalves>(
     h: &H,
     flows: Vec<Indexed<H::Flow>>,
 ) -> Result<ServedReports> {
+    // `--start-at`: after Ready the sender waits for its instant and says `start`; the live
+    // watch takes the control channel only after that message is read here.
+    let began = match spec.start_at {
+        Some(_) => {
+            control::write_msg(ctl, &ControlMsg::Ready)?;
+            let peer = ctl.peer_addr().map_or_else(|_| "?".to_string(), |a| a.to_string());
+            Some(crate::session::start::await_start(ctl, &peer)?)
+        }
+        None => None,
+    };
     let live = ServerLive::start(ctl, stop.clone())?;
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
-    control::write_msg(ctl, &ControlMsg::Ready)?;
+    if began.is_none() {
+        control::write_msg(ctl, &ControlMsg::Ready)?;
+    }
     // Both ends' windows start at Ready: here as it leaves, on the sender as it arrives, each
     // before its own setup. A receiver that started its clock after setting up its threads
     // ended its window after the sender's flows had (CI: `-t 1s --cooldown 0s` on a loaded
     // receiver, "the flows ended before the measured window did").
     let t0 = Instant::now();
-    Ok(match run_halves(h, spec, End::Receiver, flows, t0, &live)? {
+    let mut halves = run_halves(h, spec, End::Receiver, flows, t0, &live)?;
+    halves.stamp_start(began);
+    Ok(match halves {
         Halves::Sent(sent) => ServedReports { received: None, sent: Some(sent) },
         Halves::Received(received) => ServedReports::received(received),
         Halves::Both { sent, received } => ServedReports { received: Some(received), sent: Some(sent) },

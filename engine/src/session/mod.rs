@@ -1,6 +1,6 @@
 //! The control channel both ends speak, the sender's session over it, the one direction
-//! driver every stream engine plugs its halves into, the one builder every side of a test is
-//! run by, the accept gate both receivers stand behind, the receiver's handshake, and the
+//! driver every stream engine plugs its halves into, the synchronized start (`--start-at`),
+//! the one builder every side of a test is run by, the accept gate both receivers stand behind, the receiver's handshake, and the
 //! tests it admits within its limits.
 
 pub mod admission;
@@ -14,4 +14,5 @@ pub mod logq;
 pub mod receiver;
 pub mod sender;
 pub mod server;
+pub mod start;
 pub mod test_side;

@@ -132,6 +132,10 @@ impl SenderSession {
     pub(crate) fn connect(opts: &SendOptions) -> Result<Self> {
         // A library caller's spec is checked as the CLI's is, before anything is opened.
         opts.spec.validate()?;
+        // `--start-at`: connect only a little before the instant.
+        if let Some(at) = opts.spec.start_at {
+            crate::session::start::prepare(at, &opts.stop)?;
+        }
         let caps = KernelCaps::detect()?;
         caps.require_tcp_stream()?;
         if opts.spec.tuning.mptcp {
@@ -256,7 +260,13 @@ impl SenderSession {
                 probe_stamps,
                 receiver_queues,
                 bound_flows,
+                start_message,
             } => {
+                if spec.start_at.is_some() && !start_message {
+                    return Err(Error::peer(format!(
+                        "receiver {peer} does not wait for a --start-at (a uringbench recv older than --start-at): upgrade it, or run without --start-at"
+                    )));
+                }
                 // `recv --zc-rx IFACE` places the flows by rules although this side did not ask.
                 self.rules_by_receiver = ntuple;
                 if self.ntuple && !ntuple {
@@ -413,6 +423,12 @@ impl SenderSession {
             ControlMsg::Abort { reason } => Err(Error::peer(format!("receiver {peer} aborted the test: {reason}"))),
             other => Err(Error::protocol(format!("receiver {peer} sent {other:?} instead of ready"))),
         }
+    }
+
+    /// `--start-at`: waits for the instant once `ready` is in and tells the receiver the data
+    /// starts; this host's clock as it did (None without --start-at).
+    pub(crate) fn release_start(&self, spec: &TestSpec) -> Result<Option<crate::base::start_at::StartAt>> {
+        spec.start_at.map(|at| crate::session::start::release(at, &self.ctl, &self.stop)).transpose()
     }
 
     /// The test starts: the far end's messages are watched from now on, and the observer
@@ -607,6 +623,7 @@ pub(crate) mod scripted {
             probe_stamps: false,
             receiver_queues: None,
             bound_flows: false,
+            start_message: false,
         }
     }
 

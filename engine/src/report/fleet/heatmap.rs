@@ -22,14 +22,13 @@ fn shade(value: f64, max: f64) -> String {
 
 /// The heatmap document: the title, one matrix per (plan entry, address), the note.
 pub fn to_svg(report: &FleetReport) -> String {
-    let mut hosts: Vec<&str> = Vec::new();
-    for p in &report.pairs {
-        for h in [p.sender.as_str(), p.receiver.as_str()] {
-            if !hosts.contains(&h) {
-                hosts.push(h);
-            }
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let hosts: Vec<&str> = report
+        .pairs
+        .iter()
+        .flat_map(|p| [p.sender.as_str(), p.receiver.as_str()])
+        .filter(|h| seen.insert(*h))
+        .collect();
     let mut blocks: Vec<(&str, &str)> = Vec::new();
     for p in &report.pairs {
         if !blocks.contains(&(p.entry.as_str(), p.address.as_str())) {
@@ -49,7 +48,8 @@ pub fn to_svg(report: &FleetReport) -> String {
         .iter()
         .filter_map(|p| p.figures.receiver_bits_per_second.map(|s| s.median / 1e9))
         .fold(0.0, f64::max);
-    let m = Matrices { report, hosts, several_entries, max };
+    let pairs = report.pairs.iter().map(|p| ((&*p.entry, &*p.sender, &*p.receiver, &*p.address), p)).collect();
+    let m = Matrices { hosts, several_entries, max, pairs };
     let mut s = String::new();
     let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
     let _ = writeln!(
@@ -73,13 +73,14 @@ pub fn to_svg(report: &FleetReport) -> String {
     s
 }
 
-/// What every matrix shares: the report, the hosts in order, whether matrices are told apart
+/// What every matrix shares: the hosts in order, whether matrices are told apart
 /// by plan entry, and the rate of the darkest cell.
 struct Matrices<'a> {
-    report: &'a FleetReport,
     hosts: Vec<&'a str>,
     several_entries: bool,
     max: f64,
+    /// Each pair by (entry, sender, receiver, address): a cell's lookup, not a search.
+    pairs: std::collections::HashMap<(&'a str, &'a str, &'a str, &'a str), &'a super::PairSummary>,
 }
 
 impl Matrices<'_> {
@@ -130,11 +131,7 @@ impl Matrices<'_> {
     /// not planned.
     fn cell(&self, s: &mut String, (entry, addr): (&str, &str), snd: &str, rcv: &str, x: f64, y: f64) {
         let max = self.max;
-        let pair = self
-            .report
-            .pairs
-            .iter()
-            .find(|p| p.entry == *entry && p.sender == *snd && p.receiver == *rcv && p.address == *addr);
+        let pair = self.pairs.get(&(entry, snd, rcv, addr)).copied();
         let attrs = format!(r#"data-sender="{}" data-receiver="{}""#, escape(snd), escape(rcv));
         let Some(p) = pair else {
             let _ = writeln!(

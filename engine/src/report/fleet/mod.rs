@@ -67,12 +67,6 @@ impl FleetRun {
         self.error.is_some()
     }
 
-    /// Whether the run belongs to the pair: the same plan entry (the same options), the same
-    /// two hosts in the same direction, the same kind of address.
-    pub(crate) fn of_pair(&self, p: &PairSummary) -> bool {
-        self.entry == p.entry && self.sender == p.sender && self.receiver == p.receiver && self.address == p.address
-    }
-
     /// A host attribute: `NAME` is the sender's fact, `receiver.NAME` the receiver's, and
     /// `address` the address kind, `entry` the plan entry. None when the host did not
     /// report it.
@@ -177,13 +171,11 @@ pub struct FleetReport {
 pub(crate) const DEFAULT_ATTRIBUTES: &[&str] = &["address", "vcpus"];
 
 impl FleetReport {
-    /// Reads `DIR/plan.json` and `DIR/runs/*.json` and summarises by `attributes` (None:
-    /// those of [`DEFAULT_ATTRIBUTES`] that some host reported).
+    /// Reads `DIR/plan.json`, then each planned run's record `DIR/runs/ID.json` one at a time,
+    /// keeping only its figures and facts (the documents are dropped as they are read, so a
+    /// million runs need memory for their rows, not their documents), and summarises by
+    /// `attributes` (None: those of [`DEFAULT_ATTRIBUTES`] that some host reported).
     pub fn load(dir: &Path, attributes: Option<&[String]>) -> Result<Self> {
-        let read = |p: &Path| -> Result<Value> {
-            let text = std::fs::read_to_string(p).map_err(|e| Error::usage(format!("{}: {e}", p.display())))?;
-            serde_json::from_str(&text).map_err(|e| Error::usage(format!("{}: not JSON: {e}", p.display())))
-        };
         let plan_path = dir.join("plan.json");
         if !plan_path.exists() {
             return Err(Error::usage(format!(
@@ -191,39 +183,33 @@ impl FleetReport {
                 dir.display()
             )));
         }
-        let plan = read(&plan_path)?;
-        let mut records = BTreeMap::new();
+        let text =
+            std::fs::read_to_string(&plan_path).map_err(|e| Error::usage(format!("{}: {e}", plan_path.display())))?;
+        let plan: Value =
+            serde_json::from_str(&text).map_err(|e| Error::usage(format!("{}: not JSON: {e}", plan_path.display())))?;
+        drop(text);
+        let planned = planned_runs(&plan)?;
+        drop(plan);
         let runs_dir = dir.join("runs");
-        if runs_dir.is_dir() {
-            let entries =
-                std::fs::read_dir(&runs_dir).map_err(|e| Error::io(format!("reading {}", runs_dir.display()), e))?;
-            for e in entries {
-                let p = e.map_err(|e| Error::io(format!("reading {}", runs_dir.display()), e))?.path();
-                if p.extension().is_some_and(|x| x == "json") {
-                    let rec: FleetRunRecord = serde_json::from_value(read(&p)?)
-                        .map_err(|e| Error::usage(format!("{}: not a fleet run record: {e}", p.display())))?;
-                    records.insert(rec.id.clone(), rec);
-                }
-            }
+        let mut runs = Vec::with_capacity(planned.len());
+        for p in &planned {
+            let record = match p.id.as_deref().filter(|id| is_record_name(id)) {
+                Some(id) => read_record(&runs_dir.join(format!("{id}.json")))?,
+                None => None,
+            };
+            runs.push(run_of(p, record.as_ref())?);
         }
-        Self::merge(&plan, &records, attributes)
+        Self::of_runs(runs, attributes)
     }
 
-    /// Merges a plan with the run records (by run id).
+    /// Merges a plan with the run records (by run id), held in memory (the unit tests).
+    #[cfg(test)]
     pub(crate) fn merge(
         plan: &Value,
         records: &BTreeMap<String, FleetRunRecord>,
         attributes: Option<&[String]>,
     ) -> Result<Self> {
-        let plan = FleetPlan::deserialize(plan).map_err(|e| Error::usage(format!("plan.json: {e}")))?;
-        if plan.kind.as_deref() != Some("fleet-plan") {
-            return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
-        }
-        if plan.schema_version != Some(u64::from(SCHEMA_VERSION)) {
-            let version = plan.schema_version.map_or("missing".into(), |v| v.to_string());
-            return Err(Error::usage(format!("fleet plan schema_version {version} is not supported")));
-        }
-        let planned = plan.runs.ok_or_else(|| Error::usage("plan.json has no runs[]"))?;
+        let planned = planned_runs(plan)?;
         let mut runs = Vec::with_capacity(planned.len());
         for p in &planned {
             runs.push(run_of(p, p.id.as_ref().and_then(|id| records.get(id)))?);
@@ -233,20 +219,19 @@ impl FleetReport {
 
     /// An attribute asked for that no run has is a usage error (a typo, most likely).
     pub(crate) fn of_runs(runs: Vec<FleetRun>, attributes: Option<&[String]>) -> Result<Self> {
-        let mut pairs: Vec<PairSummary> = Vec::new();
-        for r in &runs {
-            if !pairs.iter().any(|p| r.of_pair(p)) {
-                let mut p = PairSummary {
+        let mut pairs: Vec<PairSummary> = pair_members(&runs)
+            .into_iter()
+            .map(|members| {
+                let r = &runs[members[0]];
+                PairSummary {
                     entry: r.entry.clone(),
                     sender: r.sender.clone(),
                     receiver: r.receiver.clone(),
                     address: r.address.clone(),
-                    figures: Aggregate::of(std::iter::empty()),
-                };
-                p.figures = Aggregate::of(runs.iter().filter(|x| x.of_pair(&p)));
-                pairs.push(p);
-            }
-        }
+                    figures: Aggregate::of(members.iter().map(|&i| &runs[i])),
+                }
+            })
+            .collect();
         let addresses: Vec<String> = distinct(runs.iter().map(|r| r.address.clone()));
         // Rows by plan entry and address as planned, then by sender and receiver (parallel
         // batches run the pairs out of that order).
@@ -343,8 +328,12 @@ impl FleetReport {
             "CPU-s/GB median [min-max]",
             "exact"
         );
+        let mut by_pair: std::collections::HashMap<(&str, &str, &str, &str), Vec<&FleetRun>> = Default::default();
+        for r in &self.runs {
+            by_pair.entry((&r.entry, &r.sender, &r.receiver, &r.address)).or_default().push(r);
+        }
         for p in &self.pairs {
-            let runs: Vec<&FleetRun> = self.runs.iter().filter(|r| r.of_pair(p)).collect();
+            let runs = by_pair.get(&(&*p.entry, &*p.sender, &*p.receiver, &*p.address)).cloned().unwrap_or_default();
             let exact = match runs.iter().filter_map(|r| r.exact).collect::<Vec<bool>>() {
                 v if v.is_empty() => "-",
                 v if v.iter().all(|e| *e) => "yes",
@@ -457,12 +446,23 @@ fn attribute_title(attr: &str) -> String {
     }
 }
 
+/// The values in first-seen order, each once (hashed: a million runs stay linear).
 fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for v in values {
-        if !out.contains(&v) {
-            out.push(v);
-        }
+    let mut seen = std::collections::HashSet::new();
+    values.filter(|v| seen.insert(v.clone())).collect()
+}
+
+/// The indices of each pair's runs (same entry, hosts, direction and address), pairs in
+/// first-seen order.
+fn pair_members(runs: &[FleetRun]) -> Vec<Vec<usize>> {
+    let mut index: std::collections::HashMap<(&str, &str, &str, &str), usize> = Default::default();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let n = *index.entry((&r.entry, &r.sender, &r.receiver, &r.address)).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[n].push(i);
     }
     out
 }
@@ -572,6 +572,36 @@ pub struct FailedFleetRun {
     pub address: String,
     pub repeat: u64,
     pub error: Option<String>,
+}
+
+/// The planned runs of `plan.json`, its envelope checked.
+fn planned_runs(plan: &Value) -> Result<Vec<PlannedRun>> {
+    let plan = FleetPlan::deserialize(plan).map_err(|e| Error::usage(format!("plan.json: {e}")))?;
+    if plan.kind.as_deref() != Some("fleet-plan") {
+        return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
+    }
+    if plan.schema_version != Some(u64::from(SCHEMA_VERSION)) {
+        let version = plan.schema_version.map_or("missing".into(), |v| v.to_string());
+        return Err(Error::usage(format!("fleet plan schema_version {version} is not supported")));
+    }
+    plan.runs.ok_or_else(|| Error::usage("plan.json has no runs[]"))
+}
+
+/// A run id names its record file only when it is letters, digits, `-` or `_` (no path).
+fn is_record_name(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A run's record, None when the run role wrote none.
+fn read_record(p: &Path) -> Result<Option<FleetRunRecord>> {
+    let text = match std::fs::read_to_string(p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::usage(format!("{}: {e}", p.display()))),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::usage(format!("{}: not a fleet run record: {e}", p.display())))
 }
 
 /// One planned run and its record, if the run role wrote one.

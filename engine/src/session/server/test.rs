@@ -143,6 +143,7 @@ impl Test<'_> {
                 .then(|| self.ctl.peer_addr().ok())
                 .flatten()
                 .and_then(|peer| crate::sys::netpath::ReceiverQueues::toward(peer.ip())),
+            start_message: self.spec.start_at.is_some(),
         }
     }
 
