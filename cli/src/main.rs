@@ -6,6 +6,7 @@ mod iperf2_mode;
 mod iperf3_mode;
 mod iperf_cli;
 mod live_out;
+mod metrics_endpoint;
 mod sweep_cmd;
 mod tuning_cmd;
 mod xdp_mode;
@@ -281,6 +282,7 @@ fn stop_on_signals() -> Result<StopToken, Error> {
 }
 
 fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
+    let tally = metrics_endpoint::start(&args, &stop)?;
     let nic_queues = args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?;
     let auto_zc = args.zc_rx.as_deref().is_some_and(|z| !z.contains(':'));
     if auto_zc && (args.iperf2 || args.iperf3 || args.ntttcp) {
@@ -339,6 +341,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             args::Placement::Numa => uringbench::PlacementMode::Numa,
             args::Placement::Cpus => uringbench::PlacementMode::Cpus,
         }),
+        tally,
     };
     let workloads =
         Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode, args.xdp_count)? };

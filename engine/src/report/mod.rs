@@ -13,6 +13,7 @@ pub mod iperf3;
 pub mod latency;
 pub mod ntttcp;
 mod peer;
+pub mod openmetrics;
 pub mod rr;
 pub mod saved;
 pub mod search;
