@@ -180,9 +180,7 @@ fn prometheus_scrapes_two_receivers_and_reads_each_senders_last_test() {
     let heatmap = "uringbench_last_test_received_bits_per_second / 1e9";
     let rows = query(&a, heatmap);
     let mut answer = Vec::new();
-    for (instance, sender, doc) in
-        [(&i1, "10.77.0.1", &last_v4), (&i1, "fd77::1", &v6), (&i2, "10.77.0.2", &udp)]
-    {
+    for (instance, sender, doc) in [(&i1, "10.77.0.1", &last_v4), (&i1, "fd77::1", &v6), (&i2, "10.77.0.2", &udp)] {
         let row = rows
             .iter()
             .find(|s| s["metric"]["instance"] == instance.as_str() && s["metric"]["sender"] == sender)

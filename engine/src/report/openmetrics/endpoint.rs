@@ -39,9 +39,9 @@ pub type MetricsLog = Arc<dyn Fn(String) + Send + Sync>;
 /// Binds the metrics listener on `addr`, or says why it cannot.
 pub fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr).map_err(|e| match e.kind() {
-        io::ErrorKind::AddrInUse => {
-            Error::usage(format!("--metrics {addr}: the port is already in use: stop the other listener or pick another"))
-        }
+        io::ErrorKind::AddrInUse => Error::usage(format!(
+            "--metrics {addr}: the port is already in use: stop the other listener or pick another"
+        )),
         io::ErrorKind::AddrNotAvailable => {
             Error::usage(format!("--metrics {addr}: no local interface has that address"))
         }
@@ -133,7 +133,11 @@ impl Scrapes {
         };
         if self.writers.fetch_add(1, Ordering::AcqRel) >= WRITERS {
             self.writers.fetch_sub(1, Ordering::AcqRel);
-            return self.drop_with(conn, "503 Service Unavailable", format!("{WRITERS} responses already being written"));
+            return self.drop_with(
+                conn,
+                "503 Service Unavailable",
+                format!("{WRITERS} responses already being written"),
+            );
         }
         self.exporter.scraped();
         let body = self.exporter.render();
@@ -157,7 +161,9 @@ impl Scrapes {
 }
 
 fn response_head(status: &str, length: usize, content_type: &str) -> String {
-    format!("HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n")
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    )
 }
 
 /// Writes `out` unless `deadline` passes first (then the rest is abandoned).
@@ -229,7 +235,9 @@ impl Classifier for Scrapes {
             GateEvent::Paused { what, error, open } => {
                 format!("metrics: accepting paused: {what} failed: {error} ({open} connections open)")
             }
-            GateEvent::Resumed { paused } => format!("metrics: accepting again ({:.1} s of trouble)", paused.as_secs_f64()),
+            GateEvent::Resumed { paused } => {
+                format!("metrics: accepting again ({:.1} s of trouble)", paused.as_secs_f64())
+            }
             GateEvent::Suppressed { source, count, seconds } => {
                 format!("metrics: ... and {count} more from {source} in the last {seconds} s")
             }

@@ -52,6 +52,9 @@ impl Outcome {
     }
 }
 
+/// One gauge's figure of a sender's last test, when it has one.
+type Figure = fn(&LastTest) -> Option<f64>;
+
 /// The last test one sender ran here, as its series show it.
 #[derive(Debug, Clone)]
 struct LastTest {
@@ -120,21 +123,45 @@ impl MetricsExporter {
         for o in Outcome::ALL {
             x.sample("uringbench_tests_total", &[("outcome", o.name())], l.tests[o as usize]);
         }
-        x.family("uringbench_tests_refused", "counter", "Tests and connections refused with a reason (limits, --allow, --psk-file, busy).");
+        x.family(
+            "uringbench_tests_refused",
+            "counter",
+            "Tests and connections refused with a reason (limits, --allow, --psk-file, busy).",
+        );
         x.sample("uringbench_tests_refused_total", &[], l.refused);
-        x.family("uringbench_received_bytes", "counter", "Payload bytes received in stream tests, whole tests (warm-up and cool-down included).");
+        x.family(
+            "uringbench_received_bytes",
+            "counter",
+            "Payload bytes received in stream tests, whole tests (warm-up and cool-down included).",
+        );
         x.sample("uringbench_received_bytes_total", &[], l.received_bytes);
-        x.family("uringbench_sent_bytes", "counter", "Payload bytes sent in reverse and bidirectional stream tests, whole tests.");
+        x.family(
+            "uringbench_sent_bytes",
+            "counter",
+            "Payload bytes sent in reverse and bidirectional stream tests, whole tests.",
+        );
         x.sample("uringbench_sent_bytes_total", &[], l.sent_bytes);
         x.family("uringbench_metrics_scrapes", "counter", "Requests for /metrics answered.");
         x.sample("uringbench_metrics_scrapes_total", &[], l.scrapes);
-        x.family("uringbench_metrics_dropped_requests", "counter", "Connections to the metrics endpoint dropped: malformed, oversized, too slow, or too many.");
+        x.family(
+            "uringbench_metrics_dropped_requests",
+            "counter",
+            "Connections to the metrics endpoint dropped: malformed, oversized, too slow, or too many.",
+        );
         x.sample("uringbench_metrics_dropped_requests_total", &[], l.dropped_requests);
-        x.family("uringbench_last_test_senders", "gauge", "Senders whose last test is shown (at most recv --metrics-senders).");
+        x.family(
+            "uringbench_last_test_senders",
+            "gauge",
+            "Senders whose last test is shown (at most recv --metrics-senders).",
+        );
         x.sample("uringbench_last_test_senders", &[], l.last.len() as u64);
 
         let senders: Vec<String> = l.last.iter().map(|t| t.sender.to_string()).collect();
-        x.family("uringbench_last_test", "info", "The last test from each sender: its protocol, workload, direction, queues, outcome and verdict.");
+        x.family(
+            "uringbench_last_test",
+            "info",
+            "The last test from each sender: its protocol, workload, direction, queues, outcome and verdict.",
+        );
         for (t, sender) in l.last.iter().zip(&senders) {
             let queues = t.queues.to_string();
             let labels = [
@@ -148,7 +175,7 @@ impl MetricsExporter {
             ];
             x.sample("uringbench_last_test_info", &labels, 1u64);
         }
-        let gauges: [(&str, &str, fn(&LastTest) -> Option<f64>); 7] = [
+        let gauges: [(&str, &str, Figure); 7] = [
             (
                 "uringbench_last_test_received_bits_per_second",
                 "Bits per second this receiver received in the last test's window (stream tests).",
@@ -267,9 +294,11 @@ fn receiver_verdict(
     received: Option<&SideReport>,
     sent: Option<&SideReport>,
 ) -> crate::metrics::verdict::Verdict {
-    let incomplete = [received, sent].into_iter().flatten().find(|r| !r.complete).map(|r| {
-        r.errors.first().cloned().unwrap_or_else(|| "the test did not complete".into())
-    });
+    let incomplete = [received, sent]
+        .into_iter()
+        .flatten()
+        .find(|r| !r.complete)
+        .map(|r| r.errors.first().cloned().unwrap_or_else(|| "the test did not complete".into()));
     let (threads, host) = cpu_evidence(sent, received);
     diagnose(&Evidence {
         incomplete,
