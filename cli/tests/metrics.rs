@@ -268,3 +268,15 @@ fn a_dripping_and_an_oversized_request_leave_tests_alone() {
         .expect("dropped counter");
     assert!(dropped >= 13, "12 drips and the oversized request counted as dropped: {dropped}");
 }
+
+#[test]
+fn metrics_needs_an_address_and_a_uringbench_receiver() {
+    let run = |args: &[&str]| Command::new(bin()).arg("recv").args(args).output().expect("run recv");
+    common::one_line_error(&run(&["--metrics", "nonsense"]), 2, "--metrics");
+    common::one_line_error(
+        &run(&["--iperf3", "--metrics", "127.0.0.1:0"]),
+        2,
+        "not yet with --iperf2, --iperf3 or --ntttcp",
+    );
+    common::one_line_error(&run(&["--metrics", "127.0.0.1:0", "--metrics-senders", "0"]), 2, "--metrics-senders");
+}
