@@ -10,7 +10,7 @@
 #            the kernel UAPI headers, pkg-config, a C toolchain
 #   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2, iperf3,
 #            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
-#            chromium (loads the HTML report headless),
+#            chromium (loads the HTML report headless), prometheus (scrapes recv --metrics),
 #            and cargo-deb (from crates.io, with `cargo install --locked`)
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx,
 #            and neper's tcp_crr (built from its source on GitHub: no distribution packages it)
@@ -76,6 +76,7 @@ test   debootstrap       debootstrap
 test   systemd           systemd
 test   xz-utils          xz
 test   chromium          chromium
+test   prometheus        golang-github-prometheus
 test   cargo:cargo-deb   cargo:cargo-deb
 peers  iperf             iperf
 peers  iperf3            iperf3

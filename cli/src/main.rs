@@ -7,6 +7,7 @@ mod iperf3_mode;
 mod iperf_cli;
 mod knobs;
 mod live_out;
+mod metrics_endpoint;
 mod progress;
 mod shipped;
 mod sink;
@@ -312,6 +313,7 @@ fn stop_on_signals() -> Result<StopToken, Error> {
 }
 
 fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
+    let tally = metrics_endpoint::start(&args, &stop)?;
     let nic_queues = args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?;
     let auto_zc = args.zc_rx.as_deref().is_some_and(|z| !z.contains(':'));
     if auto_zc && (args.iperf2 || args.iperf3 || args.ntttcp) {
@@ -371,6 +373,7 @@ fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             args::Placement::Numa => uringbench::PlacementMode::Numa,
             args::Placement::Cpus => uringbench::PlacementMode::Cpus,
         }),
+        tally,
     };
     let workloads =
         Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode, args.xdp_count)? };

@@ -211,7 +211,10 @@ fn server_flags_daemon_and_one_off() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let text = ok(&served);
     assert!(text.contains("(-V: the report always has"), "{text}");
-    assert!(text.contains("sender (this host) path:") && text.contains("receiver (far host "), "-V: both ends' data path:\n{text}");
+    assert!(
+        text.contains("sender (this host) path:") && text.contains("receiver (far host "),
+        "-V: both ends' data path:\n{text}"
+    );
     assert!(
         text.contains("cpu sender (this host) in the window:") && text.contains("cpu receiver (far host "),
         "-V: both ends' CPU:\n{text}"

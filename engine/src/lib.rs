@@ -150,6 +150,12 @@ pub mod fleet {
 
 /// Host settings changed for a test and reverted after it (`settings`, `experiment`,
 /// `recv --variants`).
+pub mod openmetrics {
+    pub use crate::report::openmetrics::endpoint::{bind, start, MetricsLog};
+    pub use crate::report::openmetrics::{MetricsExporter, DEFAULT_MAX_SENDERS, MAX_SENDERS};
+    pub use crate::session::receiver::Tally;
+}
+
 pub mod settings {
     pub use crate::sys::settings::{default_state, register, revert_registered, Change, Journal, ReceiverVariants};
 }

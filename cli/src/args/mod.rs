@@ -418,6 +418,14 @@ pub struct RecvArgs {
     /// others are closed at accept.
     #[arg(long, value_name = "CIDR[,CIDR...]", value_delimiter = ',')]
     pub allow: Vec<String>,
+    /// Serve counts of the tests served and each recent sender's last test as OpenMetrics
+    /// text on http://ADDR:PORT/metrics, for a Prometheus server to scrape (docs/metrics.md)
+    /// [default: off].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// --metrics: how many senders' last tests are shown (the most recent ones).
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub metrics_senders: u64,
     /// Never busy-poll for a remote peer's test (threads sleep on their completion queues).
     #[arg(long)]
     pub no_spin: bool,

@@ -12,6 +12,7 @@ pub mod iperf2;
 pub mod iperf3;
 pub mod latency;
 pub mod ntttcp;
+pub mod openmetrics;
 mod peer;
 pub mod rr;
 pub mod saved;

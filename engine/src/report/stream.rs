@@ -490,7 +490,8 @@ impl StreamReport {
         let mut out = header_line(&self.spec, &self.target);
         if detail.shows_data_path() {
             for (tag, d) in self.directions() {
-                let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Sender), d.sender.placement, d.sender.path);
+                let _ =
+                    writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Sender), d.sender.placement, d.sender.path);
                 if let Some(r) = &d.receiver {
                     let _ = writeln!(out, "{tag}{}: {} | {}", d.roles.label(Role::Receiver), r.placement, r.path);
                 }

@@ -47,6 +47,9 @@ pub struct ReceiverConfig {
     /// `--placement`: where a queue's thread runs on a NIC with queues (chosen per test when
     /// None).
     pub placement: Option<crate::runtime::nic_queues::PlacementMode>,
+    /// `recv --metrics`: told of every test as it ends and every refusal, directly (not
+    /// through the log queue, which drops lines under load and rate-limits refusals).
+    pub tally: Option<Tally>,
 }
 
 impl Default for ReceiverConfig {
@@ -70,7 +73,34 @@ impl Default for ReceiverConfig {
             stop: StopToken::new(),
             nic_queues: None,
             placement: None,
+            tally: None,
         }
+    }
+}
+
+/// How a test this receiver admitted ended, as [`TestTally::ended`] is told it.
+#[derive(Debug, Clone, Copy)]
+pub enum TestOutcome<'a> {
+    /// The test ran: what this receiver received (forward flows) and sent (reverse flows).
+    Reports { received: Option<&'a SideReport>, sent: Option<&'a SideReport> },
+    /// The test failed before it had a report (the reason, as logged).
+    Failed(&'a str),
+}
+
+/// What counts the receiver's tests (`recv --metrics`): called on the session's thread as each
+/// admitted test ends, and for each refusal; it must not block.
+pub trait TestTally: Send + Sync {
+    fn ended(&self, peer: SocketAddr, spec: &TestSpec, outcome: TestOutcome<'_>);
+    fn refused(&self, peer: SocketAddr);
+}
+
+/// A shared [`TestTally`] in [`ReceiverConfig::tally`].
+#[derive(Clone)]
+pub struct Tally(pub Arc<dyn TestTally>);
+
+impl std::fmt::Debug for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tally")
     }
 }
 

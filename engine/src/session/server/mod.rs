@@ -29,7 +29,7 @@ use crate::session::auth::{self, Nonce, SessionKey};
 use crate::session::control::{self, ControlMsg, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
-use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent};
+use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent, TestOutcome};
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
@@ -77,6 +77,9 @@ impl ReceiverState {
     /// Tells the peer why (one write into an empty socket buffer, never waiting) and logs it.
     fn refuse(&self, stream: &TcpStream, peer: SocketAddr, reason: String) {
         let _ = control::write_msg(stream, &ControlMsg::Refuse { reason: reason.clone() });
+        if let Some(tally) = &self.cfg.tally {
+            tally.0.refused(peer);
+        }
         self.refused(ServerEvent::Refused { peer, reason });
     }
 }
@@ -499,6 +502,7 @@ fn admit(
 /// back as it unwinds) and is logged as the session's failure.
 fn run_admitted(shared: &ReceiverState, work: Admitted) {
     let peer = work.peer;
+    let spec = shared.cfg.tally.is_some().then(|| work.spec.clone());
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_session(shared, work)));
     if let Err(panic) = outcome {
         let what = panic
@@ -506,11 +510,11 @@ fn run_admitted(shared: &ReceiverState, work: Admitted) {
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic".into());
-        (shared.events)(ServerEvent::SessionFailed {
-            id: 0,
-            peer,
-            error: format!("internal error, session ended: {what}"),
-        });
+        let error = format!("internal error, session ended: {what}");
+        if let (Some(tally), Some(spec)) = (&shared.cfg.tally, &spec) {
+            tally.0.ended(peer, spec, TestOutcome::Failed(&error));
+        }
+        (shared.events)(ServerEvent::SessionFailed { id: 0, peer, error });
     }
 }
 
@@ -619,6 +623,10 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
             let msg =
                 ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
             let delivered = control::write_msg(&ctl, &msg);
+            if let Some(tally) = &shared.cfg.tally {
+                let outcome = TestOutcome::Reports { received: received.as_ref(), sent: sent.as_ref() };
+                tally.0.ended(peer, &spec, outcome);
+            }
             for report in received.into_iter().chain(sent) {
                 (shared.events)(ServerEvent::SessionEnded {
                     id,
@@ -638,6 +646,9 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
         }
         Err(e) => {
             let _ = control::write_msg(&ctl, &ControlMsg::Abort { reason: e.message.clone() });
+            if let Some(tally) = &shared.cfg.tally {
+                tally.0.ended(peer, &spec, TestOutcome::Failed(&e.message));
+            }
             (shared.events)(ServerEvent::SessionFailed { id, peer, error: e.message });
         }
     }
