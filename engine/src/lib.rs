@@ -56,6 +56,7 @@ pub use crate::base::error::{Error, ErrorKind, Result};
 // A test: described by a `TestSpec`, sent with `run_send`/`run_rr`/`run_http`, served by `serve`
 // on a `ReceiverConfig` with the receiver's `Workloads`, ended early through a `StopToken`.
 pub use crate::base::spec::{Direction, Proto, TestSpec, Tuning, Workload, ZeroCopyMode};
+pub use crate::base::start_at::StartAt;
 pub use crate::base::stop::StopToken;
 pub use crate::metrics::xdp::AttachMode;
 pub use crate::runtime::nic_queues::{parse_queue_list, PlacementMode};

@@ -8,6 +8,7 @@ pub mod export;
 pub mod fleet;
 pub mod html;
 pub mod http;
+mod interval_rows;
 pub mod iperf2;
 pub mod iperf3;
 pub mod latency;

@@ -1,0 +1,154 @@
+//! `uringbench recv`: the receiver's options become its configuration, and its events lines.
+
+use crate::{
+    args, args::RecvArgs, busy, iperf2_mode, iperf3_mode, metrics_endpoint, port_or_default, sink::Sink, xdp_mode,
+};
+use std::sync::Arc;
+use uringbench::{
+    escape_controls, peer_text,
+    units::{self, format_bits_per_second},
+    Error, Psk, ReceiverConfig, Role, ServerEvent, ServerLimits, StopToken, Workload, Workloads,
+};
+
+pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
+    let tally = metrics_endpoint::start(&args, &stop)?;
+    let nic_queues = args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?;
+    let auto_zc = args.zc_rx.as_deref().is_some_and(|z| !z.contains(':'));
+    if auto_zc && (args.iperf2 || args.iperf3 || args.ntttcp) {
+        return Err(Error::usage(
+            "--zc-rx IFACE (queues kept out of RSS, flows placed by n-tuple rules) serves uringbench senders only: \
+             with --iperf2, --iperf3 or --ntttcp name the queue (--zc-rx IFACE:QUEUE) and steer the flows to it yourself",
+        ));
+    }
+    let fast = args.fast.probe(args.zc_rx.as_deref(), nic_queues.as_deref())?;
+    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
+    if args.iperf2 {
+        return iperf2_mode::recv(&args, fast, stop);
+    }
+    if args.iperf3 || args.ntttcp {
+        if args.engine == xdp_mode::Engine::Xdp {
+            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
+        }
+        return if args.ntttcp {
+            iperf3_mode::recv_ntttcp(&args, fast, stop)
+        } else {
+            iperf3_mode::recv(&args, fast, stop)
+        };
+    }
+    // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
+    let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
+    let cfg = ReceiverConfig {
+        bind,
+        device: args.bind_dev.clone(),
+        port: port_or_default(args.port, args.iperf2),
+        cpus: args.cpus.map(|c| c.0),
+        busy_poll: busy(args.busy_poll),
+        once: args.once,
+        limits: ServerLimits {
+            max_total_ms: args.max_time.as_millis() as u64,
+            max_queues: args.max_queues,
+            max_sessions: args.max_sessions,
+            max_sessions_per_source: args.max_sessions_per_source,
+            max_rate_bps: args.max_rate,
+            no_spin: args.no_spin,
+            ..ServerLimits::default()
+        },
+        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
+        allow: args
+            .allow
+            .iter()
+            .map(|c| c.parse().map_err(|e| Error::usage(format!("--allow: {e}"))))
+            .collect::<Result<_, _>>()?,
+        max_pending_per_source: args.max_pending_per_source,
+        flows_from_any_address: args.flows_from_any_address,
+        stop,
+        variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
+        fast,
+        nic_queues,
+        placement: args.placement.map(|p| match p {
+            args::Placement::Irq => uringbench::PlacementMode::Irq,
+            args::Placement::IrqSibling => uringbench::PlacementMode::IrqSibling,
+            args::Placement::Numa => uringbench::PlacementMode::Numa,
+            args::Placement::Cpus => uringbench::PlacementMode::Cpus,
+        }),
+        tally,
+    };
+    let workloads =
+        Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode, args.xdp_count)? };
+    let listener = uringbench::bind(&cfg)?;
+    let events = Arc::new(|event: ServerEvent| {
+        let line = match event {
+            ServerEvent::Listening { addr } => format!("uringbench recv: listening on {addr}"),
+            ServerEvent::SessionStarted { id, peer, spec, placement } => format!(
+                "[{id}] test from {peer}: {:?} {:?}, {} queues x {} flows, {:.1} s; {placement}",
+                spec.proto,
+                spec.workload,
+                spec.queues,
+                spec.flows_per_queue,
+                spec.time_ms as f64 / 1e3
+            ),
+            ServerEvent::SessionEnded { id, peer, workload: Workload::Rr | Workload::Crr, report } => format!(
+                "[{id}] done {peer}: answered {} transactions ({} in the window: {:.0}/s){}",
+                report.total_bytes(),
+                report.bytes(),
+                report.bytes() as f64 / report.window_seconds.max(1e-9),
+                if report.complete {
+                    String::new()
+                } else {
+                    format!(", incomplete: {}", peer_text(&report.errors.join("; ")))
+                }
+            ),
+            ServerEvent::SessionEnded { id, peer, report, .. } => format!(
+                "[{id}] done {peer}: {} {} bytes ({} in the window: {}){}",
+                if report.role == Role::Sender { "sent" } else { "received" },
+                report.total_bytes(),
+                report.bytes(),
+                format_bits_per_second(report.bits_per_second()),
+                if report.complete {
+                    String::new()
+                } else {
+                    format!(", incomplete: {}", peer_text(&report.errors.join("; ")))
+                }
+            ),
+            ServerEvent::SessionFailed { id, peer, error } => {
+                format!("[{id}] failed {peer}: {}", peer_text(&error))
+            }
+            ServerEvent::Refused { peer, reason } => format!("refused test from {peer}: {}", peer_text(&reason)),
+            ServerEvent::Dropped { peer, reason } => {
+                format!("dropped connection from {peer}: {}", peer_text(&reason))
+            }
+            ServerEvent::Stopping { cause, running } => {
+                format!("uringbench recv: {cause}: accepting no more tests, ending {running} running")
+            }
+            ServerEvent::VariantApplied { name, applied } => {
+                format!(
+                    "receiver variant {name}: {}",
+                    if applied.is_empty() { "no settings".into() } else { applied.join("; ") }
+                )
+            }
+            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: failed: {error}"),
+            ServerEvent::LeftoverReverted { restored } => format!(
+                "uringbench recv: reverted the receiver variant an earlier run left applied (killed during a test): {}",
+                restored.join("; ")
+            ),
+            ServerEvent::Suppressed { source, count, seconds } => {
+                format!("... and {} more from {source} in the last {seconds} s", units::group_thousands(count))
+            }
+            ServerEvent::AcceptPaused { reason } => {
+                format!("uringbench recv: accepting paused: {reason}; retrying until it works")
+            }
+            ServerEvent::AcceptResumed { paused } => {
+                format!("uringbench recv: accepting again ({:.1} s of trouble)", paused.as_secs_f64())
+            }
+            ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
+            ServerEvent::Unauthenticated { exposed } => format!(
+                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (docs/public-receiver.md)",
+                exposed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
+        Sink::stdout().text(&format!("{}\n", escape_controls(&line)));
+    });
+    let ok = uringbench::serve(cfg, Arc::new(workloads), listener, events)?;
+    Ok(if ok { 0 } else { 1 })
+}
