@@ -128,6 +128,12 @@ fn sample(cmd: &str, a: &Arg, psk: &str) -> Option<Vec<String>> {
     }
     match long {
         "psk-file" => v(psk),
+        // An instant a few seconds ahead: --start-at refuses one in the past, and sleeps until 5 s
+        // before the instant.
+        "start-at" => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            v(&(now + 7).to_string())
+        }
         // --iface belongs to --engine xdp; given with it, it must be taken.
         "iface" => Some(vec!["--engine".into(), "xdp".into(), "--iface".into(), "lo".into()]),
         "bind" => v("127.0.0.1"),

@@ -117,7 +117,7 @@ fn usage_errors_exit_2_with_one_line() {
     one_line_error(&run(&["send", "--target", "127.0.0.1", "-l", "12Q"]), 2, "12Q");
     one_line_error(&run(&["send", "--target", "127.0.0.1", "-t", "soon"]), 2, "soon");
     one_line_error(&run(&["recv", "--cpus", "7-2"]), 2, "7-2");
-    one_line_error(&run(&["send"]), 2, "--target");
+    one_line_error(&run(&["send"]), 2, "-c HOST");
 }
 
 #[test]

@@ -84,7 +84,7 @@ fn check_direction(name: &str, args: &[&str], halves: &[bool]) {
     let (this_if, far_if) = (format!("{name}a0"), format!("{name}b0"));
     let (a, b) = (pair.sender_ns(), pair.receiver_ns());
     let tx_before = (counter(&pair, &a, &this_if, "tx_bytes"), counter(&pair, &b, &far_if, "tx_bytes"));
-    let mut c = pair.cmd(&a, common::bin(), &["send", "--target", RECV_ADDR, "--cpus", "0", "--warmup", "0s"]);
+    let mut c = pair.cmd(&a, common::bin(), &["send", "--target", RECV_ADDR, "--cpus", "0", "--warmup", "0s", "-v"]);
     c.args(["--cooldown", "0s", "-t", "1"]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     let (out, this_cpus, far_cpus) = run_sampling(c.spawn().expect("spawn send"), recv.pid());
     let tx =
