@@ -9,11 +9,15 @@
 #   debroot_chroot DIR CMD...            runs CMD as root in DIR, in a private mount namespace
 #                                        with /proc, /sys, /dev, a fresh /run, the
 #                                        host's resolv.conf and the host's Rust toolchain
-#                                        (RUSTUP_HOME, CARGO_HOME) bind-mounted; every mount
-#                                        ends with CMD
+#                                        (RUSTUP_HOME, CARGO_HOME) bind-mounted, and apt's
+#                                        download folder shared with every other root; every
+#                                        mount ends with CMD
 #
 # The cache is $URINGBENCH_CACHE (default /var/cache/uringbench). A tarball is made once and
-# only ever extracted afterwards, so every run starts from the same pristine root.
+# only ever extracted afterwards, so every run starts from the same pristine root. What apt
+# downloads in a root lands in $DEBROOT_CACHE/apt-archives, shared by all roots and runs: a
+# root still installs every package its scripts ask for (nothing is preinstalled), only the
+# .deb files are not fetched from the mirror again.
 
 DEBROOT_SUITE=bookworm
 DEBROOT_CACHE=${URINGBENCH_CACHE:-/var/cache/uringbench}
@@ -88,10 +92,12 @@ debroot_chroot() {
         echo "debroot: no Rust toolchain at $rustup and $cargo_home" >&2
         return 1
     }
+    local archives="$DEBROOT_CACHE/apt-archives"
+    mkdir -p "$archives/partial"
     # A private mount namespace: the mounts below vanish with the command, whatever happens.
     unshare --mount --propagation private -- bash -euc '
-        dir=$1 rustup=$2 cargo_home=$3
-        shift 3
+        dir=$1 rustup=$2 cargo_home=$3 archives=$4
+        shift 4
         # The root must be a mount point: `ip netns exec` remounts / as a slave.
         mount --bind "$dir" "$dir"
         mount -t proc proc "$dir/proc"
@@ -103,8 +109,10 @@ debroot_chroot() {
         mount --bind "$rustup" "$dir$rustup"
         mount -o remount,bind,ro "$dir$rustup"
         mount --bind "$cargo_home" "$dir$cargo_home"
+        mkdir -p "$dir/var/cache/apt/archives"
+        mount --bind "$archives" "$dir/var/cache/apt/archives"
         exec chroot "$dir" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
             RUSTUP_HOME="$rustup" CARGO_HOME="$cargo_home" \
             PATH="$cargo_home/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "$@"
-    ' debroot "$dir" "$rustup" "$cargo_home" "$@"
+    ' debroot "$dir" "$rustup" "$cargo_home" "$archives" "$@"
 }
