@@ -25,9 +25,11 @@
 # The VM stand-ins get what every cloud image and Vagrant box has and minbase lacks (systemd,
 # sudo, curl, CA certificates), nothing more.
 #
-# The provisioning stages start their cargo target folder from the demo's (registry crates
-# only; the workspace itself rebuilds), which saves minutes and hides nothing: the system
-# packages still come from the scripts under test.
+# The provisioning stages start their cargo target folder from the demo's, which saves minutes
+# and hides nothing: the system packages still come from the scripts under test. The demo's
+# checkout sits at /opt/uringbench, where the cloud recipes put theirs, so the recipes' build
+# finds the workspace built too; the Vagrant VM's (at /vagrant) reuses the registry crates and
+# rebuilds the workspace.
 #
 # --keep leaves the last root in place. Needs root, debootstrap, unshare, ruby (for the
 # Vagrantfile). Logs: $URINGBENCH_CACHE/fresh-check/*.log.
@@ -106,9 +108,9 @@ in_root() {
 # The cargo target folder of the demo root, copied to DEST in ROOT (see the header).
 seed_target() {
     local root=$1 dest=$2
-    [ -d "$work/demo/src/uringbench/target" ] || return 0
+    [ -d "$work/demo/opt/uringbench/target" ] || return 0
     mkdir -p "$root$dest"
-    cp -a "$work/demo/src/uringbench/target/." "$root$dest/"
+    cp -a "$work/demo/opt/uringbench/target/." "$root$dest/"
     rm -rf "$root$dest"/debian "$root$dest"/release/uringbench
 }
 
@@ -124,10 +126,10 @@ check_installed() {
 
 stage_demo() {
     local root log="$work/demo.log" status=0 last
-    fresh_root demo /src/uringbench
+    fresh_root demo /opt/uringbench
     root=$ROOT
     say "demo: scripts/demo.sh in a fresh root"
-    debroot_chroot "$root" bash -c 'cd /src/uringbench && scripts/demo.sh' >"$log" 2>&1 || status=$?
+    debroot_chroot "$root" bash -c 'cd /opt/uringbench && scripts/demo.sh' >"$log" 2>&1 || status=$?
     tail -n 12 "$log"
     last=$(grep -E '^total: ' "$log" | tail -n 1 || true)
     if [ "$status" != 0 ] || ! [[ "$last" =~ ^total:\ sender\ wrote\ ([0-9]+)\ bytes,\ receiver\ counted\ ([0-9]+)\ bytes\ \(exact\ match\)$ ]] ||
@@ -140,11 +142,11 @@ stage_demo() {
 stage_deb() {
     local root pkg
     root="$work/demo"
-    [ -d "$root/src/uringbench/target" ] || stage_demo
+    [ -d "$root/opt/uringbench/target" ] || stage_demo
     say "deb: cargo deb -p uringbench-cli"
-    in_root "$root" "$work/deb-build.log" 'cd /src/uringbench && cargo deb -p uringbench-cli --quiet' ||
+    in_root "$root" "$work/deb-build.log" 'cd /opt/uringbench && cargo deb -p uringbench-cli --quiet' ||
         fail "deb: cargo deb (log: $work/deb-build.log)"
-    pkg=$(ls "$root"/src/uringbench/target/debian/uringbench_*_amd64.deb)
+    pkg=$(ls "$root"/opt/uringbench/target/debian/uringbench_*_amd64.deb)
     cp "$pkg" "$work/"
     pkg="$work/${pkg##*/}"
     say "deb: ${pkg##*/} is $(du -k "$pkg" | cut -f1) KiB; installing it into a fresh root"
