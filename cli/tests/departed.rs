@@ -97,6 +97,8 @@ fn killed_reverse_sender_stops_the_receiver(name: &str, args: &[&str], proto: &s
         log.lines().any(|l| l.contains("[1] done") && l.contains("the sender went away")),
         "the receiver's log says why the first test ended:\n{log}"
     );
+    let first: Vec<&str> = log.lines().filter(|l| l.starts_with("[1] ") && !l.contains("test from")).collect();
+    assert_eq!(first.len(), 1, "one line for the vanished sender's test, no second one:\n{log}");
     assert!(log.contains("[2] done"), "and the next test ran:\n{log}");
 }
 

@@ -123,7 +123,10 @@ for i in sorted(said):
     let idle: Vec<&str> = lines.collect();
     assert_eq!(idle.len(), 4, "{said}");
     for line in &idle {
-        assert!(line.contains("stop,nothing_received_for_2_s") && line.ends_with(",result"), "{line}\n{said}");
+        assert!(
+            line.contains(",stop,receiver:_nothing_received_for_2_s") && line.ends_with(",result"),
+            "{line}\n{said}"
+        );
     }
     let ended =
         log.lines().filter(|l| l.contains("nothing received for 2 s: test ended (--no-progress-limit)")).count();
@@ -194,7 +197,7 @@ fn receiver_iperf3_logs_one_busy_line_per_window_and_ends_a_silent_test() {
     let pair = NetnsPair::up("ubpr3");
     let recv = pair.spawn_recv(&["--iperf3", "--port", "5201", "--no-progress-limit", "2s"]);
     let script = format!(
-        r#"import json, socket, struct, time
+        r#"import json, random, socket, struct, time
 S = ("{RECV_ADDR}", 5201)
 cookie = b"abcdefghijklmnopqrstuvwxyz234567abcd\0"
 c = socket.create_connection(S, timeout=10)
@@ -211,7 +214,7 @@ running = time.monotonic()
 denied = 0
 while time.monotonic() - running < 1.5:
     f = socket.create_connection(S, timeout=5)
-    f.sendall(b"%036d\0" % denied)
+    f.sendall("".join(random.choice("abcdefghijklmnopqrstuvwxyz234567") for _ in range(36)).encode() + b"\0")
     if f.recv(1) == bytes([255]):
         denied += 1
     f.close()
