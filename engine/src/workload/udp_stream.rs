@@ -183,9 +183,17 @@ const REFUSAL_GAP: Duration = Duration::from_millis(1500);
 pub(crate) struct Refusals<'a> {
     live: &'a dyn Live,
     pub(crate) count: Arc<AtomicU64>,
-    /// The count seen, and the current run: its first and latest refusal and the count when
-    /// it began.
-    seen: Mutex<(u64, Option<(Instant, Instant, u64)>)>,
+    /// The count seen, and the current run of refusals.
+    seen: Mutex<(u64, Option<RefusalRun>)>,
+}
+
+/// Refusals with no gap over [`REFUSAL_GAP`]: the first and the latest seen, and the count
+/// before the first.
+#[derive(Clone, Copy)]
+struct RefusalRun {
+    first: Instant,
+    last: Instant,
+    from: u64,
 }
 
 impl<'a> Refusals<'a> {
@@ -202,13 +210,14 @@ impl<'a> Refusals<'a> {
         let run = match seen.1 {
             _ if count > before => {
                 seen.0 = count;
-                Some(seen.1.map_or((now, now, before), |(first, _, from)| (first, now, from)))
+                let started = RefusalRun { first: now, last: now, from: before };
+                Some(seen.1.map_or(started, |r| RefusalRun { last: now, ..r }))
             }
-            Some((_, last, _)) if now - last > REFUSAL_GAP => None,
+            Some(r) if now - r.last > REFUSAL_GAP => None,
             run => run,
         };
         seen.1 = run;
-        let (first, last, from) = run?;
+        let RefusalRun { first, last, from } = run?;
         let refused = count - from;
         (refused >= REFUSALS_AT_ONCE || last - first >= REFUSALS_FOR).then(|| {
             format!(
