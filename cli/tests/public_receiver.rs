@@ -9,22 +9,9 @@ use common::*;
 use std::process::Stdio;
 use std::time::Duration;
 
-/// Python helpers for `recv`'s control protocol (docs/protocol.md): framing and reading.
+/// Python helpers for `recv`'s control protocol after [`PY_FRAMING`]: a UDP test's spec and its
+/// hello from a given source address.
 const PROTO_PY: &str = r#"import socket, struct, json, subprocess, sys, threading, time
-def frame(msg):
-    body = json.dumps(msg).encode()
-    return struct.pack(">I", len(body)) + body
-def read_msg(s):
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            c = s.recv(n - len(b))
-            if not c:
-                raise EOFError("closed")
-            b += c
-        return b
-    n = struct.unpack(">I", exact(4))[0] & 0x7fffffff
-    return json.loads(exact(n))
 SPEC = {"proto": "udp", "workload": "stream", "queues": 1, "flows_per_queue": 1, "time_ms": 60000,
         "warmup_ms": 0, "cooldown_ms": 0, "interval_ms": 0, "len": 1400, "rate_bps": 1000000,
         "zerocopy": "off", "depth": 4}
@@ -63,7 +50,7 @@ fn receiver_ends_idle_tests_at_the_no_progress_limit_and_serves_the_next_sender(
     let recv = pair.spawn_recv(&["--no-progress-limit", "2s"]);
     let script = format!(
         r#"RECV = "{RECV_ADDR}"
-{PROTO_PY}
+{PY_FRAMING}{PROTO_PY}
 said = {{}}
 def idle(i, src):
     s = hello(src, 40000 + i)
@@ -148,7 +135,7 @@ fn receiver_counts_ipv6_sources_per_64() {
     let recv = pair.spawn_recv(&["--max-pending-per-source", "3", "--no-progress-limit", "10s"]);
     let script = format!(
         r#"RECV = "fd77::2"
-{PROTO_PY}
+{PY_FRAMING}{PROTO_PY}
 import select
 conns = []
 for src in {pending:?}:
