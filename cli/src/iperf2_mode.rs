@@ -180,6 +180,7 @@ pub fn peer_recv_options(
         max_pending_per_source: u32::try_from(args.max_pending_per_source).unwrap_or(u32::MAX),
         max_rate_bps: args.max_rate,
         flows_from_any_address: args.flows_from_any_address,
+        no_progress: args.no_progress_limit.unwrap_or(uringbench::DEFAULT_NO_PROGRESS),
     })
 }
 
@@ -214,6 +215,9 @@ fn refuse_native_limits(args: &RecvArgs, flag: &str) -> Result<(), Error> {
             "--max-pending-per-source",
             "NTttcp's connections carry data from their first byte, there is no handshake to wait for",
         );
+    }
+    if flag == "--ntttcp" && args.no_progress_limit.is_some() {
+        return refused("--no-progress-limit", "each NTttcp connection is counted on its own until --max-time");
     }
     if flag != "--ntttcp" && args.max_pending_per_source == 0 {
         return refused("--max-pending-per-source 0", "it would close every connection");

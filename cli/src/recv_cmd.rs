@@ -51,6 +51,7 @@ pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
             max_sessions_per_source: args.max_sessions_per_source,
             max_rate_bps: args.max_rate,
             no_spin: args.no_spin,
+            no_progress: args.no_progress_limit.unwrap_or(uringbench::DEFAULT_NO_PROGRESS),
             ..ServerLimits::default()
         },
         psk: args.psk_file.as_deref().map(Psk::load).transpose()?,

@@ -97,6 +97,8 @@ fn killed_reverse_sender_stops_the_receiver(name: &str, args: &[&str], proto: &s
         log.lines().any(|l| l.contains("[1] done") && l.contains("the sender went away")),
         "the receiver's log says why the first test ended:\n{log}"
     );
+    let first: Vec<&str> = log.lines().filter(|l| l.starts_with("[1] ") && !l.contains("test from")).collect();
+    assert_eq!(first.len(), 1, "one line for the vanished sender's test, no second one:\n{log}");
     assert!(log.contains("[2] done"), "and the next test ran:\n{log}");
 }
 
@@ -142,7 +144,7 @@ fn a_control_connection_closed_without_stop_ends_the_test() {
 }
 
 #[test]
-fn a_sender_whose_ports_refuse_every_datagram_is_gone_after_a_second() {
+fn a_sender_whose_ports_refuse_every_datagram_is_gone_within_a_second() {
     let _serial = serial();
     let pair = NetnsPair::up("ubd-icmp");
     let recv = pair.spawn_recv(&["--cpus", "1"]);
@@ -165,11 +167,9 @@ fn a_sender_whose_ports_refuse_every_datagram_is_gone_after_a_second() {
     let _ = ipt("-D");
     sender.kill().expect("SIGKILL the sender");
     let _ = sender.wait();
-    assert!(stopped >= Duration::from_millis(900), "a second of refusals, not one, ends the sending: {stopped:?}");
-    assert!(
-        stopped <= Duration::from_secs(2) + STOPS_WITHIN,
-        "Udp OutDatagrams still grew {stopped:?} after the sender's ports began refusing"
-    );
+    // Three refusals in a run, or half a second of them, end the sending (issue 40: within 1 s).
+    assert!(stopped <= STOPS_WITHIN, "Udp OutDatagrams still grew {stopped:?} after the sender's ports began refusing");
+    eprintln!("the sending stopped {stopped:?} after the sender's ports began refusing");
     let log = recv.kill();
     let log = String::from_utf8_lossy(&log.stdout);
     assert!(

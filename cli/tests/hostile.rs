@@ -49,23 +49,9 @@ fn a_peer_cannot_forge_a_log_line_or_flood_one() {
     assert!(text.contains("bytes more)"), "the cut says how much was left out: {text}");
 }
 
-/// Python helpers speaking the control protocol from the outside (docs/protocol.md): framing,
-/// the `--psk-file` handshake, a data flow's greeting.
+/// Python helpers speaking the control protocol from the outside (docs/protocol.md) after
+/// [`PY_FRAMING`]: the `--psk-file` handshake, a data flow's greeting.
 const PROTO_PY: &str = r#"import socket, struct, json, hmac, hashlib, os, sys, time
-def frame(msg):
-    body = json.dumps(msg).encode()
-    return struct.pack(">I", len(body)) + body
-def read_msg(s):
-    def exact(n):
-        b = b""
-        while len(b) < n:
-            c = s.recv(n - len(b))
-            if not c:
-                raise EOFError("closed")
-            b += c
-        return b
-    n = struct.unpack(">I", exact(4))[0] & 0x7fffffff
-    return json.loads(exact(n))
 def mac(key, *parts):
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
 VERSION = struct.pack(">I", 3)
@@ -114,7 +100,7 @@ fn psk_refuses_the_unauthenticated_and_the_wrong_key_and_a_stolen_cookie() {
     // A peer that saw the cookie on the wire but lacks the key: its flows are closed, the
     // test does not start; the flow with the right tag starts it.
     let stolen = format!(
-        r#"{PROTO_PY}
+        r#"{PY_FRAMING}{PROTO_PY}
 key = open("{right}").read().strip().encode()
 s = socket.create_connection(("{RECV_ADDR}", 5300), timeout=5)
 skey = authenticate(s, key)
@@ -179,7 +165,7 @@ while True:
 fn crafted_specs(hellos: &[&str]) -> String {
     let list = hellos.join(",\n");
     format!(
-        r#"{PROTO_PY}
+        r#"{PY_FRAMING}{PROTO_PY}
 for change, ports in [{list}]:
     spec = dict(SPEC); spec.update(change)
     s = socket.create_connection(("{RECV_ADDR}", 5300), timeout=5)

@@ -55,8 +55,10 @@ impl Drop for Victim {
 /// Python run in the sender namespace: a control connection asking for a UDP `-R` test at
 /// 200 Mbit/s for 10 s, five connect datagrams forged from 10.78.0.3, then its own; once the
 /// stream is answered its UDP socket closes (ICMP port unreachable from then on). Prints the
-/// connect reply and the packets its interface received in the second after the first 3 s
-/// past the close (the stop waits for refusals over 1 s; ICMP errors are rate-limited).
+/// connect reply, the packets its interface received in the second after the first 3 s past
+/// the close, when the stream stopped arriving (the end of the last 100 ms after the close in
+/// which more than 20 packets came: the stream is ~100 in 100 ms, its datagrams batched by
+/// GSO), and the packets of the 0.3 s before the close.
 fn forged_connect(iface: &str) -> String {
     format!(
         r#"
@@ -82,12 +84,21 @@ u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.settimeout(3)
 u.sendto(b"9876", (S, P))
 reply = u.recvfrom(64)[0]
+running = rx()
 time.sleep(0.3)
+running = rx() - running
 u.close()
-time.sleep(3.0)
+closed = time.monotonic()
+stream_seen, prev = 0.0, rx()
+while time.monotonic() - closed < 3.0:
+    time.sleep(0.1)
+    now = rx()
+    if now - prev > 20:
+        stream_seen = time.monotonic() - closed
+    prev = now
 before = rx()
 time.sleep(1.0)
-print(reply.decode(), rx() - before)
+print(reply.decode(), rx() - before, "%.3f" % stream_seen, running)
 c.close()
 "#
     )
@@ -97,7 +108,7 @@ c.close()
 /// address it names: the third namespace receives nothing (its interface's counter), the
 /// receiver says it ignored it, naming the forged source, and the real client's stream is
 /// served; once the client's port answers ICMP port unreachable, our sending stops within
-/// within a few seconds (the test asks for 10).
+/// 1 s (the test asks for 10).
 #[test]
 fn a_forged_connect_datagram_gets_no_udp_stream() {
     let Some((_serial, pair)) = peer_pair("iperf3", "ub3hf") else { return };
@@ -112,9 +123,14 @@ fn a_forged_connect_datagram_gets_no_udp_stream() {
     let mut words = said.split_whitespace();
     assert_eq!(words.next(), Some("6789"), "the client's own stream was answered: {said}");
     let late: u64 = words.next().and_then(|w| w.parse().ok()).expect("packet count");
-    // 200 Mbit/s of 1,400-byte datagrams is ~18,000 a second: what still arrives a second
-    // after the close is the kernel's few, not the stream.
+    let stopped: f64 = words.next().and_then(|w| w.parse().ok()).expect("stop time");
+    let running: u64 = words.next().and_then(|w| w.parse().ok()).expect("packets before the close");
+    assert!(running > 150, "the stream ran before the close ({running} packets in 0.3 s)");
+    // 200 Mbit/s of 1,400-byte datagrams is ~18,000 a second: what still arrives 3 s after
+    // the close is the kernel's few, not the stream; and the stream ended within 1 s.
     assert!(late < 200, "{late} packets arrived 3-4 s after the client's port closed: the sending went on");
+    assert!(stopped <= 1.0, "the stream still arrived {stopped:.3} s after the client's port closed (at most 1 s)");
+    eprintln!("the stream stopped {stopped:.3} s after the client's port closed");
     let client =
         pair.cmd(&pair.sender_ns(), "iperf3", &["-c", RECV_ADDR, "-p", PORT, "-u", "-R", "-b", "10M", "-t", "1", "-J"]);
     let (client, _) = run_bounded(client, Duration::from_secs(30));

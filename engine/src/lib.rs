@@ -64,6 +64,7 @@ pub use crate::runtime::placement::BusyPoll;
 pub use crate::session::auth::Psk;
 pub use crate::session::control::DEFAULT_PORT;
 pub use crate::session::live::{Observer, Quiet, StartInfo};
+pub use crate::session::progress::DEFAULT_NO_PROGRESS;
 pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve};

@@ -383,6 +383,10 @@ pub struct RecvArgs {
     /// Longest test a sender may request (warm-up and cool-down included).
     #[arg(long, value_parser = duration, default_value = "10m")]
     pub max_time: std::time::Duration,
+    /// End a test whose flows move no byte for this long (a peer that announced a test and
+    /// sends or reads nothing), freeing its slot; 0s: never [default: 20s; not with --ntttcp].
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub no_progress_limit: Option<std::time::Duration>,
     /// Most queues a sender may request.
     #[arg(long, default_value_t = 256)]
     pub max_queues: u32,

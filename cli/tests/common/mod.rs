@@ -102,6 +102,25 @@ pub fn skip(lacking: Lacking, reason: &str) {
 
 pub const RECV_ADDR: &str = "10.77.0.2";
 
+/// Python framing of `recv`'s control messages (docs/protocol.md): `frame(msg)` and
+/// `read_msg(sock)`, for tests that speak the protocol from the outside.
+pub const PY_FRAMING: &str = r#"import json, socket, struct
+def frame(msg):
+    body = json.dumps(msg).encode()
+    return struct.pack(">I", len(body)) + body
+def read_msg(s):
+    def exact(n):
+        b = b""
+        while len(b) < n:
+            c = s.recv(n - len(b))
+            if not c:
+                raise EOFError("closed")
+            b += c
+        return b
+    n = struct.unpack(">I", exact(4))[0] & 0x7fffffff
+    return json.loads(exact(n))
+"#;
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_uringbench")
 }

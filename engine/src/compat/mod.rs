@@ -20,6 +20,7 @@ use crate::metrics::measure::{QueueCounters, Window};
 use crate::runtime::placement::{BusyPoll, Placement};
 use crate::session::gate::{GateEvent, GateLimits, PAUSE};
 use crate::session::live::Live;
+use crate::session::progress::NoProgress;
 use crate::session::sender::decide_zerocopy;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
@@ -62,6 +63,9 @@ pub struct PeerRecvOptions {
     /// A test's data connections may come from another address than its control
     /// connection (a NAT that changes addresses between connections); off by default.
     pub flows_from_any_address: bool,
+    /// A test whose flows move nothing for this long ends (`--no-progress-limit`; zero:
+    /// never); `recv --ntttcp` ends its connections at `max_time`.
+    pub no_progress: Duration,
 }
 
 impl PeerRecvOptions {
@@ -218,17 +222,28 @@ fn client_halves<'a>(
     Ok(TcpHalves { spec, placement, caps, zc, iface: path.interface().map(str::to_string), queues: None })
 }
 
-/// Our side's intervals, kept by role; a stop of the token, or [`Intervals::end`], stops
-/// the test.
+/// Our side's intervals, kept by role; a stop of the token, [`Intervals::end`], or (on a
+/// receiver) flows that move nothing for the no-progress limit stop the test.
 struct Intervals {
     kept: Mutex<Vec<(Role, IntervalFigures)>>,
     stop: StopToken,
     ended: OnceLock<String>,
+    idle: Option<NoProgress>,
 }
 
 impl Intervals {
     fn new(stop: &StopToken) -> Self {
-        Intervals { kept: Mutex::default(), stop: stop.clone(), ended: OnceLock::new() }
+        Intervals { kept: Mutex::default(), stop: stop.clone(), ended: OnceLock::new(), idle: None }
+    }
+
+    /// A receiver's test: it also ends once its flows moved nothing for `opts.no_progress`.
+    fn serving(opts: &PeerRecvOptions) -> Self {
+        Intervals { idle: Some(NoProgress::new(opts.no_progress)), ..Self::new(&opts.stop) }
+    }
+
+    /// Why the test's flows are over the no-progress limit, once they are.
+    fn stalled(&self) -> Option<String> {
+        self.idle.as_ref().and_then(NoProgress::stalled)
     }
 
     /// Stops this test only (its far end has gone), for `reason`.
@@ -247,10 +262,22 @@ impl Intervals {
 
 impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
-        self.stop.cause().map(|cause| format!("{cause} on the sender")).or_else(|| self.ended.get().cloned())
+        self.stop
+            .cause()
+            .map(|cause| format!("{cause} on the sender"))
+            .or_else(|| self.ended.get().cloned())
+            .or_else(|| self.stalled())
     }
     fn interval(&self, role: Role, interval: IntervalFigures) {
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).push((role, interval));
+    }
+    fn progress(&self, role: Role, bytes: u64) {
+        if let Some(idle) = &self.idle {
+            idle.saw(role, bytes);
+        }
+    }
+    fn abandoned(&self) -> bool {
+        self.stalled().is_some()
     }
 }
 
@@ -323,6 +350,7 @@ fn count_to_eof(
     kernel: &KernelCaps,
     pace: (u64, u32),
     stop: Arc<AtomicBool>,
+    counters: &QueueCounters,
 ) -> (u64, Vec<String>) {
     let _ = stream.set_nonblocking(false);
     let spec = TestSpec { rate_bps: pace.0, queues: pace.1.max(1), flows_per_queue: 1, ..TestSpec::default() };
@@ -337,8 +365,7 @@ fn count_to_eof(
         stop,
         skip_copy: false,
     };
-    let counters = QueueCounters::new(1);
-    match tcp_recv::run(vec![RecvFlow { stream, queue: 0 }], &counters, &cfg) {
+    match tcp_recv::run(vec![RecvFlow { stream, queue: 0 }], counters, &cfg) {
         Ok(result) => {
             let bytes = result.flows.iter().map(|f| f.bytes).sum();
             (bytes, result.flows.into_iter().filter_map(|f| f.error).collect())

@@ -38,9 +38,15 @@ pub(crate) enum Ending<'a> {
 
 impl<'a> Ending<'a> {
     /// A receiving side whose flows end when the far sender's do (EOF, FIN): it waits for its
-    /// threads until `until`, a stop does not cut the wait short, then `release` lets them go.
-    pub(crate) fn with_the_sender(until: Instant, release: &'a mut dyn FnMut()) -> Self {
-        Ending::Receive { until, ended: &never, after_stop: None, release }
+    /// threads until `until`, or until `abandoned()` says the flows moved nothing for the
+    /// receiver's no-progress limit (they will never end by themselves, and nothing is in
+    /// flight); a stop does not cut the wait short; then `release` lets them go.
+    pub(crate) fn with_the_sender(
+        until: Instant,
+        abandoned: &'a dyn Fn() -> bool,
+        release: &'a mut dyn FnMut(),
+    ) -> Self {
+        Ending::Receive { until, ended: abandoned, after_stop: None, release }
     }
 }
 

@@ -1,15 +1,16 @@
-//! What `recv` runs now, per source address and in all: tests, their planned seconds, and the
-//! data flows their senders are still opening. A hello is admitted against these
+//! What `recv` runs now, per source (an IPv4 address or an IPv6 /64, [`Source`]) and in all:
+//! tests, their planned seconds, and the data flows their senders are still opening. A hello is admitted against these
 //! ([`Admissions::admit`], on the accept thread, so a refusal costs no thread); an admitted
 //! test holds a [`SessionSlot`] that gives its share back however the test ends.
 
 use crate::session::receiver::ServerLimits;
+use crate::session::source::Source;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// How many tests, and how many seconds of them, one source address runs now.
+/// How many tests, and how many seconds of them, one source runs now.
 #[derive(Debug, Default, Clone, Copy)]
 struct SourceUse {
     sessions: usize,
@@ -19,15 +20,15 @@ struct SourceUse {
     flows_awaited: usize,
 }
 
-/// The tests running on a receiver, counted in all and per source address.
+/// The tests running on a receiver, counted in all and per source.
 #[derive(Debug, Default)]
 pub(crate) struct Admissions {
     running: AtomicUsize,
-    sources: Mutex<HashMap<IpAddr, SourceUse>>,
+    sources: Mutex<HashMap<Source, SourceUse>>,
 }
 
 impl Admissions {
-    fn sources(&self) -> MutexGuard<'_, HashMap<IpAddr, SourceUse>> {
+    fn sources(&self) -> MutexGuard<'_, HashMap<Source, SourceUse>> {
         self.sources.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -36,20 +37,21 @@ impl Admissions {
         self.running.load(Ordering::Acquire)
     }
 
-    /// Data flows the tests of `ip` still wait for.
-    pub(crate) fn flows_awaited(&self, ip: IpAddr) -> usize {
-        self.sources().get(&ip).map_or(0, |u| u.flows_awaited)
+    /// Data flows the tests of `source` still wait for.
+    pub(crate) fn flows_awaited(&self, source: Source) -> usize {
+        self.sources().get(&source).map_or(0, |u| u.flows_awaited)
     }
 
-    /// Admits a test of `ms` planned milliseconds from `source` within `limits` (at most
+    /// Admits a test of `ms` planned milliseconds from `peer` within `limits` (at most
     /// `max_sessions` at once: 1 with `--once`), or says which limit it is over.
     pub(crate) fn admit(
         self: &Arc<Self>,
-        source: IpAddr,
+        peer: IpAddr,
         ms: u64,
         limits: &ServerLimits,
         max_sessions: usize,
     ) -> Result<SessionSlot, String> {
+        let source = Source::of(peer);
         let mut sources = self.sources();
         let running = self.running();
         let mine = sources.get(&source).copied().unwrap_or_default();
@@ -82,7 +84,7 @@ impl Admissions {
 #[derive(Debug)]
 pub(crate) struct SessionSlot {
     admissions: Arc<Admissions>,
-    source: IpAddr,
+    source: Source,
     ms: u64,
     /// Tests that were running when this one was admitted.
     pub(crate) others: usize,
@@ -155,13 +157,25 @@ mod tests {
     }
 
     #[test]
+    fn addresses_of_one_ipv6_64_are_one_source() {
+        let limits = ServerLimits { max_sessions_per_source: 2, ..ServerLimits::default() };
+        let a = Arc::new(Admissions::default());
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _one = a.admit(v6("fd00:1:2:3::1"), 1_000, &limits, 8).unwrap();
+        let _two = a.admit(v6("fd00:1:2:3::2"), 1_000, &limits, 8).unwrap();
+        let third = a.admit(v6("fd00:1:2:3:ffff::9"), 1_000, &limits, 8).unwrap_err();
+        assert!(third.contains("2 tests from fd00:1:2:3::/64 running"), "{third}");
+        assert!(a.admit(v6("fd00:1:2:4::1"), 1_000, &limits, 8).is_ok(), "the next /64 is another source");
+    }
+
+    #[test]
     fn awaited_flows_count_for_their_source_until_the_guard_drops() {
         let a = Arc::new(Admissions::default());
         let slot = a.admit(ip(1), 1_000, &ServerLimits::default(), 4).unwrap();
         let awaited = slot.await_flows(1024);
-        assert_eq!((a.flows_awaited(ip(1)), a.flows_awaited(ip(2))), (1024, 0));
+        assert_eq!((a.flows_awaited(Source::of(ip(1))), a.flows_awaited(Source::of(ip(2)))), (1024, 0));
         drop(awaited);
-        assert_eq!(a.flows_awaited(ip(1)), 0);
+        assert_eq!(a.flows_awaited(Source::of(ip(1))), 0);
         drop(slot);
         assert_eq!(a.running(), 0);
     }

@@ -9,11 +9,10 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
-use crate::base::stop::StopToken;
 use crate::metrics::figures::{SideReport, StreamReport};
 use crate::runtime::threads::panic_error;
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Live, Observer, ServerLive};
+use crate::session::live::{Live, Observer, ServerLive, ServerStop};
 use crate::session::sender::SenderSession;
 use crate::session::server::ServedReports;
 use std::net::TcpStream;
@@ -144,7 +143,7 @@ pub(crate) fn run_stream<H: StreamHalves>(
 /// (forward flows) and of what it sent (reverse flows).
 pub(crate) fn serve_stream<H: StreamHalves>(
     ctl: &mut TcpStream,
-    stop: &StopToken,
+    stop: &ServerStop,
     spec: &TestSpec,
     h: &H,
     flows: Vec<Indexed<H::Flow>>,
@@ -159,7 +158,7 @@ pub(crate) fn serve_stream<H: StreamHalves>(
         }
         None => None,
     };
-    let live = ServerLive::start(ctl, stop.clone())?;
+    let live = ServerLive::start(ctl, stop)?;
     // Data that arrives before the queue threads arm their receives waits in the socket
     // buffers, so saying Ready first loses nothing.
     if began.is_none() {

@@ -14,6 +14,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::session::logq::{RateLimit, WINDOW};
+use crate::session::source::Source;
 use crate::sys::epoll::Epoll;
 use crate::sys::mptcp::StreamProtocol;
 use std::collections::{HashMap, VecDeque};
@@ -118,8 +119,8 @@ pub(crate) trait Classifier {
     fn open(&self, ip: IpAddr) -> std::result::Result<(Self::State, usize), String>;
     /// `conn.buf` holds the `conn.want` bytes asked for: the next step, or the verdict.
     fn classify(&mut self, conn: Pending<Self::State>) -> Verdict<Self::State>;
-    /// Connections `ip` may hold beyond the per-source cap.
-    fn extra_room(&self, _ip: IpAddr) -> usize {
+    /// Connections `source` may hold beyond the per-source cap.
+    fn extra_room(&self, _source: Source) -> usize {
         0
     }
     /// Repeated drops, counted per source address.
@@ -236,15 +237,15 @@ fn soft_limit(cur: Option<libc::rlim_t>) -> u64 {
 
 /// How many of something each source address holds.
 #[derive(Debug, Default)]
-pub(crate) struct PerSource(HashMap<IpAddr, usize>);
+pub(crate) struct PerSource(HashMap<Source, usize>);
 
 impl PerSource {
-    pub(crate) fn held(&self, ip: IpAddr) -> usize {
+    pub(crate) fn held(&self, ip: Source) -> usize {
         self.0.get(&ip).copied().unwrap_or(0)
     }
 
     /// Takes one for `ip` unless it holds `limit` already.
-    pub(crate) fn try_take(&mut self, ip: IpAddr, limit: usize) -> bool {
+    pub(crate) fn try_take(&mut self, ip: Source, limit: usize) -> bool {
         let n = self.0.entry(ip).or_insert(0);
         let free = *n < limit;
         *n += usize::from(free);
@@ -254,7 +255,7 @@ impl PerSource {
         free
     }
 
-    pub(crate) fn give_back(&mut self, ip: IpAddr) {
+    pub(crate) fn give_back(&mut self, ip: Source) {
         if let Some(n) = self.0.get_mut(&ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -264,7 +265,7 @@ impl PerSource {
     }
 
     /// The source holding most, and how many.
-    fn heaviest(&self) -> Option<(IpAddr, usize)> {
+    fn heaviest(&self) -> Option<(Source, usize)> {
         self.0.iter().max_by_key(|(_, n)| **n).map(|(&ip, &n)| (ip, n))
     }
 }
@@ -311,7 +312,7 @@ impl Pause {
 /// The connections on the gate: by token, in accept order (so their deadlines are in order
 /// too), counted per source address.
 struct Table<V> {
-    entries: HashMap<u64, (IpAddr, V)>,
+    entries: HashMap<u64, (Source, V)>,
     order: VecDeque<(Instant, u64)>,
     per_source: PerSource,
     next_token: u64,
@@ -336,7 +337,7 @@ impl<V> Table<V> {
         self.next_token - 1
     }
 
-    fn insert(&mut self, token: u64, ip: IpAddr, deadline: Instant, value: V) {
+    fn insert(&mut self, token: u64, ip: Source, deadline: Instant, value: V) {
         self.per_source.try_take(ip, usize::MAX);
         self.order.push_back((deadline, token));
         // Classified connections leave their tokens behind until their deadline; under churn
@@ -349,15 +350,15 @@ impl<V> Table<V> {
     }
 
     /// Takes an entry off to work on it: [`Self::put_back`] or [`Self::release`] follows.
-    fn take(&mut self, token: u64) -> Option<(IpAddr, V)> {
+    fn take(&mut self, token: u64) -> Option<(Source, V)> {
         self.entries.remove(&token)
     }
 
-    fn put_back(&mut self, token: u64, ip: IpAddr, value: V) {
+    fn put_back(&mut self, token: u64, ip: Source, value: V) {
         self.entries.insert(token, (ip, value));
     }
 
-    fn release(&mut self, ip: IpAddr) {
+    fn release(&mut self, ip: Source) {
         self.per_source.give_back(ip);
     }
 
@@ -382,7 +383,7 @@ impl<V> Table<V> {
 
     /// Closes the oldest entry of the source holding most, if that source holds more than
     /// `above` and the entry's deadline is at most `due_by`: (entry, source, what it held).
-    fn evict(&mut self, above: usize, due_by: Instant) -> Option<(V, IpAddr, usize)> {
+    fn evict(&mut self, above: usize, due_by: Instant) -> Option<(V, Source, usize)> {
         let (ip, n) = self.per_source.heaviest().filter(|&(_, n)| n > above)?;
         let token = self
             .order
@@ -509,11 +510,12 @@ impl<S> Gate<S> {
     }
 
     fn admit<C: Classifier<State = S>>(&mut self, stream: TcpStream, peer: SocketAddr, c: &mut C) {
-        let ip = peer.ip().to_canonical();
-        let (state, want) = match c.open(ip) {
+        let (state, want) = match c.open(peer.ip().to_canonical()) {
             Ok(first) => first,
             Err(reason) => return c.drop_conn(peer, reason),
         };
+        // Counted per IPv4 address or IPv6 /64: rotating addresses within a /64 buys nothing.
+        let ip = Source::of(peer.ip());
         let limits = self.limits;
         let mine = self.table.per_source.held(ip);
         if mine >= limits.per_source && mine >= limits.per_source + c.extra_room(ip) {
@@ -594,19 +596,23 @@ mod tests {
         IpAddr::from([10, 0, 0, last])
     }
 
+    fn src(last: u8) -> Source {
+        Source::of(ip(last))
+    }
+
     #[test]
     fn deadlines_expire_in_accept_order_on_a_simulated_clock() {
         let t0 = Instant::now();
         let mut t = Table::new();
         for (i, at) in [0u64, 100, 200].into_iter().enumerate() {
             let token = t.next_token();
-            t.insert(token, ip(1), t0 + Duration::from_millis(at) + DEADLINE, i);
+            t.insert(token, src(1), t0 + Duration::from_millis(at) + DEADLINE, i);
         }
         assert_eq!(t.expired(t0 + DEADLINE - Duration::from_millis(1)), None, "nobody is late yet");
         assert_eq!(t.expired(t0 + DEADLINE + Duration::from_millis(150)), Some(0));
         assert_eq!(t.expired(t0 + DEADLINE + Duration::from_millis(150)), Some(1));
         assert_eq!(t.expired(t0 + DEADLINE + Duration::from_millis(150)), None, "the third has 50 ms left");
-        assert_eq!(t.per_source.held(ip(1)), 1, "the expired ones were given back");
+        assert_eq!(t.per_source.held(src(1)), 1, "the expired ones were given back");
         assert_eq!(t.next_deadline(), Some(t0 + Duration::from_millis(200) + DEADLINE));
     }
 
@@ -615,11 +621,11 @@ mod tests {
         let t0 = Instant::now();
         let mut t = Table::new();
         let token = t.next_token();
-        t.insert(token, ip(1), t0 + DEADLINE, "classified");
+        t.insert(token, src(1), t0 + DEADLINE, "classified");
         let (source, _) = t.take(token).unwrap();
         t.release(source);
         assert_eq!(t.expired(t0 + DEADLINE), None, "its stale deadline closes nothing");
-        assert_eq!(t.per_source.held(ip(1)), 0);
+        assert_eq!(t.per_source.held(src(1)), 0);
     }
 
     #[test]
@@ -628,33 +634,33 @@ mod tests {
         let mut t = Table::new();
         let add = |t: &mut Table<&str>, who: u8, ms: u64, name: &'static str| {
             let token = t.next_token();
-            t.insert(token, ip(who), t0 + Duration::from_millis(ms) + DEADLINE, name);
+            t.insert(token, src(who), t0 + Duration::from_millis(ms) + DEADLINE, name);
         };
         add(&mut t, 2, 0, "b-old");
         add(&mut t, 1, 10, "a-old");
         add(&mut t, 1, 20, "a-mid");
         add(&mut t, 1, 30, "a-new");
         assert!(t.evict(3, t0 + DEADLINE * 2).is_none(), "three is not more than three");
-        assert_eq!(t.evict(2, t0 + DEADLINE * 2), Some(("a-old", ip(1), 3)), "the oldest of the heaviest");
-        assert_eq!(t.per_source.held(ip(1)), 2);
+        assert_eq!(t.evict(2, t0 + DEADLINE * 2), Some(("a-old", src(1), 3)), "the oldest of the heaviest");
+        assert_eq!(t.per_source.held(src(1)), 2);
         // Out of descriptors: only connections older than the minimum age go.
         let young = t0 + Duration::from_millis(15) + DEADLINE;
         assert!(t.evict(0, young).is_none(), "a-mid is too young to be closed");
-        assert_eq!(t.evict(0, t0 + Duration::from_millis(25) + DEADLINE), Some(("a-mid", ip(1), 2)));
+        assert_eq!(t.evict(0, t0 + Duration::from_millis(25) + DEADLINE), Some(("a-mid", src(1), 2)));
     }
 
     #[test]
     fn per_source_counts_stop_at_the_limit_and_come_back() {
         let mut p = PerSource::default();
-        assert!(p.try_take(ip(1), 2) && p.try_take(ip(1), 2));
-        assert!(!p.try_take(ip(1), 2), "a third is over the limit");
-        assert!(p.try_take(ip(2), 2), "another address has its own count");
-        assert!(!p.try_take(ip(3), 0) && p.held(ip(3)) == 0, "a refused first take leaves nothing");
-        p.give_back(ip(1));
-        assert_eq!(p.held(ip(1)), 1);
-        p.give_back(ip(2));
-        p.give_back(ip(2));
-        assert_eq!((p.held(ip(2)), p.heaviest()), (0, Some((ip(1), 1))), "never below zero");
+        assert!(p.try_take(src(1), 2) && p.try_take(src(1), 2));
+        assert!(!p.try_take(src(1), 2), "a third is over the limit");
+        assert!(p.try_take(src(2), 2), "another address has its own count");
+        assert!(!p.try_take(src(3), 0) && p.held(src(3)) == 0, "a refused first take leaves nothing");
+        p.give_back(src(1));
+        assert_eq!(p.held(src(1)), 1);
+        p.give_back(src(2));
+        p.give_back(src(2));
+        assert_eq!((p.held(src(2)), p.heaviest()), (0, Some((src(1), 1))), "never below zero");
     }
 
     #[test]

@@ -13,9 +13,11 @@ use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{Host, IntervalFigures, Role, Roles, SideReport};
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
+use crate::session::progress::NoProgress;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Per-flow TCP_INFO entries of intervals the sending host keeps for the final report
 /// (about 100 bytes each): 1,048,576 is 16 flows for 18 hours at 1 s, or 64 flows for 4.5
@@ -29,6 +31,14 @@ pub(crate) trait Live: Sync {
     fn stopped(&self) -> Option<String>;
     /// One closed interval of the side playing `role` on this host.
     fn interval(&self, role: Role, interval: IntervalFigures);
+    /// The side playing `role` has moved `bytes` so far (polled with [`Self::stopped`]): a
+    /// receiver's no-progress limit watches it.
+    fn progress(&self, _role: Role, _bytes: u64) {}
+    /// Whether the test's flows moved nothing for the receiver's no-progress limit: they
+    /// will never end by themselves, so a side waiting for their end stops waiting.
+    fn abandoned(&self) -> bool {
+        false
+    }
 }
 
 /// A stop of this host's token ends the test; the far end is told once, so it stops too.
@@ -42,21 +52,33 @@ fn local_stop(stop: &StopToken, writer: &CtlWriter, told: &AtomicBool, who: &str
 
 /// `recv`'s side of a test: intervals go to the sender as they close; a `stop` from the
 /// sender, the sender's control connection closing (the sender was killed, or went away
-/// without a word), or a stop of `recv`'s token (a signal) ends the test.
+/// without a word), a stop of `recv`'s token (a signal), or flows that move nothing for the
+/// no-progress limit end the test.
 pub(crate) struct ServerLive {
     pub watch: CtlWatch,
     writer: CtlWriter,
     told: AtomicBool,
     stop: StopToken,
+    idle: NoProgress,
 }
 
 impl ServerLive {
     /// Starts watching the control channel once the test is accepted and its flows are in.
-    pub(crate) fn start(ctl: &TcpStream, stop: StopToken) -> Result<Self> {
+    pub(crate) fn start(ctl: &TcpStream, stop: &ServerStop) -> Result<Self> {
         // A sender sends nothing during a test but small messages (stop, finished).
         let watch = CtlWatch::start(ctl, MAX_FRAME, Box::new(|_, _| {}))?;
-        Ok(Self { watch, writer: CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?, told: AtomicBool::new(false), stop })
+        let writer = CtlWriter::new(ctl, CTL_WRITE_TIMEOUT)?;
+        let idle = NoProgress::new(stop.no_progress);
+        Ok(Self { watch, writer, told: AtomicBool::new(false), stop: stop.token.clone(), idle })
     }
+}
+
+/// What ends a test on `recv` besides its sender: the receiver's stop token, and its
+/// no-progress limit (`recv --no-progress-limit`; zero: none).
+#[derive(Debug, Clone, Default)]
+pub struct ServerStop {
+    pub token: StopToken,
+    pub no_progress: Duration,
 }
 
 impl Live for ServerLive {
@@ -65,6 +87,20 @@ impl Live for ServerLive {
             .stop_reason()
             .or_else(|| self.watch.closed().map(|e| format!("the sender went away: {e}")))
             .or_else(|| local_stop(&self.stop, &self.writer, &self.told, "receiver"))
+            .or_else(|| {
+                // The sender is told, as for a stop on this host, so that its report says why.
+                let reason = self.idle.stalled()?;
+                if !self.told.swap(true, Ordering::AcqRel) {
+                    let _ = self.writer.send(&ControlMsg::Stop { reason: format!("receiver: {reason}") });
+                }
+                Some(reason)
+            })
+    }
+    fn progress(&self, role: Role, bytes: u64) {
+        self.idle.saw(role, bytes);
+    }
+    fn abandoned(&self) -> bool {
+        self.idle.stalled().is_some()
     }
     fn interval(&self, role: Role, mut interval: IntervalFigures) {
         // The report shows the receiver's bytes per interval and the sender's TCP view; the

@@ -210,6 +210,9 @@ pub struct ServerLimits {
     pub max_rate_bps: Option<u64>,
     /// Busy-polling threads are never started for a remote peer's test (`recv --no-spin`).
     pub no_spin: bool,
+    /// A test whose flows move nothing for this long ends (`recv --no-progress-limit`; zero:
+    /// never), so an idle peer cannot hold a slot until `max_total_ms`.
+    pub no_progress: Duration,
 }
 
 impl Default for ServerLimits {
@@ -225,6 +228,7 @@ impl Default for ServerLimits {
             max_memory: 1 << 30,
             max_rate_bps: None,
             no_spin: false,
+            no_progress: crate::session::progress::DEFAULT_NO_PROGRESS,
         }
     }
 }

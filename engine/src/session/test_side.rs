@@ -158,9 +158,12 @@ impl<'a> TestSide<'a> {
             }
             self.halt.store(true, Ordering::Relaxed);
         };
+        let abandoned = || self.live.abandoned();
         let ending = match end {
             SideEnd::AtDeadline => Ending::Send { halt: &mut raise },
-            SideEnd::WithTheSender => Ending::with_the_sender(t0 + self.spec.total() + END_GRACE, &mut raise),
+            SideEnd::WithTheSender => {
+                Ending::with_the_sender(t0 + self.spec.total() + END_GRACE, &abandoned, &mut raise)
+            }
             SideEnd::Receive { until, ended, after_stop, .. } => {
                 Ending::Receive { until, ended, after_stop, release: &mut raise }
             }
@@ -171,7 +174,11 @@ impl<'a> TestSide<'a> {
                 self.live.interval(role, iv);
             }
         };
-        let stopped = || self.live.stopped().is_some();
+        // The bytes moved so far go with each poll: a receiver's no-progress limit reads them.
+        let stopped = || {
+            self.live.progress(self.role, self.counters.snapshot().iter().sum());
+            self.live.stopped().is_some()
+        };
         let run = run_side(threads, src, (t0, self.spec.sample_offsets()), &stopped, &mut sink, ending)?;
         Ok(SideRun { window: run.window, results: run.results, plans: run.plans, stopped: self.live.stopped() })
     }

@@ -10,7 +10,6 @@
 use super::udp_stream;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
-use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{cpu_evidence, Evidence, IntervalFigures, Role, SideReport};
 use crate::metrics::latency::LatencyInterval;
@@ -19,7 +18,7 @@ use crate::metrics::trip_times::TripTimes;
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Observer, Quiet, ServerLive, StartInfo};
+use crate::session::live::{Observer, Quiet, ServerLive, ServerStop, StartInfo};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::mptcp::StreamProtocol;
@@ -394,12 +393,12 @@ pub(crate) enum ServerFlows {
 /// counts.
 pub(crate) fn serve_rr(
     ctl: &mut TcpStream,
-    stop_token: &StopToken,
+    stop: &ServerStop,
     spec: &TestSpec,
     flows: ServerFlows,
     placement: &Placement,
 ) -> Result<SideReport> {
-    let live = ServerLive::start(ctl, stop_token.clone())?;
+    let live = ServerLive::start(ctl, stop)?;
     // The report shows the client's intervals: the server's are not kept or sent.
     let side = TestSide::new(Role::Receiver, spec, placement, &live).unshown();
     control::write_msg(ctl, &ControlMsg::Ready)?;

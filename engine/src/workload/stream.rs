@@ -7,7 +7,6 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
-use crate::base::stop::StopToken;
 use crate::metrics::data_path::{DataPath, Wake};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
@@ -15,7 +14,7 @@ use crate::runtime::placement::Placement;
 use crate::runtime::side::STOP_LINGER;
 use crate::session::control;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, Quiet};
+use crate::session::live::{Live, Observer, Quiet, ServerStop};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
@@ -173,7 +172,7 @@ impl TcpHalves<'_> {
 /// received (forward) and of what it sent (reverse).
 pub(crate) fn serve_test(
     ctl: &mut TcpStream,
-    stop: &StopToken,
+    stop: &ServerStop,
     spec: &TestSpec,
     flows: Vec<(u32, TcpStream)>,
     placement: &Placement,

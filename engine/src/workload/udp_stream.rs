@@ -11,7 +11,6 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
-use crate::base::stop::StopToken;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{IntervalFigures, Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
@@ -19,7 +18,7 @@ use crate::runtime::handoff::await_first_packets;
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
 use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer};
+use crate::session::live::{Live, Observer, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
@@ -168,10 +167,15 @@ impl StreamHalves for UdpHalves<'_> {
     }
 }
 
-/// How long refusals must go on before a receiver's sending stops: about one ICMP port
-/// unreachable a second gets through (the kernel rate-limits them per peer), so refusals
-/// that keep coming with no gap over [`REFUSAL_GAP`] for this long mean the peer has gone.
-const REFUSALS_FOR: Duration = Duration::from_secs(1);
+/// When refused sends (ICMP port unreachable) mean the peer has gone and a receiver's sending
+/// stops: [`REFUSALS_AT_ONCE`] of them in one run, or a run that goes on for [`REFUSALS_FOR`]
+/// with no gap over [`REFUSAL_GAP`]. The kernel rate-limits ICMP errors per peer: after a
+/// quiet spell it lets a burst of up to 6 through at once (a closed port then stops the
+/// sending within a poll of the sampler, 20 ms), later about one a second (then the second
+/// one, a second after the first, stops it). One refusal alone never does: a stray error
+/// must not end a test.
+const REFUSALS_AT_ONCE: u64 = 3;
+const REFUSALS_FOR: Duration = Duration::from_millis(500);
 const REFUSAL_GAP: Duration = Duration::from_millis(1500);
 
 /// The sending side's view of a running test on `recv`: the test's own, with refusals that
@@ -179,8 +183,17 @@ const REFUSAL_GAP: Duration = Duration::from_millis(1500);
 pub(crate) struct Refusals<'a> {
     live: &'a dyn Live,
     pub(crate) count: Arc<AtomicU64>,
-    /// The count seen, and the first and the latest refusal of the current run.
-    seen: Mutex<(u64, Option<(Instant, Instant)>)>,
+    /// The count seen, and the current run of refusals.
+    seen: Mutex<(u64, Option<RefusalRun>)>,
+}
+
+/// Refusals with no gap over [`REFUSAL_GAP`]: the first and the latest seen, and the count
+/// before the first.
+#[derive(Clone, Copy)]
+struct RefusalRun {
+    first: Instant,
+    last: Instant,
+    from: u64,
 }
 
 impl<'a> Refusals<'a> {
@@ -188,24 +201,27 @@ impl<'a> Refusals<'a> {
         Self { live, count: Arc::new(AtomicU64::new(0)), seen: Mutex::new((0, None)) }
     }
 
-    /// `Some(reason)` once refusals have gone on for [`REFUSALS_FOR`].
+    /// `Some(reason)` once refusals mean the peer has gone (see [`REFUSALS_FOR`]).
     fn gone(&self) -> Option<String> {
         let now = Instant::now();
         let count = self.count.load(Ordering::Relaxed);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let before = seen.0;
         let run = match seen.1 {
-            _ if count > seen.0 => {
+            _ if count > before => {
                 seen.0 = count;
-                Some(seen.1.map_or((now, now), |(first, _)| (first, now)))
+                let started = RefusalRun { first: now, last: now, from: before };
+                Some(seen.1.map_or(started, |r| RefusalRun { last: now, ..r }))
             }
-            Some((_, last)) if now - last > REFUSAL_GAP => None,
+            Some(r) if now - r.last > REFUSAL_GAP => None,
             run => run,
         };
         seen.1 = run;
-        let (first, last) = run?;
-        (last - first >= REFUSALS_FOR).then(|| {
+        let RefusalRun { first, last, from } = run?;
+        let refused = count - from;
+        (refused >= REFUSALS_AT_ONCE || last - first >= REFUSALS_FOR).then(|| {
             format!(
-                "the peer's ports refused datagrams (ICMP port unreachable) for {:.1} s: it has gone",
+                "the peer's ports refused {refused} datagrams (ICMP port unreachable) in {:.1} s: it has gone",
                 (last - first).as_secs_f64()
             )
         })
@@ -218,6 +234,12 @@ impl Live for Refusals<'_> {
     }
     fn interval(&self, role: Role, interval: IntervalFigures) {
         self.live.interval(role, interval);
+    }
+    fn progress(&self, role: Role, bytes: u64) {
+        self.live.progress(role, bytes);
+    }
+    fn abandoned(&self) -> bool {
+        self.live.abandoned()
     }
 }
 
@@ -326,7 +348,7 @@ fn reuseport_socket(local: SocketAddr, peer: SocketAddr) -> Result<UdpSocket> {
 /// what it received and of what it sent.
 pub(crate) fn serve_udp(
     ctl: &mut TcpStream,
-    stop: &StopToken,
+    stop: &ServerStop,
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,
     placement: &Placement,

@@ -15,7 +15,6 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
-use crate::base::stop::StopToken;
 use crate::base::text::first_seen;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
@@ -24,7 +23,7 @@ use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
 use crate::runtime::side::STOP_LINGER;
 use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer};
+use crate::session::live::{Live, Observer, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::hostinfo::{self, neigh};
@@ -325,7 +324,7 @@ impl XdpReception {
     pub(crate) fn serve(
         self,
         ctl: &mut TcpStream,
-        stop: &StopToken,
+        stop: &ServerStop,
         spec: &TestSpec,
         placement: &Placement,
     ) -> Result<SideReport> {

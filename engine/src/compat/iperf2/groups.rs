@@ -8,6 +8,8 @@ use crate::metrics::measure::QueueCounters;
 use crate::metrics::seq::SeqStats;
 use crate::runtime::placement::{pin_current_thread, BusyPoll};
 use crate::session::gate::PerSource;
+use crate::session::progress::{no_progress_reason, Progress};
+use crate::session::source::Source;
 use crate::sys::probe::KernelCaps;
 use crate::uring::ring::WaitMode;
 use std::collections::HashMap;
@@ -30,10 +32,10 @@ pub(super) const REFUSED_MAX: usize = 4096;
 struct FlowSlot {
     deadline: Instant,
     stop: Arc<AtomicBool>,
-    /// UDP flows: progress, to end a flow whose client went silent without a FIN.
+    /// Its bytes so far, to end a flow whose client sends nothing (the no-progress limit) or
+    /// went silent without a FIN (UDP).
     counters: Option<Arc<QueueCounters>>,
-    last_bytes: u64,
-    last_change: Instant,
+    progress: Progress,
 }
 
 /// One client test being served: the flows of one `iperf -c [-P N]`.
@@ -184,8 +186,8 @@ impl ClientTests {
         if proto == Proto::Udp && st.udp_sessions >= caps.udp_sessions {
             return Err(format!("{} UDP sessions are being served already", st.udp_sessions));
         }
-        if !st.per_source.try_take(peer, PER_SOURCE as usize) {
-            return Err(format!("{PER_SOURCE} flows from {peer} are being served already"));
+        if !st.per_source.try_take(Source::of(peer), PER_SOURCE as usize) {
+            return Err(format!("{PER_SOURCE} flows from {} are being served already", Source::of(peer)));
         }
         st.flows += 1;
         st.udp_sessions += u32::from(proto == Proto::Udp);
@@ -195,7 +197,7 @@ impl ClientTests {
         let flow = st.next_flow;
         st.next_flow += 1;
         let stop = Arc::new(AtomicBool::new(self.stopping.load(Ordering::Relaxed)));
-        let slot = FlowSlot { deadline, stop: Arc::clone(&stop), counters, last_bytes: 0, last_change: now };
+        let slot = FlowSlot { deadline, stop: Arc::clone(&stop), counters, progress: Progress::starting(now) };
         let open = st.groups.iter_mut().find(|g| {
             g.proto == proto && g.peer == peer && g.joined < g.expected && now.duration_since(g.opened) < JOIN_WINDOW
         });
@@ -251,7 +253,7 @@ impl ClientTests {
         if proto == Proto::Udp {
             st.udp_sessions = st.udp_sessions.saturating_sub(1);
         }
-        st.per_source.give_back(peer);
+        st.per_source.give_back(Source::of(peer));
     }
 
     /// Records the end of a flow; reports its test when it was the last.
@@ -313,15 +315,19 @@ impl ClientTests {
         let now = Instant::now();
         let done = {
             let mut st = self.lock();
-            for slot in st.groups.iter_mut().flat_map(|g| g.flows.values_mut()) {
-                if now >= slot.deadline {
-                    slot.stop.store(true, Ordering::Relaxed);
-                }
-                if let Some(c) = &slot.counters {
-                    let bytes = c.snapshot().iter().sum::<u64>();
-                    if bytes != slot.last_bytes {
-                        (slot.last_bytes, slot.last_change) = (bytes, now);
-                    } else if bytes > 0 && now.duration_since(slot.last_change) >= UDP_IDLE_END {
+            let limit = self.opts.no_progress;
+            for g in st.groups.iter_mut() {
+                for slot in g.flows.values_mut() {
+                    if now >= slot.deadline {
+                        slot.stop.store(true, Ordering::Relaxed);
+                    }
+                    let Some(c) = &slot.counters else { continue };
+                    let idle = slot.progress.update(c.snapshot().iter().sum::<u64>(), now);
+                    let udp_over = g.proto == Proto::Udp && slot.progress.bytes() > 0 && idle >= UDP_IDLE_END;
+                    let stalled = !limit.is_zero() && idle >= limit;
+                    if stalled && !slot.stop.swap(true, Ordering::Relaxed) {
+                        g.errors.push(no_progress_reason(limit, "received"));
+                    } else if udp_over {
                         slot.stop.store(true, Ordering::Relaxed);
                     }
                 }

@@ -26,6 +26,7 @@ use super::udp::{udp_listener, UdpIntake, UDP_TOKEN};
 use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::compat::{count_to_eof, shown};
+use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::resolve_cpus;
 use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::logq::RateLimit;
@@ -172,7 +173,9 @@ impl Serving {
 
     fn start_tcp_flow(&mut self, p: Header, prefix: u64, test: ClientTest) -> Verdict<Option<TcpHeaderWord>> {
         let ip = p.peer.ip().to_canonical();
-        let joined = match self.shared.join(Proto::Tcp, ip, &test, None) {
+        // The flow's progress is watched by the serving loop (the no-progress limit).
+        let counters = Arc::new(QueueCounters::new(1));
+        let joined = match self.shared.join(Proto::Tcp, ip, &test, Some(Arc::clone(&counters))) {
             Ok(j) => Arc::new(j),
             Err(reason) => {
                 let _ = p.stream.shutdown(Shutdown::Both);
@@ -183,7 +186,7 @@ impl Serving {
         let (shared, mine) = (Arc::clone(&self.shared), Arc::clone(&joined));
         let spawned = std::thread::Builder::new().name("ub-iperf2-tcp".into()).spawn(move || {
             let mut guard = FlowGuard::new(&shared, &mine);
-            guard.end = receive_tcp(&shared, p.stream, &test, prefix, p.accepted, &mine);
+            guard.end = receive_tcp(&shared, p.stream, &test, prefix, p.accepted, &mine, &counters);
         });
         match spawned {
             Ok(_) => Verdict::Done,
@@ -203,9 +206,10 @@ fn receive_tcp(
     prefix: u64,
     accepted: Instant,
     joined: &Joined,
+    counters: &QueueCounters,
 ) -> FlowEnd {
-    let (bytes, errors) =
-        count_to_eof(stream, &shared.opts, &shared.kernel, (test.rate_bps, test.threads), Arc::clone(&joined.stop));
+    let pace = (test.rate_bps, test.threads);
+    let (bytes, errors) = count_to_eof(stream, &shared.opts, &shared.kernel, pace, Arc::clone(&joined.stop), counters);
     let mut end = FlowEnd { bytes: prefix + bytes, errors, ..FlowEnd::default() };
     end.span = Some((accepted, Instant::now()));
     end
@@ -287,6 +291,7 @@ pub(super) mod tests {
             max_pending_per_source: 64,
             max_rate_bps: None,
             flows_from_any_address: false,
+            no_progress: crate::session::progress::DEFAULT_NO_PROGRESS,
         }
     }
 
@@ -300,6 +305,31 @@ pub(super) mod tests {
         h[36..40].copy_from_slice(&IPERF_2_1_8_VERSION.0.to_be_bytes());
         h[40..44].copy_from_slice(&IPERF_2_1_8_VERSION.1.to_be_bytes());
         h
+    }
+
+    /// A flow that sends its header and a little data, then nothing, is ended at the
+    /// no-progress limit: its connection is closed and its test says why.
+    #[test]
+    fn a_silent_tcp_flow_ends_at_the_no_progress_limit() {
+        let opts = Iperf2RecvOptions { no_progress: Duration::from_millis(500), ..loopback_opts() };
+        let listeners = bind_receiver(&opts).expect("bind on loopback");
+        let addr = listeners.tcp_addr().unwrap();
+        let (sink, seen) = collect_events();
+        let server = std::thread::spawn(move || serve(opts, listeners, sink));
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&tcp_header(HEADER_EXTEND | HEADER_LEN_BIT | (60 << 1), 1, 0)).unwrap();
+        s.write_all(&[b'0'; 4096]).unwrap();
+        let sent = Instant::now();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(matches!(s.read(&mut [0u8; 16]), Ok(0) | Err(_)), "the silent flow's connection is closed");
+        let took = sent.elapsed();
+        assert!(took >= Duration::from_millis(450) && took < Duration::from_secs(3), "closed after {took:?}");
+        assert!(server.join().unwrap().is_ok());
+        let events = seen.lock().unwrap();
+        let done = events.iter().find_map(|e| if let Iperf2Event::TestDone(t) = e { Some(t) } else { None });
+        let done = done.expect("the test is told");
+        assert_eq!(done.bytes, 60 + 4096, "{done:?}");
+        assert!(done.errors.iter().any(|e| e.contains("nothing received for 0.5 s")), "{done:?}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::compat::{
 };
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::StreamReport;
+use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
 use crate::session::gate;
@@ -269,7 +270,8 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
                 let (flow_done, flow_opts, flow_kernel, stop) =
                     (Arc::clone(&done), opts.clone(), kernel.clone(), Arc::clone(&stop_flows));
                 let spawned = std::thread::Builder::new().name("ub-ntttcp-rx".into()).spawn(move || {
-                    let (bytes, errors) = count_to_eof(stream, &flow_opts, &flow_kernel, (0, 1), stop);
+                    let (bytes, errors) =
+                        count_to_eof(stream, &flow_opts, &flow_kernel, (0, 1), stop, &QueueCounters::new(1));
                     *flow_done.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes, errors, Instant::now()));
                 });
                 match spawned {

@@ -28,8 +28,10 @@ use crate::session::admission::{Admissions, SessionSlot};
 use crate::session::auth::{self, Nonce, SessionKey};
 use crate::session::control::{self, ControlMsg, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
+use crate::session::live::ServerStop;
 use crate::session::logq::{LogQueue, RateLimit};
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent, TestOutcome};
+use crate::session::source::Source;
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
@@ -56,6 +58,8 @@ struct ReceiverState {
     once_ok: AtomicBool,
     /// A test runs under a receiver variant: no other test may share the host with it.
     variant_active: AtomicBool,
+    /// What ends each test besides its sender: the stop token and the no-progress limit.
+    test_stop: ServerStop,
 }
 
 impl ReceiverState {
@@ -133,6 +137,7 @@ pub fn serve(
             (events)(ServerEvent::Unauthenticated { exposed });
         }
     }
+    let (cfg_stop, no_progress) = (cfg.stop.clone(), cfg.limits.no_progress);
     let shared = Arc::new(ReceiverState {
         cfg,
         runner,
@@ -146,6 +151,7 @@ pub fn serve(
         once_done: AtomicBool::new(false),
         once_ok: AtomicBool::new(false),
         variant_active: AtomicBool::new(false),
+        test_stop: ServerStop { token: cfg_stop, no_progress },
     });
     let limits = GateLimits {
         total: (gate::open_files_limit().saturating_sub(FD_RESERVE).max(4) as usize).min(MAX_CLASSIFYING),
@@ -208,8 +214,8 @@ impl Classifier for Handshakes<'_> {
 
     /// A test's data flows may all be in their handshake at once beyond
     /// `--max-pending-per-source` (a 1,024-flow test opens them together).
-    fn extra_room(&self, ip: IpAddr) -> usize {
-        self.0.admissions.flows_awaited(ip)
+    fn extra_room(&self, source: Source) -> usize {
+        self.0.admissions.flows_awaited(source)
     }
 
     fn refusals(&self) -> &RateLimit {
@@ -610,7 +616,7 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
         placement: &placement,
         queues: queues.as_ref(),
         caps: &shared.caps,
-        stop: &shared.cfg.stop,
+        stop: &shared.test_stop,
         shared,
         id,
         key,
@@ -627,19 +633,23 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
                 let outcome = TestOutcome::Reports { received: received.as_ref(), sent: sent.as_ref() };
                 tally.0.ended(peer, &spec, outcome);
             }
-            for report in received.into_iter().chain(sent) {
+            // One line per report: a report that could not be returned says so on its line,
+            // unless the line already says why the test is incomplete (a sender that went away
+            // mid-test is the usual reason for both).
+            let undelivered = delivered.err().map(|e| format!("could not return the report: {e}"));
+            if let (Some(error), None, None) = (&undelivered, &received, &sent) {
+                (shared.events)(ServerEvent::SessionFailed { id, peer, error: error.clone() });
+            }
+            for mut report in received.into_iter().chain(sent) {
+                if let Some(why) = undelivered.as_ref().filter(|_| report.complete) {
+                    report.errors.push(why.clone());
+                    report.complete = false;
+                }
                 (shared.events)(ServerEvent::SessionEnded {
                     id,
                     peer,
                     workload: spec.workload,
                     report: Box::new(report),
-                });
-            }
-            if let Err(e) = delivered {
-                (shared.events)(ServerEvent::SessionFailed {
-                    id,
-                    peer,
-                    error: format!("could not return the report: {e}"),
                 });
             }
             shared.once_ok.store(ok, Ordering::Release);

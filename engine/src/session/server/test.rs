@@ -6,13 +6,13 @@ use super::ntuple::NtupleRules;
 use super::{ReceiverState, FLOWS_TIMEOUT};
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
-use crate::base::stop::StopToken;
 use crate::metrics::figures::SideReport;
 use crate::runtime::nic_queues::TestQueues;
 use crate::runtime::placement::Placement;
 use crate::session::admission::SessionSlot;
 use crate::session::auth::SessionKey;
 use crate::session::control::{self, ControlMsg, SessionCookie};
+use crate::session::live::ServerStop;
 use crate::session::receiver::ServerEvent;
 use crate::sys::probe::KernelCaps;
 use std::collections::HashMap;
@@ -63,8 +63,9 @@ pub struct Test<'a> {
     /// The NIC queues the test is served from; None on veth and loopback.
     pub queues: Option<&'a TestQueues>,
     pub caps: &'a KernelCaps,
-    /// The receiver's stop token: the test's live watch ends the test when it is stopped.
-    pub stop: &'a StopToken,
+    /// The receiver's stop token and no-progress limit: the test's live watch ends the test
+    /// when it is stopped or its flows move nothing for the limit.
+    pub stop: &'a ServerStop,
     pub(super) shared: &'a ReceiverState,
     pub(super) id: u64,
     /// The authenticated session's key: its data flows must present a tag made with it.

@@ -375,7 +375,7 @@ fn serve_test(
         iface: None,
         queues: None,
     };
-    let live = Intervals::new(&ctx.opts.stop);
+    let live = Intervals::serving(&ctx.opts);
     // The client's sending streams connect first, then (-R, --bidir) the ones we send on.
     let n = params.parallel;
     let (rx, tx) = by_sender(flows, n, params.reverse, params.bidirectional);
@@ -395,7 +395,7 @@ fn serve_test(
         // We stop sending a little before the client's clock ends the test, so that it has
         // read all we sent when it says TEST_END.
         let sender = (!tx.is_empty()).then(|| s.spawn(|| halves.send(tx, t0, &live)));
-        let client = await_end(ctl, until);
+        let client = await_end(ctl, until, &live);
         summary.seconds = t0.elapsed().as_secs_f64();
         // However the control connection ended, the flows end now: once the bytes the client
         // says it sent have arrived, each is shut for reading, and its loop reads to EOF.
@@ -526,9 +526,21 @@ fn wait_arrived(flows: &[TcpStream], want: u64) {
     }
 }
 
-/// Waits for TEST_END (until `until`), then reads the client's results; them, or why there
-/// are none.
-pub(super) fn await_end(ctl: &mut Control, until: Instant) -> std::result::Result<Results, String> {
+/// Waits for TEST_END (until `until`, or until the test's flows are over the no-progress
+/// limit), then reads the client's results; them, or why there are none.
+pub(super) fn await_end(ctl: &mut Control, until: Instant, live: &Intervals) -> std::result::Result<Results, String> {
+    // The control connection is quiet while the data flows: it is watched in slices, so that
+    // a client that announced a test and sends (or reads) nothing loses it at the limit.
+    loop {
+        if let Some(reason) = live.stalled() {
+            return Err(reason);
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        let slice = left.min(Duration::from_millis(250)).as_millis() as i32;
+        if left.is_zero() || crate::session::control::readable(&ctl.stream, slice) {
+            break;
+        }
+    }
     let left = until.saturating_duration_since(Instant::now());
     match ctl.read_state(left)? {
         State::TestEnd => {}

@@ -75,7 +75,7 @@ pub(super) fn serve_udp(
     let placement =
         plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(|e| e.to_string())?;
     let halves = UdpHalves { spec: &spec, placement: &placement, iface: None, serving: false, queues: None };
-    let live = Intervals::new(&ctx.opts.stop);
+    let live = Intervals::serving(&ctx.opts);
     let wide = params.udp_counters_64bit;
     let header = DatagramHeader::Iperf3 { wide };
     ctl.send_state(State::TestStart)?;
@@ -95,7 +95,7 @@ pub(super) fn serve_udp(
                     })
                 })
             });
-        let client = await_end(ctl, t0 + ctx.opts.max_time + STEP_TIMEOUT);
+        let client = await_end(ctl, t0 + ctx.opts.max_time + STEP_TIMEOUT, &live);
         summary.seconds = t0.elapsed().as_secs_f64();
         if let Err(e) = &client {
             // No one reads what we would still send.
