@@ -37,49 +37,14 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
             )
         }));
     });
-    let ok = iperf3_serve(opts, listener, events)?;
+    let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line)?;
     Ok(if ok { 0 } else { 1 })
 }
 
-/// One line per finished client test: what we counted, and what the client says it sent.
+/// One line per finished client test (rendered in the engine's report/, which also gives it to
+/// a client's `--get-server-output`).
 fn test_line(s: &Iperf3TestSummary) -> String {
-    let version = s.client_version.as_ref().map_or("iperf3".to_string(), |v| format!("iperf3 {}", peer_text(v)));
-    let mut line = format!(
-        "[{}] iperf3 {} test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
-        s.id,
-        if s.udp { "UDP" } else { "TCP" },
-        s.peer.map_or("?".to_string(), |p| p.to_string()),
-        s.streams,
-        if s.streams == 1 { "" } else { "s" },
-        s.bytes,
-        s.seconds,
-        format_bits_per_second(s.bits_per_second())
-    );
-    if !s.data_peers.is_empty() {
-        let shown: Vec<String> = s.data_peers.iter().take(4).map(|a| a.to_string()).collect();
-        let more = s.data_peers.len().saturating_sub(shown.len());
-        line +=
-            &format!(", data with {}{}", shown.join(" "), if more > 0 { format!(" +{more}") } else { String::new() });
-    }
-    if let Some(sent) = s.client_sent {
-        line += &format!(", client sent {sent} bytes");
-        if s.omit > 0 {
-            line += &format!(" after its omitted first {} s", s.omit);
-        }
-    }
-    if let Some(sent) = s.sent {
-        line += &format!("; sent {sent} bytes");
-        if let Some(got) = s.client_received {
-            line += &format!(", client received {got} bytes");
-        }
-        if let Some(lost) = s.client_lost {
-            line += &format!(" and lost {lost} datagrams");
-        }
-    }
-    if !s.errors.is_empty() {
-        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
-    }
-    line
+    s.render_line()
 }
 
 /// `uringbench send --ntttcp`: our sender to NTttcp receivers in no-sync mode.

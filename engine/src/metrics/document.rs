@@ -244,6 +244,12 @@ pub struct StreamSum {
     pub window_seconds: f64,
     pub sender: SenderSum,
     pub receiver: Option<ReceiverSum>,
+    /// `send --iperf3` with a warm-up (sent as iperf3's omit, `-O`): the far side's
+    /// `total_bytes` (here and in `queues[]`) are not the whole test's but what the iperf3
+    /// server counted after its own omitted first seconds, this many. Absent: every
+    /// `total_bytes` covers the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_totals_after_omit_s: Option<u64>,
 }
 
 /// `sum.sender`: what the sender offered.

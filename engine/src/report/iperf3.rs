@@ -2,7 +2,10 @@
 //! receiver side is the iperf3 server's results), plus what only iperf3 mode knows
 //! (`peer: "iperf3"`, the server's CPU and congestion control, the parameters sent).
 
+use crate::base::text::peer_text as shown_text;
+use crate::base::units::format_bits_per_second;
 use crate::compat::iperf3::client::Iperf3Report;
+use crate::compat::iperf3::Iperf3TestSummary;
 use crate::metrics::document::StreamDocument;
 use crate::report::peer::{peer_document, peer_json, peer_text};
 use serde_json::{json, Value};
@@ -11,13 +14,31 @@ use std::fmt::Write as _;
 impl Iperf3Report {
     /// The typed document ([`peer_document`]), as an experiment keeps its runs.
     pub fn to_document(&self) -> StreamDocument {
-        peer_document(&self.stream, "iperf3", self.complete())
+        let mut doc = peer_document(&self.stream, "iperf3", self.complete());
+        let after_omit = self.peer_totals_after_omit();
+        doc.sum.peer_totals_after_omit_s = after_omit;
+        if let Some(reverse) = doc.reverse.as_deref_mut() {
+            reverse.sum.peer_totals_after_omit_s = after_omit;
+        }
+        doc
+    }
+
+    /// An iperf3 server leaves its omitted start out of every total it reports: with an
+    /// omit, the far side's `total_bytes` begin that many seconds in, and the document says so.
+    fn peer_totals_after_omit(&self) -> Option<u64> {
+        (self.params.omit > 0 && self.server.is_some()).then_some(self.params.omit)
     }
 
     /// The native document with `peer: "iperf3"` ([`peer_json`]) and an `iperf3` object.
     pub fn to_json(&self) -> Value {
         let mut doc = peer_json(&self.stream, "iperf3");
         doc["complete"] = json!(self.complete());
+        if let Some(omit) = self.peer_totals_after_omit() {
+            doc["sum"]["peer_totals_after_omit_s"] = json!(omit);
+            if doc["reverse"].is_object() {
+                doc["reverse"]["sum"]["peer_totals_after_omit_s"] = json!(omit);
+            }
+        }
         doc["iperf3"] = json!({
             "params": self.params.to_json(),
             "server": self.server.as_ref().map(|r| json!({
@@ -95,5 +116,59 @@ impl Iperf3Report {
             out.replace_range(at..end, &line);
             from = at + line.len();
         }
+    }
+}
+
+impl Iperf3TestSummary {
+    /// One line for a finished client test (`recv --iperf3`'s log, and what a client's
+    /// `--get-server-output` gets back): what we counted, and what the client says it sent.
+    pub fn render_line(&self) -> String {
+        let s = self;
+        let version = s.client_version.as_ref().map_or("iperf3".to_string(), |v| format!("iperf3 {}", shown_text(v)));
+        let mut line = format!(
+            "[{}] iperf3 {} test from {} ({version}, {} stream{}): {} bytes in {:.3} s = {}",
+            s.id,
+            if s.udp { "UDP" } else { "TCP" },
+            s.peer.map_or("?".to_string(), |p| p.to_string()),
+            s.streams,
+            if s.streams == 1 { "" } else { "s" },
+            s.bytes,
+            s.seconds,
+            format_bits_per_second(s.bits_per_second())
+        );
+        if !s.data_peers.is_empty() {
+            let shown: Vec<String> = s.data_peers.iter().take(4).map(|a| a.to_string()).collect();
+            let more = s.data_peers.len().saturating_sub(shown.len());
+            let more = if more > 0 { format!(" +{more}") } else { String::new() };
+            let _ = write!(line, ", data with {}{more}", shown.join(" "));
+        }
+        if let Some(sent) = s.client_sent {
+            let _ = write!(line, ", client sent {sent} bytes");
+            if s.omit > 0 {
+                let _ = write!(line, " after its omitted first {} s", s.omit);
+            }
+            if s.burst > 0 {
+                let _ = write!(line, " in bursts of {} writes", s.burst);
+            }
+            if s.dont_fragment {
+                line += " with don't-fragment";
+            }
+        }
+        if let Some(sent) = s.sent {
+            let _ = write!(line, "; sent {sent} bytes");
+            if s.dont_fragment && s.udp {
+                line += " with don't-fragment";
+            }
+            if let Some(got) = s.client_received {
+                let _ = write!(line, ", client received {got} bytes");
+            }
+            if let Some(lost) = s.client_lost {
+                let _ = write!(line, " and lost {lost} datagrams");
+            }
+        }
+        if !s.errors.is_empty() {
+            let _ = write!(line, ", incomplete: {}", shown_text(&s.errors.join("; ")));
+        }
+        line
     }
 }

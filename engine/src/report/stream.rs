@@ -308,6 +308,7 @@ impl StreamReport {
                         }),
                     }),
                 }),
+                peer_totals_after_omit_s: None,
             },
             intervals,
             cpu: CpuSection {

@@ -14,7 +14,7 @@ pub mod server;
 mod udp;
 
 pub use client::{params_for, run_send, Iperf3Report};
-pub use server::{bind_receiver, serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary};
+pub use server::{bind_receiver, serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, ServerOutput};
 
 use crate::base::spec::TestSpec;
 use crate::metrics::figures::{Role, SideReport};
@@ -64,5 +64,6 @@ fn our_results(spec: &TestSpec, sides: [(Option<&SideReport>, usize); 2], test_s
         sender_has_retransmits: sends.then_some(true),
         congestion_used: spec.tuning.congestion.clone(),
         streams,
+        ..Results::default()
     }
 }

@@ -32,7 +32,7 @@ use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
 use crate::sys::tcpinfo::TcpInfo;
 use crate::wire::iperf3::{
-    check_cookie, error_code, stream_id, DataProto, Params, Results, State, COOKIE_LEN, MAX_PARAMS_LEN,
+    check_cookie, error_code, stream_id, DataProto, Params, Refusal, Results, State, COOKIE_LEN, MAX_PARAMS_LEN,
     MAX_RESULTS_LEN, MAX_STREAMS,
 };
 use crate::workload::stream::{RecvEnd, TcpHalves};
@@ -67,6 +67,10 @@ pub type Iperf3Event = PeerEvent<Iperf3TestSummary>;
 /// Receives the events of [`serve`]; called from several threads.
 pub type Iperf3EventSink = PeerEventSink<Iperf3TestSummary>;
 
+/// Renders a finished test as the lines a client's `--get-server-output` gets back (the
+/// renderer lives in report/; the caller hands it in).
+pub type ServerOutput = fn(&Iperf3TestSummary) -> String;
+
 /// One finished client test.
 #[derive(Debug, Clone, Default)]
 pub struct Iperf3TestSummary {
@@ -88,6 +92,11 @@ pub struct Iperf3TestSummary {
     pub client_received: Option<u64>,
     /// -u with -R, --bidir: the datagrams the client's results say it lost of ours.
     pub client_lost: Option<u64>,
+    /// The client's `-b RATE/COUNT` (writes back to back per pacing step; 0 without) and
+    /// `--dont-fragment`: how it sent what we counted (a client sending bursts at a rate loses
+    /// more in small buffers; DF makes a datagram over the path's MTU an error at its end).
+    pub burst: u32,
+    pub dont_fragment: bool,
     /// The client's end of each data stream: where what we sent went, where what we
     /// received came from.
     pub data_peers: Vec<SocketAddr>,
@@ -122,6 +131,8 @@ pub(super) struct TestContext {
     /// The one refusal log: at most [`TELLS_PER_WINDOW`] lines per address per window,
     /// whether the gate, the serving loop or a test's thread refuses.
     refusals: Arc<RateLimit>,
+    /// Our lines for a client that asked for them (`--get-server-output`).
+    output: ServerOutput,
 }
 
 impl TestContext {
@@ -244,7 +255,12 @@ impl Classifier for Serving {
 
 /// Serves iperf3 clients until stopped, or until the first finished test with `once`.
 /// Returns whether that test was complete (always true without `once`).
-pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSink) -> Result<bool> {
+pub fn serve(
+    opts: PeerRecvOptions,
+    listener: TcpListener,
+    events: Iperf3EventSink,
+    output: ServerOutput,
+) -> Result<bool> {
     let kernel = KernelCaps::detect()?;
     kernel.require_tcp_stream()?;
     let mut cpus = resolve_cpus(opts.cpus.as_deref())?;
@@ -258,7 +274,7 @@ pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSi
     let stop = opts.stop.clone();
     let max_streams = caps.flows.min(MAX_STREAMS);
     let refusals = Arc::new(RateLimit::new(TELLS_PER_WINDOW));
-    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals };
+    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals, output };
     let mut serving = Serving { ctx, active: None, next_id: 0, first_done: None };
     let limits = caps.gate_limits("iperf3 cookie", "sending their cookie");
     let ok = gate::serve(listener, limits, &mut serving)?;
@@ -304,14 +320,14 @@ fn run_test(
     Some(complete)
 }
 
-/// Refuses the test the way iperf3 clients understand (SERVER_ERROR with an error number),
-/// with our reason for the log.
-fn refuse(ctl: &mut Control, proto: Proto, code: i32, reason: String) -> Ended {
+/// Refuses the test the way iperf3 clients understand (SERVER_ERROR with iperf3's error
+/// number, whose text the client prints), with our reason for the log.
+fn refuse(ctl: &mut Control, proto: Proto, refusal: Refusal) -> Ended {
     let mut msg = vec![State::ServerError.byte()];
-    msg.extend_from_slice(&code.to_be_bytes());
+    msg.extend_from_slice(&refusal.code.to_be_bytes());
     msg.extend_from_slice(&0i32.to_be_bytes());
     let _ = ctl.stream.write_all(&msg);
-    Ended::Refused(proto, reason)
+    Ended::Refused(proto, refusal.reason)
 }
 
 /// The test's course on its control connection, from the parameters to IPERF_DONE.
@@ -324,15 +340,17 @@ fn serve_test(
     ctl.send_state(State::ParamExchange).map_err(Ended::Failed)?;
     let text = ctl
         .read_json(MAX_PARAMS_LEN, STEP_TIMEOUT, "the parameters")
-        .map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
-    let mut params = Params::parse(&text).map_err(|e| refuse(ctl, Proto::Tcp, error_code::RECV_PARAMS, e))?;
+        .map_err(|e| refuse(ctl, Proto::Tcp, Refusal::new(error_code::RECV_PARAMS, e)))?;
+    let mut params = Params::parse(&text).map_err(|r| refuse(ctl, Proto::Tcp, r))?;
     let proto = if params.proto == DataProto::Udp { Proto::Udp } else { Proto::Tcp };
-    check_params(ctx, &params).map_err(|(code, why)| refuse(ctl, proto, code, why))?;
+    check_params(ctx, &params).map_err(|r| refuse(ctl, proto, r))?;
     cap_rate(ctx, &mut params);
     summary.client_version = params.client_version.clone();
     summary.streams = params.parallel;
     summary.omit = params.omit;
     summary.udp = proto == Proto::Udp;
+    summary.burst = params.burst;
+    summary.dont_fragment = params.dont_fragment;
     if summary.udp {
         // The first stream's socket listens before the client is told to connect.
         let listener = udp_listener(ctl).map_err(|e| Ended::Failed(format!("binding the UDP port: {e}")))?;
@@ -428,7 +446,8 @@ fn serve_test(
     let client = client.map_err(Ended::Failed)?;
     summary.client_sent = received.as_ref().and(client_sent);
     summary.client_received = sent.as_ref().map(|_| sent_by(&client, n as usize, tx_first_id));
-    let ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)], Some(summary.seconds));
+    let mut ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)], Some(summary.seconds));
+    with_output(ctx, &params, summary, &mut ours);
     ctl.send_json(&ours.to_json()).map_err(Ended::Failed)?;
     ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
     // The client's last word; its absence changes no figure.
@@ -455,15 +474,12 @@ pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
     }
 }
 
-/// Our limits and what we serve: `Err((iperf3 error number, our reason))`.
-fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, String)> {
-    if let Some(key) = p.unsupported.first() {
-        let code = if *key == "authtoken" { error_code::AUTH } else { error_code::RECV_PARAMS };
-        return Err((code, format!("the client asked for '{key}', which `recv --iperf3` does not serve")));
-    }
+/// Our limits and what we serve: a refusal carries iperf3's error number for it.
+fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), Refusal> {
+    unserved(p)?;
     let asked = Duration::from_secs(p.time.saturating_add(p.omit));
     if asked > ctx.opts.max_time || (p.time == 0 && p.bytes == 0 && p.blocks == 0) {
-        return Err((
+        return Err(Refusal::new(
             error_code::DURATION,
             format!(
                 "a test of {} s (omit included) is over --max-time {} s",
@@ -473,7 +489,7 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, 
         ));
     }
     if p.parallel > ctx.max_streams {
-        return Err((
+        return Err(Refusal::new(
             error_code::NUM_STREAMS,
             format!("{} streams is over the limit of {}", p.parallel, ctx.max_streams),
         ));
@@ -488,7 +504,7 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, 
                 p.parallel,
                 show(max)
             );
-            return Err((error_code::RECV_PARAMS, why));
+            return Err(Refusal::new(error_code::TOTAL_RATE, why));
         }
         // The client paces its own sending: with no -b it would send as fast as it can.
         if asked == 0 && (!p.reverse || p.bidirectional) {
@@ -496,10 +512,38 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), (i32, 
                 "a test the client sends without -b, this receiver allows up to {} (recv --max-rate)",
                 show(max)
             );
-            return Err((error_code::RECV_PARAMS, why));
+            return Err(Refusal::new(error_code::TOTAL_RATE, why));
         }
     }
     Ok(())
+}
+
+/// The options `recv --iperf3` does not give, each refused with the iperf3 error number
+/// whose text names it. What only the client's own sending uses (`-b RATE/COUNT`,
+/// `--dont-fragment`, `--gsro`'s GSO on its streams) is the client's to do, and served.
+fn unserved(p: &Params) -> std::result::Result<(), Refusal> {
+    let not = |code: i32, what: &str| Err(Refusal::new(code, format!("{what} is not served by `recv --iperf3`")));
+    if p.mptcp {
+        return not(error_code::UNIMPLEMENTED, "MPTCP (-m; `uringbench recv` serves `send -m`)");
+    }
+    if p.server_affinity.is_some() {
+        return not(error_code::AFFINITY, "-A's server CPU (recv --cpus places our threads)");
+    }
+    if p.server_sends() && p.burst > 0 {
+        return not(error_code::UNIMPLEMENTED, "-b RATE/COUNT on the streams we send (-R, --bidir)");
+    }
+    if p.server_sends() && p.flowlabel > 0 {
+        return not(error_code::FLOW_LABEL, "-L's flow label on the streams we send (-R, --bidir)");
+    }
+    Ok(())
+}
+
+/// With `--get-server-output`, our lines for the test go back in our results, as iperf3's
+/// server sends its own; the client prints them under "Server output:".
+pub(super) fn with_output(ctx: &TestContext, p: &Params, summary: &Iperf3TestSummary, ours: &mut Results) {
+    if p.get_server_output {
+        ours.server_output_text = Some((ctx.output)(summary));
+    }
 }
 
 /// With `--max-rate`, a test we send (`-R`) that asks for no limit is sent at the limit,

@@ -11,6 +11,8 @@
 //!   ([`UDP_CONNECT_MSG`], [`UDP_CONNECT_REPLY`]); every datagram then starts with
 //!   [`UdpHeader`].
 
+mod params;
+
 use serde_json::{json, Map, Value};
 
 /// iperf3's default port (`iperf3 -s`), used by `--iperf3` modes.
@@ -20,8 +22,9 @@ pub const COOKIE_LEN: usize = 37;
 /// Longest parameter document a server accepts (iperf3 refuses longer ones too).
 pub const MAX_PARAMS_LEN: u32 = 8 * 1024;
 /// Longest results document we read: a stream's entry is under 300 bytes, and a test has at
-/// most [`MAX_STREAMS`] each way; server output text is never asked for.
-pub const MAX_RESULTS_LEN: u32 = 256 * 1024;
+/// most [`MAX_STREAMS`] each way; a server's output (`--get-server-output`) adds a line, or
+/// with `-J` an object, per stream and second.
+pub const MAX_RESULTS_LEN: u32 = 4 * 1024 * 1024;
 /// Most parallel streams an iperf3 client asks for (`-P`).
 pub const MAX_STREAMS: u32 = 128;
 /// Longest TCP block (`-l`) iperf3 accepts.
@@ -142,198 +145,7 @@ pub fn stream_id(index: usize) -> u64 {
     }
 }
 
-/// The data protocol a test asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataProto {
-    Tcp,
-    Udp,
-}
-
-/// The client's parameters (the first JSON document, client to server). Keys we do not
-/// know are ignored, as iperf3 does.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Params {
-    pub proto: DataProto,
-    /// Seconds omitted from the start (`-O`).
-    pub omit: u64,
-    /// Test length in seconds (`-t`); 0 with `num` or `blockcount`.
-    pub time: u64,
-    /// Bytes to send (`-n`) and blocks to send (`-k`); 0 when the test is timed.
-    pub bytes: u64,
-    pub blocks: u64,
-    pub parallel: u32,
-    pub reverse: bool,
-    pub bidirectional: bool,
-    /// Bytes per write (`-l`).
-    pub len: u32,
-    /// Bits per second per stream (`-b`); 0 unlimited.
-    pub rate_bps: u64,
-    /// Bits per second per stream for the fq pacing (`--fq-rate`).
-    pub fq_rate_bps: u64,
-    /// Socket buffer size (`-w`).
-    pub window: u32,
-    /// `-M`.
-    pub mss: u32,
-    /// `-S`.
-    pub tos: u8,
-    /// `-C`.
-    pub congestion: Option<String>,
-    pub nodelay: bool,
-    /// UDP sequence numbers are 64-bit (`--udp-counters-64bit`).
-    pub udp_counters_64bit: bool,
-    /// Options whose effect we cannot give (a server that meets them refuses the test):
-    /// their keys, e.g. `authtoken`, `sctp`, `get_server_output`.
-    pub unsupported: Vec<&'static str>,
-    pub client_version: Option<String>,
-}
-
-impl Default for Params {
-    fn default() -> Self {
-        Params {
-            proto: DataProto::Tcp,
-            omit: 0,
-            time: 10,
-            bytes: 0,
-            blocks: 0,
-            parallel: 1,
-            reverse: false,
-            bidirectional: false,
-            len: 128 * 1024,
-            rate_bps: 0,
-            fq_rate_bps: 0,
-            window: 0,
-            mss: 0,
-            tos: 0,
-            congestion: None,
-            nodelay: false,
-            udp_counters_64bit: false,
-            unsupported: Vec::new(),
-            client_version: None,
-        }
-    }
-}
-
-/// Keys a client may send whose options change what the test does in a way we do not
-/// implement (they are refused on `recv --iperf3`, never sent by `send --iperf3`).
-const UNSUPPORTED_KEYS: [&str; 7] =
-    ["sctp", "authtoken", "get_server_output", "server_affinity", "burst", "mptcp", "dont_fragment"];
-
-impl Params {
-    /// The document as `send --iperf3` writes it.
-    pub fn to_json(&self) -> Value {
-        let mut j = Map::new();
-        j.insert(if self.proto == DataProto::Udp { "udp" } else { "tcp" }.into(), json!(true));
-        for (key, value) in [
-            ("omit", self.omit),
-            ("time", self.time),
-            ("num", self.bytes),
-            ("blockcount", self.blocks),
-            ("parallel", u64::from(self.parallel)),
-        ] {
-            j.insert(key.into(), json!(value));
-        }
-        for (key, value) in [
-            ("len", u64::from(self.len)),
-            ("bandwidth", self.rate_bps),
-            ("fqrate", self.fq_rate_bps),
-            ("window", u64::from(self.window)),
-            ("MSS", u64::from(self.mss)),
-            ("TOS", u64::from(self.tos)),
-        ] {
-            if value != 0 {
-                j.insert(key.into(), json!(value));
-            }
-        }
-        for (key, on) in [("reverse", self.reverse), ("bidirectional", self.bidirectional), ("nodelay", self.nodelay)] {
-            if on {
-                j.insert(key.into(), json!(true));
-            }
-        }
-        if self.udp_counters_64bit {
-            j.insert("udp_counters_64bit".into(), json!(1));
-        }
-        if let Some(cc) = &self.congestion {
-            j.insert("congestion".into(), json!(cc));
-        }
-        if let Some(v) = &self.client_version {
-            j.insert("client_version".into(), json!(v));
-        }
-        Value::Object(j)
-    }
-
-    /// Reads a client's parameters, within iperf3's own limits.
-    pub fn parse(text: &[u8]) -> Result<Params, String> {
-        let doc: Value = serde_json::from_slice(text).map_err(|e| format!("parameters are not JSON: {e}"))?;
-        let j = doc.as_object().ok_or("parameters are not a JSON object")?;
-        let flag = |key: &str| j.get(key).is_some_and(|v| v == &Value::Bool(true));
-        let num = |key: &str, max: u64| -> Result<u64, String> {
-            match j.get(key) {
-                None => Ok(0),
-                Some(v) => {
-                    whole(v).filter(|n| *n <= max).ok_or_else(|| format!("parameter '{key}' is {v}: not 0..={max}"))
-                }
-            }
-        };
-        let proto = match (flag("tcp"), flag("udp")) {
-            (true, false) => DataProto::Tcp,
-            (false, true) => DataProto::Udp,
-            _ if flag("sctp") => return Err("SCTP tests are not served (TCP and UDP only)".into()),
-            _ => return Err("parameters name no protocol (\"tcp\": true or \"udp\": true)".into()),
-        };
-        let (min_len, max_len) = match proto {
-            DataProto::Tcp => (1, MAX_TCP_BLOCK),
-            DataProto::Udp => (MIN_UDP_BLOCK, MAX_UDP_BLOCK),
-        };
-        let len = match j.get("len") {
-            None => Params::default().len.min(max_len),
-            Some(_) => num("len", u64::from(max_len))? as u32,
-        };
-        if len < min_len {
-            return Err(format!("parameter 'len' is {len}: at least {min_len}"));
-        }
-        let parallel = num("parallel", u64::from(MAX_STREAMS))? as u32;
-        let congestion = match j.get("congestion") {
-            None => None,
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= 16 && s.bytes().all(|b| b.is_ascii_graphic()) => {
-                Some(s.clone())
-            }
-            Some(v) => return Err(format!("parameter 'congestion' is {v}: not an algorithm name")),
-        };
-        let client_version = match j.get("client_version") {
-            Some(Value::String(s)) if s.len() <= 32 => Some(s.chars().filter(|c| !c.is_control()).collect()),
-            _ => None,
-        };
-        Ok(Params {
-            proto,
-            omit: num("omit", MAX_OMIT)?,
-            time: num("time", MAX_TIME)?,
-            bytes: num("num", 1 << 52)?,
-            blocks: num("blockcount", 1 << 52)?,
-            parallel: parallel.max(1),
-            reverse: flag("reverse"),
-            bidirectional: flag("bidirectional"),
-            len,
-            rate_bps: num("bandwidth", 1 << 52)?,
-            fq_rate_bps: num("fqrate", 1 << 52)?,
-            window: num("window", 512 << 20)? as u32,
-            mss: num("MSS", 32 * 1024 - 1)? as u32,
-            tos: num("TOS", 255)? as u8,
-            congestion,
-            nodelay: flag("nodelay"),
-            udp_counters_64bit: j.get("udp_counters_64bit").and_then(whole).is_some_and(|n| n != 0),
-            unsupported: UNSUPPORTED_KEYS
-                .into_iter()
-                .filter(|k| j.get(*k).is_some_and(|v| v != &Value::Bool(false) && v != &json!(0)))
-                .collect(),
-            client_version,
-        })
-    }
-
-    /// Streams each way: `parallel`, both ways with `bidirectional`.
-    pub fn connections(&self) -> u32 {
-        self.parallel * if self.bidirectional { 2 } else { 1 }
-    }
-}
+pub use params::{DataProto, Params, Refusal, MAX_AUTHTOKEN_LEN, MAX_BURST};
 
 /// A number as iperf3 writes counts: a whole non-negative number (cJSON writes every number
 /// as a double, so 1e6 and 1000000.0 are whole).
@@ -372,6 +184,10 @@ pub struct Results {
     pub sender_has_retransmits: Option<bool>,
     pub congestion_used: Option<String>,
     pub streams: Vec<StreamResult>,
+    /// The server's own output for a client that asked for it (`--get-server-output`), as
+    /// text (a server running with `-J` sends `server_output_json` instead, kept whole).
+    pub server_output_text: Option<String>,
+    pub server_output_json: Option<Value>,
 }
 
 impl Results {
@@ -403,6 +219,12 @@ impl Results {
         });
         if let Some(cc) = &self.congestion_used {
             doc["congestion_used"] = json!(cc);
+        }
+        if let Some(text) = &self.server_output_text {
+            doc["server_output_text"] = json!(text);
+        }
+        if let Some(output) = &self.server_output_json {
+            doc["server_output_json"] = output.clone();
         }
         doc
     }
@@ -444,6 +266,10 @@ impl Results {
             sender_has_retransmits: (has == 0.0 || has == 1.0).then_some(has == 1.0),
             congestion_used: j.get("congestion_used").and_then(Value::as_str).map(|s| s.chars().take(32).collect()),
             streams,
+            // The whole document is bounded by MAX_RESULTS_LEN; what is shown of it is the
+            // peer's text, for the caller to render as such.
+            server_output_text: j.get("server_output_text").and_then(Value::as_str).map(str::to_owned),
+            server_output_json: j.get("server_output_json").filter(|v| v.is_object()).cloned(),
         })
     }
 
@@ -498,18 +324,45 @@ impl UdpHeader {
 }
 
 /// iperf3 error numbers a server sends after [`State::ServerError`], for the refusals it
-/// makes (iperf3 prints its own text for each; ours logs the exact reason).
+/// makes: the client prints iperf3's own text for each (`iperf3: error - ...`), so each
+/// refusal takes the number whose text names what was refused; ours logs the exact reason.
 pub mod error_code {
     /// Test too long.
     pub const DURATION: i32 = 5;
     /// Too many parallel streams.
     pub const NUM_STREAMS: i32 = 6;
-    /// Cannot receive the parameters (what we answer to parameters we refuse).
+    /// Block size too large.
+    pub const BLOCK_SIZE: i32 = 7;
+    /// Socket buffer size too large.
+    pub const BUF_SIZE: i32 = 8;
+    /// MSS too large.
+    pub const MSS: i32 = 10;
+    /// Bad omit value.
+    pub const OMIT: i32 = 12;
+    /// "an option you are trying to set is not implemented yet".
+    pub const UNIMPLEMENTED: i32 = 13;
+    /// Invalid burst count.
+    pub const BURST: i32 = 15;
+    /// No SCTP support available.
+    pub const NO_SCTP: i32 = 18;
+    /// Bad UDP block size.
+    pub const UDP_BLOCK_SIZE: i32 = 20;
+    /// Bad TOS value.
+    pub const BAD_TOS: i32 = 21;
+    /// Total rate over the server's limit.
+    pub const TOTAL_RATE: i32 = 27;
+    /// Cannot receive the parameters (unreadable or malformed ones).
     pub const RECV_PARAMS: i32 = 114;
+    /// Cannot set the IPv6 flow label.
+    pub const FLOW_LABEL: i32 = 127;
     /// A protocol (or mode) the server does not run.
     pub const PROTOCOL: i32 = 131;
+    /// Cannot set CPU affinity.
+    pub const AFFINITY: i32 = 132;
     /// Test authorization failed.
     pub const AUTH: i32 = 142;
+    /// Cannot set IP Do-Not-Fragment.
+    pub const DONT_FRAGMENT: i32 = 145;
 }
 
 /// iperf3's meaning of an error number a server sent (the ones a client can cause; others
@@ -518,16 +371,24 @@ pub fn server_error_text(code: i32) -> String {
     let known = match code {
         error_code::DURATION => "test too long",
         error_code::NUM_STREAMS => "too many parallel streams",
-        7 => "block size too large",
-        12 => "bad omit value",
-        20 => "bad UDP block size",
-        21 => "bad TOS value",
-        27 => "total rate over the server's limit",
+        error_code::BLOCK_SIZE => "block size too large",
+        error_code::BUF_SIZE => "socket buffer size too large",
+        error_code::MSS => "MSS too large",
+        error_code::OMIT => "bad omit value",
+        error_code::UNIMPLEMENTED => "an option is not implemented by the server",
+        error_code::BURST => "invalid burst count",
+        error_code::NO_SCTP => "no SCTP support",
+        error_code::UDP_BLOCK_SIZE => "bad UDP block size",
+        error_code::BAD_TOS => "bad TOS value",
+        error_code::TOTAL_RATE => "total rate over the server's limit",
         error_code::RECV_PARAMS => "parameters not accepted",
         117 => "results not received",
         121 => "server busy",
+        error_code::FLOW_LABEL => "cannot set the IPv6 flow label",
         error_code::PROTOCOL => "protocol not served",
+        error_code::AFFINITY => "cannot set CPU affinity",
         error_code::AUTH => "authorization failed",
+        error_code::DONT_FRAGMENT => "cannot set IP Do-Not-Fragment",
         208 => "bad stream id in results",
         _ => "",
     };
@@ -542,8 +403,6 @@ pub fn server_error_text(code: i32) -> String {
 mod tests {
     use super::*;
 
-    /// `iperf3 -c 127.0.0.1 -t 1 -P 2` (3.12), its parameters as sent (`-d` prints them).
-    const CLIENT_PARAMS_3_12: &str = r#"{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":2,"len":131072,"pacing_timer":1000,"client_version":"3.12"}"#;
     /// The server's answer to that test: retransmits and has-retransmits as unsigned -1.
     const SERVER_RESULTS_3_12: &str = r#"{"cpu_util_total":64.43,"cpu_util_user":1.39,"cpu_util_system":63.04,"sender_has_retransmits":1.8446744073709552e+19,"congestion_used":"bbr","streams":[{"id":1,"bytes":1439170560,"retransmits":1.8446744073709552e+19,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1.001738},{"id":3,"bytes":1443102720,"retransmits":1.8446744073709552e+19,"jitter":0,"errors":0,"packets":0,"start_time":0,"end_time":1.001741}]}"#;
 
@@ -582,55 +441,6 @@ mod tests {
     }
 
     #[test]
-    fn real_client_params_parse() {
-        let p = Params::parse(CLIENT_PARAMS_3_12.as_bytes()).unwrap();
-        assert_eq!((p.proto, p.time, p.parallel, p.len, p.omit), (DataProto::Tcp, 1, 2, 131072, 0));
-        assert!(p.unsupported.is_empty() && !p.reverse && !p.bidirectional);
-        assert_eq!(p.client_version.as_deref(), Some("3.12"));
-        assert_eq!(p.connections(), 2);
-    }
-
-    #[test]
-    fn our_params_round_trip() {
-        let p = Params {
-            proto: DataProto::Udp,
-            omit: 2,
-            time: 5,
-            parallel: 8,
-            bidirectional: true,
-            len: 1400,
-            rate_bps: 1_000_000,
-            tos: 0x10,
-            congestion: Some("cubic".into()),
-            udp_counters_64bit: true,
-            client_version: Some("uringbench".into()),
-            ..Params::default()
-        };
-        let text = p.to_json().to_string();
-        assert_eq!(Params::parse(text.as_bytes()).unwrap(), p);
-        assert_eq!(p.connections(), 16);
-    }
-
-    #[test]
-    fn bad_params_are_refused_with_a_reason() {
-        let refused = |text: &str| Params::parse(text.as_bytes()).unwrap_err();
-        assert!(refused("[1]").contains("not a JSON object"));
-        assert!(refused("{").contains("not JSON"));
-        assert!(refused(r#"{"time":1}"#).contains("no protocol"));
-        assert!(refused(r#"{"sctp":true}"#).contains("SCTP"));
-        assert!(refused(r#"{"tcp":true,"udp":true}"#).contains("no protocol"));
-        assert!(refused(r#"{"tcp":true,"time":-1}"#).contains("'time'"));
-        assert!(refused(r#"{"tcp":true,"time":1.5}"#).contains("'time'"));
-        assert!(refused(r#"{"tcp":true,"time":100000}"#).contains("'time'"));
-        assert!(refused(r#"{"tcp":true,"parallel":129}"#).contains("'parallel'"));
-        assert!(refused(r#"{"udp":true,"len":8}"#).contains("'len'"));
-        assert!(refused(r#"{"tcp":true,"len":2000000}"#).contains("'len'"));
-        assert!(refused(r#"{"tcp":true,"congestion":"a b"}"#).contains("congestion"));
-        let p = Params::parse(br#"{"tcp":true,"authtoken":"x","get_server_output":1,"burst":0}"#).unwrap();
-        assert_eq!(p.unsupported, vec!["authtoken", "get_server_output"]);
-    }
-
-    #[test]
     fn real_server_results_parse_with_unsigned_minus_one() {
         let r = Results::parse(SERVER_RESULTS_3_12.as_bytes()).unwrap();
         assert_eq!(r.sender_has_retransmits, None, "a receiving server says -1");
@@ -655,6 +465,8 @@ mod tests {
             sender_has_retransmits: Some(true),
             congestion_used: Some("cubic".into()),
             streams: vec![StreamResult { id: 1, bytes: 42, retransmits: Some(3), end_s: 2.0, ..Default::default() }],
+            server_output_text: Some("[1] a test line\n".into()),
+            server_output_json: Some(json!({"end": {"sum_received": {"bytes": 42}}})),
         };
         assert_eq!(Results::parse(r.to_json().to_string().as_bytes()).unwrap(), r);
         let refused = |text: &str| Results::parse(text.as_bytes()).unwrap_err();

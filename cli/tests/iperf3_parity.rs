@@ -1,0 +1,117 @@
+//! iperf3 parity (issue 41) against the real iperf3 (`/usr/bin/iperf3`, Debian's 3.12) between
+//! two network namespaces: what a stock `iperf3 -s` gives its clients, `recv --iperf3` gives
+//! (`--get-server-output`, burst, `--dont-fragment`), and what it does not serve is refused
+//! with iperf3's own error, whose text the client prints; `send --iperf3`'s warm-up, sent as
+//! iperf3's omit, never calls the server's post-omit count a total. Figures are checked against
+//! iperf3's own report. Pairs are named `ubp*`; every process is bounded.
+
+mod common;
+
+use common::*;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+const PORT: &str = "5201";
+
+/// What `iperf3 -J` printed, parsed.
+fn iperf3_json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("iperf3 -J output is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `iperf3 -c 10.77.0.2 ARGS` from the sender namespace.
+fn iperf3_client(pair: &NetnsPair, args: &[&str]) -> Output {
+    let args = [&["-c", "10.77.0.2", "-p", PORT][..], args].concat();
+    run_bounded(pair.cmd(&pair.sender_ns(), "iperf3", &args), Duration::from_secs(20)).0
+}
+
+/// The number just before the first `marker` in `line`.
+fn number_before(line: &str, marker: &str) -> u64 {
+    line.split(marker).next().and_then(|h| h.rsplit(' ').next()).and_then(|b| b.parse().ok()).expect(marker)
+}
+
+/// `send --iperf3` with its default 1 s warm-up, sent as iperf3's omit: the server leaves that
+/// second out of its totals (its own JSON marks the interval omitted), so our document says
+/// the far side's `total_bytes` start after the omit, and that count is the server's own.
+#[test]
+fn parity_send_iperf3_warmup_total_is_labelled_after_the_omit() {
+    let Some((_serial, pair)) = peer_pair("iperf3", "ubpa") else { return };
+    let child = pair
+        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-p", PORT, "-1", "-J"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iperf3 -s");
+    let server = pair.listening(child, PORT);
+    let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1", "-J"], Duration::from_secs(30));
+    let server = finish(server, Duration::from_secs(10));
+    assert!(out.status.success(), "send --iperf3 failed: {}", String::from_utf8_lossy(&out.stderr));
+    let ours = json(&out);
+    let theirs = iperf3_json(&server);
+    assert_eq!(theirs["intervals"][0]["streams"][0]["omitted"], true, "iperf3 -s omitted its first second");
+    assert_eq!(ours["sum"]["peer_totals_after_omit_s"], 1, "the far totals are labelled: {}", ours["sum"]);
+    let counted = u64_at(&theirs, "/end/sum_received/bytes");
+    assert_eq!(u64_at(&ours, "/sum/receiver/total_bytes"), counted, "the labelled figure is the server's own count");
+    let sent = u64_at(&ours, "/sum/sender/total_bytes");
+    assert!(sent > counted && counted > 100_000, "we sent {sent}, more than the {counted} it counted after its omit");
+}
+
+/// `recv --iperf3` against iperf3 3.12 clients: `--get-server-output` gets our test line back
+/// (TCP: its byte count is exactly what the client says it sent), `-u -b RATE/COUNT
+/// --dont-fragment` is served and accounted, `-R -u --dont-fragment` sends with DF; what we do
+/// not serve is refused with iperf3's own error, which the client prints; a hand-built
+/// parameter message with the 3.16+ `mptcp` key gets iperf3's error 13.
+#[test]
+fn parity_recv_iperf3_server_output_burst_df_and_refusals() {
+    let Some((_serial, pair)) = peer_pair("iperf3", "ubpb") else { return };
+    let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
+
+    let out = iperf3_client(&pair, &["-t", "1", "--get-server-output", "-J"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let line = theirs["server_output_text"].as_str().unwrap_or_else(|| panic!("no server output: {theirs}"));
+    assert!(line.contains("iperf3 TCP test from 10.77.0.1") && !line.contains("incomplete"), "{line}");
+    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
+    assert!(sent > 1_000_000, "real traffic: {sent}");
+    assert_eq!(number_before(line, " bytes in "), sent, "our line in its JSON counts every byte it sent");
+
+    let out = iperf3_client(&pair, &["-t", "1", "-u", "-b", "50M/10", "--dont-fragment", "--get-server-output", "-J"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let line = theirs["server_output_text"].as_str().unwrap_or_default();
+    assert!(line.contains("in bursts of 10 writes with don't-fragment"), "{line}");
+    let (got, sent) = (number_before(line, " bytes in "), u64_at(&theirs, "/end/sum/bytes"));
+    assert!(got <= sent && got * 100 >= sent * 95, "we counted {got} of the {sent} bytes it sent in bursts");
+
+    let out = iperf3_client(&pair, &["-t", "1", "-R", "-u", "-b", "20M", "--dont-fragment", "-J"]);
+    assert!(out.status.success(), "-R -u --dont-fragment is served: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(u64_at(&iperf3_json(&out), "/end/sum/bytes") > 100_000, "the client received our datagrams");
+
+    for (args, says) in [
+        (&["-t", "1", "-R", "-u", "-b", "10M/5"][..], "an option you are trying to set is not implemented yet"),
+        (&["-t", "1", "-R", "-L", "5"][..], "unable to set IPv6 flow label"),
+    ] {
+        let out = iperf3_client(&pair, args);
+        let printed = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && printed.contains(says), "{args:?}: iperf3 prints '{says}': {printed}");
+    }
+
+    // 3.12 has no -m: its parameter message with the key a 3.16+ client adds.
+    let script = r#"
+import socket, struct
+s = socket.create_connection(("10.77.0.2", 5201), timeout=5)
+s.sendall(b"b" * 36 + b"\0")
+state = s.recv(1)
+body = b'{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"mptcp":true,"len":131072,"client_version":"3.16"}'
+s.sendall(struct.pack(">I", len(body)) + body)
+reply = s.recv(16)
+print("state", state[0], "reply", list(reply))
+"#;
+    let (py, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", script]), Duration::from_secs(20));
+    let py_out = String::from_utf8_lossy(&py.stdout).to_string();
+    assert!(py_out.contains("state 9 reply [254, 0, 0, 0, 13, 0, 0, 0, 0]"), "SERVER_ERROR 13 for mptcp: {py_out}");
+
+    let log = recv.kill();
+    let log = String::from_utf8_lossy(&log.stdout).to_string();
+    assert!(log.contains("; sent ") && log.contains(" with don't-fragment, client received"), "{log}");
+}
