@@ -86,7 +86,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     let plan = SweepPlan {
         base: SendOptions {
             target: args.target.clone(),
-            port: port_or_default(args.port, false),
+            port: port_or_default(args.port, crate::args::Peer::Uringbench),
             spec: base,
             cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),

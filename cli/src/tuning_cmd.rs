@@ -75,7 +75,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     spec.validate()?;
     let base = SendOptions {
         target: args.target.clone(),
-        port: port_or_default(args.port, false),
+        port: port_or_default(args.port, crate::args::Peer::Uringbench),
         spec: spec.clone(),
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),

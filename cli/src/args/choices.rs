@@ -84,3 +84,44 @@ pub enum TextOrJson {
     Text,
     Json,
 }
+
+/// The far end a `send` or `recv` speaks to: uringbench's own, or a peer tool named by
+/// `--iperf2`, `--iperf3` or `--ntttcp` (clap lets at most one be given). Decided once from the
+/// flags; the commands dispatch on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    Uringbench,
+    Iperf2,
+    Iperf3,
+    Ntttcp,
+}
+
+impl Peer {
+    pub fn of(iperf2: bool, iperf3: bool, ntttcp: bool) -> Self {
+        match (iperf2, iperf3, ntttcp) {
+            (true, _, _) => Peer::Iperf2,
+            (_, true, _) => Peer::Iperf3,
+            (_, _, true) => Peer::Ntttcp,
+            _ => Peer::Uringbench,
+        }
+    }
+
+    /// A peer tool, not uringbench.
+    pub fn is_tool(self) -> bool {
+        self != Peer::Uringbench
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Peer;
+
+    #[test]
+    fn the_three_flags_make_one_peer() {
+        assert_eq!(Peer::of(false, false, false), Peer::Uringbench);
+        assert_eq!(Peer::of(true, false, false), Peer::Iperf2);
+        assert_eq!(Peer::of(false, true, false), Peer::Iperf3);
+        assert_eq!(Peer::of(false, false, true), Peer::Ntttcp);
+        assert!(!Peer::Uringbench.is_tool() && Peer::Ntttcp.is_tool());
+    }
+}

@@ -622,3 +622,17 @@ pub struct HttpArgs {
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
 }
+
+impl SendArgs {
+    /// Whom this send talks to.
+    pub fn peer(&self) -> Peer {
+        Peer::of(self.iperf2, self.iperf3, self.ntttcp)
+    }
+}
+
+impl RecvArgs {
+    /// Whom this receiver serves.
+    pub fn peer(&self) -> Peer {
+        Peer::of(self.iperf2, self.iperf3, self.ntttcp)
+    }
+}
