@@ -19,8 +19,14 @@ mod error;
 mod units;
 
 fn main() {
-    for input in ["src/args/mod.rs", "src/args/tuning.rs", "../engine/src/base/units.rs", "../engine/src/base/error.rs"]
-    {
+    for input in [
+        "src/args/mod.rs",
+        "src/args/tuning.rs",
+        "src/args/values.rs",
+        "src/args/choices.rs",
+        "../engine/src/base/units.rs",
+        "../engine/src/base/error.rs",
+    ] {
         println!("cargo:rerun-if-changed={input}");
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -8,7 +8,7 @@ use uringbench::{run_doctor, DoctorOptions, Error};
 pub fn doctor(args: DoctorArgs) -> Result<u8, Error> {
     let opts = DoctorOptions {
         target: args.target,
-        port: port_or_default(args.port, false),
+        port: port_or_default(args.port, crate::args::Peer::Uringbench),
         iface: args.iface,
         bandwidth_bps: args.bandwidth,
     };

@@ -98,7 +98,8 @@ pub fn print_report(
 
 /// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
 pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
-    let (mut opts, format) = peer_send_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
+    let (mut opts, format) =
+        peer_send_options(args, fast, stop, "--iperf2", port_or_default(args.port, crate::args::Peer::Iperf2))?;
     // iperf2 tests run forward, without the flow knobs (main.rs refuses them).
     opts.spec.direction = Direction::Forward;
     opts.spec.tuning = Default::default();
@@ -108,7 +109,7 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.
 pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
-    let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, true))?;
+    let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, crate::args::Peer::Iperf2))?;
     let listeners = bind_receiver(&opts)?;
     let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
         print_line(&peer_event_line("--iperf2", event, test_line, |tcp, udp, caps| {

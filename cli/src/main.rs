@@ -130,9 +130,9 @@ pub(crate) fn direction_of(args: &SendArgs) -> Direction {
     }
 }
 
-/// The port to use: given, or the default of the mode (iperf2's 5001 with --iperf2).
-fn port_or_default(port: Option<u16>, iperf2: bool) -> u16 {
-    port.unwrap_or(if iperf2 { IPERF2_PORT } else { DEFAULT_PORT })
+/// The port to use: given, or the default of the peer (iperf2's 5001 with --iperf2).
+fn port_or_default(port: Option<u16>, peer: Peer) -> u16 {
+    port.unwrap_or(if peer == Peer::Iperf2 { IPERF2_PORT } else { DEFAULT_PORT })
 }
 
 pub(crate) fn zerocopy_mode(z: OnOffAuto) -> ZeroCopyMode {
@@ -329,7 +329,7 @@ const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
 /// `--start-at`: the instant, checked against this host's clock before anything is opened.
 fn start_at_of(args: &SendArgs) -> Result<Option<uringbench::StartAt>, Error> {
     let Some(text) = args.start_at.as_deref() else { return Ok(None) };
-    if args.iperf2 || args.iperf3 || args.ntttcp {
+    if args.peer().is_tool() {
         return Err(Error::usage(
             "--start-at needs a uringbench recv, which waits for the start: not with --iperf2, --iperf3 or --ntttcp",
         ));
@@ -344,30 +344,27 @@ fn start_at_of(args: &SendArgs) -> Result<Option<uringbench::StartAt>, Error> {
 
 fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let fast = args.fast.probe(None, None)?;
-    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
+    let peer = args.peer();
+    xdp_mode::refuse_iperf2(args.engine, peer == Peer::Iperf2)?;
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
-    refuse_knobs(&args.tuning, udp, args.iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
-    if args.latency && (args.iperf2 || args.iperf3 || args.ntttcp || args.engine == xdp_mode::Engine::Xdp) {
+    refuse_knobs(&args.tuning, udp, peer == Peer::Iperf2 || args.engine == xdp_mode::Engine::Xdp)?;
+    if args.latency && (peer.is_tool() || args.engine == xdp_mode::Engine::Xdp) {
         return Err(Error::usage(
             "--latency needs a uringbench recv to answer its probe and uringbench's own engine: not with --iperf2, --iperf3, --ntttcp or --engine xdp",
         ));
     }
     let start_at = start_at_of(&args)?;
-    if args.iperf2 {
-        if args.html.is_some() {
-            return Err(Error::usage("--html is not available with --iperf2: save -J and run `report --html` on it"));
-        }
-        return iperf2_mode::send(&args, fast, stop);
+    if peer == Peer::Iperf2 && args.html.is_some() {
+        return Err(Error::usage("--html is not available with --iperf2: save -J and run `report --html` on it"));
     }
-    if args.iperf3 || args.ntttcp {
-        if args.engine == xdp_mode::Engine::Xdp {
-            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
-        }
-        return if args.ntttcp {
-            iperf3_mode::send_ntttcp(&args, fast, stop)
-        } else {
-            iperf3_mode::send(&args, fast, stop)
-        };
+    if matches!(peer, Peer::Iperf3 | Peer::Ntttcp) && args.engine == xdp_mode::Engine::Xdp {
+        return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
+    }
+    match peer {
+        Peer::Iperf2 => return iperf2_mode::send(&args, fast, stop),
+        Peer::Iperf3 => return iperf3_mode::send(&args, fast, stop),
+        Peer::Ntttcp => return iperf3_mode::send_ntttcp(&args, fast, stop),
+        Peer::Uringbench => {}
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone(), args.gen)?;
     let len = args.len.unwrap_or(default_len(udp));
@@ -399,7 +396,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     local.data_port = args.cport;
     local.no_steer = args.steer == args::Steer::Off;
     local.ntuple = args.steer == args::Steer::Ntuple;
-    if args.cport.is_some() && (args.iperf2 || args.engine == xdp_mode::Engine::Xdp) {
+    if args.cport.is_some() && (peer == Peer::Iperf2 || args.engine == xdp_mode::Engine::Xdp) {
         return Err(Error::usage("--cport applies to uringbench's own engine, not to --iperf2 or --engine xdp"));
     }
     if tuning.bytes.is_some() {
@@ -414,7 +411,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     }
     let opts = SendOptions {
         target: args.target,
-        port: port_or_default(args.port, args.iperf2),
+        port: port_or_default(args.port, peer),
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
@@ -663,7 +660,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let json = args.json || args.format == TextOrJson::Json;
     let opts = SendOptions {
         target: args.target,
-        port: port_or_default(args.port, false),
+        port: port_or_default(args.port, Peer::Uringbench),
         spec,
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),

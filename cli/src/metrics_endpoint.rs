@@ -10,7 +10,7 @@ use uringbench::{escape_controls, Error, StopToken};
 /// Binds and starts the endpoint when `--metrics` asks for it; the tally for the receiver.
 pub(crate) fn start(args: &RecvArgs, stop: &StopToken) -> Result<Option<Tally>, Error> {
     let Some(addr) = args.metrics else { return Ok(None) };
-    if args.iperf2 || args.iperf3 || args.ntttcp {
+    if args.peer().is_tool() {
         return Err(Error::usage(
             "--metrics serves uringbench senders' tests: not yet with --iperf2, --iperf3 or --ntttcp (docs/metrics.md)",
         ));

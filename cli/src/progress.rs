@@ -1,5 +1,5 @@
-//! Where a series of runs stands (sweep, `send --repeat`): "run k of N, elapsed, about M
-//! left" on stderr after each run, rewritten in place on a terminal and one line per step
+//! Where a series of runs stands (sweep, search, experiment, `send --repeat`): "run k of N,
+//! elapsed, about M left" on stderr after each run, rewritten in place on a terminal and one line per step
 //! otherwise (a log, CI). Written here rather than with `indicatif`: a series moves once per
 //! run (seconds apart), so a bar redrawn on a timer would add nothing, and the one line a pipe
 //! needs is the same text either way.
@@ -13,17 +13,40 @@ pub struct Progress {
     done: usize,
     started: Instant,
     terminal: bool,
+    /// The total is an estimate (a search's trials): said "about N", raised when passed.
+    estimated: bool,
 }
 
 impl Progress {
     pub fn new(what: &'static str, total: usize) -> Self {
-        Self { what, total, done: 0, started: Instant::now(), terminal: std::io::stderr().is_terminal() }
+        Self {
+            what,
+            total,
+            done: 0,
+            started: Instant::now(),
+            terminal: std::io::stderr().is_terminal(),
+            estimated: false,
+        }
+    }
+
+    /// A series whose length is known only roughly before it runs (a search bisects until it
+    /// converges, and a failed confirmation sends it back down).
+    pub fn estimated(what: &'static str, total: usize) -> Self {
+        Self { estimated: true, ..Self::new(what, total) }
     }
 
     /// One more run finished.
     pub fn step(&mut self) {
-        self.done = (self.done + 1).min(self.total);
-        let line = line(self.what, self.done, self.total, self.started.elapsed());
+        self.done += 1;
+        if self.estimated {
+            self.total = self.total.max(self.done);
+        } else {
+            self.done = self.done.min(self.total);
+        }
+        let mut line = line(self.what, self.done, self.total, self.started.elapsed());
+        if self.estimated {
+            line = line.replacen(" of ", " of about ", 1);
+        }
         let mut err = std::io::stderr().lock();
         let _ = if self.terminal {
             write!(err, "\r{line}\x1b[K{}", if self.done == self.total { "\n" } else { "" })
@@ -31,6 +54,13 @@ impl Progress {
             writeln!(err, "{line}")
         };
         let _ = err.flush();
+    }
+
+    /// The series ended, maybe before its estimate: a terminal's line is closed.
+    pub fn finish(&self) {
+        if self.terminal && self.done < self.total && self.done > 0 {
+            eprintln!();
+        }
     }
 }
 
@@ -57,5 +87,19 @@ mod tests {
         let l = super::line("sweep", 2, 8, std::time::Duration::from_secs(21));
         assert_eq!(l, "sweep: run 2 of 8, 21 s elapsed, about 1 min 3 s left");
         assert!(super::line("sweep", 8, 8, std::time::Duration::from_secs(5)).ends_with("about 0 s left"));
+    }
+
+    #[test]
+    fn an_estimate_is_raised_when_the_series_runs_past_it() {
+        let mut p = super::Progress::estimated("search", 2);
+        for _ in 0..3 {
+            p.step();
+        }
+        assert_eq!((p.done, p.total), (3, 3), "a third trial raises the estimate");
+        let mut exact = super::Progress::new("sweep", 2);
+        for _ in 0..3 {
+            exact.step();
+        }
+        assert_eq!((exact.done, exact.total), (2, 2), "an exact total is never passed");
     }
 }

@@ -1,5 +1,6 @@
 //! `uringbench recv`: the receiver's options become its configuration, and its events lines.
 
+use crate::args::Peer;
 use crate::{
     args, args::RecvArgs, busy, iperf2_mode, iperf3_mode, metrics_endpoint, port_or_default, sink::Sink, xdp_mode,
 };
@@ -14,33 +15,30 @@ pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     let tally = metrics_endpoint::start(&args, &stop)?;
     let nic_queues = args.queues.as_deref().map(uringbench::parse_queue_list).transpose()?;
     let auto_zc = args.zc_rx.as_deref().is_some_and(|z| !z.contains(':'));
-    if auto_zc && (args.iperf2 || args.iperf3 || args.ntttcp) {
+    let peer = args.peer();
+    if auto_zc && peer.is_tool() {
         return Err(Error::usage(
             "--zc-rx IFACE (queues kept out of RSS, flows placed by n-tuple rules) serves uringbench senders only: \
              with --iperf2, --iperf3 or --ntttcp name the queue (--zc-rx IFACE:QUEUE) and steer the flows to it yourself",
         ));
     }
     let fast = args.fast.probe(args.zc_rx.as_deref(), nic_queues.as_deref())?;
-    xdp_mode::refuse_iperf2(args.engine, args.iperf2)?;
-    if args.iperf2 {
-        return iperf2_mode::recv(&args, fast, stop);
+    xdp_mode::refuse_iperf2(args.engine, peer == Peer::Iperf2)?;
+    if matches!(peer, Peer::Iperf3 | Peer::Ntttcp) && args.engine == xdp_mode::Engine::Xdp {
+        return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
     }
-    if args.iperf3 || args.ntttcp {
-        if args.engine == xdp_mode::Engine::Xdp {
-            return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
-        }
-        return if args.ntttcp {
-            iperf3_mode::recv_ntttcp(&args, fast, stop)
-        } else {
-            iperf3_mode::recv(&args, fast, stop)
-        };
+    match peer {
+        Peer::Iperf2 => return iperf2_mode::recv(&args, fast, stop),
+        Peer::Iperf3 => return iperf3_mode::recv(&args, fast, stop),
+        Peer::Ntttcp => return iperf3_mode::recv_ntttcp(&args, fast, stop),
+        Peer::Uringbench => {}
     }
     // A stop (Ctrl-C, systemd's SIGTERM) ends running tests with their reports, then exits 0.
     let bind = args.bind.parse().map_err(|_| Error::usage(format!("invalid --bind address '{}'", args.bind)))?;
     let cfg = ReceiverConfig {
         bind,
         device: args.bind_dev.clone(),
-        port: port_or_default(args.port, args.iperf2),
+        port: port_or_default(args.port, peer),
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
         once: args.once,

@@ -86,7 +86,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     let plan = SweepPlan {
         base: SendOptions {
             target: args.target.clone(),
-            port: port_or_default(args.port, false),
+            port: port_or_default(args.port, crate::args::Peer::Uringbench),
             spec: base,
             cpus: args.cpus.as_ref().map(|c| c.0.clone()),
             busy_poll: busy(args.busy_poll),
@@ -164,8 +164,11 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     if args.csv.is_some() && !matches!(first, SavedResults::Sweep(_)) {
         return Err(Error::usage("--csv applies to sweeps; `send --format csv` writes a test's CSV"));
     }
+    // Each file written is named, as `report --fleet` names its files.
+    let mut written = Vec::new();
     if let Some(path) = &args.html {
         write_file(path, &uringbench::output::html_page(&saved)?)?;
+        written.push(path.display().to_string());
         if several {
             Sink::stdout().text(&format!("wrote {}\n", path.display()));
             return Ok(0);
@@ -173,11 +176,16 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
     }
     if let Some(path) = &args.svg {
         write_file(path, &first.chart()?.to_svg())?;
+        written.push(path.display().to_string());
     }
     if let (Some(path), SavedResults::Sweep(s)) = (&args.csv, first) {
         write_file(path, &s.to_csv())?;
+        written.push(path.display().to_string());
     }
     Sink::stdout().text(&first.render_text());
+    if !written.is_empty() {
+        Sink::stdout().text(&format!("wrote {}\n", written.join(", ")));
+    }
     Ok(0)
 }
 

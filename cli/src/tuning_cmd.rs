@@ -75,7 +75,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     spec.validate()?;
     let base = SendOptions {
         target: args.target.clone(),
-        port: port_or_default(args.port, false),
+        port: port_or_default(args.port, crate::args::Peer::Uringbench),
         spec: spec.clone(),
         cpus: args.cpus.map(|c| c.0),
         busy_poll: busy(args.busy_poll),
@@ -110,6 +110,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
             SearchResult::STEP_HEADER
         ));
     }
+    let mut progress = crate::progress::Progress::estimated("search", expected_trials(&plan));
     let result = search::search(
         &plan,
         |spec| {
@@ -123,8 +124,11 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
             if !json {
                 out.text(&format!("{}\n", SearchResult::step_line(step)));
             }
+            progress.step();
         },
-    )?;
+    );
+    progress.finish();
+    let result = result?;
     let text = result.render_text(&spec);
     let answer = text.lines().last().unwrap_or_default().to_string();
     sink::set_headline(answer.clone());
@@ -143,6 +147,14 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     };
     written.and(json_file)?;
     Ok(if result.found() { 0 } else { 1 })
+}
+
+/// The trials a search is expected to take when its confirmations hold: the unpaced probe
+/// (without `--max-rate`) or the top rate, the bisection down to the resolution, and the
+/// confirmations. A failed confirmation adds more; the progress line raises its estimate.
+fn expected_trials(plan: &SearchPlan) -> usize {
+    let halvings = (1.0 / plan.resolution).log2().ceil().max(1.0) as usize;
+    1 + halvings + plan.confirm as usize
 }
 
 pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
@@ -183,6 +195,8 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     }
     // Settings reverted once a stop came: what the interrupted experiment undid.
     let mut reverted_after_stop = 0;
+    let runs = plan.runs as usize * plan.variants.len() * (plan.warmup_runs as usize + 1);
+    let mut progress = crate::progress::Progress::new("experiment", runs);
     let outcome = experiment::run(
         &plan,
         &journal,
@@ -198,11 +212,14 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
         },
         |p| match p {
             Progress::Applied { variant, what } => say(format!("{variant}: {}", what.join("; "))),
-            Progress::Run { block, blocks, variant, warmup, doc } => say(format!(
-                "block {block}/{blocks} {variant}{}: {}",
-                if warmup { " (warm-up)" } else { "" },
-                run_summary(doc)
-            )),
+            Progress::Run { block, blocks, variant, warmup, doc } => {
+                say(format!(
+                    "block {block}/{blocks} {variant}{}: {}",
+                    if warmup { " (warm-up)" } else { "" },
+                    run_summary(doc)
+                ));
+                progress.step();
+            }
             Progress::Reverted { variant, count } => {
                 if stop.is_stopped() {
                     reverted_after_stop += count;
@@ -211,6 +228,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
             }
         },
     );
+    progress.finish();
     // Whatever happened, nothing may stay changed: the engine reverts; say so if it could not.
     let leftover = journal.lock().unwrap_or_else(|p| p.into_inner()).entries().len();
     if leftover > 0 {

@@ -100,6 +100,8 @@ fn b_is_per_flow_and_zero_is_unlimited() {
     let _server = Server::start(&pair, &["-s"], "5300");
     let out = ok(&client(&pair, &["-c", RECV_ADDR, "-u", "-P", "2", "-b", "4M", "-t", "2", "-O", "0"]));
     assert!(out.contains("rate: 4.00 Mbits/sec per flow x 2 flows = 8.00 Mbits/sec\n"), "{out}");
+    // The verdict names the flag as the user typed it, with its total over the flows.
+    assert!(out.contains("verdict: configured rate (-b/--rate set 8.00 Mbits/sec in all and "), "{out}");
     let doc = json(&client(&pair, &["-c", RECV_ADDR, "-u", "-P", "2", "-b", "4M", "-t", "2", "-O", "0", "-J"]));
     let received = f64_at(&doc, "/sum/receiver/bits_per_second");
     assert!((received - 8e6).abs() < 8e6 * 0.05, "2 x 4 Mbit/s received: {received}");
@@ -152,6 +154,16 @@ fn mapped_tcp_knobs_read_back_from_the_kernel() {
     let placement = doc["sender"]["placement"].as_str().unwrap_or_default();
     assert!(placement.contains("(CPU 1)"), "-A 1: {placement}");
     assert!(f64_at(&doc, "/sum/receiver/bits_per_second") > 0.0);
+    // The text says what the kernel set on both ends (socket(7): it doubles the request), not
+    // the request alone.
+    let out = ok(&client(&pair, &["-c", RECV_ADDR, "-p", "5999", "-t", "1", "-O", "0", "-w", "256K"]));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("window (-w 256.00 KBytes): the kernel set"))
+        .unwrap_or_else(|| panic!("{out}"));
+    for side in ["sender (this host)", "receiver (far host 10.77.0.2)"] {
+        assert!(line.contains(&format!("{side} SO_SNDBUF 512.00 KBytes SO_RCVBUF 512.00 KBytes")), "{side}: {line}");
+    }
 }
 
 #[test]
@@ -323,6 +335,17 @@ fn json_and_json_stream_have_an_interval_a_second_with_retr_and_cwnd() {
             assert!(u64_at(iv, &format!("/tcp_flows/{f}/cwnd")) > 0, "flow {f}'s cwnd at the interval's end: {iv}");
         }
     }
+    // A host CPU's busy share is a share of that CPU: never over 100%, per interval or over the
+    // window, however busy the machine (tick counts over a wall-clock span read 101%).
+    let shares = |cpu: &serde_json::Value| -> Vec<f64> {
+        ["sender", "receiver"]
+            .iter()
+            .flat_map(|side| cpu[side]["host"].as_array().cloned().unwrap_or_default())
+            .filter_map(|h| h["utilization"].as_f64())
+            .collect()
+    };
+    let all: Vec<f64> = intervals.iter().flat_map(|iv| shares(&iv["cpu"])).chain(shares(&doc["cpu"])).collect();
+    assert!(all.len() >= 8 && all.iter().all(|u| (0.0..=1.0).contains(u)), "host CPU shares: {all:?}");
     // The kernel's own count for the namespace covers the warm-up and the cool-down too.
     assert!(retransmitted <= after - before, "intervals {retransmitted} <= RetransSegs delta {}", after - before);
     let out = ok(&client(&pair, &["-c", RECV_ADDR, "-t", "3", "--json-stream"]));

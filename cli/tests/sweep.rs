@@ -175,6 +175,28 @@ fn sweep_and_report_usage_errors() {
 }
 
 #[test]
+fn report_names_the_files_it_wrote() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../engine/tests/fixtures/53b0d44");
+    let dir = std::env::temp_dir().join(format!("uosw-wrote-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (page, svg) = (dir.join("one.html"), dir.join("one.svg"));
+    let run = format!("{fixtures}/stream-tcp.json");
+    let out = uringbench(&["report", &run, "--html", page.to_str().unwrap(), "--svg", svg.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.ends_with(&format!("wrote {}, {}\n", page.display(), svg.display())), "{text}");
+    assert!(std::fs::metadata(&page).unwrap().len() > 1000 && std::fs::metadata(&svg).unwrap().len() > 100);
+    // Two files on one page: each its own variant, no median pooled over them.
+    let two = dir.join("two.html");
+    let out = uringbench(&["report", &run, &format!("{fixtures}/repeat.json"), "--html", two.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("wrote {}\n", two.display()));
+    let html = std::fs::read_to_string(&two).unwrap();
+    assert!(html.contains("id=\"variants-note\"") && !html.contains("id=\"medians\""), "not pooled");
+    assert_eq!(html.matches("class=\"medians\"").count(), 1, "the repeat file's own median only");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_receiver_that_goes_away_leaves_failed_runs_recorded() {
     let _serial = serial();
     let pair = NetnsPair::up("uosx");

@@ -95,6 +95,10 @@ fn experiment_finds_the_tbf_slower_and_leaves_the_qdisc_as_it_was() {
         "randomised: {orders:?}"
     );
     assert!(doc["variants"][1]["applied"][0].as_str().unwrap().contains("(was default)"), "{}", doc["variants"][1]);
+    // Every run, warm-ups included, counted on stderr: 6 blocks of 2 variants.
+    let runs = 6 * 2 * (doc["warmup_runs"].as_u64().unwrap_or(0) as usize + 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("experiment: run {runs} of {runs}, ")), "{stderr}");
     // The runs' own path limits saw the tbf: the report is from real traffic through it.
     let tbf_run = &doc["variants"][1]["runs"][0];
     let limits = tbf_run.pointer("/path/limits").and_then(|l| l.as_array()).cloned().unwrap_or_default();
@@ -246,6 +250,11 @@ fn search_finds_the_rate_a_tbf_carries() {
         "{doc}"
     );
     assert!((f64_at(&doc, "/pps") - rate / (1470.0 * 8.0)).abs() < 1.0);
+    // Where the search stands, on stderr after each trial (stdout is the JSON alone).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for k in 1..=steps.len() {
+        assert!(stderr.contains(&format!("search: run {k} of about ")), "trial {k} on stderr: {stderr}");
+    }
 
     // A path slower than the lowest rate tried (2 Mbit/s against 100M down to 6.25M), with a
     // queue too short to hold the sender back: every trial loses, exit 1.

@@ -9,8 +9,12 @@ use crate::units;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+mod choices;
 mod tuning;
+mod values;
+pub use choices::*;
 pub use tuning::*;
+pub use values::*;
 
 pub const EXAMPLES: &str = "Examples:
   uringbench recv                                  # serve tests on port 5300, one after another
@@ -287,46 +291,6 @@ pub struct FastPathArgs {
     /// io_uring NAPI busy polling (Linux 6.9+) for this long per wait [default: 50us].
     #[arg(long, value_name = "TIME", value_parser = duration, num_args = 0..=1, default_missing_value = "50us")]
     pub napi: Option<std::time::Duration>,
-}
-
-/// `recv --placement`: where a NIC queue's thread runs.
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Placement {
-    /// On the CPU the queue's IRQ is delivered to.
-    Irq,
-    /// On a hyperthread sibling of that CPU, else another CPU of the NIC's node.
-    IrqSibling,
-    /// On the CPUs of the NIC's NUMA node.
-    Numa,
-    /// On the allowed CPUs in order, ignoring the NIC.
-    Cpus,
-}
-
-/// `send --steer`: choose source ports so each flow lands on its own receive queue.
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum Steer {
-    /// When the receiver's NIC hashes with Toeplitz and reports its key and table.
-    Auto,
-    /// Leave source ports to the kernel (random hashing onto queues).
-    Off,
-    /// Ask the receiver to install an ethtool n-tuple rule per flow (forward TCP or UDP
-    /// streams), for NICs that do not hash with Toeplitz or do not report their key; removed
-    /// at the end.
-    Ntuple,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum OnOffAuto {
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum Format {
-    Text,
-    Json,
-    Csv,
 }
 
 #[derive(Args)]
@@ -663,145 +627,16 @@ pub struct HttpArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Requests per second: a number with an optional k or M.
-fn request_rate(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 1e3),
-        Some((i, 'm' | 'M')) => (&t[..i], 1e6),
-        _ => (t, 1.0),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * mult),
-        _ => Err(format!("invalid rate '{s}': expected requests per second, e.g. 5000 or 20k")),
+impl SendArgs {
+    /// Whom this send talks to.
+    pub fn peer(&self) -> Peer {
+        Peer::of(self.iperf2, self.iperf3, self.ntttcp)
     }
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum ProtoArg {
-    Tcp,
-    Udp,
-}
-
-/// A `--cpus` value; a newtype so clap takes it as one value, not a list of values.
-#[derive(Clone)]
-pub struct CpuList(pub Vec<usize>);
-
-/// A TOS byte: decimal, 0x hex or 0 octal, 0 to 255.
-fn tos(s: &str) -> Result<u8, String> {
-    let t = s.trim();
-    let v = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u32::from_str_radix(h, 16)
-    } else if t.len() > 1 && t.starts_with('0') {
-        u32::from_str_radix(&t[1..], 8)
-    } else {
-        t.parse::<u32>()
-    };
-    match v {
-        Ok(v) if v <= 255 => Ok(v as u8),
-        Ok(v) => Err(format!("TOS {v} out of range: 0 to 255 (0xff)")),
-        Err(_) => Err(format!("invalid TOS '{s}': expected a number, e.g. 0x28 or 40")),
+impl RecvArgs {
+    /// Whom this receiver serves.
+    pub fn peer(&self) -> Peer {
+        Peer::of(self.iperf2, self.iperf3, self.ntttcp)
     }
-}
-
-/// A DSCP name or number, as the TOS byte it makes (DSCP << 2).
-fn dscp(s: &str) -> Result<u8, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let code = match t.as_str() {
-        "EF" => Some(46),
-        "VA" | "VOICE-ADMIT" => Some(44),
-        "BE" | "DF" => Some(0),
-        _ => {
-            if let Some(cs) = t.strip_prefix("CS").and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 7) {
-                Some(cs * 8)
-            } else if let Some(af) = t.strip_prefix("AF").filter(|n| n.len() == 2) {
-                let (class, drop) = (af.as_bytes()[0].wrapping_sub(b'0'), af.as_bytes()[1].wrapping_sub(b'0'));
-                ((1..=4).contains(&class) && (1..=3).contains(&drop)).then_some(class * 8 + drop * 2)
-            } else {
-                t.parse::<u8>().ok().filter(|n| *n <= 63)
-            }
-        }
-    };
-    code.map(|c| c << 2).ok_or_else(|| format!("invalid DSCP '{s}': EF, AF11..AF43, CS0..CS7, VA, or 0 to 63"))
-}
-
-fn cpu_list(s: &str) -> Result<CpuList, String> {
-    units::parse_cpu_list(s).map(CpuList).map_err(|e| e.message)
-}
-fn duration(s: &str) -> Result<std::time::Duration, String> {
-    units::parse_duration(s).map_err(|e| e.message)
-}
-fn size(s: &str) -> Result<u64, String> {
-    units::parse_size(s).map_err(|e| e.message)
-}
-/// A count of at least one (queues): a negative or zero count says what is allowed.
-pub(crate) fn at_least_one(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<i64>() {
-        Ok(n) if (1..=i64::from(u32::MAX)).contains(&n) => Ok(n as u32),
-        Ok(n) => Err(format!("{n} is out of range: a whole number from 1 to {}", u32::MAX)),
-        Err(_) => Err(format!("'{s}' is not a whole number (1 to {})", u32::MAX)),
-    }
-}
-fn rate(s: &str) -> Result<u64, String> {
-    units::parse_rate(s).map_err(|e| e.message)
-}
-/// A rate where `max` (as iperf3 writes it) means unlimited, like 0.
-fn rate_or_max(s: &str) -> Result<u64, String> {
-    if s.trim().eq_ignore_ascii_case("max") {
-        return Ok(0);
-    }
-    if s.trim().starts_with('-') {
-        return Err(format!("'{s}' is negative: a rate per flow such as 500M or 10G, 0 or max for unlimited"));
-    }
-    rate(s)
-}
-/// One of iperf's -f letters (`a`, adaptive, is the default and means none).
-fn unit_letter(s: &str) -> Result<char, String> {
-    let mut chars = s.trim().chars();
-    match (chars.next(), chars.next()) {
-        (Some(c), None) if "kmgtKMGT".contains(c) => Ok(c),
-        _ => Err(format!("invalid unit '{s}': k, m, g, t (bits/s) or K, M, G, T (bytes/s)")),
-    }
-}
-
-/// Which engine moves the datagrams.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Engine {
-    /// io_uring over sockets (TCP and UDP).
-    Uring,
-    /// AF_XDP sockets on NIC queues with uringbench's XDP program (UDP).
-    Xdp,
-}
-
-/// How `send --engine xdp` makes its frames.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum XdpGenArg {
-    /// Written into AF_XDP sockets' UMEMs, sent through their TX rings.
-    Xsk,
-    /// Made by an XDP program run on live frames (BPF_PROG_RUN), sent through ndo_xdp_xmit.
-    Live,
-}
-
-/// Where `recv --engine xdp` accounts the frames.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum XdpCountArg {
-    /// In user space, from AF_XDP sockets.
-    Sockets,
-    /// In the XDP program, which drops the frames.
-    Kernel,
-}
-
-/// Where the receiver's XDP program runs.
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum XdpModeArg {
-    /// Native (driver) mode, generic when the driver has no XDP support.
-    Auto,
-    Native,
-    Generic,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum TextOrJson {
-    Text,
-    Json,
 }

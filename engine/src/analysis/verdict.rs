@@ -2,7 +2,7 @@
 //! behind it (the `verdict` key of docs/output.md).
 //!
 //! Rules run from the most specific explanation to the most generic: UDP datagram loss, a
-//! limit the user set (`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
+//! limit the user set (`-b`/`--rate`), a limit configured on the path (qdisc, link speed, cloud egress cap), TCP telling
 //! us it waited (receive window, send buffer, retransmissions), then CPU. The first rule whose
 //! figure crosses its threshold wins; none crossing gives "no clear bottleneck". Thresholds are
 //! constants here so the docs and the tests quote the same numbers.
@@ -155,7 +155,7 @@ fn datagram_loss(e: &Evidence) -> Option<Verdict> {
         e.udp_loss.filter(|(l, x, _)| *x > 0 && *l as f64 / *x as f64 >= RETRANS_SHARE)
     {
         let why = if rcvbuf_errors > 0 {
-            format!("; the receiver's socket buffer overflowed {rcvbuf_errors} times: the receiver could not keep up (pace the sender with --rate, or add queues)")
+            format!("; the receiver's socket buffer overflowed {rcvbuf_errors} times: the receiver could not keep up (pace the sender with -b/--rate, or add queues)")
         } else {
             String::new()
         };
@@ -167,14 +167,15 @@ fn datagram_loss(e: &Evidence) -> Option<Verdict> {
     None
 }
 
-/// The receiver got close to the `--rate` the user set.
+/// The receiver got close to the rate the user set (`-b`/`--rate`, per flow: the evidence
+/// carries it over all flows). Named by both spellings: iperf users type `-b`.
 fn configured_rate(e: &Evidence) -> Option<Verdict> {
     let got = e.received_bps;
     if e.configured_rate_bps > 0 && got >= RATE_SHARE * e.configured_rate_bps as f64 {
         return Some(verdict(
             Bottleneck::ConfiguredRate,
             format!(
-                "--rate {} and {} received ({} of it)",
+                "-b/--rate set {} in all and {} was received ({} of it)",
                 format_bits_per_second(e.configured_rate_bps as f64),
                 format_bits_per_second(got),
                 pct(got / e.configured_rate_bps as f64)

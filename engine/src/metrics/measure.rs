@@ -48,6 +48,17 @@ pub struct CpuTicks {
     pub total: u64,
 }
 
+/// One host CPU between two snapshots (see [`CpuSnapshot::host_deltas`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct HostDelta {
+    pub cpu: usize,
+    pub busy_seconds: f64,
+    pub softirq_seconds: f64,
+    /// Busy ticks over the CPU's ticks in all: 0 to 1.
+    pub busy_share: f64,
+    pub softirq_share: f64,
+}
+
 /// CPU clocks at one instant: per-CPU busy time from /proc/stat and per-thread user/system
 /// time from /proc/self/task.
 #[derive(Debug, Clone, Default)]
@@ -71,19 +82,29 @@ impl CpuSnapshot {
         Self { host, threads }
     }
 
-    /// Each host CPU's (cpu, busy seconds, softirq seconds) from this snapshot to `later`.
-    pub(crate) fn host_seconds(&self, later: &CpuSnapshot) -> Vec<(usize, f64, f64)> {
+    /// Each host CPU from this snapshot to `later`: its busy and softirq seconds, and its busy
+    /// and softirq shares. A share is over the CPU's own ticks (all eight /proc/stat fields)
+    /// between the same two reads, as top and mpstat take it, never over a wall-clock span: the
+    /// tick counters move only at tick boundaries and are read a little after the clock, so
+    /// busy ticks over wall seconds read 101% for a CPU busy throughout.
+    pub(crate) fn host_deltas(&self, later: &CpuSnapshot) -> Vec<HostDelta> {
         let tick = clock_ticks();
         later
             .host
             .iter()
             .filter_map(|b| {
                 let a = self.host.iter().find(|h| h.cpu == b.cpu)?;
-                Some((
-                    b.cpu,
-                    b.busy.saturating_sub(a.busy) as f64 / tick,
-                    b.softirq.saturating_sub(a.softirq) as f64 / tick,
-                ))
+                let busy = b.busy.saturating_sub(a.busy);
+                let softirq = b.softirq.saturating_sub(a.softirq);
+                let total = b.total.saturating_sub(a.total);
+                let share = |n: u64| if total == 0 { 0.0 } else { n as f64 / total as f64 };
+                Some(HostDelta {
+                    cpu: b.cpu,
+                    busy_seconds: busy as f64 / tick,
+                    softirq_seconds: softirq as f64 / tick,
+                    busy_share: share(busy),
+                    softirq_share: share(softirq),
+                })
             })
             .collect()
     }
@@ -108,11 +129,12 @@ impl CpuSnapshot {
             .filter_map(|t| self.thread_seconds(later, t.0))
             .map(|(user, system)| user + system)
             .sum();
+        let rounded = |s: f64| (s * 1e4).round() / 1e4;
         IntervalCpu {
             host: self
-                .host_seconds(later)
+                .host_deltas(later)
                 .into_iter()
-                .map(|(cpu, busy, softirq)| CpuShare { cpu, utilization: share(busy), softirq: share(softirq) })
+                .map(|d| CpuShare { cpu: d.cpu, utilization: rounded(d.busy_share), softirq: rounded(d.softirq_share) })
                 .collect(),
             threads: share(threads),
         }
@@ -457,6 +479,21 @@ intr 12345\n";
         );
         assert_eq!(c.threads, 0.625, "both threads' user+system over the 2 s");
         assert_eq!(c.host_busy(), 1.5);
+    }
+
+    #[test]
+    fn a_cpu_busy_throughout_is_100_percent_not_101() {
+        // Read off a 2-vCPU VM: 1.00 s of wall clock between the reads, 101 ticks counted
+        // (a tick boundary fell just inside each end), every one of them busy.
+        let a = CpuSnapshot { host: vec![CpuTicks { cpu: 1, busy: 1000, softirq: 10, total: 1200 }], threads: vec![] };
+        let b = CpuSnapshot { host: vec![CpuTicks { cpu: 1, busy: 1101, softirq: 30, total: 1301 }], threads: vec![] };
+        let d = a.host_deltas(&b);
+        assert_eq!(d[0].busy_share, 1.0, "busy ticks over the CPU's own ticks");
+        assert!((d[0].softirq_share - 20.0 / 101.0).abs() < 1e-12);
+        assert_eq!(a.interval(&b, 1.0).host[0].utilization, 1.0, "not 101 ticks over 1.00 s");
+        let idle =
+            CpuSnapshot { host: vec![CpuTicks { cpu: 1, busy: 1000, softirq: 10, total: 1200 }], threads: vec![] };
+        assert_eq!(a.host_deltas(&idle)[0].busy_share, 0.0, "no tick between the reads: nothing busy");
     }
 
     #[test]

@@ -438,6 +438,7 @@ impl StreamReport {
         for (tag, d) in &directions {
             let mut lines = String::new();
             d.total_line(&mut lines);
+            d.socket_buffer_line(&mut lines);
             d.cpu_lines(&mut lines);
             d.udp_lines(&mut lines);
             if detail.shows_data_path() {
@@ -538,6 +539,41 @@ impl StreamReport {
                 r.total_bytes(),
                 if r.total_bytes() == self.sender.total_bytes() { " (exact match)" } else { " (MISMATCH)" }
             )),
+        );
+    }
+
+    /// `-w`: what the kernel set on each side's flows, read back with getsockopt after the
+    /// test, beside what was asked (the kernel doubles a request for its own bookkeeping and
+    /// keeps it between its floor and net.core.wmem_max / rmem_max).
+    fn socket_buffer_line(&self, out: &mut String) {
+        let Some(asked) = self.spec.tuning.window else { return };
+        let range = |values: Vec<u64>| match (values.iter().min(), values.iter().max()) {
+            (Some(lo), Some(hi)) if lo == hi => format_bytes(*lo),
+            (Some(lo), Some(hi)) => format!("{}-{}", format_bytes(*lo), format_bytes(*hi)),
+            _ => "not read".into(),
+        };
+        let sides: Vec<String> = [(Role::Sender, Some(&self.sender)), (Role::Receiver, self.receiver.as_ref())]
+            .into_iter()
+            .filter_map(|(role, side)| {
+                let flows = &side?.flow_sockets;
+                (!flows.is_empty()).then(|| {
+                    format!(
+                        "{} SO_SNDBUF {} SO_RCVBUF {}",
+                        self.roles.label(role),
+                        range(flows.iter().filter_map(|f| f.sndbuf).collect()),
+                        range(flows.iter().filter_map(|f| f.rcvbuf).collect())
+                    )
+                })
+            })
+            .collect();
+        if sides.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "window (-w {}): the kernel set {} (it doubles a request, within its floor and net.core.wmem_max/rmem_max)",
+            format_bytes(u64::from(asked)),
+            sides.join("; ")
         );
     }
 

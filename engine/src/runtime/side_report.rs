@@ -152,13 +152,13 @@ fn cpu_figures(
         .collect();
     let host: Vec<HostCpu> = first
         .cpu
-        .host_seconds(&last.cpu)
+        .host_deltas(&last.cpu)
         .into_iter()
-        .map(|(cpu, secs, softirq)| HostCpu {
-            cpu,
-            busy_seconds: secs,
-            softirq_seconds: softirq,
-            utilization: secs / window,
+        .map(|d| HostCpu {
+            cpu: d.cpu,
+            busy_seconds: d.busy_seconds,
+            softirq_seconds: d.softirq_seconds,
+            utilization: d.busy_share,
         })
         .collect();
     let host_busy_seconds = host.iter().map(|h| h.busy_seconds).sum();

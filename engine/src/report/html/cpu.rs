@@ -81,7 +81,8 @@ pub(super) fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu
             .map(|&id| {
                 let busy = cpu
                     .iter()
-                    // Whole ticks over a wall-clock interval can read a hair over 100%.
+                    // Documents written before shares were taken over the CPU's own ticks
+                    // hold readings a hair over 100% (ticks over wall-clock seconds).
                     .map(|(_, c)| {
                         c.host.iter().find(|h| h.cpu == id).map_or(f64::NAN, |h| (h.utilization * 100.0).min(100.0))
                     })
@@ -101,8 +102,8 @@ pub(super) fn over_time(out: &mut String, sides: &[(&str, Vec<(f64, &IntervalCpu
         let note = format!(
             "Per interval, each CPU of the {side}'s host: its busy share (user+nice+system+irq+softirq+steal from \
              /proc/stat, read at each interval's end): a line per CPU, or past {MAX_LINES} CPUs the least busy, \
-             the median and the busiest CPU at each interval. Tick counts over a wall-clock interval can read a hair \
-             over 100%: drawn at 100%, the document keeps the reading."
+             the median and the busiest CPU at each interval: busy ticks over the CPU's own ticks between the two \
+             reads, as top takes it (an older document's reading over 100% is drawn at 100%)."
         );
         figure(out, &format!("{prefix}cpu-cores-{side}"), &plot.svg_element(), &note);
     }

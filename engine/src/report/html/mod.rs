@@ -130,7 +130,8 @@ fn scalar(v: &serde_json::Value) -> String {
 }
 
 /// The page for saved documents, each with the name it is shown under (its file name): one
-/// run, several runs (overlaid, with a table of medians), a `--repeat` document (its runs), or
+/// run, several runs (overlaid, with a table and each file's median: a file is a variant, so
+/// runs of two files are not pooled), a `--repeat` document (its runs and their median), or
 /// one sweep, comparison or experiment.
 pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
     let page = match saved {
@@ -143,19 +144,21 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
         [(_, SavedResults::Http(doc))] => http::page(doc),
         [(_, SavedResults::Fleet(report))] => fleet::fleet_page(report),
         [(_, one @ SavedResults::Experiment(doc))] => compare::experiment_page(one, doc)?,
-        [(name, SavedResults::Repeat(runs))] => {
-            let named: Vec<(String, &crate::metrics::document::StreamDocument)> =
-                runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)).collect();
-            run::runs_page(&named)
-        }
+        [(name, SavedResults::Repeat(runs))] => run::runs_page(&[run::RunFile {
+            file: name.clone(),
+            runs: runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)).collect(),
+        }]),
         many => {
-            let mut named = Vec::new();
+            let mut files = Vec::new();
             for (name, s) in many {
                 match s {
-                    SavedResults::Send(doc) => named.push((name.clone(), doc.as_ref())),
-                    SavedResults::Repeat(runs) => {
-                        named.extend(runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)))
+                    SavedResults::Send(doc) => {
+                        files.push(run::RunFile { file: name.clone(), runs: vec![(name.clone(), doc.as_ref())] })
                     }
+                    SavedResults::Repeat(runs) => files.push(run::RunFile {
+                        file: name.clone(),
+                        runs: runs.iter().enumerate().map(|(i, d)| (format!("{name} run {}", i + 1), d)).collect(),
+                    }),
                     SavedResults::Sweep(_)
                     | SavedResults::Compare(_)
                     | SavedResults::Experiment(_)
@@ -169,7 +172,7 @@ pub fn render(saved: &[(String, SavedResults)]) -> Result<String> {
                     }
                 }
             }
-            run::runs_page(&named)
+            run::runs_page(&files)
         }
     };
     Ok(page.html())
@@ -283,7 +286,16 @@ mod tests {
         let html = render(&[fixture("stream-tcp"), fixture("stream-udp")]).unwrap();
         // stream-udp was saved with one interval, its window: no line of one dot for it.
         assert_eq!(html.matches("data-key=\"run-").count(), 1);
-        assert!(html.contains("id=\"medians\""));
+        // Two files are two variants: each its own row, no median pooled over them.
+        assert!(!html.contains("class=\"medians\"") && html.contains("id=\"variants-note\""));
+        assert!(html.contains("uringbench compare stream-tcp stream-udp"));
+        let repeat = fixture("repeat");
+        let SavedResults::Repeat(runs) = &repeat.1 else { panic!("a repeat document") };
+        let one = render(std::slice::from_ref(&repeat)).unwrap();
+        assert!(one.contains("id=\"medians\"") && !one.contains("variants-note"), "one file's runs: their median");
+        let two = render(&[repeat.clone(), ("again".into(), repeat.1.clone())]).unwrap();
+        assert_eq!(two.matches("class=\"medians\"").count(), 2, "a median per file");
+        assert!(two.contains("median (min–max) of again&apos;s ") && runs.len() > 1, "named by its file");
         for (kind, id) in [("compare", "fig-compare"), ("experiment", "fig-experiment")] {
             let page = render(&[fixture(kind)]).unwrap();
             assert!(page.contains(id) && page.contains("id=\"comparisons\""), "{kind}");

@@ -320,8 +320,18 @@ fn facts(out: &mut String, doc: &StreamDocument, prefix: &str) {
     }
 }
 
-/// Several runs: their received rate overlaid, and a table of each run and the medians.
-pub(super) fn runs_page(runs: &[(String, &StreamDocument)]) -> Page {
+/// The runs of one saved file, each with the name it is shown under.
+pub(super) struct RunFile<'a> {
+    pub file: String,
+    pub runs: Vec<(String, &'a StreamDocument)>,
+}
+
+/// Several runs: their received rate overlaid, and a table of each run with the medians of
+/// each file's runs. A file is one variant (one setting, one host pair): runs of two files
+/// are never pooled into one median; `uringbench compare` is the tool for the difference.
+pub(super) fn runs_page(files: &[RunFile]) -> Page {
+    let runs: Vec<(String, &StreamDocument)> = files.iter().flat_map(|f| f.runs.iter().cloned()).collect();
+    let runs = &runs[..];
     let title = format!("{} runs", runs.len());
     let mut body = format!("<h1>{}</h1>\n", escape(&title));
     let lines: Vec<Line> = runs
@@ -381,25 +391,46 @@ pub(super) fn runs_page(runs: &[(String, &StreamDocument)]) -> Page {
             if d.complete { "yes" } else { "no" }
         );
     }
-    let complete: Vec<&[Option<f64>; 4]> =
-        runs.iter().zip(&figures).filter(|((_, d), _)| d.complete).map(|(_, f)| f).collect();
-    let stat = |c: usize| Stats::of(&complete.iter().filter_map(|f| f[c]).collect::<Vec<_>>());
-    let _ = writeln!(
-        body,
-        "<tr id=\"medians\"><th>median (min–max) of {} complete</th>{}<td></td><td></td></tr>\n</table></div>",
-        complete.len(),
-        (0..4)
-            .map(|c| match stat(c) {
-                Some(s) => format!(
-                    "<td class=\"num\">{} ({}–{})</td>",
-                    escape(&cell(Some(s.median), c)),
-                    escape(&cell(Some(s.min), c)),
-                    escape(&cell(Some(s.max), c))
-                ),
-                None => "<td>–</td>".to_owned(),
-            })
-            .collect::<String>()
-    );
+    let mut at = 0;
+    for file in files {
+        let figures = &figures[at..at + file.runs.len()];
+        let complete: Vec<&[Option<f64>; 4]> =
+            file.runs.iter().zip(figures).filter(|((_, d), _)| d.complete).map(|(_, f)| f).collect();
+        at += file.runs.len();
+        if file.runs.len() < 2 {
+            continue; // One run is its own row; no median of one.
+        }
+        let stat = |c: usize| Stats::of(&complete.iter().filter_map(|f| f[c]).collect::<Vec<_>>());
+        let whose = if files.len() > 1 { format!("{}'s ", file.file) } else { String::new() };
+        let _ = writeln!(
+            body,
+            "<tr class=\"medians\"{}><th>median (min–max) of {}{} complete</th>{}<td></td><td></td></tr>",
+            if files.len() > 1 { String::new() } else { " id=\"medians\"".to_owned() },
+            escape(&whose),
+            complete.len(),
+            (0..4)
+                .map(|c| match stat(c) {
+                    Some(s) => format!(
+                        "<td class=\"num\">{} ({}–{})</td>",
+                        escape(&cell(Some(s.median), c)),
+                        escape(&cell(Some(s.min), c)),
+                        escape(&cell(Some(s.max), c))
+                    ),
+                    None => "<td>–</td>".to_owned(),
+                })
+                .collect::<String>()
+        );
+    }
+    let _ = writeln!(body, "</table></div>");
+    if files.len() > 1 {
+        let names: Vec<&str> = files.iter().map(|f| f.file.as_str()).collect();
+        let _ = writeln!(
+            body,
+            "<p id=\"variants-note\">Each file is taken as a variant of its own: no median is pooled across files. \
+             To tell whether they differ: <code>uringbench compare {}</code>.</p>",
+            escape(&names.join(" "))
+        );
+    }
     for (i, (name, d)) in runs.iter().enumerate() {
         let _ = writeln!(body, "<h2>{}</h2>", escape(name));
         run_section(&mut body, d, &format!("run{i}-"));
