@@ -2,8 +2,9 @@
 //! the flows by direction, runs the engine's sending half, its receiving half, or both at
 //! once (`--bidir`), and hands the halves to the session that reports them.
 //!
-//! An engine supplies only its halves ([`StreamHalves`]); the sending host calls
-//! [`run_stream`], `recv` calls [`serve_stream`]. On `recv` the control channel is read for
+//! An engine supplies only its halves ([`StreamHalves`]); the sending host runs them in the
+//! one sender sequence ([`crate::session::sequence`]) with [`send_halves`] and builds its
+//! report with [`stream_report`]; `recv` calls [`serve_stream`]. On `recv` the control channel is read for
 //! the whole test here, once for all engines: a `stop`, a signal, or the sender's control
 //! connection closing ends the test (see [`crate::session::live::ServerLive`]).
 
@@ -12,11 +13,10 @@ use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::figures::{SideReport, StreamReport};
 use crate::runtime::threads::panic_error;
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Live, Observer, ServerLive, ServerStop};
-use crate::session::sender::SenderSession;
+use crate::session::live::{Live, ServerLive, ServerStop};
+use crate::session::sequence::Ended;
 use crate::session::server::ServedReports;
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// A data flow with its index in the test.
@@ -116,26 +116,28 @@ pub(crate) fn run_halves<H: StreamHalves>(
     }
 }
 
-/// The sending host's test once its flows are open: waits for `Ready`, runs the halves, and
-/// puts the far side's report beside them.
-pub(crate) fn run_stream<H: StreamHalves>(
-    mut session: SenderSession,
-    spec: &TestSpec,
+/// The sending host's halves of a stream test over `flows`, from `t0`: what an engine's
+/// [`SenderTest::run`](crate::session::sequence::SenderTest::run) does, whatever the engine.
+pub(crate) fn send_halves<H: StreamHalves>(
     h: &H,
+    spec: &TestSpec,
     flows: Vec<Indexed<H::Flow>>,
-    observer: Arc<dyn Observer>,
-) -> Result<StreamReport> {
-    session.wait_ready()?;
-    // `--start-at`: the one point between ready and the data where the start is awaited.
-    let began = session.release_start(spec)?;
-    let live = session.start_live(spec, observer)?;
-    let mut halves = run_halves(h, spec, End::Sender, flows, Instant::now(), &live)?;
-    halves.stamp_start(began);
-    Ok(match halves {
-        Halves::Sent(sent) => session.finish(spec, sent, live),
-        Halves::Received(received) => session.finish_reverse(spec, received, live),
-        Halves::Both { sent, received } => session.finish_bidir(spec, sent, received, live),
-    })
+    t0: Instant,
+    live: &dyn Live,
+) -> Result<Halves> {
+    run_halves(h, spec, End::Sender, flows, t0, live)
+}
+
+/// The one report of a stream test on the sending host: this host's halves beside the far
+/// end's reports (each direction's sender and receiver paired).
+pub(crate) fn stream_report(spec: &TestSpec, mut halves: Halves, end: Ended) -> StreamReport {
+    halves.stamp_start(end.began);
+    let Ended { session, far, live, .. } = end;
+    match halves {
+        Halves::Sent(sent) => session.finish(spec, sent, far, live),
+        Halves::Received(received) => session.finish_reverse(spec, received, far, live),
+        Halves::Both { sent, received } => session.finish_bidir(spec, (sent, received), far, live),
+    }
 }
 
 /// `recv`'s side of an accepted stream test whose flows are in place: says `Ready`, runs the

@@ -1,4 +1,5 @@
-//! The control channel both ends speak, the sender's session over it, the one direction
+//! The control channel both ends speak, the sender's session over it, the sender's one
+//! sequence every workload runs through (`sequence`), the one direction
 //! driver every stream engine plugs its halves into, the synchronized start (`--start-at`),
 //! the one builder every side of a test is run by, the accept gate both receivers stand behind, the receiver's handshake, and the
 //! tests it admits within its limits.
@@ -14,6 +15,7 @@ pub mod logq;
 pub mod progress;
 pub mod receiver;
 pub mod sender;
+pub mod sequence;
 pub mod server;
 pub mod source;
 pub mod start;

@@ -82,6 +82,14 @@ fn zerocopy_choice(mode: ZeroCopyMode, caps: &KernelCaps, path: &PathProbe, len:
     }
 }
 
+/// What the far end sent back at the end of a test: its report of the forward flows (what it
+/// received; rr's server's), of the reverse flows (what it sent), or why there is none.
+pub(crate) struct FarReports {
+    pub forward: Option<SideReport>,
+    pub reverse: Option<SideReport>,
+    pub error: Option<String>,
+}
+
 /// The sender's end of the control channel for one test, shared by the TCP and UDP streams:
 /// connect and probe the path, agree on the test, wait for `Ready`, and at the end collect the
 /// receiver's report.
@@ -448,16 +456,17 @@ impl SenderSession {
         Ok(live)
     }
 
-    /// Reads the far side's reports: what it received (forward flows) and what it sent
-    /// (reverse flows).
-    fn remote_reports(&mut self, live: &SenderLive) -> (Option<SideReport>, Option<SideReport>, Option<String>) {
+    /// Reads the far end's reports once this host's side is done: what it received (forward
+    /// flows) and what it sent (reverse flows), or why there are none (`far_end` names it).
+    pub(crate) fn far_reports(&self, live: &SenderLive, far_end: &str) -> FarReports {
         let peer = &self.peer;
-        match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
+        let (forward, reverse, error) = match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
             Ok(ControlMsg::Result { report, reverse }) => (report.map(|r| *r), reverse.map(|r| *r), None),
-            Ok(ControlMsg::Abort { reason }) => (None, None, Some(format!("receiver aborted: {reason}"))),
-            Ok(other) => (None, None, Some(format!("receiver sent {other:?} instead of its report"))),
-            Err(e) => (None, None, Some(format!("receiver {peer} vanished before reporting: {e}"))),
-        }
+            Ok(ControlMsg::Abort { reason }) => (None, None, Some(format!("{far_end} aborted: {reason}"))),
+            Ok(other) => (None, None, Some(format!("{far_end} sent {other:?} instead of its report"))),
+            Err(e) => (None, None, Some(format!("{far_end} {peer} vanished before reporting: {e}"))),
+        };
+        FarReports { forward, reverse, error }
     }
 
     /// The roles of this test's data (under `--bidir`, of its forward half), the one place a
@@ -482,8 +491,14 @@ impl SenderSession {
     }
 
     /// Forward test: collects the receiver's report and puts both sides together.
-    pub(crate) fn finish(mut self, spec: &TestSpec, mut sender: SideReport, live: SenderLive) -> StreamReport {
-        let (mut receiver, _, error) = self.remote_reports(&live);
+    pub(crate) fn finish(
+        self,
+        spec: &TestSpec,
+        mut sender: SideReport,
+        far: FarReports,
+        live: SenderLive,
+    ) -> StreamReport {
+        let FarReports { forward: mut receiver, error, .. } = far;
         live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
         let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
         let roles = self.roles(spec);
@@ -506,12 +521,13 @@ impl SenderSession {
 
     /// Reverse test: this side received; the far side's report is the sender's.
     pub(crate) fn finish_reverse(
-        mut self,
+        self,
         spec: &TestSpec,
         mut receiver: SideReport,
+        far: FarReports,
         live: SenderLive,
     ) -> StreamReport {
-        let (_, mut remote_sender, error) = self.remote_reports(&live);
+        let FarReports { reverse: mut remote_sender, error, .. } = far;
         live.attach((None, None), (remote_sender.as_mut(), Some(&mut receiver)));
         let roles = self.roles(spec);
         let path = self.path_facts(&roles, remote_sender.as_ref(), &receiver);
@@ -522,13 +538,13 @@ impl SenderSession {
 
     /// Both directions: the forward report carries the reverse one.
     pub(crate) fn finish_bidir(
-        mut self,
+        self,
         spec: &TestSpec,
-        mut sender: SideReport,
-        mut receiver: SideReport,
+        (mut sender, mut receiver): (SideReport, SideReport),
+        far: FarReports,
         live: SenderLive,
     ) -> StreamReport {
-        let (mut remote_receiver, mut remote_sender, error) = self.remote_reports(&live);
+        let FarReports { forward: mut remote_receiver, reverse: mut remote_sender, error } = far;
         live.attach((Some(&mut sender), remote_receiver.as_mut()), (remote_sender.as_mut(), Some(&mut receiver)));
         let roles = self.roles(spec);
         let path = self.path_facts(&roles, Some(&sender), &sender);

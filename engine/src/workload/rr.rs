@@ -18,8 +18,9 @@ use crate::metrics::trip_times::TripTimes;
 use crate::runtime::placement::Placement;
 use crate::runtime::side::END_GRACE;
 use crate::session::control::{self, ControlMsg};
-use crate::session::live::{Observer, Quiet, ServerLive, ServerStop, StartInfo};
+use crate::session::live::{Observer, Quiet, SenderLive, ServerLive, ServerStop, StartInfo};
 use crate::session::sender::{SendOptions, SenderSession};
+use crate::session::sequence::{run_test, Ended, SenderTest};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::mptcp::StreamProtocol;
 use crate::transport::rr::{latency_histogram, RrConfig, RrFailures};
@@ -195,123 +196,168 @@ pub fn run_rr(opts: &SendOptions) -> Result<RrReport> {
 /// [`run_rr`], with `observer` told of the start and of each client interval as it closes
 /// (`bytes` count transactions).
 pub fn run_rr_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<RrReport> {
-    let spec = &opts.spec;
-    let mut session = SenderSession::connect(opts)?;
-    let peer = session.peer.clone();
-    let placement = session.placement.clone();
-    let flows = open_flows(opts, &mut session)?;
-    let clock = session.trip_clock(spec)?;
-    session.wait_ready()?;
-    let rtts = (spec.interval_ms > 0).then(|| {
-        let live = Arc::new(LiveLatency::new(spec.queues as usize));
-        Arc::new(IntervalLatency {
-            inner: Arc::clone(&observer),
-            live: Arc::clone(&live),
-            last: Mutex::new(Vec::new()),
-            kept: Mutex::new(Vec::new()),
-        })
-    });
-    let observer: Arc<dyn Observer> = match &rtts {
-        Some(r) => Arc::clone(r) as Arc<dyn Observer>,
-        None => observer,
-    };
-    let live = session.start_live(spec, observer)?;
-    let side = TestSide::new(Role::Sender, spec, &placement, &live);
-    let t0 = Instant::now();
-    let cfg = config(spec, &placement, t0, side.halt(), rtts.as_ref().map(|r| Arc::clone(&r.live)));
-    let mptcp_probes = match &flows {
-        ClientFlows::Tcp(items) if spec.tuning.mptcp => mptcp_probes(items.iter().map(|(_, f)| &f.stream))?,
-        _ => Vec::new(),
-    };
-    let threads = match flows {
-        ClientFlows::Tcp(items) => {
-            side.spawn(items, |(_, flows)| flows, move |flows, counters| tcp_rr::run_client(flows, counters, &cfg))?
-        }
-        ClientFlows::Udp(items) => {
-            side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_rr::run_client(flows, counters, &cfg))?
-        }
-        ClientFlows::Crr(items, target) => side.spawn(
-            items,
-            |(_, flows)| flows,
-            move |flows, counters| tcp_crr::run_client(flows, target, counters, &cfg),
-        )?,
-    };
-    // Stopped early: the flows end now, not at the planned end.
-    let run = side.run(threads, t0, SideProbes::default(), SideEnd::AtDeadline)?;
-    let mut latency = latency_histogram();
-    let mut failures = RrFailures::default();
-    let mut legs = TripLegs::new();
-    for r in &run.results {
-        let _ = latency.add(&r.latency_ns);
-        failures.add(&r.failures);
-        if let Some(t) = &r.trip {
-            legs.add(t);
-        }
-    }
-    let trip_times = clock.map(|clock| {
-        TripTimes::of(clock, LatencySummary::of(&legs.request), LatencySummary::of(&legs.response), legs.negative)
-    });
-    let outcomes: Vec<_> = run.results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
-    let mut client = side.report(&run, &outcomes);
-    let stopped = run.stopped;
-    live.attach((Some(&mut client), None), (None, None));
-    client.set_data_path(data_path(spec, true));
-    if spec.workload == Workload::Crr && spec.tuning.mptcp {
-        client.add_path_notes([crr_mptcp_note()]);
-        client.set_mptcp(Some(crr_mptcp_sample(&run.results)));
-    } else {
-        client.set_mptcp(read_mptcp(spec, &mptcp_probes));
-    }
-    if !ends_with_its_flows(spec) {
-        // The server's flows cannot see the end: say it.
-        let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
-    }
-    let (server, mut error) = match live.watch.recv(END_GRACE + Duration::from_secs(5)) {
-        Ok(ControlMsg::Result { report, .. }) => (report.map(|r| *r), None),
-        Ok(ControlMsg::Abort { reason }) => (None, Some(format!("server aborted: {reason}"))),
-        Ok(other) => (None, Some(format!("server sent {other:?} instead of its report"))),
-        Err(e) => (None, Some(format!("server {peer} vanished before reporting: {e}"))),
-    };
-    if let Some(reason) = stopped {
-        error = Some(format!(
-            "interrupted at {:.1} s of {:.1} s ({reason})",
-            client.window_seconds,
-            spec.time_ms as f64 / 1e3
-        ));
-    }
-    Ok(RrReport {
-        spec: spec.clone(),
-        target: peer,
-        client,
-        server,
-        latency: LatencySummary::of(&latency),
-        failures,
-        trip_times,
-        interval_latency: rtts
-            .map(|r| std::mem::take(&mut *r.kept.lock().unwrap_or_else(|p| p.into_inner())))
-            .unwrap_or_default(),
-        error,
-    })
+    run_test(opts, RrClient { opts, clock: None, rtts: None }, observer)
 }
 
-/// Opens (or, for UDP and crr, announces) the flows the server waits for, by transport.
-fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientFlows> {
+/// An rr or crr client in the sender's one sequence: its flows by transport, and its one side.
+struct RrClient<'a> {
+    opts: &'a SendOptions,
+    /// `--trip-times`: on what grounds the server's clock reads as this one's.
+    clock: Option<crate::metrics::trip_times::ClockBasis>,
+    /// With intervals: the round trips of each, beside the caller's observer.
+    rtts: Option<Arc<IntervalLatency>>,
+}
+
+/// What the client measured, for its report.
+struct ClientSide {
+    client: SideReport,
+    latency: LatencySummary,
+    failures: RrFailures,
+    trip_times: Option<TripTimes>,
+    stopped: Option<String>,
+}
+
+impl SenderTest for RrClient<'_> {
+    /// UDP rr: the flows' sockets, bound before the hello that announces their ports.
+    type Prepared = Option<Vec<UdpSocket>>;
+    type Flows = ClientFlows;
+    type Local = ClientSide;
+    type Report = RrReport;
+    const FAR_END: &'static str = "server";
+
+    fn prepare(&mut self, session: &mut SenderSession) -> Result<(Self::Prepared, Vec<u16>)> {
+        let spec = &self.opts.spec;
+        if spec.workload == Workload::Crr || spec.proto != Proto::Udp {
+            return Ok((None, Vec::new()));
+        }
+        let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
+        let (sockets, ports) = udp_stream::flow_sockets(local.ip().to_canonical(), spec.flows(), None)?;
+        Ok((Some(sockets), ports))
+    }
+
+    fn open(&mut self, session: &mut SenderSession, udp: Self::Prepared) -> Result<ClientFlows> {
+        let flows = open_flows(self.opts, session, udp)?;
+        self.clock = session.trip_clock(&self.opts.spec)?;
+        Ok(flows)
+    }
+
+    fn observer(&mut self, observer: Arc<dyn Observer>) -> Arc<dyn Observer> {
+        if self.opts.spec.interval_ms == 0 {
+            return observer;
+        }
+        let rtts = Arc::new(IntervalLatency {
+            inner: observer,
+            live: Arc::new(LiveLatency::new(self.opts.spec.queues as usize)),
+            last: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+        });
+        self.rtts = Some(Arc::clone(&rtts));
+        rtts
+    }
+
+    fn run(
+        &mut self,
+        session: &SenderSession,
+        flows: ClientFlows,
+        t0: Instant,
+        live: &SenderLive,
+    ) -> Result<ClientSide> {
+        let (spec, placement) = (&self.opts.spec, &session.placement);
+        let side = TestSide::new(Role::Sender, spec, placement, live);
+        let cfg = config(spec, placement, t0, side.halt(), self.rtts.as_ref().map(|r| Arc::clone(&r.live)));
+        let mptcp_probes = match &flows {
+            ClientFlows::Tcp(items) if spec.tuning.mptcp => mptcp_probes(items.iter().map(|(_, f)| &f.stream))?,
+            _ => Vec::new(),
+        };
+        let threads = match flows {
+            ClientFlows::Tcp(items) => {
+                side.spawn(items, |(_, flows)| flows, move |flows, counters| tcp_rr::run_client(flows, counters, &cfg))?
+            }
+            ClientFlows::Udp(items) => {
+                side.spawn(items, |(_, flows)| flows, move |flows, counters| udp_rr::run_client(flows, counters, &cfg))?
+            }
+            ClientFlows::Crr(items, target) => side.spawn(
+                items,
+                |(_, flows)| flows,
+                move |flows, counters| tcp_crr::run_client(flows, target, counters, &cfg),
+            )?,
+        };
+        // Stopped early: the flows end now, not at the planned end.
+        let run = side.run(threads, t0, SideProbes::default(), SideEnd::AtDeadline)?;
+        let mut latency = latency_histogram();
+        let mut failures = RrFailures::default();
+        let mut legs = TripLegs::new();
+        for r in &run.results {
+            let _ = latency.add(&r.latency_ns);
+            failures.add(&r.failures);
+            if let Some(t) = &r.trip {
+                legs.add(t);
+            }
+        }
+        let trip_times = self.clock.map(|clock| {
+            TripTimes::of(clock, LatencySummary::of(&legs.request), LatencySummary::of(&legs.response), legs.negative)
+        });
+        let outcomes: Vec<_> = run.results.iter().flat_map(|r| r.flows.iter().cloned()).collect();
+        let mut client = side.report(&run, &outcomes);
+        live.attach((Some(&mut client), None), (None, None));
+        client.set_data_path(data_path(spec, true));
+        if spec.workload == Workload::Crr && spec.tuning.mptcp {
+            client.add_path_notes([crr_mptcp_note()]);
+            client.set_mptcp(Some(crr_mptcp_sample(&run.results)));
+        } else {
+            client.set_mptcp(read_mptcp(spec, &mptcp_probes));
+        }
+        if !ends_with_its_flows(spec) {
+            // The server's flows cannot see the end: say it.
+            let _ = control::write_msg(&session.ctl, &ControlMsg::Finished);
+        }
+        let latency = LatencySummary::of(&latency);
+        Ok(ClientSide { client, latency, failures, trip_times, stopped: run.stopped })
+    }
+
+    fn report(self, side: ClientSide, end: Ended) -> RrReport {
+        let spec = &self.opts.spec;
+        let ClientSide { client, latency, failures, trip_times, stopped } = side;
+        let mut error = end.far.error;
+        if let Some(reason) = stopped {
+            error = Some(format!(
+                "interrupted at {:.1} s of {:.1} s ({reason})",
+                client.window_seconds,
+                spec.time_ms as f64 / 1e3
+            ));
+        }
+        RrReport {
+            spec: spec.clone(),
+            target: end.session.peer,
+            client,
+            server: end.far.forward,
+            latency,
+            failures,
+            trip_times,
+            interval_latency: self
+                .rtts
+                .map(|r| std::mem::take(&mut *r.kept.lock().unwrap_or_else(|p| p.into_inner())))
+                .unwrap_or_default(),
+            error,
+        }
+    }
+}
+
+/// Opens (or, for UDP and crr, readies) the flows the server waits for, by transport; UDP
+/// rr's sockets (`udp`) were bound before the hello.
+fn open_flows(opts: &SendOptions, session: &mut SenderSession, udp: Option<Vec<UdpSocket>>) -> Result<ClientFlows> {
     let spec = &opts.spec;
     let peer = session.peer.clone();
     let queue_of = |flow: u32| spec.queue_of_flow(flow);
-    Ok(match (spec.workload, spec.proto) {
+    Ok(match (spec.workload, udp) {
         (Workload::Crr, _) => {
-            session.negotiate(spec, Vec::new())?;
             let port = session.data_port.ok_or_else(|| {
                 Error::protocol(format!("receiver {peer} accepted a crr test without a port to connect to"))
             })?;
             let items = (0..spec.flows()).map(|f| (queue_of(f), CrrFlow { queue: queue_of(f) })).collect();
             ClientFlows::Crr(items, SocketAddr::new(session.target_ip, port))
         }
-        (_, Proto::Udp) => {
-            let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
-            let (sockets, ports) = udp_stream::flow_sockets(local.ip().to_canonical(), spec.flows(), None)?;
-            session.negotiate(spec, ports)?;
+        (_, Some(sockets)) => {
             let target = SocketAddr::new(session.target_ip, opts.port);
             let mut items = Vec::with_capacity(sockets.len());
             for (flow, socket) in (0..).zip(sockets) {
@@ -320,8 +366,7 @@ fn open_flows(opts: &SendOptions, session: &mut SenderSession) -> Result<ClientF
             }
             ClientFlows::Udp(items)
         }
-        (_, Proto::Tcp) => {
-            session.negotiate(spec, Vec::new())?;
+        (_, None) => {
             let mut items = Vec::with_capacity(spec.flows() as usize);
             for flow in 0..spec.flows() {
                 let mut stream = control::connect_from(

@@ -2,8 +2,9 @@
 //!
 //! Both ends agree on the test over the control channel, start when the receiver says
 //! `Ready`, measure their own window by their own clock, and the receiver's figures travel
-//! back so the sender prints both sides. The headline is the receiver's. The direction
-//! driver ([`crate::session::driver`]) runs the halves here: [`TcpHalves`].
+//! back so the sender prints both sides. The headline is the receiver's. The sender runs
+//! through the one sender sequence ([`crate::session::sequence`]) as a `TcpSender`, and the
+//! direction driver ([`crate::session::driver`]) runs the halves here: [`TcpHalves`].
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
@@ -13,9 +14,10 @@ use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
 use crate::runtime::side::STOP_LINGER;
 use crate::session::control;
-use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, Quiet, ServerStop};
+use crate::session::driver::{send_halves, serve_stream, stream_report, Halves, Indexed, StreamHalves};
+use crate::session::live::{Live, Observer, Quiet, SenderLive, ServerStop};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
+use crate::session::sequence::{run_test, Ended, SenderTest};
 use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
@@ -89,35 +91,70 @@ pub fn run_send_live(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<
     if opts.spec.proto == crate::base::spec::Proto::Udp {
         return super::udp_stream::run_send_udp(opts, observer);
     }
-    let spec = &opts.spec;
-    let mut session = SenderSession::connect(opts)?;
-    let zc = zerocopy_for(spec, &session.caps, &session.path)?;
-    session.negotiate(spec, Vec::new())?;
-    let peer = session.peer.clone();
-    let ports = session.steer(spec, &opts.local, opts.port);
-    let probe = if spec.latency { Some(SenderProbe::open_tcp(&session, opts)?) } else { None };
-    let mut flows = Vec::with_capacity(spec.flows() as usize);
-    for flow in 0..spec.data_connections() {
-        let local = match ports.get(flow as usize).copied().flatten() {
-            Some(port) => opts.local.with_port(port),
-            None => opts.local.for_flow(flow).map_err(Error::usage)?,
-        };
-        let mut stream = control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &local, Some(&spec.tuning))?;
-        stream
-            .write_all(&session.data_hello(flow, &stream)?)
-            .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
-        flows.push((flow, stream));
+    run_test(opts, TcpSender { opts, zc: (false, String::new()), probe: None }, observer)
+}
+
+/// A TCP stream in the sender's one sequence: connected flows, each greeted, and the TCP
+/// engine's halves.
+struct TcpSender<'a> {
+    opts: &'a SendOptions,
+    /// Whether SEND_ZC is used, and why (decided before the hello).
+    zc: (bool, String),
+    /// `--latency`: the probe beside the flows.
+    probe: Option<SenderProbe>,
+}
+
+impl SenderTest for TcpSender<'_> {
+    type Prepared = ();
+    type Flows = Vec<Indexed<TcpStream>>;
+    type Local = Halves;
+    type Report = StreamReport;
+
+    fn prepare(&mut self, session: &mut SenderSession) -> Result<((), Vec<u16>)> {
+        self.zc = zerocopy_for(&self.opts.spec, &session.caps, &session.path)?;
+        Ok(((), Vec::new()))
     }
-    // The session goes to the driver; the halves keep their own copies.
-    let (placement, caps) = (session.placement.clone(), session.caps.clone());
-    let iface = session.path.interface().map(str::to_string);
-    let halves = TcpHalves { spec, placement: &placement, caps: &caps, zc, iface, queues: None };
-    let observer = probe.as_ref().map_or(observer.clone(), |p| p.watch(spec, observer));
-    let mut report = run_stream(session, spec, &halves, flows, observer)?;
-    if let Some(probe) = probe {
-        probe.finish(spec, &mut report);
+
+    fn open(&mut self, session: &mut SenderSession, (): ()) -> Result<Self::Flows> {
+        let (opts, spec) = (self.opts, &self.opts.spec);
+        let peer = session.peer.clone();
+        let ports = session.steer(spec, &opts.local, opts.port);
+        self.probe = if spec.latency { Some(SenderProbe::open_tcp(session, opts)?) } else { None };
+        let mut flows = Vec::with_capacity(spec.flows() as usize);
+        for flow in 0..spec.data_connections() {
+            let local = match ports.get(flow as usize).copied().flatten() {
+                Some(port) => opts.local.with_port(port),
+                None => opts.local.for_flow(flow).map_err(Error::usage)?,
+            };
+            let mut stream =
+                control::connect_from(&opts.target, opts.port, CONNECT_TIMEOUT, &local, Some(&spec.tuning))?;
+            stream
+                .write_all(&session.data_hello(flow, &stream)?)
+                .map_err(|e| Error::peer(format!("opening data flow {flow} to {peer}: {e}")))?;
+            flows.push((flow, stream));
+        }
+        Ok(flows)
     }
-    Ok(report)
+
+    fn observer(&mut self, observer: Arc<dyn Observer>) -> Arc<dyn Observer> {
+        self.probe.as_ref().map_or(observer.clone(), |p| p.watch(&self.opts.spec, observer))
+    }
+
+    fn run(&mut self, session: &SenderSession, flows: Self::Flows, t0: Instant, live: &SenderLive) -> Result<Halves> {
+        let spec = &self.opts.spec;
+        let (placement, caps, zc) = (&session.placement, &session.caps, self.zc.clone());
+        let iface = session.path.interface().map(str::to_string);
+        send_halves(&TcpHalves { spec, placement, caps, zc, iface, queues: None }, spec, flows, t0, live)
+    }
+
+    fn report(self, halves: Halves, end: Ended) -> StreamReport {
+        let spec = &self.opts.spec;
+        let mut report = stream_report(spec, halves, end);
+        if let Some(probe) = self.probe {
+            probe.finish(spec, &mut report);
+        }
+        report
+    }
 }
 
 /// The TCP engine's halves of a stream test: what the driver needs to send or receive on

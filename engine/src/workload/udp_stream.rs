@@ -7,7 +7,9 @@
 //! control port (SO_REUSEPORT), each connected to one of the sender's source ports, which the
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
 //!
-//! The direction driver ([`crate::session::driver`]) runs the halves here: [`UdpHalves`].
+//! The sender runs through the one sender sequence ([`crate::session::sequence`]) as a
+//! `UdpSender`; the direction driver ([`crate::session::driver`]) runs the halves here:
+//! [`UdpHalves`].
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
@@ -17,9 +19,12 @@ use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::handoff::await_first_packets;
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
-use crate::session::driver::{run_stream, serve_stream, split_by_direction, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, ServerStop};
+use crate::session::driver::{
+    send_halves, serve_stream, split_by_direction, stream_report, Halves, Indexed, StreamHalves,
+};
+use crate::session::live::{Live, Observer, SenderLive, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
+use crate::session::sequence::{run_test, Ended, SenderTest};
 use crate::session::server::ServedReports;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::sockopt;
@@ -85,63 +90,103 @@ pub(crate) fn flow_sockets(
 
 /// Runs a UDP stream test against `recv`, in the direction the spec asks.
 pub(crate) fn run_send_udp(opts: &SendOptions, observer: Arc<dyn Observer>) -> Result<StreamReport> {
-    let spec = &opts.spec;
-    let mut session = SenderSession::connect(opts)?;
-    let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
-    let local_ip = local_ip.to_canonical();
-    let sockets_wanted = spec.data_connections() + spec.probe_connections();
-    let (mut sockets, ports) = flow_sockets(local_ip, sockets_wanted, opts.local.data_port)?;
-    // `--latency`: the socket after the last flow's is the probe's.
-    let probe_socket = if spec.latency { sockets.pop() } else { None };
-    let indexed: Vec<(u32, UdpSocket)> = (0..).zip(sockets).collect();
-    mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
-    // Receiving sockets get GRO and their buffer before the far side is told to start.
-    let (_, reverse) = split_by_direction(spec, indexed.iter().map(|(i, s)| (*i, s)).collect());
-    for (_, s) in reverse {
-        prepare_receiver(s, spec)?;
+    run_test(opts, UdpSender { opts, probe: None }, observer)
+}
+
+/// A UDP stream in the sender's one sequence: a socket per flow, bound before the hello that
+/// announces their ports, connected once the receiver accepted; the socket engine's halves.
+struct UdpSender<'a> {
+    opts: &'a SendOptions,
+    /// `--latency`: the probe beside the flows.
+    probe: Option<SenderProbe>,
+}
+
+/// A UDP sender's sockets from the hello until they are connected: the flows', and
+/// (`--latency`) the probe's, the one after the last flow's.
+struct UdpSockets {
+    flows: Vec<Indexed<UdpSocket>>,
+    probe: Option<UdpSocket>,
+}
+
+impl SenderTest for UdpSender<'_> {
+    type Prepared = UdpSockets;
+    type Flows = Vec<Indexed<UdpSocket>>;
+    type Local = Halves;
+    type Report = StreamReport;
+
+    fn prepare(&mut self, session: &mut SenderSession) -> Result<(UdpSockets, Vec<u16>)> {
+        let spec = &self.opts.spec;
+        let sockets_wanted = spec.data_connections() + spec.probe_connections();
+        let (mut sockets, ports) = flow_sockets(local_ip(session)?, sockets_wanted, self.opts.local.data_port)?;
+        let probe = if spec.latency { sockets.pop() } else { None };
+        let flows: Vec<Indexed<UdpSocket>> = (0..).zip(sockets).collect();
+        mark_flows(spec, flows.iter().map(|(_, s)| s))?;
+        // Receiving sockets get GRO and their buffer before the far side is told to start.
+        let (_, reverse) = split_by_direction(spec, flows.iter().map(|(i, s)| (*i, s)).collect());
+        for (_, s) in reverse {
+            prepare_receiver(s, spec)?;
+        }
+        Ok((UdpSockets { flows, probe }, ports))
     }
-    session.negotiate(spec, ports)?;
-    let mut indexed = indexed;
-    // `--steer`: the receiver asked for the final source ports; flows whose port lands them
-    // on their queue move to a socket bound there (bind before connect).
-    if let Some(steered) = session.steer_udp(spec, &opts.local, opts.port) {
-        for ((_, socket), port) in indexed.iter_mut().zip(&steered) {
-            if let Some(port) = port {
-                *socket = UdpSocket::bind(SocketAddr::new(local_ip, *port))
-                    .map_err(|e| Error::io(format!("binding a steered UDP flow socket to port {port}"), e))?;
+
+    fn open(&mut self, session: &mut SenderSession, sockets: UdpSockets) -> Result<Self::Flows> {
+        let (opts, spec) = (self.opts, &self.opts.spec);
+        let local_ip = local_ip(session)?;
+        let UdpSockets { flows: mut indexed, probe } = sockets;
+        // `--steer`: the receiver asked for the final source ports; flows whose port lands them
+        // on their queue move to a socket bound there (bind before connect).
+        if let Some(steered) = session.steer_udp(spec, &opts.local, opts.port) {
+            for ((_, socket), port) in indexed.iter_mut().zip(&steered) {
+                if let Some(port) = port {
+                    *socket = UdpSocket::bind(SocketAddr::new(local_ip, *port))
+                        .map_err(|e| Error::io(format!("binding a steered UDP flow socket to port {port}"), e))?;
+                }
+            }
+            mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
+            let port_of = |s: &UdpSocket| s.local_addr().map(|a| a.port()).unwrap_or(0);
+            let ports = indexed.iter().map(|(_, s)| port_of(s)).chain(probe.as_ref().map(port_of)).collect();
+            session.announce_udp_ports(ports)?;
+        }
+        let target = SocketAddr::new(session.target_ip, opts.port);
+        for (_, s) in &indexed {
+            s.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
+            // Refuse before the test rather than fragment or fail mid-way: every datagram (and
+            // every GSO segment) must fit the path MTU.
+            if udp_send::path_mtu(s).is_some_and(|mtu| spec.len + udp_send::ip_udp_overhead(s) > mtu) {
+                return Err(Error::usage(udp_send::mtu_message(s, spec.len, spec.gso)));
             }
         }
-        mark_flows(spec, indexed.iter().map(|(_, s)| s))?;
-        let port_of = |s: &UdpSocket| s.local_addr().map(|a| a.port()).unwrap_or(0);
-        let ports = indexed.iter().map(|(_, s)| port_of(s)).chain(probe_socket.as_ref().map(port_of)).collect();
-        session.announce_udp_ports(ports)?;
-    }
-    let target = SocketAddr::new(session.target_ip, opts.port);
-    for (_, s) in &indexed {
-        s.connect(target).map_err(|e| Error::io(format!("connecting a UDP flow to {target}"), e))?;
-        // Refuse before the test rather than fragment or fail mid-way: every datagram (and
-        // every GSO segment) must fit the path MTU.
-        if udp_send::path_mtu(s).is_some_and(|mtu| spec.len + udp_send::ip_udp_overhead(s) > mtu) {
-            return Err(Error::usage(udp_send::mtu_message(s, spec.len, spec.gso)));
-        }
-    }
-    let probe = match probe_socket {
-        Some(s) => {
+        if let Some(s) = probe {
             s.connect(target).map_err(|e| Error::io(format!("connecting the latency probe to {target}"), e))?;
-            Some(SenderProbe::open_udp(&session, spec, s)?)
+            self.probe = Some(SenderProbe::open_udp(session, spec, s)?);
         }
-        None => None,
-    };
-    // The session goes to the driver; the halves keep their own copies.
-    let placement = session.placement.clone();
-    let iface = session.path.interface().map(str::to_string);
-    let halves = UdpHalves { spec, placement: &placement, iface, serving: false, queues: None };
-    let observer = probe.as_ref().map_or(observer.clone(), |p| p.watch(spec, observer));
-    let mut report = run_stream(session, spec, &halves, indexed, observer)?;
-    if let Some(probe) = probe {
-        probe.finish(spec, &mut report);
+        Ok(indexed)
     }
-    Ok(report)
+
+    fn observer(&mut self, observer: Arc<dyn Observer>) -> Arc<dyn Observer> {
+        self.probe.as_ref().map_or(observer.clone(), |p| p.watch(&self.opts.spec, observer))
+    }
+
+    fn run(&mut self, session: &SenderSession, flows: Self::Flows, t0: Instant, live: &SenderLive) -> Result<Halves> {
+        let (spec, placement) = (&self.opts.spec, &session.placement);
+        let iface = session.path.interface().map(str::to_string);
+        send_halves(&UdpHalves { spec, placement, iface, serving: false, queues: None }, spec, flows, t0, live)
+    }
+
+    fn report(self, halves: Halves, end: Ended) -> StreamReport {
+        let spec = &self.opts.spec;
+        let mut report = stream_report(spec, halves, end);
+        if let Some(probe) = self.probe {
+            probe.finish(spec, &mut report);
+        }
+        report
+    }
+}
+
+/// The address this host's control connection left from, which the flows leave from too.
+fn local_ip(session: &SenderSession) -> Result<IpAddr> {
+    let local = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?;
+    Ok(local.ip().to_canonical())
 }
 
 /// The socket engine's halves of a UDP stream: what the driver needs to send or receive on

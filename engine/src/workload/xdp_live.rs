@@ -24,7 +24,6 @@ use crate::transport::xdp::send::{XdpFlowSent, XdpSendFlow};
 use crate::uring::ring::WaitMode;
 use crate::wire::udp_payload::{WireTime, FIRST_SEQ};
 use crate::workload::xdp_sender::{flows_by_queue, sender_report};
-use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,21 +53,14 @@ pub(crate) struct LiveSendHalf<'a> {
     at: LiveOutput,
     /// What the `ndo_xdp_xmit` check could not settle.
     note: Option<String>,
-    /// The flows' source ports, held so that no other program on this host gets them.
-    _reserved: Vec<UdpSocket>,
 }
 
-impl<'a> LiveSendHalf<'a> {
+impl LiveOutput {
     /// Checks that the interface takes XDP frames now (after the hello: the receiver's
-    /// program may be what makes a veth take them).
-    pub(crate) fn new(
-        spec: &'a TestSpec,
-        placement: &'a Placement,
-        gen: Arc<LiveFrames>,
-        at: LiveOutput,
-        reserved: Vec<UdpSocket>,
-    ) -> Result<Self> {
-        let note = match live_frames::ndo_xmit(at.ifindex)? {
+    /// program may be what makes a veth take them); what the check could not settle.
+    pub(crate) fn check_xmit(&self) -> Result<Option<String>> {
+        let at = self;
+        Ok(match live_frames::ndo_xmit(at.ifindex)? {
             Some(true) => None,
             Some(false) => {
                 return Err(Error::unsupported(format!(
@@ -80,8 +72,20 @@ impl<'a> LiveSendHalf<'a> {
                 "this kernel cannot say whether {} takes XDP frames (no netdev netlink family): frames it cannot send are dropped unseen",
                 at.ifname
             )),
-        };
-        Ok(Self { spec, placement, gen, at, note, _reserved: reserved })
+        })
+    }
+}
+
+impl<'a> LiveSendHalf<'a> {
+    /// The half over `at`, whose [`LiveOutput::check_xmit`] left `note`.
+    pub(crate) fn new(
+        spec: &'a TestSpec,
+        placement: &'a Placement,
+        gen: Arc<LiveFrames>,
+        at: LiveOutput,
+        note: Option<String>,
+    ) -> Self {
+        Self { spec, placement, gen, at, note }
     }
 
     /// Describes each queue's flows to the generator: one slot per queue that has flows.

@@ -10,8 +10,9 @@
 //!   to them and passes the rest. TCP tests and reverse directions use the socket engine.
 //!
 //! Both sides fill the same [`SideReport`] as the socket engine, plus [`XdpFigures`]. The
-//! direction driver ([`crate::session::driver`]) runs the halves here: [`XdpSendHalf`] on
-//! the sending host, [`XdpReceiveHalf`] on `recv`.
+//! sender runs through the one sender sequence ([`crate::session::sequence`]) as an
+//! `XdpSender`; the direction driver ([`crate::session::driver`]) runs the halves here:
+//! [`XdpSendHalf`] on the sending host, [`XdpReceiveHalf`] on `recv`.
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
@@ -22,9 +23,10 @@ use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
 use crate::runtime::side::STOP_LINGER;
-use crate::session::driver::{run_stream, serve_stream, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, ServerStop};
+use crate::session::driver::{send_halves, serve_stream, stream_report, Halves, Indexed, StreamHalves};
+use crate::session::live::{Live, Observer, SenderLive, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
+use crate::session::sequence::{run_test, Ended, SenderTest};
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::kernel_count::KernelFlows;
@@ -132,61 +134,112 @@ pub fn run_send_xdp(opts: &SendOptions, xdp: &XdpOptions, observer: Arc<dyn Obse
             "--engine xdp sends forward only: for the other direction run `recv --engine xdp` on this host and send from the other",
         ));
     }
-    let mut session = SenderSession::connect(opts)?;
-    let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
-    let local_ip = local_ip.to_canonical();
-    let target_ip = session.target_ip;
-    let route = hostinfo::route_to(target_ip)?;
-    if route.local {
-        return Err(Error::usage(format!(
-            "--engine xdp needs a link to the target: {target_ip} is an address of this host (loopback has no AF_XDP path)"
-        )));
-    }
-    let ifname = xdp.iface.clone().unwrap_or_else(|| route.ifname.clone());
-    let ifindex = program::ifindex(&ifname)?;
-    let mtu = interface_mtu(&ifname)?;
-    let frame_len = check_len(spec.len, target_ip.is_ipv6(), &ifname, mtu)?;
-    let src_mac = neigh::interface_mac(&ifname)?;
-    let next_hop = route.gateway.unwrap_or(target_ip);
-    let dst_mac = neigh::resolve(next_hop, ifindex, &ifname, NEIGHBOUR_WAIT)?;
-    // Sockets (or the generator) before the hello: a bad queue, a low memlock limit or a
-    // kernel without live frames fails the command before the receiver starts anything.
-    let engine = match xdp.gen {
-        XdpGen::Xsk => {
-            SendEngine::Xsk((0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?)
+    run_test(opts, XdpSender { opts, xdp, reserved: Vec::new() }, observer)
+}
+
+/// A forward AF_XDP stream in the sender's one sequence: its sockets (or the generator) and
+/// frame templates set up before the hello, and its one sending half.
+struct XdpSender<'a> {
+    opts: &'a SendOptions,
+    xdp: &'a XdpOptions,
+    /// The flows' source ports, held until the test's end so that no other program on this
+    /// host gets them.
+    reserved: Vec<UdpSocket>,
+}
+
+/// What an AF_XDP sender sets up before the hello, and its flows once they are ready.
+struct XdpReady {
+    engine: SendEngine,
+    flows: Vec<Indexed<XdpSendFlow>>,
+    ifname: String,
+    ifindex: u32,
+    frame_len: u32,
+    ipv6: bool,
+    /// The live-frames generator's `ndo_xdp_xmit` note, from its check after the hello.
+    live_note: Option<String>,
+}
+
+impl SenderTest for XdpSender<'_> {
+    type Prepared = XdpReady;
+    type Flows = XdpReady;
+    type Local = Halves;
+    type Report = StreamReport;
+
+    fn prepare(&mut self, session: &mut SenderSession) -> Result<(XdpReady, Vec<u16>)> {
+        let (opts, spec, xdp) = (self.opts, &self.opts.spec, self.xdp);
+        let local_ip = session.ctl.local_addr().map_err(|e| Error::io("reading the control socket address", e))?.ip();
+        let local_ip = local_ip.to_canonical();
+        let target_ip = session.target_ip;
+        let route = hostinfo::route_to(target_ip)?;
+        if route.local {
+            return Err(Error::usage(format!(
+                "--engine xdp needs a link to the target: {target_ip} is an address of this host (loopback has no AF_XDP path)"
+            )));
         }
-        XdpGen::Live => SendEngine::Live(xdp_live::prepare(ifindex)?),
-    };
-    // Source ports: reserved with ordinary sockets so no other program on this host gets them.
-    let reserved: Vec<UdpSocket> = (0..spec.flows())
-        .map(|_| UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("reserving a UDP source port", e)))
-        .collect::<Result<_>>()?;
-    let ports: Vec<u16> = reserved.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
-    let mut flows = Vec::with_capacity(ports.len());
-    for (i, &port) in (0..).zip(&ports) {
-        let addrs = FlowAddrs { src_mac, dst_mac, src: local_ip, dst: target_ip, src_port: port, dst_port: opts.port };
-        let template = FrameTemplate::new(&addrs, spec.len as usize).map_err(Error::usage)?;
-        flows.push((i, XdpSendFlow { template, queue: spec.queue_of_flow(i) }));
+        let ifname = xdp.iface.clone().unwrap_or_else(|| route.ifname.clone());
+        let ifindex = program::ifindex(&ifname)?;
+        let mtu = interface_mtu(&ifname)?;
+        let frame_len = check_len(spec.len, target_ip.is_ipv6(), &ifname, mtu)?;
+        let src_mac = neigh::interface_mac(&ifname)?;
+        let next_hop = route.gateway.unwrap_or(target_ip);
+        let dst_mac = neigh::resolve(next_hop, ifindex, &ifname, NEIGHBOUR_WAIT)?;
+        // Sockets (or the generator) before the hello: a bad queue, a low memlock limit or a
+        // kernel without live frames fails the command before the receiver starts anything.
+        let engine = match xdp.gen {
+            XdpGen::Xsk => {
+                SendEngine::Xsk((0..spec.queues).map(|q| socket::open(&ifname, q, "tx")).collect::<Result<_>>()?)
+            }
+            XdpGen::Live => SendEngine::Live(xdp_live::prepare(ifindex)?),
+        };
+        // Source ports: reserved with ordinary sockets so no other program on this host gets them.
+        self.reserved = (0..spec.flows())
+            .map(|_| {
+                UdpSocket::bind(SocketAddr::new(local_ip, 0)).map_err(|e| Error::io("reserving a UDP source port", e))
+            })
+            .collect::<Result<_>>()?;
+        let ports: Vec<u16> = self.reserved.iter().map(|s| s.local_addr().map(|a| a.port()).unwrap_or(0)).collect();
+        let mut flows = Vec::with_capacity(ports.len());
+        for (i, &port) in (0..).zip(&ports) {
+            let addrs =
+                FlowAddrs { src_mac, dst_mac, src: local_ip, dst: target_ip, src_port: port, dst_port: opts.port };
+            let template = FrameTemplate::new(&addrs, spec.len as usize).map_err(Error::usage)?;
+            flows.push((i, XdpSendFlow { template, queue: spec.queue_of_flow(i) }));
+        }
+        let ipv6 = target_ip.is_ipv6();
+        Ok((XdpReady { engine, flows, ifname, ifindex, frame_len, ipv6, live_note: None }, ports))
     }
-    session.negotiate(spec, ports)?;
-    let placement = session.placement.clone();
-    match engine {
-        SendEngine::Xsk(xsks) => {
-            let half = XdpSendHalf {
-                spec,
-                placement: &placement,
-                xsks: Mutex::new(xsks),
-                ifname,
-                frame_len,
-                _reserved: reserved,
+
+    fn open(&mut self, _session: &mut SenderSession, mut ready: XdpReady) -> Result<XdpReady> {
+        if let SendEngine::Live(_) = ready.engine {
+            let at = xdp_live::LiveOutput {
+                ifname: ready.ifname.clone(),
+                ifindex: ready.ifindex,
+                frame_len: ready.frame_len,
+                ipv6: ready.ipv6,
             };
-            run_stream(session, spec, &half, flows, observer)
+            ready.live_note = at.check_xmit()?;
         }
-        SendEngine::Live(gen) => {
-            let at = xdp_live::LiveOutput { ifname, ifindex, frame_len, ipv6: target_ip.is_ipv6() };
-            let half = xdp_live::LiveSendHalf::new(spec, &placement, gen, at, reserved)?;
-            run_stream(session, spec, &half, flows, observer)
+        Ok(ready)
+    }
+
+    fn run(&mut self, session: &SenderSession, ready: XdpReady, t0: Instant, live: &SenderLive) -> Result<Halves> {
+        let (spec, placement) = (&self.opts.spec, &session.placement);
+        let XdpReady { engine, flows, ifname, ifindex, frame_len, ipv6, live_note } = ready;
+        match engine {
+            SendEngine::Xsk(xsks) => {
+                let half = XdpSendHalf { spec, placement, xsks: Mutex::new(xsks), ifname, frame_len };
+                send_halves(&half, spec, flows, t0, live)
+            }
+            SendEngine::Live(gen) => {
+                let at = xdp_live::LiveOutput { ifname, ifindex, frame_len, ipv6 };
+                let half = xdp_live::LiveSendHalf::new(spec, placement, gen, at, live_note);
+                send_halves(&half, spec, flows, t0, live)
+            }
         }
+    }
+
+    fn report(self, halves: Halves, end: Ended) -> StreamReport {
+        stream_report(&self.opts.spec, halves, end)
     }
 }
 
@@ -207,8 +260,6 @@ pub(crate) struct XdpSendHalf<'a> {
     xsks: Mutex<Vec<XskQueue>>,
     ifname: String,
     frame_len: u32,
-    /// The flows' source ports, held so that no other program on this host gets them.
-    _reserved: Vec<UdpSocket>,
 }
 
 impl StreamHalves for XdpSendHalf<'_> {
