@@ -484,6 +484,9 @@ impl SenderSession {
     /// Forward test: collects the receiver's report and puts both sides together.
     pub(crate) fn finish(mut self, spec: &TestSpec, mut sender: SideReport, live: SenderLive) -> StreamReport {
         let (mut receiver, _, error) = self.remote_reports(&live);
+        if receiver.is_some() {
+            crate::session::end_report::send(&self.ctl, spec, &sender.tcp);
+        }
         live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
         let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
         let roles = self.roles(spec);

@@ -29,6 +29,7 @@ use crate::session::auth::{self, Nonce, SessionKey};
 use crate::session::control::{self, ControlMsg, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
 use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::logq::{LogQueue, RateLimit};
+use crate::session::end_report;
 use crate::session::receiver::{exposed_addresses, EventSink, ReceiverConfig, ServerEvent, TestOutcome};
 use crate::sys::epoll::Epoll;
 use crate::sys::probe::KernelCaps;
@@ -624,7 +625,12 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
                 ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
             let delivered = control::write_msg(&ctl, &msg);
             if let Some(tally) = &shared.cfg.tally {
-                let outcome = TestOutcome::Reports { received: received.as_ref(), sent: sent.as_ref() };
+                // Only `recv --metrics` uses the sender's end report: without it nothing waits.
+                let sender_retransmits = (delivered.is_ok() && end_report::carries_end_report(&spec))
+                    .then(|| end_report::receive(&mut ctl, &spec).ok())
+                    .flatten();
+                let outcome =
+                    TestOutcome::Reports { received: received.as_ref(), sent: sent.as_ref(), sender_retransmits };
                 tally.0.ended(peer, &spec, outcome);
             }
             for report in received.into_iter().chain(sent) {
