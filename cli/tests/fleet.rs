@@ -346,8 +346,11 @@ fn the_plan_check_counts_each_kind_of_plan() {
         .iter()
         .map(|(name, entry, ..)| {
             let plan = dir.join(format!("{name}.yml"));
-            std::fs::write(&plan, format!("fleet_plan:\n  options: {{time: 2s}}\n  entries:\n    - {{name: {name}, {entry}}}\n"))
-                .unwrap();
+            std::fs::write(
+                &plan,
+                format!("fleet_plan:\n  options: {{time: 2s}}\n  entries:\n    - {{name: {name}, {entry}}}\n"),
+            )
+            .unwrap();
             let ansible = root().join("deploy/ansible");
             let mut c = Command::new(bin.join("ansible-playbook"));
             c.current_dir(&ansible).env("ANSIBLE_CONFIG", ansible.join("ansible.cfg")).arg("--check");
@@ -359,7 +362,11 @@ fn the_plan_check_counts_each_kind_of_plan() {
     let minutes = |s: f64| {
         // Whole seconds as the estimate rounds them (half to even).
         let s = s.round_ties_even() as u64;
-        if s >= 60 { format!("{} min {} s", s / 60, s % 60) } else { format!("{s} s") }
+        if s >= 60 {
+            format!("{} min {} s", s / 60, s % 60)
+        } else {
+            format!("{s} s")
+        }
     };
     for ((name, _, runs, rounds, largest, seconds), out) in kinds.iter().zip(runs) {
         let out = out.join().expect("ansible-playbook thread");
@@ -379,8 +386,9 @@ fn the_plan_check_counts_each_kind_of_plan() {
             assert!(head.starts_with("6 runs in ") && head.contains(" rounds over 6 hosts"), "{name}: {line}");
             let n: usize = head["6 runs in ".len()..].split(' ').next().unwrap().parse().unwrap();
             assert!((2..=6).contains(&n), "{name}: {line}");
-            let possible: Vec<String> =
-                (0..=n).map(|alone_rounds| minutes(alone_rounds as f64 * alone + (n - alone_rounds) as f64 * together)).collect();
+            let possible: Vec<String> = (0..=n)
+                .map(|alone_rounds| minutes(alone_rounds as f64 * alone + (n - alone_rounds) as f64 * together))
+                .collect();
             assert!(possible.iter().any(|p| p == about), "{name}: {about} is none of {possible:?}");
             continue;
         }

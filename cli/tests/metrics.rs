@@ -284,7 +284,8 @@ fn a_forward_tests_retransmits_reach_the_receivers_metrics() {
     let _serial = serial();
     let pair = NetnsPair::up("ubmetr");
     let (a, b) = (pair.sender_ns(), pair.receiver_ns());
-    let drop_rule = "INPUT -p tcp --dport 5300 -m length --length 1000:65535 -m statistic --mode random --probability 0.01 -j DROP";
+    let drop_rule =
+        "INPUT -p tcp --dport 5300 -m length --length 1000:65535 -m statistic --mode random --probability 0.01 -j DROP";
     let rule = pair.cmd(&b, "iptables", &["-A"]).args(drop_rule.split(' ')).output().expect("iptables");
     if !rule.status.success() {
         return skip(Lacking::Installed, "iptables' statistic match is not available here");

@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn a_claim_that_cannot_be_true_is_refused() {
-        let ok = SenderRetransmits { flows: 2, retransmitted_segments: 10, bytes_sent: 1_000_000, bytes_retrans: 14_480 };
+        let ok =
+            SenderRetransmits { flows: 2, retransmitted_segments: 10, bytes_sent: 1_000_000, bytes_retrans: 14_480 };
         assert_eq!(ok.checked(&spec(2)), Ok(ok));
         let more_flows = SenderRetransmits { flows: 3, ..ok };
         assert!(more_flows.checked(&spec(2)).unwrap_err().contains("3 flows"));
@@ -123,7 +124,13 @@ mod tests {
         let a = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut b, _) = listener.accept().unwrap();
         let spec = spec(1);
-        let w = TcpWindow { flows: 1, retransmitted_segments: 4, bytes_sent: 9000, bytes_retrans: 5792, ..Default::default() };
+        let w = TcpWindow {
+            flows: 1,
+            retransmitted_segments: 4,
+            bytes_sent: 9000,
+            bytes_retrans: 5792,
+            ..Default::default()
+        };
         send(&a, &spec, &w);
         assert_eq!(receive(&mut b, &spec), Ok(SenderRetransmits::of(&w)));
         // A sender that closes without it: the receiver is told at once, not after the wait.

@@ -115,7 +115,11 @@ pub(super) fn read_record(p: &Path) -> Result<Option<FleetRunRecord>> {
 }
 
 /// One planned run and its record, if the run role wrote one.
-pub(super) fn run_of(planned: &PlannedRun, mut record: Option<FleetRunRecord>, facts: &mut HostFacts) -> Result<FleetRun> {
+pub(super) fn run_of(
+    planned: &PlannedRun,
+    mut record: Option<FleetRunRecord>,
+    facts: &mut HostFacts,
+) -> Result<FleetRun> {
     let id = planned.id.clone().ok_or_else(|| Error::usage("a planned run without 'id'"))?;
     let field = |v: &Option<String>, key: &str| -> Result<String> {
         v.clone().ok_or_else(|| Error::usage(format!("a planned run without '{key}' (id {id})")))

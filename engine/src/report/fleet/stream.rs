@@ -91,7 +91,8 @@ mod tests {
         let whole = serde_json::to_string_pretty(&report.to_document()).unwrap() + "\n";
         assert_eq!(String::from_utf8(streamed).unwrap(), whole);
         // Every run of a host shares one value of its facts.
-        let h1: Vec<&FleetRun> = report.runs.iter().filter(|r| r.sender == "h1" && !r.sender_facts.is_empty()).collect();
+        let h1: Vec<&FleetRun> =
+            report.runs.iter().filter(|r| r.sender == "h1" && !r.sender_facts.is_empty()).collect();
         assert!(h1.len() > 1 && h1.iter().all(|r| std::sync::Arc::ptr_eq(&r.sender_facts, &h1[0].sender_facts)));
     }
 

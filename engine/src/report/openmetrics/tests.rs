@@ -84,7 +84,8 @@ fn a_forward_tests_retransmits_come_from_the_senders_end_report() {
     let tcp = TestSpec::default();
     let r = side(Role::Receiver, &tcp, 1_000_000, 1.0, true);
     // 10% of the bytes sent again: the receiver's verdict names it.
-    let lossy = SenderRetransmits { flows: 1, retransmitted_segments: 70, bytes_sent: 1_000_000, bytes_retrans: 100_000 };
+    let lossy =
+        SenderRetransmits { flows: 1, retransmitted_segments: 70, bytes_sent: 1_000_000, bytes_retrans: 100_000 };
     x.ended(peer(1), &tcp, TestOutcome::Reports { received: Some(&r), sent: None, sender_retransmits: Some(lossy) });
     // A sender without the report: no figure rather than a zero.
     x.ended(peer(2), &tcp, TestOutcome::Reports { received: Some(&r), sent: None, sender_retransmits: None });
