@@ -156,7 +156,7 @@ pub enum ControlMsg {
     /// retransmissions over its window, which the receiver cannot see (session/end_report.rs).
     /// A receiver that predates it has closed the channel; one that knows it waits at most
     /// 2 s for it.
-    SenderEnd { retransmits: crate::session::end_report::SenderRetransmits },
+    SenderEnd { retransmits: crate::metrics::retransmits::SenderRetransmits },
     /// Sender → receiver, for tests whose flows have no end of their own (UDP and
     /// connection-rate request/response): the sender's flows are done, stop and report.
     Finished,
