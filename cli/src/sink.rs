@@ -273,6 +273,33 @@ pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), Error> {
     sink.finish()
 }
 
+/// Writes a whole file as `write` produces it (a fleet's merged files: gigabytes for a million
+/// runs, never held as one string): buffered, beside its name, then renamed over it. The
+/// first failed write is the error.
+pub(crate) fn write_file_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    struct Into<'a>(&'a Sink);
+    impl std::io::Write for Into<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            // The sink keeps the first error; finish() returns it.
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::file(path, false)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, Into(&sink));
+    let produced = write(&mut out).and_then(|()| std::io::Write::flush(&mut out));
+    drop(out);
+    let finished = sink.finish();
+    produced.map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    finished
+}
+
 /// The run's headline, kept so that a failed write still leaves the result on stderr.
 static HEADLINE: Mutex<Option<String>> = Mutex::new(None);
 

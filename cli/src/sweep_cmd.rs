@@ -197,11 +197,19 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
     let report = FleetReport::load(dir, (!asked.is_empty()).then_some(asked.as_slice()))?;
     let out_dir = args.out.as_deref().unwrap_or(dir);
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
-    let doc = json_text(&report.to_document())?;
+    // Each file streamed from the rows: a million runs' files are never strings in memory.
     let mut written = vec![out_dir.join("fleet.json"), out_dir.join("fleet.csv"), out_dir.join("heatmap.svg")];
-    write_file(&written[0], &doc)?;
-    write_file(&written[1], &fleet::csv::to_csv(&report))?;
-    write_file(&written[2], &fleet::heatmap::to_svg(&report))?;
+    sink::write_file_with(&written[0], |w| report.write_document(w))?;
+    sink::write_file_with(&written[1], |w| {
+        let mut text = fleet::FmtIo::new(w);
+        let _ = fleet::csv::write_csv(&report, &mut text);
+        text.finish().map(drop)
+    })?;
+    sink::write_file_with(&written[2], |w| {
+        let mut text = fleet::FmtIo::new(w);
+        let _ = fleet::heatmap::write_svg(&report, &mut text);
+        text.finish().map(drop)
+    })?;
     for attr in report.summaries.iter().map(|s| &s.attribute).filter(|a| *a != "address" && *a != "entry") {
         let name: String = attr.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let path = out_dir.join(format!("by-{name}.svg"));
@@ -213,11 +221,28 @@ fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
         written.push(path.clone());
     }
     let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
-    Sink::stdout().text(&format!("{}\nwrote {}\n", report.render_text(), names.join(", ")));
+    let mut text = fleet::FmtIo::new(std::io::BufWriter::with_capacity(1 << 16, StdoutText));
+    let _ = report.write_text(&mut text);
+    let _ = text.finish();
+    Sink::stdout().text(&format!("\nwrote {}\n", names.join(", ")));
     let failed = report.failed().len();
     if failed > 0 {
         eprintln!("uringbench: {failed} of {} planned runs failed (listed above)", report.runs.len());
         return Ok(1);
     }
     Ok(0)
+}
+
+/// The process's stdout as an `io::Write` for text made piece by piece (its sink keeps the
+/// first error).
+struct StdoutText;
+
+impl std::io::Write for StdoutText {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        Sink::stdout().write(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -312,6 +312,96 @@ fn playbooks_pass_the_syntax_check() {
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
+/// `run.yml --check` for each kind of plan over an inventory of six hosts that are never
+/// contacted (a local connection, and check mode skips every task that would): the printed
+/// runs, rounds, hosts and estimate are what docs/fleet.md's definitions and its estimate
+/// (per round: the longest test, the start lead of a round of several runs, 6 s of the
+/// controller's own) give, and nothing is written. The plans run in parallel (about 15 s).
+#[test]
+fn the_plan_check_counts_each_kind_of_plan() {
+    let bin = ansible_bin();
+    let dir = std::env::temp_dir().join(format!("uringbench-fleet-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("inventory.yml"),
+        "all:\n  vars:\n    ansible_connection: local\n  children:\n    fleet:\n      children:\n        \
+         small: {hosts: {host1: {}, host2: {}, host3: {}}}\n        large: {hosts: {host4: {}, host5: {}, host6: {}}}\n",
+    )
+    .unwrap();
+    // A test of 2 s lasts 3.25 s with the default warm-up and cool-down.
+    let (test, lead, controller) = (3.25, 5.0, 6.0);
+    let alone = test + controller; // a round of one run starts when it is launched
+    let together = test + lead + controller;
+    // (name, entry, runs, rounds, runs at once, estimated seconds before rounding)
+    let kinds: [(&str, &str, usize, usize, usize, f64); 7] = [
+        ("mesh", "mesh: fleet", 30, 30, 1, 30.0 * alone),
+        ("pairs", "pairs: [[host1, host2], {from: small, to: large}]", 10, 10, 1, 10.0 * alone),
+        ("tournament", "tournament: fleet", 15, 5, 3, 5.0 * together),
+        ("both", "tournament: fleet, directions: both", 30, 10, 3, 10.0 * together),
+        ("ring", "ring: fleet", 6, 2, 3, 2.0 * together),
+        ("k_random", "k_random: {hosts: fleet, k: 2, seed: 7}", 6, 2, 3, 2.0 * together),
+        ("across", "across: {groups: [small, large], k: 1, seed: 3}", 6, 0, 0, 0.0),
+    ];
+    let runs: Vec<_> = kinds
+        .iter()
+        .map(|(name, entry, ..)| {
+            let plan = dir.join(format!("{name}.yml"));
+            std::fs::write(
+                &plan,
+                format!("fleet_plan:\n  options: {{time: 2s}}\n  entries:\n    - {{name: {name}, {entry}}}\n"),
+            )
+            .unwrap();
+            let ansible = root().join("deploy/ansible");
+            let mut c = Command::new(bin.join("ansible-playbook"));
+            c.current_dir(&ansible).env("ANSIBLE_CONFIG", ansible.join("ansible.cfg")).arg("--check");
+            c.arg("-i").arg(dir.join("inventory.yml")).arg("-e").arg(format!("@{}", plan.display()));
+            c.arg("-e").arg(format!("fleet_results={}", dir.join(name).display())).arg("run.yml");
+            std::thread::spawn(move || run_bounded(c, Duration::from_secs(120)).0)
+        })
+        .collect();
+    let minutes = |s: f64| {
+        // Whole seconds as the estimate rounds them (half to even).
+        let s = s.round_ties_even() as u64;
+        if s >= 60 {
+            format!("{} min {} s", s / 60, s % 60)
+        } else {
+            format!("{s} s")
+        }
+    };
+    for ((name, _, runs, rounds, largest, seconds), out) in kinds.iter().zip(runs) {
+        let out = out.join().expect("ansible-playbook thread");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        let line = stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("\"msg\": \"fleet plan: "))
+            .unwrap_or_else(|| panic!("{name}: no estimate in {stdout}"))
+            .trim_end_matches('"');
+        eprintln!("{name}: {line}");
+        if *name == "across" {
+            // Each host sends to one host of the other group, drawn by the seed: six runs over
+            // six hosts; a receiver drawn twice needs a second round, and no round holds more
+            // than three disjoint pairs.
+            let (head, about) = line.split_once(", about ").unwrap();
+            assert!(head.starts_with("6 runs in ") && head.contains(" rounds over 6 hosts"), "{name}: {line}");
+            let n: usize = head["6 runs in ".len()..].split(' ').next().unwrap().parse().unwrap();
+            assert!((2..=6).contains(&n), "{name}: {line}");
+            let possible: Vec<String> = (0..=n)
+                .map(|alone_rounds| minutes(alone_rounds as f64 * alone + (n - alone_rounds) as f64 * together))
+                .collect();
+            assert!(possible.iter().any(|p| p == about), "{name}: {about} is none of {possible:?}");
+            continue;
+        }
+        let want = format!(
+            "{runs} runs in {rounds} rounds over 6 hosts (up to {largest} runs at once), about {}",
+            minutes(*seconds)
+        );
+        assert_eq!(line, want, "{name}");
+        assert!(!dir.join(name).exists(), "{name}: --check wrote its results folder");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn the_planner_passes_its_unit_tests() {
     let dir = root().join("deploy/ansible/tests");

@@ -272,6 +272,43 @@ fn a_dripping_and_an_oversized_request_leave_tests_alone() {
     assert!(dropped >= 13, "12 drips and the oversized request counted as dropped: {dropped}");
 }
 
+/// A forward test's retransmissions happen at the sender: its end report carries them to the
+/// receiver, whose gauge then equals what the sender's kernel counted. The receiver's host
+/// drops 1% of the data segments (iptables' statistic match), and the sender's namespace's
+/// /proc/net/snmp `RetransSegs`, which sees only this test, bounds the figure from outside.
+#[test]
+fn a_forward_tests_retransmits_reach_the_receivers_metrics() {
+    if Command::new("iptables").arg("--version").output().is_err() {
+        return skip(Lacking::Installed, "iptables is not installed");
+    }
+    let _serial = serial();
+    let pair = NetnsPair::up("ubmetr");
+    let (a, b) = (pair.sender_ns(), pair.receiver_ns());
+    let drop_rule =
+        "INPUT -p tcp --dport 5300 -m length --length 1000:65535 -m statistic --mode random --probability 0.01 -j DROP";
+    let rule = pair.cmd(&b, "iptables", &["-A"]).args(drop_rule.split(' ')).output().expect("iptables");
+    if !rule.status.success() {
+        return skip(Lacking::Installed, "iptables' statistic match is not available here");
+    }
+    let _r = Kill(receiver(&pair, &b, "10.77.0.2", "5300"));
+    let before = pair.snmp_counter(&a, "Tcp", "RetransSegs");
+    let doc = send(&pair, &a, &["-c", "10.77.0.2", "--warmup", "0", "--cooldown", "0"]);
+    let snmp = pair.snmp_counter(&a, "Tcp", "RetransSegs") - before;
+    let json = doc["tcp"]["sender"]["retransmitted_segments"].as_u64().expect("the sender's retransmitted_segments");
+    let (_, body) = http_get(&b, &format!("10.77.0.2:{METRICS_PORT}"), "/metrics").expect("scrape");
+    let gauge: u64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("uringbench_last_test_retransmitted_segments{sender=\"10.77.0.1\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no retransmitted_segments for 10.77.0.1:\n{body}"));
+    assert!(gauge > 0, "1% of the data dropped, yet no retransmission (snmp {snmp})");
+    assert_eq!(gauge, json, "the receiver's gauge is the sender's own count");
+    // The kernel's count of the whole namespace: the data window's, plus any of the handshake
+    // and of the last acknowledgements after the sender's window closed.
+    assert!(gauge <= snmp && snmp - gauge <= 10.max(snmp / 20), "gauge {gauge}, RetransSegs {snmp}");
+    println!("retransmits: gauge {gauge}, sender JSON {json}, sender's RetransSegs {snmp}");
+}
+
 #[test]
 fn metrics_needs_an_address_and_a_uringbench_receiver() {
     let run = |args: &[&str]| Command::new(bin()).arg("recv").args(args).output().expect("run recv");

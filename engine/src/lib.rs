@@ -147,7 +147,7 @@ pub mod compare {
 
 /// `report --fleet`: what a fleet run collected, merged.
 pub mod fleet {
-    pub use crate::report::fleet::{csv, heatmap, FleetDocument, FleetReport};
+    pub use crate::report::fleet::{csv, heatmap, FleetDocument, FleetReport, FmtIo};
 }
 
 /// Host settings changed for a test and reverted after it (`settings`, `experiment`,

@@ -6,6 +6,7 @@ pub mod figures;
 pub mod latency;
 pub mod live_latency;
 pub mod measure;
+pub mod retransmits;
 pub mod seq;
 pub mod summary;
 pub mod transactions;

@@ -152,6 +152,11 @@ pub enum ControlMsg {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reverse: Option<Box<SideReport>>,
     },
+    /// Sender → receiver, after `result`, in a forward TCP stream test: its flows'
+    /// retransmissions over its window, which the receiver cannot see (session/end_report.rs).
+    /// A receiver that predates it has closed the channel; one that knows it waits at most
+    /// 2 s for it.
+    SenderEnd { retransmits: crate::metrics::retransmits::SenderRetransmits },
     /// Sender → receiver, for tests whose flows have no end of their own (UDP and
     /// connection-rate request/response): the sender's flows are done, stop and report.
     Finished,
@@ -180,6 +185,7 @@ impl ControlMsg {
             ControlMsg::Ready => "ready",
             ControlMsg::Start { .. } => "start",
             ControlMsg::Result { .. } => "result",
+            ControlMsg::SenderEnd { .. } => "sender_end",
             ControlMsg::Finished => "finished",
             ControlMsg::Interval { .. } => "interval",
             ControlMsg::Stop { .. } => "stop",

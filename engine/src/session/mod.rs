@@ -8,6 +8,7 @@ pub mod admission;
 pub mod auth;
 pub mod control;
 pub mod driver;
+pub mod end_report;
 mod first_answer;
 pub mod gate;
 pub mod live;

@@ -82,7 +82,13 @@ impl Default for ReceiverConfig {
 #[derive(Debug, Clone, Copy)]
 pub enum TestOutcome<'a> {
     /// The test ran: what this receiver received (forward flows) and sent (reverse flows).
-    Reports { received: Option<&'a SideReport>, sent: Option<&'a SideReport> },
+    /// `sender_retransmits`: a forward TCP stream's sender's end report, when it sent one
+    /// that can be true (session/end_report.rs).
+    Reports {
+        received: Option<&'a SideReport>,
+        sent: Option<&'a SideReport>,
+        sender_retransmits: Option<crate::session::end_report::SenderRetransmits>,
+    },
     /// The test failed before it had a report (the reason, as logged).
     Failed(&'a str),
 }

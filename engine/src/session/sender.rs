@@ -499,6 +499,9 @@ impl SenderSession {
         live: SenderLive,
     ) -> StreamReport {
         let FarReports { forward: mut receiver, error, .. } = far;
+        if receiver.is_some() {
+            crate::session::end_report::send(&self.ctl, spec, &sender.tcp);
+        }
         live.attach((Some(&mut sender), receiver.as_mut()), (None, None));
         let error = error.or_else(|| receiver.is_none().then(|| "receiver returned no report".to_string()));
         let roles = self.roles(spec);

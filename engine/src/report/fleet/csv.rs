@@ -3,32 +3,46 @@
 
 use super::{FleetReport, FleetRun};
 use crate::report::sweep::{csv_field, opt, opt_bps};
-use std::fmt::Write as _;
 
 /// The fixed columns; the fact columns follow them.
 pub(crate) const FLEET_CSV_COLUMNS: &str = "id,entry,sender,receiver,address,target,repeat,complete,exact,receiver_bits_per_second,sender_bits_per_second,cpu_seconds_per_gb,sender_total_bytes,receiver_total_bytes,verdict,error";
 
-fn fact_names(runs: &[FleetRun], pick: fn(&FleetRun) -> &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
-    let mut names: Vec<String> = runs.iter().flat_map(|r| pick(r).keys().cloned()).collect();
+fn fact_names(runs: &[FleetRun], pick: fn(&FleetRun) -> &super::Facts) -> Vec<String> {
+    // Each host's facts once (runs share them): the names of a thousand hosts, not of a
+    // million runs.
+    let mut seen = std::collections::HashSet::new();
+    let mut names: Vec<String> = runs
+        .iter()
+        .map(pick)
+        .filter(|f| seen.insert(std::sync::Arc::as_ptr(f)))
+        .flat_map(|f| f.keys().cloned())
+        .collect();
     names.sort();
     names.dedup();
     names
 }
 
 pub fn to_csv(report: &FleetReport) -> String {
+    let mut out = String::new();
+    let _ = write_csv(report, &mut out);
+    out
+}
+
+/// [`to_csv`] written a row at a time (`report --fleet` writes it into the file as it goes).
+pub fn write_csv(report: &FleetReport, out: &mut dyn std::fmt::Write) -> std::fmt::Result {
     let sender = fact_names(&report.runs, |r| &r.sender_facts);
     let receiver = fact_names(&report.runs, |r| &r.receiver_facts);
-    let mut out = FLEET_CSV_COLUMNS.to_string();
+    out.write_str(FLEET_CSV_COLUMNS)?;
     for n in &sender {
-        let _ = write!(out, ",sender_{}", csv_field(n));
+        write!(out, ",sender_{}", csv_field(n))?;
     }
     for n in &receiver {
-        let _ = write!(out, ",receiver_{}", csv_field(n));
+        write!(out, ",receiver_{}", csv_field(n))?;
     }
-    out.push('\n');
+    out.write_char('\n')?;
     let num = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
     for r in &report.runs {
-        let _ = write!(
+        write!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&r.id),
@@ -47,15 +61,15 @@ pub fn to_csv(report: &FleetReport) -> String {
             num(r.receiver_total_bytes),
             csv_field(r.verdict.as_deref().unwrap_or("")),
             csv_field(r.error.as_deref().unwrap_or(""))
-        );
+        )?;
         for (names, facts) in [(&sender, &r.sender_facts), (&receiver, &r.receiver_facts)] {
             for n in names {
-                let _ = write!(out, ",{}", csv_field(&facts.get(n).and_then(super::fact_text).unwrap_or_default()));
+                write!(out, ",{}", csv_field(&facts.get(n).and_then(super::fact_text).unwrap_or_default()))?;
             }
         }
-        out.push('\n');
+        out.write_char('\n')?;
     }
-    out
+    Ok(())
 }
 
 #[cfg(test)]

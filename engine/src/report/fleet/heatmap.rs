@@ -6,7 +6,6 @@
 
 use super::FleetReport;
 use crate::report::chart::escape;
-use std::fmt::Write as _;
 
 const CELL: f64 = 64.0;
 const LABEL: f64 = 120.0;
@@ -22,6 +21,13 @@ fn shade(value: f64, max: f64) -> String {
 
 /// The heatmap document: the title, one matrix per (plan entry, address), the note.
 pub fn to_svg(report: &FleetReport) -> String {
+    let mut s = String::new();
+    let _ = write_svg(report, &mut s);
+    s
+}
+
+/// [`to_svg`] written as it is made (a million cells go into the file, not a string first).
+pub fn write_svg(report: &FleetReport, s: &mut dyn std::fmt::Write) -> std::fmt::Result {
     let mut seen = std::collections::HashSet::new();
     let hosts: Vec<&str> = report
         .pairs
@@ -50,8 +56,7 @@ pub fn to_svg(report: &FleetReport) -> String {
         .fold(0.0, f64::max);
     let pairs = report.pairs.iter().map(|p| ((&*p.entry, &*p.sender, &*p.receiver, &*p.address), p)).collect();
     let m = Matrices { hosts, several_entries, max, pairs };
-    let mut s = String::new();
-    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#)?;
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
@@ -62,15 +67,14 @@ pub fn to_svg(report: &FleetReport) -> String {
     // one long title line.
     let _ = writeln!(s, r#"<text id="axes" x="10" y="38">sender (rows) to receiver (columns)</text>"#);
     for (b, (entry, addr)) in blocks.iter().enumerate() {
-        m.matrix(&mut s, b as f64 * block + LABEL, entry, addr);
+        m.matrix(s, b as f64 * block + LABEL, entry, addr);
     }
     let _ = writeln!(
         s,
         r#"<text id="note" x="10" y="{}">* some runs of the pair failed; grey: not planned</text>"#,
         height - 14.0
     );
-    let _ = writeln!(s, "</svg>");
-    s
+    writeln!(s, "</svg>")
 }
 
 /// What every matrix shares: the hosts in order, whether matrices are told apart
@@ -85,7 +89,7 @@ struct Matrices<'a> {
 
 impl Matrices<'_> {
     /// One matrix at `x0`: its caption, the host labels, a cell per ordered pair.
-    fn matrix(&self, s: &mut String, x0: f64, entry: &str, addr: &str) {
+    fn matrix(&self, s: &mut dyn std::fmt::Write, x0: f64, entry: &str, addr: &str) {
         let y0 = TOP + LABEL;
         let several_entries = self.several_entries;
         let id = if several_entries { format!("{entry}-{addr}") } else { addr.to_string() };
@@ -108,7 +112,7 @@ impl Matrices<'_> {
     }
 
     /// Senders down the left, receivers slanted across the top.
-    fn host_labels(&self, s: &mut String, x0: f64, y0: f64) {
+    fn host_labels(&self, s: &mut dyn std::fmt::Write, x0: f64, y0: f64) {
         for (i, h) in self.hosts.iter().enumerate() {
             let h = escape(h);
             let _ = writeln!(
@@ -129,7 +133,7 @@ impl Matrices<'_> {
 
     /// The cell of one ordered pair at (`x`, `y`): its median shaded, or marked failed or
     /// not planned.
-    fn cell(&self, s: &mut String, (entry, addr): (&str, &str), snd: &str, rcv: &str, x: f64, y: f64) {
+    fn cell(&self, s: &mut dyn std::fmt::Write, (entry, addr): (&str, &str), snd: &str, rcv: &str, x: f64, y: f64) {
         let max = self.max;
         let pair = self.pairs.get(&(entry, snd, rcv, addr)).copied();
         let attrs = format!(r#"data-sender="{}" data-receiver="{}""#, escape(snd), escape(rcv));

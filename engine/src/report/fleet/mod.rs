@@ -12,6 +12,7 @@
 pub mod csv;
 pub mod heatmap;
 mod records;
+mod stream;
 
 use crate::base::spec::Proto;
 use crate::metrics::document::{FleetRunRecord, Kind, Tool};
@@ -21,11 +22,16 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 use records::*;
 pub use records::{FailedFleetRun, FleetDocument};
+pub use stream::FmtIo;
+
+/// A host's facts as its run records gave them: one value per host, shared by every run of
+/// it (a million runs over a thousand hosts hold a thousand of them, not two million).
+pub type Facts = Arc<Map<String, Value>>;
 
 /// Version of `plan.json`, the run records and the merged document.
 pub use crate::metrics::figures::SCHEMA_VERSION;
@@ -62,8 +68,8 @@ pub struct FleetRun {
     pub verdict: Option<String>,
     /// Why the run failed (None when it did not).
     pub error: Option<String>,
-    pub sender_facts: Map<String, Value>,
-    pub receiver_facts: Map<String, Value>,
+    pub sender_facts: Facts,
+    pub receiver_facts: Facts,
 }
 
 impl FleetRun {
@@ -175,10 +181,11 @@ pub struct FleetReport {
 pub(crate) const DEFAULT_ATTRIBUTES: &[&str] = &["address", "vcpus"];
 
 impl FleetReport {
-    /// Reads `DIR/plan.json`, then each planned run's record `DIR/runs/ID.json` one at a time,
-    /// keeping only its figures and facts (the documents are dropped as they are read, so a
-    /// million runs need memory for their rows, not their documents), and summarises by
-    /// `attributes` (None: those of [`DEFAULT_ATTRIBUTES`] that some host reported).
+    /// Reads `DIR/plan.json` (parsed as it is read, never held as text or a tree), then each
+    /// planned run's record `DIR/runs/ID.json` one at a time, keeping only its figures (the
+    /// documents are dropped as they are read) and its hosts' facts, shared per host; and
+    /// summarises by `attributes` (None: those of [`DEFAULT_ATTRIBUTES`] that some host
+    /// reported). Memory grows with the runs' figures and the hosts, not the documents.
     pub fn load(dir: &Path, attributes: Option<&[String]>) -> Result<Self> {
         let plan_path = dir.join("plan.json");
         if !plan_path.exists() {
@@ -187,21 +194,16 @@ impl FleetReport {
                 dir.display()
             )));
         }
-        let text =
-            std::fs::read_to_string(&plan_path).map_err(|e| Error::usage(format!("{}: {e}", plan_path.display())))?;
-        let plan: Value =
-            serde_json::from_str(&text).map_err(|e| Error::usage(format!("{}: not JSON: {e}", plan_path.display())))?;
-        drop(text);
-        let planned = planned_runs(&plan)?;
-        drop(plan);
+        let planned = read_plan(&plan_path)?;
         let runs_dir = dir.join("runs");
+        let mut facts = HostFacts::default();
         let mut runs = Vec::with_capacity(planned.len());
-        for p in &planned {
+        for p in planned {
             let record = match p.id.as_deref().filter(|id| is_record_name(id)) {
                 Some(id) => read_record(&runs_dir.join(format!("{id}.json")))?,
                 None => None,
             };
-            runs.push(run_of(p, record.as_ref())?);
+            runs.push(run_of(&p, record, &mut facts)?);
         }
         Self::of_runs(runs, attributes)
     }
@@ -214,9 +216,10 @@ impl FleetReport {
         attributes: Option<&[String]>,
     ) -> Result<Self> {
         let planned = planned_runs(plan)?;
+        let mut facts = HostFacts::default();
         let mut runs = Vec::with_capacity(planned.len());
         for p in &planned {
-            runs.push(run_of(p, p.id.as_ref().and_then(|id| records.get(id)))?);
+            runs.push(run_of(p, p.id.as_ref().and_then(|id| records.get(id)).cloned(), &mut facts)?);
         }
         Self::of_runs(runs, attributes)
     }
@@ -281,10 +284,8 @@ impl FleetReport {
         self.runs.iter().filter(|r| r.failed()).collect()
     }
 
-    /// The merged document: every run with its figures and facts, the pairs, the summaries.
-    pub fn to_document(&self) -> FleetDocument {
-        let failed: Vec<FailedFleetRun> = self
-            .failed()
+    fn failed_runs(&self) -> Vec<FailedFleetRun> {
+        self.failed()
             .iter()
             .map(|r| FailedFleetRun {
                 id: r.id.clone(),
@@ -294,7 +295,13 @@ impl FleetReport {
                 repeat: r.repeat,
                 error: r.error.clone(),
             })
-            .collect();
+            .collect()
+    }
+
+    /// The merged document: every run with its figures and facts, the pairs, the summaries
+    /// (a copy of them all: `report --fleet` writes [`FleetReport::write_document`] instead).
+    pub fn to_document(&self) -> FleetDocument {
+        let failed = self.failed_runs();
         FleetDocument {
             schema_version: SCHEMA_VERSION,
             kind: Kind::Fleet,
@@ -310,18 +317,27 @@ impl FleetReport {
 
     /// Text: the pair table, one table per summary, and the failed runs.
     pub fn render_text(&self) -> String {
-        let mut out = format!(
-            "fleet: {} planned runs, {} complete, {} failed, {} pairs\n\n",
+        let mut out = String::new();
+        let _ = self.write_text(&mut out);
+        out
+    }
+
+    /// [`FleetReport::render_text`] written as it is made (a pair a line: a million of them
+    /// go to stdout, not into a string first).
+    pub fn write_text(&self, out: &mut dyn std::fmt::Write) -> std::fmt::Result {
+        let failed = self.failed().len();
+        writeln!(
+            out,
+            "fleet: {} planned runs, {} complete, {failed} failed, {} pairs\n",
             self.runs.len(),
-            self.runs.len() - self.failed().len(),
-            self.failed().len(),
+            self.runs.len() - failed,
             self.pairs.len()
-        );
+        )?;
         let w = self.pairs.iter().map(|p| p.sender.len() + p.receiver.len() + 4).max().unwrap_or(4).max(4);
         // The entry column only when the plan had several (their options differ).
         let entries = distinct(self.pairs.iter().map(|p| p.entry.clone()));
         let ew = if entries.len() > 1 { entries.iter().map(String::len).max().unwrap_or(0).max(5) + 2 } else { 0 };
-        let _ = writeln!(
+        writeln!(
             out,
             "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<26} {:<6} verdict",
             if ew > 0 { "entry" } else { "" },
@@ -331,7 +347,7 @@ impl FleetReport {
             "Gbit/s median [min-max]",
             "CPU-s/GB median [min-max]",
             "exact"
-        );
+        )?;
         let mut by_pair: std::collections::HashMap<(&str, &str, &str, &str), Vec<&FleetRun>> = Default::default();
         for r in &self.runs {
             by_pair.entry((&r.entry, &r.sender, &r.receiver, &r.address)).or_default().push(r);
@@ -343,7 +359,7 @@ impl FleetReport {
                 v if v.iter().all(|e| *e) => "yes",
                 _ => "NO",
             };
-            let _ = writeln!(
+            writeln!(
                 out,
                 "{:<ew$}{:<w$}  {:<10} {:>5}  {:<28} {:<26} {:<6} {}",
                 if ew > 0 { p.entry.as_str() } else { "" },
@@ -354,21 +370,21 @@ impl FleetReport {
                 cpu_range(p.figures.cpu_seconds_per_gb),
                 exact,
                 p.figures.verdicts.first().map_or("-", String::as_str)
-            );
+            )?;
         }
         for s in &self.summaries {
-            let _ = writeln!(out, "\nby {}:", attribute_title(&s.attribute));
-            render_groups(&mut out, &s.attribute, &s.groups);
+            writeln!(out, "\nby {}:", attribute_title(&s.attribute))?;
+            render_groups(out, &s.attribute, &s.groups)?;
             for (addr, groups) in &s.by_address {
-                let _ = writeln!(out, "\nby {}, {addr} address:", attribute_title(&s.attribute));
-                render_groups(&mut out, &s.attribute, groups);
+                writeln!(out, "\nby {}, {addr} address:", attribute_title(&s.attribute))?;
+                render_groups(out, &s.attribute, groups)?;
             }
         }
         let failed = self.failed();
         if !failed.is_empty() {
-            let _ = writeln!(out, "\nfailed runs ({} of {}):", failed.len(), self.runs.len());
+            writeln!(out, "\nfailed runs ({} of {}):", failed.len(), self.runs.len())?;
             for r in failed {
-                let _ = writeln!(
+                writeln!(
                     out,
                     "  {} {} -> {} {} repeat {}: {}",
                     r.id,
@@ -377,10 +393,10 @@ impl FleetReport {
                     r.address,
                     r.repeat,
                     r.error.as_deref().unwrap_or("")
-                );
+                )?;
             }
         }
-        out
+        Ok(())
     }
 
     /// Received Gbit/s against an attribute's values: one series per address kind (medians
@@ -510,15 +526,15 @@ fn cpu_range(st: Option<Stats>) -> String {
     st.map_or("-".into(), |s| format!("{:.3} [{:.3}-{:.3}]", s.median, s.min, s.max))
 }
 
-fn render_groups(out: &mut String, attr: &str, groups: &[AttributeGroup]) {
+fn render_groups(out: &mut dyn std::fmt::Write, attr: &str, groups: &[AttributeGroup]) -> std::fmt::Result {
     let w = groups.iter().map(|g| g.value.len()).max().unwrap_or(0).max(attr.len()).max(5);
-    let _ = writeln!(
+    writeln!(
         out,
         "{:<w$}  {:>5} {:>7}  {:<28} {:<26} verdicts",
         attr, "pairs", "runs", "Gbit/s median [min-max]", "CPU-s/GB median [min-max]"
-    );
+    )?;
     for g in groups {
-        let _ = writeln!(
+        writeln!(
             out,
             "{:<w$}  {:>5} {:>7}  {:<28} {:<26} {}",
             g.value,
@@ -527,8 +543,9 @@ fn render_groups(out: &mut String, attr: &str, groups: &[AttributeGroup]) {
             gbps_range(g.figures.receiver_bits_per_second),
             cpu_range(g.figures.cpu_seconds_per_gb),
             g.figures.verdicts.join(", ")
-        );
+        )?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -51,8 +51,24 @@ pub struct FailedFleetRun {
 }
 
 /// The planned runs of `plan.json`, its envelope checked.
+#[cfg(test)]
 pub(super) fn planned_runs(plan: &Value) -> Result<Vec<PlannedRun>> {
     let plan = FleetPlan::deserialize(plan).map_err(|e| Error::usage(format!("plan.json: {e}")))?;
+    checked_plan(plan)
+}
+
+/// `plan.json`'s planned runs, parsed from the file as it is read (a million runs' plan is
+/// never held as text or as a JSON tree), its envelope checked.
+pub(super) fn read_plan(path: &Path) -> Result<Vec<PlannedRun>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::usage(format!("{}: {e}", path.display())))?;
+    let plan: FleetPlan = serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => Error::usage(format!("plan.json: {e}")),
+        _ => Error::usage(format!("{}: not JSON: {e}", path.display())),
+    })?;
+    checked_plan(plan)
+}
+
+fn checked_plan(plan: FleetPlan) -> Result<Vec<PlannedRun>> {
     if plan.kind.as_deref() != Some("fleet-plan") {
         return Err(Error::usage("plan.json is not a fleet plan (kind \"fleet-plan\")"));
     }
@@ -68,6 +84,24 @@ pub(super) fn is_record_name(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// Each host's facts once: a run's facts share the value already held for its host when
+/// they are the same (they differ only if the host changed between runs).
+#[derive(Default)]
+pub(super) struct HostFacts(std::collections::HashMap<String, Facts>);
+
+impl HostFacts {
+    pub(super) fn share(&mut self, host: &str, facts: Map<String, Value>) -> Facts {
+        match self.0.get(host) {
+            Some(held) if **held == facts => Arc::clone(held),
+            _ => {
+                let facts = Arc::new(facts);
+                self.0.insert(host.to_owned(), Arc::clone(&facts));
+                facts
+            }
+        }
+    }
+}
+
 /// A run's record, None when the run role wrote none.
 pub(super) fn read_record(p: &Path) -> Result<Option<FleetRunRecord>> {
     let text = match std::fs::read_to_string(p) {
@@ -81,16 +115,30 @@ pub(super) fn read_record(p: &Path) -> Result<Option<FleetRunRecord>> {
 }
 
 /// One planned run and its record, if the run role wrote one.
-pub(super) fn run_of(planned: &PlannedRun, record: Option<&FleetRunRecord>) -> Result<FleetRun> {
+pub(super) fn run_of(
+    planned: &PlannedRun,
+    mut record: Option<FleetRunRecord>,
+    facts: &mut HostFacts,
+) -> Result<FleetRun> {
     let id = planned.id.clone().ok_or_else(|| Error::usage("a planned run without 'id'"))?;
     let field = |v: &Option<String>, key: &str| -> Result<String> {
         v.clone().ok_or_else(|| Error::usage(format!("a planned run without '{key}' (id {id})")))
     };
+    let sender = field(&planned.sender, "sender")?;
+    let receiver = field(&planned.receiver, "receiver")?;
+    let (sender_facts, receiver_facts) = match record.as_mut() {
+        Some(r) => (
+            facts.share(&sender, std::mem::take(&mut r.sender_facts)),
+            facts.share(&receiver, std::mem::take(&mut r.receiver_facts)),
+        ),
+        None => Default::default(),
+    };
+    let record = record.as_ref();
     let mut run = FleetRun {
         entry: planned.entry.clone().unwrap_or_default(),
-        sender: field(&planned.sender, "sender")?,
-        receiver: field(&planned.receiver, "receiver")?,
         address: field(&planned.address, "address")?,
+        sender,
+        receiver,
         id,
         target: record.and_then(|r| r.target.clone()),
         repeat: planned.repeat.unwrap_or(1),
@@ -104,8 +152,8 @@ pub(super) fn run_of(planned: &PlannedRun, record: Option<&FleetRunRecord>) -> R
         receiver_total_bytes: None,
         verdict: None,
         error: None,
-        sender_facts: record.map(|r| r.sender_facts.clone()).unwrap_or_default(),
-        receiver_facts: record.map(|r| r.receiver_facts.clone()).unwrap_or_default(),
+        sender_facts,
+        receiver_facts,
     };
     let Some(rec) = record else {
         run.error = Some("no result was collected (the run did not start or its record was lost)".into());

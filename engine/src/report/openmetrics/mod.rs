@@ -18,6 +18,7 @@ use crate::analysis::verdict::diagnose;
 use crate::base::spec::{Direction, Proto, TestSpec, Workload};
 use crate::metrics::figures::{cpu_evidence, Evidence, SideReport};
 use crate::metrics::verdict::Bottleneck;
+use crate::session::end_report::SenderRetransmits;
 use crate::session::receiver::{TestOutcome, TestTally};
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -70,7 +71,8 @@ struct LastTest {
     window_seconds: Option<f64>,
     /// This host's busy CPU-seconds per GB received in the window.
     cpu_seconds_per_gb: Option<f64>,
-    /// TCP segments this receiver's own flows retransmitted (the data it sent: reverse, bidir).
+    /// TCP segments the test's data sender retransmitted: this receiver's own flows (reverse,
+    /// bidir) or, forward, the sender's flows as its end report gave them.
     retransmitted_segments: Option<u64>,
     /// UDP: datagrams lost and expected over the test.
     lost_datagrams: Option<(u64, u64)>,
@@ -191,7 +193,7 @@ impl MetricsExporter {
             ),
             (
                 "uringbench_last_test_retransmitted_segments",
-                "TCP segments this receiver's own flows retransmitted in the last test's window (the data it sent: reverse and bidirectional tests).",
+                "TCP segments the last test's data sender retransmitted in its window: this receiver's own flows (reverse, bidirectional), or the sender's as its end report gave them (forward).",
                 |t| t.retransmitted_segments.map(|n| n as f64),
             ),
             ("uringbench_last_test_lost_datagrams", "UDP datagrams lost in the last test.", |t| {
@@ -255,10 +257,12 @@ impl TestTally for MetricsExporter {
             ended_unix_seconds,
         };
         let mut ledger = self.ledger();
-        if let TestOutcome::Reports { received, sent } = outcome {
+        if let TestOutcome::Reports { received, sent, sender_retransmits } = outcome {
             let complete = [received, sent].into_iter().flatten().all(|r| r.complete);
             test.outcome = if complete { Outcome::Complete } else { Outcome::Incomplete };
-            test.verdict = receiver_verdict(spec, received, sent).bottleneck;
+            test.verdict = receiver_verdict(spec, received, sent, sender_retransmits).bottleneck;
+            // A forward test's retransmissions are the sender's, from its end report.
+            test.retransmitted_segments = sender_retransmits.map(|r| r.retransmitted_segments);
             // An rr or crr report counts transactions where a stream's counts bytes.
             if spec.workload == Workload::Stream {
                 if let Some(r) = received {
@@ -272,7 +276,9 @@ impl TestTally for MetricsExporter {
                 if let Some(s) = sent {
                     ledger.sent_bytes = ledger.sent_bytes.saturating_add(s.total_bytes());
                     test.window_seconds = test.window_seconds.or(Some(s.window_seconds));
-                    test.retransmitted_segments = (spec.proto == Proto::Tcp).then_some(s.tcp.retransmitted_segments);
+                    if spec.proto == Proto::Tcp {
+                        test.retransmitted_segments = Some(s.tcp.retransmitted_segments);
+                    }
                 }
             }
         }
@@ -286,13 +292,15 @@ impl TestTally for MetricsExporter {
 }
 
 /// The verdict from what this receiver saw of a test: its own reports (received bytes, its
-/// CPU, UDP loss, what it sent over TCP) and the rate the sender asked for. The sender's CPU,
-/// its TCP figures and the path's limits are the sender's (its report has the full verdict),
-/// so this one cannot name them.
+/// CPU, UDP loss, what it sent over TCP), the rate the sender asked for and, in a forward TCP
+/// test, the retransmissions of the sender's end report. The sender's CPU, its windows and
+/// the path's limits are the sender's (its report has the full verdict), so this one cannot
+/// name them.
 fn receiver_verdict(
     spec: &TestSpec,
     received: Option<&SideReport>,
     sent: Option<&SideReport>,
+    sender_retransmits: Option<SenderRetransmits>,
 ) -> crate::metrics::verdict::Verdict {
     let incomplete = [received, sent]
         .into_iter()
@@ -304,7 +312,7 @@ fn receiver_verdict(
         incomplete,
         received_bps: received.map_or(0.0, |r| r.bits_per_second()),
         configured_rate_bps: spec.rate_bps,
-        tcp: sent.map(|s| s.tcp.clone()).unwrap_or_default(),
+        tcp: sent.map(|s| s.tcp.clone()).or(sender_retransmits.map(SenderRetransmits::window)).unwrap_or_default(),
         udp_loss: received.and_then(|r| {
             let u = r.udp.as_ref()?;
             let rcvbuf = r.host.as_ref().and_then(|h| h.snmp).map_or(0, |s| s.udp_rcvbuf_errors);

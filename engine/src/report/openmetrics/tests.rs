@@ -30,9 +30,9 @@ fn tests_are_counted_by_outcome_and_each_sender_keeps_its_last() {
     let x = MetricsExporter::new(2);
     let tcp = TestSpec::default();
     let ok = side(Role::Receiver, &tcp, 1_250_000_000, 1.0, true);
-    x.ended(peer(1), &tcp, TestOutcome::Reports { received: Some(&ok), sent: None });
+    x.ended(peer(1), &tcp, TestOutcome::Reports { received: Some(&ok), sent: None, sender_retransmits: None });
     let broken = side(Role::Receiver, &tcp, 500, 1.0, false);
-    x.ended(peer(2), &tcp, TestOutcome::Reports { received: Some(&broken), sent: None });
+    x.ended(peer(2), &tcp, TestOutcome::Reports { received: Some(&broken), sent: None, sender_retransmits: None });
     x.ended(peer(2), &tcp, TestOutcome::Failed("flows never came"));
     x.refused(peer(3));
     let text = x.render();
@@ -50,7 +50,7 @@ fn tests_are_counted_by_outcome_and_each_sender_keeps_its_last() {
     assert!(text.contains("sender=\"10.9.0.2\",proto=\"tcp\",workload=\"stream\",direction=\"forward\",queues=\"1\",outcome=\"failed\",verdict=\"incomplete\"} 1"), "{text}");
     assert!(value(&text, "uringbench_last_test_received_bits_per_second{sender=\"10.9.0.2\"}").is_none());
     // A third sender pushes out the oldest: at most two are kept.
-    x.ended(peer(4), &tcp, TestOutcome::Reports { received: Some(&ok), sent: None });
+    x.ended(peer(4), &tcp, TestOutcome::Reports { received: Some(&ok), sent: None, sender_retransmits: None });
     let text = x.render();
     assert_eq!(value(&text, "uringbench_last_test_senders").as_deref(), Some("2"));
     assert!(!text.contains("10.9.0.1\""), "the oldest sender is gone: {text}");
@@ -63,11 +63,11 @@ fn udp_loss_and_what_the_receiver_sent_are_shown() {
     let udp = TestSpec { proto: Proto::Udp, len: 1400, ..TestSpec::default() };
     let mut r = side(Role::Receiver, &udp, 1_400_000, 1.0, true);
     r.udp = Some(UdpFigures { datagrams: 1000, lost: 10, expected: 1010, ..UdpFigures::default() });
-    x.ended(peer(1), &udp, TestOutcome::Reports { received: Some(&r), sent: None });
+    x.ended(peer(1), &udp, TestOutcome::Reports { received: Some(&r), sent: None, sender_retransmits: None });
     let reverse = TestSpec { direction: Direction::Reverse, ..TestSpec::default() };
     let mut s = side(Role::Sender, &reverse, 4096, 1.0, true);
     s.tcp.retransmitted_segments = 3;
-    x.ended(peer(2), &reverse, TestOutcome::Reports { received: None, sent: Some(&s) });
+    x.ended(peer(2), &reverse, TestOutcome::Reports { received: None, sent: Some(&s), sender_retransmits: None });
     let text = x.render();
     assert_eq!(value(&text, "uringbench_last_test_lost_datagrams{sender=\"10.9.0.1\"}").as_deref(), Some("10"));
     let ratio: f64 = value(&text, "uringbench_last_test_loss_ratio{sender=\"10.9.0.1\"}").unwrap().parse().unwrap();
@@ -76,4 +76,21 @@ fn udp_loss_and_what_the_receiver_sent_are_shown() {
     assert_eq!(value(&text, "uringbench_last_test_retransmitted_segments{sender=\"10.9.0.2\"}").as_deref(), Some("3"));
     assert_eq!(value(&text, "uringbench_sent_bytes_total").as_deref(), Some("4096"));
     assert!(value(&text, "uringbench_last_test_received_bits_per_second{sender=\"10.9.0.2\"}").is_none());
+}
+
+#[test]
+fn a_forward_tests_retransmits_come_from_the_senders_end_report() {
+    let x = MetricsExporter::new(DEFAULT_MAX_SENDERS);
+    let tcp = TestSpec::default();
+    let r = side(Role::Receiver, &tcp, 1_000_000, 1.0, true);
+    // 10% of the bytes sent again: the receiver's verdict names it.
+    let lossy =
+        SenderRetransmits { flows: 1, retransmitted_segments: 70, bytes_sent: 1_000_000, bytes_retrans: 100_000 };
+    x.ended(peer(1), &tcp, TestOutcome::Reports { received: Some(&r), sent: None, sender_retransmits: Some(lossy) });
+    // A sender without the report: no figure rather than a zero.
+    x.ended(peer(2), &tcp, TestOutcome::Reports { received: Some(&r), sent: None, sender_retransmits: None });
+    let text = x.render();
+    assert_eq!(value(&text, "uringbench_last_test_retransmitted_segments{sender=\"10.9.0.1\"}").as_deref(), Some("70"));
+    assert!(text.contains("sender=\"10.9.0.1\",proto=\"tcp\",workload=\"stream\",direction=\"forward\",queues=\"1\",outcome=\"complete\",verdict=\"retransmissions\"} 1"), "{text}");
+    assert!(value(&text, "uringbench_last_test_retransmitted_segments{sender=\"10.9.0.2\"}").is_none());
 }

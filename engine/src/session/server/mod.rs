@@ -27,6 +27,7 @@ use crate::runtime::placement::{resolve_cpus, BusyPoll};
 use crate::session::admission::{Admissions, SessionSlot};
 use crate::session::auth::{self, Nonce, SessionKey};
 use crate::session::control::{self, ControlMsg, DATA_HELLO_LEN, MAX_FRAME, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use crate::session::end_report;
 use crate::session::gate::{self, Classifier, GateEvent, GateLimits, Verdict};
 use crate::session::live::ServerStop;
 use crate::session::logq::{LogQueue, RateLimit};
@@ -630,7 +631,12 @@ fn run_session(shared: &ReceiverState, work: Admitted) {
                 ControlMsg::Result { report: received.clone().map(Box::new), reverse: sent.clone().map(Box::new) };
             let delivered = control::write_msg(&ctl, &msg);
             if let Some(tally) = &shared.cfg.tally {
-                let outcome = TestOutcome::Reports { received: received.as_ref(), sent: sent.as_ref() };
+                // Only `recv --metrics` uses the sender's end report: without it nothing waits.
+                let sender_retransmits = (delivered.is_ok() && end_report::carries_end_report(&spec))
+                    .then(|| end_report::receive(&mut ctl, &spec).ok())
+                    .flatten();
+                let outcome =
+                    TestOutcome::Reports { received: received.as_ref(), sent: sent.as_ref(), sender_retransmits };
                 tally.0.ended(peer, &spec, outcome);
             }
             // One line per report: a report that could not be returned says so on its line,
