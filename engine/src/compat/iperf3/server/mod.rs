@@ -245,7 +245,7 @@ impl Classifier for Serving {
 /// Serves iperf3 clients until stopped, or until the first finished test with `once`.
 /// Returns whether that test was complete (always true without `once`).
 pub fn serve(opts: PeerRecvOptions, listener: TcpListener, events: Iperf3EventSink) -> Result<bool> {
-    let kernel = KernelCaps::detect()?;
+    let kernel = opts.kernel.clone();
     kernel.require_tcp_stream()?;
     let mut cpus = resolve_cpus(opts.cpus.as_deref())?;
     if opts.cpus.is_none() {
