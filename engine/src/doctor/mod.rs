@@ -24,6 +24,7 @@ pub mod facts;
 pub mod fastpath;
 pub mod kernel;
 pub mod nic;
+pub mod nic_cpus;
 pub mod path;
 pub mod tcp;
 

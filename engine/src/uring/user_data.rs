@@ -226,7 +226,10 @@ mod tests {
     #[test]
     fn layouts_keep_the_hand_packed_positions() {
         let (idx, slot, generation, len) = (0x1234_5usize, 0x2a5u32, 0xbeefu32, 0x8000_0001u32);
-        assert_eq!(TCP_SEND.pack(UserData { index: idx, len, ..UserData::default() }), idx as u64 | (u64::from(len) << 32));
+        assert_eq!(
+            TCP_SEND.pack(UserData { index: idx, len, ..UserData::default() }),
+            idx as u64 | (u64::from(len) << 32)
+        );
         assert_eq!(
             TCP_RR.pack(UserData { index: idx, slot, op: 1, ..UserData::default() }),
             ((idx as u64) << 11) | (u64::from(slot) << 1) | 1
