@@ -225,7 +225,7 @@ mod tests {
     /// completion in flight means the same thing after the change).
     #[test]
     fn layouts_keep_the_hand_packed_positions() {
-        let (idx, slot, generation, len) = (0x1234_5usize, 0x2a5u32, 0xbeefu32, 0x8000_0001u32);
+        let (idx, slot, generation, len) = (0x12345usize, 0x2a5u32, 0xbeefu32, 0x8000_0001u32);
         assert_eq!(
             TCP_SEND.pack(UserData { index: idx, len, ..UserData::default() }),
             idx as u64 | (u64::from(len) << 32)
