@@ -11,13 +11,13 @@
 //! [`crate::analysis::document::load_operand`].
 
 use crate::analysis::stats::{self, MannWhitney};
+use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::metrics::document::{FailedRun, RunDocument, RunRecord, StreamDocument, TransactionDocument};
 use crate::metrics::summary::Stats;
 use crate::workload::experiment::ExperimentResult;
 use crate::workload::http::HttpDocument;
 use crate::workload::sweep::RunFigures;
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -28,9 +28,9 @@ pub mod nic_cpus;
 pub mod path;
 pub mod tcp;
 
+use crate::base::error::{Error, Result};
 use crate::sys::hostinfo::{self, Cloud, LinkInfo};
 use crate::sys::probe::KernelCaps;
-use crate::{Error, Result};
 use facts::Facts;
 use serde::{Deserialize, Serialize};
 use std::io;

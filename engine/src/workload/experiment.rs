@@ -13,6 +13,7 @@
 //! the test spec, and the receiver applies the settings its own `recv --variants` file gives
 //! that name. The sender never sends a setting or a command.
 
+use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::stop::StopToken;
 use crate::base::units::{parse_cpu_list, parse_duration, parse_rate, parse_size};
@@ -20,7 +21,6 @@ use crate::metrics::document::RunRecord;
 use crate::session::sender::SendOptions;
 use crate::sys::probe::KernelCaps;
 use crate::sys::settings::{Change, SettingsSpec, SharedJournal};
-use crate::{Error, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

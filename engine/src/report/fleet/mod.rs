@@ -13,11 +13,11 @@ pub mod csv;
 pub mod heatmap;
 mod records;
 
+use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::metrics::document::{FleetRunRecord, Kind, Tool};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;

@@ -20,7 +20,7 @@
 //! What a variant's settings are, as a plan or a `recv --variants` file writes them, and the
 //! changes they make, is `variants.rs`.
 
-use crate::{Error, Result};
+use crate::base::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
