@@ -68,6 +68,7 @@ pub fn peer_send_options(
         cpus: args.cpus.as_ref().map(|c| c.0.clone()),
         busy_poll: busy(args.busy_poll),
         fast,
+        kernel: uringbench::KernelCaps::detect()?,
         local,
         // Neither iperf2 nor iperf3 (without its RSA option) authenticates.
         psk: None,
@@ -178,6 +179,7 @@ pub fn peer_recv_options(
         max_flows: args.max_queues,
         stop,
         fast,
+        kernel: uringbench::KernelCaps::detect()?,
         max_pending_per_source: u32::try_from(args.max_pending_per_source).unwrap_or(u32::MAX),
         max_rate_bps: args.max_rate,
         flows_from_any_address: args.flows_from_any_address,

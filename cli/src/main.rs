@@ -417,6 +417,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local,
         fast,
+        kernel: uringbench::KernelCaps::detect()?,
         psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
         stop,
     };
@@ -666,6 +667,7 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local,
         fast,
+        kernel: uringbench::KernelCaps::detect()?,
         psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
         stop,
     };

@@ -63,6 +63,7 @@ pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
         stop,
         variants: args.variants.as_deref().map(uringbench::settings::ReceiverVariants::load).transpose()?.map(Arc::new),
         fast,
+        kernel: uringbench::KernelCaps::detect()?,
         nic_queues,
         placement: args.placement.map(|p| match p {
             args::Placement::Irq => uringbench::PlacementMode::Irq,

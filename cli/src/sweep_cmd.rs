@@ -92,6 +92,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
             busy_poll: busy(args.busy_poll),
             local: Default::default(),
             fast: Default::default(),
+            kernel: uringbench::KernelCaps::detect()?,
             psk: args.psk_file.as_deref().map(uringbench::Psk::load).transpose()?,
             stop,
         },

@@ -81,6 +81,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         busy_poll: busy(args.busy_poll),
         local: Default::default(),
         fast: Default::default(),
+        kernel: uringbench::KernelCaps::detect()?,
         psk: args.psk_file.as_deref().map(uringbench::Psk::load).transpose()?,
         stop,
     };
@@ -199,6 +200,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let mut progress = crate::progress::Progress::new("experiment", runs);
     let outcome = experiment::run(
         &plan,
+        uringbench::KernelCaps::detect()?,
         &journal,
         &stop,
         |opts| match (plan.peer(), opts.spec.workload) {

@@ -68,6 +68,7 @@ pub use crate::session::progress::DEFAULT_NO_PROGRESS;
 pub use crate::session::receiver::{ReceiverConfig, ServerEvent, ServerLimits};
 pub use crate::session::sender::SendOptions;
 pub use crate::session::server::{bind, serve};
+pub use crate::sys::probe::KernelCaps;
 pub use crate::sys::signals::StopSignals;
 pub use crate::sys::sockopt::{check_congestion, LocalEnd};
 pub use crate::uring::fastpath::{self, FastPaths};

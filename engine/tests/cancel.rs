@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uringbench::runtime::placement::BusyPoll;
 use uringbench::{
-    bind, run_send, serve, Proto, ReceiverConfig, SendOptions, ServerEvent, StopToken, TestSpec, Workloads,
+    bind, run_send, serve, KernelCaps, Proto, ReceiverConfig, SendOptions, ServerEvent, StopToken, TestSpec, Workloads,
 };
 
 /// A receiver on an ephemeral loopback port, served on a thread of its own until `stop`.
@@ -16,7 +16,7 @@ fn receiver(stop: &StopToken) -> (u16, std::thread::JoinHandle<uringbench::Resul
         port: 0,
         busy_poll: BusyPoll::Off,
         stop: stop.clone(),
-        ..ReceiverConfig::default()
+        ..ReceiverConfig::new(KernelCaps::detect().expect("io_uring on the test host"))
     };
     let listener = bind(&cfg).expect("bind a loopback receiver");
     let port = listener.local_addr().unwrap().port();
@@ -41,6 +41,7 @@ fn options(port: u16, proto: Proto, stop: &StopToken) -> SendOptions {
         busy_poll: BusyPoll::Off,
         local: Default::default(),
         fast: Default::default(),
+        kernel: KernelCaps::detect().expect("io_uring on the test host"),
         psk: None,
         stop: stop.clone(),
     }

@@ -11,13 +11,13 @@
 //! [`crate::analysis::document::load_operand`].
 
 use crate::analysis::stats::{self, MannWhitney};
+use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::metrics::document::{FailedRun, RunDocument, RunRecord, StreamDocument, TransactionDocument};
 use crate::metrics::summary::Stats;
 use crate::workload::experiment::ExperimentResult;
 use crate::workload::http::HttpDocument;
 use crate::workload::sweep::RunFigures;
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -552,6 +552,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::analysis::stats::normal_samples;
     use crate::base::stop::StopToken;
+    use crate::sys::probe::KernelCaps;
 
     /// A real `send -J` document (the release before the typed model wrote it) with a
     /// complete run at `gbps` received and 1/`gbps` CPU-s/GB.
@@ -705,6 +706,7 @@ pub(crate) mod tests {
         let mut seen = Vec::new();
         let result = run(
             &plan,
+            KernelCaps::detect().unwrap(),
             &journal,
             &StopToken::new(),
             |opts| {
@@ -730,8 +732,15 @@ pub(crate) mod tests {
         assert!(!doc.compare.unwrap().comparisons.is_empty());
         // The first run failing ends it, reverted.
         let journal = register(Journal::create(&state, "test").unwrap());
-        let e = run(&plan, &journal, &StopToken::new(), |_| Err(Error::peer("refused: no such variant")), |_| {})
-            .unwrap_err();
+        let e = run(
+            &plan,
+            KernelCaps::detect().unwrap(),
+            &journal,
+            &StopToken::new(),
+            |_| Err(Error::peer("refused: no such variant")),
+            |_| {},
+        )
+        .unwrap_err();
         assert!(e.message.contains("refused"), "{e}");
         assert!(!mark.exists() && !state.exists());
         // A stop during the third run ends the experiment after it, reverted, with the runs so far.
@@ -740,6 +749,7 @@ pub(crate) mod tests {
         let mut runs = 0;
         let result = run(
             &plan,
+            KernelCaps::detect().unwrap(),
             &journal,
             &stop,
             |_| {

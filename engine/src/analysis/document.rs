@@ -4,11 +4,11 @@
 
 use crate::analysis::compare::{CompareReport, Comparison, Metric, MetricSummary, RunMetrics, Variant};
 use crate::analysis::stats;
+use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::metrics::document::{read_document, FleetRunRecord, Kind, RunDocument, RunRecord, Tool, SCHEMA_VERSION};
 use crate::workload::experiment::ExperimentResult;
 use crate::workload::sweep::SweepResult;
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -54,6 +54,8 @@ pub struct PeerRecvOptions {
     pub stop: StopToken,
     /// The fast paths the front end probed; the flow threads' rings use their ring part.
     pub fast: crate::uring::fastpath::FastPaths,
+    /// What this kernel and process can do, probed once by the front end.
+    pub kernel: KernelCaps,
     /// Connections one address may hold while they send their first bytes
     /// (`--max-pending-per-source`; the open-file limit may allow fewer).
     pub max_pending_per_source: u32,

@@ -7,12 +7,12 @@
 //! the rings of one device are asked for by name. Parsers are separate from the socket and
 //! tested on replies captured on Linux 6.18.
 
+use crate::base::error::Result;
 #[cfg(test)]
 use crate::sys::netlink::attr_str;
 use crate::sys::netlink::{self, attrs, data_messages, find, genl_family, genl_request, u32_at, Socket};
 #[cfg(test)]
 use crate::sys::netlink::{parse_family_id, u16_at, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, GENL_ID_CTRL};
-use crate::Result;
 use serde::Serialize;
 
 use crate::sys::netlink::{ethtool_dev_header, ETHTOOL_GENL_VERSION, GENL_HDRLEN};

@@ -24,12 +24,13 @@ pub mod facts;
 pub mod fastpath;
 pub mod kernel;
 pub mod nic;
+pub mod nic_cpus;
 pub mod path;
 pub mod tcp;
 
+use crate::base::error::{Error, Result};
 use crate::sys::hostinfo::{self, Cloud, LinkInfo};
 use crate::sys::probe::KernelCaps;
-use crate::{Error, Result};
 use facts::Facts;
 use serde::{Deserialize, Serialize};
 use std::io;

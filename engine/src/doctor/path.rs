@@ -6,7 +6,7 @@
 
 use super::facts::{PathAddressFacts, PathMtuFacts, PathReachFacts};
 use super::{Check, Context, HostFs, Reach, TargetFacts};
-use crate::{Error, Result};
+use crate::base::error::{Error, Result};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};

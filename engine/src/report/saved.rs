@@ -3,6 +3,7 @@
 
 use crate::analysis::compare::{Metric, RunMetrics};
 use crate::analysis::document::{CompareDocument, ExperimentDocument};
+use crate::base::error::{Error, Result};
 use crate::base::units::format_bits_per_second;
 use crate::metrics::document::{read_document, Kind};
 use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
@@ -12,7 +13,6 @@ use crate::report::fleet::{FleetDocument, FleetReport};
 use crate::workload::http::HttpDocument;
 use crate::workload::search::SearchDocument;
 use crate::workload::sweep::{RunFigures, SweepResult};
-use crate::{Error, Result};
 use serde_json::Value;
 use std::fmt::Write as _;
 

@@ -30,6 +30,8 @@ pub struct ReceiverConfig {
     pub variants: Option<Arc<ReceiverVariants>>,
     /// The fast paths the front end probed (`--sqpoll`, `--napi`, `--zc-rx`).
     pub fast: crate::uring::fastpath::FastPaths,
+    /// What this kernel and process can do, probed once by the front end.
+    pub kernel: crate::sys::probe::KernelCaps,
     /// `--psk-file`: a sender must prove it holds this secret before it may describe a test.
     pub psk: Option<Psk>,
     /// `--allow`: the networks connections are accepted from (empty: all).
@@ -52,10 +54,11 @@ pub struct ReceiverConfig {
     pub tally: Option<Tally>,
 }
 
-impl Default for ReceiverConfig {
-    /// What `uringbench recv` does without options: every address (IPv6 and mapped IPv4) on
-    /// the default port, the default limits, no authentication, no filter, until stopped.
-    fn default() -> Self {
+impl ReceiverConfig {
+    /// What `uringbench recv` does without options, on a kernel probed as `kernel`: every
+    /// address (IPv6 and mapped IPv4) on the default port, the default limits, no
+    /// authentication, no filter, until stopped.
+    pub fn new(kernel: crate::sys::probe::KernelCaps) -> Self {
         Self {
             bind: IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
             device: None,
@@ -66,6 +69,7 @@ impl Default for ReceiverConfig {
             limits: ServerLimits::default(),
             variants: None,
             fast: Default::default(),
+            kernel,
             psk: None,
             allow: Vec::new(),
             max_pending_per_source: DEFAULT_MAX_PENDING_PER_SOURCE,

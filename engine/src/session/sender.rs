@@ -35,6 +35,9 @@ pub struct SendOptions {
     pub local: crate::sys::sockopt::LocalEnd,
     /// The fast paths the front end probed (`--sqpoll`, `--napi`).
     pub fast: crate::uring::fastpath::FastPaths,
+    /// What this kernel and process can do, probed once by the front end
+    /// ([`KernelCaps::detect`]) and carried to every run of these options.
+    pub kernel: KernelCaps,
     /// `--psk-file`: authenticate to the receiver (and it to us) before sending the test.
     pub psk: Option<crate::session::auth::Psk>,
     /// Ends the test early (and a sweep, search or experiment between runs); the report says
@@ -144,7 +147,7 @@ impl SenderSession {
         if let Some(at) = opts.spec.start_at {
             crate::session::start::prepare(at, &opts.stop)?;
         }
-        let caps = KernelCaps::detect()?;
+        let caps = opts.kernel.clone();
         caps.require_tcp_stream()?;
         if opts.spec.tuning.mptcp {
             caps.require_mptcp()?;
@@ -656,6 +659,7 @@ pub(crate) mod scripted {
             busy_poll: BusyPoll::Off,
             local: Default::default(),
             fast: Default::default(),
+            kernel: KernelCaps::detect().expect("io_uring works where the tests run"),
             psk: None,
             stop: Default::default(),
         }

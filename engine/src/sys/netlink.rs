@@ -14,7 +14,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::{Error, Result};
+use crate::base::error::{Error, Result};
 
 // Kernel UAPI constants: netlink
 pub(crate) const NLMSG_HDRLEN: usize = 16;

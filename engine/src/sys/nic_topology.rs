@@ -24,12 +24,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::error::{Error, Result};
 use crate::base::units::parse_cpu_list;
 use crate::sys::netlink::{
     self, attrs, data_messages, ethtool_dev_header, find, genl_family, genl_request, push_attr, u32_at, Socket,
     ETHTOOL_GENL_VERSION, GENL_HDRLEN, NLM_F_DUMP,
 };
-use crate::{Error, Result};
 
 /// One queue of the device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

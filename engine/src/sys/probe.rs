@@ -36,8 +36,11 @@ pub struct KernelCaps {
 }
 
 impl KernelCaps {
-    /// Probes the running kernel. Fails only when io_uring cannot be used at all.
-    pub(crate) fn detect() -> Result<Self> {
+    /// Probes the running kernel. Fails only when io_uring cannot be used at all. The front
+    /// end probes once per command and carries the value in the run's options
+    /// (`SendOptions::kernel`, `ReceiverConfig::kernel`, `PeerRecvOptions::kernel`), so a
+    /// sweep, search or experiment probes once for all its runs.
+    pub fn detect() -> Result<Self> {
         let io_uring_disabled = read_u32("/proc/sys/kernel/io_uring_disabled");
         let ring = IoUring::new(8).map_err(|e| explain_ring_error(e, io_uring_disabled))?;
         let mut probe = Probe::new();

@@ -13,13 +13,14 @@
 //! the test spec, and the receiver applies the settings its own `recv --variants` file gives
 //! that name. The sender never sends a setting or a command.
 
+use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec, Workload, ZeroCopyMode};
 use crate::base::stop::StopToken;
 use crate::base::units::{parse_cpu_list, parse_duration, parse_rate, parse_size};
 use crate::metrics::document::RunRecord;
 use crate::session::sender::SendOptions;
+use crate::sys::probe::KernelCaps;
 use crate::sys::settings::{Change, SettingsSpec, SharedJournal};
-use crate::{Error, Result};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -234,17 +235,36 @@ impl Plan {
             return Err(usage("an experiment needs at least two variants".into()));
         }
         let plan = Plan { runs, warmup_runs, seed, test, variants };
-        plan.send_options()?;
+        plan.checked_test()?;
         Ok(plan)
     }
 
-    /// The sender's options for every run (the variant's receiver name is added per run).
     /// The far end's tool, when `[test]` names one.
     pub fn peer(&self) -> Option<PeerTool> {
         self.test.peer.as_deref().and_then(PeerTool::parse)
     }
 
-    pub(crate) fn send_options(&self) -> Result<SendOptions> {
+    /// The sender's options for every run (the variant's receiver name is added per run), on
+    /// this host's kernel as probed once (`kernel`).
+    pub(crate) fn send_options(&self, kernel: KernelCaps) -> Result<SendOptions> {
+        let (spec, port, cpus) = self.checked_test()?;
+        Ok(SendOptions {
+            target: self.test.target.clone(),
+            port,
+            spec,
+            cpus,
+            busy_poll: crate::runtime::placement::BusyPoll::Auto,
+            local: Default::default(),
+            fast: Default::default(),
+            kernel,
+            psk: None,
+            stop: StopToken::new(),
+        })
+    }
+
+    /// `[test]` read and checked: the test, the port (the peer tool's when none is given) and
+    /// the CPUs.
+    fn checked_test(&self) -> Result<(TestSpec, u16, Option<Vec<usize>>)> {
         let t = &self.test;
         let usage = |m: String| Error::usage(format!("[test]: {m}"));
         let peer = match t.peer.as_deref() {
@@ -291,17 +311,9 @@ impl Plan {
             ..TestSpec::default()
         };
         spec.validate().map_err(|e| usage(e.message))?;
-        Ok(SendOptions {
-            target: t.target.clone(),
-            port: t.port.unwrap_or_else(|| peer.map_or(crate::session::control::DEFAULT_PORT, PeerTool::default_port)),
-            spec,
-            cpus: t.cpus.as_deref().map(parse_cpu_list).transpose().map_err(|e| usage(e.message))?,
-            busy_poll: crate::runtime::placement::BusyPoll::Auto,
-            local: Default::default(),
-            fast: Default::default(),
-            psk: None,
-            stop: StopToken::new(),
-        })
+        let port = t.port.unwrap_or_else(|| peer.map_or(crate::session::control::DEFAULT_PORT, PeerTool::default_port));
+        let cpus = t.cpus.as_deref().map(parse_cpu_list).transpose().map_err(|e| usage(e.message))?;
+        Ok((spec, port, cpus))
     }
 
     /// The order of the variants in each block.
@@ -354,12 +366,13 @@ pub struct ExperimentResult {
 /// left empty (everything reverted) however this returns.
 pub fn run(
     plan: &Plan,
+    kernel: KernelCaps,
     journal: &SharedJournal,
     stop: &StopToken,
     mut run_test: impl FnMut(&SendOptions) -> Result<RunRecord>,
     mut progress: impl FnMut(Progress),
 ) -> Result<ExperimentResult> {
-    let base = SendOptions { stop: stop.clone(), ..plan.send_options()? };
+    let base = SendOptions { stop: stop.clone(), ..plan.send_options(kernel)? };
     let orders = plan.block_orders();
     let mut variants: Vec<VariantRuns> = plan
         .variants
@@ -487,7 +500,7 @@ pub(crate) mod tests {
         let p = Plan::parse(PLAN).unwrap();
         assert_eq!((p.runs, p.warmup_runs, p.variants.len()), (4, 1, 2));
         assert_eq!(p.variants[1].receiver.as_deref(), Some("gro-on"));
-        let o = p.send_options().unwrap();
+        let o = p.send_options(KernelCaps::detect().unwrap()).unwrap();
         assert_eq!((o.spec.time_ms, o.spec.len, o.port), (1000, 128 * 1024, 5300));
         let orders = p.block_orders();
         assert_eq!(orders, p.block_orders(), "seeded order");
@@ -526,10 +539,10 @@ pub(crate) mod tests {
             [("iperf2", PeerTool::Iperf2, 5001), ("iperf3", PeerTool::Iperf3, 5201), ("ntttcp", PeerTool::Ntttcp, 5001)]
         {
             let p = Plan::parse(&plan(&format!("peer = \"{peer}\""))).unwrap();
-            assert_eq!((p.peer(), p.send_options().unwrap().port), (Some(tool), port));
+            assert_eq!((p.peer(), p.send_options(KernelCaps::detect().unwrap()).unwrap().port), (Some(tool), port));
         }
         let p = Plan::parse(&plan("peer = \"iperf3\"\nport = 6000")).unwrap();
-        assert_eq!(p.send_options().unwrap().port, 6000, "a port given wins");
+        assert_eq!(p.send_options(KernelCaps::detect().unwrap()).unwrap().port, 6000, "a port given wins");
         assert_eq!(Plan::parse(&plan("")).unwrap().peer(), None);
         let e = Plan::parse(&plan("peer = \"netperf\"")).unwrap_err();
         assert!(e.message.contains("iperf2, iperf3 or ntttcp"), "{e}");

@@ -9,10 +9,10 @@
 //! threshold, and the sender really offered the rate asked (a sender held back by its socket
 //! buffer has not tested that rate).
 
+use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
 use crate::metrics::document::{Kind, StreamDocument, Tool, SCHEMA_VERSION};
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// A paced trial counts as offered when the sender reached this share of the rate asked.

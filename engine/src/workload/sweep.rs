@@ -8,13 +8,13 @@
 //! Saved results (`--json`) hold every run's figures; [`SweepResult::from_json`] reads them
 //! back and recomputes the summaries, so `uringbench report` charts old sweeps the same way.
 
+use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::metrics::document::{read_document, Kind, StreamDocument, Tool};
 use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
 use crate::metrics::summary::Stats;
 use crate::session::sender::SendOptions;
 use crate::workload::stream::run_send;
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -22,7 +22,6 @@ use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
 use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
-use crate::sys::probe::KernelCaps;
 use crate::transport::udp::send::{FinConfig, UdpFlowSent};
 use crate::wire::iperf2::{ServerReport, IPERF2_PORT};
 use crate::wire::udp_payload::DatagramHeader;
@@ -71,7 +70,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf2Report> {
     let mut spec = opts.spec.clone();
     (spec.warmup_ms, spec.cooldown_ms) = (0, 0);
     spec.validate()?;
-    let caps = KernelCaps::detect()?;
+    let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
     let target = resolve(&opts.target, opts.port, opts.local.family)?;

@@ -31,7 +31,6 @@ use crate::runtime::placement::resolve_cpus;
 use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
-use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::wire::iperf2::{
     self, classify_tcp_first_word, version_string, ClientHdrAck, TcpClientHeader, TcpClientKind, TcpHeaderWord,
@@ -218,7 +217,7 @@ fn receive_tcp(
 /// Serves iperf2 clients (`iperf -c`, TCP and UDP) until killed, or until the first test
 /// ends with `once`. Returns whether that test was complete (always true without `once`).
 pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2EventSink) -> Result<bool> {
-    let kernel = KernelCaps::detect()?;
+    let kernel = opts.kernel.clone();
     kernel.require_tcp_stream()?;
     let mut cpus = resolve_cpus(opts.cpus.as_deref())?;
     if opts.cpus.is_none() {
@@ -288,6 +287,7 @@ pub(super) mod tests {
             max_flows: 16,
             stop: StopToken::new(),
             fast: Default::default(),
+            kernel: crate::sys::probe::KernelCaps::detect().unwrap(),
             max_pending_per_source: 64,
             max_rate_bps: None,
             flows_from_any_address: false,

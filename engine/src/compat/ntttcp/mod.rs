@@ -29,7 +29,6 @@ use crate::session::driver::StreamHalves;
 use crate::session::gate;
 use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
-use crate::sys::probe::KernelCaps;
 use crate::wire::udp_payload::DatagramHeader;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,7 +82,7 @@ pub fn run_send(opts: &SendOptions) -> Result<NtttcpReport> {
         )));
     }
     spec.validate()?;
-    let caps = KernelCaps::detect()?;
+    let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
     let first = resolve(&opts.target, opts.port, opts.local.family)?;
@@ -221,7 +220,7 @@ struct Counting {
 /// Serves NTttcp senders until stopped, or until the first test with `once`; whether that
 /// test was complete (always true without `once`).
 pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpEventSink) -> Result<bool> {
-    let kernel = KernelCaps::detect()?;
+    let kernel = opts.kernel.clone();
     kernel.require_tcp_stream()?;
     let caps = opts.caps();
     for l in &listeners {

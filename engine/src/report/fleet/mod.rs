@@ -14,11 +14,11 @@ pub mod heatmap;
 mod records;
 mod stream;
 
+use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::metrics::document::{FleetRunRecord, Kind, Tool};
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;

@@ -75,7 +75,7 @@ pub(super) fn compare_page(doc: &CompareDocument) -> Page {
     Page { title, body }
 }
 
-pub(super) fn experiment_page(saved: &SavedResults, doc: &ExperimentDocument) -> crate::Result<Page> {
+pub(super) fn experiment_page(saved: &SavedResults, doc: &ExperimentDocument) -> crate::base::error::Result<Page> {
     let title = format!("experiment against {}", doc.target);
     let chart = saved.chart()?.svg_points_element();
     let mut body = format!("<h1>{}</h1>\n", escape(&title));

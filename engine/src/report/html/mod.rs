@@ -15,9 +15,9 @@ mod search;
 mod sweep;
 mod transactions;
 
+use crate::base::error::{Error, Result};
 use crate::report::chart::escape;
 use crate::report::saved::SavedResults;
-use crate::{Error, Result};
 use std::fmt::Write as _;
 
 /// The stylesheet: readable on screen, on a phone (charts scale to the width) and printed.

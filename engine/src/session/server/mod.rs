@@ -113,7 +113,7 @@ pub fn serve(
     listener: TcpListener,
     events: EventSink,
 ) -> Result<bool> {
-    let caps = KernelCaps::detect()?;
+    let caps = cfg.kernel.clone();
     caps.require_tcp_stream()?;
     let mut cpus = resolve_cpus(cfg.cpus.as_deref())?;
     if cfg.cpus.is_none() {
@@ -745,7 +745,7 @@ mod tests {
             busy_poll: BusyPoll::Off,
             once: true,
             limits: ServerLimits { max_sessions: 1, ..ServerLimits::default() },
-            ..ReceiverConfig::default()
+            ..ReceiverConfig::new(KernelCaps::detect().unwrap())
         };
         let listener = bind(&cfg).unwrap();
         let addr = listener.local_addr().unwrap();

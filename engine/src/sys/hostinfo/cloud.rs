@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// The built-in vendor figures.
 const BUILTIN_JSON: &str = include_str!("../../../data/cloud-egress.json");

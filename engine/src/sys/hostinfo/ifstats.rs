@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::base::error::{Error, Result};
 use crate::sys::netlink::{self, RTM_GETLINK, RTM_NEWLINK};
-use crate::{Error, Result};
 
 // Kernel UAPI constants: if_link and if_arp
 const IFLA_LINKINFO: u16 = 18;

@@ -6,8 +6,8 @@
 //! kernel resolve it by sending one UDP datagram to the address's discard port through an
 //! ordinary socket, then asks again.
 
+use crate::base::error::{Error, Result};
 use crate::sys::netlink::{self, NLM_F_DUMP};
-use crate::{Error, Result};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 

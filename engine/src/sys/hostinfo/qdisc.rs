@@ -15,8 +15,8 @@
 
 use serde::Serialize;
 
+use crate::base::error::Result;
 use crate::sys::netlink::{self, NLM_F_DUMP, RTM_GETQDISC, RTM_GETTCLASS, RTM_NEWQDISC, RTM_NEWTCLASS};
-use crate::Result;
 
 // Kernel UAPI constants: pkt_sched and rtnetlink
 const TC_H_ROOT: u32 = 0xffff_ffff;
@@ -127,12 +127,12 @@ pub fn ingress_qdisc(ifindex: u32) -> Result<Option<String>> {
 /// [`root_rate_limit`] for an interface named `iface`.
 #[cfg(test)]
 pub(crate) fn root_rate_limit_of(iface: &str) -> Result<Option<QdiscLimit>> {
-    let name =
-        std::ffi::CString::new(iface).map_err(|_| crate::Error::usage(format!("bad interface name {iface:?}")))?;
+    let name = std::ffi::CString::new(iface)
+        .map_err(|_| crate::base::error::Error::usage(format!("bad interface name {iface:?}")))?;
     // SAFETY: name is a valid NUL-terminated string.
     let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
     if ifindex == 0 {
-        return Err(crate::Error::io(format!("interface {iface}"), std::io::Error::last_os_error()));
+        return Err(crate::base::error::Error::io(format!("interface {iface}"), std::io::Error::last_os_error()));
     }
     root_rate_limit(ifindex)
 }

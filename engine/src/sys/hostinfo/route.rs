@@ -9,8 +9,8 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::base::error::{Error, Result};
 use crate::sys::netlink::{self, RTM_GETROUTE, RTM_NEWROUTE};
-use crate::{Error, Result};
 
 // Kernel UAPI constants: rtnetlink
 const RTA_DST: u16 = 1;

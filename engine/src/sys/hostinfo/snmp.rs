@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::{Error, Result};
+use crate::base::error::{Error, Result};
 
 const PATH: &str = "/proc/net/snmp";
 

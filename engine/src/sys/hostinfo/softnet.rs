@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::{Error, Result};
+use crate::base::error::{Error, Result};
 
 const PATH: &str = "/proc/net/softnet_stat";
 /// Column of the CPU id (0-based), on kernels that print it.

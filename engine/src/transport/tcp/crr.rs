@@ -19,6 +19,7 @@ use crate::sys::sockopt;
 use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailures};
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, AlignedBuf, RingPaths, WakeBatch};
+use crate::uring::user_data::{UserData, TCP_CRR};
 use io_uring::{cqueue, opcode, types, IoUring};
 use socket2::SockRef;
 use std::net::{SocketAddr, TcpListener};
@@ -52,11 +53,13 @@ const NAGLE_FREE_LEN: u32 = 536;
 const TIMEOUT_CANCEL: u64 = u64::MAX - 1;
 
 fn user_data(idx: usize, generation: u16, op: u64) -> u64 {
-    ((idx as u64) << 20) | (u64::from(generation) << 4) | op
+    TCP_CRR.pack(UserData { index: idx, generation: u32::from(generation), op, ..UserData::default() })
 }
 
 fn split(ud: u64) -> (usize, u16, u64) {
-    ((ud >> 20) as usize, (ud >> 4) as u16, ud & 0xf)
+    let ud = TCP_CRR.unpack(ud);
+    // The layout's generation field is 16 bits wide: the cast loses nothing.
+    (ud.index, ud.generation as u16, ud.op)
 }
 
 /// Buffers and the ring of one thread. Field order is drop order: the ring goes first.

@@ -13,6 +13,7 @@ use crate::transport::tcp::rr_bell::{self, BellRing};
 use crate::transport::tcp::trip::{realtime_ns, FlowStamps, StampedSends, TripLegs, TRIP_SCRATCH};
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, WakeBatch};
+use crate::uring::user_data::{UserData, TCP_RR};
 use io_uring::{opcode, types, IoUring};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
@@ -60,17 +61,15 @@ struct RrRing {
 
 const SEND: u64 = 0;
 const RECV: u64 = 1;
-/// Bits of an operation's user data that name its stamped-response slot.
-const SLOT_BITS: u32 = 10;
-
 /// An operation's user data: its flow, its stamped-response slot (0 when none) and its kind.
 fn user_data(idx: usize, slot: u32, op: u64) -> u64 {
-    ((idx as u64) << (SLOT_BITS + 1)) | (u64::from(slot) << 1) | op
+    TCP_RR.pack(UserData { index: idx, slot, op, ..UserData::default() })
 }
 
 /// The flow, slot and whether it is a send, from an operation's user data.
 fn parse_user_data(ud: u64) -> (usize, u32, bool) {
-    ((ud >> (SLOT_BITS + 1)) as usize, ((ud >> 1) & ((1 << SLOT_BITS) - 1)) as u32, ud & 1 == SEND)
+    let ud = TCP_RR.unpack(ud);
+    (ud.index, ud.slot, ud.op == SEND)
 }
 
 impl RrRing {

@@ -34,6 +34,7 @@ use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailur
 use crate::transport::tcp::RrFlow;
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, AlignedBuf, WaitMode};
+use crate::uring::user_data::{UserData, RR_BELL};
 use io_uring::types::{SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::net::Shutdown;
@@ -57,6 +58,10 @@ const SLEEP_LIMIT: Duration = Duration::from_millis(100);
 const BELL: u64 = 0;
 const RECV: u64 = 1;
 const SEND: u64 = 2;
+
+fn user_data(op: u64) -> u64 {
+    RR_BELL.pack(UserData { op, ..UserData::default() })
+}
 
 /// The ring and the buffers its operations point at. Field order is drop order: the ring goes
 /// first.
@@ -109,7 +114,7 @@ impl BellRing {
     fn bell(&mut self) -> Result<()> {
         let bell = opcode::PollAdd::new(types::Fixed(0), libc::POLLIN as u32).multi(true).build();
         // SAFETY: a poll points at no memory.
-        unsafe { push(&mut self.ring, &bell.user_data(BELL)) }
+        unsafe { push(&mut self.ring, &bell.user_data(user_data(BELL))) }
     }
 
     /// Queues a receive of `len` bytes, linked to a send of `then_send` bytes when not zero.
@@ -117,7 +122,7 @@ impl BellRing {
         let recv = opcode::Recv::new(types::Fixed(0), self.recv_buf.as_ptr(), len).flags(libc::MSG_WAITALL).build();
         let recv = if then_send > 0 { recv.flags(squeue::Flags::IO_LINK) } else { recv };
         // SAFETY: recv_buf is written only by the kernel, never read, and drops after the ring.
-        unsafe { push(&mut self.ring, &recv.user_data(RECV)) }?;
+        unsafe { push(&mut self.ring, &recv.user_data(user_data(RECV))) }?;
         if then_send > 0 {
             self.send(then_send)?;
         }
@@ -127,7 +132,7 @@ impl BellRing {
     fn send(&mut self, len: u32) -> Result<()> {
         let send = opcode::Send::new(types::Fixed(0), self.send_buf.as_ptr(), len).flags(libc::MSG_WAITALL).build();
         // SAFETY: send_buf is only read by the kernel and drops after the ring.
-        unsafe { push(&mut self.ring, &send.user_data(SEND)) }
+        unsafe { push(&mut self.ring, &send.user_data(user_data(SEND))) }
     }
 
     fn flagged(&mut self) -> bool {
@@ -187,10 +192,10 @@ impl BellRing {
         }
     }
 
-    /// The completions ready now, as (user data, result, flags).
+    /// The completions ready now, as (operation, result, flags).
     fn reap(&mut self, into: &mut Vec<(u64, i32, u32)>) {
         into.clear();
-        into.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        into.extend(self.ring.completion().map(|c| (RR_BELL.unpack(c.user_data()).op, c.result(), c.flags())));
     }
 
     /// The doorbell's completion: re-armed when it ended (the kernel may end a multishot poll).
@@ -284,8 +289,8 @@ pub(crate) fn run_client(
     let mut cqes = Vec::with_capacity(8);
     loop {
         rr.reap(&mut cqes);
-        for &(ud, res, flags) in &cqes {
-            match ud {
+        for &(op, res, flags) in &cqes {
+            match op {
                 BELL => {
                     t.bell();
                     rr.bell_done(res, flags)?;
@@ -352,11 +357,11 @@ pub(crate) fn run_server(
     let mut cqes = Vec::with_capacity(8);
     loop {
         rr.reap(&mut cqes);
-        for &(ud, res, flags) in &cqes {
-            if ud == SEND {
+        for &(op, res, flags) in &cqes {
+            if op == SEND {
                 t.sending = false;
             }
-            match ud {
+            match op {
                 BELL => {
                     t.bell();
                     rr.bell_done(res, flags)?;

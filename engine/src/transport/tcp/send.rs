@@ -10,6 +10,7 @@ use crate::transport::pace::Pacer;
 use crate::transport::stopping::Stopping;
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
+use crate::uring::user_data::{UserData, TCP_SEND};
 use io_uring::{cqueue, opcode, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::net::{Shutdown, TcpStream};
@@ -114,7 +115,7 @@ impl TcpSendingFlow {
 
 /// A send's user data: the flow's index, and the length submitted (to account short sends).
 fn send_tag(idx: usize, len: u32) -> u64 {
-    idx as u64 | (u64::from(len) << 32)
+    TCP_SEND.pack(UserData { index: idx, len, ..UserData::default() })
 }
 
 // Drop order matters: the ring is declared first so it is torn down before the payload
@@ -255,9 +256,10 @@ impl<'a> Sender<'a> {
         if cqueue::more(flags) {
             self.notifs_pending += 1;
         }
-        let flow = &mut self.flows[(ud & 0xffff_ffff) as usize];
+        let ud = TCP_SEND.unpack(ud);
+        let flow = &mut self.flows[ud.index];
         flow.inflight -= 1;
-        flow.inflight_bytes -= ud >> 32;
+        flow.inflight_bytes -= u64::from(ud.len);
         if res > 0 {
             flow.bytes += res as u64;
             counters.add(flow.queue as usize, res as u64);

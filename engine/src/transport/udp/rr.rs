@@ -24,6 +24,7 @@ use crate::transport::rr::{latency_histogram, RrClientResult, RrConfig, RrFailur
 use crate::transport::trip::{realtime_ns, TripLegs};
 use crate::transport::{errno_text, FlowOutcome};
 use crate::uring::ring::{build_ring, cancel_all, push, wait_for_completions, RingPaths, WakeBatch};
+use crate::uring::user_data::{UserData, UDP_RR};
 use io_uring::{opcode, types, IoUring};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -40,7 +41,7 @@ const SEND: u64 = 0;
 const RECV: u64 = 1;
 
 fn user_data(idx: usize, op: u64) -> u64 {
-    ((idx as u64) << 1) | op
+    UDP_RR.pack(UserData { index: idx, op, ..UserData::default() })
 }
 
 /// Bytes of the transaction tag a message of `len` bytes carries.
@@ -191,9 +192,9 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
             last_activity = now;
         }
         for &(ud, res) in &cqes {
-            let idx = (ud >> 1) as usize;
+            let UserData { index: idx, op, .. } = UDP_RR.unpack(ud);
             let f = &mut rr.flows[idx];
-            if ud & 1 == SEND {
+            if op == SEND {
                 f.send_inflight = false;
                 if res < 0 && f.outstanding.take().is_some() {
                     classify(&mut failures, res);
@@ -279,9 +280,9 @@ pub(crate) fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
             last_activity = Instant::now();
         }
         for &(ud, res) in &cqes {
-            let idx = (ud >> 1) as usize;
+            let UserData { index: idx, op, .. } = UDP_RR.unpack(ud);
             let f = &mut rr.flows[idx];
-            if ud & 1 == RECV {
+            if op == RECV {
                 f.recv_armed = false;
                 if res > 0 && !f.send_inflight {
                     let Flow { send, recv, .. } = f;

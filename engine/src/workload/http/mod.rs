@@ -28,6 +28,7 @@ use crate::runtime::side::{run_side, Ending};
 use crate::runtime::threads::QueueThreads;
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WakeBatch};
+use crate::uring::user_data::{UserData, HTTP};
 use crate::wire::http1::{HttpUrl, ParseError, ResponseParser};
 use hdrhistogram::Histogram;
 use intervals::{Collector, Counts, IntervalClock, ThreadIntervals, MAX_LATENCY_US};
@@ -368,7 +369,7 @@ struct HttpRing {
 }
 
 fn user_data(idx: usize, generation: u32, send: bool) -> u64 {
-    (u64::from(generation) << 32) | ((idx as u64) << 1) | u64::from(send)
+    HTTP.pack(UserData { index: idx, generation, op: u64::from(send), ..UserData::default() })
 }
 
 fn arm_recv(ring: &mut IoUring, conn: &mut Conn, idx: usize) -> Result<()> {
@@ -624,9 +625,8 @@ fn reap(
     last_activity: Instant,
 ) -> Result<()> {
     for &(ud, res, flags) in cqes {
-        let idx = ((ud & 0xffff_ffff) >> 1) as usize;
-        let is_send = ud & 1 == 1;
-        let generation = (ud >> 32) as u32;
+        let UserData { index: idx, generation, op, .. } = HTTP.unpack(ud);
+        let is_send = op == 1;
         let bid = cqueue::buffer_select(flags);
         let Some(conn) = conns.get_mut(idx) else { continue };
         if generation != conn.generation {

@@ -26,7 +26,6 @@ use crate::runtime::placement::resolve_cpus;
 use crate::session::driver::StreamHalves;
 use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
-use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
     new_cookie, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
@@ -136,7 +135,7 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     spec.cooldown_ms = 0;
     let params = params_for(&spec)?;
     spec.validate()?;
-    let caps = KernelCaps::detect()?;
+    let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
     let target = resolve(&opts.target, opts.port, opts.local.family)?;

@@ -261,7 +261,7 @@ pub fn serve(
     events: Iperf3EventSink,
     output: ServerOutput,
 ) -> Result<bool> {
-    let kernel = KernelCaps::detect()?;
+    let kernel = opts.kernel.clone();
     kernel.require_tcp_stream()?;
     let mut cpus = resolve_cpus(opts.cpus.as_deref())?;
     if opts.cpus.is_none() {

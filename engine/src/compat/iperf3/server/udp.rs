@@ -106,7 +106,7 @@ pub(super) fn serve_udp(
             // No one reads what we would still send.
             live.end(e.clone());
         }
-        let panicked = || crate::Error::peer("a half of the test panicked");
+        let panicked = || crate::base::error::Error::peer("a half of the test panicked");
         let received = receiving.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
         let sent = sending.map(|h| h.join().unwrap_or_else(|_| Err(panicked())));
         (received.transpose(), sent.transpose(), client)
