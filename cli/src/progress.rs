@@ -1,5 +1,5 @@
-//! Where a series of runs stands (sweep, search, experiment, `send --repeat`): "run k of N,
-//! elapsed, about M left" on stderr after each run, rewritten in place on a terminal and one line per step
+//! Where a series of runs stands (sweep, search, experiment, `send --repeat`, the records
+//! `report --fleet` reads): "run k of N, elapsed, about M left" on stderr after each step, rewritten in place on a terminal and one line per step
 //! otherwise (a log, CI). Written here rather than with `indicatif`: a series moves once per
 //! run (seconds apart), so a bar redrawn on a timer would add nothing, and the one line a pipe
 //! needs is the same text either way.
@@ -15,6 +15,11 @@ pub struct Progress {
     terminal: bool,
     /// The total is an estimate (a search's trials): said "about N", raised when passed.
     estimated: bool,
+    /// What one step is ("run", "record").
+    unit: &'static str,
+    /// Steps milliseconds apart (a fleet's records) are said at most this often, and the last.
+    every: Option<Duration>,
+    said: Option<Instant>,
 }
 
 impl Progress {
@@ -26,7 +31,18 @@ impl Progress {
             started: Instant::now(),
             terminal: std::io::stderr().is_terminal(),
             estimated: false,
+            unit: "run",
+            every: None,
+            said: None,
         }
+    }
+
+    /// A series of many quick steps (`report --fleet` reading a million records): one line a
+    /// second at most, and one for the last step.
+    pub fn frequent(what: &'static str, unit: &'static str, total: usize) -> Self {
+        // The first line comes a second in, when the rate behind "about M left" means something.
+        let started = Instant::now();
+        Self { unit, every: Some(Duration::from_secs(1)), said: Some(started), started, ..Self::new(what, total) }
     }
 
     /// A series whose length is known only roughly before it runs (a search bisects until it
@@ -43,7 +59,13 @@ impl Progress {
         } else {
             self.done = self.done.min(self.total);
         }
-        let mut line = line(self.what, self.done, self.total, self.started.elapsed());
+        if let (Some(every), Some(said)) = (self.every, self.said) {
+            if self.done < self.total && said.elapsed() < every {
+                return;
+            }
+        }
+        self.said = Some(Instant::now());
+        let mut line = line(self.what, self.unit, self.done, self.total, self.started.elapsed());
         if self.estimated {
             line = line.replacen(" of ", " of about ", 1);
         }
@@ -65,10 +87,10 @@ impl Progress {
 }
 
 /// "sweep: run 2 of 8, 21 s elapsed, about 1 min 3 s left".
-fn line(what: &str, done: usize, total: usize, elapsed: Duration) -> String {
+fn line(what: &str, unit: &str, done: usize, total: usize, elapsed: Duration) -> String {
     let per_run = elapsed.as_secs_f64() / done.max(1) as f64;
     let left = per_run * total.saturating_sub(done) as f64;
-    format!("{what}: run {done} of {total}, {} elapsed, about {} left", span(elapsed.as_secs_f64()), span(left))
+    format!("{what}: {unit} {done} of {total}, {} elapsed, about {} left", span(elapsed.as_secs_f64()), span(left))
 }
 
 fn span(secs: f64) -> String {
@@ -84,9 +106,9 @@ fn span(secs: f64) -> String {
 mod tests {
     #[test]
     fn the_line_says_where_the_series_stands() {
-        let l = super::line("sweep", 2, 8, std::time::Duration::from_secs(21));
+        let l = super::line("sweep", "run", 2, 8, std::time::Duration::from_secs(21));
         assert_eq!(l, "sweep: run 2 of 8, 21 s elapsed, about 1 min 3 s left");
-        assert!(super::line("sweep", 8, 8, std::time::Duration::from_secs(5)).ends_with("about 0 s left"));
+        assert!(super::line("sweep", "run", 8, 8, std::time::Duration::from_secs(5)).ends_with("about 0 s left"));
     }
 
     #[test]
@@ -101,5 +123,18 @@ mod tests {
             exact.step();
         }
         assert_eq!((exact.done, exact.total), (2, 2), "an exact total is never passed");
+    }
+
+    #[test]
+    fn frequent_steps_are_said_a_second_apart_and_at_the_end() {
+        let mut p = super::Progress::frequent("report --fleet", "record", 1000);
+        let first = p.said.expect("the clock starts with the series");
+        for _ in 0..999 {
+            p.step();
+        }
+        assert_eq!(p.said, Some(first), "steps within the second are not said");
+        p.step();
+        assert!(p.said.unwrap() > first, "the last step is said");
+        assert_eq!(p.done, 1000);
     }
 }

@@ -195,7 +195,13 @@ pub fn report(args: ReportArgs) -> Result<u8, Error> {
 fn fleet_report(dir: &Path, args: &ReportArgs) -> Result<u8, Error> {
     let mut asked: Vec<String> = args.by.iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect();
     asked.dedup();
-    let report = FleetReport::load(dir, (!asked.is_empty()).then_some(asked.as_slice()))?;
+    let mut progress: Option<crate::progress::Progress> = None;
+    let report = FleetReport::load_reporting(dir, (!asked.is_empty()).then_some(asked.as_slice()), &mut |_, n| {
+        progress.get_or_insert_with(|| crate::progress::Progress::frequent("report --fleet", "record", n)).step()
+    })?;
+    if let Some(p) = &progress {
+        p.finish();
+    }
     let out_dir = args.out.as_deref().unwrap_or(dir);
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
     // Each file streamed from the rows: a million runs' files are never strings in memory.

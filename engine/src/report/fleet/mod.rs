@@ -187,6 +187,16 @@ impl FleetReport {
     /// summarises by `attributes` (None: those of [`DEFAULT_ATTRIBUTES`] that some host
     /// reported). Memory grows with the runs' figures and the hosts, not the documents.
     pub fn load(dir: &Path, attributes: Option<&[String]>) -> Result<Self> {
+        Self::load_reporting(dir, attributes, &mut |_, _| {})
+    }
+
+    /// [`load`](Self::load), calling `read(k, n)` after the k-th of the n planned runs'
+    /// records is read (the front end's progress line: a million records take minutes).
+    pub fn load_reporting(
+        dir: &Path,
+        attributes: Option<&[String]>,
+        read: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let plan_path = dir.join("plan.json");
         if !plan_path.exists() {
             return Err(Error::usage(format!(
@@ -197,13 +207,15 @@ impl FleetReport {
         let planned = read_plan(&plan_path)?;
         let runs_dir = dir.join("runs");
         let mut facts = HostFacts::default();
-        let mut runs = Vec::with_capacity(planned.len());
+        let total = planned.len();
+        let mut runs = Vec::with_capacity(total);
         for p in planned {
             let record = match p.id.as_deref().filter(|id| is_record_name(id)) {
                 Some(id) => read_record(&runs_dir.join(format!("{id}.json")))?,
                 None => None,
             };
             runs.push(run_of(&p, record, &mut facts)?);
+            read(runs.len(), total);
         }
         Self::of_runs(runs, attributes)
     }
