@@ -38,7 +38,7 @@ impl Progress {
     }
 
     /// A series of many quick steps (`report --fleet` reading a million records): one line a
-    /// second at most, and one for the last step.
+    /// second at most, and one for the last step unless the whole series took under a second.
     pub fn frequent(what: &'static str, unit: &'static str, total: usize) -> Self {
         // The first line comes a second in, when the rate behind "about M left" means something.
         let started = Instant::now();
@@ -60,7 +60,10 @@ impl Progress {
             self.done = self.done.min(self.total);
         }
         if let (Some(every), Some(said)) = (self.every, self.said) {
-            if self.done < self.total && said.elapsed() < every {
+            // A read over within the first second says nothing at all: a line then would only
+            // sit above the result (or an error's one line).
+            let quiet_so_far = said == self.started;
+            if said.elapsed() < every && (self.done < self.total || quiet_so_far) {
                 return;
             }
         }
@@ -134,7 +137,16 @@ mod tests {
         }
         assert_eq!(p.said, Some(first), "steps within the second are not said");
         p.step();
-        assert!(p.said.unwrap() > first, "the last step is said");
+        assert_eq!(p.said, Some(first), "a series over within a second says nothing, not even its end");
         assert_eq!(p.done, 1000);
+
+        let mut slow = super::Progress::frequent("report --fleet", "record", 2);
+        let long_ago = std::time::Instant::now() - std::time::Duration::from_secs(2);
+        (slow.started, slow.said) = (long_ago, Some(long_ago));
+        slow.step();
+        assert!(slow.said.unwrap() > long_ago, "a step a second after the last line is said");
+        let said = slow.said;
+        slow.step();
+        assert!(slow.said > said, "the last step of a series that took seconds is said");
     }
 }

@@ -40,7 +40,17 @@ impl KernelCaps {
     /// end probes once per command and carries the value in the run's options
     /// (`SendOptions::kernel`, `ReceiverConfig::kernel`, `PeerRecvOptions::kernel`), so a
     /// sweep, search or experiment probes once for all its runs.
+    ///
+    /// The probe rings are made and dropped on a thread of their own: a ring's teardown
+    /// (a kernel worker, milliseconds later) signals each task that used it with task work,
+    /// which makes that task's next timed socket read fail with EINTR. The caller, often a
+    /// front end about to read its control connection, is kept out of it.
     pub fn detect() -> Result<Self> {
+        std::thread::scope(|s| s.spawn(Self::detect_here).join())
+            .unwrap_or_else(|_| Err(Error::unsupported("the io_uring probe thread panicked")))
+    }
+
+    fn detect_here() -> Result<Self> {
         let io_uring_disabled = read_u32("/proc/sys/kernel/io_uring_disabled");
         let ring = IoUring::new(8).map_err(|e| explain_ring_error(e, io_uring_disabled))?;
         let mut probe = Probe::new();

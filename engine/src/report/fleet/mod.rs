@@ -275,8 +275,9 @@ impl FleetReport {
                 let mut known: Vec<String> = runs.iter().flat_map(|r| r.sender_facts.keys().cloned()).collect();
                 known.sort();
                 known.dedup();
+                known.splice(0..0, ["address".to_string(), "entry".to_string()]);
                 return Err(Error::usage(format!(
-                    "no host has the attribute '{attr}' (known: address, entry, {}; receiver.NAME for the receiver's)",
+                    "no host has the attribute '{attr}' (known: {}; receiver.NAME for the receiver's)",
                     known.join(", ")
                 )));
             }
