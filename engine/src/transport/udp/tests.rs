@@ -47,7 +47,7 @@ fn loopback(count: u64, len: u32, gso: bool, gro: bool, answer_fin: bool) -> (Ou
         one_way_delay: true,
         answer_fin,
         fin_linger: Duration::from_millis(20),
-        stop: stop.clone(),
+        halt: stop.clone(),
         deadline: Instant::now() + Duration::from_secs(20),
     };
     let receiver = std::thread::spawn(move || {
@@ -164,7 +164,7 @@ fn fins_without_data_get_one_report() {
         one_way_delay: false,
         answer_fin: true,
         fin_linger: Duration::from_millis(300),
-        stop: Arc::new(AtomicBool::new(false)),
+        halt: Arc::new(AtomicBool::new(false)),
         deadline: Instant::now() + Duration::from_secs(5),
     };
     let receiver = std::thread::spawn(move || {
@@ -283,7 +283,7 @@ fn iperf2_client_prints_our_report() {
         one_way_delay: false,
         answer_fin: true,
         fin_linger: crate::wire::iperf2::SERVER_ACKFIN_SILENCE,
-        stop,
+        halt: stop,
         deadline: Instant::now() + Duration::from_secs(8),
     };
     let receiver = std::thread::spawn(move || {

@@ -15,7 +15,7 @@
 //! A socket that is not connected accepts datagrams from anyone: the first sender becomes
 //! the flow's peer and datagrams from other addresses are counted as strangers, not
 //! accounted. The thread ends when every flow has seen a FIN and then `fin_linger` of
-//! silence, or at the stop flag or the deadline. With `answer_fin`, each FIN is answered
+//! silence, or at the halt flag or the deadline. With `answer_fin`, each FIN is answered
 //! with an iperf2 server report, so an `iperf -c -u` client prints our figures.
 //!
 //! What the kernel writes into each buffer is read in [`msg`]; one flow's peer, accounting
@@ -79,7 +79,7 @@ pub struct UdpRecvConfig {
     /// datagrams, repeated FINs to answer).
     pub fin_linger: Duration,
     /// Raised by the session when the test must end regardless of the flows.
-    pub stop: Arc<AtomicBool>,
+    pub halt: Arc<AtomicBool>,
     /// Never run past this instant.
     pub deadline: Instant,
 }
@@ -402,7 +402,7 @@ impl<'a> Receiver<'a> {
     }
 }
 
-/// Runs until every flow has seen a FIN (then `fin_linger` of silence), `cfg.stop` is raised,
+/// Runs until every flow has seen a FIN (then `fin_linger` of silence), `cfg.halt` is raised,
 /// or `cfg.deadline` passes.
 pub fn run(flows: Vec<UdpRecvFlow>, counters: &QueueCounters, cfg: &UdpRecvConfig) -> Result<UdpRecvResult> {
     run_with(flows, counters, cfg, DatagramHeader::Native)
@@ -416,7 +416,7 @@ pub fn run_with(
     header: DatagramHeader,
 ) -> Result<UdpRecvResult> {
     let mut r = Receiver::new(flows, cfg, header)?;
-    while !cfg.stop.load(Ordering::Relaxed) {
+    while !cfg.halt.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= cfg.deadline {
             break;
