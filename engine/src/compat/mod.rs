@@ -343,7 +343,7 @@ fn far_side(spec: &TestSpec, role: Role, bytes: &[(u32, u64)], seconds: f64, too
     side
 }
 
-/// Counts one TCP flow's bytes to EOF (or until `stop`) with the io_uring receive loop, on the
+/// Counts one TCP flow's bytes to EOF (or until `halt`) with the io_uring receive loop, on the
 /// calling thread: (bytes, errors). `pace` is the test's (rate in bits/s, flows): a paced
 /// flow is read at most 1 ms of its data per wake-up, as the stream receiver does.
 fn count_to_eof(
@@ -351,7 +351,7 @@ fn count_to_eof(
     opts: &PeerRecvOptions,
     kernel: &KernelCaps,
     pace: (u64, u32),
-    stop: Arc<AtomicBool>,
+    halt: Arc<AtomicBool>,
     counters: &QueueCounters,
 ) -> (u64, Vec<String>) {
     let _ = stream.set_nonblocking(false);
@@ -364,7 +364,7 @@ fn count_to_eof(
         buf_size: RECV_BUF_SIZE,
         bundle: kernel.recvsend_bundle,
         rcvlowat: recv_lowat(&spec),
-        stop,
+        halt,
         skip_copy: false,
     };
     match tcp_recv::run(vec![RecvFlow { stream, queue: 0 }], counters, &cfg) {

@@ -84,7 +84,7 @@ impl<'a> TestSide<'a> {
         Self { shown: false, ..self }
     }
 
-    /// The flag the threads watch (a config's `halt` or `stop`).
+    /// The flag the threads watch (every loop config's `halt`).
     pub(crate) fn halt(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.halt)
     }

@@ -28,7 +28,7 @@ pub(crate) struct RrConfig {
     /// UDP and crr clients: a transaction older than this is abandoned and counted.
     pub timeout: Duration,
     /// Raised when the test must end regardless of the flows.
-    pub stop: Arc<AtomicBool>,
+    pub halt: Arc<AtomicBool>,
     /// crr: what the client's connections are made as (TCP or MPTCP).
     pub protocol: StreamProtocol,
     /// TCP rr client: requests sent back to back before their responses are awaited

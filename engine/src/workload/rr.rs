@@ -124,7 +124,7 @@ fn config(
     spec: &TestSpec,
     placement: &Placement,
     t0: Instant,
-    stop: Arc<AtomicBool>,
+    halt: Arc<AtomicBool>,
     live: Option<Arc<LiveLatency>>,
 ) -> RrConfig {
     RrConfig {
@@ -135,7 +135,7 @@ fn config(
         deadline: t0 + spec.total(),
         window: (t0 + spec.warmup(), t0 + spec.warmup() + spec.time()),
         timeout: spec.timeout(),
-        stop,
+        halt,
         protocol: StreamProtocol::of(spec.tuning.mptcp),
         bounceback: spec.bounceback.unwrap_or(1),
         trip_times: spec.trip_times,

@@ -324,7 +324,7 @@ fn receive_side(
         buf_size: RECV_BUF_SIZE,
         bundle: caps.recvsend_bundle,
         rcvlowat: recv_lowat(spec),
-        stop: side.halt(),
+        halt: side.halt(),
         skip_copy: spec.tuning.skip_rx_copy,
     };
     let zc_rx = placement.fast.zc_rx.as_ref();

@@ -464,7 +464,7 @@ pub(crate) fn receive_udp(
         one_way_delay: spec.one_way_delay,
         answer_fin: false,
         fin_linger: Duration::from_millis(20),
-        stop: side.halt(),
+        halt: side.halt(),
         // Datagrams are never retransmitted: nothing arrives long after the sender's end.
         deadline: t0 + spec.total() + Duration::from_secs(2),
     };

@@ -419,7 +419,7 @@ impl XdpReception {
         let cfg = XdpRecvConfig {
             dst_port: port,
             one_way_delay: spec.one_way_delay,
-            stop: side.halt(),
+            halt: side.halt(),
             fins: Arc::clone(&fins),
             activity: Arc::clone(&activity),
             epoch,

@@ -3,7 +3,7 @@
 //!
 //! - **TCP**: N plain connections, no control channel, sent by the stream workload's own
 //!   sending half. The payload byte ('0') has none of iperf2's header flags in its first word
-//!   ([`crate::wire::iperf2::is_plain_tcp_first_word`]), so `iperf -s` takes every byte as
+//!   (`is_plain_tcp_first_word` in `wire/iperf2/tcp.rs`), so `iperf -s` takes every byte as
 //!   data and counts to EOF. The receiver's figures stay in iperf2's output: the report has
 //!   no receiver side, and says what `iperf -s` will print ([`Iperf2Report::iperf2_counts_bytes`]).
 //! - **UDP**: the io_uring UDP loop writes iperf2's datagram header, then the end-of-test FIN

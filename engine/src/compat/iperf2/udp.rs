@@ -266,7 +266,7 @@ fn receive_udp(
         one_way_delay: trip_times,
         answer_fin: true,
         fin_linger: SERVER_ACKFIN_SILENCE,
-        stop: Arc::clone(&joined.stop),
+        halt: Arc::clone(&joined.stop),
         deadline: joined.deadline,
     };
     let start = Instant::now();

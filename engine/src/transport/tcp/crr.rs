@@ -362,7 +362,7 @@ pub(crate) fn run_client(
     let mut last_activity = Instant::now();
     let mut cqes = Vec::with_capacity(client.conns.len() * 2);
     let batch = WakeBatch { want: 1, max_delay_us: 0 };
-    while client.active > 0 && !cfg.stop.load(Ordering::Relaxed) {
+    while client.active > 0 && !cfg.halt.load(Ordering::Relaxed) {
         wait_for_completions(&mut client.cr.ring, cfg.wait, last_activity, tick, batch)?;
         client.cr.reap(&mut cqes);
         let now = Instant::now();
@@ -547,7 +547,7 @@ impl Server<'_> {
 }
 
 /// Runs a crr server thread: accepts on its listeners, answers each connection's request and
-/// closes it, until `cfg.stop`. `bytes` in the outcomes counts answered transactions.
+/// closes it, until `cfg.halt`. `bytes` in the outcomes counts answered transactions.
 pub(crate) fn run_server(
     listeners: Vec<CrrListener>,
     counters: &QueueCounters,
@@ -572,7 +572,7 @@ pub(crate) fn run_server(
     let batch = WakeBatch { want: 1, max_delay_us: 0 };
     loop {
         // At the stop, one more look collects answers whose completions were still queued.
-        let stopping = cfg.stop.load(Ordering::Relaxed);
+        let stopping = cfg.halt.load(Ordering::Relaxed);
         wait_for_completions(&mut srv.cr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
         srv.cr.reap(&mut cqes);
         if cqes.is_empty() && stopping {
@@ -627,7 +627,7 @@ mod tests {
             deadline: now + time,
             window: (now, now + time),
             timeout: Duration::from_millis(500),
-            stop: Arc::new(AtomicBool::new(false)),
+            halt: Arc::new(AtomicBool::new(false)),
             protocol: StreamProtocol::Tcp,
             bounceback: 1,
             trip_times: false,
@@ -651,7 +651,7 @@ mod tests {
         let flows = vec![CrrFlow { queue: 0 }, CrrFlow { queue: 1 }];
         let res = run_client(flows, target, &counters, &cfg).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        cfg.stop.store(true, Ordering::Relaxed);
+        cfg.halt.store(true, Ordering::Relaxed);
         let served = srv.join().unwrap();
         let done: u64 = res.flows.iter().map(|f| f.bytes).sum();
         let answered: u64 = served.iter().map(|f| f.bytes).sum();

@@ -40,7 +40,7 @@ pub struct RecvWorkerConfig {
     /// the multishot receive) only once this many bytes wait.
     pub rcvlowat: Option<u32>,
     /// Raised by the session when the test must end regardless of the flows.
-    pub stop: Arc<AtomicBool>,
+    pub halt: Arc<AtomicBool>,
     /// Receive with MSG_TRUNC: the kernel counts and discards the payload without copying
     /// it into the buffer ring (`--skip-rx-copy`).
     pub skip_copy: bool,
@@ -106,7 +106,7 @@ fn set_rcvlowat(stream: &TcpStream, bytes: u32) -> Result<()> {
     Ok(())
 }
 
-/// Runs until every flow reached EOF or failed, or `cfg.stop` is raised.
+/// Runs until every flow reached EOF or failed, or `cfg.halt` is raised.
 pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfig) -> Result<RecvWorkerResult> {
     let entries = (flows.len() as u32 * 2).next_power_of_two().clamp(64, 4096);
     let ring = build_ring(entries, cfg.ring)?;
@@ -129,7 +129,7 @@ pub fn run(flows: Vec<RecvFlow>, counters: &QueueCounters, cfg: &RecvWorkerConfi
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32, u32)> = Vec::with_capacity(entries as usize * 4);
 
-    while open > 0 && !cfg.stop.load(Ordering::Relaxed) {
+    while open > 0 && !cfg.halt.load(Ordering::Relaxed) {
         let waited =
             wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
         cqes.clear();

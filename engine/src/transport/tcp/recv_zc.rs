@@ -25,7 +25,7 @@ fn arm(zr: &mut ZcrxRing, fd: i32, idx: usize) -> Result<()> {
     unsafe { push(&mut zr.ring, &entry.user_data(idx as u64)) }
 }
 
-/// Runs until every flow reached EOF or failed, or `cfg.stop` is raised. `rxq` is the NIC
+/// Runs until every flow reached EOF or failed, or `cfg.halt` is raised. `rxq` is the NIC
 /// receive queue this thread's flows are steered to.
 pub fn run(
     flows: Vec<RecvFlow>,
@@ -46,7 +46,7 @@ pub fn run(
     let mut remaining = flows.len();
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32, u32, u64)> = Vec::with_capacity(entries as usize * 4);
-    while remaining > 0 && !cfg.stop.load(Ordering::Relaxed) {
+    while remaining > 0 && !cfg.halt.load(Ordering::Relaxed) {
         let waited =
             wait_for_completions(&mut zr.ring, cfg.wait, last_activity, Duration::from_millis(100), cfg.batch)?;
         cqes.clear();

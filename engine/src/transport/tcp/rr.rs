@@ -197,7 +197,7 @@ pub(crate) fn run_client(mut flows: Vec<RrFlow>, counters: &QueueCounters, cfg: 
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(state.len() * 2);
     let batch = WakeBatch { want: 1, max_delay_us: 0 };
-    while active > 0 && !cfg.stop.load(Ordering::Relaxed) {
+    while active > 0 && !cfg.halt.load(Ordering::Relaxed) {
         wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
         cqes.clear();
         cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result())));
@@ -287,7 +287,7 @@ pub(crate) fn run_server(mut flows: Vec<RrFlow>, counters: &QueueCounters, cfg: 
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(state.len() * 2);
     let batch = WakeBatch { want: 1, max_delay_us: 0 };
-    while active > 0 && !cfg.stop.load(Ordering::Relaxed) {
+    while active > 0 && !cfg.halt.load(Ordering::Relaxed) {
         wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
         cqes.clear();
         cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result())));

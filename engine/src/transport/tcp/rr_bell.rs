@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 
 /// Largest message (a whole `--bounceback` burst) this loop receives in one operation.
 const MAX_MESSAGE: u32 = 1 << 20;
-/// Spins between two looks at the stop flag and the clock (a few microseconds).
+/// Spins between two looks at the halt flag and the clock (a few microseconds).
 const SPINS_PER_CHECK: u32 = 256;
 /// `IORING_ENTER_GETEVENTS` (the crate keeps its constants private): the entry runs deferred
 /// task work.
@@ -52,7 +52,7 @@ const ENTER_GETEVENTS: u32 = 1;
 /// A thread that never sleeps queues a receive after this long without a doorbell (a guard:
 /// the doorbell is normally not missed).
 const SPIN_PATIENCE: Duration = Duration::from_millis(1);
-/// Longest sleep in the kernel before the stop flag is looked at again.
+/// Longest sleep in the kernel before the halt flag is looked at again.
 const SLEEP_LIMIT: Duration = Duration::from_millis(100);
 
 const BELL: u64 = 0;
@@ -155,7 +155,7 @@ impl BellRing {
                 std::hint::spin_loop();
                 continue;
             }
-            if cfg.stop.load(Ordering::Relaxed) {
+            if cfg.halt.load(Ordering::Relaxed) {
                 return Ok(Waited::Stopped);
             }
             let now = Instant::now();

@@ -3,3 +3,5 @@
 pub mod recv;
 pub mod rr;
 pub mod send;
+#[cfg(test)]
+mod tests;

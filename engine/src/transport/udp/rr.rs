@@ -183,7 +183,7 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
     let mut last_activity = Instant::now();
     let mut cqes: Vec<(u64, i32)> = Vec::with_capacity(rr.flows.len() * 2);
     let batch = WakeBatch { want: 1, max_delay_us: 0 };
-    while active > 0 && !cfg.stop.load(Ordering::Relaxed) {
+    while active > 0 && !cfg.halt.load(Ordering::Relaxed) {
         wait_for_completions(&mut rr.ring, cfg.wait, last_activity, tick(cfg), batch)?;
         cqes.clear();
         cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result())));
@@ -257,7 +257,7 @@ pub(crate) fn run_client(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
     Ok(RrClientResult { flows: rr.finish(), latency_ns, failures, trip, mptcp: Vec::new() })
 }
 
-/// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.stop`.
+/// Runs a UDP rr server thread: answers every request, echoing its tag, until `cfg.halt`.
 pub(crate) fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &RrConfig) -> Result<Vec<FlowOutcome>> {
     let mut rr = UdpRrRing::new(flows, cfg.resp_len, cfg.req_len, cfg.ring)?;
     let tag = tag_len(cfg.req_len).min(tag_len(cfg.resp_len));
@@ -269,7 +269,7 @@ pub(crate) fn run_server(flows: Vec<UdpRrFlow>, counters: &QueueCounters, cfg: &
     let batch = WakeBatch { want: 1, max_delay_us: 0 };
     loop {
         // At the stop, one more look collects answers whose completions were still queued.
-        let stopping = cfg.stop.load(Ordering::Relaxed);
+        let stopping = cfg.halt.load(Ordering::Relaxed);
         wait_for_completions(&mut rr.ring, cfg.wait, last_activity, Duration::from_millis(100), batch)?;
         cqes.clear();
         cqes.extend(rr.ring.completion().map(|c| (c.user_data(), c.result())));
@@ -339,7 +339,7 @@ mod tests {
             deadline: now + time,
             window: (now, now + time),
             timeout,
-            stop: Arc::new(AtomicBool::new(false)),
+            halt: Arc::new(AtomicBool::new(false)),
             protocol: StreamProtocol::Tcp,
             bounceback: 1,
             trip_times: false,
@@ -360,7 +360,7 @@ mod tests {
         let counters = QueueCounters::new(1);
         let res = run_client(vec![UdpRrFlow { socket: client, queue: 0 }], &counters, &cfg).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        cfg.stop.store(true, Ordering::Relaxed);
+        cfg.halt.store(true, Ordering::Relaxed);
         let served = srv.join().unwrap();
         let done = res.flows[0].bytes;
         assert!(done > 100, "loopback answers thousands of transactions in 300 ms, got {done}");
@@ -395,7 +395,7 @@ mod tests {
             run_server(vec![UdpRrFlow { socket: server, queue: 0 }], &QueueCounters::new(1), &server_cfg).unwrap()
         });
         let res = run_client(vec![UdpRrFlow { socket: client, queue: 0 }], &QueueCounters::new(1), &cfg).unwrap();
-        cfg.stop.store(true, Ordering::Relaxed);
+        cfg.halt.store(true, Ordering::Relaxed);
         srv.join().unwrap();
         let legs = res.trip.expect("legs with --trip-times");
         assert_eq!(legs.request.len(), res.latency_ns.len(), "one pair of legs per round trip");

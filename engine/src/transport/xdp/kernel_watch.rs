@@ -32,7 +32,7 @@ pub(crate) fn seq_stats(c: &KernelFlowCounts) -> SeqStats {
     }
 }
 
-/// Watches the trackers in map `kflows` until the stop flag (raised after the program is
+/// Watches the trackers in map `kflows` until the halt flag (raised after the program is
 /// detached), then reads them a last time.
 pub(crate) fn run(
     kflows: RawFd,
@@ -44,7 +44,7 @@ pub(crate) fn run(
     let mut bytes = vec![0u64; flows.len()];
     let mut arrived = 0u64;
     loop {
-        let last = cfg.stop.load(Ordering::Relaxed);
+        let last = cfg.halt.load(Ordering::Relaxed);
         let counts = match kernel_count::read(kflows) {
             Ok(c) => c,
             Err(e) => {

@@ -52,7 +52,7 @@ pub struct XdpRecvConfig {
     /// Raised by the session once the program is detached: read what is left in the RX
     /// rings, then return. The session decides the end (every FIN seen and a moment of
     /// silence, or its deadline) from `fins` and `activity`.
-    pub stop: Arc<AtomicBool>,
+    pub halt: Arc<AtomicBool>,
     /// Per flow, set by whichever thread sees the flow's FIN.
     pub fins: Arc<Vec<AtomicBool>>,
     /// When frames last arrived, in nanoseconds since `epoch`, from any thread.
@@ -281,7 +281,7 @@ fn idle(states: &mut [QueueState], busy_poll: bool, spin: bool) {
     }
 }
 
-/// Runs one receiving thread until the stop flag, then drains its RX rings and returns. The
+/// Runs one receiving thread until the halt flag, then drains its RX rings and returns. The
 /// session raises the flag only after detaching the program, so every frame the program
 /// redirected is read here or counted by the socket (`rx_ring_full`, `rx_dropped`).
 pub fn run(
@@ -319,7 +319,7 @@ pub fn run(
             }
             continue;
         }
-        if cfg.stop.load(Ordering::Relaxed) {
+        if cfg.halt.load(Ordering::Relaxed) {
             draining = true;
             continue;
         }

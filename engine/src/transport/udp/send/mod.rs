@@ -19,16 +19,25 @@
 //!
 //! At the end, [`send_fins`] tells the receiver the flow is over (negated next sequence
 //! number, iperf2 style) and can wait for an iperf2 server's report.
+//!
+//! The FIN exchange is [`fin`]'s; the send slots lent to the kernel, [`slots`]'.
+
+mod fin;
+mod slots;
+
+pub use fin::FinConfig;
 
 use crate::base::error::{Error, Result};
 use crate::metrics::measure::QueueCounters;
 use crate::transport::pace::Pacer;
 use crate::transport::stopping::Stopping;
 use crate::transport::{errno_text, FlowOutcome};
-use crate::uring::ring::{build_ring, push, wait_for_completions, AlignedBuf, RingPaths, WaitMode, WakeBatch};
-use crate::wire::iperf2::{ServerReport, CLIENT_FIN_RETRY_INTERVAL, CLIENT_REPORT_READ_LEN};
-use crate::wire::udp_payload::{self as payload, DatagramHeader, WireTime, FIRST_SEQ, HEADER_LEN};
-use io_uring::{opcode, types, IoUring};
+use crate::uring::ring::{build_ring, push, wait_for_completions, RingPaths, WaitMode, WakeBatch};
+use crate::wire::iperf2::ServerReport;
+use crate::wire::udp_payload::{DatagramHeader, WireTime, FIRST_SEQ, HEADER_LEN};
+use fin::send_fins;
+use io_uring::{opcode, types};
+use slots::{new_slots, SendRing};
 use std::collections::VecDeque;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -48,32 +57,6 @@ pub(crate) const MAX_DATAGRAM: u32 = crate::base::spec::MAX_UDP_PAYLOAD;
 pub struct UdpSendFlow {
     pub socket: UdpSocket,
     pub queue: u32,
-}
-
-/// How the end of a flow is signalled (see [`send_fins`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FinConfig {
-    /// FIN datagrams to send at least.
-    pub copies: u32,
-    /// Time between two FINs (and how long each wait for a report lasts).
-    pub interval: Duration,
-    /// How long to keep re-sending FINs while waiting for a server report (zero: do not wait).
-    pub await_report: Duration,
-}
-
-impl FinConfig {
-    /// What an iperf2 client does: one FIN, then one more every 10 ms
-    /// until the server's report arrives, for at most about 2 s.
-    pub fn iperf2() -> Self {
-        Self { copies: 1, interval: CLIENT_FIN_RETRY_INTERVAL, await_report: Duration::from_secs(2) }
-    }
-}
-
-impl Default for FinConfig {
-    /// For a uringbench receiver, which reports over the control channel: a few FINs, no wait.
-    fn default() -> Self {
-        Self { copies: 5, interval: Duration::from_millis(2), await_report: Duration::ZERO }
-    }
 }
 
 /// How a UDP sending thread runs.
@@ -176,22 +159,6 @@ pub(crate) fn gso_segments(len: u32) -> u32 {
     (MAX_GSO_BYTES / len.max(1)).clamp(1, MAX_GSO_SEGMENTS)
 }
 
-/// Room for one `cmsghdr` carrying a u16 (`CMSG_SPACE(2)` is 24 on 64-bit Linux).
-const CMSG_SPACE_U16: usize = 32;
-
-/// One send in flight: its payload buffer and the `msghdr` that points into it. The kernel
-/// may read all of it until the completion arrives, so slots live in one boxed slice that is
-/// never resized, and are reused only after their completion.
-struct Slot {
-    buf: AlignedBuf,
-    iov: libc::iovec,
-    msg: libc::msghdr,
-    cmsg: [u64; CMSG_SPACE_U16 / 8],
-    flow: usize,
-    first_seq: u64,
-    count: u32,
-}
-
 /// A flow being sent on: its socket, its free send slots, its next sequence number and its counts.
 struct UdpSendingFlow {
     socket: UdpSocket,
@@ -240,12 +207,6 @@ impl UdpSendingFlow {
     }
 }
 
-// Field order is drop order: the ring goes first, before the slot memory it may still read.
-struct SendRing {
-    ring: IoUring,
-    slots: Box<[Slot]>,
-}
-
 /// The path MTU of a connected socket (`IP_MTU` / `IPV6_MTU`), for error messages.
 pub fn path_mtu(socket: &UdpSocket) -> Option<u32> {
     let v6 = socket.peer_addr().ok()?.is_ipv6();
@@ -277,54 +238,6 @@ pub(crate) fn mtu_message(socket: &UdpSocket, len: u32, gso: bool) -> String {
         ),
         None => format!("{what} of {len} bytes is larger than the path MTU allows; lower --len"),
     }
-}
-
-/// Allocates `nslots` send slots of `slot_bytes` for datagrams of `cfg.len` bytes, `per_flow`
-/// to a flow: each slot's msghdr points at its own buffer and carries the `UDP_SEGMENT` cmsg,
-/// and every datagram place in the buffer has its header written once.
-fn new_slots(
-    nslots: usize,
-    per_flow: usize,
-    slot_bytes: usize,
-    cfg: &UdpSendConfig,
-    header: DatagramHeader,
-) -> Result<Box<[Slot]>> {
-    let len = cfg.len as usize;
-    let mut slots = Vec::with_capacity(nslots);
-    for i in 0..nslots {
-        let buf = AlignedBuf::new(slot_bytes)?;
-        // SAFETY: a fresh mapping of at least slot_bytes; filler after each header.
-        unsafe { std::ptr::write_bytes(buf.as_ptr(), 0, buf.len()) };
-        // SAFETY: msghdr and iovec are plain C structs for which all-zero is valid.
-        let (iov, msg) = unsafe { (std::mem::zeroed::<libc::iovec>(), std::mem::zeroed::<libc::msghdr>()) };
-        slots.push(Slot { buf, iov, msg, cmsg: [0; CMSG_SPACE_U16 / 8], flow: i / per_flow, first_seq: 0, count: 0 });
-    }
-    let mut slots = slots.into_boxed_slice();
-    for slot in slots.iter_mut() {
-        // Pointers into the slot itself: valid because the boxed slice never moves or resizes.
-        slot.iov.iov_base = slot.buf.as_ptr().cast();
-        slot.msg.msg_iov = &mut slot.iov;
-        slot.msg.msg_iovlen = 1;
-        slot.msg.msg_control = slot.cmsg.as_mut_ptr().cast();
-        // SAFETY: CMSG_SPACE/CMSG_LEN are pure size computations; CMSG_FIRSTHDR reads the
-        // msghdr we just filled, whose control buffer (32 bytes, 8-aligned) holds one cmsghdr
-        // with a u16 (CMSG_SPACE(2) = 24 bytes), written in bounds below.
-        unsafe {
-            slot.msg.msg_controllen = libc::CMSG_SPACE(2) as usize;
-            let cmsg = libc::CMSG_FIRSTHDR(&slot.msg);
-            (*cmsg).cmsg_level = libc::SOL_UDP;
-            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(2) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), cfg.len as u16);
-        }
-        for off in (0..slot.buf.len().saturating_sub(len - 1)).step_by(len) {
-            // SAFETY: off + len <= buf.len() by the range above; we own the mapping.
-            let datagram = unsafe { std::slice::from_raw_parts_mut(slot.buf.as_ptr().add(off), len) };
-            // The flags word stays; seq and time are rewritten per send. Seq 1 cannot fail.
-            let _ = header.encode(datagram, FIRST_SEQ, WireTime::default());
-        }
-    }
-    Ok(slots)
 }
 
 /// One UDP sending thread: its ring and slots, its flows and what it counted.
@@ -629,90 +542,6 @@ pub fn run_with(
         s.reap(counters);
     }
     Ok(s.finish())
-}
-
-/// What [`send_fins`] did for one flow.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct FinOutcome {
-    pub sent: u32,
-    pub report: Option<ServerReport>,
-}
-
-/// Sends FIN datagrams (`-next_seq`, `len` bytes, like an iperf2 client's) on each connected
-/// socket: at least `fin.copies` of them `fin.interval` apart, and while waiting for a server
-/// report, one more every interval until it arrives or `fin.await_report` has passed. Every
-/// FIN of a flow carries the same number, so repeats are never taken for lost data. Bounded:
-/// at most `copies + await_report / interval + 1` FINs per flow. Blocking; call it after the
-/// ring is gone.
-pub(crate) fn send_fins(targets: &[(&UdpSocket, u64)], len: u32, fin: &FinConfig) -> Vec<FinOutcome> {
-    let len = (len as usize).clamp(HEADER_LEN, MAX_DATAGRAM as usize);
-    let interval = fin.interval.max(Duration::from_micros(100));
-    let await_report = !fin.await_report.is_zero();
-    let max_rounds = fin.copies.max(1) + (fin.await_report.as_micros() / interval.as_micros()) as u32 + 1;
-    let mut out = vec![FinOutcome::default(); targets.len()];
-    let mut buf = vec![0u8; len.max(CLIENT_REPORT_READ_LEN)];
-    let started = Instant::now();
-    for round in 0..max_rounds {
-        let waiting = await_report && started.elapsed() < fin.await_report;
-        let mut any = false;
-        for (i, &(socket, next_seq)) in targets.iter().enumerate() {
-            let answered = out[i].report.is_some();
-            if round >= fin.copies && (answered || !waiting) {
-                continue;
-            }
-            let frame = &mut buf[..len];
-            frame.fill(0);
-            if payload::encode_fin(frame, next_seq.max(FIRST_SEQ), WireTime::now()).is_ok()
-                && socket.send(frame).is_ok()
-            {
-                out[i].sent += 1;
-            }
-            any = true;
-        }
-        if !any {
-            break;
-        }
-        let deadline = Instant::now() + interval;
-        if await_report {
-            collect_reports(targets, &mut out, &mut buf, deadline);
-        } else if round + 1 < fin.copies {
-            std::thread::sleep(interval);
-        }
-        if await_report && out.iter().all(|o| o.report.is_some()) && round + 1 >= fin.copies {
-            break;
-        }
-    }
-    out
-}
-
-/// Reads whatever arrives on the sockets until `deadline`, keeping the first server report of
-/// each (other datagrams, such as an echoed FIN, are ignored).
-fn collect_reports(targets: &[(&UdpSocket, u64)], out: &mut [FinOutcome], buf: &mut [u8], deadline: Instant) {
-    let mut fds: Vec<libc::pollfd> =
-        targets.iter().map(|(s, _)| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
-    loop {
-        let now = Instant::now();
-        if now >= deadline || out.iter().all(|o| o.report.is_some()) {
-            return;
-        }
-        let timeout_ms = (deadline - now).as_millis().clamp(1, 1000) as libc::c_int;
-        // SAFETY: fds is a valid array of fds.len() pollfd entries for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-        if n <= 0 {
-            continue;
-        }
-        for (i, pfd) in fds.iter_mut().enumerate() {
-            if pfd.revents == 0 {
-                continue;
-            }
-            pfd.revents = 0;
-            // SAFETY: a valid socket fd and a buffer of buf.len() writable bytes.
-            let got = unsafe { libc::recv(pfd.fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-            if got > 0 && out[i].report.is_none() {
-                out[i].report = ServerReport::decode(&buf[..got as usize]);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
