@@ -162,8 +162,9 @@ pub fn peer_recv_options(
 ) -> Result<PeerRecvOptions, Error> {
     // The native receiver's authentication and address filter: the other tools' clients have neither.
     if args.psk_file.is_some() || !args.allow.is_empty() {
+        let theirs = if flag == "--iperf3" { " with ours (iperf3's own: --rsa-private-key-path)" } else { "" };
         return Err(Error::usage(format!(
-            "--psk-file and --allow are not available with {flag}: its clients do not authenticate (filter with a firewall)"
+            "--psk-file and --allow are not available with {flag}: its clients do not authenticate{theirs} (filter with a firewall)"
         )));
     }
     refuse_native_limits(args, flag)?;
