@@ -8,9 +8,10 @@ use super::{RecvArgs, RsaPaddingArg, SendArgs};
 use std::sync::Arc;
 use uringbench::units::format_bits_per_second;
 use uringbench::{
-    iperf3_bind, iperf3_send_as, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve, ntttcp_serve_udp,
-    peer_text, Error, FastPaths, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink,
-    NtttcpTestSummary, NtttcpWindow, StopToken, IPERF3_PORT, Iperf3RsaPadding, Iperf3ServerAuth,
+    iperf3_bind, iperf3_send_as, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
+    ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3RsaPadding,
+    Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, NtttcpWindow, StopToken,
+    IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -30,12 +31,13 @@ fn client_auth(args: &SendArgs) -> Result<Option<Iperf3ClientAuth>, Error> {
     let password = match std::env::var("IPERF3_PASSWORD") {
         Ok(p) => p,
         Err(std::env::VarError::NotUnicode(_)) => return Err(Error::usage("IPERF3_PASSWORD is not UTF-8 text")),
-        Err(std::env::VarError::NotPresent) => rpassword::prompt_password(format!("Password for {user}: "))
-            .map_err(|e| {
+        Err(std::env::VarError::NotPresent) => {
+            rpassword::prompt_password(format!("Password for {user}: ")).map_err(|e| {
                 Error::usage(format!(
                     "--username {user}: set the password in IPERF3_PASSWORD (no terminal to ask it on: {e})"
                 ))
-            })?,
+            })?
+        }
     };
     let padding = match args.rsa_padding {
         RsaPaddingArg::Pkcs1 => Iperf3RsaPadding::Pkcs1,

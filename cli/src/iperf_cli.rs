@@ -60,7 +60,8 @@ use Side::*;
 /// shared one; the iperf3 modes speak iperf3's.
 const RSA_SERVER: &str = "`-s` serves uringbench senders, which prove a shared secret (--psk-file FILE on both ends); \
      iperf3 clients with credentials: `uringbench recv --iperf3 --rsa-private-key-path FILE --authorized-users-path FILE`";
-const RSA_CLIENT: &str = "`-c` talks to `uringbench recv`, which takes a shared secret (--psk-file FILE on both ends); \
+const RSA_CLIENT: &str =
+    "`-c` talks to `uringbench recv`, which takes a shared secret (--psk-file FILE on both ends); \
      an iperf3 server requiring credentials: `uringbench send --iperf3 --username USER --rsa-public-key-path FILE`";
 const NOT_TCP_UDP: &str = "uringbench tests TCP and UDP only";
 

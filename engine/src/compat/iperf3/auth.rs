@@ -57,7 +57,10 @@ fn read_key_file(option: &str, path: &Path) -> Result<String> {
     }
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
     if text.contains("ENCRYPTED") {
-        return Err(bad("the key is protected by a passphrase: write it out without one (openssl rsa -in KEY -out PLAIN.pem)".into()));
+        return Err(bad(
+            "the key is protected by a passphrase: write it out without one (openssl rsa -in KEY -out PLAIN.pem)"
+                .into(),
+        ));
     }
     Ok(text)
 }
@@ -72,7 +75,13 @@ pub struct ServerAuth {
 
 impl std::fmt::Debug for ServerAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ServerAuth({}-bit key, {} users, skew {} s)", self.key.size() * 8, self.users.len(), self.skew_seconds)
+        write!(
+            f,
+            "ServerAuth({}-bit key, {} users, skew {} s)",
+            self.key.size() * 8,
+            self.users.len(),
+            self.skew_seconds
+        )
     }
 }
 
@@ -82,7 +91,8 @@ impl ServerAuth {
     pub fn load(private_key: &Path, users: &Path, skew_seconds: u64) -> Result<ServerAuth> {
         const KEY: &str = "--rsa-private-key-path";
         let text = read_key_file(KEY, private_key)?;
-        let key = private_key_of(text.trim()).map_err(|why| Error::usage(format!("{KEY} {}: {why}", private_key.display())))?;
+        let key = private_key_of(text.trim())
+            .map_err(|why| Error::usage(format!("{KEY} {}: {why}", private_key.display())))?;
         const USERS: &str = "--authorized-users-path";
         let bad = |why: String| Error::usage(format!("{USERS} {}: {why}", users.display()));
         let len = std::fs::metadata(users).map_err(|e| bad(format!("cannot read it: {e}")))?.len();
@@ -188,7 +198,8 @@ impl ClientAuth {
         check_credential("password", password).map_err(|e| Error::usage(format!("IPERF3_PASSWORD: {e}")))?;
         const KEY: &str = "--rsa-public-key-path";
         let text = read_key_file(KEY, public_key)?;
-        let key = public_key_of(text.trim()).map_err(|why| Error::usage(format!("{KEY} {}: {why}", public_key.display())))?;
+        let key =
+            public_key_of(text.trim()).map_err(|why| Error::usage(format!("{KEY} {}: {why}", public_key.display())))?;
         let room = key.size().saturating_sub(match padding {
             RsaPadding::Pkcs1 => PKCS1_OVERHEAD,
             RsaPadding::Oaep => OAEP_SHA1_OVERHEAD,
@@ -324,6 +335,9 @@ mod tests {
         assert!(client("ma rio", "rossi", public.path()).unwrap_err().to_string().contains("--username"));
         assert!(client("mario", "", public.path()).unwrap_err().to_string().contains("IPERF3_PASSWORD"));
         let long = "p".repeat(80);
-        assert!(client("mario", &long, public.path()).unwrap_err().to_string().contains("too long for the 1024-bit key"));
+        assert!(client("mario", &long, public.path())
+            .unwrap_err()
+            .to_string()
+            .contains("too long for the 1024-bit key"));
     }
 }

@@ -29,8 +29,8 @@ use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
-    error_code, new_cookie, server_error_text, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
-    MAX_UDP_BLOCK, MIN_UDP_BLOCK,
+    error_code, new_cookie, server_error_text, stream_id, DataProto, Params, Results, State, IPERF3_PORT,
+    MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK, MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
 use crate::workload::stream::RecvEnd;
 use std::io::Write;
