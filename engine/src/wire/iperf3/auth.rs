@@ -174,6 +174,20 @@ mod tests {
         assert!(Credentials::parse(b"user: \xff\npwd:  b\nts:   1").unwrap_err().contains("UTF-8"));
     }
 
+    proptest::proptest! {
+        /// Whatever a client's key decrypts to: refused or read, never a panic; what is read
+        /// is what a client would have written for it.
+        #[test]
+        fn any_decrypted_text_is_read_or_refused(
+            text in "(user: [a-z ]{0,4}\npwd:  [!-~]{0,6}\nts:   -?[0-9]{1,20}.?)|[\\PC\n]{0,80}"
+        ) {
+            if let Ok(c) = Credentials::parse(text.as_bytes()) {
+                proptest::prop_assert_eq!(Credentials::parse(c.to_text().as_bytes()), Ok(c.clone()));
+                proptest::prop_assert!(c.user.len() <= MAX_CREDENTIAL_LEN && !c.password.contains(' '));
+            }
+        }
+    }
+
     #[test]
     fn users_file_lets_in_only_the_right_password() {
         let users = AuthorizedUsers::parse(&format!("# users\n\n{MARIO}\r\nluigi,{}\n", "AB".repeat(32))).unwrap();

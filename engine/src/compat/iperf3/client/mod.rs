@@ -141,7 +141,6 @@ pub fn run_send_as(opts: &SendOptions, auth: Option<&ClientAuth>) -> Result<Iper
     let mut spec = opts.spec.clone();
     spec.cooldown_ms = 0;
     let mut params = params_for(&spec)?;
-    params.authtoken = auth.map(|a| a.token(unix_now())).transpose()?;
     spec.validate()?;
     let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;
@@ -156,6 +155,8 @@ pub fn run_send_as(opts: &SendOptions, auth: Option<&ClientAuth>) -> Result<Iper
     let mut ctl = Control::new(connect_tcp(target, &opts.local.for_control(), &server)?);
     ctl.stream.write_all(&cookie).map_err(|e| peer(format!("writing the cookie: {e}")))?;
     expect(&mut ctl, State::ParamExchange).map_err(peer)?;
+    // Stamped as late as iperf3 stamps it: the server holds the time against its clock.
+    params.authtoken = auth.map(|a| a.token(unix_now())).transpose()?;
     ctl.send_json(&params.to_json()).map_err(peer)?;
     expect(&mut ctl, State::CreateStreams).map_err(|e| peer(with_auth_hint(e, auth)))?;
     if spec.proto == Proto::Udp {
