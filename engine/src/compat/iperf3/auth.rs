@@ -12,7 +12,7 @@
 //! file, before anything listens or connects.
 
 use crate::base::error::{Error, Result};
-use crate::wire::iperf3::auth::{check_credential, AuthorizedUsers, Credentials};
+use crate::wire::iperf3::auth::{check_credential, AuthorizedUsers, Credentials, MAX_USERS_FILE_LEN};
 use crate::wire::iperf3::{error_code, Refusal, MAX_AUTHTOKEN_LEN};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -48,19 +48,26 @@ pub fn unix_now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// A usage error about the file `option` names.
+fn file_error(option: &str, path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::usage(format!("{option} {}: {why}", path.display()))
+}
+
+/// The text of the file `option` names, at most `max` bytes.
+fn read_text(option: &str, path: &Path, max: u64) -> Result<String> {
+    let len = std::fs::metadata(path).map_err(|e| file_error(option, path, format!("cannot read it: {e}")))?.len();
+    if len > max {
+        return Err(file_error(option, path, format!("{len} bytes, more than such a file holds (at most {max})")));
+    }
+    std::fs::read_to_string(path).map_err(|e| file_error(option, path, format!("cannot read it: {e}")))
+}
+
 /// A key file's text, bounded; `option` names it in errors.
 fn read_key_file(option: &str, path: &Path) -> Result<String> {
-    let bad = |why: String| Error::usage(format!("{option} {}: {why}", path.display()));
-    let len = std::fs::metadata(path).map_err(|e| bad(format!("cannot read it: {e}")))?.len();
-    if len > MAX_KEY_FILE_LEN {
-        return Err(bad(format!("{len} bytes is not a key file (at most {MAX_KEY_FILE_LEN})")));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let text = read_text(option, path, MAX_KEY_FILE_LEN)?;
     if text.contains("ENCRYPTED") {
-        return Err(bad(
-            "the key is protected by a passphrase: write it out without one (openssl rsa -in KEY -out PLAIN.pem)"
-                .into(),
-        ));
+        let why = "the key is protected by a passphrase: write it out without one (openssl rsa -in KEY -out PLAIN.pem)";
+        return Err(file_error(option, path, why));
     }
     Ok(text)
 }
@@ -91,16 +98,10 @@ impl ServerAuth {
     pub fn load(private_key: &Path, users: &Path, skew_seconds: u64) -> Result<ServerAuth> {
         const KEY: &str = "--rsa-private-key-path";
         let text = read_key_file(KEY, private_key)?;
-        let key = private_key_of(text.trim())
-            .map_err(|why| Error::usage(format!("{KEY} {}: {why}", private_key.display())))?;
+        let key = private_key_of(text.trim()).map_err(|why| file_error(KEY, private_key, why))?;
         const USERS: &str = "--authorized-users-path";
-        let bad = |why: String| Error::usage(format!("{USERS} {}: {why}", users.display()));
-        let len = std::fs::metadata(users).map_err(|e| bad(format!("cannot read it: {e}")))?.len();
-        if len > crate::wire::iperf3::auth::MAX_USERS_FILE_LEN as u64 {
-            return Err(bad(format!("{len} bytes is too long for a users file")));
-        }
-        let text = std::fs::read_to_string(users).map_err(|e| bad(format!("cannot read it: {e}")))?;
-        let users = AuthorizedUsers::parse(&text).map_err(bad)?;
+        let text = read_text(USERS, users, MAX_USERS_FILE_LEN as u64)?;
+        let users = AuthorizedUsers::parse(&text).map_err(|why| file_error(USERS, users, why))?;
         if skew_seconds == 0 {
             return Err(Error::usage("--time-skew-threshold must be at least 1 second (iperf3's default is 10)"));
         }
@@ -198,8 +199,7 @@ impl ClientAuth {
         check_credential("password", password).map_err(|e| Error::usage(format!("IPERF3_PASSWORD: {e}")))?;
         const KEY: &str = "--rsa-public-key-path";
         let text = read_key_file(KEY, public_key)?;
-        let key =
-            public_key_of(text.trim()).map_err(|why| Error::usage(format!("{KEY} {}: {why}", public_key.display())))?;
+        let key = public_key_of(text.trim()).map_err(|why| file_error(KEY, public_key, why))?;
         let room = key.size().saturating_sub(match padding {
             RsaPadding::Pkcs1 => PKCS1_OVERHEAD,
             RsaPadding::Oaep => OAEP_SHA1_OVERHEAD,
