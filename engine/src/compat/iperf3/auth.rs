@@ -1,8 +1,9 @@
 //! iperf3's RSA authentication, both roles. A client (`send --iperf3 --username`) encrypts its
 //! credentials ([`Credentials`]) with the server's public key and sends them, base64, as the
 //! parameters' `authtoken`; a server (`recv --iperf3 --rsa-private-key-path`) decrypts them,
-//! holds their time against its clock and the password against its authorized-users file, and
-//! refuses anything else with iperf3's "test authorization failed" (error 142).
+//! holds their time against its clock and the password against its authorized-users file, lets
+//! each token in once, and refuses anything else with iperf3's "test authorization failed"
+//! (error 142).
 //!
 //! Padding: iperf3 up to 3.16 uses PKCS#1 v1.5; from 3.17 OAEP (OpenSSL's default, SHA-1) unless
 //! run with `--use-pkcs1-padding`. Our server takes either (a text that decrypts under one
@@ -21,7 +22,10 @@ use rsa::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use rsa::rand_core::OsRng;
 use rsa::traits::PublicKeyParts;
 use rsa::{Oaep, Pkcs1v15Encrypt, RsaPrivateKey, RsaPublicKey};
+use sha2::{Digest, Sha256};
+use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// iperf3's default `--time-skew-threshold`: a token more than this many seconds from the
@@ -78,6 +82,34 @@ pub struct ServerAuth {
     key: RsaPrivateKey,
     users: AuthorizedUsers,
     skew_seconds: u64,
+    used: UsedTokens,
+}
+
+/// Most tokens remembered at once (each for at most twice the skew threshold).
+const MAX_USED_TOKENS: usize = 4096;
+
+/// The tokens already let in, each kept while its time is within the skew threshold: a token
+/// seen on the wire cannot start a second test (a stock iperf3 server would take it again).
+/// A client makes a new one for every test (the padding is random), so none is refused twice.
+#[derive(Default)]
+struct UsedTokens(Mutex<VecDeque<([u8; 32], i64)>>);
+
+impl UsedTokens {
+    /// Records the encrypted token `sealed`, valid until Unix time `until`; false when it was
+    /// let in before.
+    fn first_use(&self, sealed: &[u8], until: i64, now: i64) -> bool {
+        let id: [u8; 32] = Sha256::digest(sealed).into();
+        let mut used = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        used.retain(|(_, valid_until)| *valid_until >= now);
+        if used.iter().any(|(seen, _)| *seen == id) {
+            return false;
+        }
+        if used.len() >= MAX_USED_TOKENS {
+            used.pop_front();
+        }
+        used.push_back((id, until));
+        true
+    }
 }
 
 impl std::fmt::Debug for ServerAuth {
@@ -105,7 +137,7 @@ impl ServerAuth {
         if skew_seconds == 0 {
             return Err(Error::usage("--time-skew-threshold must be at least 1 second (iperf3's default is 10)"));
         }
-        Ok(ServerAuth { key, users, skew_seconds })
+        Ok(ServerAuth { key, users, skew_seconds, used: UsedTokens::default() })
     }
 
     /// How many users the file lets in.
@@ -149,6 +181,10 @@ impl ServerAuth {
         }
         if !self.users.admits(user, &creds.password) {
             return Err(refuse(format!("user '{user}': unknown, or a wrong password")));
+        }
+        let until = creds.unix_seconds.saturating_add(i64::try_from(self.skew_seconds).unwrap_or(i64::MAX));
+        if !self.used.first_use(&sealed, until, now) {
+            return Err(refuse(format!("user '{user}': a token that already started a test (replayed)")));
         }
         Ok(creds.user)
     }
@@ -282,6 +318,9 @@ mod tests {
         };
         let token = Some(TOKEN_PKCS1.trim());
         assert!(refused(token, MADE_AT + 11).contains("--time-skew-threshold 10"));
+        assert_eq!(server.check(token, MADE_AT + 10).unwrap(), "mario", "at the threshold");
+        assert!(refused(token, MADE_AT + 10).contains("replayed"), "a token starts one test");
+        assert_eq!(server.check(Some(TOKEN_OAEP.trim()), MADE_AT).unwrap(), "mario", "another token does");
         assert!(refused(token, MADE_AT - 11).contains("more than"));
         assert!(refused(None, MADE_AT).contains("no credentials"));
         assert!(refused(Some("not base64!"), MADE_AT).contains("base64"));
