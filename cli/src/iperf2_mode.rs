@@ -32,8 +32,10 @@ pub fn peer_send_options(
         )));
     }
     if args.psk_file.is_some() {
+        let theirs =
+            if flag == "--iperf3" { " (iperf3's own credentials: --username, --rsa-public-key-path)" } else { "" };
         return Err(Error::usage(format!(
-            "--psk-file is not available with {flag}: the other tool does not authenticate"
+            "--psk-file is not available with {flag}: the other tool does not take it{theirs}"
         )));
     }
     let format = if args.json { Format::Json } else { args.format };

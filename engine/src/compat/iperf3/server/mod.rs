@@ -350,12 +350,12 @@ fn serve_test(
         .read_json(MAX_PARAMS_LEN, STEP_TIMEOUT, "the parameters")
         .map_err(|e| refuse(ctl, Proto::Tcp, Refusal::new(error_code::RECV_PARAMS, e)))?;
     let mut params = Params::parse(&text).map_err(|r| refuse(ctl, Proto::Tcp, r))?;
+    let proto = if params.proto == DataProto::Udp { Proto::Udp } else { Proto::Tcp };
     // As iperf3's server: the credentials before anything else the parameters ask.
     if let Some(auth) = &ctx.auth {
-        let user = auth.check(params.authtoken.as_deref(), unix_now()).map_err(|r| refuse(ctl, Proto::Tcp, r))?;
+        let user = auth.check(params.authtoken.as_deref(), unix_now()).map_err(|r| refuse(ctl, proto, r))?;
         summary.user = Some(user);
     }
-    let proto = if params.proto == DataProto::Udp { Proto::Udp } else { Proto::Tcp };
     check_params(ctx, &params).map_err(|r| refuse(ctl, proto, r))?;
     cap_rate(ctx, &mut params);
     summary.client_version = params.client_version.clone();
