@@ -128,6 +128,9 @@ const ENVIRONMENT: &str = ".SH ENVIRONMENT
 .TP
 NO_COLOR
 doctor: no colours even on a terminal.
+.TP
+IPERF3_PASSWORD
+send \\-\\-iperf3 \\-\\-username: the password sent to the iperf3 server (as iperf3's client reads it); without it, it is asked on the terminal.
 .PP
 uringbench reads no other variable. The Debian package's uringbench\\-recv.service takes the receiver's options from /etc/default/uringbench.
 ";

@@ -9,7 +9,7 @@
 #            zlib headers, m4 and make (libxdp and libbpf are built from source), libpcap,
 #            the kernel UAPI headers, pkg-config, a C toolchain
 #   --test   `cargo test --workspace` and .ci/run: ping, iptables, procps, python3, iperf2, iperf3,
-#            nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
+#            openssl (the RSA keys of the iperf3 authentication tests), nginx, bpftool, shellcheck, ruby, man-db, debootstrap (the fresh-machine check),
 #            chromium (loads the HTML report headless), prometheus (scrapes recv --metrics),
 #            and cargo-deb (from crates.io, with `cargo install --locked`)
 #   --peers  the tools the benchmarks compare against: iperf2, iperf3, sockperf, wrk, nginx,
@@ -67,6 +67,7 @@ test   procps            procps-ng
 test   python3           python3
 test   iperf             iperf
 test   iperf3            iperf3
+test   openssl           openssl
 test   nginx-light       nginx
 test   bpftool           bpftool
 test   shellcheck        ShellCheck

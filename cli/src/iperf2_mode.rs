@@ -32,8 +32,10 @@ pub fn peer_send_options(
         )));
     }
     if args.psk_file.is_some() {
+        let theirs =
+            if flag == "--iperf3" { " (iperf3's own credentials: --username, --rsa-public-key-path)" } else { "" };
         return Err(Error::usage(format!(
-            "--psk-file is not available with {flag}: the other tool does not authenticate"
+            "--psk-file is not available with {flag}: the other tool does not take it{theirs}"
         )));
     }
     let format = if args.json { Format::Json } else { args.format };
@@ -162,8 +164,9 @@ pub fn peer_recv_options(
 ) -> Result<PeerRecvOptions, Error> {
     // The native receiver's authentication and address filter: the other tools' clients have neither.
     if args.psk_file.is_some() || !args.allow.is_empty() {
+        let theirs = if flag == "--iperf3" { " with ours (iperf3's own: --rsa-private-key-path)" } else { "" };
         return Err(Error::usage(format!(
-            "--psk-file and --allow are not available with {flag}: its clients do not authenticate (filter with a firewall)"
+            "--psk-file and --allow are not available with {flag}: its clients do not authenticate{theirs} (filter with a firewall)"
         )));
     }
     refuse_native_limits(args, flag)?;

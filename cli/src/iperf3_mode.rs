@@ -4,13 +4,14 @@
 //! [`peer_recv_options`]) and prints what comes back.
 
 use super::iperf2_mode::{peer_event_line, peer_recv_options, peer_send_options, print_line, print_report};
-use super::{RecvArgs, SendArgs};
+use super::{RecvArgs, RsaPaddingArg, SendArgs};
 use std::sync::Arc;
 use uringbench::units::format_bits_per_second;
 use uringbench::{
-    iperf3_bind, iperf3_send, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve, ntttcp_serve_udp,
-    peer_text, Error, FastPaths, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink,
-    NtttcpTestSummary, NtttcpWindow, StopToken, IPERF3_PORT,
+    iperf3_bind, iperf3_send_as, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
+    ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3RsaPadding,
+    Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, NtttcpWindow, StopToken,
+    IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -18,18 +19,50 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     let (mut opts, format) = peer_send_options(args, fast, stop, "--iperf3", IPERF3_PORT)?;
     // iperf3 has --cport too: the data connections leave from PORT, PORT + 1, ...
     opts.local.data_port = args.cport;
-    let report = iperf3_send(&opts)?;
+    let auth = client_auth(args)?;
+    let report = iperf3_send_as(&opts, auth.as_ref())?;
     print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+}
+
+/// `--username` with `--rsa-public-key-path`: the credentials, the password from
+/// IPERF3_PASSWORD as iperf3 takes it (never from the command line), else typed on the terminal.
+fn client_auth(args: &SendArgs) -> Result<Option<Iperf3ClientAuth>, Error> {
+    let (Some(user), Some(key)) = (&args.username, &args.rsa_public_key_path) else { return Ok(None) };
+    let password = match std::env::var("IPERF3_PASSWORD") {
+        Ok(p) => p,
+        Err(std::env::VarError::NotUnicode(_)) => return Err(Error::usage("IPERF3_PASSWORD is not UTF-8 text")),
+        Err(std::env::VarError::NotPresent) => {
+            rpassword::prompt_password(format!("Password for {user}: ")).map_err(|e| {
+                Error::usage(format!(
+                    "--username {user}: set the password in IPERF3_PASSWORD (no terminal to ask it on: {e})"
+                ))
+            })?
+        }
+    };
+    let padding = match args.rsa_padding {
+        RsaPaddingArg::Pkcs1 => Iperf3RsaPadding::Pkcs1,
+        RsaPaddingArg::Oaep => Iperf3RsaPadding::Oaep,
+    };
+    Iperf3ClientAuth::load(user, &password, key, padding).map(Some)
 }
 
 /// `uringbench recv --iperf3`: serves `iperf3 -c` clients, one test at a time.
 pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let opts = peer_recv_options(args, fast, stop, "--iperf3", IPERF3_PORT)?;
+    // Keys and users are read before anything listens: a bad file is a usage error.
+    let auth = match (&args.rsa_private_key_path, &args.authorized_users_path) {
+        (Some(key), Some(users)) => Some(Iperf3ServerAuth::load(key, users, args.time_skew_threshold)?),
+        _ => None,
+    };
+    let users = auth.as_ref().map(Iperf3ServerAuth::users);
     let listener = iperf3_bind(&opts)?;
-    let events: Iperf3EventSink = Arc::new(|event: Iperf3Event| {
+    let events: Iperf3EventSink = Arc::new(move |event: Iperf3Event| {
         print_line(&peer_event_line("--iperf3", event, test_line, |tcp, _, caps| {
+            let auth = users.map_or(String::new(), |n| {
+                format!(" with RSA credentials of {n} authorized user{}", if n == 1 { "" } else { "s" })
+            });
             format!(
-                "listening on TCP {tcp} for iperf3 clients (`iperf3 -c [-u]`, one test at a time); \
+                "listening on TCP {tcp} for iperf3 clients (`iperf3 -c [-u]`, one test at a time){auth}; \
                  limits: {} connections sending their cookie ({} per address), {} streams",
                 caps.pending,
                 caps.pending_per_source,
@@ -37,7 +70,7 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
             )
         }));
     });
-    let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line)?;
+    let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line, auth)?;
     Ok(if ok { 0 } else { 1 })
 }
 

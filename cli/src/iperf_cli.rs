@@ -56,7 +56,13 @@ const fn flag(
 use Map::*;
 use Side::*;
 
-const PSK: &str = "a shared secret instead: --psk-file FILE on both ends";
+/// iperf3's RSA credentials: `-s` and `-c` speak uringbench's own protocol, whose secret is a
+/// shared one; the iperf3 modes speak iperf3's.
+const RSA_SERVER: &str = "`-s` serves uringbench senders, which prove a shared secret (--psk-file FILE on both ends); \
+     iperf3 clients with credentials: `uringbench recv --iperf3 --rsa-private-key-path FILE --authorized-users-path FILE`";
+const RSA_CLIENT: &str =
+    "`-c` talks to `uringbench recv`, which takes a shared secret (--psk-file FILE on both ends); \
+     an iperf3 server requiring credentials: `uringbench send --iperf3 --username USER --rsa-public-key-path FILE`";
 const NOT_TCP_UDP: &str = "uringbench tests TCP and UDP only";
 
 /// Every iperf2 and iperf3 flag. Where the two give one letter different meanings, the letter
@@ -123,10 +129,10 @@ pub const FLAGS: &[Flag] = &[
         Server,
         Refused("recv serves until stopped; --once exits after one test"),
     ),
-    flag(None, &["rsa-private-key-path"], Some("FILE"), "3", Server, Refused(PSK)),
-    flag(None, &["authorized-users-path"], Some("FILE"), "3", Server, Refused(PSK)),
-    flag(None, &["time-skew-threshold"], Some("SECS"), "3", Server, Refused(PSK)),
-    flag(None, &["use-pkcs1-padding"], None, "3", Server, Refused(PSK)),
+    flag(None, &["rsa-private-key-path"], Some("FILE"), "3", Server, Refused(RSA_SERVER)),
+    flag(None, &["authorized-users-path"], Some("FILE"), "3", Server, Refused(RSA_SERVER)),
+    flag(None, &["time-skew-threshold"], Some("SECS"), "3", Server, Refused(RSA_SERVER)),
+    flag(None, &["use-pkcs1-padding"], None, "3", Server, Refused(RSA_SERVER)),
     flag(Some('u'), &["udp"], None, "2", Server, Always("recv serves TCP and UDP tests on one port")),
     flag(Some('4'), &["version4", "ipv4"], None, "2, 3", Server, Fixed(&["--bind", "0.0.0.0"])),
     flag(
@@ -253,7 +259,7 @@ pub const FLAGS: &[Flag] = &[
         Client,
         Refused("keep -l within the path MTU (uringbench doctor -c HOST shows it)"),
     ),
-    flag(None, &["username", "rsa-public-key-path"], Some("VALUE"), "3", Client, Refused(PSK)),
+    flag(None, &["username", "rsa-public-key-path"], Some("VALUE"), "3", Client, Refused(RSA_CLIENT)),
     flag(
         None,
         &["cntl-ka"],

@@ -83,11 +83,13 @@ pub use crate::workload::rr::{run_rr, run_rr_live};
 pub use crate::workload::stream::{run_send, run_send_live};
 pub use crate::workload::xdp_stream::{run_send_xdp, XdpCount, XdpGen, XdpOptions};
 
-// Another tool on the other end: iperf3 (`send --iperf3`: `iperf3_send`; `recv --iperf3`:
-// `iperf3_bind` + `iperf3_serve` with `PeerRecvOptions`) and NTttcp's no-sync mode.
+// Another tool on the other end: iperf3 (`send --iperf3`: `iperf3_send`, `iperf3_send_as` with
+// RSA credentials; `recv --iperf3`: `iperf3_bind` + `iperf3_serve` with `PeerRecvOptions` and
+// optionally `Iperf3ServerAuth`) and NTttcp's no-sync mode.
 pub use crate::compat::iperf3::{
-    bind_receiver as iperf3_bind, run_send as iperf3_send, serve as iperf3_serve, Iperf3Event, Iperf3EventSink,
-    Iperf3Report, Iperf3TestSummary,
+    bind_receiver as iperf3_bind, run_send as iperf3_send, run_send_as as iperf3_send_as, serve as iperf3_serve,
+    ClientAuth as Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3Report, Iperf3TestSummary,
+    RsaPadding as Iperf3RsaPadding, ServerAuth as Iperf3ServerAuth,
 };
 pub use crate::compat::ntttcp::{
     bind_receiver as ntttcp_bind, bind_udp_receiver as ntttcp_bind_udp, run_send as ntttcp_send, serve as ntttcp_serve,

@@ -1,10 +1,12 @@
 //! An iperf3 control connection as `recv --iperf3` and `send --iperf3` read it, fed as a peer
 //! would send it: the 37-byte cookie, then state bytes and length-prefixed JSON (parameters,
 //! results), each message read with the limits the engine uses; also the UDP datagram header,
-//! as such and as the UDP loops read and write it (`DatagramHeader::Iperf3`).
+//! as such and as the UDP loops read and write it (`DatagramHeader::Iperf3`); and the input as
+//! the text a client's `authtoken` decrypts to, and as an authorized-users file.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use uringbench::wire::iperf3::auth::{AuthorizedUsers, Credentials};
 use uringbench::wire::iperf3::{
     check_cookie, json_len, server_error_text, Params, Results, State, UdpHeader, COOKIE_LEN, MAX_PARAMS_LEN,
     MAX_RESULTS_LEN,
@@ -12,6 +14,13 @@ use uringbench::wire::iperf3::{
 use uringbench::wire::udp_payload::DatagramHeader;
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(c) = Credentials::parse(data) {
+        assert_eq!(Credentials::parse(c.to_text().as_bytes()), Ok(c), "what is read is what a client writes");
+    }
+    if let Ok(Ok(users)) = std::str::from_utf8(data).map(AuthorizedUsers::parse) {
+        assert!(!users.is_empty(), "a file that lets no one in is refused");
+        assert!(!users.admits("", ""), "no user has an empty name");
+    }
     if let Some(h) = UdpHeader::decode(data, data.first().is_some_and(|b| b & 1 == 1)) {
         let mut buf = [0u8; 16];
         h.encode(true, &mut buf);

@@ -43,6 +43,15 @@ pub enum Format {
     Csv,
 }
 
+/// `send --iperf3 --rsa-padding`: how the credentials are padded for RSA.
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum RsaPaddingArg {
+    /// PKCS#1 v1.5: iperf3 servers up to 3.16, and later ones run with --use-pkcs1-padding.
+    Pkcs1,
+    /// OAEP (SHA-1): iperf3 servers from 3.17 without --use-pkcs1-padding.
+    Oaep,
+}
+
 /// Which engine moves the datagrams.
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Engine {

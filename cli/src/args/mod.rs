@@ -382,6 +382,19 @@ pub struct RecvArgs {
     /// bytes) before it may describe a test; without it anyone who reaches the port may.
     #[arg(long, value_name = "FILE")]
     pub psk_file: Option<PathBuf>,
+    /// With --iperf3: let in only clients with credentials, as `iperf3 -s
+    /// --rsa-private-key-path`: the PEM private key (PKCS#8 or PKCS#1, no passphrase) their
+    /// credentials are encrypted for; with --authorized-users-path.
+    #[arg(long, value_name = "FILE", requires_all = ["iperf3", "authorized_users_path"])]
+    pub rsa_private_key_path: Option<PathBuf>,
+    /// With --rsa-private-key-path: iperf3's users file, one USER,SHA256 line per user, the
+    /// hex SHA-256 of {USER}PASSWORD; read once at start.
+    #[arg(long, value_name = "FILE", requires = "rsa_private_key_path")]
+    pub authorized_users_path: Option<PathBuf>,
+    /// With --rsa-private-key-path: how many seconds a client's credentials may be stamped
+    /// away from our clock.
+    #[arg(long, value_name = "SECS", default_value_t = 10, requires = "rsa_private_key_path")]
+    pub time_skew_threshold: u64,
     /// Accept connections only from these networks (CIDR[,CIDR...], e.g. 10.0.0.0/8,2001:db8::/32);
     /// others are closed at accept.
     #[arg(long, value_name = "CIDR[,CIDR...]", value_delimiter = ',')]
@@ -505,6 +518,19 @@ pub struct SendArgs {
     /// recv`: its results become the receiver side; --warmup is sent as its omit (-O).
     #[arg(long, conflicts_with = "ntttcp")]
     pub iperf3: bool,
+    /// With --iperf3: authenticate as USER to a server that requires it (`iperf3 -s
+    /// --rsa-private-key-path`); the password is read from IPERF3_PASSWORD, else asked on the
+    /// terminal; with --rsa-public-key-path.
+    #[arg(long, value_name = "USER", requires_all = ["iperf3", "rsa_public_key_path"])]
+    pub username: Option<String>,
+    /// With --username: the server's PEM public key (BEGIN PUBLIC KEY) the credentials are
+    /// encrypted with.
+    #[arg(long, value_name = "FILE", requires = "username")]
+    pub rsa_public_key_path: Option<PathBuf>,
+    /// With --username: the credentials' RSA padding, pkcs1 for iperf3 servers up to 3.16 (and
+    /// later ones run with --use-pkcs1-padding), oaep for 3.17 and later by default.
+    #[arg(long, value_enum, default_value_t = RsaPaddingArg::Pkcs1, requires = "username")]
+    pub rsa_padding: RsaPaddingArg,
     /// Send to NTttcp receivers in no-sync mode (`ntttcp.exe -r ... -ns`, `ntttcp -r -N`):
     /// queue q's flows go to port --ntttcp-port + q.
     #[arg(long, conflicts_with = "iperf2")]

@@ -136,6 +136,9 @@ impl Iperf3TestSummary {
             s.seconds,
             format_bits_per_second(s.bits_per_second())
         );
+        if let Some(user) = &s.user {
+            let _ = write!(line, ", user {}", shown_text(user));
+        }
         if !s.data_peers.is_empty() {
             let shown: Vec<String> = s.data_peers.iter().take(4).map(|a| a.to_string()).collect();
             let more = s.data_peers.len().saturating_sub(shown.len());

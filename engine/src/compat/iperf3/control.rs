@@ -43,10 +43,16 @@ impl Control {
         self.read_by(&mut b, deadline, "a state byte")?;
         let state = State::from_byte(b[0])?;
         if state == State::ServerError {
-            let mut words = [0u8; 8];
-            self.read_by(&mut words, deadline, "the server's error number")?;
-            let code = i32::from_be_bytes([words[0], words[1], words[2], words[3]]);
-            let errno = i32::from_be_bytes([words[4], words[5], words[6], words[7]]);
+            let mut word = [0u8; 4];
+            self.read_by(&mut word, deadline, "the server's error number")?;
+            let code = i32::from_be_bytes(word);
+            // Then errno, except where a stock server writes the number alone and closes (its
+            // authorization refusal): no errno then.
+            let errno_by = deadline.min(Instant::now() + Duration::from_secs(1));
+            let errno = match self.read_by(&mut word, errno_by, "the server's errno") {
+                Ok(()) => i32::from_be_bytes(word),
+                Err(_) => 0,
+            };
             let os = if errno > 0 { format!(": {}", io::Error::from_raw_os_error(errno)) } else { String::new() };
             return Err(format!("the iperf3 server reported an error: {}{os}", server_error_text(code)));
         }

@@ -8,12 +8,14 @@
 //! - [`server`]: `recv --iperf3`, `iperf3 -c` clients served one test at a time behind the
 //!   accept gate.
 
+pub mod auth;
 pub mod client;
 mod control;
 pub mod server;
 mod udp;
 
-pub use client::{params_for, run_send, Iperf3Report};
+pub use auth::{ClientAuth, RsaPadding, ServerAuth};
+pub use client::{params_for, run_send, run_send_as, Iperf3Report};
 pub use server::{bind_receiver, serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, ServerOutput};
 
 use crate::base::spec::TestSpec;

@@ -11,6 +11,7 @@
 //!   ([`UDP_CONNECT_MSG`], [`UDP_CONNECT_REPLY`]); every datagram then starts with
 //!   [`UdpHeader`].
 
+pub mod auth;
 mod params;
 
 use serde_json::{json, Map, Value};
@@ -387,7 +388,7 @@ pub fn server_error_text(code: i32) -> String {
         error_code::FLOW_LABEL => "cannot set the IPv6 flow label",
         error_code::PROTOCOL => "protocol not served",
         error_code::AFFINITY => "cannot set CPU affinity",
-        error_code::AUTH => "authorization failed",
+        error_code::AUTH => "test authorization failed",
         error_code::DONT_FRAGMENT => "cannot set IP Do-Not-Fragment",
         208 => "bad stream id in results",
         _ => "",

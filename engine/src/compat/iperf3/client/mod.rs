@@ -13,6 +13,7 @@
 
 mod udp;
 
+use super::auth::{unix_now, ClientAuth};
 use super::control::Control;
 use super::our_results;
 use super::udp::by_sender;
@@ -28,8 +29,8 @@ use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
-    new_cookie, stream_id, DataProto, Params, Results, State, IPERF3_PORT, MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK,
-    MAX_UDP_BLOCK, MIN_UDP_BLOCK,
+    error_code, new_cookie, server_error_text, stream_id, DataProto, Params, Results, State, IPERF3_PORT,
+    MAX_RESULTS_LEN, MAX_STREAMS, MAX_TCP_BLOCK, MAX_UDP_BLOCK, MIN_UDP_BLOCK,
 };
 use crate::workload::stream::RecvEnd;
 use std::io::Write;
@@ -131,9 +132,15 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
 /// flows (refused, unreachable, a server that refuses the parameters) come back as `Err`;
 /// afterwards problems are in the report.
 pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
+    run_send_as(opts, None)
+}
+
+/// [`run_send`], authenticating to a server that requires it (`iperf3 -s
+/// --rsa-private-key-path`) with `auth`'s credentials.
+pub fn run_send_as(opts: &SendOptions, auth: Option<&ClientAuth>) -> Result<Iperf3Report> {
     let mut spec = opts.spec.clone();
     spec.cooldown_ms = 0;
-    let params = params_for(&spec)?;
+    let mut params = params_for(&spec)?;
     spec.validate()?;
     let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;
@@ -148,8 +155,10 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
     let mut ctl = Control::new(connect_tcp(target, &opts.local.for_control(), &server)?);
     ctl.stream.write_all(&cookie).map_err(|e| peer(format!("writing the cookie: {e}")))?;
     expect(&mut ctl, State::ParamExchange).map_err(peer)?;
+    // Stamped as late as iperf3 stamps it: the server holds the time against its clock.
+    params.authtoken = auth.map(|a| a.token(unix_now())).transpose()?;
     ctl.send_json(&params.to_json()).map_err(peer)?;
-    expect(&mut ctl, State::CreateStreams).map_err(peer)?;
+    expect(&mut ctl, State::CreateStreams).map_err(|e| peer(with_auth_hint(e, auth)))?;
     if spec.proto == Proto::Udp {
         let test = UdpTest { opts, spec, params, target, placement, path, live };
         return send_udp(test, ctl);
@@ -232,6 +241,21 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
         stream_report(spec.clone(), target, sender, Some(r), error.clone(), &path, &live)
     });
     Ok(Iperf3Report { stream: both_ways(forward, reverse)?, params, server: server_results, notes })
+}
+
+/// A refusal of the parameters, with what to check when it is the server's "test authorization
+/// failed" (which says nothing of the cause, by design).
+fn with_auth_hint(error: String, auth: Option<&ClientAuth>) -> String {
+    if !error.contains(&server_error_text(error_code::AUTH)) {
+        return error;
+    }
+    match auth {
+        None => format!("{error}: the server requires credentials (--username, --rsa-public-key-path)"),
+        Some(a) => format!(
+            "{error}: user '{}': check the password (IPERF3_PASSWORD), the public key, that the clocks agree within the server's --time-skew-threshold, and for a 3.17+ server without --use-pkcs1-padding, --rsa-padding oaep",
+            a.user()
+        ),
+    }
 }
 
 /// The server's sending side when its results never came: nothing known.

@@ -17,6 +17,7 @@
 
 mod udp;
 
+use super::auth::{unix_now, ServerAuth};
 use super::control::Control;
 use super::our_results;
 use super::udp::by_sender;
@@ -100,6 +101,8 @@ pub struct Iperf3TestSummary {
     /// The client's end of each data stream: where what we sent went, where what we
     /// received came from.
     pub data_peers: Vec<SocketAddr>,
+    /// The user the client authenticated as (`--rsa-private-key-path`).
+    pub user: Option<String>,
     pub errors: Vec<String>,
 }
 
@@ -133,6 +136,8 @@ pub(super) struct TestContext {
     refusals: Arc<RateLimit>,
     /// Our lines for a client that asked for them (`--get-server-output`).
     output: ServerOutput,
+    /// iperf3's RSA authentication, when the receiver requires it.
+    auth: Option<Arc<ServerAuth>>,
 }
 
 impl TestContext {
@@ -253,13 +258,15 @@ impl Classifier for Serving {
     }
 }
 
-/// Serves iperf3 clients until stopped, or until the first finished test with `once`.
+/// Serves iperf3 clients until stopped, or until the first finished test with `once`; with
+/// `auth`, only those whose credentials it lets in (as `iperf3 -s --rsa-private-key-path`).
 /// Returns whether that test was complete (always true without `once`).
 pub fn serve(
     opts: PeerRecvOptions,
     listener: TcpListener,
     events: Iperf3EventSink,
     output: ServerOutput,
+    auth: Option<ServerAuth>,
 ) -> Result<bool> {
     let kernel = opts.kernel.clone();
     kernel.require_tcp_stream()?;
@@ -274,7 +281,8 @@ pub fn serve(
     let stop = opts.stop.clone();
     let max_streams = caps.flows.min(MAX_STREAMS);
     let refusals = Arc::new(RateLimit::new(TELLS_PER_WINDOW));
-    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals, output };
+    let auth = auth.map(Arc::new);
+    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals, output, auth };
     let mut serving = Serving { ctx, active: None, next_id: 0, first_done: None };
     let limits = caps.gate_limits("iperf3 cookie", "sending their cookie");
     let ok = gate::serve(listener, limits, &mut serving)?;
@@ -343,6 +351,11 @@ fn serve_test(
         .map_err(|e| refuse(ctl, Proto::Tcp, Refusal::new(error_code::RECV_PARAMS, e)))?;
     let mut params = Params::parse(&text).map_err(|r| refuse(ctl, Proto::Tcp, r))?;
     let proto = if params.proto == DataProto::Udp { Proto::Udp } else { Proto::Tcp };
+    // As iperf3's server: the credentials before anything else the parameters ask.
+    if let Some(auth) = &ctx.auth {
+        let user = auth.check(params.authtoken.as_deref(), unix_now()).map_err(|r| refuse(ctl, proto, r))?;
+        summary.user = Some(user);
+    }
     check_params(ctx, &params).map_err(|r| refuse(ctl, proto, r))?;
     cap_rate(ctx, &mut params);
     summary.client_version = params.client_version.clone();
