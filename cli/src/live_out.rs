@@ -95,11 +95,60 @@ pub struct LiveOut {
     spec: Mutex<Option<TestSpec>>,
     /// rr and crr: an interval's line waits for its latency, told right after it.
     pending: Mutex<Option<(usize, IntervalFigures)>>,
+    /// `--bidir`: each second's `rev` rows follow its `fwd` rows, whichever side's figures
+    /// came first.
+    bidir: Mutex<BidirOrder>,
+}
+
+/// The order of `--bidir`'s interval rows: a reverse interval that arrives before the
+/// forward one of the same second waits for it, at most until the next reverse interval or
+/// the end of the run ([`LiveOut::flush`]), so a stalled direction holds back one line only.
+#[derive(Default)]
+struct BidirOrder {
+    /// The last forward interval shown.
+    forward_shown: Option<usize>,
+    /// A reverse interval's rows waiting for their second's forward rows.
+    reverse_held: Option<(usize, String)>,
+}
+
+impl BidirOrder {
+    /// The text to show now for interval `n` of `direction`, in order.
+    fn take(&mut self, direction: Direction, n: usize, rows: String) -> String {
+        if direction != Direction::Reverse {
+            self.forward_shown = Some(n);
+            return match self.reverse_held.take() {
+                Some((m, held)) if m <= n => rows + &held,
+                other => {
+                    self.reverse_held = other;
+                    rows
+                }
+            };
+        }
+        if self.forward_shown.is_some_and(|f| f >= n) {
+            return rows;
+        }
+        let earlier = self.reverse_held.replace((n, rows)).map(|(_, t)| t);
+        earlier.unwrap_or_default()
+    }
 }
 
 impl LiveOut {
     pub fn new(out: &Arc<Out>, style: Style, detail: Detail) -> Arc<Self> {
-        Arc::new(Self { out: Arc::clone(out), style, detail, spec: Mutex::new(None), pending: Mutex::new(None) })
+        Arc::new(Self {
+            out: Arc::clone(out),
+            style,
+            detail,
+            spec: Mutex::new(None),
+            pending: Mutex::new(None),
+            bidir: Mutex::new(BidirOrder::default()),
+        })
+    }
+
+    /// The run ended: rows still held for order are shown before its summary.
+    pub fn flush(&self) {
+        if let Some((_, rows)) = self.bidir.lock().unwrap_or_else(|p| p.into_inner()).reverse_held.take() {
+            self.out.text(&rows);
+        }
     }
 }
 
@@ -158,6 +207,10 @@ impl Observer for LiveOut {
         if spec.direction == Direction::Bidir {
             let tag = if direction == Direction::Reverse { "rev " } else { "fwd " };
             text = text.lines().map(|l| format!("{tag}{l}\n")).collect();
+            text = self.bidir.lock().unwrap_or_else(|p| p.into_inner()).take(direction, n, text);
+            if text.is_empty() {
+                return;
+            }
         }
         self.out.text(&text);
     }
@@ -179,5 +232,24 @@ impl Observer for LiveOut {
             return;
         }
         self.out.text(&format!("{}\n", report::latency_interval_line(figures)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BidirOrder;
+    use uringbench::Direction;
+
+    #[test]
+    fn bidir_rows_come_forward_then_reverse_each_second() {
+        let mut o = BidirOrder::default();
+        assert_eq!(o.take(Direction::Reverse, 0, "rev0 ".into()), "", "held for its forward rows");
+        assert_eq!(o.take(Direction::Forward, 0, "fwd0 ".into()), "fwd0 rev0 ");
+        assert_eq!(o.take(Direction::Forward, 1, "fwd1 ".into()), "fwd1 ");
+        assert_eq!(o.take(Direction::Reverse, 1, "rev1 ".into()), "rev1 ", "its forward rows were shown");
+        // A forward side that stalls holds back one reverse line, no more.
+        assert_eq!(o.take(Direction::Reverse, 2, "rev2 ".into()), "");
+        assert_eq!(o.take(Direction::Reverse, 3, "rev3 ".into()), "rev2 ");
+        assert_eq!(o.reverse_held.as_ref().map(|(n, _)| *n), Some(3));
     }
 }

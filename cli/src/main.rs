@@ -451,11 +451,16 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     let mut stopped: Option<Error> = None;
     let mut progress = (repeat > 1).then(|| progress::Progress::new("send --repeat", repeat));
     for run in 1..=repeat {
-        let observer: Arc<dyn Observer> = match live {
-            Some(style) => LiveOut::new(&out, style, args.output.detail()),
+        let live_out = live.map(|style| LiveOut::new(&out, style, args.output.detail()));
+        let observer: Arc<dyn Observer> = match &live_out {
+            Some(l) => l.clone(),
             None => Arc::new(Quiet),
         };
-        let report = match run_test(&opts, observer) {
+        let ran = run_test(&opts, observer);
+        if let Some(l) = &live_out {
+            l.flush();
+        }
+        let report = match ran {
             Ok(r) => r,
             Err(e) if run == 1 => return Err(e),
             Err(e) => {

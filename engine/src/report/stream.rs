@@ -467,7 +467,7 @@ impl StreamReport {
         let received: u64 = directions.iter().filter_map(|(_, d)| d.receiver.as_ref()).map(|r| r.bytes()).sum();
         let received_bps: f64 =
             directions.iter().filter_map(|(_, d)| d.receiver.as_ref()).map(|r| r.bits_per_second()).sum();
-        let window = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let window = self.shown_window();
         let _ = writeln!(
             out,
             "[ALL] 0.00-{window:<5.2} sec  {:>12} {:>16}   {:>12} {:>16}  (both directions)",
@@ -478,13 +478,23 @@ impl StreamReport {
         );
     }
 
+    /// The window's span as its rows show it: as planned when it ran as planned, as the
+    /// intervals are (the rates use the measured one).
+    fn shown_window(&self) -> f64 {
+        let window = self.receiver.as_ref().map_or(self.sender.window_seconds, |r| r.window_seconds);
+        let planned = self.spec.time_ms as f64 / 1e3;
+        if (window - planned).abs() < 0.1 {
+            planned
+        } else {
+            window
+        }
+    }
+
     /// The per-queue window lines and the `[SUM]` line, offered beside received.
     fn window_lines(&self, out: &mut String) {
         let recv = self.receiver.as_ref();
         let window = recv.map_or(self.sender.window_seconds, |r| r.window_seconds);
-        // Shown as planned when it ran as planned, as the intervals are (rates use the measured).
-        let planned = self.spec.time_ms as f64 / 1e3;
-        let shown = if (window - planned).abs() < 0.1 { planned } else { window };
+        let shown = self.shown_window();
         for sq in &self.sender.queues {
             let rq = recv.and_then(|r| r.queues.get(sq.id as usize));
             let _ = writeln!(

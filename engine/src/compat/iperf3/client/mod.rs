@@ -47,6 +47,11 @@ pub(super) const READ_GRACE: Duration = Duration::from_millis(250);
 const ACK_WAIT: Duration = Duration::from_secs(5);
 /// Past the planned end, how long the streams the server sends on may take to end.
 const END_WAIT: Duration = Duration::from_secs(10);
+/// How long a busy server (`ACCESS_DENIED`: iperf3 serves one test at a time) is asked again,
+/// every [`BUSY_RETRY`]: in a series (`--repeat`, sweep, experiment, a fleet's rounds) the
+/// server can still be ending the previous run's test when the next one connects.
+const BUSY_WAIT: Duration = Duration::from_secs(5);
+const BUSY_RETRY: Duration = Duration::from_millis(250);
 
 /// A test against an iperf3 server: the native report, plus what only iperf3 mode knows.
 #[derive(Debug, Clone)]
@@ -152,9 +157,20 @@ pub fn run_send_as(opts: &SendOptions, auth: Option<&ClientAuth>) -> Result<Iper
     let peer = |e: String| Error::peer(format!("iperf3 server at {target}: {e}"));
 
     let cookie = new_cookie();
-    let mut ctl = Control::new(connect_tcp(target, &opts.local.for_control(), &server)?);
-    ctl.stream.write_all(&cookie).map_err(|e| peer(format!("writing the cookie: {e}")))?;
-    expect(&mut ctl, State::ParamExchange).map_err(peer)?;
+    let busy_until = Instant::now() + BUSY_WAIT;
+    let mut ctl = loop {
+        let mut ctl = Control::new(connect_tcp(target, &opts.local.for_control(), &server)?);
+        ctl.stream.write_all(&cookie).map_err(|e| peer(format!("writing the cookie: {e}")))?;
+        match ctl.read_state(STEP_TIMEOUT).map_err(peer)? {
+            State::AccessDenied if Instant::now() < busy_until && !opts.stop.is_stopped() => {
+                std::thread::sleep(BUSY_RETRY);
+            }
+            State::AccessDenied => {
+                return Err(peer(format!("{} (asked for {} s)", BUSY, BUSY_WAIT.as_secs())));
+            }
+            state => break check(state, State::ParamExchange).map(|()| ctl).map_err(peer)?,
+        }
+    };
     // Stamped as late as iperf3 stamps it: the server holds the time against its clock.
     params.authtoken = auth.map(|a| a.token(unix_now())).transpose()?;
     ctl.send_json(&params.to_json()).map_err(peer)?;
@@ -277,11 +293,19 @@ fn both_ways(forward: Option<StreamReport>, reverse: Option<StreamReport>) -> Re
     }
 }
 
+/// What a server that answers `ACCESS_DENIED` means.
+const BUSY: &str = "access denied: it is running another test (iperf3 serves one at a time)";
+
 /// Reads the next state and insists on `want`, with what the server meant otherwise.
 pub(super) fn expect(ctl: &mut Control, want: State) -> std::result::Result<(), String> {
-    match ctl.read_state(STEP_TIMEOUT)? {
+    check(ctl.read_state(STEP_TIMEOUT)?, want)
+}
+
+/// Insists that `state` is `want`, with what the server meant otherwise.
+fn check(state: State, want: State) -> std::result::Result<(), String> {
+    match state {
         s if s == want => Ok(()),
-        State::AccessDenied => Err("access denied: it is running another test (iperf3 serves one at a time)".into()),
+        State::AccessDenied => Err(BUSY.into()),
         State::ServerTerminate => Err("the server ended the test (killed?)".into()),
         other => Err(format!("expected {want:?}, got {other:?}")),
     }
