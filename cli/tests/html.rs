@@ -158,7 +158,11 @@ fn run_page_in_a_headless_browser() {
         .sum();
     let window_busy = f64_at(&doc, "/cpu/receiver/host_busy_seconds");
     assert!(window_busy > 0.0, "moving data costs the receiver CPU");
-    assert!((busy - window_busy).abs() < 0.03, "intervals' busy {busy:.3} s, window's {window_busy:.3} s");
+    // Each interval's utilization is its busy ticks over the CPU's own ticks (10 ms each), taken
+    // over the interval's wall seconds: a tick's jitter per CPU and interval, 1.2% apart in
+    // one run on a loaded host.
+    let allowed = 0.03 + 0.02 * window_busy;
+    assert!((busy - window_busy).abs() < allowed, "intervals' busy {busy:.3} s, window's {window_busy:.3} s");
 
     // Every axis says its unit: `quantity (unit)`.
     let labels = axis_labels(&dom);
