@@ -275,6 +275,7 @@ pub(crate) mod tests {
                 cpu_seconds_per_gb: Some(cpu),
                 verdict: Some("sender cpu".into()),
                 error: None,
+                retransmits: Some(run.into()),
                 ..RunFigures::default()
             },
         }

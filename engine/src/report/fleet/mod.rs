@@ -609,6 +609,7 @@ pub(crate) mod tests {
     #[test]
     fn merges_plan_and_records_into_pairs() {
         let r = report();
+        let (_, records) = plan_and_records();
         assert_eq!(r.runs.len(), 24);
         assert_eq!(r.pairs.len(), 12, "6 ordered pairs x 2 address kinds");
         let failed = r.failed();
@@ -626,6 +627,14 @@ pub(crate) mod tests {
         assert_eq!(p.figures.verdicts, vec!["sender cpu"]);
         let lost = r.pairs.iter().find(|p| p.sender == "h3" && p.receiver == "h1" && p.address == "internal").unwrap();
         assert_eq!((lost.figures.complete_runs, lost.figures.receiver_bits_per_second), (0, None));
+        // A run's figures are its document's, under the same keys in the merged document.
+        let sent: StreamDocument = serde_json::from_value(records["0001"].document.clone().unwrap()).unwrap();
+        let run = &r.runs[0];
+        assert_eq!(run.figures.retransmits, Some(sent.tcp.sender.retransmitted_segments));
+        let merged = serde_json::to_value(r.to_document()).unwrap();
+        assert_eq!(merged["runs"][0]["retransmits"].as_u64(), Some(sent.tcp.sender.retransmitted_segments));
+        assert_eq!(merged["runs"][0]["sender_bits_per_second"].as_f64(), Some(sent.sum.sender.bits_per_second));
+        assert_eq!(p.figures.sender_bits_per_second.unwrap().median, 21.5e9, "the sender's rate over the pair");
     }
 
     #[test]
