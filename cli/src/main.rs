@@ -26,10 +26,11 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 use uringbench::{
     iperf2::IPERF2_PORT,
     output::{csv_rows, end_event, SavedResults, CSV_HEADER},
+    repeat::{RepeatPlan, RepeatResult},
     units::{self, format_bits_per_second},
-    BusyPoll, Direction, Error, FastPaths, Kind, Observer, Proto, Psk, Quiet, RepeatDocument, RepeatSummary,
-    SendOptions, Stats, StopToken, StreamDocument, TestSpec, Tool, TransactionDocument, Workload, ZeroCopyMode,
-    DEFAULT_PORT, SCHEMA_VERSION,
+    BusyPoll, Direction, Error, FastPaths, Kind, Observer, Proto, Psk, Quiet, RepeatDocument, RunsSummary, SendOptions,
+    Stats, StopToken, StreamDocument, TestSpec, Tool, TransactionDocument, Workload, ZeroCopyMode, DEFAULT_PORT,
+    SCHEMA_VERSION,
 };
 
 impl TestWindow {
@@ -437,7 +438,6 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         None
     };
     let title = args.output.title.clone();
-    let mut reports = Vec::with_capacity(repeat);
     if format == Format::Csv {
         out.raw(&format!("{CSV_HEADER}\n"));
     }
@@ -448,47 +448,43 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             eprintln!("uringbench: {line}");
         }
     }
-    let mut stopped: Option<Error> = None;
     let mut progress = (repeat > 1).then(|| progress::Progress::new("send --repeat", repeat));
-    for run in 1..=repeat {
-        let live_out = live.map(|style| LiveOut::new(&out, style, args.output.detail()));
-        let observer: Arc<dyn Observer> = match &live_out {
-            Some(l) => l.clone(),
-            None => Arc::new(Quiet),
-        };
-        let ran = run_test(&opts, observer);
-        if let Some(l) = &live_out {
-            l.flush();
-        }
-        let report = match ran {
-            Ok(r) => r,
-            Err(e) if run == 1 => return Err(e),
-            Err(e) => {
-                stopped = Some(e);
-                break;
+    let plan = RepeatPlan { runs: args.repeat, stop: opts.stop.clone() };
+    let RepeatResult { reports, stopped, summary, .. } = uringbench::repeat::run(
+        &plan,
+        |_| {
+            let live_out = live.map(|style| LiveOut::new(&out, style, args.output.detail()));
+            let observer: Arc<dyn Observer> = match &live_out {
+                Some(l) => l.clone(),
+                None => Arc::new(Quiet),
+            };
+            let ran = run_test(&opts, observer);
+            // Rows held for order are shown before the run's summary.
+            if let Some(l) = &live_out {
+                l.flush();
             }
-        };
-        match (live, format) {
-            (Some(Style::JsonStream), _) => out.json_line(&end_event(&titled(report.to_document(), &title))),
-            (Some(Style::Text), _) => out.text(&report.render_after_live(args.output.detail())),
-            (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
-            (None, Format::Csv) => out.raw(&csv_rows(run, &report)),
-            (None, Format::Json) => {}
-        }
-        sink::set_headline(if repeat == 1 {
-            report.summary_line()
-        } else {
-            format!("run {run}/{repeat}: {}", report.summary_line())
-        });
-        reports.push(report);
-        if let Some(p) = progress.as_mut() {
-            p.step();
-        }
-        if opts.stop.is_stopped() {
-            break; // The partial run is reported; no more runs.
-        }
-    }
-    let summary = RepeatSummary::of(&reports);
+            ran
+        },
+        |report| report.to_document(),
+        |done| {
+            let (run, report) = (done.run, done.report);
+            match (live, format) {
+                (Some(Style::JsonStream), _) => out.json_line(&end_event(&titled(report.to_document(), &title))),
+                (Some(Style::Text), _) => out.text(&report.render_after_live(args.output.detail())),
+                (None, Format::Text) => out.text(&format!("run {run}/{repeat}: {}\n", report.summary_line())),
+                (None, Format::Csv) => out.raw(&csv_rows(run as usize, report)),
+                (None, Format::Json) => {}
+            }
+            sink::set_headline(if repeat == 1 {
+                report.summary_line()
+            } else {
+                format!("run {run}/{repeat}: {}", report.summary_line())
+            });
+            if let Some(p) = progress.as_mut() {
+                p.step();
+            }
+        },
+    )?;
     if let Some(median) = summary.receiver_bits_per_second.as_ref().filter(|_| repeat > 1) {
         sink::set_headline(format!(
             "{} runs, median {} received",
@@ -620,7 +616,7 @@ impl Titled for TransactionDocument {
     }
 }
 
-fn render_summary(s: &RepeatSummary) -> String {
+fn render_summary(s: &RunsSummary) -> String {
     let mut out = format!("{} runs, {} complete\n", s.runs, s.complete_runs);
     let line = |name: &str, st: &Option<Stats>, scale: f64, unit: &str| match st {
         Some(st) => format!(

@@ -111,7 +111,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     // A stop ends the running test early and the sweep after it.
     let result = sweep::run(
         &plan,
-        |r| r.verdict().bottleneck.to_string(),
+        |r| r.to_document(),
         |done| {
             let line = uringbench::sweep::run_line(param, done.label, plan.repeat, done.figures);
             if text {

@@ -12,9 +12,9 @@ use uringbench::{
     iperf2, iperf3_send, ntttcp_send,
     output::SavedResults,
     run_rr, run_send,
-    search::{self, SearchPlan, SearchResult, TrialFigures},
+    search::{self, SearchPlan, SearchResult},
     settings::{self, Change, Journal},
-    Error, Proto, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_SEED,
+    Error, Proto, RunFigures, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_SEED,
 };
 
 use crate::sweep_cmd::write_html;
@@ -119,7 +119,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
                 return Err(Error::peer(format!("search stopped by {cause} before its answer")));
             }
             let opts = SendOptions { spec: spec.clone(), ..base.clone() };
-            run_test(&opts, std::sync::Arc::new(uringbench::Quiet)).map(|r| TrialFigures::of_document(&r.to_document()))
+            run_test(&opts, std::sync::Arc::new(uringbench::Quiet)).map(|r| RunFigures::of_stream(&r.to_document()))
         },
         |step| {
             if !json {
@@ -268,7 +268,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
     let html = write_html(args.html.as_deref(), "experiment", || SavedResults::Experiment(Box::new(doc.clone())));
     written.and(json_file).and(svg).and(html)?;
     let incomplete =
-        result.variants.iter().flat_map(|v| &v.runs).filter(|r| !compare::RunMetrics::of_record(r).complete).count();
+        result.variants.iter().flat_map(|v| &v.runs).filter(|r| !RunFigures::of_record(r).complete).count();
     if incomplete > 0 {
         eprintln!("uringbench: {incomplete} run(s) were incomplete (left out of the comparison)");
         return Ok(1);
@@ -278,7 +278,7 @@ pub fn experiment(args: ExperimentArgs, stop: StopToken) -> Result<u8, Error> {
 
 /// One run in a progress line.
 fn run_summary(doc: &RunRecord) -> String {
-    let run = compare::RunMetrics::of_record(doc);
+    let run = RunFigures::of_record(doc);
     let mut parts = Vec::new();
     for m in compare::ALL_METRICS {
         if let Some(v) = m.of_run(&run) {

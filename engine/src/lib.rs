@@ -103,8 +103,8 @@ pub use crate::wire::iperf3::IPERF3_PORT;
 pub use crate::metrics::document::{Kind, RepeatDocument, RunRecord, StreamDocument, Tool, TransactionDocument};
 pub use crate::metrics::figures::{Host, IntervalFigures, Role, Roles, SideReport, StreamReport, SCHEMA_VERSION};
 pub use crate::metrics::latency::{LatencyInterval, WorkingLatency};
-pub use crate::metrics::summary::{Stats, DEFAULT_SEED};
-pub use crate::report::export::RepeatSummary;
+pub use crate::metrics::run_figures::RunFigures;
+pub use crate::metrics::summary::{RunsSummary, Stats, DEFAULT_SEED};
 
 // Units and text as the command line takes and prints them.
 pub use crate::base::text::{escape_controls, peer_text};
@@ -123,15 +123,20 @@ pub mod output {
     };
 }
 
+/// `send --repeat N`: one stream test N times, summarised.
+pub mod repeat {
+    pub use crate::workload::repeat::{run, RepeatPlan, RepeatResult, RunDone};
+}
+
 /// `sweep`: one stream test over a series of values of one parameter.
 pub mod sweep {
     pub use crate::report::sweep::{run_line, SWEEP_CSV_HEADER};
-    pub use crate::workload::sweep::{run, RunDone, RunFigures, SweepDocument, SweepParam, SweepPlan, SweepResult};
+    pub use crate::workload::sweep::{run, RunDone, SweepDocument, SweepParam, SweepPlan, SweepResult, SweepRun};
 }
 
 /// `search`: the highest rate within a loss limit.
 pub mod search {
-    pub use crate::workload::search::{search, RateTrial, SearchDocument, SearchPlan, SearchResult, TrialFigures};
+    pub use crate::workload::search::{search, RateTrial, SearchDocument, SearchPlan, SearchResult};
 }
 
 /// `experiment`: settings variants applied, run interleaved, reverted and compared.
@@ -143,7 +148,7 @@ pub mod experiment {
 /// `compare`: saved runs compared with their statistics.
 pub mod compare {
     pub use crate::analysis::compare::{
-        compare, compare_experiment, rank_test_min_runs, CompareReport, Metric, PTest, RunMetrics, ALL_METRICS,
+        compare, compare_experiment, figures_of_value, rank_test_min_runs, CompareReport, Metric, PTest, ALL_METRICS,
     };
     pub use crate::analysis::document::{load_operand, CompareDocument};
 }

@@ -12,12 +12,11 @@
 
 use crate::analysis::stats::{self, MannWhitney};
 use crate::base::error::{Error, Result};
-use crate::base::spec::Proto;
-use crate::metrics::document::{FailedRun, RunDocument, RunRecord, StreamDocument, TransactionDocument};
+use crate::metrics::document::{FailedRun, RunDocument};
+use crate::metrics::run_figures::RunFigures;
 use crate::metrics::summary::Stats;
 use crate::workload::experiment::ExperimentResult;
 use crate::workload::http::HttpDocument;
-use crate::workload::sweep::RunFigures;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -93,12 +92,12 @@ impl Metric {
     }
 
     /// The figure of one run, when that run has it.
-    pub fn of_run(self, run: &RunMetrics) -> Option<f64> {
+    pub fn of_run(self, run: &RunFigures) -> Option<f64> {
         let v = match self {
-            Metric::ReceivedGbps => run.received_gbps,
+            Metric::ReceivedGbps => run.receiver_bits_per_second.map(|b| b / 1e9),
             Metric::CpuSecondsPerGb => run.cpu_seconds_per_gb,
-            Metric::Retransmits => run.retransmits,
-            Metric::LossPercent => run.loss_percent,
+            Metric::Retransmits => run.retransmits.map(|n| n as f64),
+            Metric::LossPercent => run.loss_ratio.map(|l| l * 100.0),
             Metric::TransactionsPerSecond => run.transactions_per_second,
             Metric::P99Us => run.p99_us,
             Metric::LoadedP99Ms => run.loaded_p99_ms,
@@ -108,99 +107,22 @@ impl Metric {
     }
 }
 
-/// The figures of one run that a comparison can use, read from its typed document: a stream
-/// has the stream figures (retransmits over TCP, loss over UDP), rr, crr and http the
-/// transaction figures.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunMetrics {
-    pub complete: bool,
-    /// Why the run is incomplete, when it is.
-    pub error: Option<String>,
-    pub received_gbps: Option<f64>,
-    pub cpu_seconds_per_gb: Option<f64>,
-    pub retransmits: Option<f64>,
-    pub loss_percent: Option<f64>,
-    pub transactions_per_second: Option<f64>,
-    pub p99_us: Option<f64>,
-    /// `--latency`: the probe's loaded p99 round trip (ms) and RPM, when it was answered
-    /// under load.
-    pub loaded_p99_ms: Option<f64>,
-    pub rpm: Option<f64>,
-}
-
-impl RunMetrics {
-    pub fn of_stream(doc: &StreamDocument) -> Self {
-        let received = doc.sum.receiver.as_ref();
-        let loaded = doc.latency.as_ref().filter(|l| l.loaded.count > 0);
-        Self {
-            complete: doc.complete,
-            error: doc.error.clone(),
-            received_gbps: received.map(|r| r.bits_per_second / 1e9),
-            cpu_seconds_per_gb: doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb),
-            retransmits: (doc.test.proto == Proto::Tcp).then_some(doc.tcp.sender.retransmitted_segments as f64),
-            loss_percent: received.and_then(|r| r.udp.as_ref()).map(|u| u.loss_ratio * 100.0),
-            loaded_p99_ms: loaded.map(|l| l.loaded.p99_ms),
-            rpm: loaded.map(|l| l.rpm),
-            ..Self::default()
-        }
+/// One run's figures from its document of any run kind (stream, rr, crr, http), as saved by
+/// `-J`, or the record of a run that never started (an experiment keeps those as incomplete
+/// runs).
+pub fn figures_of_value(doc: &Value) -> Result<RunFigures> {
+    let not_a_run = |e: String| Error::usage(format!("not a test report: {e}"));
+    if let Some(failed) = FailedRun::deserialize(doc).ok().filter(|f| !f.complete) {
+        return Ok(RunFigures::failed(failed.error));
     }
-
-    pub fn of_transactions(doc: &TransactionDocument) -> Self {
-        Self {
-            complete: doc.complete,
-            error: doc.error.clone(),
-            transactions_per_second: Some(doc.transactions_per_second),
-            p99_us: Some(doc.latency_us.p99),
-            ..Self::default()
-        }
+    if doc.get("url").is_some() && doc.get("transactions_per_second").is_some() {
+        let http = HttpDocument::deserialize(doc).map_err(|e| not_a_run(e.to_string()))?;
+        return Ok(http.figures());
     }
-
-    pub fn of_http(doc: &HttpDocument) -> Self {
-        Self {
-            complete: doc.report.complete,
-            error: doc.report.interrupted.clone(),
-            transactions_per_second: Some(doc.report.transactions_per_second),
-            p99_us: Some(doc.report.latency_us.p99 as f64),
-            ..Self::default()
-        }
-    }
-
-    /// A sweep keeps each run's figures, not its document.
-    pub fn of_sweep_run(run: &RunFigures) -> Self {
-        Self {
-            complete: run.complete,
-            error: run.error.clone(),
-            received_gbps: run.receiver_bits_per_second.map(|b| b / 1e9),
-            cpu_seconds_per_gb: run.cpu_seconds_per_gb,
-            ..Self::default()
-        }
-    }
-
-    /// One run as an experiment keeps it.
-    pub fn of_record(record: &RunRecord) -> Self {
-        match record {
-            RunRecord::Failed(f) => Self { complete: false, error: Some(f.error.clone()), ..Self::default() },
-            RunRecord::Stream(d) => Self::of_stream(d),
-            RunRecord::Transactions(d) => Self::of_transactions(d),
-        }
-    }
-
-    /// One run's document of any run kind (stream, rr, crr, http), as saved by `-J`, or the
-    /// record of a run that never started (an experiment keeps those as incomplete runs).
-    pub fn of_value(doc: &Value) -> Result<Self> {
-        let not_a_run = |e: String| Error::usage(format!("not a test report: {e}"));
-        if let Some(failed) = FailedRun::deserialize(doc).ok().filter(|f| !f.complete) {
-            return Ok(Self { complete: false, error: Some(failed.error), ..Self::default() });
-        }
-        if doc.get("url").is_some() && doc.get("transactions_per_second").is_some() {
-            let http = HttpDocument::deserialize(doc).map_err(|e| not_a_run(e.to_string()))?;
-            return Ok(Self::of_http(&http));
-        }
-        match RunDocument::from_value(doc).map_err(not_a_run)? {
-            RunDocument::Stream(d) => Ok(Self::of_stream(&d)),
-            RunDocument::Transactions(d) => Ok(Self::of_transactions(&d)),
-            RunDocument::Repeat(_) => Err(not_a_run("a --repeat document".into())),
-        }
+    match RunDocument::from_value(doc).map_err(not_a_run)? {
+        RunDocument::Stream(d) => Ok(RunFigures::of_stream(&d)),
+        RunDocument::Transactions(d) => Ok(RunFigures::of_transactions(&d)),
+        RunDocument::Repeat(_) => Err(not_a_run("a --repeat document".into())),
     }
 }
 
@@ -209,12 +131,12 @@ impl RunMetrics {
 pub struct Variant {
     pub name: String,
     pub sources: Vec<String>,
-    pub runs: Vec<RunMetrics>,
+    pub runs: Vec<RunFigures>,
 }
 
 impl Variant {
     /// Runs that completed.
-    pub fn complete_runs(&self) -> impl Iterator<Item = &RunMetrics> {
+    pub fn complete_runs(&self) -> impl Iterator<Item = &RunFigures> {
         self.runs.iter().filter(|r| r.complete)
     }
 
@@ -534,7 +456,7 @@ pub fn compare_experiment(result: &ExperimentResult, seed: u64) -> Result<Compar
         .map(|v| Variant {
             name: v.name.clone(),
             sources: vec!["experiment".into()],
-            runs: v.runs.iter().map(RunMetrics::of_record).collect(),
+            runs: v.runs.iter().map(RunFigures::of_record).collect(),
         })
         .collect();
     compare(variants, None, seed)
@@ -552,6 +474,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::analysis::stats::normal_samples;
     use crate::base::stop::StopToken;
+    use crate::metrics::document::{RunRecord, StreamDocument};
     use crate::sys::probe::KernelCaps;
 
     /// A real `send -J` document (the release before the typed model wrote it) with a
@@ -572,7 +495,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn variant(name: &str, gbps: &[f64]) -> Variant {
-        let runs = gbps.iter().map(|&g| RunMetrics::of_value(&stream_doc(g)).unwrap()).collect();
+        let runs = gbps.iter().map(|&g| figures_of_value(&stream_doc(g)).unwrap()).collect();
         Variant { name: name.into(), sources: vec![], runs }
     }
 
@@ -677,13 +600,13 @@ pub(crate) mod tests {
         // p = 0.047, but the exact test cannot go below 0.1: not called a difference.
         let zeros = Variant {
             runs: (0..3)
-                .map(|_| RunMetrics { complete: true, retransmits: Some(0.0), ..RunMetrics::default() })
+                .map(|_| RunFigures { complete: true, retransmits: Some(0), ..RunFigures::default() })
                 .collect(),
             ..variant("z", &[])
         };
         let fives = Variant {
             runs: (0..3)
-                .map(|_| RunMetrics { complete: true, retransmits: Some(5.0), ..RunMetrics::default() })
+                .map(|_| RunFigures { complete: true, retransmits: Some(5), ..RunFigures::default() })
                 .collect(),
             ..variant("f", &[])
         };

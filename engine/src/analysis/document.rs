@@ -2,11 +2,12 @@
 //! document carries its comparison), and the reading of saved documents of every kind into the
 //! variants `compare` compares.
 
-use crate::analysis::compare::{CompareReport, Comparison, Metric, MetricSummary, RunMetrics, Variant};
+use crate::analysis::compare::{figures_of_value, CompareReport, Comparison, Metric, MetricSummary, Variant};
 use crate::analysis::stats;
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::metrics::document::{read_document, FleetRunRecord, Kind, RunDocument, RunRecord, Tool, SCHEMA_VERSION};
+use crate::metrics::run_figures::RunFigures;
 use crate::workload::experiment::ExperimentResult;
 use crate::workload::sweep::SweepResult;
 use serde::{Deserialize, Serialize};
@@ -129,14 +130,14 @@ pub fn experiment_document(result: &ExperimentResult, comparison: Option<&Compar
 }
 
 /// The run of a fleet record, if its document reads.
-fn fleet_run(record: &FleetRunRecord) -> Option<RunMetrics> {
-    record.stream_document().and_then(|d| d.ok()).map(|d| RunMetrics::of_stream(&d))
+fn fleet_run(record: &FleetRunRecord) -> Option<RunFigures> {
+    record.stream_document().and_then(|d| d.ok()).map(|d| RunFigures::of_stream(&d))
 }
 
 /// The variants in one saved document. `name` names a single-variant document (a sweep or an
 /// experiment names its own variants).
 pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<Vec<Variant>> {
-    let variant = |name: String, runs: Vec<RunMetrics>| Variant { name, sources: vec![source.to_owned()], runs };
+    let variant = |name: String, runs: Vec<RunFigures>| Variant { name, sources: vec![source.to_owned()], runs };
     let malformed = |e: serde_json::Error| Error::usage(format!("malformed {} document: {e}", doc["kind"]));
     match doc.get("kind").and_then(Value::as_str) {
         Some("sweep") => {
@@ -147,7 +148,7 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
                 .map(|p| {
                     variant(
                         format!("{}={}", sweep.parameter.key(), p.label),
-                        p.runs.iter().map(RunMetrics::of_sweep_run).collect(),
+                        p.runs.iter().map(|r| r.figures.clone()).collect(),
                     )
                 })
                 .collect());
@@ -171,7 +172,7 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
             return Ok(exp
                 .variants
                 .iter()
-                .map(|v| variant(v.name.clone(), v.runs.iter().map(RunMetrics::of_record).collect()))
+                .map(|v| variant(v.name.clone(), v.runs.iter().map(RunFigures::of_record).collect()))
                 .collect());
         }
         _ => {}
@@ -181,9 +182,9 @@ pub(crate) fn variants_of_doc(name: &str, source: &str, doc: &Value) -> Result<V
             Ok(RunDocument::Repeat(r)) if !r.runs.is_empty() => r.runs,
             _ => return Err(Error::usage("a --repeat document whose runs are not test reports")),
         };
-        return Ok(vec![variant(name.to_owned(), runs.iter().map(RunMetrics::of_stream).collect())]);
+        return Ok(vec![variant(name.to_owned(), runs.iter().map(RunFigures::of_stream).collect())]);
     }
-    match RunMetrics::of_value(doc) {
+    match figures_of_value(doc) {
         Ok(run) => Ok(vec![variant(name.to_owned(), vec![run])]),
         Err(_) => {
             Err(Error::usage("not a uringbench send, send --repeat, rr, crr, http, sweep or experiment JSON document"))

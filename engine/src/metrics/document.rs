@@ -10,9 +10,9 @@
 
 use crate::base::spec::{Direction, TestSpec};
 use crate::metrics::data_path::DataPath;
-use crate::metrics::figures::{CpuFigures, Interruption, IntervalCpu, PathFacts, StreamReport, ZeroCopyFigures};
+use crate::metrics::figures::{CpuFigures, Interruption, IntervalCpu, PathFacts, ZeroCopyFigures};
 use crate::metrics::latency::WorkingLatency;
-use crate::metrics::summary::Stats;
+use crate::metrics::summary::RunsSummary;
 use crate::metrics::transactions::{LatencySummary, RrFailures};
 use crate::metrics::verdict::Verdict;
 use crate::metrics::xdp::XdpFigures;
@@ -404,39 +404,13 @@ pub struct RepeatDocument {
     pub tool: Tool,
     pub repeat: usize,
     pub runs: Vec<StreamDocument>,
-    pub summary: RepeatSummary,
+    /// Over the complete runs.
+    pub summary: RunsSummary,
 }
 
 impl Kind {
     fn repeat() -> Self {
         Kind::Repeat
-    }
-}
-
-/// Figures over the runs of `--repeat N`. Only complete runs enter the statistics.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct RepeatSummary {
-    pub runs: usize,
-    pub complete_runs: usize,
-    pub receiver_bits_per_second: Option<Stats>,
-    pub sender_bits_per_second: Option<Stats>,
-    /// Receiver-side host CPU-seconds per GB.
-    pub cpu_seconds_per_gb: Option<Stats>,
-}
-
-impl RepeatSummary {
-    pub fn of(reports: &[StreamReport]) -> Self {
-        let complete: Vec<&StreamReport> = reports.iter().filter(|r| r.complete()).collect();
-        let recv: Vec<f64> = complete.iter().filter_map(|r| r.receiver.as_ref().map(|x| x.bits_per_second())).collect();
-        let send: Vec<f64> = complete.iter().map(|r| r.sender.bits_per_second()).collect();
-        let cpu: Vec<f64> = complete.iter().filter_map(|r| r.receiver_cpu_seconds_per_gb()).collect();
-        Self {
-            runs: reports.len(),
-            complete_runs: complete.len(),
-            receiver_bits_per_second: Stats::of(&recv),
-            sender_bits_per_second: Stats::of(&send),
-            cpu_seconds_per_gb: Stats::of(&cpu),
-        }
     }
 }
 

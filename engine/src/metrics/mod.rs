@@ -7,6 +7,7 @@ pub mod latency;
 pub mod live_latency;
 pub mod measure;
 pub mod retransmits;
+pub mod run_figures;
 pub mod seq;
 pub mod summary;
 pub mod transactions;

@@ -1,14 +1,16 @@
 //! Summary statistics of a figure over several runs (min, median, mean, max, stdev): what
-//! `--repeat`, sweeps, saved results and comparisons print for a set of runs.
+//! `--repeat`, sweeps, saved results and comparisons print for a set of runs; and the one
+//! summary of a set of runs ([`RunsSummary`], built from their figures by
+//! `RunsSummary::of` in `metrics/run_figures.rs`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The seed of the seeded draws over runs (bootstrap resamples, an experiment's block
 /// orders) unless the caller gives one.
 pub const DEFAULT_SEED: u64 = 0x7572_696e_6762_656e;
 
 /// Summary statistics of one figure over several runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     pub n: usize,
     pub min: f64,
@@ -33,6 +35,41 @@ impl Stats {
         let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
         Some(Self { n, min: v[0], median, mean, max: v[n - 1], stdev: var.sqrt() })
     }
+}
+
+/// A set of runs summarised (`send --repeat`'s `summary`, a sweep point's `summary`, a fleet
+/// pair's or attribute group's figures): how many ran, how many succeeded, statistics of each
+/// figure over those that succeeded, and their verdicts. The figures after `cpu_seconds_per_gb`
+/// are written only where the runs have them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunsSummary {
+    pub runs: usize,
+    /// Runs that completed without an error: the statistics are over these.
+    pub complete_runs: usize,
+    pub receiver_bits_per_second: Option<Stats>,
+    pub sender_bits_per_second: Option<Stats>,
+    /// Receiver-side host CPU-seconds per GB.
+    pub cpu_seconds_per_gb: Option<Stats>,
+    /// TCP: segments retransmitted per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<Stats>,
+    /// UDP: datagrams lost ÷ expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_ratio: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_second: Option<Stats>,
+    /// The 99th percentile transaction latency, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_us: Option<Stats>,
+    /// `--latency`: the probe's loaded p99 round trip, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_p99_ms: Option<Stats>,
+    /// `--latency`: round trips per minute under load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<Stats>,
+    /// Bottleneck names of the runs counted, most frequent first.
+    #[serde(default)]
+    pub verdicts: Vec<String>,
 }
 
 /// The median of sorted values (NaN when empty).

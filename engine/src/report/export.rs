@@ -1,4 +1,4 @@
-//! Exports beyond the single-run report: statistics over `--repeat` runs, and CSV.
+//! Exports beyond the single-run report: CSV.
 //!
 //! CSV has one row per queue and per sum, for every interval and for the whole window, so a
 //! spreadsheet gets the same figures as the text report. The columns are fixed (see
@@ -6,8 +6,6 @@
 
 use crate::metrics::figures::StreamReport;
 use std::fmt::Write as _;
-
-pub use crate::metrics::document::RepeatSummary;
 
 /// Columns of the CSV export.
 pub const CSV_HEADER: &str = "run,kind,start,end,queue,receiver_bytes,receiver_bits_per_second,sender_bytes,sender_bits_per_second,retransmits,rtt_us,cwnd,udp_lost,udp_expected";

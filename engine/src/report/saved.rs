@@ -1,18 +1,20 @@
 //! `uringbench report FILE.json`: re-renders saved results: a sweep (`sweep --json`), a
 //! `send -J` document, or a `send --repeat N -J` document, as a text summary and a chart.
 
-use crate::analysis::compare::{Metric, RunMetrics};
+use crate::analysis::compare::Metric;
 use crate::analysis::document::{CompareDocument, ExperimentDocument};
 use crate::base::error::{Error, Result};
 use crate::base::units::format_bits_per_second;
 use crate::metrics::document::{read_document, Kind};
 use crate::metrics::document::{RunDocument, StreamDocument, TransactionDocument};
+use crate::metrics::run_figures::RunFigures;
+use crate::metrics::summary::RunsSummary;
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
 use crate::report::fleet::{FleetDocument, FleetReport};
 use crate::workload::http::HttpDocument;
 use crate::workload::search::SearchDocument;
-use crate::workload::sweep::{RunFigures, SweepResult};
+use crate::workload::sweep::SweepResult;
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -97,26 +99,27 @@ impl SavedResults {
             SavedResults::Repeat(runs) => {
                 let figures = run_figures(runs);
                 let mut out = format!("{} runs against {}\n", runs.len(), runs[0].target);
-                for f in &figures {
-                    let _ = writeln!(out, "{}", crate::report::sweep::run_line_plain(f));
+                for (i, f) in figures.iter().enumerate() {
+                    let _ = writeln!(out, "{}", crate::report::sweep::run_line_plain(i + 1, f));
                 }
-                let complete: Vec<&RunFigures> = figures.iter().filter(|f| f.complete).collect();
-                let gbps: Vec<f64> =
-                    complete.iter().filter_map(|f| f.receiver_bits_per_second).map(|b| b / 1e9).collect();
-                let cpu: Vec<f64> = complete.iter().filter_map(|f| f.cpu_seconds_per_gb).collect();
-                let line = |name: &str, st: Option<Stats>| match st {
+                let summary = RunsSummary::of(&figures);
+                let line = |name: &str, st: Option<Stats>, scale: f64| match st {
                     Some(s) => format!(
                         "{name:<22} min {:.3}  median {:.3}  mean {:.3}  max {:.3}  stdev {:.3}\n",
-                        s.min, s.median, s.mean, s.max, s.stdev
+                        s.min / scale,
+                        s.median / scale,
+                        s.mean / scale,
+                        s.max / scale,
+                        s.stdev / scale
                     ),
                     None => format!("{name:<22} no complete run\n"),
                 };
-                out += &line("received Gbit/s", Stats::of(&gbps));
-                out += &line("receiver CPU-s/GB", Stats::of(&cpu));
+                out += &line("received Gbit/s", summary.receiver_bits_per_second, 1e9);
+                out += &line("receiver CPU-s/GB", summary.cpu_seconds_per_gb, 1.0);
                 out
             }
             SavedResults::Send(doc) => {
-                let f = RunFigures::of_document(1, doc);
+                let f = RunFigures::of_stream(doc);
                 let mut out = format!(
                     "{} stream to {}, {} queue(s), {:.2} s window: received {}, offered {}, {}, verdict: {} ({})\n",
                     format!("{:?}", doc.test.proto).to_uppercase(),
@@ -287,13 +290,13 @@ pub(crate) fn experiment_samples(doc: &ExperimentDocument, metric: Metric) -> Ve
     doc.variants
         .iter()
         .map(|v| {
-            v.runs.iter().map(RunMetrics::of_record).filter(|r| r.complete).filter_map(|r| metric.of_run(&r)).collect()
+            v.runs.iter().map(RunFigures::of_record).filter(|r| r.complete).filter_map(|r| metric.of_run(&r)).collect()
         })
         .collect()
 }
 
 fn run_figures(runs: &[StreamDocument]) -> Vec<RunFigures> {
-    runs.iter().enumerate().map(|(i, d)| RunFigures::of_document(i as u32 + 1, d)).collect()
+    runs.iter().map(RunFigures::of_stream).collect()
 }
 
 /// Received Gbit/s per interval (the sum, and each queue when there are a few), or the
@@ -357,7 +360,7 @@ fn interval_chart(doc: &StreamDocument) -> Chart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::document::{IntervalEntry, Kind, RepeatDocument, RepeatSummary, Tool};
+    use crate::metrics::document::{IntervalEntry, Kind, RepeatDocument, Tool};
 
     /// A real `send -J` document (the release before the typed model wrote it), with the
     /// headline and intervals set to known figures.
@@ -393,13 +396,8 @@ mod tests {
     }
 
     fn repeat_of(runs: Vec<StreamDocument>) -> String {
-        let summary = RepeatSummary {
-            runs: runs.len(),
-            complete_runs: runs.len(),
-            receiver_bits_per_second: None,
-            sender_bits_per_second: None,
-            cpu_seconds_per_gb: None,
-        };
+        let summary =
+            RunsSummary { runs: runs.len(), complete_runs: runs.len(), ..RunsSummary::of(std::iter::empty()) };
         text_of(&RepeatDocument {
             kind: Kind::Repeat,
             schema_version: 1,

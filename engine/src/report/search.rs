@@ -2,18 +2,18 @@
 
 use crate::base::spec::{Proto, TestSpec};
 use crate::base::units::format_bits_per_second;
-use crate::workload::search::{Phase, RateTrial, SearchResult};
+use crate::workload::search::{offered_bps, Phase, RateTrial, SearchResult};
 use std::fmt::Write as _;
 
 impl SearchResult {
     pub fn step_line(s: &RateTrial) -> String {
         let rate = if s.rate_bps == 0 {
-            format!("unpaced ({})", format_bits_per_second(s.figures.offered_bps))
+            format!("unpaced ({})", format_bits_per_second(offered_bps(&s.figures)))
         } else {
             format_bits_per_second(s.rate_bps as f64)
         };
-        let received = s.figures.received_bps.map_or("-".into(), format_bits_per_second);
-        let loss = s.figures.loss_ratio.map_or("-".into(), |l| format!("{:.3}%", l * 100.0));
+        let received = s.figures.receiver_bits_per_second.map_or("-".into(), format_bits_per_second);
+        let loss = s.figures.loss_or_retransmit_ratio().map_or("-".into(), |l| format!("{:.3}%", l * 100.0));
         let phase = match s.phase {
             Phase::Probe => "probe",
             Phase::Search => "search",
@@ -67,7 +67,7 @@ impl SearchResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::search::TrialFigures;
+    use crate::metrics::run_figures::RunFigures;
 
     fn trial(step: usize, phase: Phase, rate_bps: u64, loss: f64, passed: bool) -> RateTrial {
         RateTrial {
@@ -75,13 +75,12 @@ mod tests {
             phase,
             rate_bps,
             pps: rate_bps as f64 / 8.0 / 1470.0,
-            figures: TrialFigures {
+            figures: RunFigures {
                 complete: true,
-                offered_bps: rate_bps as f64,
-                received_bps: Some(rate_bps as f64 * (1.0 - loss)),
+                sender_bits_per_second: Some(rate_bps as f64),
+                receiver_bits_per_second: Some(rate_bps as f64 * (1.0 - loss)),
                 loss_ratio: Some(loss),
-                error: None,
-                loaded_p99_ms: None,
+                ..RunFigures::default()
             },
             passed,
             reason: (!passed).then(|| format!("loss {:.3}% above 0.100%", loss * 100.0)),

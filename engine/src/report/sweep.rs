@@ -3,9 +3,10 @@
 
 use crate::base::spec::Proto;
 use crate::base::units::format_bits_per_second;
+use crate::metrics::run_figures::RunFigures;
 use crate::metrics::summary::Stats;
 use crate::report::chart::{Axis, Chart, Point, Series};
-use crate::workload::sweep::{RunFigures, SweepParam, SweepResult};
+use crate::workload::sweep::{SweepParam, SweepResult, SweepRun};
 use std::fmt::Write as _;
 
 /// Columns of the sweep CSV.
@@ -35,13 +36,13 @@ impl SweepResult {
         let mut out = format!("{SWEEP_CSV_HEADER}\n");
         let param = self.parameter.key();
         for p in &self.points {
-            for r in &p.runs {
+            for SweepRun { run, figures: r } in &p.runs {
                 let _ = writeln!(
                     out,
                     "run,{param},{},{},{},{},{},{},{},{}",
                     p.value,
                     csv_field(&p.label),
-                    r.run,
+                    run,
                     r.complete,
                     opt_bps(r.receiver_bits_per_second),
                     opt_bps(r.sender_bits_per_second),
@@ -124,7 +125,7 @@ impl SweepResult {
                     format!("{:.d$} [{:.d$}-{:.d$}]", st.median / scale, st.min / scale, st.max / scale, d = digits)
                 })
             };
-            let mut verdicts: Vec<&str> = p.runs.iter().filter_map(|r| r.verdict.as_deref()).collect();
+            let mut verdicts: Vec<&str> = p.runs.iter().filter_map(|r| r.figures.verdict.as_deref()).collect();
             verdicts.sort_unstable();
             verdicts.dedup();
             let _ = writeln!(
@@ -142,13 +143,13 @@ impl SweepResult {
 }
 
 /// A one-line description of a run, for progress output.
-pub fn run_line(param: SweepParam, label: &str, repeat: u32, f: &RunFigures) -> String {
-    format!("{}={label} run {}/{repeat}: {}", param.key(), f.run, run_figures_text(f))
+pub fn run_line(param: SweepParam, label: &str, repeat: u32, r: &SweepRun) -> String {
+    format!("{}={label} run {}/{repeat}: {}", param.key(), r.run, run_figures_text(&r.figures))
 }
 
 /// `run N: ...` for runs that are not part of a sweep (`send --repeat`).
-pub(crate) fn run_line_plain(f: &RunFigures) -> String {
-    format!("run {}: {}", f.run, run_figures_text(f))
+pub(crate) fn run_line_plain(run: usize, f: &RunFigures) -> String {
+    format!("run {run}: {}", run_figures_text(f))
 }
 
 fn run_figures_text(f: &RunFigures) -> String {

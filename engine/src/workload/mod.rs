@@ -5,6 +5,7 @@ pub mod experiment;
 pub mod http;
 pub(crate) mod latency_probe;
 pub mod receive;
+pub mod repeat;
 pub mod rr;
 pub mod search;
 pub mod stream;

@@ -10,9 +10,10 @@
 //! buffer has not tested that rate).
 
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Proto, TestSpec};
+use crate::base::spec::TestSpec;
 use crate::base::units::format_bits_per_second;
-use crate::metrics::document::{Kind, StreamDocument, Tool, SCHEMA_VERSION};
+use crate::metrics::document::{Kind, Tool, SCHEMA_VERSION};
+use crate::metrics::run_figures::RunFigures;
 use serde::{Deserialize, Serialize};
 
 /// A paced trial counts as offered when the sender reached this share of the rate asked.
@@ -37,39 +38,59 @@ pub struct SearchPlan {
     pub max_latency_ms: Option<f64>,
 }
 
-/// The figures of one trial that the search needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct TrialFigures {
-    pub complete: bool,
-    pub offered_bps: f64,
-    pub received_bps: Option<f64>,
-    /// UDP: lost ÷ expected datagrams over the whole trial; TCP: retransmitted ÷ sent bytes.
-    pub loss_ratio: Option<f64>,
-    pub error: Option<String>,
-    /// `--latency`: the probe's loaded p99 round trip in ms (absent without the probe).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loaded_p99_ms: Option<f64>,
+/// A trial's figures under the keys a saved search has always held them (`steps[].figures`):
+/// the sender's rate as `offered_bps`, the receiver's as `received_bps`, and the loss the
+/// search judged (UDP's datagram loss, TCP's retransmitted share) as `loss_ratio`.
+mod trial_keys {
+    use crate::metrics::run_figures::RunFigures;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// The figures of one trial that the search needs.
+    #[derive(Serialize, Deserialize, schemars::JsonSchema)]
+    #[schemars(rename = "TrialFigures")]
+    pub(super) struct TrialKeys {
+        complete: bool,
+        offered_bps: f64,
+        received_bps: Option<f64>,
+        /// UDP: lost ÷ expected datagrams over the whole trial; TCP: retransmitted ÷ sent bytes.
+        loss_ratio: Option<f64>,
+        error: Option<String>,
+        /// `--latency`: the probe's loaded p99 round trip in ms (absent without the probe).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        loaded_p99_ms: Option<f64>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(f: &RunFigures, s: S) -> Result<S::Ok, S::Error> {
+        TrialKeys {
+            complete: f.complete,
+            offered_bps: super::offered_bps(f),
+            received_bps: f.receiver_bits_per_second,
+            loss_ratio: f.loss_or_retransmit_ratio(),
+            error: f.error.clone(),
+            loaded_p99_ms: f.loaded_p99_ms,
+        }
+        .serialize(s)
+    }
+
+    /// A saved trial's loss reads back as `loss_ratio` whatever the protocol (the document
+    /// keeps one loss figure per trial), which is where the search's loss is read from.
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RunFigures, D::Error> {
+        let t = TrialKeys::deserialize(d)?;
+        Ok(RunFigures {
+            complete: t.complete,
+            sender_bits_per_second: Some(t.offered_bps),
+            receiver_bits_per_second: t.received_bps,
+            loss_ratio: t.loss_ratio,
+            error: t.error,
+            loaded_p99_ms: t.loaded_p99_ms,
+            ..RunFigures::default()
+        })
+    }
 }
 
-impl TrialFigures {
-    /// A trial's figures from its report's document.
-    pub fn of_document(doc: &StreamDocument) -> Self {
-        let received = doc.sum.receiver.as_ref();
-        let loss_ratio = if doc.test.proto == Proto::Udp {
-            received.and_then(|r| r.udp.as_ref()).map(|u| u.loss_ratio)
-        } else {
-            let tcp = &doc.tcp.sender;
-            (tcp.bytes_sent > 0).then(|| tcp.bytes_retrans as f64 / tcp.bytes_sent as f64)
-        };
-        Self {
-            complete: doc.complete,
-            offered_bps: doc.sum.sender.bits_per_second,
-            received_bps: received.map(|r| r.bits_per_second),
-            loss_ratio,
-            error: doc.error.clone(),
-            loaded_p99_ms: doc.latency.as_ref().filter(|l| l.loaded.count > 0).map(|l| l.loaded.p99_ms),
-        }
-    }
+/// The rate a trial's sender offered, bits/s (0 when it reported none).
+pub fn offered_bps(f: &RunFigures) -> f64 {
+    f.sender_bits_per_second.unwrap_or(0.0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -89,7 +110,9 @@ pub struct RateTrial {
     /// Rate asked for; 0 = unpaced.
     pub rate_bps: u64,
     pub pps: f64,
-    pub figures: TrialFigures,
+    #[serde(with = "trial_keys")]
+    #[schemars(with = "trial_keys::TrialKeys")]
+    pub figures: RunFigures,
     pub passed: bool,
     /// Why it failed, in words.
     pub reason: Option<String>,
@@ -116,11 +139,11 @@ fn pps_of(rate_bps: f64, len: u32) -> f64 {
 }
 
 /// Whether a trial at `rate` (0 = unpaced) passed, and if not, why.
-fn judge(rate: u64, f: &TrialFigures, threshold: f64, max_latency_ms: Option<f64>) -> (bool, Option<String>) {
+fn judge(rate: u64, f: &RunFigures, threshold: f64, max_latency_ms: Option<f64>) -> (bool, Option<String>) {
     if !f.complete {
         return (false, Some(format!("incomplete: {}", f.error.as_deref().unwrap_or("no receiver report"))));
     }
-    let Some(loss) = f.loss_ratio else {
+    let Some(loss) = f.loss_or_retransmit_ratio() else {
         return (false, Some("no loss figure in the report".into()));
     };
     if loss > threshold {
@@ -135,12 +158,13 @@ fn judge(rate: u64, f: &TrialFigures, threshold: f64, max_latency_ms: Option<f64
             Some(_) => {}
         }
     }
-    if rate > 0 && f.offered_bps < rate as f64 * OFFERED_SHARE {
+    let offered = offered_bps(f);
+    if rate > 0 && offered < rate as f64 * OFFERED_SHARE {
         return (
             false,
             Some(format!(
                 "the sender offered only {} of {}",
-                format_bits_per_second(f.offered_bps),
+                format_bits_per_second(offered),
                 format_bits_per_second(rate as f64)
             )),
         );
@@ -148,11 +172,12 @@ fn judge(rate: u64, f: &TrialFigures, threshold: f64, max_latency_ms: Option<f64
     (true, None)
 }
 
-/// Runs the search. `trial` runs one test at a rate (0 = unpaced); `progress` sees each step.
+/// Runs the search. `trial` runs one test at a rate (0 = unpaced) and gives its figures (read
+/// from its document); `progress` sees each step.
 /// An error from `trial` ends the search (the receiver refused, vanished...).
 pub fn search(
     plan: &SearchPlan,
-    mut trial: impl FnMut(&TestSpec) -> Result<TrialFigures>,
+    mut trial: impl FnMut(&TestSpec) -> Result<RunFigures>,
     mut progress: impl FnMut(&RateTrial),
 ) -> Result<SearchResult> {
     if !(0.0..1.0).contains(&plan.loss_threshold) {
@@ -181,7 +206,7 @@ pub fn search(
         let spec = TestSpec { rate_bps: rate, ..plan.spec.clone() };
         let figures = trial(&spec)?;
         let (passed, reason) = judge(rate, &figures, plan.loss_threshold, plan.max_latency_ms);
-        let shown = if rate == 0 { figures.offered_bps } else { rate as f64 };
+        let shown = if rate == 0 { offered_bps(&figures) } else { rate as f64 };
         let step = RateTrial {
             step: steps.len() + 1,
             phase,
@@ -216,7 +241,7 @@ pub fn search(
         Some(r) => r as f64,
         None => {
             let passed = run(0, Phase::Probe, &mut steps)?;
-            let offered = (steps[0].figures.offered_bps / 1000.0).floor() * 1000.0;
+            let offered = (offered_bps(&steps[0].figures) / 1000.0).floor() * 1000.0;
             if offered <= 0.0 {
                 return Err(Error::peer("the unpaced trial offered nothing: no rate to search below"));
             }
@@ -305,22 +330,26 @@ pub struct SearchDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
+    use crate::base::spec::Proto;
+
+    /// A trial's figures: what the sender offered, the receiver counted and the loss.
+    fn trial(offered: f64, received: f64, loss: f64) -> RunFigures {
+        RunFigures {
+            complete: true,
+            sender_bits_per_second: Some(offered),
+            receiver_bits_per_second: Some(received),
+            loss_ratio: Some(loss),
+            ..RunFigures::default()
+        }
+    }
 
     /// A path that carries `capacity` bits/s and drops the excess; the sender offers at most
     /// `sender_max`.
-    fn path(capacity: f64, sender_max: f64) -> impl FnMut(&TestSpec) -> Result<TrialFigures> {
+    fn path(capacity: f64, sender_max: f64) -> impl FnMut(&TestSpec) -> Result<RunFigures> {
         move |spec| {
             let offered = if spec.rate_bps == 0 { sender_max } else { (spec.rate_bps as f64).min(sender_max) };
             let received = offered.min(capacity);
-            Ok(TrialFigures {
-                complete: true,
-                offered_bps: offered,
-                received_bps: Some(received),
-                loss_ratio: Some(1.0 - received / offered),
-                error: None,
-                loaded_p99_ms: None,
-            })
+            Ok(trial(offered, received, 1.0 - received / offered))
         }
     }
 
@@ -359,7 +388,7 @@ mod tests {
         let backpressured = move |spec: &TestSpec| {
             let mut f = held(spec)?;
             if spec.rate_bps == 0 {
-                f = TrialFigures { offered_bps: 4e9, received_bps: Some(4e9), loss_ratio: Some(0.0), ..f };
+                f = RunFigures { loss_ratio: Some(0.0), ..trial(4e9, 4e9, 0.0) };
             }
             Ok(f)
         };
@@ -425,19 +454,10 @@ mod tests {
 
     #[test]
     fn nothing_passes_and_errors_end_the_search() {
-        let lossy = |spec: &TestSpec| {
-            Ok(TrialFigures {
-                complete: true,
-                offered_bps: if spec.rate_bps == 0 { 1e9 } else { spec.rate_bps as f64 },
-                received_bps: Some(0.0),
-                loss_ratio: Some(0.5),
-                error: None,
-                loaded_p99_ms: None,
-            })
-        };
+        let lossy = |spec: &TestSpec| Ok(trial(if spec.rate_bps == 0 { 1e9 } else { spec.rate_bps as f64 }, 0.0, 0.5));
         let r = search(&plan(None), lossy, |_| {}).unwrap();
         assert!(!r.found());
-        let failing = |_: &TestSpec| -> Result<TrialFigures> { Err(Error::peer("receiver refused")) };
+        let failing = |_: &TestSpec| -> Result<RunFigures> { Err(Error::peer("receiver refused")) };
         assert!(search(&plan(None), failing, |_| {}).is_err());
         let bad = SearchPlan { loss_threshold: 1.5, ..plan(None) };
         assert_eq!(search(&bad, path(1.0, 1.0), |_| {}).unwrap_err().exit_code(), 2);
@@ -446,19 +466,38 @@ mod tests {
     #[test]
     fn figures_of_a_report_document() {
         // Documents the release before the typed model wrote, from real runs.
+        use crate::metrics::document::StreamDocument;
+        use serde_json::Value;
         let read = |text: &str| -> (Value, StreamDocument) {
             let raw: Value = serde_json::from_str(text).unwrap();
             (raw.clone(), serde_json::from_value(raw).unwrap())
         };
         let (raw, udp) = read(include_str!("../../tests/fixtures/53b0d44/stream-udp.json"));
-        let f = TrialFigures::of_document(&udp);
-        assert_eq!(Some(f.offered_bps), raw["sum"]["sender"]["bits_per_second"].as_f64());
-        assert_eq!(f.loss_ratio, raw["sum"]["receiver"]["loss_ratio"].as_f64());
+        let f = RunFigures::of_stream(&udp);
+        assert_eq!(Some(offered_bps(&f)), raw["sum"]["sender"]["bits_per_second"].as_f64());
+        assert_eq!(f.loss_or_retransmit_ratio(), raw["sum"]["receiver"]["loss_ratio"].as_f64());
         let (raw, mut tcp) = read(include_str!("../../tests/fixtures/53b0d44/stream-tcp.json"));
-        assert!(f.received_bps.is_some());
+        assert!(f.receiver_bits_per_second.is_some());
         let sent = raw["tcp"]["sender"]["bytes_sent"].as_u64().unwrap();
         assert!(sent > 0);
         tcp.tcp.sender.bytes_retrans = sent / 100;
-        assert_eq!(TrialFigures::of_document(&tcp).loss_ratio, Some((sent / 100) as f64 / sent as f64));
+        assert_eq!(RunFigures::of_stream(&tcp).loss_or_retransmit_ratio(), Some((sent / 100) as f64 / sent as f64));
+        // Saved, a trial keeps the keys searches were always saved with, and reads back.
+        let step = RateTrial {
+            step: 1,
+            phase: Phase::Probe,
+            rate_bps: 0,
+            pps: 1.0,
+            figures: RunFigures::of_stream(&tcp),
+            passed: true,
+            reason: None,
+        };
+        let saved = serde_json::to_value(&step).unwrap();
+        let mut keys: Vec<&str> = saved["figures"].as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["complete", "error", "loss_ratio", "offered_bps", "received_bps"]);
+        assert_eq!(saved["figures"]["loss_ratio"].as_f64(), Some((sent / 100) as f64 / sent as f64));
+        let back: RateTrial = serde_json::from_value(saved.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), saved);
     }
 }

@@ -12,7 +12,8 @@ use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
 use crate::metrics::document::{read_document, Kind, StreamDocument, Tool};
 use crate::metrics::figures::{StreamReport, SCHEMA_VERSION};
-use crate::metrics::summary::Stats;
+use crate::metrics::run_figures::RunFigures;
+use crate::metrics::summary::RunsSummary;
 use crate::session::sender::SendOptions;
 use crate::workload::stream::run_send;
 use serde::{Deserialize, Serialize};
@@ -93,61 +94,13 @@ pub struct SweepPlan {
     pub repeat: u32,
 }
 
-/// The figures of one run, as kept in the results.
+/// One run of a point as kept in the results: its number and its figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RunFigures {
+pub struct SweepRun {
     /// 1-based run number at this point.
     pub run: u32,
-    pub complete: bool,
-    /// The headline (`sum.receiver.bits_per_second`); None when no receiver report came back.
-    pub receiver_bits_per_second: Option<f64>,
-    pub sender_bits_per_second: Option<f64>,
-    /// Receiver host CPU-seconds per GB received.
-    pub cpu_seconds_per_gb: Option<f64>,
-    /// The verdict's bottleneck name.
-    pub verdict: Option<String>,
-    pub error: Option<String>,
-}
-
-impl RunFigures {
-    /// A run's figures from its report, with the verdict's bottleneck name as the caller
-    /// found it.
-    pub(crate) fn of_report(run: u32, r: &StreamReport, verdict: String) -> Self {
-        Self {
-            run,
-            complete: r.complete(),
-            receiver_bits_per_second: r.receiver.as_ref().map(|x| x.bits_per_second()),
-            sender_bits_per_second: Some(r.sender.bits_per_second()),
-            cpu_seconds_per_gb: r.receiver_cpu_seconds_per_gb(),
-            verdict: Some(verdict),
-            error: r.error.clone(),
-        }
-    }
-
-    pub fn failed(run: u32, error: &Error) -> Self {
-        Self {
-            run,
-            complete: false,
-            receiver_bits_per_second: None,
-            sender_bits_per_second: None,
-            cpu_seconds_per_gb: None,
-            verdict: None,
-            error: Some(error.message.clone()),
-        }
-    }
-
-    /// The figures of one run out of a saved `send -J` document.
-    pub fn of_document(run: u32, doc: &StreamDocument) -> Self {
-        Self {
-            run,
-            complete: doc.complete,
-            receiver_bits_per_second: doc.sum.receiver.as_ref().map(|r| r.bits_per_second),
-            sender_bits_per_second: Some(doc.sum.sender.bits_per_second),
-            cpu_seconds_per_gb: doc.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb),
-            verdict: Some(doc.verdict.bottleneck.name().to_owned()),
-            error: doc.error.clone(),
-        }
-    }
+    #[serde(flatten)]
+    pub figures: RunFigures,
 }
 
 /// One point of the series.
@@ -155,32 +108,13 @@ impl RunFigures {
 pub struct SweepPoint {
     pub value: u64,
     pub label: String,
-    pub runs: Vec<RunFigures>,
-}
-
-/// Statistics of a point over its complete runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PointSummary {
-    pub runs: usize,
-    pub complete_runs: usize,
-    pub receiver_bits_per_second: Option<Stats>,
-    pub sender_bits_per_second: Option<Stats>,
-    pub cpu_seconds_per_gb: Option<Stats>,
+    pub runs: Vec<SweepRun>,
 }
 
 impl SweepPoint {
-    pub fn summary(&self) -> PointSummary {
-        let complete: Vec<&RunFigures> = self.runs.iter().filter(|r| r.complete).collect();
-        let stats = |f: fn(&RunFigures) -> Option<f64>| {
-            Stats::of(&complete.iter().filter_map(|r| f(r)).filter(|v| v.is_finite()).collect::<Vec<_>>())
-        };
-        PointSummary {
-            runs: self.runs.len(),
-            complete_runs: complete.len(),
-            receiver_bits_per_second: stats(|r| r.receiver_bits_per_second),
-            sender_bits_per_second: stats(|r| r.sender_bits_per_second),
-            cpu_seconds_per_gb: stats(|r| r.cpu_seconds_per_gb),
-        }
+    /// Statistics of the point over its complete runs.
+    pub fn summary(&self) -> RunsSummary {
+        RunsSummary::of(self.runs.iter().map(|r| &r.figures))
     }
 }
 
@@ -201,18 +135,19 @@ pub struct SweepResult {
 pub struct RunDone<'a> {
     pub point: usize,
     pub label: &'a str,
-    pub figures: &'a RunFigures,
+    pub figures: &'a SweepRun,
     pub report: Option<&'a StreamReport>,
     pub sweep: &'a SweepResult,
 }
 
 /// Runs the sweep against a running `uringbench recv`. The first run failing to start is an
 /// error (nothing to sweep against); later failures are recorded as incomplete runs and the
-/// sweep goes on. `verdict` names what limited a run (the analysis layer's verdict, handed in
-/// by the caller).
+/// sweep goes on. `document` is a run's report as its `send -J` document (written by the
+/// report layer, with the analysis layer's verdict, handed in by the caller): each run's
+/// figures are read from it, as from a saved run.
 pub fn run(
     plan: &SweepPlan,
-    verdict: impl Fn(&StreamReport) -> String,
+    document: impl Fn(&StreamReport) -> StreamDocument,
     mut progress: impl FnMut(RunDone),
 ) -> Result<SweepResult> {
     if plan.values.is_empty() {
@@ -236,11 +171,11 @@ pub fn run(
         for (i, spec) in specs.iter().enumerate() {
             let opts = SendOptions { spec: spec.clone(), ..plan.base.clone() };
             let (figures, report) = match run_send(&opts) {
-                Ok(r) => (RunFigures::of_report(run, &r, verdict(&r)), Some(r)),
+                Ok(r) => (RunFigures::of_stream(&document(&r)), Some(r)),
                 Err(e) if run == 1 && i == 0 => return Err(e),
-                Err(e) => (RunFigures::failed(run, &e), None),
+                Err(e) => (RunFigures::failed(e.message), None),
             };
-            result.points[i].runs.push(figures);
+            result.points[i].runs.push(SweepRun { run, figures });
             let point = &result.points[i];
             progress(RunDone {
                 point: i,
@@ -261,7 +196,7 @@ pub fn run(
 impl SweepResult {
     /// Every run complete.
     pub fn complete(&self) -> bool {
-        self.points.iter().all(|p| p.runs.iter().all(|r| r.complete))
+        self.points.iter().all(|p| p.runs.iter().all(|r| r.figures.complete))
     }
 
     /// The saved document: the result plus per-point summaries.
@@ -323,22 +258,26 @@ pub struct SweepPointEntry {
     pub point: SweepPoint,
     /// Written with every point; [`SweepResult::from_json`] recomputes it from the runs.
     #[serde(default)]
-    pub summary: Option<PointSummary>,
+    pub summary: Option<RunsSummary>,
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn figures(run: u32, gbps: f64, cpu: f64) -> RunFigures {
-        RunFigures {
+    pub(crate) fn figures(run: u32, gbps: f64, cpu: f64) -> SweepRun {
+        SweepRun {
             run,
-            complete: true,
-            receiver_bits_per_second: Some(gbps * 1e9),
-            sender_bits_per_second: Some(gbps * 1e9 + 1e6),
-            cpu_seconds_per_gb: Some(cpu),
-            verdict: Some("sender cpu".into()),
-            error: None,
+            figures: RunFigures {
+                complete: true,
+                receiver_bits_per_second: Some(gbps * 1e9),
+                sender_bits_per_second: Some(gbps * 1e9 + 1e6),
+                cpu_seconds_per_gb: Some(cpu),
+                verdict: Some("sender cpu".into()),
+                error: None,
+                retransmits: Some(run.into()),
+                ..RunFigures::default()
+            },
         }
     }
 
@@ -359,7 +298,7 @@ pub(crate) mod tests {
                     label: "2".into(),
                     runs: vec![
                         figures(1, 15.0, 0.2),
-                        RunFigures::failed(2, &Error::peer("receiver vanished")),
+                        SweepRun { run: 2, figures: RunFigures::failed("receiver vanished") },
                         figures(3, 17.0, 0.22),
                     ],
                 },
@@ -417,19 +356,5 @@ pub(crate) mod tests {
         let mut empty = doc.clone();
         empty["points"] = Value::Array(Vec::new());
         assert!(SweepResult::from_json(&empty).unwrap_err().message.contains("no points"));
-    }
-
-    #[test]
-    fn figures_from_a_saved_send_document() {
-        // A document the release before the typed model wrote, from a real run.
-        let text = include_str!("../../tests/fixtures/53b0d44/stream-tcp.json");
-        let raw: Value = serde_json::from_str(text).unwrap();
-        let doc: StreamDocument = serde_json::from_value(raw.clone()).unwrap();
-        let f = RunFigures::of_document(1, &doc);
-        assert_eq!(f.receiver_bits_per_second, raw["sum"]["receiver"]["bits_per_second"].as_f64());
-        assert_eq!(f.sender_bits_per_second, raw["sum"]["sender"]["bits_per_second"].as_f64());
-        assert_eq!(f.cpu_seconds_per_gb, raw["cpu"]["receiver_per_byte"]["cpu_seconds_per_gb"].as_f64());
-        assert_eq!(f.verdict.as_deref(), raw["verdict"]["bottleneck"].as_str());
-        assert_eq!(f.complete, raw["complete"] == true);
     }
 }

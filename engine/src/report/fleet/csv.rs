@@ -54,13 +54,13 @@ pub fn write_csv(report: &FleetReport, out: &mut dyn std::fmt::Write) -> std::fm
             r.repeat,
             !r.failed(),
             r.exact.map_or(String::new(), |e| e.to_string()),
-            opt_bps(r.receiver_bits_per_second),
-            opt_bps(r.sender_bits_per_second),
-            opt(r.cpu_seconds_per_gb),
+            opt_bps(r.figures.receiver_bits_per_second),
+            opt_bps(r.figures.sender_bits_per_second),
+            opt(r.figures.cpu_seconds_per_gb),
             num(r.sender_total_bytes),
             num(r.receiver_total_bytes),
-            csv_field(r.verdict.as_deref().unwrap_or("")),
-            csv_field(r.error.as_deref().unwrap_or(""))
+            csv_field(r.figures.verdict.as_deref().unwrap_or("")),
+            csv_field(r.figures.error.as_deref().unwrap_or(""))
         )?;
         for (names, facts) in [(&sender, &r.sender_facts), (&receiver, &r.receiver_facts)] {
             for n in names {

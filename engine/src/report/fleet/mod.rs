@@ -17,7 +17,8 @@ mod stream;
 use crate::base::error::{Error, Result};
 use crate::base::spec::Proto;
 use crate::metrics::document::{FleetRunRecord, Kind, Tool};
-use crate::metrics::summary::Stats;
+use crate::metrics::run_figures::RunFigures;
+use crate::metrics::summary::{RunsSummary, Stats};
 use crate::report::chart::{Axis, Chart, Point, Series};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -54,27 +55,23 @@ pub struct FleetRun {
     /// `peer`), None for `uringbench recv`.
     #[serde(default)]
     pub peer: Option<String>,
-    pub complete: bool,
+    /// The figures of its `send -J` document (`complete`, the bit rates, CPU per byte, the
+    /// verdict...); their `error` says why the run failed (None when it did not).
+    #[serde(flatten)]
+    pub figures: RunFigures,
     /// TCP: the sender's and the receiver's totals are equal; None for UDP, no document, or
     /// a peer whose counts cannot be compared (it reports no receiver side to us, or it
     /// omitted a warm-up by its own clock).
     pub exact: Option<bool>,
-    pub receiver_bits_per_second: Option<f64>,
-    pub sender_bits_per_second: Option<f64>,
-    /// Receiver host CPU-seconds per GB received.
-    pub cpu_seconds_per_gb: Option<f64>,
     pub sender_total_bytes: Option<u64>,
     pub receiver_total_bytes: Option<u64>,
-    pub verdict: Option<String>,
-    /// Why the run failed (None when it did not).
-    pub error: Option<String>,
     pub sender_facts: Facts,
     pub receiver_facts: Facts,
 }
 
 impl FleetRun {
     pub fn failed(&self) -> bool {
-        self.error.is_some()
+        self.figures.error.is_some()
     }
 
     /// A host attribute: `NAME` is the sender's fact, `receiver.NAME` the receiver's, and
@@ -104,39 +101,6 @@ fn fact_text(v: &Value) -> Option<String> {
     }
 }
 
-/// Figures over a set of runs: the complete ones enter the statistics.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Aggregate {
-    pub runs: usize,
-    pub complete_runs: usize,
-    pub receiver_bits_per_second: Option<Stats>,
-    pub cpu_seconds_per_gb: Option<Stats>,
-    /// Bottleneck names of the complete runs, most frequent first.
-    pub verdicts: Vec<String>,
-}
-
-impl Aggregate {
-    fn of<'a>(runs: impl IntoIterator<Item = &'a FleetRun>) -> Self {
-        let runs: Vec<&FleetRun> = runs.into_iter().collect();
-        let ok: Vec<&&FleetRun> = runs.iter().filter(|r| !r.failed()).collect();
-        let bps: Vec<f64> = ok.iter().filter_map(|r| r.receiver_bits_per_second).collect();
-        let cpu: Vec<f64> = ok.iter().filter_map(|r| r.cpu_seconds_per_gb).collect();
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for v in ok.iter().filter_map(|r| r.verdict.as_deref()) {
-            *counts.entry(v).or_default() += 1;
-        }
-        let mut verdicts: Vec<(&str, usize)> = counts.into_iter().collect();
-        verdicts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        Self {
-            runs: runs.len(),
-            complete_runs: ok.len(),
-            receiver_bits_per_second: Stats::of(&bps),
-            cpu_seconds_per_gb: Stats::of(&cpu),
-            verdicts: verdicts.into_iter().map(|(v, _)| v.to_owned()).collect(),
-        }
-    }
-}
-
 /// One ordered pair over one kind of address, in one plan entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairSummary {
@@ -145,7 +109,7 @@ pub struct PairSummary {
     pub receiver: String,
     pub address: String,
     #[serde(flatten)]
-    pub figures: Aggregate,
+    pub figures: RunsSummary,
 }
 
 /// The runs sharing one value of an attribute.
@@ -155,7 +119,7 @@ pub struct AttributeGroup {
     /// Distinct (sender, receiver, address) pairs among the runs.
     pub pairs: usize,
     #[serde(flatten)]
-    pub figures: Aggregate,
+    pub figures: RunsSummary,
 }
 
 /// A summary by one attribute, and inside it by address when the plan used several.
@@ -247,7 +211,7 @@ impl FleetReport {
                     sender: r.sender.clone(),
                     receiver: r.receiver.clone(),
                     address: r.address.clone(),
-                    figures: Aggregate::of(members.iter().map(|&i| &runs[i])),
+                    figures: RunsSummary::of(members.iter().map(|&i| &runs[i].figures)),
                 }
             })
             .collect();
@@ -306,7 +270,7 @@ impl FleetReport {
                 receiver: r.receiver.clone(),
                 address: r.address.clone(),
                 repeat: r.repeat,
-                error: r.error.clone(),
+                error: r.figures.error.clone(),
             })
             .collect()
     }
@@ -405,7 +369,7 @@ impl FleetReport {
                     r.receiver,
                     r.address,
                     r.repeat,
-                    r.error.as_deref().unwrap_or("")
+                    r.figures.error.as_deref().unwrap_or("")
                 )?;
             }
         }
@@ -526,7 +490,7 @@ fn attribute_groups<'a>(runs: impl Iterator<Item = &'a FleetRun>, attr: &str) ->
             let pairs =
                 distinct(members.iter().map(|r| format!("{}\n{}\n{}\n{}", r.entry, r.sender, r.receiver, r.address)))
                     .len();
-            AttributeGroup { value: v, pairs, figures: Aggregate::of(members) }
+            AttributeGroup { value: v, pairs, figures: RunsSummary::of(members.iter().map(|r| &r.figures)) }
         })
         .collect()
 }
@@ -645,14 +609,15 @@ pub(crate) mod tests {
     #[test]
     fn merges_plan_and_records_into_pairs() {
         let r = report();
+        let (_, records) = plan_and_records();
         assert_eq!(r.runs.len(), 24);
         assert_eq!(r.pairs.len(), 12, "6 ordered pairs x 2 address kinds");
         let failed = r.failed();
         assert_eq!(failed.len(), 4, "two uncollected, two unreachable");
-        assert!(failed.iter().any(|f| f.error.as_deref().unwrap().starts_with("no result was collected")));
+        assert!(failed.iter().any(|f| f.figures.error.as_deref().unwrap().starts_with("no result was collected")));
         let unreachable = failed.iter().find(|f| f.sender == "h2").unwrap();
         assert_eq!(
-            unreachable.error.as_deref(),
+            unreachable.figures.error.as_deref(),
             Some("h2: unreachable: ssh: connect to host 10.0.0.2 port 22: Connection refused")
         );
         let p = r.pairs.iter().find(|p| p.sender == "h2" && p.receiver == "h1" && p.address == "internal").unwrap();
@@ -662,6 +627,14 @@ pub(crate) mod tests {
         assert_eq!(p.figures.verdicts, vec!["sender cpu"]);
         let lost = r.pairs.iter().find(|p| p.sender == "h3" && p.receiver == "h1" && p.address == "internal").unwrap();
         assert_eq!((lost.figures.complete_runs, lost.figures.receiver_bits_per_second), (0, None));
+        // A run's figures are its document's, under the same keys in the merged document.
+        let sent: StreamDocument = serde_json::from_value(records["0001"].document.clone().unwrap()).unwrap();
+        let run = &r.runs[0];
+        assert_eq!(run.figures.retransmits, Some(sent.tcp.sender.retransmitted_segments));
+        let merged = serde_json::to_value(r.to_document()).unwrap();
+        assert_eq!(merged["runs"][0]["retransmits"].as_u64(), Some(sent.tcp.sender.retransmitted_segments));
+        assert_eq!(merged["runs"][0]["sender_bits_per_second"].as_f64(), Some(sent.sum.sender.bits_per_second));
+        assert_eq!(p.figures.sender_bits_per_second.unwrap().median, 21.5e9, "the sender's rate over the pair");
     }
 
     #[test]
@@ -705,8 +678,8 @@ pub(crate) mod tests {
         .into();
         let r = FleetReport::merge(&plan, &records, Some(&["entry".into()])).unwrap();
         assert_eq!(r.runs[0].exact, Some(false));
-        assert_eq!(r.runs[0].error.as_deref(), Some("sender wrote 100 bytes, receiver counted 99"));
-        assert_eq!(r.runs[1].error.as_deref(), Some("the receiver vanished"));
+        assert_eq!(r.runs[0].figures.error.as_deref(), Some("sender wrote 100 bytes, receiver counted 99"));
+        assert_eq!(r.runs[1].figures.error.as_deref(), Some("the receiver vanished"));
         assert!(r.render_text().contains("NO"));
     }
 
@@ -741,7 +714,7 @@ pub(crate) mod tests {
         let failed: Vec<bool> = r.runs.iter().map(FleetRun::failed).collect();
         assert_eq!(failed, [false, true, false, false]);
         assert_eq!(r.runs[3].attribute("peer").as_deref(), Some("ntttcp"));
-        assert_eq!((r.runs[3].receiver_total_bytes, r.runs[0].cpu_seconds_per_gb), (None, None));
+        assert_eq!((r.runs[3].receiver_total_bytes, r.runs[0].figures.cpu_seconds_per_gb), (None, None));
     }
 
     #[test]

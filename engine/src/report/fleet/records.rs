@@ -143,41 +143,36 @@ pub(super) fn run_of(
         target: record.and_then(|r| r.target.clone()),
         repeat: planned.repeat.unwrap_or(1),
         peer: None,
-        complete: false,
+        figures: RunFigures::default(),
         exact: None,
-        receiver_bits_per_second: None,
-        sender_bits_per_second: None,
-        cpu_seconds_per_gb: None,
         sender_total_bytes: None,
         receiver_total_bytes: None,
-        verdict: None,
-        error: None,
         sender_facts,
         receiver_facts,
     };
     let Some(rec) = record else {
-        run.error = Some("no result was collected (the run did not start or its record was lost)".into());
+        run.figures = RunFigures::failed("no result was collected (the run did not start or its record was lost)");
         return Ok(run);
     };
     let doc = match rec.stream_document() {
         Some(Ok(doc)) => doc,
         Some(Err(e)) => {
-            run.error = Some(format!("the send -J document does not read: {e}"));
+            run.figures = RunFigures::failed(format!("the send -J document does not read: {e}"));
             return Ok(run);
         }
         None => {
-            run.error = Some(record_error(rec).unwrap_or_else(|| "no send -J document came back".into()));
+            run.figures =
+                RunFigures::failed(record_error(rec).unwrap_or_else(|| "no send -J document came back".into()));
             return Ok(run);
         }
     };
-    run.complete = doc.complete;
-    run.receiver_bits_per_second = doc.sum.receiver.as_ref().map(|r| r.bits_per_second);
-    run.sender_bits_per_second = Some(doc.sum.sender.bits_per_second);
-    // Another tool's receiving host is not sampled by us: no CPU per byte there.
-    run.cpu_seconds_per_gb = doc.cpu.receiver_per_byte.filter(|_| doc.peer.is_none()).map(|c| c.cpu_seconds_per_gb);
+    run.figures = RunFigures::of_stream(&doc);
+    if doc.peer.is_some() {
+        // Another tool's receiving host is not sampled by us: no CPU per byte there.
+        run.figures.cpu_seconds_per_gb = None;
+    }
     run.sender_total_bytes = Some(doc.sum.sender.total_bytes);
     run.receiver_total_bytes = doc.sum.receiver.as_ref().map(|r| r.total_bytes);
-    run.verdict = Some(doc.verdict.bottleneck.name().to_owned());
     run.peer = doc.peer.clone();
     // Another tool's counts compare only when it sent them and counted from the same start.
     let comparable = doc.peer.is_none() || (doc.sum.receiver.is_some() && doc.test.warmup_ms == 0);
@@ -187,7 +182,9 @@ pub(super) fn run_of(
             _ => Some(false),
         };
     }
-    run.error = if !run.complete {
+    // The run fails for its own error, and also for a byte count the two ends disagree on or
+    // a non-zero exit of `send`.
+    run.figures.error = if !run.figures.complete {
         Some(doc.error.clone().unwrap_or_else(|| "the test did not complete".into()))
     } else if run.exact == Some(false) {
         Some(format!(

@@ -92,7 +92,7 @@ pub(super) fn experiment_page(saved: &SavedResults, doc: &ExperimentDocument) ->
     }
     let _ = writeln!(body, "<h2>Variants and the settings they applied</h2>\n<div class=\"scroll\"><table id=\"variants\"><tr><th>variant</th><th>runs</th><th>complete</th><th>settings</th><th>applied</th></tr>");
     for v in &doc.variants {
-        let complete = v.runs.iter().filter(|r| crate::analysis::compare::RunMetrics::of_record(r).complete).count();
+        let complete = v.runs.iter().filter(|r| crate::metrics::run_figures::RunFigures::of_record(r).complete).count();
         let _ = writeln!(
             body,
             "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{complete}</td><td>{}</td><td>{}</td></tr>",

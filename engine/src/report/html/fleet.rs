@@ -50,7 +50,7 @@ pub(super) fn fleet_page(report: &FleetReport) -> Page {
                 escape(&r.sender),
                 escape(&r.receiver),
                 escape(&r.address),
-                escape(r.error.as_deref().unwrap_or("incomplete"))
+                escape(r.figures.error.as_deref().unwrap_or("incomplete"))
             );
         }
         let _ = writeln!(body, "</table></div>");

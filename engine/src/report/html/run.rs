@@ -2,7 +2,8 @@
 
 use super::{facts_table, figure, flatten, tool_line, verdict, Page, MAX_LINES};
 use crate::metrics::document::StreamDocument;
-use crate::metrics::summary::Stats;
+use crate::metrics::run_figures::RunFigures;
+use crate::metrics::summary::RunsSummary;
 use crate::report::chart::escape;
 use crate::report::chart::plot::{lines_or_band, Line, Plot, Quantity, Style};
 use crate::report::chart::scale::si;
@@ -363,17 +364,14 @@ pub(super) fn runs_page(files: &[RunFile]) -> Page {
             "Each line: the bytes that run's receiver counted per interval, ×8 ÷ the interval.",
         );
     }
-    let figures: Vec<[Option<f64>; 4]> = runs
-        .iter()
-        .map(|(_, d)| {
-            [
-                d.sum.receiver.as_ref().map(|r| r.bits_per_second),
-                Some(d.sum.sender.bits_per_second),
-                d.cpu.receiver_per_byte.map(|c| c.cpu_seconds_per_gb),
-                Some(d.tcp.sender.retransmitted_segments as f64),
-            ]
-        })
-        .collect();
+    let figures: Vec<RunFigures> = runs.iter().map(|(_, d)| RunFigures::of_stream(d)).collect();
+    // The table's columns: received, offered, receiver CPU-s/GB, retransmits (TCP).
+    let column = |f: &RunFigures, c: usize| match c {
+        0 => f.receiver_bits_per_second,
+        1 => f.sender_bits_per_second,
+        2 => f.cpu_seconds_per_gb,
+        _ => f.retransmits.map(|n| n as f64),
+    };
     let _ = writeln!(body, "<div class=\"scroll\"><table id=\"runs\"><tr><th>run</th><th>received</th><th>offered</th><th>receiver CPU-s/GB</th><th>retransmits</th><th>verdict</th><th>complete</th></tr>");
     let cell = |v: Option<f64>, col: usize| match (v, col) {
         (None, _) => "–".to_owned(),
@@ -386,7 +384,7 @@ pub(super) fn runs_page(files: &[RunFile]) -> Page {
             body,
             "<tr><td>{}</td>{}<td>{}</td><td>{}</td></tr>",
             escape(name),
-            (0..4).map(|c| format!("<td class=\"num\">{}</td>", escape(&cell(f[c], c)))).collect::<String>(),
+            (0..4).map(|c| format!("<td class=\"num\">{}</td>", escape(&cell(column(f, c), c)))).collect::<String>(),
             escape(&d.verdict.bottleneck.to_string()),
             if d.complete { "yes" } else { "no" }
         );
@@ -394,22 +392,26 @@ pub(super) fn runs_page(files: &[RunFile]) -> Page {
     let mut at = 0;
     for file in files {
         let figures = &figures[at..at + file.runs.len()];
-        let complete: Vec<&[Option<f64>; 4]> =
-            file.runs.iter().zip(figures).filter(|((_, d), _)| d.complete).map(|(_, f)| f).collect();
         at += file.runs.len();
         if file.runs.len() < 2 {
             continue; // One run is its own row; no median of one.
         }
-        let stat = |c: usize| Stats::of(&complete.iter().filter_map(|f| f[c]).collect::<Vec<_>>());
+        let summary = RunsSummary::of(figures);
+        let stats = [
+            summary.receiver_bits_per_second,
+            summary.sender_bits_per_second,
+            summary.cpu_seconds_per_gb,
+            summary.retransmits,
+        ];
         let whose = if files.len() > 1 { format!("{}'s ", file.file) } else { String::new() };
         let _ = writeln!(
             body,
             "<tr class=\"medians\"{}><th>median (min–max) of {}{} complete</th>{}<td></td><td></td></tr>",
             if files.len() > 1 { String::new() } else { " id=\"medians\"".to_owned() },
             escape(&whose),
-            complete.len(),
+            summary.complete_runs,
             (0..4)
-                .map(|c| match stat(c) {
+                .map(|c| match stats[c] {
                     Some(s) => format!(
                         "<td class=\"num\">{} ({}–{})</td>",
                         escape(&cell(Some(s.median), c)),

@@ -21,7 +21,7 @@ runs); the unpaced probe at what its sender offered.";
 /// Where a trial sits on the rate axis: the rate asked, or for the unpaced probe what it offered.
 fn offered(t: &RateTrial) -> f64 {
     if t.rate_bps == 0 {
-        t.figures.offered_bps
+        crate::workload::search::offered_bps(&t.figures)
     } else {
         t.rate_bps as f64
     }
@@ -82,7 +82,7 @@ pub(super) fn page(doc: &SearchDocument) -> Page {
             );
         }
     }
-    let received = |t: &RateTrial| t.figures.received_bps;
+    let received = |t: &RateTrial| t.figures.receiver_bits_per_second;
     let mut lines = vec![
         Line {
             key: "passed".into(),
@@ -125,7 +125,7 @@ pub(super) fn page(doc: &SearchDocument) -> Page {
                 key: "loss".into(),
                 name: "loss".into(),
                 style: Style::Bold,
-                points: by_rate(&r.steps, |_| true, |t| t.figures.loss_ratio.map(|l| l * 100.0)),
+                points: by_rate(&r.steps, |_| true, |t| t.figures.loss_or_retransmit_ratio().map(|l| l * 100.0)),
             },
             Line {
                 key: "threshold".into(),
@@ -181,8 +181,8 @@ fn trials_table(out: &mut String, steps: &[RateTrial]) {
             "<tr class=\"trial\"><td class=\"num\">{}</td><td>{phase}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"{}\">{}</td></tr>",
             t.step,
             escape(&si(offered(t), "bit/s")),
-            escape(&t.figures.received_bps.map_or("–".into(), |b| si(b, "bit/s"))),
-            t.figures.loss_ratio.map_or("–".into(), |l| format!("{:.3}%", l * 100.0)),
+            escape(&t.figures.receiver_bits_per_second.map_or("–".into(), |b| si(b, "bit/s"))),
+            t.figures.loss_or_retransmit_ratio().map_or("–".into(), |l| format!("{:.3}%", l * 100.0)),
             if t.passed { "ok" } else { "bad" },
             escape(&result)
         );

@@ -3,6 +3,7 @@
 
 use crate::metrics::document::{Kind, Tool};
 use crate::metrics::figures::IntervalCpu;
+use crate::metrics::run_figures::RunFigures;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -199,6 +200,20 @@ pub struct HttpDocument {
     pub errors_total: u64,
     #[serde(flatten)]
     pub report: HttpReport,
+}
+
+impl HttpDocument {
+    /// The run's figures: its transactions per second and p99 latency (an http run has no
+    /// verdict).
+    pub fn figures(&self) -> RunFigures {
+        RunFigures {
+            complete: self.report.complete,
+            error: self.report.interrupted.clone(),
+            transactions_per_second: Some(self.report.transactions_per_second),
+            p99_us: Some(self.report.latency_us.p99 as f64),
+            ..RunFigures::default()
+        }
+    }
 }
 
 /// `status` read back: JSON object keys are strings, and a flattened document hands them over
