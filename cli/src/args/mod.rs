@@ -415,6 +415,15 @@ pub struct RecvArgs {
     /// test's cookie on the wire can then join it (docs/public-receiver.md).
     #[arg(long)]
     pub flows_from_any_address: bool,
+    /// With --iperf2, --iperf3 or --ntttcp: each finished test as the JSON document of `send
+    /// -J` (with `peer`), one per line on stdout; the log lines go to stderr.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+    /// With --iperf2, --iperf3 or --ntttcp: one JSON object per line: a start event as each
+    /// test begins, interval events as they close (--iperf3), an end event with its document;
+    /// the log lines go to stderr (docs/output.md).
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
     /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
     #[arg(long, value_enum, default_value_t = Engine::Uring)]
     pub engine: Engine,
