@@ -174,6 +174,32 @@ fn ntttcp_sender_to_recv_json() {
     assert!(doc["cpu"]["receiver_per_byte"].is_null(), "no CPU sampled, no CPU per byte: {doc}");
 }
 
+/// A document that cannot be written is an error: `recv --iperf3 --once -J` with stdout on
+/// /dev/full serves its test and exits 1 naming stdout, as `send -J` does.
+#[test]
+fn recv_json_to_a_full_disk_is_exit_1() {
+    let Some((_serial, pair)) = peer_pair("iperf3", "ubj5") else { return };
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let recv = pair
+        .cmd(&pair.receiver_ns(), bin(), &["recv", "--iperf3", "--once", "-J"])
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn recv --iperf3");
+    let recv = pair.listening(recv, "5201");
+    let (client, _) = run_bounded(
+        pair.cmd(&pair.sender_ns(), "iperf3", &["-c", RECV_ADDR, "-t", "1", "-J"]),
+        Duration::from_secs(20),
+    );
+    assert!(client.status.success(), "the test itself ran: {}", String::from_utf8_lossy(&client.stdout));
+    let out = finish(recv, Duration::from_secs(15));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "a failed write is exit 1: {stderr}");
+    assert!(stderr.contains("writing stdout") && stderr.contains("No space left"), "{stderr}");
+    assert!(stderr.contains("[1] iperf3 TCP test from 10.77.0.1"), "the test's line is still told: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// The native receiver has no document of its own (a uringbench sender's has both ends):
 /// `recv -J` without a peer tool is a one-line usage error.
 #[test]
