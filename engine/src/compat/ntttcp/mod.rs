@@ -180,7 +180,7 @@ pub struct NtttcpTestSummary {
     pub errors: Vec<String>,
     /// The test as the native report has it (`recv --ntttcp -J`): one queue per port, our
     /// counts as the receiver's side; the sender's side is empty (NTttcp tells us nothing).
-    pub report: Option<StreamReport>,
+    pub report: Option<Box<StreamReport>>,
 }
 
 impl NtttcpTestSummary {
@@ -243,7 +243,7 @@ impl NtttcpTestSummary {
                 q.bytes = bytes;
             }
         }
-        self.report = Some(report);
+        self.report = Some(Box::new(report));
         self
     }
 }
