@@ -466,4 +466,46 @@ mod tests {
         assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
         assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
     }
+
+    fn interval(bytes: u64) -> IntervalFigures {
+        IntervalFigures {
+            start: 0.0,
+            end: 1.0,
+            bytes: vec![bytes],
+            tcp: Default::default(),
+            tcp_flows: Vec::new(),
+            tcp_retransmits: Vec::new(),
+            udp: None,
+            cpu: None,
+        }
+    }
+
+    #[test]
+    fn intervals_are_told_as_they_close_numbered_per_role() {
+        let told: Arc<Mutex<Vec<(Role, usize, u64)>>> = Arc::default();
+        let into = Arc::clone(&told);
+        let live = Intervals::new(&StopToken::new())
+            .telling(Box::new(move |role, n, i| into.lock().unwrap().push((role, n, i.bytes[0]))));
+        for (role, bytes) in [(Role::Receiver, 10), (Role::Sender, 20), (Role::Receiver, 30)] {
+            live.interval(role, interval(bytes));
+        }
+        let expected = vec![(Role::Receiver, 0, 10), (Role::Sender, 0, 20), (Role::Receiver, 1, 30)];
+        assert_eq!(*told.lock().unwrap(), expected);
+        // Told and still kept for the report.
+        assert_eq!(live.take(Role::Receiver).iter().map(|i| i.bytes[0]).collect::<Vec<_>>(), [10, 30]);
+    }
+
+    #[test]
+    fn a_received_report_is_ours_on_the_receiving_side() {
+        let spec = TestSpec { queues: 2, ..TestSpec::default() };
+        let local = ("10.77.0.2:5001".to_string(), IpAddr::from([10, 77, 0, 1]));
+        let report = received_report(spec.clone(), local.clone(), "iperf2", (&[(0, 100), (1, 200)], 2.0), Vec::new());
+        let receiver = report.receiver.as_ref().expect("our side");
+        assert_eq!((receiver.total_bytes(), receiver.bytes(), receiver.window_seconds), (300, 300, 2.0));
+        assert_eq!(receiver.queues.iter().map(|q| q.flows).collect::<Vec<_>>(), [1, 1]);
+        assert_eq!((report.sender.total_bytes(), report.roles.clone()), (0, Roles::inbound("10.77.0.1")));
+        assert!(report.complete(), "{report:?}");
+        let failed = received_report(spec, local, "iperf2", (&[(0, 100)], 1.0), vec!["cut".into()]);
+        assert!(!failed.complete() && failed.first_error().as_deref() == Some("cut"));
+    }
 }

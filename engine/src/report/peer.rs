@@ -108,3 +108,29 @@ fn unsampled_cpu(doc: &mut StreamDocument, stream: &StreamReport) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::spec::TestSpec;
+
+    #[test]
+    fn a_received_document_names_the_sender_and_claims_no_unsampled_cpu() {
+        let spec = TestSpec { queues: 2, ..TestSpec::default() };
+        let local = ("10.77.0.2:5001".to_string(), std::net::IpAddr::from([10, 77, 0, 1]));
+        let mut report =
+            crate::compat::received_report(spec, local, "iperf2", (&[(0, 1_000_000), (1, 2_000_000)], 1.0), Vec::new());
+        // A host that did spend CPU, unsampled: no CPU per byte may come of it.
+        if let Some(r) = report.receiver.as_mut() {
+            r.cpu.host_busy_seconds = 0.5;
+        }
+        let doc = received_document(&report, "iperf2", Some("2.1.8"), true);
+        assert_eq!((doc.peer.as_deref(), doc.peer_version.as_deref()), (Some("iperf2"), Some("2.1.8")));
+        assert!(doc.cpu.receiver_per_byte.is_none() && doc.cpu.sender_per_byte.is_none());
+        assert_eq!(doc.queues.iter().map(|q| q.flows).collect::<Vec<_>>(), [1, 1], "the receiver's flows");
+        assert_eq!(doc.sum.receiver.as_ref().map(|r| r.total_bytes), Some(3_000_000));
+        assert!(doc.complete);
+        let json = serde_json::to_value(&doc).expect("serializes");
+        assert_eq!(json["peer_version"], "2.1.8");
+    }
+}
