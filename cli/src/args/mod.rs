@@ -28,7 +28,8 @@ Exit status: 0 the test completed, 1 it failed or was incomplete, 2 a usage erro
 const RECV_EXAMPLES: &str = "Examples:
   uringbench recv                                  # serve tests on port 5300, one after another
   uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test
-  uringbench recv --psk-file /etc/uringbench/psk --allow 10.0.0.0/8   # a receiver others can reach";
+  uringbench recv --psk-file /etc/uringbench/psk --allow 10.0.0.0/8   # a receiver others can reach
+  uringbench recv --iperf3 --once -J > test.json   # one `iperf3 -c` test, our report as JSON";
 
 const SEND_EXAMPLES: &str = "Examples:
   uringbench send -c 10.0.0.2 -P 16 -t 30s         # 16 queues for 30 s, receiver-verified report
