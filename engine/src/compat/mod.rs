@@ -281,9 +281,11 @@ impl Intervals {
 
 impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
+        // A serving receiver's stop is this host's as the receiver (its document says so).
+        let here = if self.idle.is_some() { "receiver" } else { "sender" };
         self.stop
             .cause()
-            .map(|cause| format!("{cause} on the sender"))
+            .map(|cause| format!("{cause} on the {here}"))
             .or_else(|| self.ended.get().cloned())
             .or_else(|| self.stalled())
     }
