@@ -4,10 +4,9 @@
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
 use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
-use crate::sink::Sink;
+use crate::{peer_out::PeerOut, sink::Sink};
 use std::{net::SocketAddr, sync::Arc};
 use uringbench::{
-    escape_controls,
     iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary},
     peer_text,
     units::format_bits_per_second,
@@ -114,29 +113,41 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
 pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, crate::args::Peer::Iperf2))?;
     let listeners = bind_receiver(&opts)?;
-    let events: Iperf2EventSink = Arc::new(|event: Iperf2Event| {
-        print_line(&peer_event_line("--iperf2", event, test_line, |tcp, udp, caps| {
+    let out = PeerOut::of(args, &opts.stop);
+    let events: Iperf2EventSink = Arc::new(move |event: Iperf2Event| {
+        let doc = match &event {
+            PeerEvent::TestDone(s) if out.writes_json() => Some(s.to_document()),
+            _ => None,
+        };
+        peer_event(out, "--iperf2", event, test_line, |tcp, udp, caps| {
             format!(
                 "listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`); \
                  limits: {} connections sending their header ({} per address), {} flows, {} UDP sessions",
                 caps.pending, caps.pending_per_source, caps.flows, caps.udp_sessions
             )
-        }));
+        });
+        if let Some(doc) = doc {
+            out.done(Some(doc), String::new);
+        }
     });
     let ok = serve(opts, listeners, events)?;
     Ok(if ok { 0 } else { 1 })
 }
 
-/// One line for what a peer receiver (`recv --iperf2`, `recv --iperf3`: `flag`) tells;
-/// `test_line` and `listening` say what only that tool's receiver says.
-pub fn peer_event_line<T>(
+/// Writes what a peer receiver (`recv --iperf2`, `recv --iperf3`: `flag`) tells to `out`: a
+/// log line, or a `--json-stream` event; `test_line` and `listening` say what only that
+/// tool's receiver says. (A finished test's document is the caller's: it knows its type.)
+pub fn peer_event<T>(
+    out: PeerOut,
     flag: &str,
     event: PeerEvent<T>,
     test_line: impl Fn(&T) -> String,
     listening: impl Fn(SocketAddr, SocketAddr, PeerCaps) -> String,
-) -> String {
+) {
     let tool = flag.trim_start_matches('-');
-    match event {
+    let line = match event {
+        PeerEvent::Started(start) => return out.started(&start, tool),
+        PeerEvent::Interval { role, n, figures } => return out.interval(role, n, &figures),
         PeerEvent::Listening { tcp, udp, caps } => format!("uringbench recv {flag}: {}", listening(tcp, udp, caps)),
         PeerEvent::TestDone(summary) => test_line(&summary),
         PeerEvent::Refused { proto, peer, reason } => {
@@ -150,7 +161,8 @@ pub fn peer_event_line<T>(
         PeerEvent::Paused { proto, reason } => {
             format!("uringbench recv {flag}: {} paused: {reason}", proto_name(proto))
         }
-    }
+    };
+    out.log(&line);
 }
 
 /// The options of a receiver serving another tool's clients (`--iperf2`, `--iperf3`, named
@@ -239,12 +251,6 @@ fn refuse_native_limits(args: &RecvArgs, flag: &str) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// One line of a receiver's log on stdout, flushed: reasons and errors may quote what a peer
-/// sent, so control characters are escaped (one line each, whatever it sent).
-pub fn print_line(line: &str) {
-    Sink::stdout().text(&format!("{}\n", escape_controls(line)));
 }
 
 fn proto_name(proto: Proto) -> &'static str {

@@ -3,15 +3,16 @@
 //! into the engine's options (shared with `--iperf2`: [`peer_send_options`],
 //! [`peer_recv_options`]) and prints what comes back.
 
-use super::iperf2_mode::{peer_event_line, peer_recv_options, peer_send_options, print_line, print_report};
+use super::iperf2_mode::{peer_event, peer_recv_options, peer_send_options, print_report};
 use super::{RecvArgs, RsaPaddingArg, SendArgs};
+use crate::peer_out::PeerOut;
 use std::sync::Arc;
 use uringbench::units::format_bits_per_second;
 use uringbench::{
     iperf3_bind, iperf3_send_as, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
     ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3RsaPadding,
-    Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, NtttcpWindow, StopToken,
-    IPERF3_PORT,
+    Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, NtttcpWindow, PeerEvent,
+    StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -56,8 +57,13 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     };
     let users = auth.as_ref().map(Iperf3ServerAuth::users);
     let listener = iperf3_bind(&opts)?;
+    let out = PeerOut::of(args, &opts.stop);
     let events: Iperf3EventSink = Arc::new(move |event: Iperf3Event| {
-        print_line(&peer_event_line("--iperf3", event, test_line, |tcp, _, caps| {
+        let done = match &event {
+            PeerEvent::TestDone(s) if out.writes_json() => Some((s.to_document(), s.errors.join("; "))),
+            _ => None,
+        };
+        peer_event(out, "--iperf3", event, test_line, |tcp, _, caps| {
             let auth = users.map_or(String::new(), |n| {
                 format!(" with RSA credentials of {n} authorized user{}", if n == 1 { "" } else { "s" })
             });
@@ -68,7 +74,10 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
                 caps.pending_per_source,
                 caps.flows.min(128)
             )
-        }));
+        });
+        if let Some((doc, error)) = done {
+            out.done(doc, || error);
+        }
     });
     let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line, auth)?;
     Ok(if ok { 0 } else { 1 })
@@ -93,8 +102,13 @@ pub fn send_ntttcp(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<
 pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let mut opts = peer_recv_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
     opts.port = args.ntttcp_port;
-    let events: NtttcpEventSink = Arc::new(|event: NtttcpEvent| {
-        print_line(&match event {
+    let out = PeerOut::of(args, &opts.stop);
+    let events: NtttcpEventSink = Arc::new(move |event: NtttcpEvent| {
+        let done = match &event {
+            NtttcpEvent::TestDone(s) if out.writes_json() => Some((s.to_document(), s.errors.join("; "))),
+            _ => None,
+        };
+        out.log(&match event {
             NtttcpEvent::Listening { addr, base, ports, caps, udp: false } => format!(
                 "uringbench recv --ntttcp: listening on {addr} TCP ports {base}..{} for NTttcp senders in no-sync mode; limit: {} connections",
                 u32::from(base) + ports - 1,
@@ -104,9 +118,13 @@ pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<
                 "uringbench recv --ntttcp: listening on {addr} UDP ports {base}..{} for NTttcp senders in no-sync mode",
                 u32::from(base) + ports - 1,
             ),
+            NtttcpEvent::Started(start) => return out.started(&start, "ntttcp"),
             NtttcpEvent::TestDone(s) => ntttcp_line(&s),
             NtttcpEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
         });
+        if let Some((doc, error)) = done {
+            out.done(doc, || error);
+        }
     });
     let ok = if args.udp {
         let window = NtttcpWindow { warmup: args.warmup, time: args.time, cooldown: args.cooldown };

@@ -8,6 +8,7 @@ mod iperf_cli;
 mod knobs;
 mod live_out;
 mod metrics_endpoint;
+mod peer_out;
 mod progress;
 mod recv_cmd;
 mod shipped;

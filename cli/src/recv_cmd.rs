@@ -27,6 +27,12 @@ pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     if matches!(peer, Peer::Iperf3 | Peer::Ntttcp) && args.engine == xdp_mode::Engine::Xdp {
         return Err(Error::usage("--engine xdp is not available with --iperf3 or --ntttcp"));
     }
+    if (args.json || args.json_stream) && !peer.is_tool() {
+        return Err(Error::usage(
+            "recv -J and --json-stream write the documents of tests another tool sends (with --iperf2, --iperf3 or --ntttcp): \
+             a uringbench sender's `send -J` has both ends' figures",
+        ));
+    }
     match peer {
         Peer::Iperf2 => return iperf2_mode::recv(&args, fast, stop),
         Peer::Iperf3 => return iperf3_mode::recv(&args, fast, stop),

@@ -100,7 +100,9 @@ pub use crate::compat::{Caps as PeerCaps, PeerEvent, PeerEventSink, PeerRecvOpti
 pub use crate::wire::iperf3::IPERF3_PORT;
 
 // What a test reports, and the documents it is saved as (docs/output.md, docs/schema/).
-pub use crate::metrics::document::{Kind, RepeatDocument, RunRecord, StreamDocument, Tool, TransactionDocument};
+pub use crate::metrics::document::{
+    FailedRun, Kind, RepeatDocument, RunRecord, StreamDocument, Tool, TransactionDocument,
+};
 pub use crate::metrics::figures::{Host, IntervalFigures, Role, Roles, SideReport, StreamReport, SCHEMA_VERSION};
 pub use crate::metrics::latency::{LatencyInterval, WorkingLatency};
 pub use crate::metrics::run_figures::RunFigures;
@@ -115,6 +117,7 @@ pub mod output {
     pub use crate::report::export::{csv_rows, CSV_HEADER};
     pub use crate::report::html::render as html_page;
     pub use crate::report::latency::latency_interval_line;
+    pub use crate::report::peer::{received_interval_event, received_start_event};
     pub use crate::report::rr::{rr_header, rr_interval_json, rr_interval_line, rr_interval_titles};
     pub use crate::report::saved::SavedResults;
     pub use crate::report::stream::{

@@ -28,7 +28,8 @@ Exit status: 0 the test completed, 1 it failed or was incomplete, 2 a usage erro
 const RECV_EXAMPLES: &str = "Examples:
   uringbench recv                                  # serve tests on port 5300, one after another
   uringbench recv --cpus 2-5 --once                # queue threads on CPUs 2..5, exit after one test
-  uringbench recv --psk-file /etc/uringbench/psk --allow 10.0.0.0/8   # a receiver others can reach";
+  uringbench recv --psk-file /etc/uringbench/psk --allow 10.0.0.0/8   # a receiver others can reach
+  uringbench recv --iperf3 --once -J > test.json   # one `iperf3 -c` test, our report as JSON";
 
 const SEND_EXAMPLES: &str = "Examples:
   uringbench send -c 10.0.0.2 -P 16 -t 30s         # 16 queues for 30 s, receiver-verified report
@@ -415,6 +416,15 @@ pub struct RecvArgs {
     /// test's cookie on the wire can then join it (docs/public-receiver.md).
     #[arg(long)]
     pub flows_from_any_address: bool,
+    /// With --iperf2, --iperf3 or --ntttcp: each finished test as the JSON document of `send
+    /// -J` (with `peer`), one per line on stdout; the log lines go to stderr.
+    #[arg(short = 'J', long)]
+    pub json: bool,
+    /// With --iperf2, --iperf3 or --ntttcp: one JSON object per line: a start event as each
+    /// test begins, interval events as they close (--iperf3), an end event with its document;
+    /// the log lines go to stderr (docs/output.md).
+    #[arg(long, conflicts_with = "json")]
+    pub json_stream: bool,
     /// uring: sockets; xdp: forward UDP tests on AF_XDP sockets with uringbench's XDP program.
     #[arg(long, value_enum, default_value_t = Engine::Uring)]
     pub engine: Engine,

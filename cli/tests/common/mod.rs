@@ -418,3 +418,13 @@ pub fn low_memlock(pair: &NetnsPair, ns: &str, bytes: &str, args: &[&str]) -> st
     all.extend_from_slice(args);
     run_bounded(pair.cmd(ns, "setpriv", &all), Duration::from_secs(30)).0
 }
+
+/// Asserts that `doc` validates against the published JSON Schema `name` (docs/schema/).
+pub fn assert_matches_schema(doc: &serde_json::Value, name: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/schema").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| format!("{}: {e}", e.instance_path)).collect();
+    assert!(errors.is_empty(), "the document against {name}: {errors:#?}\n{doc}");
+}

@@ -19,7 +19,7 @@ use crate::metrics::figures::{IntervalFigures, PathFacts, Role, Roles, SideRepor
 use crate::metrics::measure::{QueueCounters, Window};
 use crate::runtime::placement::{BusyPoll, Placement};
 use crate::session::gate::{GateEvent, GateLimits, PAUSE};
-use crate::session::live::Live;
+use crate::session::live::{Live, StartInfo};
 use crate::session::progress::NoProgress;
 use crate::session::sender::decide_zerocopy;
 use crate::sys::netpath::PathProbe;
@@ -132,6 +132,12 @@ impl Caps {
 pub enum PeerEvent<T> {
     /// Serving: TCP connections on `tcp`, UDP datagrams on `udp`.
     Listening { tcp: SocketAddr, udp: SocketAddr, caps: Caps },
+    /// A client test began (`--json-stream`'s `start`): the test as far as it is known, our
+    /// address and the client's, our placement.
+    Started(StartInfo),
+    /// One interval of a running test's side on this host closed (`recv --iperf3`: our
+    /// loops sample the window; the other receivers count each flow to its end only).
+    Interval { role: Role, n: usize, figures: IntervalFigures },
     /// A client test (all its flows) ended.
     TestDone(T),
     /// A client asked for something we do not do (or came while we were busy); TCP: the
@@ -224,18 +230,29 @@ fn client_halves<'a>(
     Ok(TcpHalves { spec, placement, caps, zc, iface: path.interface().map(str::to_string), queues: None })
 }
 
-/// Our side's intervals, kept by role; a stop of the token, [`Intervals::end`], or (on a
-/// receiver) flows that move nothing for the no-progress limit stop the test.
+/// Told each interval of our side as it closes: the role our side plays, the interval's
+/// number in that role from 0, its figures.
+type IntervalTell = Box<dyn Fn(Role, usize, &IntervalFigures) + Send + Sync>;
+
+/// Our side's intervals, kept by role (and told, when someone listens); a stop of the token,
+/// [`Intervals::end`], or (on a receiver) flows that move nothing for the no-progress limit
+/// stop the test.
 struct Intervals {
     kept: Mutex<Vec<(Role, IntervalFigures)>>,
     stop: StopToken,
     ended: OnceLock<String>,
     idle: Option<NoProgress>,
+    tell: Option<IntervalTell>,
 }
 
 impl Intervals {
     fn new(stop: &StopToken) -> Self {
-        Intervals { kept: Mutex::default(), stop: stop.clone(), ended: OnceLock::new(), idle: None }
+        Intervals { kept: Mutex::default(), stop: stop.clone(), ended: OnceLock::new(), idle: None, tell: None }
+    }
+
+    /// The same, telling each interval to `tell` as it closes.
+    fn telling(self, tell: IntervalTell) -> Self {
+        Intervals { tell: Some(tell), ..self }
     }
 
     /// A receiver's test: it also ends once its flows moved nothing for `opts.no_progress`.
@@ -264,14 +281,25 @@ impl Intervals {
 
 impl Live for Intervals {
     fn stopped(&self) -> Option<String> {
+        // A serving receiver's stop is this host's as the receiver (its document says so).
+        let here = if self.idle.is_some() { "receiver" } else { "sender" };
         self.stop
             .cause()
-            .map(|cause| format!("{cause} on the sender"))
+            .map(|cause| format!("{cause} on the {here}"))
             .or_else(|| self.ended.get().cloned())
             .or_else(|| self.stalled())
     }
     fn interval(&self, role: Role, interval: IntervalFigures) {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner()).push((role, interval));
+        let told = self.tell.as_ref().map(|_| interval.clone());
+        let n = {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            kept.push((role, interval));
+            kept.iter().filter(|(r, _)| *r == role).count() - 1
+        };
+        // Told outside the lock: a slow reader of the output holds up only this call.
+        if let (Some(tell), Some(interval)) = (&self.tell, told) {
+            tell(role, n, &interval);
+        }
     }
     fn progress(&self, role: Role, bytes: u64) {
         if let Some(idle) = &self.idle {
@@ -289,6 +317,26 @@ impl Live for Intervals {
 fn stream_report(
     spec: TestSpec,
     target: SocketAddr,
+    sender: SideReport,
+    receiver: Option<SideReport>,
+    error: Option<String>,
+    path: &PathProbe,
+    live: &Intervals,
+) -> StreamReport {
+    let ours = match &receiver {
+        Some(r) if r.host.is_some() && sender.host.is_none() => Role::Receiver,
+        _ => Role::Sender,
+    };
+    stream_report_as(ours, spec, target, sender, receiver, error, path, live)
+}
+
+/// [`stream_report`] with our side named: the one playing `ours` (a receiver serving another
+/// tool's client knows which it is, whatever its host sample).
+#[allow(clippy::too_many_arguments)]
+fn stream_report_as(
+    ours: Role,
+    spec: TestSpec,
+    target: SocketAddr,
     mut sender: SideReport,
     mut receiver: Option<SideReport>,
     error: Option<String>,
@@ -296,7 +344,7 @@ fn stream_report(
     live: &Intervals,
 ) -> StreamReport {
     let ours = match receiver.as_mut() {
-        Some(r) if r.host.is_some() && sender.host.is_none() => r,
+        Some(r) if ours == Role::Receiver => r,
         _ => &mut sender,
     };
     ours.intervals = live.take(ours.role);
@@ -343,6 +391,38 @@ fn far_side(spec: &TestSpec, role: Role, bytes: &[(u32, u64)], seconds: f64, too
     side
 }
 
+/// A test a foreign sender ran against a receiver that counts each flow on its own
+/// (`recv --iperf2`, `recv --ntttcp`), as the native report: our side from `bytes` per flow
+/// (with its queue) over `seconds` from its first byte to its last, with `errors`; the
+/// sender's side empty, as that tool tells its receiver nothing (its own output says what it
+/// sent). `local` is our address the sender reached, `peer` the sender.
+pub(crate) fn received_report(
+    spec: TestSpec,
+    (local, peer): (String, IpAddr),
+    tool: &str,
+    (bytes, seconds): (&[(u32, u64)], f64),
+    errors: Vec<String>,
+) -> StreamReport {
+    let mut receiver = far_side(&spec, Role::Receiver, bytes, seconds, tool);
+    receiver.placement = format!("uringbench recv --{tool}: a thread per flow");
+    receiver.complete = errors.is_empty();
+    receiver.errors = errors;
+    let mut sender = far_side(&spec, Role::Sender, &[], 0.0, tool);
+    sender.placement = format!("{tool} sender (reports nothing to its receiver)");
+    StreamReport {
+        spec,
+        target: local,
+        roles: Roles::inbound(peer.to_string()),
+        sender,
+        receiver: Some(receiver),
+        error: None,
+        path: PathFacts::default(),
+        reverse: None,
+        interrupted: None,
+        latency: None,
+    }
+}
+
 /// Counts one TCP flow's bytes to EOF (or until `halt`) with the io_uring receive loop, on the
 /// calling thread: (bytes, errors). `pace` is the test's (rate in bits/s, flows): a paced
 /// flow is read at most 1 ms of its data per wake-up, as the stream receiver does.
@@ -387,5 +467,47 @@ mod tests {
         let big = Caps::for_limit(1 << 20, 256);
         assert_eq!(big, Caps { pending: MAX_PENDING, pending_per_source: PER_SOURCE, flows: 256, udp_sessions: 64 });
         assert_eq!(Caps::for_limit(3, 0), Caps { pending: 1, pending_per_source: 1, flows: 1, udp_sessions: 1 });
+    }
+
+    fn interval(bytes: u64) -> IntervalFigures {
+        IntervalFigures {
+            start: 0.0,
+            end: 1.0,
+            bytes: vec![bytes],
+            tcp: Default::default(),
+            tcp_flows: Vec::new(),
+            tcp_retransmits: Vec::new(),
+            udp: None,
+            cpu: None,
+        }
+    }
+
+    #[test]
+    fn intervals_are_told_as_they_close_numbered_per_role() {
+        let told: Arc<Mutex<Vec<(Role, usize, u64)>>> = Arc::default();
+        let into = Arc::clone(&told);
+        let live = Intervals::new(&StopToken::new())
+            .telling(Box::new(move |role, n, i| into.lock().unwrap().push((role, n, i.bytes[0]))));
+        for (role, bytes) in [(Role::Receiver, 10), (Role::Sender, 20), (Role::Receiver, 30)] {
+            live.interval(role, interval(bytes));
+        }
+        let expected = vec![(Role::Receiver, 0, 10), (Role::Sender, 0, 20), (Role::Receiver, 1, 30)];
+        assert_eq!(*told.lock().unwrap(), expected);
+        // Told and still kept for the report.
+        assert_eq!(live.take(Role::Receiver).iter().map(|i| i.bytes[0]).collect::<Vec<_>>(), [10, 30]);
+    }
+
+    #[test]
+    fn a_received_report_is_ours_on_the_receiving_side() {
+        let spec = TestSpec { queues: 2, ..TestSpec::default() };
+        let local = ("10.77.0.2:5001".to_string(), IpAddr::from([10, 77, 0, 1]));
+        let report = received_report(spec.clone(), local.clone(), "iperf2", (&[(0, 100), (1, 200)], 2.0), Vec::new());
+        let receiver = report.receiver.as_ref().expect("our side");
+        assert_eq!((receiver.total_bytes(), receiver.bytes(), receiver.window_seconds), (300, 300, 2.0));
+        assert_eq!(receiver.queues.iter().map(|q| q.flows).collect::<Vec<_>>(), [1, 1]);
+        assert_eq!((report.sender.total_bytes(), report.roles.clone()), (0, Roles::inbound("10.77.0.1")));
+        assert!(report.complete(), "{report:?}");
+        let failed = received_report(spec, local, "iperf2", (&[(0, 100)], 1.0), vec!["cut".into()]);
+        assert!(!failed.complete() && failed.first_error().as_deref() == Some("cut"));
     }
 }

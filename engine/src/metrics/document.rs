@@ -126,6 +126,10 @@ pub struct StreamDocument {
     /// --iperf2`, `--iperf3`, `--ntttcp`; docs/peers.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+    /// With `peer`, in the documents of `recv --iperf2`, `--iperf3` and `--ntttcp` (where the
+    /// other tool sent): its version as its client announced it (absent when it did not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_version: Option<String>,
     /// The receiver's control address as connected.
     pub target: String,
     /// Which host sent this direction's data and which received it: this host (the one that

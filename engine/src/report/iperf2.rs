@@ -2,8 +2,9 @@
 //! what only iperf2 mode knows (`peer: "iperf2"`, FINs sent, iperf -s's own byte count).
 
 use crate::compat::iperf2::client::Iperf2Report;
+use crate::compat::iperf2::Iperf2TestSummary;
 use crate::metrics::document::StreamDocument;
-use crate::report::peer::{peer_document, peer_json, peer_text};
+use crate::report::peer::{peer_document, peer_json, peer_text, received_document};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -50,5 +51,13 @@ impl Iperf2Report {
             let _ = writeln!(out, "note: {note}");
         }
         out
+    }
+}
+
+impl Iperf2TestSummary {
+    /// `recv --iperf2 -J`'s document of the test ([`received_document`]): our counts as the
+    /// receiver's side, the client's version as `peer_version`.
+    pub fn to_document(&self) -> StreamDocument {
+        received_document(&self.report, "iperf2", self.client_version.as_deref(), self.complete())
     }
 }

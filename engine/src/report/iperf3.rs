@@ -7,7 +7,7 @@ use crate::base::units::format_bits_per_second;
 use crate::compat::iperf3::client::Iperf3Report;
 use crate::compat::iperf3::Iperf3TestSummary;
 use crate::metrics::document::StreamDocument;
-use crate::report::peer::{peer_document, peer_json, peer_text};
+use crate::report::peer::{peer_document, peer_json, peer_text, received_document};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -120,6 +120,20 @@ impl Iperf3Report {
 }
 
 impl Iperf3TestSummary {
+    /// `recv --iperf3 -J`'s document of the test ([`received_document`]), once it ran: our
+    /// sides from our loops, the client's from its results, its version as `peer_version`.
+    pub fn to_document(&self) -> Option<StreamDocument> {
+        let report = self.report.as_ref()?;
+        let mut doc = received_document(report, "iperf3", self.client_version.as_deref(), self.errors.is_empty());
+        // The client leaves its omitted start out of the totals its results give.
+        let after_omit = (self.omit > 0).then_some(self.omit);
+        doc.sum.peer_totals_after_omit_s = after_omit;
+        if let Some(reverse) = doc.reverse.as_deref_mut() {
+            reverse.sum.peer_totals_after_omit_s = after_omit;
+        }
+        Some(doc)
+    }
+
     /// One line for a finished client test (`recv --iperf3`'s log, and what a client's
     /// `--get-server-output` gets back): what we counted, and what the client says it sent.
     pub fn render_line(&self) -> String {

@@ -14,7 +14,7 @@ pub mod iperf3;
 pub mod latency;
 pub mod ntttcp;
 pub mod openmetrics;
-mod peer;
+pub mod peer;
 pub mod rr;
 pub mod saved;
 pub mod search;

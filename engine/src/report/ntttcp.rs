@@ -1,9 +1,9 @@
 //! `send --ntttcp`'s report, rendered: the native JSON and text of its `StreamReport`, which
 //! has no receiver side (NTttcp prints its own), with `peer: "ntttcp"` and the ports used.
 
-use crate::compat::ntttcp::NtttcpReport;
+use crate::compat::ntttcp::{NtttcpReport, NtttcpTestSummary};
 use crate::metrics::document::StreamDocument;
-use crate::report::peer::{peer_document, peer_json, peer_text};
+use crate::report::peer::{peer_document, peer_json, peer_text, received_document};
 use serde_json::{json, Value};
 
 impl NtttcpReport {
@@ -25,5 +25,13 @@ impl NtttcpReport {
         peer_text(&self.stream)
             .replace("receiver report missing", "receiver: in NTttcp's own output")
             .replace("receiver counted nothing (no report)", "NTttcp counts on its side")
+    }
+}
+
+impl NtttcpTestSummary {
+    /// `recv --ntttcp -J`'s document of the test ([`received_document`]): one queue per port,
+    /// our counts as the receiver's side (NTttcp announces no version).
+    pub fn to_document(&self) -> Option<StreamDocument> {
+        self.report.as_ref().map(|r| received_document(r, "ntttcp", None, self.errors.is_empty()))
     }
 }

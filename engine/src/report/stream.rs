@@ -270,6 +270,7 @@ impl StreamReport {
             tool: Tool::this(),
             title: None,
             peer: None,
+            peer_version: None,
             target: self.target.clone(),
             roles: Some(self.roles.clone()),
             test: self.spec.clone(),

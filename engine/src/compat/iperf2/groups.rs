@@ -3,11 +3,14 @@
 //! in all, and a group is summarized once its last flow ended.
 
 use super::receiver::{Caps, Iperf2Event, Iperf2EventSink, Iperf2RecvOptions, Iperf2TestSummary, PER_SOURCE};
-use crate::base::spec::Proto;
+use crate::base::spec::{Proto, TestSpec, Workload};
+use crate::compat::{received_report, shown};
+use crate::metrics::figures::{Roles, StreamReport, UdpFigures};
 use crate::metrics::measure::QueueCounters;
 use crate::metrics::seq::SeqStats;
 use crate::runtime::placement::{pin_current_thread, BusyPoll};
 use crate::session::gate::PerSource;
+use crate::session::live::StartInfo;
 use crate::session::progress::{no_progress_reason, Progress};
 use crate::session::source::Source;
 use crate::sys::probe::KernelCaps;
@@ -56,6 +59,13 @@ struct Group {
     flows: HashMap<u64, FlowSlot>,
     notes: Vec<String>,
     errors: Vec<String>,
+    /// Each finished flow's bytes, in the order they ended, for the test's report.
+    flow_bytes: Vec<u64>,
+    /// Our address the client reached, from its first finished flow.
+    local: Option<SocketAddr>,
+    /// What the client's header asked: its `-t` (ms, 0 when it gave none) and `-b` per flow.
+    time_ms: u64,
+    rate_bps: u64,
 }
 
 impl Group {
@@ -78,6 +88,7 @@ impl Group {
                 JOIN_WINDOW.as_secs_f64()
             ));
         }
+        let report = self.report(seconds, &errors);
         Iperf2TestSummary {
             id: self.id,
             proto: self.proto,
@@ -91,7 +102,55 @@ impl Group {
             reports_sent: self.reports_sent,
             notes: self.notes.clone(),
             errors,
+            report,
         }
+    }
+
+    /// The test as our side sees it: `flows` queues of one flow, the client's `-t` and `-b`.
+    fn spec(&self, flows: u32) -> TestSpec {
+        TestSpec {
+            proto: self.proto,
+            workload: Workload::Stream,
+            queues: flows.max(1),
+            flows_per_queue: 1,
+            time_ms: self.time_ms,
+            warmup_ms: 0,
+            cooldown_ms: 0,
+            rate_bps: self.rate_bps.saturating_mul(u64::from(flows.max(1))),
+            ..TestSpec::default()
+        }
+    }
+
+    /// What `--json-stream`'s `start` says of the test as its first flow joins: the flows the
+    /// client announced; `listening` is our address.
+    fn start_info(&self, listening: SocketAddr) -> StartInfo {
+        StartInfo {
+            spec: self.spec(self.expected),
+            target: shown(listening).to_string(),
+            roles: Roles::inbound(self.peer.to_string()),
+            this_placement: "uringbench recv --iperf2: a thread per flow".into(),
+            far_placement: "iperf2 client".into(),
+        }
+    }
+
+    /// The native report of the test: one queue per flow, ours the receiving side.
+    fn report(&self, seconds: f64, errors: &[String]) -> StreamReport {
+        let spec = self.spec(self.flow_bytes.len() as u32);
+        let bytes: Vec<(u32, u64)> = self.flow_bytes.iter().enumerate().map(|(q, &b)| (q as u32, b)).collect();
+        let local = self.local.map_or_else(String::new, |a| shown(a).to_string());
+        let mut report = received_report(spec, (local, self.peer), "iperf2", (&bytes, seconds), errors.to_vec());
+        if let (Some(side), Some(u)) = (report.receiver.as_mut(), &self.udp) {
+            side.udp = Some(UdpFigures {
+                datagrams: u.received,
+                lost: u.lost,
+                out_of_order: u.out_of_order,
+                duplicates: u.duplicates,
+                expected: u.expected,
+                jitter_us: u.jitter_us,
+                ..UdpFigures::default()
+            });
+        }
+        report
     }
 }
 
@@ -103,6 +162,8 @@ pub(super) struct FlowEnd {
     pub(super) udp: Option<(SeqStats, Duration, u32)>,
     pub(super) notes: Vec<String>,
     pub(super) errors: Vec<String>,
+    /// Our address the client reached.
+    pub(super) local: Option<SocketAddr>,
 }
 
 #[derive(Default)]
@@ -201,6 +262,7 @@ impl ClientTests {
         let open = st.groups.iter_mut().find(|g| {
             g.proto == proto && g.peer == peer && g.joined < g.expected && now.duration_since(g.opened) < JOIN_WINDOW
         });
+        let mut started = None;
         let group = match open {
             Some(g) => {
                 g.joined += 1;
@@ -227,10 +289,20 @@ impl ClientTests {
                     flows: HashMap::from([(flow, slot)]),
                     notes: Vec::new(),
                     errors: Vec::new(),
+                    flow_bytes: Vec::new(),
+                    local: None,
+                    time_ms: test.time.map_or(0, |t| t.as_millis() as u64),
+                    rate_bps: test.rate_bps,
                 });
+                let listening = SocketAddr::new(self.opts.bind, self.opts.port);
+                started = st.groups.last().map(|g| g.start_info(listening));
                 id
             }
         };
+        drop(st);
+        if let Some(start) = started {
+            (self.events)(Iperf2Event::Started(start));
+        }
         Ok(Joined { group, flow, stop, deadline })
     }
 
@@ -264,6 +336,8 @@ impl ClientTests {
             g.flows.remove(&flow);
             g.finished += 1;
             g.bytes += end.bytes;
+            g.flow_bytes.push(end.bytes);
+            g.local = g.local.or(end.local);
             if let Some((a, b)) = end.span {
                 g.span = Some(g.span.map_or((a, b), |(s, e)| (s.min(a), e.max(b))));
             }

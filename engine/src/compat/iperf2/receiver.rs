@@ -3,6 +3,7 @@
 //! serving loop is in [`super::server`], the tests in flight in `groups`.
 
 use crate::base::spec::Proto;
+use crate::metrics::figures::StreamReport;
 use crate::metrics::seq::SeqStats;
 use std::net::{IpAddr, TcpListener, UdpSocket};
 
@@ -51,6 +52,9 @@ pub struct Iperf2TestSummary {
     pub reports_sent: u32,
     pub notes: Vec<String>,
     pub errors: Vec<String>,
+    /// The test as the native report has it (`recv --iperf2 -J`): one queue per flow, our
+    /// counts as the receiver's side; the client's side is empty (iperf2 tells us nothing).
+    pub report: StreamReport,
 }
 
 impl Iperf2TestSummary {

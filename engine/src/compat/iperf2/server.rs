@@ -208,8 +208,9 @@ fn receive_tcp(
     counters: &QueueCounters,
 ) -> FlowEnd {
     let pace = (test.rate_bps, test.threads);
+    let local = stream.local_addr().ok();
     let (bytes, errors) = count_to_eof(stream, &shared.opts, &shared.kernel, pace, Arc::clone(&joined.stop), counters);
-    let mut end = FlowEnd { bytes: prefix + bytes, errors, ..FlowEnd::default() };
+    let mut end = FlowEnd { bytes: prefix + bytes, errors, local, ..FlowEnd::default() };
     end.span = Some((accepted, Instant::now()));
     end
 }

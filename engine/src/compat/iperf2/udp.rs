@@ -270,7 +270,7 @@ fn receive_udp(
         deadline: joined.deadline,
     };
     let start = Instant::now();
-    let mut end = FlowEnd::default();
+    let mut end = FlowEnd { local: socket.local_addr().ok(), ..FlowEnd::default() };
     match udp_recv::run(vec![UdpRecvFlow { socket, queue: 0, live: None }], &counters, &cfg) {
         Ok(result) => {
             end.notes.extend(result.note);

@@ -19,14 +19,16 @@ use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::compat::udp::{self as compat_udp, UdpWire};
 use crate::compat::Caps;
 use crate::compat::{
-    client_halves, connect_tcp, count_to_eof, resolve, shown, stream_report, Intervals, PeerRecvOptions,
+    client_halves, connect_tcp, count_to_eof, received_report, resolve, shown, stream_report, Intervals,
+    PeerRecvOptions,
 };
 use crate::metrics::data_path::DataPath;
-use crate::metrics::figures::StreamReport;
+use crate::metrics::figures::{Roles, StreamReport};
 use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
 use crate::session::driver::StreamHalves;
 use crate::session::gate;
+use crate::session::live::StartInfo;
 use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::wire::udp_payload::DatagramHeader;
@@ -145,6 +147,9 @@ pub enum NtttcpEvent {
         /// UDP ports (`recv --ntttcp -u`), else TCP.
         udp: bool,
     },
+    /// A test began, at its first connection (TCP) or datagram (UDP): `--json-stream`'s
+    /// `start`, with the ports as queues.
+    Started(StartInfo),
     TestDone(NtttcpTestSummary),
     /// A connection closed at once (over the cap, or after `--once`'s test).
     Dropped {
@@ -173,6 +178,9 @@ pub struct NtttcpTestSummary {
     /// TCP: from the first accept to the last EOF. UDP: the counted part of the window.
     pub seconds: f64,
     pub errors: Vec<String>,
+    /// The test as the native report has it (`recv --ntttcp -J`): one queue per port, our
+    /// counts as the receiver's side; the sender's side is empty (NTttcp tells us nothing).
+    pub report: Option<Box<StreamReport>>,
 }
 
 impl NtttcpTestSummary {
@@ -186,6 +194,57 @@ impl NtttcpTestSummary {
         } else {
             0.0
         }
+    }
+}
+
+/// What `--json-stream`'s `start` says of a test as its first sender arrives: `ports` queues,
+/// our address `local` it reached, the window (UDP).
+fn start_info(proto: Proto, ports: usize, local: SocketAddr, peer: IpAddr, window: Option<NtttcpWindow>) -> StartInfo {
+    let window = window.unwrap_or_default();
+    let ms = |d: Duration| d.as_millis() as u64;
+    StartInfo {
+        spec: TestSpec {
+            proto,
+            queues: ports.max(1) as u32,
+            flows_per_queue: 1,
+            time_ms: ms(window.time),
+            warmup_ms: ms(window.warmup),
+            cooldown_ms: ms(window.cooldown),
+            ..TestSpec::default()
+        },
+        target: local.to_string(),
+        roles: Roles::inbound(peer.to_string()),
+        this_placement: "uringbench recv --ntttcp: a thread per connection (TCP) or port (UDP)".into(),
+        far_placement: "NTttcp sender".into(),
+    }
+}
+
+impl NtttcpTestSummary {
+    /// Sets [`Self::report`]: `flows` are (port index, bytes over the whole test) of each
+    /// connection (TCP) or port (UDP); `local` is our address the sender reached.
+    fn with_report(mut self, proto: Proto, local: String, flows: &[(u32, u64)]) -> Self {
+        let ports = self.port_bytes.len().max(1) as u32;
+        let window = self.window.unwrap_or_default();
+        let ms = |d: Duration| d.as_millis() as u64;
+        let spec = TestSpec {
+            proto,
+            queues: ports,
+            flows_per_queue: (flows.len() as u32).div_ceil(ports).max(1),
+            time_ms: if self.window.is_some() { ms(window.time) } else { (self.seconds * 1e3) as u64 },
+            warmup_ms: ms(window.warmup),
+            cooldown_ms: ms(window.cooldown),
+            ..TestSpec::default()
+        };
+        let peer = self.peers.first().copied().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let mut report = received_report(spec, (local, peer), "ntttcp", (flows, self.seconds), self.errors.clone());
+        if let Some(side) = report.receiver.as_mut() {
+            // Over UDP only the window's bytes are counted; the totals are every byte.
+            for (q, &bytes) in side.queues.iter_mut().zip(&self.port_bytes) {
+                q.bytes = bytes;
+            }
+        }
+        self.report = Some(Box::new(report));
+        self
     }
 }
 
@@ -215,6 +274,8 @@ type FlowDone = (u64, Vec<String>, Instant);
 struct Counting {
     port: usize,
     done: Arc<Mutex<Option<FlowDone>>>,
+    /// Our address the sender reached.
+    local: Option<SocketAddr>,
 }
 
 /// Serves NTttcp senders until stopped, or until the first test with `once`; whether that
@@ -255,16 +316,20 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
                     });
                     continue;
                 }
-                let t = test.get_or_insert_with(|| {
+                if test.is_none() {
                     next_id += 1;
                     let summary =
                         NtttcpTestSummary { id: next_id, port_bytes: vec![0; listeners.len()], ..Default::default() };
-                    (summary, now, Vec::new(), now)
-                });
+                    test = Some((summary, now, Vec::new(), now));
+                    let local = stream.local_addr().map(shown).unwrap_or(peer);
+                    events(NtttcpEvent::Started(start_info(Proto::Tcp, listeners.len(), local, peer.ip(), None)));
+                }
+                let Some(t) = test.as_mut() else { continue };
                 if !t.0.peers.contains(&peer.ip()) {
                     t.0.peers.push(peer.ip());
                 }
                 t.3 = now;
+                let local = stream.local_addr().ok().map(shown);
                 let done = Arc::new(Mutex::new(None));
                 let (flow_done, flow_opts, flow_kernel, stop) =
                     (Arc::clone(&done), opts.clone(), kernel.clone(), Arc::clone(&stop_flows));
@@ -274,7 +339,7 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
                     *flow_done.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes, errors, Instant::now()));
                 });
                 match spawned {
-                    Ok(_) => t.2.push(Counting { port, done }),
+                    Ok(_) => t.2.push(Counting { port, done, local }),
                     Err(e) => events(NtttcpEvent::Dropped { peer, reason: format!("no thread for it: {e}") }),
                 }
             }
@@ -290,12 +355,15 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
             }
             if all_done && (over_time || now.duration_since(last_end) >= QUIET) {
                 let (mut summary, started, flows, _) = test.take().expect("a test");
+                let mut counted = Vec::with_capacity(flows.len());
                 for c in &flows {
                     if let Some((bytes, errors, _)) = c.done.lock().unwrap_or_else(|p| p.into_inner()).take() {
                         summary.port_bytes[c.port] += bytes;
                         summary.errors.extend(errors);
+                        counted.push((c.port as u32, bytes));
                     }
                 }
+                let local = flows.iter().find_map(|c| c.local).map_or_else(String::new, |a| a.to_string());
                 summary.connections = flows.len() as u32;
                 summary.received_bytes = summary.bytes();
                 summary.seconds = last_end.duration_since(started).as_secs_f64();
@@ -303,6 +371,7 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
                     summary.errors.push(format!("still sending after --max-time {} s", opts.max_time.as_secs()));
                 }
                 stop_flows.store(false, Ordering::Relaxed);
+                let summary = summary.with_report(Proto::Tcp, local, &counted);
                 let complete = summary.errors.is_empty();
                 events(NtttcpEvent::TestDone(summary));
                 if opts.once {

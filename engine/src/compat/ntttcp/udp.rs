@@ -10,7 +10,7 @@
 
 use super::{NtttcpEvent, NtttcpEventSink, NtttcpTestSummary};
 use crate::base::error::{Error, Result};
-use crate::base::spec::TestSpec;
+use crate::base::spec::{Proto, TestSpec};
 use crate::compat::{shown, PeerRecvOptions};
 use crate::workload::udp_stream::prepare_receiver;
 use std::io;
@@ -208,18 +208,30 @@ pub fn serve_udp(
 /// datagram, and tells it; returns as `serve_udp` does.
 fn watch_tests(opts: &PeerRecvOptions, shared: &Shared, events: &NtttcpEventSink) -> bool {
     let mut next_id = 0;
+    let mut announced = false;
     loop {
         std::thread::sleep(POLL);
         let stopped = opts.stop.is_stopped();
         let start = shared.start.load(Ordering::Acquire);
         let now = Instant::now();
         let running = start != IDLE && start != ENDING;
+        if running && !announced {
+            announced = true;
+            let peer = shared.peers.lock().unwrap_or_else(|p| p.into_inner()).first().copied();
+            let local = SocketAddr::new(opts.bind, opts.port);
+            let ip = peer.unwrap_or(IpAddr::from([0, 0, 0, 0]));
+            let info = super::start_info(Proto::Udp, shared.ports.len(), local, ip, Some(shared.window));
+            events(NtttcpEvent::Started(info));
+        }
         let since = Duration::from_nanos(shared.nanos(now).saturating_sub(start));
         if running && (stopped || since >= shared.window.total()) {
             shared.start.store(ENDING, Ordering::Release);
             next_id += 1;
-            let summary = finish(shared, next_id, since, stopped.then(|| opts.stop.cause().unwrap_or("stopped")));
+            let local = SocketAddr::new(opts.bind, opts.port).to_string();
+            let cause = stopped.then(|| opts.stop.cause().unwrap_or("stopped"));
+            let summary = finish(shared, next_id, since, cause, local);
             shared.start.store(IDLE, Ordering::Release);
+            announced = false;
             let complete = summary.errors.is_empty();
             events(NtttcpEvent::TestDone(summary));
             if opts.once {
@@ -233,12 +245,13 @@ fn watch_tests(opts: &PeerRecvOptions, shared: &Shared, events: &NtttcpEventSink
 }
 
 /// The finished test's summary, its counts taken: `since` its first datagram, and why it
-/// was cut short, if it was.
-fn finish(shared: &Shared, id: u64, since: Duration, stopped: Option<&str>) -> NtttcpTestSummary {
+/// was cut short, if it was; `local` is our address its sender reached.
+fn finish(shared: &Shared, id: u64, since: Duration, stopped: Option<&str>, local: String) -> NtttcpTestSummary {
     let w = shared.window;
     let counts: Vec<(u64, u64, u64)> = shared.ports.iter().map(PortCounts::take).collect();
     let peers = std::mem::take(&mut *shared.peers.lock().unwrap_or_else(|p| p.into_inner()));
     let counted = since.saturating_sub(w.warmup).min(w.time);
+    let every_byte: Vec<(u32, u64)> = (0..).zip(counts.iter().map(|c| c.2)).collect();
     let mut errors = Vec::new();
     if let Some(cause) = stopped {
         errors.push(format!("{cause} {:.1} s into the test", since.as_secs_f64()));
@@ -253,7 +266,9 @@ fn finish(shared: &Shared, id: u64, since: Duration, stopped: Option<&str>) -> N
         window: Some(w),
         seconds: counted.as_secs_f64(),
         errors,
+        report: None,
     }
+    .with_report(Proto::Udp, local, &every_byte)
 }
 
 #[cfg(test)]
@@ -280,7 +295,7 @@ mod tests {
         for (at, port) in [(0, 0), (50, 1), (100, 0), (250, 1), (299, 1), (300, 0), (399, 1)] {
             sh.count(port, 1000, t0 + s(at));
         }
-        let summary = finish(&sh, 1, s(400), None);
+        let summary = finish(&sh, 1, s(400), None, String::new());
         assert_eq!(summary.port_bytes, vec![1000, 2000], "100, 250 and 299 ms are in the window");
         assert_eq!(summary.port_datagrams, Some(vec![1, 2]));
         assert_eq!((summary.received_bytes, summary.seconds), (7000, 0.2));
@@ -288,7 +303,7 @@ mod tests {
         // The counts were taken: the next datagram starts a new test from zero.
         sh.start.store(IDLE, Ordering::Release);
         sh.count(0, 10, t0 + s(1000));
-        assert_eq!(finish(&sh, 2, s(50), Some("stopped")).received_bytes, 10);
+        assert_eq!(finish(&sh, 2, s(50), Some("stopped"), String::new()).received_bytes, 10);
     }
 
     #[test]

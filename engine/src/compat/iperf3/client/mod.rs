@@ -281,7 +281,7 @@ fn no_far_sender(spec: &TestSpec) -> SideReport {
 
 /// One report of the test's directions: the forward one with the reverse inside (`--bidir`),
 /// or whichever ran.
-fn both_ways(forward: Option<StreamReport>, reverse: Option<StreamReport>) -> Result<StreamReport> {
+pub(super) fn both_ways(forward: Option<StreamReport>, reverse: Option<StreamReport>) -> Result<StreamReport> {
     match (forward, reverse) {
         (Some(mut f), Some(r)) => {
             f.reverse = Some(Box::new(r));

@@ -18,18 +18,22 @@
 mod udp;
 
 use super::auth::{unix_now, ServerAuth};
+use super::client::{both_ways, server_side};
 use super::control::Control;
 use super::our_results;
 use super::udp::by_sender;
 use crate::base::error::{Error, Result};
-use crate::base::spec::{Proto, TestSpec, Tuning, Workload};
-use crate::compat::{shown, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
-use crate::metrics::figures::SideReport;
+use crate::base::spec::{Direction, Proto, TestSpec, Tuning, Workload};
+use crate::compat::{shown, stream_report_as, Intervals, PeerEvent, PeerEventSink, PeerRecvOptions};
+use crate::metrics::figures::{Role, Roles, SideReport, StreamReport};
+use crate::runtime::placement::Placement;
 use crate::runtime::placement::{plan, resolve_cpus};
 use crate::session::driver::StreamHalves;
 use crate::session::gate::{self, Classifier, GateEvent, Verdict};
+use crate::session::live::StartInfo;
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
+use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::tcpinfo::TcpInfo;
 use crate::wire::iperf3::{
@@ -104,6 +108,9 @@ pub struct Iperf3TestSummary {
     /// The user the client authenticated as (`--rsa-private-key-path`).
     pub user: Option<String>,
     pub errors: Vec<String>,
+    /// The test as the native report has it (`recv --iperf3 -J`), once it ran: each
+    /// direction's sides, ours from our loops, the client's from its results.
+    pub report: Option<StreamReport>,
 }
 
 impl Iperf3TestSummary {
@@ -141,6 +148,33 @@ pub(super) struct TestContext {
 }
 
 impl TestContext {
+    /// Tells that the test of `params` starts on `ctl` with our threads at `placement`, and
+    /// makes its live sink, which tells each of our intervals as it closes.
+    pub(super) fn started(
+        &self,
+        spec: &TestSpec,
+        params: &Params,
+        ctl: &TcpStream,
+        placement: &Placement,
+    ) -> Intervals {
+        if let (Ok(local), Ok(peer)) = (ctl.local_addr(), ctl.peer_addr()) {
+            let spec = directed(spec, params);
+            let far = shown(peer).ip().to_string();
+            let roles = if spec.direction == Direction::Reverse { Roles::outbound(far) } else { Roles::inbound(far) };
+            (self.events)(PeerEvent::Started(StartInfo {
+                spec,
+                target: shown(local).to_string(),
+                roles,
+                this_placement: placement.summary.clone(),
+                far_placement: "iperf3 client".into(),
+            }));
+        }
+        let events = Arc::clone(&self.events);
+        Intervals::serving(&self.opts).telling(Box::new(move |role, n, figures| {
+            events(PeerEvent::Interval { role, n, figures: figures.clone() })
+        }))
+    }
+
     /// Tells a refusal of `peer`, through the refusal log's rate limit.
     pub(super) fn refused(&self, proto: Proto, peer: SocketAddr, reason: String) {
         if self.refusals.allow(peer.ip().to_canonical(), Instant::now()) {
@@ -403,10 +437,10 @@ fn serve_test(
         placement: &placement,
         caps: &ctx.kernel,
         zc: (false, String::new()),
-        iface: None,
+        iface: facing(&ctl.stream),
         queues: None,
     };
-    let live = Intervals::serving(&ctx.opts);
+    let live = ctx.started(&spec, &params, &ctl.stream, &placement);
     // The client's sending streams connect first, then (-R, --bidir) the ones we send on.
     let n = params.parallel;
     let (rx, tx) = by_sender(flows, n, params.reverse, params.bidirectional);
@@ -445,14 +479,17 @@ fn serve_test(
         let sent = sender.map(|h| h.join().unwrap_or_else(|_| panicked()));
         (received, sent, client)
     });
-    let (received, sent) = (received.transpose().map_err(failed)?, sent.transpose().map_err(failed)?);
+    let (mut received, sent) = (received.transpose().map_err(failed)?, sent.transpose().map_err(failed)?);
     summary.bytes = received.as_ref().map_or(0, SideReport::total_bytes);
     summary.sent = sent.as_ref().map(SideReport::total_bytes);
     let client_sent = client.as_ref().ok().map(|c| sent_by(c, n as usize, 0));
-    if let Some(side) = &received {
+    if let Some(side) = received.as_mut() {
         // A loop cut after the last byte the client sent had nothing more to count.
         if client_sent != Some(summary.bytes) || summary.omit > 0 {
             summary.errors.extend(side.errors.iter().cloned());
+        } else {
+            side.errors.clear();
+            side.complete = true;
         }
     }
     summary.errors.extend(sent.iter().flat_map(|s| s.errors.iter().cloned()));
@@ -461,11 +498,59 @@ fn serve_test(
     summary.client_received = sent.as_ref().map(|_| sent_by(&client, n as usize, tx_first_id));
     let mut ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)], Some(summary.seconds));
     with_output(ctx, &params, summary, &mut ours);
+    summary.report = test_report(&spec, &params, &ctl.stream, [received, sent], &client, &live);
     ctl.send_json(&ours.to_json()).map_err(Ended::Failed)?;
     ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
     // The client's last word; its absence changes no figure.
     let _ = ctl.read_state(STEP_TIMEOUT);
     Ok(())
+}
+
+/// The client's test as the native report has it: the client's forward direction (it sends,
+/// we receive: `sides[0]`) with the reverse one (we send: `sides[1]`) inside under `--bidir`;
+/// our sides from our loops (with their intervals), the client's from its `results`. The
+/// report's target is our address the client reached, its far host the client.
+pub(super) fn test_report(
+    spec: &TestSpec,
+    params: &Params,
+    ctl: &TcpStream,
+    [received, sent]: [Option<SideReport>; 2],
+    results: &Results,
+    live: &Intervals,
+) -> Option<StreamReport> {
+    let (Ok(local), Ok(peer)) = (ctl.local_addr(), ctl.peer_addr()) else { return None };
+    let (local, peer) = (shown(local), shown(peer));
+    let spec = directed(spec, params);
+    let tx_first_id = if params.bidirectional { params.parallel as usize } else { 0 };
+    let path = PathProbe::to(peer.ip(), spec.flows());
+    let theirs = |role, first_id| server_side(&spec, results, role, first_id);
+    let report =
+        |ours, sender, receiver| stream_report_as(ours, spec.clone(), peer, sender, receiver, None, &path, live);
+    let forward = received.map(|ours| report(Role::Receiver, theirs(Role::Sender, 0), Some(ours)));
+    let reverse = sent.map(|ours| report(Role::Sender, ours, Some(theirs(Role::Receiver, tx_first_id))));
+    let mut report = both_ways(forward, reverse).ok()?;
+    report.target = local.to_string();
+    if let Some(r) = report.reverse.as_deref_mut() {
+        r.target = local.to_string();
+    }
+    Some(report)
+}
+
+/// The interface the kernel routes the client's address through: its counters are our side's
+/// host figures, as `recv` samples them.
+pub(super) fn facing(ctl: &TcpStream) -> Option<String> {
+    let peer = ctl.peer_addr().ok()?;
+    crate::sys::hostinfo::route_to(peer.ip().to_canonical()).ok().map(|r| r.ifname)
+}
+
+/// Our side's `spec` with the direction the client asked for (its `-R`, `--bidir`).
+fn directed(spec: &TestSpec, params: &Params) -> TestSpec {
+    let direction = match (params.bidirectional, params.reverse) {
+        (true, _) => Direction::Bidir,
+        (false, true) => Direction::Reverse,
+        (false, false) => Direction::Forward,
+    };
+    TestSpec { direction, ..spec.clone() }
 }
 
 /// Our side of the client's test: one flow per stream, our window ending [`WINDOW_MARGIN`]

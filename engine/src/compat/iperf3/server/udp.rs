@@ -15,10 +15,11 @@
 use super::super::control::Control;
 use super::super::our_results;
 use super::super::udp::{by_sender, with_received_figures, with_sent_figures};
-use super::{await_end, sent_by, test_spec, with_output, Iperf3TestSummary, TestContext, STEP_TIMEOUT};
+use super::{
+    await_end, facing, sent_by, test_report, test_spec, with_output, Iperf3TestSummary, TestContext, STEP_TIMEOUT,
+};
 use crate::base::spec::Proto;
 use crate::compat::udp::{self as compat_udp, UdpWire};
-use crate::compat::Intervals;
 use crate::metrics::data_path::DataPath;
 use crate::runtime::placement::plan;
 use crate::sys::sockopt;
@@ -79,8 +80,9 @@ pub(super) fn serve_udp(
     }
     let placement =
         plan(spec.queues, &ctx.cpus, ctx.opts.busy_poll, false, false, &ctx.opts.fast).map_err(|e| e.to_string())?;
-    let halves = UdpHalves { spec: &spec, placement: &placement, iface: None, serving: false, queues: None };
-    let live = Intervals::serving(&ctx.opts);
+    let halves =
+        UdpHalves { spec: &spec, placement: &placement, iface: facing(&ctl.stream), serving: false, queues: None };
+    let live = ctx.started(&spec, params, &ctl.stream, &placement);
     let wide = params.udp_counters_64bit;
     let header = DatagramHeader::Iperf3 { wide };
     ctl.send_state(State::TestStart)?;
@@ -130,6 +132,8 @@ pub(super) fn serve_udp(
     with_received_figures(&mut ours, received.as_ref().map_or(&[][..], |r| &r.1), 0);
     with_sent_figures(&mut ours, sent.as_ref().map_or(&[][..], |s| &s.1), tx_first_id);
     with_output(ctx, params, summary, &mut ours);
+    let sides = [received.map(|r| r.0), sent.map(|s| s.0)];
+    summary.report = test_report(&spec, params, &ctl.stream, sides, &client, &live);
     ctl.send_json(&ours.to_json())
 }
 
