@@ -486,3 +486,27 @@ fn a_busy_iperf3_server_is_asked_again_for_5_s() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("asked for 5 s"));
     assert!(took >= Duration::from_secs(5) && took < Duration::from_secs(7), "refused after {took:?}");
 }
+
+/// `recv --iperf3` stopped (SIGINT) in the middle of a stock client's test tells that test
+/// before it exits: one line, incomplete, with the bytes it counted and the signal named.
+#[test]
+fn a_receiver_stopped_mid_test_tells_the_test() {
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3i") else { return };
+    let recv = pair.spawn_recv(&["--iperf3", "--port", PORT]);
+    let client = pair
+        .cmd(&pair.sender_ns(), "iperf3", &["-c", "10.77.0.2", "-p", PORT, "-t", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iperf3 -c");
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: kill(2) on the receiver's pid has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(recv.pid() as i32, libc::SIGINT) }, 0);
+    let out = recv.finish(Duration::from_secs(5));
+    let _ = finish(client, Duration::from_secs(10));
+    let log = String::from_utf8_lossy(&out.stdout);
+    let line = test_line(&log, "TCP");
+    assert!(line.contains("incomplete: interrupted at") && line.contains("SIGINT on the receiver"), "{line}");
+    assert_eq!(line.matches("SIGINT").count(), 1, "the cause once: {line}");
+    assert!(number_before(line, " bytes in ") > 1_000_000, "what it counted: {line}");
+}

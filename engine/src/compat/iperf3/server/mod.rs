@@ -355,6 +355,9 @@ fn run_test(
             ctx.refused(proto, peer, reason);
             return None;
         }
+        // A stop is told by the loops too ("interrupted at 2.5 s ... (SIGINT on the receiver)"):
+        // the same cause once.
+        Err(Ended::Failed(e)) if summary.errors.iter().any(|known| known.contains(&e)) => {}
         Err(Ended::Failed(e)) => summary.errors.push(e),
     }
     let complete = summary.errors.is_empty();
@@ -669,12 +672,14 @@ fn wait_arrived(flows: &[TcpStream], want: u64) {
 }
 
 /// Waits for TEST_END (until `until`, or until the test's flows are over the no-progress
-/// limit), then reads the client's results; them, or why there are none.
+/// limit, or the receiver is stopped), then reads the client's results; them, or why there
+/// are none.
 pub(super) fn await_end(ctl: &mut Control, until: Instant, live: &Intervals) -> std::result::Result<Results, String> {
     // The control connection is quiet while the data flows: it is watched in slices, so that
-    // a client that announced a test and sends (or reads) nothing loses it at the limit.
+    // a client that announced a test and sends (or reads) nothing loses it at the limit, and a
+    // stopped receiver (Ctrl-C) tells the test's end within its grace instead of losing it.
     loop {
-        if let Some(reason) = live.stalled() {
+        if let Some(reason) = crate::session::live::Live::stopped(live) {
             return Err(reason);
         }
         let left = until.saturating_duration_since(Instant::now());
