@@ -9,10 +9,10 @@ use crate::peer_out::PeerOut;
 use std::sync::Arc;
 use uringbench::units::format_bits_per_second;
 use uringbench::{
-    iperf3_bind, iperf3_send_as, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
-    ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3RsaPadding,
-    Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary, NtttcpWindow, PeerEvent,
-    StopToken, IPERF3_PORT,
+    iperf3_bind, iperf3_send_asking, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
+    ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3Asks, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink,
+    Iperf3RsaPadding, Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary,
+    NtttcpWindow, PeerEvent, StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -21,7 +21,8 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     // iperf3 has --cport too: the data connections leave from PORT, PORT + 1, ...
     opts.local.data_port = args.cport;
     let auth = client_auth(args)?;
-    let report = iperf3_send_as(&opts, auth.as_ref())?;
+    let asks = Iperf3Asks { gsro: args.gsro, server_output: args.get_server_output };
+    let report = iperf3_send_asking(&opts, auth.as_ref(), asks)?;
     print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
 }
 

@@ -213,6 +213,7 @@ pub const FLAGS: &[Flag] = &[
     flag(Some('O'), &["omit"], Some("SECS"), "3", Client, Native("--warmup")),
     flag(Some('J'), &["json"], None, "3", Client, Native("-J")),
     flag(None, &["json-stream"], None, "3", Client, Native("--json-stream")),
+    flag(None, &["json-stream-full-output"], None, "3", Client, Native("--json-stream-full-output")),
     flag(None, &["logfile"], Some("FILE"), "3", Client, Native("--logfile")),
     flag(Some('o'), &["output"], Some("FILE"), "2", Client, Native("--logfile")),
     flag(Some('T'), &["title"], Some("TEXT"), "3", Client, Native("-T")),
@@ -223,6 +224,14 @@ pub const FLAGS: &[Flag] = &[
     flag(Some('e'), &["enhanced"], None, "2", Client, Always("the report always has retransmits, RTT and CPU")),
     flag(None, &["get-server-output"], None, "3", Client, Always("the report always has the receiver's figures")),
     flag(None, &["udp-counters-64bit"], None, "3", Client, Always("every counter is 64 bits")),
+    flag(
+        None,
+        &["gsro"],
+        None,
+        "3",
+        Client,
+        Always("UDP flows use GSO to send and GRO to receive wherever the kernel takes them (--no-gso: neither)"),
+    ),
     flag(None, &["print_mss"], None, "2", Client, Always("-J shows each flow's TCP_INFO, its MSS included")),
     flag(
         Some('F'),
@@ -545,6 +554,14 @@ mod tests {
         for line in ["send -c 10.0.0.2", "recv", "--help", "-V", "-h", "--version"] {
             assert_eq!(t(line), Ok(None), "{line}");
         }
+    }
+
+    #[test]
+    fn iperf3_3_20_and_3_21_flags_pass_or_are_always_so() {
+        let line = "-c h -u --gsro --json-stream --json-stream-full-output";
+        assert_eq!(native(line), "uringbench send -c h -u --json-stream --json-stream-full-output");
+        let ran = t(line).unwrap().unwrap().ran_as();
+        assert!(ran.contains("GSO") && ran.contains("GRO"), "{ran}");
     }
 
     #[test]

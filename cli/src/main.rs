@@ -493,10 +493,11 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             format_bits_per_second(median.median)
         ));
     }
+    // The whole document: -J's, or after the events with --json-stream-full-output.
+    let whole = if args.output.json_stream { args.output.json_stream_full_output } else { format == Format::Json };
     match format {
-        _ if args.output.json_stream => {}
-        Format::Json if repeat == 1 => out.json_doc(&titled(reports[0].to_document(), &title))?,
-        Format::Json => out.json_doc(&RepeatDocument {
+        _ if whole && repeat == 1 => out.json_doc(&titled(reports[0].to_document(), &title))?,
+        _ if whole => out.json_doc(&RepeatDocument {
             kind: Kind::Repeat,
             schema_version: SCHEMA_VERSION,
             tool: Tool::this(),
@@ -504,6 +505,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
             runs: reports.iter().map(|r| titled(r.to_document(), &title)).collect(),
             summary,
         })?,
+        _ if args.output.json_stream => {}
         Format::Text if repeat > 1 => out.text(&render_summary(&summary)),
         _ => {}
     }
@@ -682,7 +684,12 @@ fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
     let title = args.output.title.clone();
     match (json, style) {
         (true, _) => out.json_doc(&titled(report.to_document(), &title))?,
-        (_, Style::JsonStream) => out.json_line(&end_event(&titled(report.to_document(), &title))),
+        (_, Style::JsonStream) => {
+            out.json_line(&end_event(&titled(report.to_document(), &title)));
+            if args.output.json_stream_full_output {
+                out.json_doc(&titled(report.to_document(), &title))?;
+            }
+        }
         _ => out.text(&report.render_after_live(detail)),
     }
     sink::set_headline(format!(

@@ -288,6 +288,19 @@ fn output_and_path_flags_do_what_iperf_users_expect() {
     let stream = ok(&run(&["--json-stream"]));
     let first: serde_json::Value = serde_json::from_str(stream.lines().next().unwrap_or("")).expect("a JSON line");
     assert_eq!(first["event"], "start", "--json-stream");
+    // iperf3 3.20's --json-stream-full-output: the events, then the whole -J document.
+    let both = ok(&run(&["--json-stream", "--json-stream-full-output"]));
+    let docs: Vec<serde_json::Value> =
+        serde_json::Deserializer::from_str(&both).into_iter().collect::<Result<_, _>>().expect("JSON values");
+    let (whole, events) = docs.split_last().expect("output");
+    let end = events.last().expect("events before the document");
+    assert_eq!(
+        (&events[0]["event"], &end["event"], &whole["kind"]),
+        (&"start".into(), &"end".into(), &"stream".into())
+    );
+    assert!(whole.get("event").is_none() && whole["intervals"].as_array().is_some_and(|i| !i.is_empty()), "{whole}");
+    let received = u64_at(whole, "/sum/receiver/total_bytes");
+    assert!(received > 1_000_000 && received == u64_at(end, "/sum/receiver/total_bytes"), "{received}: {end}");
     let log = std::env::temp_dir().join(format!("uringbench-habits-{}.log", std::process::id()));
     let _ = std::fs::remove_file(&log);
     ok(&run(&["--logfile", log.to_str().unwrap_or_default()]));

@@ -91,6 +91,8 @@ pub use crate::compat::iperf3::{
     ClientAuth as Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3Report, Iperf3TestSummary,
     RsaPadding as Iperf3RsaPadding, ServerAuth as Iperf3ServerAuth,
 };
+// What `send --iperf3` asks of the server beyond the test (`--gsro`, `--get-server-output`).
+pub use crate::compat::iperf3::{run_send_asking as iperf3_send_asking, Iperf3Asks};
 pub use crate::compat::ntttcp::{
     bind_receiver as ntttcp_bind, bind_udp_receiver as ntttcp_bind_udp, run_send as ntttcp_send, serve as ntttcp_serve,
     serve_udp as ntttcp_serve_udp, NtttcpEvent, NtttcpEventSink, NtttcpReport, NtttcpTestSummary, NtttcpWindow,

@@ -254,6 +254,10 @@ pub struct OutputArgs {
     /// interval as it closes, and an end event with the whole report (see docs/output.md).
     #[arg(long, conflicts_with = "json")]
     pub json_stream: bool,
+    /// With --json-stream: after the end event, also the whole report as -J writes it (iperf3
+    /// 3.20's --json-stream-full-output).
+    #[arg(long, requires = "json_stream")]
+    pub json_stream_full_output: bool,
     /// Prefix every text line with TEXT (stored in JSON as `title`).
     #[arg(short = 'T', long, value_name = "TEXT")]
     pub title: Option<String>,
@@ -541,6 +545,15 @@ pub struct SendArgs {
     /// later ones run with --use-pkcs1-padding), oaep for 3.17 and later by default.
     #[arg(long, value_enum, default_value_t = RsaPaddingArg::Pkcs1, requires = "username")]
     pub rsa_padding: RsaPaddingArg,
+    /// With --iperf3 -u: ask the server for UDP GSO on the sending end and GRO on the
+    /// receiving end, as iperf3 3.21's --gsro (our own loops use them wherever the kernel takes
+    /// them; servers before 3.21 ignore the ask).
+    #[arg(long, requires = "iperf3")]
+    pub gsro: bool,
+    /// With --iperf3: the server's own output comes back in its results (text, or its whole
+    /// JSON document when it runs with -J), as iperf3's --get-server-output.
+    #[arg(long, requires = "iperf3")]
+    pub get_server_output: bool,
     /// Send to NTttcp receivers in no-sync mode (`ntttcp.exe -r ... -ns`, `ntttcp -r -N`):
     /// queue q's flows go to port --ntttcp-port + q.
     #[arg(long, conflicts_with = "iperf2")]

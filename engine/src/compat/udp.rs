@@ -10,7 +10,7 @@ use crate::metrics::figures::{Role, SideReport};
 use crate::runtime::placement::Placement;
 use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::sockopt::{self, LocalEnd};
-use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};
+use crate::transport::udp::send::{self as udp_send, FinConfig, SendPath, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
 use crate::wire::udp_payload::DatagramHeader;
@@ -30,9 +30,17 @@ pub(super) struct UdpWire {
     pub serving: bool,
 }
 
+/// What [`send_udp`] sent: our sender side, what each flow sent (with its iperf2 server
+/// report, if any), and whether every thread ended on UDP GSO (the kernel may refuse it, and
+/// the loop then falls back to a send per datagram).
+pub(super) struct UdpSent {
+    pub side: SideReport,
+    pub flows: Vec<UdpFlowSent>,
+    pub gso: bool,
+}
+
 /// Sends on `sockets` (flow `i` on the i-th, each connected to the far end) until the test's
-/// end or a stop: our sender side, described by `data_path` from the send path taken, and
-/// what each flow sent (with its iperf2 server report, if any).
+/// end or a stop, our side described by `data_path` from the send path taken.
 pub(super) fn send_udp(
     spec: &TestSpec,
     sockets: Vec<UdpSocket>,
@@ -41,7 +49,7 @@ pub(super) fn send_udp(
     live: &Intervals,
     wire: UdpWire,
     data_path: impl Fn(String) -> DataPath,
-) -> Result<(SideReport, Vec<UdpFlowSent>)> {
+) -> Result<UdpSent> {
     let items: Vec<_> = sockets
         .into_iter()
         .enumerate()
@@ -76,7 +84,8 @@ pub(super) fn send_udp(
     sender.set_data_path(data_path(first_seen(results.iter().map(|r| r.path.describe())).join(" / ")));
     sender.add_path_notes(results.iter().filter_map(|r| r.note.clone()));
     sender.udp = Some(udp_stream::sent_figures(&sent.iter().collect::<Vec<_>>()));
-    Ok((sender, sent))
+    let gso = !results.is_empty() && results.iter().all(|r| matches!(r.path, SendPath::Gso { .. }));
+    Ok(UdpSent { side: sender, flows: sent, gso })
 }
 
 /// A UDP flow socket leaving from `local` (its address, `--cport` port and device), connected

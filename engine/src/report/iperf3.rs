@@ -2,14 +2,20 @@
 //! receiver side is the iperf3 server's results), plus what only iperf3 mode knows
 //! (`peer: "iperf3"`, the server's CPU and congestion control, the parameters sent).
 
-use crate::base::text::peer_text as shown_text;
+use crate::base::text::{escape_controls, peer_text as shown_text};
 use crate::base::units::format_bits_per_second;
 use crate::compat::iperf3::client::Iperf3Report;
 use crate::compat::iperf3::Iperf3TestSummary;
 use crate::metrics::document::StreamDocument;
 use crate::report::peer::{peer_document, peer_json, peer_text, received_document};
+use crate::wire::iperf3::{stream_id, Results, ServerOutputFacts, MAX_STREAMS};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
+
+/// The reordering events the server's TCP saw on stream `id`, when its output says.
+fn reorder_of(facts: &ServerOutputFacts, id: u64) -> Option<u64> {
+    (0..2 * MAX_STREAMS as usize).find(|&i| stream_id(i) == id).and_then(|i| facts.reorder.get(i).copied().flatten())
+}
 
 impl Iperf3Report {
     /// The typed document ([`peer_document`]), as an experiment keeps its runs.
@@ -41,16 +47,38 @@ impl Iperf3Report {
         }
         doc["iperf3"] = json!({
             "params": self.params.to_json(),
-            "server": self.server.as_ref().map(|r| json!({
-                "cpu_util_total": r.cpu_util[0],
-                "cpu_util_user": r.cpu_util[1],
-                "cpu_util_system": r.cpu_util[2],
-                "congestion_used": r.congestion_used,
-                "streams": r.streams.iter().map(|s| json!({
-                    "id": s.id, "bytes": s.bytes, "seconds": s.end_s - s.start_s,
-                    "lost": s.errors, "jitter_ms": s.jitter_s * 1e3,
-                })).collect::<Vec<_>>(),
-            })),
+            "server": self.server.as_ref().map(|r| {
+                let facts = r.server_output_json.as_ref().map(ServerOutputFacts::read).unwrap_or_default();
+                let mut server = json!({
+                    "cpu_util_total": r.cpu_util[0],
+                    "cpu_util_user": r.cpu_util[1],
+                    "cpu_util_system": r.cpu_util[2],
+                    "congestion_used": r.congestion_used,
+                    "streams": r.streams.iter().map(|s| {
+                        let mut stream = json!({
+                            "id": s.id, "bytes": s.bytes, "seconds": s.end_s - s.start_s,
+                            "lost": s.errors, "jitter_ms": s.jitter_s * 1e3,
+                        });
+                        if let Some(n) = reorder_of(&facts, s.id) {
+                            stream["reorder"] = json!(n);
+                        }
+                        stream
+                    }).collect::<Vec<_>>(),
+                });
+                // What only the server's own output says (`--get-server-output`), where it says it.
+                for (key, value) in [
+                    ("start_ms", facts.start_ms.map(|v| json!(v))),
+                    ("gso", facts.gso.map(|v| json!(v))),
+                    ("gro", facts.gro.map(|v| json!(v))),
+                    ("output_text", r.server_output_text.as_ref().map(|t| json!(t))),
+                    ("output_json", r.server_output_json.clone()),
+                ] {
+                    if let Some(value) = value {
+                        server[key] = value;
+                    }
+                }
+                server
+            }),
             "notes": self.notes,
         });
         doc
@@ -84,10 +112,55 @@ impl Iperf3Report {
                 r.congestion_used.as_ref().map_or(String::new(), |c| format!(", congestion control {c}")),
             );
         }
+        if let Some(r) = &self.server {
+            self.server_output(r, &mut out);
+        }
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
         }
         out
+    }
+
+    /// What the server's own output says (`--get-server-output`): its start, whether its UDP
+    /// sockets took GSO and GRO (`--gsro`), the reordering its TCP saw on what it sent; then
+    /// the output itself, every line indented under its heading (it is the peer's text).
+    fn server_output(&self, r: &Results, out: &mut String) {
+        let facts = r.server_output_json.as_ref().map(ServerOutputFacts::read).unwrap_or_default();
+        if let Some(ms) = facts.start_ms {
+            let _ = writeln!(out, "iperf3 server: its test started at Unix time {}.{:03} s", ms / 1000, ms % 1000);
+        }
+        if self.params.gso || self.params.gro {
+            let took = |v: Option<bool>| v.map_or("not said", |on| if on { "yes" } else { "no (refused)" });
+            let _ = match (facts.gso, facts.gro) {
+                (None, None) => writeln!(
+                    out,
+                    "iperf3 server: asked for GSO and GRO (--gsro); whether its sockets took them is only in a 3.21+ server's -J output, which --get-server-output brings back"
+                ),
+                (gso, gro) => writeln!(out, "iperf3 server: its UDP sockets took GSO: {}, GRO: {} (--gsro)", took(gso), took(gro)),
+            };
+        }
+        let reordered: Vec<u64> = facts.reorder.iter().flatten().copied().collect();
+        if !reordered.is_empty() {
+            let _ = writeln!(
+                out,
+                "iperf3 server: its TCP saw {} reordering events on the streams it sent",
+                reordered.iter().sum::<u64>()
+            );
+        }
+        if let Some(text) = &r.server_output_text {
+            out.push_str("Server output:\n");
+            for line in text.lines() {
+                let _ = writeln!(out, "  {}", escape_controls(line));
+            }
+        }
+        if let Some(doc) = &r.server_output_json {
+            out.push_str("Server JSON output:\n");
+            // Pretty JSON escapes every control character inside its strings.
+            let text = serde_json::to_string_pretty(doc).unwrap_or_default();
+            for line in text.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
     }
 
     /// With an omitted start the server's totals start at its own omit's end, not ours: each
@@ -183,9 +256,33 @@ impl Iperf3TestSummary {
                 let _ = write!(line, " and lost {lost} datagrams");
             }
         }
+        if let Some(words) = s.gsro_words() {
+            let _ = write!(line, "; {words}");
+        }
         if !s.errors.is_empty() {
             let _ = write!(line, ", incomplete: {}", shown_text(&s.errors.join("; ")));
         }
         line
+    }
+
+    /// A UDP test: whether our loops ran with GRO and GSO, and whether the client asked
+    /// (`--gsro`, iperf3 3.21).
+    fn gsro_words(&self) -> Option<String> {
+        if !self.udp {
+            return None;
+        }
+        let said = |used: Option<bool>, what: &str, how: &str| {
+            used.map(|on| {
+                if on {
+                    format!("{what} on our {how}")
+                } else {
+                    format!("no {what} on our {how} (the kernel refused it)")
+                }
+            })
+        };
+        let parts: Vec<String> =
+            [said(self.gro, "GRO", "receive"), said(self.gso, "GSO", "send")].into_iter().flatten().collect();
+        let asked = if self.gsro { " (the client asked --gsro)" } else { "" };
+        (!parts.is_empty()).then(|| format!("{}{asked}", parts.join(", ")))
     }
 }

@@ -123,11 +123,12 @@ fn send_udp(
         })
         .collect::<Result<Vec<_>>>()?;
     let wire = UdpWire { header: DatagramHeader::Native, fin: Some(FinConfig::iperf2()), serving: false };
-    compat_udp::send_udp(spec, sockets, placement, iface, live, wire, |send| DataPath::UdpSend {
+    let sent = compat_udp::send_udp(spec, sockets, placement, iface, live, wire, |send| DataPath::UdpSend {
         send,
         len: spec.len,
         iperf2: true,
-    })
+    })?;
+    Ok((sent.side, sent.flows))
 }
 
 /// The receiver side from iperf2's server reports: per queue the bytes it received, over the

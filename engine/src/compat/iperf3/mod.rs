@@ -15,7 +15,7 @@ pub mod server;
 mod udp;
 
 pub use auth::{ClientAuth, RsaPadding, ServerAuth};
-pub use client::{params_for, run_send, run_send_as, Iperf3Report};
+pub use client::{params_for, run_send, run_send_as, run_send_asking, Iperf3Asks, Iperf3Report};
 pub use server::{bind_receiver, serve, Iperf3Event, Iperf3EventSink, Iperf3TestSummary, ServerOutput};
 
 use crate::base::spec::TestSpec;

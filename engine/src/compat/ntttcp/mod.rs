@@ -128,9 +128,10 @@ fn send_udp(
         })
         .collect::<Result<Vec<_>>>()?;
     let wire = UdpWire { header: DatagramHeader::Native, fin: None, serving: false };
-    let (mut sender, _) = compat_udp::send_udp(&spec, sockets, placement, path.interface(), &live, wire, |send| {
+    let mut sender = compat_udp::send_udp(&spec, sockets, placement, path.interface(), &live, wire, |send| {
         DataPath::UdpSend { send, len: spec.len, iperf2: false }
-    })?;
+    })?
+    .side;
     sender.add_path_notes([format!("NTttcp no-sync UDP: queue q's flows to port {}+q, no end marker", opts.port)]);
     let stream = stream_report(spec, SocketAddr::new(ip, opts.port), sender, None, None, &path, &live);
     Ok(NtttcpReport { stream, base_port: opts.port })

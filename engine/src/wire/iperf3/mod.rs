@@ -12,6 +12,7 @@
 //!   [`UdpHeader`].
 
 pub mod auth;
+mod output;
 mod params;
 
 use serde_json::{json, Map, Value};
@@ -146,7 +147,8 @@ pub fn stream_id(index: usize) -> u64 {
     }
 }
 
-pub use params::{DataProto, Params, Refusal, MAX_AUTHTOKEN_LEN, MAX_BURST};
+pub use output::ServerOutputFacts;
+pub use params::{DataProto, GsroSizes, Params, Refusal, MAX_AUTHTOKEN_LEN, MAX_BURST};
 
 /// A number as iperf3 writes counts: a whole non-negative number (cJSON writes every number
 /// as a double, so 1e6 and 1000000.0 are whole).

@@ -38,6 +38,28 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// The sizes a 3.21 client sends beside `gso` and `gro`, as it derives them from the datagram
+/// length: the GSO segment (`gso_dg_size`, the datagram length with GSO on, else 0), the GSO
+/// buffer (`gso_bf_size`: as many whole datagrams as fit in the largest UDP payload) and the
+/// GRO buffer (`gro_bf_size`: the largest UDP payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GsroSizes {
+    pub gso_datagram: u32,
+    pub gso_buffer: u32,
+    pub gro_buffer: u32,
+}
+
+impl GsroSizes {
+    pub fn for_len(len: u32, gso: bool) -> GsroSizes {
+        let len = len.clamp(1, MAX_UDP_BLOCK);
+        GsroSizes {
+            gso_datagram: if gso { len } else { 0 },
+            gso_buffer: if gso { MAX_UDP_BLOCK / len * len } else { MAX_UDP_BLOCK },
+            gro_buffer: MAX_UDP_BLOCK,
+        }
+    }
+}
+
 /// The client's parameters. Keys we do not know are ignored, as iperf3 does; every key that
 /// changes the test is read, so that a server can honour it or refuse it by name.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,7 +99,7 @@ pub struct Params {
     /// `--dont-fragment`: UDP datagrams go with IPv4's DF bit set.
     pub dont_fragment: bool,
     /// `--gsro` (iperf3 3.21): the UDP sender may use GSO, the receiver GRO (each 0 or 1 on
-    /// the wire; a 3.21 client sends both keys with every UDP test).
+    /// the wire; a 3.21 client sends both keys, with [`GsroSizes`], with every UDP test).
     pub gso: bool,
     pub gro: bool,
     /// `-A n,m`: the CPU the client asks the server's test to run on.
@@ -176,8 +198,12 @@ impl Params {
             }
         }
         if self.proto == DataProto::Udp && (self.gso || self.gro) {
+            let sizes = GsroSizes::for_len(self.len, self.gso);
             j.insert("gso".into(), json!(u8::from(self.gso)));
+            j.insert("gso_dg_size".into(), json!(sizes.gso_datagram));
+            j.insert("gso_bf_size".into(), json!(sizes.gso_buffer));
             j.insert("gro".into(), json!(u8::from(self.gro)));
+            j.insert("gro_bf_size".into(), json!(sizes.gro_buffer));
         }
         if let Some(cpu) = self.server_affinity {
             j.insert("server_affinity".into(), json!(cpu));
@@ -211,6 +237,13 @@ impl Params {
         };
         // A switch iperf3 writes as a number (1 on, 0 or absent off).
         let on = |key: &str| j.get(key).and_then(whole).is_some_and(|n| n != 0);
+        // 3.21's GSO/GRO switches: 0 or 1 (its server refuses a `gro` out of 0..=1, and
+        // takes a `gso` over 1 as on; both are 0 or 1 here).
+        let switch = |key: &str| -> Result<bool, Refusal> { num(key, 1, error_code::RECV_PARAMS).map(|n| n == 1) };
+        // Their buffer sizes: read only to be bounded (our loops size their own buffers).
+        for key in ["gso_dg_size", "gso_bf_size", "gro_bf_size"] {
+            num(key, u64::from(MAX_UDP_BLOCK), error_code::RECV_PARAMS)?;
+        }
         let text = |key: &str, max: usize| -> Result<Option<String>, Refusal> {
             match j.get(key) {
                 None => Ok(None),
@@ -273,8 +306,8 @@ impl Params {
             nodelay: flag("nodelay"),
             mptcp: flag("mptcp"),
             dont_fragment: on("dont_fragment"),
-            gso: on("gso"),
-            gro: on("gro"),
+            gso: switch("gso")?,
+            gro: switch("gro")?,
             server_affinity,
             get_server_output: on("get_server_output"),
             udp_counters_64bit: on("udp_counters_64bit"),
@@ -306,6 +339,9 @@ mod tests {
     /// the GSO/GRO keys with every UDP test.
     const CLIENT_PARAMS_3_21_UDP: &str = r#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1448,"bandwidth":100000000,"pacing_timer":1000,"burst":10,"gso":1,"gso_dg_size":1448,"gso_bf_size":65160,"gro":1,"gro_bf_size":65507,"get_server_output":1,"dont_fragment":1,"client_version":"3.21+"}"#;
 
+    /// The same without --gsro (and `-l 1448 -b 10M`): the keys are sent, switched off.
+    const CLIENT_PARAMS_3_21_UDP_PLAIN: &str = r#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1448,"bandwidth":10000000,"pacing_timer":1000,"gso":0,"gso_dg_size":0,"gso_bf_size":65507,"gro":0,"gro_bf_size":65507,"client_version":"3.21+"}"#;
+
     #[test]
     fn real_client_params_parse() {
         let p = Params::parse(CLIENT_PARAMS_3_12.as_bytes()).unwrap();
@@ -316,9 +352,39 @@ mod tests {
         let p = Params::parse(CLIENT_PARAMS_3_21_UDP.as_bytes()).unwrap();
         assert_eq!((p.proto, p.len, p.rate_bps, p.burst), (DataProto::Udp, 1448, 100_000_000, 10));
         assert!(p.gso && p.gro && p.dont_fragment && p.get_server_output && !p.mptcp);
-        let plain = CLIENT_PARAMS_3_21_UDP.replace("\"gso\":1", "\"gso\":0").replace("\"gro\":1", "\"gro\":0");
-        let p = Params::parse(plain.as_bytes()).unwrap();
+        let p = Params::parse(CLIENT_PARAMS_3_21_UDP_PLAIN.as_bytes()).unwrap();
         assert!(!p.gso && !p.gro, "0 is off: a 3.21 client sends both keys without --gsro");
+    }
+
+    /// `send --iperf3 -u --gsro` asks as a 3.21 client does: the same five keys with the same
+    /// values for the same datagram length, so a 3.21 server sizes its buffers as for its own
+    /// client; without --gsro none of them (as a client before 3.21).
+    #[test]
+    fn our_gsro_keys_are_the_3_21_clients() {
+        let key_set = |text: &str| -> Vec<(String, Value)> {
+            let doc: Value = serde_json::from_str(text).unwrap();
+            let mut keys: Vec<_> = doc
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| k.starts_with("gso") || k.starts_with("gro"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            keys.sort_by(|a, b| a.0.cmp(&b.0));
+            keys
+        };
+        let ours = Params { proto: DataProto::Udp, len: 1448, gso: true, gro: true, ..Params::default() };
+        let theirs = key_set(CLIENT_PARAMS_3_21_UDP);
+        assert_eq!(theirs.len(), 5, "{theirs:?}");
+        assert_eq!(key_set(&ours.to_json().to_string()), theirs);
+        assert_eq!(
+            GsroSizes::for_len(1448, false),
+            GsroSizes { gso_datagram: 0, gso_buffer: 65507, gro_buffer: 65507 }
+        );
+        let plain = Params { gso: false, gro: false, ..ours.clone() };
+        assert!(key_set(&plain.to_json().to_string()).is_empty(), "no --gsro: no keys");
+        let tcp = Params { proto: DataProto::Tcp, ..ours };
+        assert!(key_set(&tcp.to_json().to_string()).is_empty(), "TCP: no keys, as iperf3 sends them with UDP only");
     }
 
     #[test]
@@ -374,6 +440,10 @@ mod tests {
         assert_eq!(code(r#"{"tcp":true,"server_affinity":-1}"#), error_code::AFFINITY);
         assert_eq!(code(r#"{"tcp":true,"flowlabel":1048576}"#), error_code::FLOW_LABEL);
         assert!(refused(r#"{"tcp":true,"congestion":"a b"}"#).reason.contains("congestion"));
+        assert_eq!(code(r#"{"udp":true,"gro":2}"#), error_code::RECV_PARAMS, "3.21 refuses a gro out of 0..=1");
+        assert!(refused(r#"{"udp":true,"gso":-1}"#).reason.contains("'gso'"));
+        assert!(refused(r#"{"udp":true,"gso":1,"gso_bf_size":1e9}"#).reason.contains("'gso_bf_size'"));
+        assert!(refused(r#"{"udp":true,"gro_bf_size":65508}"#).reason.contains("'gro_bf_size'"));
         let long = format!(r#"{{"tcp":true,"authtoken":"{}"}}"#, "A".repeat(MAX_AUTHTOKEN_LEN + 1));
         assert!(refused(&long).reason.contains("'authtoken'"));
         let p = Params::parse(br#"{"tcp":true,"authtoken":"x","get_server_output":1,"burst":0,"mptcp":true}"#).unwrap();

@@ -133,6 +133,19 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
     })
 }
 
+/// What a client asks of an iperf3 server beyond the test itself (iperf3 client options that
+/// change nothing on our side of the test).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Iperf3Asks {
+    /// `--gsro` (3.21+): UDP GSO on the sending end, GRO on the receiving end. Our own loops
+    /// use them wherever the kernel takes them; this asks the server for them (`gso`, `gro`
+    /// and their sizes in the parameters, which servers before 3.21 ignore).
+    pub gsro: bool,
+    /// `--get-server-output`: the server's own output comes back in its results (text, or
+    /// its whole JSON document when it runs with `-J`).
+    pub server_output: bool,
+}
+
 /// Runs our sender against an unmodified iperf3 server at `opts.target`. Errors before data
 /// flows (refused, unreachable, a server that refuses the parameters) come back as `Err`;
 /// afterwards problems are in the report.
@@ -143,9 +156,24 @@ pub fn run_send(opts: &SendOptions) -> Result<Iperf3Report> {
 /// [`run_send`], authenticating to a server that requires it (`iperf3 -s
 /// --rsa-private-key-path`) with `auth`'s credentials.
 pub fn run_send_as(opts: &SendOptions, auth: Option<&ClientAuth>) -> Result<Iperf3Report> {
+    run_send_asking(opts, auth, Iperf3Asks::default())
+}
+
+/// [`run_send_as`], asking the server for what `asks` names.
+pub fn run_send_asking(opts: &SendOptions, auth: Option<&ClientAuth>, asks: Iperf3Asks) -> Result<Iperf3Report> {
     let mut spec = opts.spec.clone();
     spec.cooldown_ms = 0;
     let mut params = params_for(&spec)?;
+    if asks.gsro {
+        if spec.proto != Proto::Udp {
+            return Err(Error::usage("--gsro asks for UDP GSO and GRO: it needs a UDP test (-u)"));
+        }
+        if !spec.gso {
+            return Err(Error::usage("--gsro asks for GSO, which --no-gso turns off: give one of them"));
+        }
+        (params.gso, params.gro) = (true, true);
+    }
+    params.get_server_output = asks.server_output;
     spec.validate()?;
     let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;

@@ -90,6 +90,7 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
             compat_udp::send_udp(&spec, sockets, &placement, path.interface(), &live, wire, |send| {
                 DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
             })
+            .map(|sent| (sent.side, sent.flows))
         });
         // Only the server sends: the end is still ours to say, at the planned end.
         while sent.is_none() && Instant::now() < t0 + spec.total() && !opts.stop.is_stopped() {

@@ -102,6 +102,12 @@ pub struct Iperf3TestSummary {
     /// more in small buffers; DF makes a datagram over the path's MTU an error at its end).
     pub burst: u32,
     pub dont_fragment: bool,
+    /// The client's `--gsro` (3.21): it asked for UDP GSO on the sender, GRO on the receiver.
+    pub gsro: bool,
+    /// UDP: whether our receive loop ran with GRO and our send loop with GSO, which both use
+    /// wherever the kernel takes them, asked or not (`None`: we did not receive, or send).
+    pub gro: Option<bool>,
+    pub gso: Option<bool>,
     /// The client's end of each data stream: where what we sent went, where what we
     /// received came from.
     pub data_peers: Vec<SocketAddr>,
@@ -401,6 +407,7 @@ fn serve_test(
     summary.udp = proto == Proto::Udp;
     summary.burst = params.burst;
     summary.dont_fragment = params.dont_fragment;
+    summary.gsro = params.gso || params.gro;
     if summary.udp {
         // The first stream's socket listens before the client is told to connect.
         let listener = udp_listener(ctl).map_err(|e| Ended::Failed(format!("binding the UDP port: {e}")))?;
@@ -621,7 +628,8 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), Refusa
 
 /// The options `recv --iperf3` does not give, each refused with the iperf3 error number
 /// whose text names it. What only the client's own sending uses (`-b RATE/COUNT`,
-/// `--dont-fragment`, `--gsro`'s GSO on its streams) is the client's to do, and served.
+/// `--dont-fragment`, `--gsro`'s GSO on its streams) is the client's to do, and served; our
+/// UDP loops use GRO and GSO whether `--gsro` asked or not, and the test line says so.
 fn unserved(p: &Params) -> std::result::Result<(), Refusal> {
     let not = |code: i32, what: &str| Err(Refusal::new(code, format!("{what} is not served by `recv --iperf3`")));
     if p.mptcp {

@@ -100,6 +100,7 @@ pub(super) fn serve_udp(
                     compat_udp::send_udp(&spec, sockets, &placement, None, &live, wire, |send| {
                         DataPath::Iperf3UdpSend { send, len: spec.len, wide_counters: wide }
                     })
+                    .map(|sent| (sent.side, sent.flows, sent.gso))
                 })
             });
         let client = await_end(ctl, t0 + ctx.opts.max_time + STEP_TIMEOUT, &live);
@@ -117,7 +118,12 @@ pub(super) fn serve_udp(
     let client = client?;
     summary.bytes = received.as_ref().map_or(0, |(side, _)| side.total_bytes());
     summary.client_sent = received.as_ref().map(|_| sent_by(&client, n as usize, 0));
-    summary.sent = sent.as_ref().map(|(side, _)| side.total_bytes());
+    summary.sent = sent.as_ref().map(|(side, ..)| side.total_bytes());
+    // What our loops did with GSO and GRO, whatever the client's --gsro asked (they use them
+    // wherever the kernel takes them).
+    summary.gro =
+        received.as_ref().map(|(side, _)| matches!(side.data_path, Some(DataPath::UdpReceive { gro: true, .. })));
+    summary.gso = sent.as_ref().map(|(.., gso)| *gso);
     if sent.is_some() {
         let theirs = (tx_first_id..tx_first_id + n as usize).filter_map(|i| client.stream(stream_id(i)));
         let (bytes, lost) = theirs.fold((0, 0), |(b, l), s| (b + s.bytes, l + s.errors));
