@@ -41,6 +41,10 @@ pub fn peer_send_options(
     if format == Format::Csv {
         return Err(Error::usage(format!("--format csv is not available with {flag} (use text or json)")));
     }
+    if args.output.json_stream {
+        // The far tool's figures come once, after the test: no stream to give.
+        return Err(Error::usage(format!("--json-stream is not available with {flag} (use -J)")));
+    }
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
     let len = args.len.unwrap_or(crate::args::default_len(udp));
     if len == 0 || len > u64::from(u32::MAX) {

@@ -230,6 +230,8 @@ fn send_to_nothing_says_what_to_run() {
     // A busy server: a_busy_iperf3_server_is_asked_again_for_5_s.
     let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1.5"], Duration::from_secs(15));
     one_line_error(&out, 2, "whole seconds");
+    let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "--json-stream"], Duration::from_secs(15));
+    one_line_error(&out, 2, "--json-stream is not available with --iperf3 (use -J)");
 }
 
 /// `uringbench recv --iperf3 --once` in the receiver namespace, stdout captured.
