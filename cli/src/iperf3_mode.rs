@@ -21,7 +21,7 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     // iperf3 has --cport too: the data connections leave from PORT, PORT + 1, ...
     opts.local.data_port = args.cport;
     let auth = client_auth(args)?;
-    let asks = Iperf3Asks { gsro: args.gsro, server_output: args.get_server_output };
+    let asks = Iperf3Asks { gsro: args.gsro, server_output: args.get_server_output, dont_fragment: args.dont_fragment };
     let report = iperf3_send_asking(&opts, auth.as_ref(), asks)?;
     print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
 }

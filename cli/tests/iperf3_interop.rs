@@ -512,3 +512,29 @@ fn a_receiver_stopped_mid_test_tells_the_test() {
     assert_eq!(line.matches("SIGINT").count(), 1, "the cause once: {line}");
     assert!(number_before(line, " bytes in ") > 1_000_000, "what it counted: {line}");
 }
+
+/// `send --iperf3 -u --dont-fragment` against `iperf3 -s`: the key goes in the parameters,
+/// datagrams within the path MTU arrive as iperf3 counts them, and one over it (no GSO) is
+/// refused in one line naming the path MTU, where without DF it would go in fragments.
+#[test]
+fn send_iperf3_dont_fragment_to_iperf3_server() {
+    let Some((_serial, pair)) = peer_pair("iperf3", "ub3f") else { return };
+    let server = iperf3_server(&pair);
+    let args = ["--iperf3", "-c", "10.77.0.2", "-u", "-l", "1400", "-b", "50M", "-t", "1", "--warmup", "0"];
+    let (out, _) = pair.send(&[&args[..], &["--dont-fragment", "-J"]].concat(), Duration::from_secs(30));
+    let theirs = iperf3_json(&finish(server, Duration::from_secs(10)));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ours = json(&out);
+    assert_eq!(ours["iperf3"]["params"]["dont_fragment"], 1, "asked of the server: {}", ours["iperf3"]["params"]);
+    let counted = u64_at(&theirs, "/end/sum_received/bytes");
+    assert!(counted > 1_000_000, "iperf3 -s counted the datagrams: {counted}");
+    assert_eq!(u64_at(&ours, "/sum/receiver/total_bytes"), counted, "its count is our receiver side");
+    let mut server = iperf3_server(&pair);
+    let (out, _) = pair.send(
+        &["--iperf3", "-c", "10.77.0.2", "-u", "-l", "2000", "--no-gso", "--dont-fragment", "-t", "1"],
+        Duration::from_secs(15),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    one_line_error(&out, 1, "does not fit the path MTU of 1500 bytes");
+}

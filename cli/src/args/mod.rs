@@ -554,6 +554,11 @@ pub struct SendArgs {
     /// JSON document when it runs with -J), as iperf3's --get-server-output.
     #[arg(long, requires = "iperf3")]
     pub get_server_output: bool,
+    /// With --iperf3 -u: IPv4's don't-fragment bit on every datagram we send, and asked of the
+    /// server for what it sends (-R, --bidir), as iperf3's --dont-fragment: a datagram over the
+    /// path MTU fails to send instead of going in fragments.
+    #[arg(long, requires = "iperf3")]
+    pub dont_fragment: bool,
     /// Send to NTttcp receivers in no-sync mode (`ntttcp.exe -r ... -ns`, `ntttcp -r -N`):
     /// queue q's flows go to port --ntttcp-port + q.
     #[arg(long, conflicts_with = "iperf2")]

@@ -18,6 +18,7 @@ use crate::workload::udp_stream;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// How the datagrams of a test against another tool look, and how its flows end.
@@ -99,4 +100,39 @@ pub(super) fn connect_udp(target: SocketAddr, local: &LocalEnd) -> io::Result<Ud
     socket.bind(&sockopt::sockaddr(&SocketAddr::new(local.bind.unwrap_or(any), local.data_port.unwrap_or(0))))?;
     socket.connect(&sockopt::sockaddr(&target))?;
     Ok(UdpSocket::from(socket))
+}
+
+/// iperf3's `--dont-fragment` on a stream we send (either role): IPv4's DF bit on every
+/// datagram (path MTU discovery "do"), so a datagram over the path's MTU fails to send instead of going in fragments, as
+/// iperf3 sets it. IPv6 routers never fragment: nothing to set there.
+pub(crate) fn dont_fragment(socket: &UdpSocket) -> io::Result<()> {
+    if socket.local_addr()?.is_ipv6() {
+        return Ok(());
+    }
+    sockopt::set_int(socket.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel reads back "do" path MTU discovery on a socket marked don't-fragment.
+    #[test]
+    fn dont_fragment_sets_pmtudisc_do() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        dont_fragment(&socket).unwrap();
+        let mut value: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: the fd is open for the call; value and len point to an int and its size.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!((rc, value), (0, libc::IP_PMTUDISC_DO));
+    }
 }

@@ -144,6 +144,9 @@ pub struct Iperf3Asks {
     /// `--get-server-output`: the server's own output comes back in its results (text, or
     /// its whole JSON document when it runs with `-J`).
     pub server_output: bool,
+    /// `--dont-fragment` (UDP): IPv4's DF bit on every datagram of the streams we send, and
+    /// the key that asks the server for it on the streams it sends (`-R`, `--bidir`).
+    pub dont_fragment: bool,
 }
 
 /// Runs our sender against an unmodified iperf3 server at `opts.target`. Errors before data
@@ -174,6 +177,10 @@ pub fn run_send_asking(opts: &SendOptions, auth: Option<&ClientAuth>, asks: Iper
         (params.gso, params.gro) = (true, true);
     }
     params.get_server_output = asks.server_output;
+    if asks.dont_fragment && spec.proto != Proto::Udp {
+        return Err(Error::usage("--dont-fragment sets IPv4's DF bit on UDP datagrams: it needs a UDP test (-u)"));
+    }
+    params.dont_fragment = asks.dont_fragment;
     spec.validate()?;
     let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;

@@ -69,6 +69,12 @@ pub(super) fn send_udp(test: UdpTest, mut ctl: Control) -> Result<Iperf3Report> 
     for (_, socket) in &rx {
         prepare_receiver(socket, &spec)?;
     }
+    if params.dont_fragment {
+        for (_, socket) in &tx {
+            compat_udp::dont_fragment(socket)
+                .map_err(|e| Error::io("setting IP don't-fragment (--dont-fragment)", e))?;
+        }
+    }
     let rx_first_id = if params.bidirectional { n as usize } else { 0 };
     expect(&mut ctl, State::TestStart).map_err(peer)?;
     expect(&mut ctl, State::TestRunning).map_err(peer)?;

@@ -75,7 +75,8 @@ pub(super) fn serve_udp(
     }
     if params.dont_fragment {
         for (_, socket) in &tx {
-            dont_fragment(socket).map_err(|e| format!("setting IP don't-fragment (--dont-fragment): {e}"))?;
+            compat_udp::dont_fragment(socket)
+                .map_err(|e| format!("setting IP don't-fragment (--dont-fragment): {e}"))?;
         }
     }
     let placement =
@@ -183,41 +184,4 @@ fn accept_stream(
     socket.send(&UDP_CONNECT_REPLY)?;
     socket.set_read_timeout(None)?;
     Ok((socket, next))
-}
-
-/// `--dont-fragment` on a stream we send: IPv4's DF bit on every datagram (path MTU discovery
-/// "do"), so a datagram over the path's MTU fails to send instead of going in fragments, as
-/// iperf3 sets it. IPv6 routers never fragment: nothing to set there.
-fn dont_fragment(socket: &UdpSocket) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    if socket.local_addr()?.is_ipv6() {
-        return Ok(());
-    }
-    sockopt::set_int(socket.as_raw_fd(), libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsRawFd;
-
-    /// The kernel reads back "do" path MTU discovery on a socket marked don't-fragment.
-    #[test]
-    fn dont_fragment_sets_pmtudisc_do() {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        dont_fragment(&socket).unwrap();
-        let mut value: libc::c_int = -1;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the fd is open for the call; value and len point to an int and its size.
-        let rc = unsafe {
-            libc::getsockopt(
-                socket.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                (&mut value as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        assert_eq!((rc, value), (0, libc::IP_PMTUDISC_DO));
-    }
 }
