@@ -37,6 +37,11 @@ pub fn peer_send_options(
             "--psk-file is not available with {flag}: the other tool does not take it{theirs}"
         )));
     }
+    if args.tuning.mptcp && flag != "--iperf3" {
+        return Err(Error::usage(format!(
+            "-m/--mptcp is not available with {flag}: the other tool's receiver takes plain TCP only (iperf3 3.16+ has it: --iperf3)"
+        )));
+    }
     let format = if args.json { Format::Json } else { args.format };
     if format == Format::Csv {
         return Err(Error::usage(format!("--format csv is not available with {flag} (use text or json)")));

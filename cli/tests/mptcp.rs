@@ -1,7 +1,10 @@
 //! Multipath TCP between two namespaces joined by two veth pairs: `send -m` carries its data
 //! over two subflows, each with bytes the kernel counted, the second one over the second
 //! veth pair; `crr -m` reads a sample of its short-lived connections back before closing
-//! them; a plain `send` still works against the MPTCP listener of `recv`.
+//! them; a plain `send` still works against the MPTCP listener of `recv`. Through iperf3's
+//! protocol: `send --iperf3 -m` to `recv --iperf3` is MPTCP over two subflows, the kernels'
+//! MPTcpExt counters say so; to Debian's `iperf3 -s` (3.12, no MPTCP) it falls back to TCP
+//! and the report says it; a receiver without MPTCP refuses with iperf3's own error.
 
 mod common;
 
@@ -178,4 +181,134 @@ fn a_host_with_mptcp_disabled_refuses_m_and_a_receiver_without_it_gets_a_fallbac
     assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), u64_at(&doc, "/sum/sender/total_bytes"));
     assert_eq!(doc["mptcp"]["sender"][0]["fallback"], true, "{}", doc["mptcp"]);
     assert!(doc["sender"]["path"].as_str().unwrap().contains("fell back to plain TCP"), "{}", doc["sender"]["path"]);
+}
+
+/// iperf3's port, where `recv --iperf3` and `iperf3 -s` listen.
+const IPERF3_PORT: &str = "5201";
+
+/// One MPTcpExt counter of namespace `ns` (/proc/net/netstat).
+fn mptcp_counter(pair: &NetnsPair, ns: &str, name: &str) -> u64 {
+    pair.snmp_counter(ns, "MPTcpExt", name)
+}
+
+/// `send --iperf3 -m` to `recv --iperf3` over two paths: the one data connection is MPTCP
+/// (the receiver's kernel took exactly one MP_CAPABLE SYN, the control connection being
+/// plain TCP, and at least one MP_JOIN), it has two subflows or more, one of them on the
+/// second path, and `recv --iperf3` counted exactly the bytes we sent, its own line says the
+/// same and names the subflows.
+#[test]
+fn send_iperf3_m_to_recv_iperf3_is_mptcp_with_exact_bytes() {
+    let Some((_serial, pair)) = mptcp_pair("ubmp3a") else { return };
+    second_path(&pair);
+    let recv = pair.spawn_recv(&["--iperf3", "--port", IPERF3_PORT, "--cpus", "1"]);
+    let rx_ns = pair.receiver_ns();
+    let (syn_before, join_before) =
+        (mptcp_counter(&pair, &rx_ns, "MPCapableSYNRX"), mptcp_counter(&pair, &rx_ns, "MPJoinSynRx"));
+    let (out, _) = pair.send(
+        &["--iperf3", "-c", RECV_ADDR, "-m", "-t", "2", "--warmup", "0", "--cpus", "0", "-J"],
+        Duration::from_secs(30),
+    );
+    let (syn, join) = (
+        mptcp_counter(&pair, &rx_ns, "MPCapableSYNRX") - syn_before,
+        mptcp_counter(&pair, &rx_ns, "MPJoinSynRx") - join_before,
+    );
+    let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
+    assert!(out.status.success(), "send --iperf3 -m: {}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&out);
+    assert_eq!(doc["iperf3"]["params"]["mptcp"], true, "{}", doc["iperf3"]);
+    let sent = u64_at(&doc, "/sum/sender/total_bytes");
+    assert!(sent > 1_000_000, "real traffic: {sent}");
+    assert_eq!(u64_at(&doc, "/sum/receiver/total_bytes"), sent, "recv --iperf3's results count every byte sent");
+    assert_eq!(syn, 1, "one MPTCP data connection reached the receiver's kernel; the control one is plain TCP");
+    assert!(join >= 1, "the second path joined the connection: {join} MP_JOIN SYNs");
+    let c = &doc["mptcp"]["sender"][0];
+    assert_eq!(c["fallback"], false, "{}", doc["mptcp"]);
+    let subflows = c["subflows"].as_array().unwrap_or_else(|| panic!("no subflows: {}", doc["mptcp"]));
+    assert!(subflows.len() >= 2, "two paths, two subflows or more: {c}");
+    assert!(subflows.iter().any(|s| s["local"].as_str().unwrap_or("").starts_with("10.77.1.1:")), "{c}");
+    assert!(doc["mptcp"]["receiver"].is_null(), "the far side's MPTCP state is not ours to report");
+    let line =
+        log.lines().find(|l| l.contains("iperf3 TCP test from")).unwrap_or_else(|| panic!("no test line: {log}"));
+    assert!(
+        line.contains(&format!(": {sent} bytes in ")) && line.contains(&format!("client sent {sent} bytes")),
+        "{line}"
+    );
+    assert!(line.contains("MPTCP flow 0: ") && line.contains(" -> 10.77.1.1:"), "{line}");
+    assert!(!line.contains("incomplete"), "{line}");
+}
+
+/// `send --iperf3 -m` to Debian's `iperf3 -s` (3.12 has no MPTCP: it ignores the key and
+/// listens with plain TCP): the test runs, iperf3 counts every byte, our kernel saw the
+/// SYN-ACK without MP_CAPABLE, and the report says the connection fell back to TCP.
+#[test]
+fn send_iperf3_m_to_a_stock_iperf3_server_falls_back_to_tcp_and_says_so() {
+    if !peer_installed("iperf3") {
+        return;
+    }
+    let Some((_serial, pair)) = mptcp_pair("ubmp3b") else { return };
+    let child = pair
+        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-p", IPERF3_PORT, "-1", "-J"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn iperf3 -s");
+    let server = pair.listening(child, IPERF3_PORT);
+    let tx_ns = pair.sender_ns();
+    let fallback_before = mptcp_counter(&pair, &tx_ns, "MPCapableFallbackSYNACK");
+    let (out, _) =
+        pair.send(&["--iperf3", "-c", RECV_ADDR, "-m", "-t", "1", "--warmup", "0", "-J"], Duration::from_secs(30));
+    let fallbacks = mptcp_counter(&pair, &tx_ns, "MPCapableFallbackSYNACK") - fallback_before;
+    let server = finish(server, Duration::from_secs(10));
+    assert!(out.status.success(), "send --iperf3 -m: {}", String::from_utf8_lossy(&out.stderr));
+    let (ours, theirs) = (json(&out), serde_json::from_slice::<serde_json::Value>(&server.stdout).expect("iperf3 -J"));
+    let sent = u64_at(&ours, "/sum/sender/total_bytes");
+    assert!(sent > 1_000_000, "real traffic: {sent}");
+    assert_eq!(u64_at(&theirs, "/end/sum_received/bytes"), sent, "iperf3 -s counted every byte");
+    assert_eq!(fallbacks, 1, "our kernel took one SYN-ACK without MP_CAPABLE (the data connection's)");
+    assert_eq!(ours["mptcp"]["sender"][0]["fallback"], true, "{}", ours["mptcp"]);
+    let notes = ours["iperf3"]["notes"].to_string();
+    assert!(notes.contains("1 of 1 data connections fell back to plain TCP"), "{notes}");
+    assert!(ours["sender"]["path"].as_str().unwrap_or("").contains("fell back to plain TCP"), "{}", ours["sender"]);
+}
+
+/// A receiver namespace without MPTCP: `recv --iperf3` refuses a `-m` client with iperf3's
+/// own error (the stream listener, with its errno) and logs why; a sender namespace without
+/// it refuses `send --iperf3 -m` before connecting.
+#[test]
+fn without_mptcp_iperf3_m_is_refused_with_iperf3s_error_and_the_reason() {
+    let Some((_serial, pair)) = mptcp_pair("ubmp3c") else { return };
+    let sysctl = |ns: &str, v: &str| {
+        let out = pair.cmd(ns, "sysctl", &["-qw", &format!("net.mptcp.enabled={v}")]).output().expect("sysctl");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    sysctl(&pair.receiver_ns(), "0");
+    let recv = pair.spawn_recv(&["--iperf3", "--port", IPERF3_PORT, "--cpus", "1"]);
+    let (out, _) = pair.send(&["--iperf3", "-c", RECV_ADDR, "-m", "-t", "1"], Duration::from_secs(20));
+    let log = String::from_utf8_lossy(&recv.kill().stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("unable to start stream listener (iperf3 error 202): Protocol not available"),
+        "iperf3's error and errno: {stderr}"
+    );
+    assert!(log.contains("MPTCP (-m): MPTCP is disabled on this host (net.mptcp.enabled = 0)"), "{log}");
+    sysctl(&pair.sender_ns(), "0");
+    let (out, _) = pair.send(&["--iperf3", "-c", RECV_ADDR, "-m", "-t", "1"], Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("net.mptcp.enabled = 0") && stderr.lines().count() == 1, "{stderr}");
+}
+
+/// iperf2's and NTttcp's receivers take plain TCP only: `-m` with their modes is a usage error
+/// rather than a flag silently ignored (nothing is sent: the check comes first).
+#[test]
+fn m_with_iperf2_or_ntttcp_is_a_usage_error() {
+    for mode in ["--iperf2", "--ntttcp"] {
+        let mut c = std::process::Command::new(bin());
+        c.args(["send", mode, "-c", "127.0.0.1", "-m", "-t", "1"]);
+        let (out, _) = run_bounded(c, Duration::from_secs(10));
+        one_line_error(&out, 2, "-m/--mptcp");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(mode), "the error names the mode: {stderr}");
+    }
 }

@@ -21,14 +21,14 @@ use crate::runtime::placement::{BusyPoll, Placement};
 use crate::session::gate::{GateEvent, GateLimits, PAUSE};
 use crate::session::live::{Live, StartInfo};
 use crate::session::progress::NoProgress;
-use crate::session::sender::decide_zerocopy;
+use crate::sys::mptcp::StreamProtocol;
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt;
 use crate::transport::tcp::recv::{self as tcp_recv, RecvFlow, RecvWorkerConfig};
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WaitMode;
-use crate::workload::stream::{recv_lowat, TcpHalves, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
+use crate::workload::stream::{recv_lowat, zerocopy_for, TcpHalves, RECV_BATCH, RECV_BUF_COUNT, RECV_BUF_SIZE};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
@@ -203,7 +203,18 @@ fn resolve(host: &str, port: u16, family: Option<u8>) -> Result<SocketAddr> {
 /// Connects one TCP connection to the other tool's server; `server` is the command that
 /// should be running there (`iperf -s -p 5002`), named when nothing listens.
 fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Result<TcpStream> {
-    let stream = sockopt::connect_tcp(addr, local, None, CONNECT_TIMEOUT).map_err(|e| match e.raw_os_error() {
+    connect_stream(addr, local, StreamProtocol::Tcp, server)
+}
+
+/// [`connect_tcp`] with a socket of `protocol` (iperf3's MPTCP data connections).
+fn connect_stream(
+    addr: SocketAddr,
+    local: &sockopt::LocalEnd,
+    protocol: StreamProtocol,
+    server: &str,
+) -> Result<TcpStream> {
+    let connected = sockopt::connect_stream(addr, local, protocol, None, CONNECT_TIMEOUT);
+    let stream = connected.map_err(|e| match e.raw_os_error() {
         Some(libc::ECONNREFUSED) => {
             Error::peer(format!("nothing listens on {addr} (connection refused): start `{server}` there"))
         }
@@ -219,14 +230,14 @@ fn connect_tcp(addr: SocketAddr, local: &sockopt::LocalEnd, server: &str) -> Res
 }
 
 /// The stream workload's TCP halves of a client toward `path` (its interface's counters in
-/// the window), with the zero-copy choice for that path.
+/// the window), with the zero-copy choice for that path (none on MPTCP flows, as `send -m`).
 fn client_halves<'a>(
     spec: &'a TestSpec,
     placement: &'a Placement,
     caps: &'a KernelCaps,
     path: &PathProbe,
 ) -> Result<TcpHalves<'a>> {
-    let zc = decide_zerocopy(spec.zerocopy, caps, path, spec.len)?;
+    let zc = zerocopy_for(spec, caps, path)?;
     Ok(TcpHalves { spec, placement, caps, zc, iface: path.interface().map(str::to_string), queues: None })
 }
 

@@ -26,7 +26,16 @@ impl Iperf3Report {
         if let Some(reverse) = doc.reverse.as_deref_mut() {
             reverse.sum.peer_totals_after_omit_s = after_omit;
         }
+        if let Some(m) = doc.mptcp.as_mut().filter(|_| self.far_receiver()) {
+            m.receiver = None;
+        }
         doc
+    }
+
+    /// Whether the document's receiver side is the iperf3 server (all but `-R` alone), whose
+    /// MPTCP state nothing tells: its `mptcp.receiver` is absent rather than empty.
+    fn far_receiver(&self) -> bool {
+        !self.params.reverse || self.params.bidirectional
     }
 
     /// An iperf3 server leaves its omitted start out of every total it reports: with an
@@ -44,6 +53,9 @@ impl Iperf3Report {
             if doc["reverse"].is_object() {
                 doc["reverse"]["sum"]["peer_totals_after_omit_s"] = json!(omit);
             }
+        }
+        if doc["mptcp"].is_object() && self.far_receiver() {
+            doc["mptcp"]["receiver"] = Value::Null;
         }
         doc["iperf3"] = json!({
             "params": self.params.to_json(),
@@ -259,6 +271,9 @@ impl Iperf3TestSummary {
         if let Some(words) = s.gsro_words() {
             let _ = write!(line, "; {words}");
         }
+        if s.mptcp {
+            let _ = write!(line, "; {}", s.mptcp_words());
+        }
         if !s.errors.is_empty() {
             let _ = write!(line, ", incomplete: {}", shown_text(&s.errors.join("; ")));
         }
@@ -284,5 +299,17 @@ impl Iperf3TestSummary {
             [said(self.gro, "GRO", "receive"), said(self.gso, "GSO", "send")].into_iter().flatten().collect();
         let asked = if self.gsro { " (the client asked --gsro)" } else { "" };
         (!parts.is_empty()).then(|| format!("{}{asked}", parts.join(", ")))
+    }
+
+    /// A `-m` test's data connections as the kernel says them: each one's subflows, or its
+    /// fallback to plain TCP; or that none was an MPTCP socket (the client's MPTCP never
+    /// reached us: its SYN came without MP_CAPABLE).
+    fn mptcp_words(&self) -> String {
+        let mut words = crate::sys::mptcp::describe(&self.mptcp_received, false);
+        words.extend(crate::sys::mptcp::describe(&self.mptcp_sent, true));
+        if words.is_empty() {
+            return "MPTCP asked (-m), but the data connections came as plain TCP (no MP_CAPABLE in their SYN)".into();
+        }
+        words.join("; ")
     }
 }

@@ -240,6 +240,16 @@ pub(crate) fn read(fd: RawFd, flow: u32) -> Option<MptcpConnection> {
     Some(connection(flow, &info[..got], &tcp[..tcp_len], &addrs[..addrs_len]))
 }
 
+/// The data bytes an MPTCP connection received over all its subflows (mptcpi_bytes_received);
+/// `None` for a plain TCP socket, one that fell back (its TCP_INFO counts them all), or a
+/// kernel before 6.9, which does not count them.
+pub(crate) fn bytes_received(fd: RawFd) -> Option<u64> {
+    let mut info = [0u8; INFO_LEN];
+    let got = get(fd, MPTCP_INFO, &mut info)?;
+    let i = parse_info(&info[..got]);
+    (i.flags & FLAG_FALLBACK == 0 && i.bytes_received > 0).then_some(i.bytes_received)
+}
+
 /// Every flow's MPTCP state, in flow order (flows that are not MPTCP sockets are left out);
 /// `None` when the test's flows are not MPTCP (`mptcp` false) or there are none to read
 /// (crr reads a sample of its connections itself, transport/tcp/crr.rs).
@@ -358,9 +368,12 @@ mod tests {
         assert!(c.subflows[0].bytes_acked >= 50_000, "{c:?}");
         let s = read(server.as_raw_fd(), 0).unwrap();
         assert!(s.subflows[0].bytes_received >= 50_000, "{s:?}");
+        // The connection-level count is the bytes the application sent, exactly.
+        assert!(matches!(bytes_received(server.as_raw_fd()), Some(50_000) | None), "None only before 6.9");
         // A plain TCP socket is no MPTCP connection.
         let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         assert!(read(plain.as_raw_fd(), 0).is_none());
+        assert!(bytes_received(plain.as_raw_fd()).is_none());
         // An MPTCP client of a plain TCP listener falls back, and reads as such.
         let to_plain =
             socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, Some(socket2::Protocol::MPTCP)).unwrap();

@@ -100,7 +100,18 @@ pub(crate) fn connect_tcp(
     tuning: Option<&Tuning>,
     timeout: Duration,
 ) -> io::Result<TcpStream> {
-    let protocol = StreamProtocol::of(tuning.is_some_and(|t| t.mptcp));
+    connect_stream(addr, local, StreamProtocol::of(tuning.is_some_and(|t| t.mptcp)), tuning, timeout)
+}
+
+/// [`connect_tcp`] with a socket of `protocol`, whatever `tuning` says (a peer tool's data
+/// connection, whose knobs are set once it is connected).
+pub(crate) fn connect_stream(
+    addr: SocketAddr,
+    local: &LocalEnd,
+    protocol: StreamProtocol,
+    tuning: Option<&Tuning>,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(protocol.socket2()))?;
     if let Some(dev) = &local.device {
         socket.bind_device(Some(dev.as_bytes()))?;

@@ -419,7 +419,7 @@ fn receive_side(
 
 /// Whether this test's TCP sends use SEND_ZC, and why: never on MPTCP flows (the kernel
 /// refuses zero-copy sends on MPTCP sockets; `--zerocopy on` with `-m` is refused up front).
-fn zerocopy_for(spec: &TestSpec, caps: &KernelCaps, path: &PathProbe) -> Result<(bool, String)> {
+pub(crate) fn zerocopy_for(spec: &TestSpec, caps: &KernelCaps, path: &PathProbe) -> Result<(bool, String)> {
     if spec.tuning.mptcp {
         return Ok((false, "MPTCP sockets have no zero-copy send".into()));
     }

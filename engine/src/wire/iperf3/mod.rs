@@ -366,6 +366,8 @@ pub mod error_code {
     pub const AUTH: i32 = 142;
     /// Cannot set IP Do-Not-Fragment.
     pub const DONT_FRAGMENT: i32 = 145;
+    /// Unable to start the stream listener (an MPTCP test on a host without MPTCP).
+    pub const STREAM_LISTEN: i32 = 202;
 }
 
 /// iperf3's meaning of an error number a server sent (the ones a client can cause; others
@@ -392,6 +394,7 @@ pub fn server_error_text(code: i32) -> String {
         error_code::AFFINITY => "cannot set CPU affinity",
         error_code::AUTH => "test authorization failed",
         error_code::DONT_FRAGMENT => "cannot set IP Do-Not-Fragment",
+        error_code::STREAM_LISTEN => "unable to start stream listener",
         208 => "bad stream id in results",
         _ => "",
     };

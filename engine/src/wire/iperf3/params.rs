@@ -24,11 +24,18 @@ pub enum DataProto {
 pub struct Refusal {
     pub code: i32,
     pub reason: String,
+    /// The errno sent after the number (0: none), which the client prints as the cause.
+    pub errno: i32,
 }
 
 impl Refusal {
     pub fn new(code: i32, reason: impl Into<String>) -> Self {
-        Refusal { code, reason: reason.into() }
+        Refusal { code, reason: reason.into(), errno: 0 }
+    }
+
+    /// The refusal with `errno` as its cause, as iperf3's server sends a failed system call's.
+    pub fn with_errno(self, errno: i32) -> Self {
+        Refusal { errno, ..self }
     }
 }
 
@@ -341,6 +348,23 @@ mod tests {
 
     /// The same without --gsro (and `-l 1448 -b 10M`): the keys are sent, switched off.
     const CLIENT_PARAMS_3_21_UDP_PLAIN: &str = r#"{"udp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"len":1448,"bandwidth":10000000,"pacing_timer":1000,"gso":0,"gso_dg_size":0,"gso_bf_size":65507,"gro":0,"gro_bf_size":65507,"client_version":"3.21+"}"#;
+
+    /// `iperf3 -c 127.0.0.1 -m -t 1` (3.21+, built from upstream source), its parameters as
+    /// `-d` printed them: `-m` is the one key `"mptcp": true`; the data connections are
+    /// then IPPROTO_MPTCP sockets, the control connection stays TCP.
+    const CLIENT_PARAMS_3_21_MPTCP: &str = r#"{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"mptcp":true,"len":131072,"pacing_timer":1000,"client_version":"3.21+"}"#;
+
+    #[test]
+    fn a_3_21_mptcp_client_params_parse() {
+        let p = Params::parse(CLIENT_PARAMS_3_21_MPTCP.as_bytes()).unwrap();
+        assert!(p.mptcp, "{p:?}");
+        assert_eq!((p.proto, p.time, p.parallel, p.connections()), (DataProto::Tcp, 1, 1, 1));
+        assert_eq!(p.client_version.as_deref(), Some("3.21+"));
+        // Our own -m says it the same way.
+        assert_eq!(p.to_json()["mptcp"], Value::Bool(true));
+        let plain = CLIENT_PARAMS_3_21_MPTCP.replace("\"mptcp\":true,", "");
+        assert!(!Params::parse(plain.as_bytes()).unwrap().mptcp, "no key, no MPTCP");
+    }
 
     #[test]
     fn real_client_params_parse() {

@@ -4,6 +4,9 @@
 //! The control connection speaks iperf3's exchange (docs/protocol.md, "iperf3"); the data
 //! connections carry the cookie, then the stream workload's own sending half moves the bytes
 //! (io_uring, zero-copy where it pays), so CPU, TCP_INFO and zero-copy figures are ours.
+//! With `-m` the parameters carry iperf3's `mptcp` key and the data connections are MPTCP
+//! sockets (the control connection stays TCP, as iperf3's): a 3.16+ server listens for them
+//! with MPTCP, an older one with plain TCP, and they fall back to it, which the report says.
 //!
 //! An iperf3 server stops counting, and closes the data connections, the moment it reads
 //! TEST_END; whatever it has not read by then is lost to its count. So at the end of the
@@ -19,13 +22,14 @@ use super::our_results;
 use super::udp::by_sender;
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
-use crate::compat::{client_halves, connect_tcp, far_side, resolve, stream_report, Intervals};
+use crate::compat::{client_halves, connect_stream, connect_tcp, far_side, resolve, stream_report, Intervals};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::placement::plan;
 use crate::runtime::placement::resolve_cpus;
 use crate::session::driver::StreamHalves;
 use crate::session::sender::SendOptions;
+use crate::sys::mptcp::{MptcpConnection, StreamProtocol};
 use crate::sys::netpath::PathProbe;
 use crate::sys::sockopt;
 use crate::wire::iperf3::{
@@ -128,6 +132,7 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
         tos: t.tos.unwrap_or(0),
         congestion: t.congestion.clone(),
         nodelay: t.nodelay,
+        mptcp: t.mptcp,
         client_version: Some(format!("uringbench {}", env!("CARGO_PKG_VERSION"))),
         ..Params::default()
     })
@@ -184,6 +189,9 @@ pub fn run_send_asking(opts: &SendOptions, auth: Option<&ClientAuth>, asks: Iper
     spec.validate()?;
     let caps = opts.kernel.clone();
     caps.require_tcp_stream()?;
+    if spec.tuning.mptcp {
+        caps.require_mptcp()?;
+    }
     let placement = plan(spec.queues, &resolve_cpus(opts.cpus.as_deref())?, opts.busy_poll, false, false, &opts.fast)?;
     let target = resolve(&opts.target, opts.port, opts.local.family)?;
     let server = server_command(target);
@@ -215,9 +223,10 @@ pub fn run_send_asking(opts: &SendOptions, auth: Option<&ClientAuth>, asks: Iper
         return send_udp(test, ctl);
     }
     let mut flows = Vec::with_capacity(spec.data_connections() as usize);
+    let protocol = StreamProtocol::of(spec.tuning.mptcp);
     for flow in 0..spec.data_connections() {
         let local = opts.local.for_flow(flow).map_err(Error::usage)?;
-        let mut stream = connect_tcp(target, &local, &server)?;
+        let mut stream = connect_stream(target, &local, protocol, &server)?;
         stream.write_all(&cookie).map_err(|e| peer(format!("opening stream {}: {e}", stream_id(flow as usize))))?;
         flows.push((flow, stream));
     }
@@ -273,6 +282,10 @@ pub fn run_send_asking(opts: &SendOptions, auth: Option<&ClientAuth>, asks: Iper
     for side in received.iter_mut() {
         side.add_path_notes(["iperf3 data streams (cookie first) sent by the server until our TEST_END".into()]);
     }
+    if params.mptcp {
+        let conns = sent.iter().chain(received.iter()).flat_map(|s| s.mptcp.iter());
+        notes.extend(mptcp_note(conns));
+    }
     let ours = our_results(&spec, [(sent.as_ref(), 0), (received.as_ref(), rx_first_id)], None);
     let (server_results, error) = match ended.and_then(|()| exchange(&mut ctl, &ours)) {
         Ok(results) => (Some(results), None),
@@ -307,6 +320,27 @@ fn with_auth_hint(error: String, auth: Option<&ClientAuth>) -> String {
             a.user()
         ),
     }
+}
+
+/// With `-m`: how many data connections are MPTCP ones and how many fell back to plain TCP,
+/// as our kernel says (an iperf3 server tells nothing of its own sockets); `None` when every
+/// one is MPTCP (the report lists their subflows).
+fn mptcp_note<'a>(conns: impl Iterator<Item = &'a MptcpConnection>) -> Option<String> {
+    let (mut mptcp, mut fallback) = (0, 0);
+    for c in conns {
+        if c.fallback {
+            fallback += 1;
+        } else {
+            mptcp += 1;
+        }
+    }
+    (fallback > 0).then(|| {
+        format!(
+            "MPTCP (-m): {fallback} of {} data connections fell back to plain TCP: the server did not answer MP_CAPABLE \
+             (an iperf3 before 3.16, or one built without MPTCP, ignores -m and listens with plain TCP)",
+            mptcp + fallback
+        )
+    })
 }
 
 /// The server's sending side when its results never came: nothing known.
@@ -437,7 +471,18 @@ mod tests {
         assert!(refused(TestSpec { warmup_ms: 250, ..spec.clone() }).contains("--warmup"));
         assert!(refused(TestSpec { queues: 129, ..spec.clone() }).contains("128"));
         assert!(refused(TestSpec { flows_per_queue: 2, ..spec.clone() }).contains("--flows-per-queue"));
-        assert!(refused(TestSpec { len: 2 << 20, ..spec }).contains("block"));
+        assert!(refused(TestSpec { len: 2 << 20, ..spec.clone() }).contains("block"));
+        let mut m = spec;
+        m.tuning.mptcp = true;
+        assert!(params_for(&m).unwrap().mptcp, "-m is iperf3's mptcp key");
+    }
+
+    #[test]
+    fn a_fallback_to_tcp_is_said_with_its_count() {
+        let conn = |fallback| MptcpConnection { fallback, ..MptcpConnection::default() };
+        assert_eq!(mptcp_note([conn(false), conn(false)].iter()), None, "all MPTCP: the subflows say it");
+        let note = mptcp_note([conn(true), conn(false)].iter()).unwrap();
+        assert!(note.contains("1 of 2 data connections fell back to plain TCP"), "{note}");
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! - a test running and the cookie is its own: one of its data connections, handed over;
 //! - otherwise: ACCESS_DENIED and closed, as iperf3 answers while busy.
 //!
+//! Where the kernel has MPTCP the listener is an MPTCP one, as `recv`'s: the data connections
+//! of a `-m` client (IPPROTO_MPTCP sockets) are MPTCP connections, a plain client's are plain
+//! TCP sockets. (iperf3's own server remakes its listener as MPTCP for a `-m` test; one
+//! listener that takes both serves the same clients without closing the port.)
+//!
 //! The end: the client sends TEST_END and then its results, which say how many bytes it
 //! sent; once those bytes have arrived (at most [`DRAIN_WAIT`]) each data connection is shut
 //! for reading, so the loops read to its end: our count and the client's are the same bytes.
@@ -33,6 +38,7 @@ use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::live::StartInfo;
 use crate::session::logq::RateLimit;
 use crate::sys::epoll::Epoll;
+use crate::sys::mptcp::{MptcpConnection, StreamProtocol};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::tcpinfo::TcpInfo;
@@ -113,6 +119,12 @@ pub struct Iperf3TestSummary {
     pub data_peers: Vec<SocketAddr>,
     /// The user the client authenticated as (`--rsa-private-key-path`).
     pub user: Option<String>,
+    /// `-m` (TCP): the client asked for MPTCP data connections; our end of each, as the
+    /// kernel says after the test (MPTCP_INFO: its subflows, or a fallback to plain TCP), of
+    /// the streams we received and of those we sent (a plain TCP socket is left out).
+    pub mptcp: bool,
+    pub mptcp_received: Vec<MptcpConnection>,
+    pub mptcp_sent: Vec<MptcpConnection>,
     pub errors: Vec<String>,
     /// The test as the native report has it (`recv --iperf3 -J`), once it ran: each
     /// direction's sides, ours from our loops, the client's from its results.
@@ -129,11 +141,22 @@ impl Iperf3TestSummary {
     }
 }
 
-/// Binds the listener on `opts.port` (port 0: any free port); another listener there is a
-/// usage error.
+/// Binds the listener on `opts.port` (port 0: any free port), an MPTCP one where the kernel
+/// has MPTCP; another listener there is a usage error.
 pub fn bind_receiver(opts: &PeerRecvOptions) -> Result<TcpListener> {
     let addr = SocketAddr::new(opts.bind, opts.port);
-    gate::listen(addr, None, " (an `iperf3 -s`?)")
+    let protocol = StreamProtocol::of(opts.kernel.mptcp_unavailable.is_none());
+    gate::listen_as(addr, None, protocol, " (an `iperf3 -s`?)")
+}
+
+/// Whether `listener` accepts an MPTCP client's connections as MPTCP ones (an MPTCP
+/// listener: [`bind_receiver`]'s where the kernel has MPTCP), or why not.
+fn mptcp_served(listener: &TcpListener, kernel: &KernelCaps) -> std::result::Result<(), String> {
+    let protocol = socket2::SockRef::from(listener).protocol().ok().flatten();
+    if protocol == Some(socket2::Protocol::MPTCP) {
+        return Ok(());
+    }
+    Err(kernel.mptcp_unavailable.clone().unwrap_or_else(|| "this receiver's listener is a plain TCP one".into()))
 }
 
 /// What a test thread needs from the serving loop.
@@ -151,6 +174,8 @@ pub(super) struct TestContext {
     output: ServerOutput,
     /// iperf3's RSA authentication, when the receiver requires it.
     auth: Option<Arc<ServerAuth>>,
+    /// Whether a `-m` client's data connections will be MPTCP ones, or why not.
+    mptcp: std::result::Result<(), String>,
 }
 
 impl TestContext {
@@ -322,7 +347,8 @@ pub fn serve(
     let max_streams = caps.flows.min(MAX_STREAMS);
     let refusals = Arc::new(RateLimit::new(TELLS_PER_WINDOW));
     let auth = auth.map(Arc::new);
-    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals, output, auth };
+    let mptcp = mptcp_served(&listener, &kernel);
+    let ctx = TestContext { opts, events, kernel, cpus, max_streams, refusals, output, auth, mptcp };
     let mut serving = Serving { ctx, active: None, next_id: 0, first_done: None };
     let limits = caps.gate_limits("iperf3 cookie", "sending their cookie");
     let ok = gate::serve(listener, limits, &mut serving)?;
@@ -376,7 +402,7 @@ fn run_test(
 fn refuse(ctl: &mut Control, proto: Proto, refusal: Refusal) -> Ended {
     let mut msg = vec![State::ServerError.byte()];
     msg.extend_from_slice(&refusal.code.to_be_bytes());
-    msg.extend_from_slice(&0i32.to_be_bytes());
+    msg.extend_from_slice(&refusal.errno.to_be_bytes());
     let _ = ctl.stream.write_all(&msg);
     Ended::Refused(proto, refusal.reason)
 }
@@ -493,6 +519,13 @@ fn serve_test(
     summary.bytes = received.as_ref().map_or(0, SideReport::total_bytes);
     summary.sent = sent.as_ref().map(SideReport::total_bytes);
     let client_sent = client.as_ref().ok().map(|c| sent_by(c, n as usize, 0));
+    if spec.tuning.mptcp {
+        summary.mptcp = true;
+        summary.mptcp_received = received.as_ref().map(|s| s.mptcp.clone()).unwrap_or_default();
+        // Numbered in the order the client opened them, as its streams are (--bidir: ours last).
+        let in_client_order = |c: &MptcpConnection| MptcpConnection { flow: c.flow + tx_first_id as u32, ..c.clone() };
+        summary.mptcp_sent = sent.iter().flat_map(|s| s.mptcp.iter().map(in_client_order)).collect();
+    }
     if let Some(side) = received.as_mut() {
         // A loop cut after the last byte the client sent had nothing more to count.
         if client_sent != Some(summary.bytes) || summary.omit > 0 {
@@ -576,8 +609,13 @@ pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
         cooldown_ms: 0,
         len: params.len,
         rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
-        // The receive buffer is the receiver's part of -w; the rest is the sender's.
-        tuning: Tuning { window: (params.window > 0).then_some(params.window), ..Tuning::default() },
+        // The receive buffer is the receiver's part of -w; the rest is the sender's. A UDP
+        // test ignores -m, as iperf3 does.
+        tuning: Tuning {
+            window: (params.window > 0).then_some(params.window),
+            mptcp: params.mptcp && proto == Proto::Tcp,
+            ..Tuning::default()
+        },
         ..TestSpec::default()
     }
 }
@@ -585,6 +623,13 @@ pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
 /// Our limits and what we serve: a refusal carries iperf3's error number for it.
 fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), Refusal> {
     unserved(p)?;
+    if p.mptcp && p.proto == DataProto::Tcp {
+        if let Err(why) = &ctx.mptcp {
+            // What iperf3's server answers when it cannot make its MPTCP listener.
+            let refusal = Refusal::new(error_code::STREAM_LISTEN, format!("MPTCP (-m): {why}"));
+            return Err(refusal.with_errno(libc::ENOPROTOOPT));
+        }
+    }
     let asked = Duration::from_secs(p.time.saturating_add(p.omit));
     if asked > ctx.opts.max_time || (p.time == 0 && p.bytes == 0 && p.blocks == 0) {
         return Err(Refusal::new(
@@ -632,9 +677,6 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), Refusa
 /// UDP loops use GRO and GSO whether `--gsro` asked or not, and the test line says so.
 fn unserved(p: &Params) -> std::result::Result<(), Refusal> {
     let not = |code: i32, what: &str| Err(Refusal::new(code, format!("{what} is not served by `recv --iperf3`")));
-    if p.mptcp {
-        return not(error_code::UNIMPLEMENTED, "MPTCP (-m; `uringbench recv` serves `send -m`)");
-    }
     if p.server_affinity.is_some() {
         return not(error_code::AFFINITY, "-A's server CPU (recv --cpus places our threads)");
     }
@@ -666,12 +708,14 @@ fn cap_rate(ctx: &TestContext, p: &mut Params) {
 }
 
 /// Waits until the flows' kernels received `want` bytes of data beyond the cookies, at most
-/// [`DRAIN_WAIT`].
+/// [`DRAIN_WAIT`]. An MPTCP flow's are its connection's, over all its subflows (its TCP_INFO
+/// is its first subflow's).
 fn wait_arrived(flows: &[TcpStream], want: u64) {
     let cookies = (COOKIE_LEN * flows.len()) as u64;
     let until = Instant::now() + DRAIN_WAIT;
+    let received = |fd| crate::sys::mptcp::bytes_received(fd).or_else(|| TcpInfo::read(fd).map(|i| i.bytes_received));
     while Instant::now() < until {
-        let got: u64 = flows.iter().filter_map(|s| TcpInfo::read(s.as_raw_fd())).map(|i| i.bytes_received).sum();
+        let got: u64 = flows.iter().filter_map(|s| received(s.as_raw_fd())).sum();
         if got >= want + cookies {
             return;
         }
