@@ -159,9 +159,10 @@ fn run_page_in_a_headless_browser() {
     let window_busy = f64_at(&doc, "/cpu/receiver/host_busy_seconds");
     assert!(window_busy > 0.0, "moving data costs the receiver CPU");
     // Each interval's utilization is its busy ticks over the CPU's own ticks (10 ms each), taken
-    // over the interval's wall seconds: a tick's jitter per CPU and interval, 1.2% apart in
-    // one run on a loaded host.
-    let allowed = 0.03 + 0.02 * window_busy;
+    // over the interval's wall seconds, and the sampler's reads of /proc/stat lag its clock
+    // when the host is loaded: 1.2% and 3.6% apart in two runs beside the whole suite and
+    // builds (tiling errors would be whole intervals, 20% and more here).
+    let allowed = 0.03 + 0.05 * window_busy;
     assert!((busy - window_busy).abs() < allowed, "intervals' busy {busy:.3} s, window's {window_busy:.3} s");
 
     // Every axis says its unit: `quantity (unit)`.
