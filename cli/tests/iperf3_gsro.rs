@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 const PORT: &str = "5201";
@@ -44,13 +44,7 @@ fn gsro_recv_says_gro_and_gso_and_send_asks_a_3_12_server_that_ignores_the_keys(
     drop(recv.kill());
 
     // Against a 3.12 server: the keys go out and are ignored; its JSON comes back whole.
-    let child = pair
-        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-p", PORT, "-1", "-J"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn iperf3 -s");
-    let server = pair.listening(child, PORT);
+    let server = pair.iperf3_server(PORT, &["-1", "-J"]);
     let args = ["--iperf3", "-c", "10.77.0.2", "-u", "-b", "50M", "-l", "1400", "-t", "1", "--warmup", "0"];
     let (out, _) = pair.send(&[&args[..], &["--gsro", "--get-server-output", "-J"]].concat(), Duration::from_secs(30));
     let server = finish(server, Duration::from_secs(10));

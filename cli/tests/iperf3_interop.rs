@@ -18,14 +18,7 @@ fn iperf3_server(pair: &NetnsPair) -> Child {
 
 /// `iperf3 -s` with `extra` arguments in the receiver namespace, once it listens.
 fn iperf3_server_with(pair: &NetnsPair, extra: &[&str]) -> Child {
-    let args: Vec<&str> = ["-s", "-p", PORT].iter().chain(extra).copied().collect();
-    let child = pair
-        .cmd(&pair.receiver_ns(), "iperf3", &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn iperf3 -s");
-    pair.listening(child, PORT)
+    pair.iperf3_server(PORT, extra)
 }
 
 /// What `iperf3 -J` printed, parsed.

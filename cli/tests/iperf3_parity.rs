@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 const PORT: &str = "5201";
@@ -36,13 +36,7 @@ fn number_before(line: &str, marker: &str) -> u64 {
 #[test]
 fn parity_send_iperf3_warmup_total_is_labelled_after_the_omit() {
     let Some((_serial, pair)) = peer_pair("iperf3", "ubpa") else { return };
-    let child = pair
-        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-p", PORT, "-1", "-J"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn iperf3 -s");
-    let server = pair.listening(child, PORT);
+    let server = pair.iperf3_server(PORT, &["-1", "-J"]);
     let (out, _) = pair.send(&["--iperf3", "-c", "10.77.0.2", "-t", "1", "-J"], Duration::from_secs(30));
     let server = finish(server, Duration::from_secs(10));
     assert!(out.status.success(), "send --iperf3 failed: {}", String::from_utf8_lossy(&out.stderr));

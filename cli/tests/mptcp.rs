@@ -246,13 +246,7 @@ fn send_iperf3_m_to_a_stock_iperf3_server_falls_back_to_tcp_and_says_so() {
         return;
     }
     let Some((_serial, pair)) = mptcp_pair("ubmp3b") else { return };
-    let child = pair
-        .cmd(&pair.receiver_ns(), "iperf3", &["-s", "-p", IPERF3_PORT, "-1", "-J"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn iperf3 -s");
-    let server = pair.listening(child, IPERF3_PORT);
+    let server = pair.iperf3_server(IPERF3_PORT, &["-1", "-J"]);
     let tx_ns = pair.sender_ns();
     let fallback_before = mptcp_counter(&pair, &tx_ns, "MPCapableFallbackSYNACK");
     let (out, _) =

@@ -217,6 +217,19 @@ impl NetnsPair {
         child
     }
 
+    /// A stock `iperf3 -s -p PORT EXTRA...` in the receiver namespace, its output captured,
+    /// once it listens.
+    pub fn iperf3_server(&self, port: &str, extra: &[&str]) -> Child {
+        let args: Vec<&str> = ["-s", "-p", port].iter().chain(extra).copied().collect();
+        let child = self
+            .cmd(&self.receiver_ns(), "iperf3", &args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn iperf3 -s");
+        self.listening(child, port)
+    }
+
     /// `uringbench send ARGS` in the sender namespace, waited for (bounded by `limit`).
     pub fn send(&self, args: &[&str], limit: Duration) -> (Output, Duration) {
         let mut c = self.cmd(&self.sender_ns(), bin(), &["send"]);

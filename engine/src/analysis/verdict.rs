@@ -456,16 +456,7 @@ mod tests {
     #[test]
     fn silences_join_consecutive_empty_intervals() {
         use crate::metrics::figures::{silences, IntervalFigures};
-        let iv = |start: f64, bytes: u64| IntervalFigures {
-            start,
-            end: start + 1.0,
-            bytes: vec![bytes],
-            tcp: Default::default(),
-            tcp_flows: Vec::new(),
-            tcp_retransmits: Vec::new(),
-            udp: None,
-            cpu: None,
-        };
+        let iv = IntervalFigures::of_bytes;
         let run = [iv(0.0, 5), iv(1.0, 0), iv(2.0, 0), iv(3.0, 7), iv(4.0, 0)];
         assert_eq!(silences(&run), vec![(1.0, 2.0), (4.0, 1.0)]);
         assert!(silences(&[iv(0.0, 0), iv(1.0, 0)]).is_empty(), "a window that moved nothing is no outage in it");

@@ -481,16 +481,7 @@ mod tests {
     }
 
     fn interval(bytes: u64) -> IntervalFigures {
-        IntervalFigures {
-            start: 0.0,
-            end: 1.0,
-            bytes: vec![bytes],
-            tcp: Default::default(),
-            tcp_flows: Vec::new(),
-            tcp_retransmits: Vec::new(),
-            udp: None,
-            cpu: None,
-        }
+        IntervalFigures::of_bytes(0.0, bytes)
     }
 
     #[test]

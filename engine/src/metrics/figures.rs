@@ -233,6 +233,22 @@ impl IntervalCpu {
 }
 
 impl IntervalFigures {
+    /// A test's interval: one queue that moved `bytes` over the second from `start`, nothing
+    /// else measured.
+    #[cfg(test)]
+    pub(crate) fn of_bytes(start: f64, bytes: u64) -> Self {
+        IntervalFigures {
+            start,
+            end: start + 1.0,
+            bytes: vec![bytes],
+            tcp: Default::default(),
+            tcp_flows: Vec::new(),
+            tcp_retransmits: Vec::new(),
+            udp: None,
+            cpu: None,
+        }
+    }
+
     pub fn sum(&self) -> u64 {
         self.bytes.iter().sum()
     }

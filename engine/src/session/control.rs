@@ -598,16 +598,7 @@ mod tests {
         let watch =
             CtlWatch::start(&b, MAX_REPORT, Box::new(move |role, iv| sink.lock().unwrap().push((role, iv.end))))
                 .unwrap();
-        let iv = IntervalFigures {
-            start: 0.0,
-            end: 1.0,
-            bytes: vec![5],
-            tcp: Default::default(),
-            tcp_flows: vec![],
-            tcp_retransmits: vec![],
-            udp: None,
-            cpu: None,
-        };
+        let iv = IntervalFigures::of_bytes(0.0, 5);
         write_msg(&a, &ControlMsg::Interval { role: Role::Receiver, interval: iv }).unwrap();
         write_msg(&a, &ControlMsg::Stop { reason: "SIGINT".into() }).unwrap();
         write_msg(&a, &ControlMsg::Finished).unwrap();
