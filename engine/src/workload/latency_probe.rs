@@ -41,6 +41,21 @@ pub(crate) struct SenderProbe {
 /// How long past the test's planned end a probe may run before it stops by itself.
 const PROBE_SLACK: Duration = Duration::from_secs(10);
 
+/// A stream sender's one report: the sides' figures, then the latency probe's, when the
+/// test ran one (the same for TCP and UDP streams).
+pub(crate) fn stream_report_with(
+    probe: Option<SenderProbe>,
+    spec: &TestSpec,
+    halves: crate::session::driver::Halves,
+    end: crate::session::sequence::Ended,
+) -> StreamReport {
+    let mut report = crate::session::driver::stream_report(spec, halves, end);
+    if let Some(probe) = probe {
+        probe.finish(spec, &mut report);
+    }
+    report
+}
+
 impl SenderProbe {
     /// TCP: opens the probe as the flow after the last data flow, probes the idle path for
     /// [`IDLE_PHASE`] and returns with the probe running; open the load's flows next.

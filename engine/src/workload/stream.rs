@@ -14,7 +14,7 @@ use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
 use crate::runtime::side::STOP_LINGER;
 use crate::session::control;
-use crate::session::driver::{send_halves, serve_stream, stream_report, Halves, Indexed, StreamHalves};
+use crate::session::driver::{send_halves, serve_stream, Halves, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer, Quiet, SenderLive, ServerStop};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::session::sequence::{run_test, Ended, SenderTest};
@@ -29,7 +29,7 @@ use crate::transport::tcp::recv_zc as tcp_recv_zc;
 use crate::transport::tcp::send::{self as tcp_send, SendFlow, SendWorkerConfig, ZeroCopyCounts};
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::WakeBatch;
-use crate::workload::latency_probe::SenderProbe;
+use crate::workload::latency_probe::{stream_report_with, SenderProbe};
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -148,12 +148,7 @@ impl SenderTest for TcpSender<'_> {
     }
 
     fn report(self, halves: Halves, end: Ended) -> StreamReport {
-        let spec = &self.opts.spec;
-        let mut report = stream_report(spec, halves, end);
-        if let Some(probe) = self.probe {
-            probe.finish(spec, &mut report);
-        }
-        report
+        stream_report_with(self.probe, &self.opts.spec, halves, end)
     }
 }
 

@@ -19,9 +19,7 @@ use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::handoff::await_first_packets;
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
-use crate::session::driver::{
-    send_halves, serve_stream, split_by_direction, stream_report, Halves, Indexed, StreamHalves,
-};
+use crate::session::driver::{send_halves, serve_stream, split_by_direction, Halves, Indexed, StreamHalves};
 use crate::session::live::{Live, Observer, SenderLive, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::sequence::{run_test, Ended, SenderTest};
@@ -33,7 +31,7 @@ use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpS
 use crate::transport::FlowOutcome;
 use crate::uring::ring::WakeBatch;
 use crate::wire::udp_payload::DatagramHeader;
-use crate::workload::latency_probe::SenderProbe;
+use crate::workload::latency_probe::{stream_report_with, SenderProbe};
 use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -174,12 +172,7 @@ impl SenderTest for UdpSender<'_> {
     }
 
     fn report(self, halves: Halves, end: Ended) -> StreamReport {
-        let spec = &self.opts.spec;
-        let mut report = stream_report(spec, halves, end);
-        if let Some(probe) = self.probe {
-            probe.finish(spec, &mut report);
-        }
-        report
+        stream_report_with(self.probe, &self.opts.spec, halves, end)
     }
 }
 
