@@ -407,26 +407,21 @@ fn our_receiver_refuses_what_it_does_not_serve_and_hostile_peers() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unable to set CPU affinity"), "{out:?}");
     // Hostile control connections, from a small Python client in the sender namespace: not a
     // cookie; a cookie then an absurd JSON length; a cookie then bytes that are not JSON.
-    let script = r#"
+    let script = format!(
+        r#"{PY_IPERF3_STATE}
 import socket, struct, sys
 def conn():
     s = socket.create_connection(("10.77.0.2", 5201), timeout=5)
     return s
 s = conn(); s.sendall(b"X" * 37); print("garbage", s.recv(16)); s.close()
-for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{nope"]:
+for body in [struct.pack(">I", 0xFFFFFFFF), struct.pack(">I", 5) + b"{{nope"]:
     s = conn(); s.sendall(b"a" * 36 + b"\0")
     state = s.recv(1)
     s.sendall(body)
-    # The state, the error number and errno may come in separate segments: read to 9 or EOF.
-    reply = b""
-    while len(reply) < 9:
-        more = s.recv(16)
-        if not more:
-            break
-        reply += more
-    print("state", state[0], "reply", list(reply)); s.close()
-"#;
-    let (py, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", script]), Duration::from_secs(30));
+    print("state", state[0], "reply", read_state(s)); s.close()
+"#
+    );
+    let (py, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", &script]), Duration::from_secs(30));
     let py_out = String::from_utf8_lossy(&py.stdout).to_string();
     assert!(py.status.success(), "{py_out}{}", String::from_utf8_lossy(&py.stderr));
     assert_eq!(

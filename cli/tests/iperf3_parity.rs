@@ -92,23 +92,18 @@ fn parity_recv_iperf3_server_output_burst_df_and_refusals() {
     }
 
     // 3.12 has no -m: the parameter message a 3.21 `iperf3 -c -m -t 1` sent (its `-d` output).
-    let script = r#"
+    let script = format!(
+        r#"{PY_IPERF3_STATE}
 import socket, struct
 s = socket.create_connection(("10.77.0.2", 5201), timeout=5)
 s.sendall(b"b" * 36 + b"\0")
 state = s.recv(1)
-body = b'{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"mptcp":true,"len":131072,"pacing_timer":1000,"client_version":"3.21+"}'
+body = b'{{"tcp":true,"omit":0,"time":1,"num":0,"blockcount":0,"parallel":1,"mptcp":true,"len":131072,"pacing_timer":1000,"client_version":"3.21+"}}'
 s.sendall(struct.pack(">I", len(body)) + body)
-# CREATE_STREAMS is one byte; a refusal's state, number and errno may come apart: read to 9.
-reply = s.recv(16)
-while reply[:1] != bytes([10]) and 0 < len(reply) < 9:
-    more = s.recv(16)
-    if not more:
-        break
-    reply += more
-print("state", state[0], "reply", list(reply))
-"#;
-    let (py, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", script]), Duration::from_secs(20));
+print("state", state[0], "reply", read_state(s))
+"#
+    );
+    let (py, _) = run_bounded(pair.cmd(&pair.sender_ns(), "python3", &["-c", &script]), Duration::from_secs(20));
     let py_out = String::from_utf8_lossy(&py.stdout).to_string();
     let mptcp = std::fs::read_to_string("/proc/sys/net/mptcp/enabled").is_ok_and(|v| v.trim() == "1");
     // Without MPTCP: iperf3's SERVER_ERROR 202 (the stream listener) with ENOPROTOOPT (92).

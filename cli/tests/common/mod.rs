@@ -121,6 +121,20 @@ def read_msg(s):
     return json.loads(exact(n))
 "#;
 
+/// Python for a raw iperf3 client: `read_state(s)` is the server's next answer, a state byte
+/// and, after SERVER_ERROR (254), its error number and errno (which may come in separate
+/// segments, or the errno not at all), as a list of bytes.
+pub const PY_IPERF3_STATE: &str = r#"
+def read_state(s):
+    reply = s.recv(1)
+    while reply[:1] == bytes([254]) and len(reply) < 9:
+        more = s.recv(9 - len(reply))
+        if not more:
+            break
+        reply += more
+    return list(reply)
+"#;
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_uringbench")
 }
