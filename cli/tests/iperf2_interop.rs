@@ -257,10 +257,11 @@ fn udp_sender_no_gso_to_iperf_server() {
     udp_to_iperf_server("ubi-su1", &["--no-gso"]);
 }
 
-/// Two UDP flows to `iperf -s -u` (its text report): our `lost` and total are the ones on its
-/// `[SUM]` line, when it counted the late arrivals its report carried. iperf2's report carries its gaps as seen; it subtracts the late arrivals over
-/// all flows, and often counts 17 of one flow's datagrams late on the other here (17 gaps on
-/// one flow, 17 out of order on the other, `[SUM]` 0 lost), where taking the gaps said 17.
+/// Two UDP flows to `iperf -s -u` (its text report): our total is the one on its `[SUM]` line,
+/// and our `lost` is its flows' gaps less the late arrivals over all flows, when it counted the
+/// late arrivals its report carried. iperf -s often counts 17 of one flow's datagrams late on the
+/// other here (17 gaps on one flow, 17 out of order on the other: none lost), where taking the
+/// gaps would say 17.
 #[test]
 fn udp_sender_two_flows_report_iperf_servers_sum_line() {
     let Some((_serial, pair)) = peer_pair("iperf", "ubi-su2") else { return };
@@ -308,12 +309,16 @@ fn udp_sender_two_flows_report_iperf_servers_sum_line() {
     );
     assert_eq!(expected, their_total, "iperf2's total");
     if their_late == late {
-        // The datagrams lost are the flows' gaps less the late arrivals over all flows; iperf
-        // -s's [SUM] line prints that or, in some runs, the flows' gaps as they are (754 =
-        // 737 + 17 beside 17 out of order in one run here), so the flows' lines are the
-        // reference.
+        // The datagrams lost are the flows' gaps less the late arrivals over all flows, so the
+        // flows' lines are the reference. iperf -s's [SUM] line is not their sum: it printed
+        // that, or the flows' gaps as they are (754 = 737 + 17 beside 17 out of order), or a
+        // figure between (20 beside flows 27 and 17 late, in a CI run), so it is only held to
+        // lie between the two.
         let truly_lost = flows_lost.saturating_sub(their_late);
-        assert!(their_lost == truly_lost || their_lost == flows_lost, "iperf -s's own lines disagree:\n{printed}");
+        assert!(
+            (truly_lost..=flows_lost).contains(&their_lost),
+            "iperf -s's [SUM] lost lies outside its flows' gaps less and with the late arrivals:\n{printed}"
+        );
         assert_eq!(lost, truly_lost, "the flows' lost less the late arrivals, by iperf -s's lines:\n{printed}");
         assert_eq!(u64_at(&doc, "/sum/receiver/datagrams"), their_total - truly_lost);
     } else {
