@@ -1,7 +1,7 @@
 //! `uringbench doctor`: runs the engine's host and path checks and prints them.
 
 use crate::args::{DoctorArgs, DoctorFormat};
-use crate::{port_or_default, sink::Sink};
+use crate::{plan::port_or_default, sink::Sink};
 use std::io::IsTerminal;
 use uringbench::{run_doctor, DoctorOptions, Error};
 

@@ -3,15 +3,18 @@
 //! [`uringbench::iperf2`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
-use super::{busy, port_or_default, tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
-use crate::{peer_out::PeerOut, sink::Sink};
+use super::{tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
+use crate::{
+    peer_out::PeerOut,
+    plan::{busy, port_or_default, Reach, StreamPlan},
+    sink::Sink,
+};
 use std::{net::SocketAddr, sync::Arc};
 use uringbench::{
     iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary},
     peer_text,
     units::format_bits_per_second,
-    Direction, Error, FastPaths, PeerCaps, PeerEvent, PeerRecvOptions, Proto, SendOptions, StopToken, TestSpec,
-    Workload,
+    Direction, Error, FastPaths, PeerCaps, PeerEvent, PeerRecvOptions, Proto, SendOptions, StopToken,
 };
 
 /// The options of a test against another tool's server (`--iperf2`, `--iperf3`, named by
@@ -30,7 +33,7 @@ pub fn peer_send_options(
             "--repeat is not available with {flag}: run the command once per repetition"
         )));
     }
-    if args.psk_file.is_some() {
+    if args.to.psk_file.is_some() {
         let theirs =
             if flag == "--iperf3" { " (iperf3's own credentials: --username, --rsa-public-key-path)" } else { "" };
         return Err(Error::usage(format!(
@@ -51,39 +54,11 @@ pub fn peer_send_options(
         return Err(Error::usage(format!("--json-stream is not available with {flag} (use -J)")));
     }
     let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
-    let len = args.len.unwrap_or(crate::args::default_len(udp));
-    if len == 0 || len > u64::from(u32::MAX) {
-        return Err(Error::usage(format!("--len {len} out of range")));
-    }
     let (tuning, local) = tuning_of(&args.tuning)?;
-    let mut spec = TestSpec {
-        proto: if udp { Proto::Udp } else { Proto::Tcp },
-        workload: Workload::Stream,
-        queues: args.queues,
-        flows_per_queue: args.flows_per_queue,
-        len: len as u32,
-        rate_bps: crate::offered(args, udp, len).0,
-        zerocopy: crate::zerocopy_mode(args.zerocopy),
-        depth: args.depth,
-        gso: !args.no_gso,
-        direction: crate::direction_of(args),
-        tuning,
-        ..TestSpec::default()
-    };
-    args.window.apply(&mut spec, args.interval);
-    let opts = SendOptions {
-        target: args.target.clone(),
-        port: args.port.unwrap_or(port),
-        spec,
-        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
-        busy_poll: busy(args.busy_poll),
-        fast,
-        kernel: uringbench::KernelCaps::detect()?,
-        local,
-        // Neither iperf2 nor iperf3 (without its RSA option) authenticates.
-        psk: None,
-        stop,
-    };
+    let mut spec = StreamPlan::new(args, udp, args.interval)?.spec;
+    spec.tuning = tuning;
+    // Neither iperf2 nor iperf3 (without its RSA option) authenticates: --psk-file was refused.
+    let opts = Reach::new(&args.to, &args.threads, port)?.options(spec, local, fast, stop);
     Ok((opts, format))
 }
 
@@ -110,7 +85,7 @@ pub fn print_report(
 /// `uringbench send --iperf2`: our sender against `iperf -s` (TCP) or `iperf -s -u` (UDP).
 pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let (mut opts, format) =
-        peer_send_options(args, fast, stop, "--iperf2", port_or_default(args.port, crate::args::Peer::Iperf2))?;
+        peer_send_options(args, fast, stop, "--iperf2", port_or_default(args.to.port, crate::args::Peer::Iperf2))?;
     // iperf2 tests run forward, without the flow knobs (main.rs refuses them).
     opts.spec.direction = Direction::Forward;
     opts.spec.tuning = Default::default();
@@ -195,9 +170,9 @@ pub fn peer_recv_options(
     Ok(PeerRecvOptions {
         bind,
         port: args.port.unwrap_or(port),
-        cpus: args.cpus.as_ref().map(|c| c.0.clone()),
+        cpus: args.threads.cpus.as_ref().map(|c| c.0.clone()),
         // --no-spin: a remote peer's test never gets spinning threads, whatever --busy-poll says.
-        busy_poll: if args.no_spin { uringbench::BusyPoll::Off } else { busy(args.busy_poll) },
+        busy_poll: if args.no_spin { uringbench::BusyPoll::Off } else { busy(args.threads.busy_poll) },
         once: args.once,
         max_time: args.max_time,
         max_flows: args.max_queues,

@@ -9,6 +9,7 @@ mod knobs;
 mod live_out;
 mod metrics_endpoint;
 mod peer_out;
+mod plan;
 mod progress;
 mod recv_cmd;
 mod shipped;
@@ -22,49 +23,16 @@ use args::*;
 use clap::Parser;
 use knobs::{refuse_knobs, tuning_of};
 use live_out::{LiveOut, Out, Style};
+use plan::{default_port, Reach, StreamPlan, DEFAULT_INTERVAL};
 use sink::Sink;
 use std::{process::ExitCode, sync::Arc, time::Duration};
 use uringbench::{
-    iperf2::IPERF2_PORT,
     output::{csv_rows, end_event, SavedResults, CSV_HEADER},
     repeat::{RepeatPlan, RepeatResult},
     units::{self, format_bits_per_second},
-    BusyPoll, Direction, Error, FastPaths, Kind, Observer, Proto, Psk, Quiet, RepeatDocument, RunsSummary, SendOptions,
-    Stats, StopToken, StreamDocument, TestSpec, Tool, TransactionDocument, Workload, ZeroCopyMode, DEFAULT_PORT,
-    SCHEMA_VERSION,
+    Error, FastPaths, Kind, Observer, Quiet, RepeatDocument, RunsSummary, Stats, StopToken, StreamDocument, Tool,
+    TransactionDocument, Workload, SCHEMA_VERSION,
 };
-
-impl TestWindow {
-    /// Writes the window and the interval period into a spec (milliseconds on the wire).
-    pub fn apply(&self, spec: &mut TestSpec, interval: Option<std::time::Duration>) {
-        spec.time_ms = self.time.as_millis() as u64;
-        spec.warmup_ms = self.warmup.as_millis() as u64;
-        spec.cooldown_ms = self.cooldown.as_millis() as u64;
-        spec.interval_ms = interval.map_or(0, |d| d.as_millis() as u64);
-    }
-}
-
-/// The total offered rate of a send (`-b` and `--pps` are per flow, as iperf's `-b`), and the
-/// line that says so when it is limited.
-pub(crate) fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<String>) {
-    let flows = u64::from(args.queues) * u64::from(args.flows_per_queue);
-    let (per_flow, why) = match (args.pps, args.rate) {
-        (Some(pps), _) => ((pps * len as f64 * 8.0).round() as u64, ""),
-        (None, Some(rate)) => (rate, ""),
-        (None, None) if udp => (UDP_DEFAULT_RATE, " (UDP's default, as iperf's; -b 0 for unlimited)"),
-        (None, None) => (0, ""),
-    };
-    let total = per_flow.saturating_mul(flows);
-    let line = (total > 0).then(|| {
-        format!(
-            "rate: {} per flow x {flows} flow{} = {}{why}",
-            format_bits_per_second(per_flow as f64),
-            if flows == 1 { "" } else { "s" },
-            format_bits_per_second(total as f64)
-        )
-    });
-    (total, line)
-}
 
 /// `-s -D`: the receiver in the background, in a process group of its own so the terminal's
 /// Ctrl-C does not reach it, its output discarded; prints its process id.
@@ -118,38 +86,6 @@ impl FastPathArgs {
             fastpath::probe(&mut paths, rx_queues)?;
         }
         Ok(paths)
-    }
-}
-
-/// The direction `send`'s flags ask for.
-pub(crate) fn direction_of(args: &SendArgs) -> Direction {
-    if args.bidir {
-        Direction::Bidir
-    } else if args.reverse {
-        Direction::Reverse
-    } else {
-        Direction::Forward
-    }
-}
-
-/// The port to use: given, or the default of the peer (iperf2's 5001 with --iperf2).
-fn port_or_default(port: Option<u16>, peer: Peer) -> u16 {
-    port.unwrap_or(if peer == Peer::Iperf2 { IPERF2_PORT } else { DEFAULT_PORT })
-}
-
-pub(crate) fn zerocopy_mode(z: OnOffAuto) -> ZeroCopyMode {
-    match z {
-        OnOffAuto::Auto => ZeroCopyMode::Auto,
-        OnOffAuto::On => ZeroCopyMode::On,
-        OnOffAuto::Off => ZeroCopyMode::Off,
-    }
-}
-
-fn busy(b: OnOffAuto) -> BusyPoll {
-    match b {
-        OnOffAuto::Auto => BusyPoll::Auto,
-        OnOffAuto::On => BusyPoll::On,
-        OnOffAuto::Off => BusyPoll::Off,
     }
 }
 
@@ -324,10 +260,6 @@ impl OutputArgs {
     }
 }
 
-/// Intervals of send, rr and crr when `-i` is not given, in every output, as iperf3's
-/// (`-i 0` turns them off).
-const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
-
 /// `--start-at`: the instant, checked against this host's clock before anything is opened.
 fn start_at_of(args: &SendArgs) -> Result<Option<uringbench::StartAt>, Error> {
     let Some(text) = args.start_at.as_deref() else { return Ok(None) };
@@ -369,31 +301,14 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         Peer::Uringbench => {}
     }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone(), args.gen)?;
-    let len = args.len.unwrap_or(default_len(udp));
-    if len == 0 || len > u64::from(u32::MAX) {
-        return Err(Error::usage(format!("--len {len} out of range: 1 byte to {} bytes (4 GiB - 1)", u32::MAX)));
-    }
+    let StreamPlan { mut spec, rate_line } =
+        StreamPlan::new(&args, udp, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)))?;
     units::set_fixed_unit(args.units)?;
-    let (rate_bps, rate_line) = offered(&args, udp, len);
-    let mut spec = TestSpec {
-        proto: if udp { Proto::Udp } else { Proto::Tcp },
-        workload: Workload::Stream,
-        queues: args.queues,
-        flows_per_queue: args.flows_per_queue,
-        len: len as u32,
-        rate_bps,
-        zerocopy: zerocopy_mode(args.zerocopy),
-        depth: args.depth,
-        gso: !args.no_gso,
-        one_way_delay: args.one_way_delay,
-        latency: args.latency,
-        trip_times: args.trip_times,
-        clocks_synced: args.clocks_synced,
-        direction: direction_of(&args),
-        start_at,
-        ..TestSpec::default()
-    };
-    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
+    spec.one_way_delay = args.one_way_delay;
+    spec.latency = args.latency;
+    spec.trip_times = args.trip_times;
+    spec.clocks_synced = args.clocks_synced;
+    spec.start_at = start_at;
     let (tuning, mut local) = tuning_of(&args.tuning)?;
     local.data_port = args.cport;
     local.no_steer = args.steer == args::Steer::Off;
@@ -411,18 +326,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
     if args.repeat == 0 {
         return Err(Error::usage("--repeat must be at least 1"));
     }
-    let opts = SendOptions {
-        target: args.target,
-        port: port_or_default(args.port, peer),
-        spec,
-        cpus: args.cpus.map(|c| c.0),
-        busy_poll: busy(args.busy_poll),
-        local,
-        fast,
-        kernel: uringbench::KernelCaps::detect()?,
-        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
-        stop,
-    };
+    let opts = Reach::new(&args.to, &args.threads, default_port(peer))?.options(spec, local, fast, stop);
     let format = if args.json { Format::Json } else { args.format };
     if args.output.json_stream && format == Format::Csv {
         return Err(Error::usage("--json-stream writes JSON; it does not combine with --format csv"));
@@ -639,42 +543,8 @@ fn render_summary(s: &RunsSummary) -> String {
 }
 
 fn rr(args: RrArgs, workload: Workload, stop: StopToken) -> Result<u8, Error> {
-    let fast = args.fast.probe(None, None)?;
-    let mut spec = TestSpec {
-        proto: if args.udp { Proto::Udp } else { Proto::Tcp },
-        workload,
-        queues: args.queues,
-        flows_per_queue: args.flows_per_queue,
-        req_len: u32::try_from(args.req).unwrap_or(u32::MAX),
-        resp_len: u32::try_from(args.resp).unwrap_or(u32::MAX),
-        timeout_ms: args.timeout.as_millis() as u64,
-        bounceback: args.bounceback,
-        trip_times: args.trip_times,
-        clocks_synced: args.clocks_synced,
-        ..TestSpec::default()
-    };
-    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
-    let (tuning, local) = tuning_of(&args.tuning)?;
-    if tuning.bytes.is_some() || tuning.skip_rx_copy {
-        return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
-    }
-    // rr over TCP keeps its flows for the whole test; crr's come and go, UDP rr has none.
-    refuse_knobs(&args.tuning, args.udp || workload == Workload::Crr, false)?;
-    spec.tuning = tuning;
-    spec.validate()?;
+    let opts = plan::rr_options(&args, workload, stop)?;
     let json = args.json || args.format == TextOrJson::Json;
-    let opts = SendOptions {
-        target: args.target,
-        port: port_or_default(args.port, Peer::Uringbench),
-        spec,
-        cpus: args.cpus.map(|c| c.0),
-        busy_poll: busy(args.busy_poll),
-        local,
-        fast,
-        kernel: uringbench::KernelCaps::detect()?,
-        psk: args.psk_file.as_deref().map(Psk::load).transpose()?,
-        stop,
-    };
     let out = Arc::new(Out::new(args.output.logfile.as_deref(), args.output.title.clone())?);
     out.stop_on_failure(&opts.stop);
     let style = if args.output.json_stream { Style::JsonStream } else { Style::Text };

@@ -2,7 +2,12 @@
 
 use crate::args::Peer;
 use crate::{
-    args, args::RecvArgs, busy, iperf2_mode, iperf3_mode, metrics_endpoint, port_or_default, sink::Sink, xdp_mode,
+    args,
+    args::RecvArgs,
+    iperf2_mode, iperf3_mode, metrics_endpoint,
+    plan::{busy, port_or_default},
+    sink::Sink,
+    xdp_mode,
 };
 use std::sync::Arc;
 use uringbench::{
@@ -45,8 +50,8 @@ pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
         bind,
         device: args.bind_dev.clone(),
         port: port_or_default(args.port, peer),
-        cpus: args.cpus.map(|c| c.0),
-        busy_poll: busy(args.busy_poll),
+        cpus: args.threads.cpus.map(|c| c.0),
+        busy_poll: busy(args.threads.busy_poll),
         once: args.once,
         limits: ServerLimits {
             max_total_ms: args.max_time.as_millis() as u64,

@@ -3,7 +3,7 @@
 
 use crate::{
     args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList},
-    busy, port_or_default,
+    plan::{zerocopy_mode, Reach},
     sink::{self, json_text, write_file, Sink},
 };
 use std::path::Path;
@@ -11,7 +11,7 @@ use uringbench::{
     fleet::{self, FleetReport},
     output::SavedResults,
     sweep::{self, SweepParam, SweepPlan},
-    Error, Proto, SendOptions, StopToken, TestSpec, Workload,
+    Error, Proto, StopToken, TestSpec, Workload, DEFAULT_PORT,
 };
 
 /// The one swept parameter and its values, the other two fixed.
@@ -69,7 +69,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         flows_per_queue: args.flows_per_queue,
         len: u32::try_from(len).unwrap_or(0),
         rate_bps: args.rate.0[0],
-        zerocopy: crate::zerocopy_mode(args.zerocopy),
+        zerocopy: zerocopy_mode(args.zerocopy),
         depth: args.depth,
         ..TestSpec::default()
     };
@@ -84,18 +84,12 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         param.apply(&base, v)?.validate()?;
     }
     let plan = SweepPlan {
-        base: SendOptions {
-            target: args.target.clone(),
-            port: port_or_default(args.port, crate::args::Peer::Uringbench),
-            spec: base,
-            cpus: args.cpus.as_ref().map(|c| c.0.clone()),
-            busy_poll: busy(args.busy_poll),
-            local: Default::default(),
-            fast: Default::default(),
-            kernel: uringbench::KernelCaps::detect()?,
-            psk: args.psk_file.as_deref().map(uringbench::Psk::load).transpose()?,
+        base: Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(
+            base,
+            Default::default(),
+            Default::default(),
             stop,
-        },
+        ),
         param,
         values,
         repeat: args.repeat,

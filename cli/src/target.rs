@@ -53,10 +53,10 @@ fn resolve(target: &mut String, port: &mut Option<u16>) -> Result<(), Error> {
 /// Every command's `-c` target as its host, with the port it named moved to `-p`.
 pub fn normalize(cli: &mut Cli) -> Result<(), Error> {
     match &mut cli.command {
-        Command::Send(a) => resolve(&mut a.target, &mut a.port),
-        Command::Rr(a) | Command::Crr(a) => resolve(&mut a.target, &mut a.port),
-        Command::Sweep(a) => resolve(&mut a.target, &mut a.port),
-        Command::Search(a) => resolve(&mut a.target, &mut a.port),
+        Command::Send(a) => resolve(&mut a.to.target, &mut a.to.port),
+        Command::Rr(a) | Command::Crr(a) => resolve(&mut a.to.target, &mut a.to.port),
+        Command::Sweep(a) => resolve(&mut a.to.target, &mut a.to.port),
+        Command::Search(a) => resolve(&mut a.to.target, &mut a.to.port),
         Command::Doctor(a) => match a.target.as_mut() {
             Some(t) => resolve(t, &mut a.port),
             None => Ok(()),

@@ -2,7 +2,7 @@
 
 use crate::{
     args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson},
-    busy, port_or_default,
+    plan::Reach,
     sink::{self, json_text, write_file, Sink},
     xdp_mode,
 };
@@ -14,7 +14,7 @@ use uringbench::{
     run_rr, run_send,
     search::{self, SearchPlan, SearchResult},
     settings::{self, Change, Journal},
-    Error, Proto, RunFigures, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_SEED,
+    Error, Proto, RunFigures, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_PORT, DEFAULT_SEED,
 };
 
 use crate::sweep_cmd::write_html;
@@ -73,18 +73,12 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
         ..TestSpec::default()
     };
     spec.validate()?;
-    let base = SendOptions {
-        target: args.target.clone(),
-        port: port_or_default(args.port, crate::args::Peer::Uringbench),
-        spec: spec.clone(),
-        cpus: args.cpus.map(|c| c.0),
-        busy_poll: busy(args.busy_poll),
-        local: Default::default(),
-        fast: Default::default(),
-        kernel: uringbench::KernelCaps::detect()?,
-        psk: args.psk_file.as_deref().map(uringbench::Psk::load).transpose()?,
+    let base = Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(
+        spec.clone(),
+        Default::default(),
+        Default::default(),
         stop,
-    };
+    );
     let plan = SearchPlan {
         spec: spec.clone(),
         loss_threshold: args.loss,
@@ -99,7 +93,7 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     if !json {
         out.text(&format!(
             "search: highest rate to {} with {} <= {:.3}%: {} {} B{}, {:.1} s trials, resolution {:.1}%, {} confirmations\n{}\n",
-            args.target,
+            args.to.target,
             if udp { "loss" } else { "retransmitted bytes" },
             args.loss * 100.0,
             if udp { "UDP" } else { "TCP" },
@@ -134,16 +128,16 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     let answer = text.lines().last().unwrap_or_default().to_string();
     sink::set_headline(answer.clone());
     if json {
-        out.json_doc(&result.to_document(&spec, &args.target))?;
+        out.json_doc(&result.to_document(&spec, &args.to.target))?;
     } else {
         out.text(&format!("{answer}\n"));
     }
     let written = out.finish();
     write_html(args.html.as_deref(), "search", || {
-        SavedResults::Search(Box::new(result.to_document(&spec, &args.target)))
+        SavedResults::Search(Box::new(result.to_document(&spec, &args.to.target)))
     })?;
     let json_file = match &args.json_file {
-        Some(path) => write_file(path, &json_text(&result.to_document(&spec, &args.target))?),
+        Some(path) => write_file(path, &json_text(&result.to_document(&spec, &args.to.target))?),
         None => Ok(()),
     };
     written.and(json_file)?;

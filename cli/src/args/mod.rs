@@ -128,14 +128,36 @@ pub enum CompletionShell {
     Fish,
 }
 
-#[derive(Args)]
-pub struct RrArgs {
-    /// Host running `uringbench recv`.
+/// Where a test goes: one group for send, rr/crr, sweep and search.
+#[derive(Args, Clone)]
+pub struct TargetArgs {
+    /// Host running `uringbench recv` (for several runs keep it running: no --once).
     #[arg(short = 'c', long)]
     pub target: String,
-    /// Port [default: 5300].
+    /// Port [default: 5300, 5001 with send --iperf2, 5201 with send --iperf3].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
+    /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
+    /// before the test is sent, and its data flows carry a key derived from it.
+    #[arg(long, value_name = "FILE")]
+    pub psk_file: Option<PathBuf>,
+}
+
+/// This host's queue threads: the CPUs they may use and whether they spin.
+#[derive(Args, Clone)]
+pub struct ThreadArgs {
+    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
+    #[arg(long, value_parser = cpu_list)]
+    pub cpus: Option<CpuList>,
+    /// auto spins on the completion queue while a thread has a CPU of its own.
+    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
+    pub busy_poll: OnOffAuto,
+}
+
+#[derive(Args)]
+pub struct RrArgs {
+    #[command(flatten)]
+    pub to: TargetArgs,
     /// Queues (one pinned thread each while CPUs last); one flow each.
     #[arg(short = 'P', long, default_value_t = 1, value_parser = at_least_one, allow_negative_numbers = true)]
     pub queues: u32,
@@ -165,22 +187,14 @@ pub struct RrArgs {
     /// Assert that both hosts' clocks are synchronized (PTP, NTP), for --trip-times.
     #[arg(long, requires = "trip_times")]
     pub clocks_synced: bool,
-    /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
-    /// before the test is sent, and its data flows carry a key derived from it.
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<PathBuf>,
     #[command(flatten)]
     pub window: TestWindow,
     /// Report transactions/s and latency (p50, p99) every this long, e.g. 500ms; 0 turns
     /// the intervals off [default: 1s].
     #[arg(short = 'i', long, value_parser = duration)]
     pub interval: Option<std::time::Duration>,
-    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
-    #[arg(long, value_parser = cpu_list)]
-    pub cpus: Option<CpuList>,
-    /// auto spins on the completion queue while a thread has a CPU of its own.
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    pub busy_poll: OnOffAuto,
+    #[command(flatten)]
+    pub threads: ThreadArgs,
     /// What goes to stdout: the live text report or one JSON document at the end.
     #[arg(long, value_enum, default_value_t = TextOrJson::Text)]
     pub format: TextOrJson,
@@ -310,12 +324,8 @@ pub struct RecvArgs {
     /// --iperf3].
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
-    /// CPUs for queue threads, e.g. 0-3,8 [default: all this process may use].
-    #[arg(long, value_parser = cpu_list)]
-    pub cpus: Option<CpuList>,
-    /// Busy-poll the completion queues: auto spins briefly when a thread has its own CPU.
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    pub busy_poll: OnOffAuto,
+    #[command(flatten)]
+    pub threads: ThreadArgs,
     /// Exit after one test (exit code 1 if it was incomplete).
     #[arg(long)]
     pub once: bool,
@@ -459,16 +469,8 @@ pub struct RecvArgs {
 
 #[derive(Args)]
 pub struct SendArgs {
-    /// Host running `uringbench recv`.
-    #[arg(short = 'c', long)]
-    pub target: String,
-    /// Secret shared with `recv --psk-file` (at least 16 bytes): both ends prove they hold it
-    /// before the test is sent, and its data flows carry a key derived from it.
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<PathBuf>,
-    /// Port [default: 5300, 5001 with --iperf2, 5201 with --iperf3].
-    #[arg(short = 'p', long)]
-    pub port: Option<u16>,
+    #[command(flatten)]
+    pub to: TargetArgs,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows;
     /// with --engine xdp, NIC queues.
     #[arg(short = 'P', long, default_value_t = 1, value_parser = at_least_one, allow_negative_numbers = true)]
@@ -569,12 +571,8 @@ pub struct SendArgs {
     /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub zerocopy: OnOffAuto,
-    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
-    #[arg(long, value_parser = cpu_list)]
-    pub cpus: Option<CpuList>,
-    /// auto spins on the completion queue while a thread has a CPU of its own.
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    pub busy_poll: OnOffAuto,
+    #[command(flatten)]
+    pub threads: ThreadArgs,
     /// What goes to stdout: the live text report, one JSON document, or CSV rows.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -75,15 +75,8 @@ Examples:
   uringbench sweep -c 10.0.0.2 -l 4K,16K,64K,256K -t 5s --svg len.svg
   uringbench sweep -c 10.0.0.2 -u -l 1470 -b 1G,2G,4G,8G --format csv > udp.csv")]
 pub struct SweepArgs {
-    /// Host running `uringbench recv` (keep it running: no --once).
-    #[arg(short = 'c', long)]
-    pub target: String,
-    /// Secret shared with `recv --psk-file` (see `send --psk-file`).
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<PathBuf>,
-    /// Port [default: 5300].
-    #[arg(short = 'p', long)]
-    pub port: Option<u16>,
+    #[command(flatten)]
+    pub to: TargetArgs,
     /// Queue counts, e.g. 1,2,4,8,16.
     #[arg(short = 'P', long, value_parser = counts, default_value = "1")]
     pub queues: ValueList,
@@ -116,12 +109,8 @@ pub struct SweepArgs {
     /// Zero-copy send (SEND_ZC): auto uses it only where the kernel would not copy anyway.
     #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
     pub zerocopy: OnOffAuto,
-    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
-    #[arg(long, value_parser = cpu_list)]
-    pub cpus: Option<CpuList>,
-    /// auto spins on the completion queue while a thread has a CPU of its own.
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    pub busy_poll: OnOffAuto,
+    #[command(flatten)]
+    pub threads: ThreadArgs,
     /// Write the CSV (one row per run, min/median/mean/max/stdev rows per point) here.
     #[arg(long)]
     pub csv: Option<PathBuf>,
@@ -241,15 +230,8 @@ Examples:
   uringbench search -c 10.0.0.2 --engine xdp -l 22 --trial 5s -J
   uringbench search -c 10.0.0.2 -P 4 --loss 0.01%           # TCP: retransmitted bytes as the loss")]
 pub struct SearchArgs {
-    /// Host running `uringbench recv` (keep it running: no --once).
-    #[arg(short = 'c', long)]
-    pub target: String,
-    /// Secret shared with `recv --psk-file` (see `send --psk-file`).
-    #[arg(long, value_name = "FILE")]
-    pub psk_file: Option<PathBuf>,
-    /// Port [default: 5300].
-    #[arg(short = 'p', long)]
-    pub port: Option<u16>,
+    #[command(flatten)]
+    pub to: TargetArgs,
     /// Queues (one pinned thread each while CPUs last), each with --flows-per-queue flows.
     #[arg(short = 'P', long, default_value_t = 1, value_parser = super::at_least_one, allow_negative_numbers = true)]
     pub queues: u32,
@@ -296,12 +278,8 @@ pub struct SearchArgs {
     /// the highest rate whose loaded p99 stays under it (implies --latency).
     #[arg(long, value_parser = duration)]
     pub max_latency: Option<std::time::Duration>,
-    /// CPUs for this side's queue threads, e.g. 0-3,8 [default: all this process may use].
-    #[arg(long, value_parser = cpu_list)]
-    pub cpus: Option<CpuList>,
-    /// auto spins on the completion queue while a thread has a CPU of its own.
-    #[arg(long, value_enum, default_value_t = OnOffAuto::Auto)]
-    pub busy_poll: OnOffAuto,
+    #[command(flatten)]
+    pub threads: ThreadArgs,
     /// uring: io_uring over sockets; xdp: UDP frames from AF_XDP sockets (implies -u).
     #[arg(long, value_enum, default_value_t = Engine::Uring)]
     pub engine: Engine,

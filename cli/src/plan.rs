@@ -1,0 +1,198 @@
+//! The planning stage between the parsed arguments and the engine: the argument groups every
+//! sending command shares become validated values here, once, so `send`, `rr`/`crr`, `sweep`,
+//! `search` and the peer modes build their `TestSpec` and `SendOptions` the same way.
+//!
+//! The engine takes milliseconds and bits per second; the conversions from the command line's
+//! durations, flags and defaults live here and nowhere else.
+
+use crate::{
+    args::{default_len, OnOffAuto, Peer, RrArgs, SendArgs, TargetArgs, TestWindow, ThreadArgs, UDP_DEFAULT_RATE},
+    knobs::{refuse_knobs, tuning_of},
+};
+use std::time::Duration;
+use uringbench::{
+    iperf2::IPERF2_PORT, units::format_bits_per_second, BusyPoll, Direction, Error, FastPaths, KernelCaps, LocalEnd,
+    Proto, Psk, SendOptions, StopToken, TestSpec, Workload, ZeroCopyMode, DEFAULT_PORT,
+};
+
+/// Intervals of send, rr and crr when `-i` is not given, in every output, as iperf3's
+/// (`-i 0` turns them off).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where a test goes and how this host runs its threads: the target group and the thread group
+/// of the arguments, validated (the key read, the kernel probed) once for every run they serve.
+#[derive(Clone)]
+pub struct Reach {
+    target: String,
+    port: u16,
+    psk: Option<Psk>,
+    cpus: Option<Vec<usize>>,
+    busy_poll: BusyPoll,
+    kernel: KernelCaps,
+}
+
+impl Reach {
+    /// `port` applies when `-p` was not given (each peer tool has its own).
+    pub fn new(to: &TargetArgs, threads: &ThreadArgs, port: u16) -> Result<Self, Error> {
+        Ok(Self {
+            target: to.target.clone(),
+            port: to.port.unwrap_or(port),
+            psk: to.psk_file.as_deref().map(Psk::load).transpose()?,
+            cpus: threads.cpus.as_ref().map(|c| c.0.clone()),
+            busy_poll: busy(threads.busy_poll),
+            kernel: KernelCaps::detect()?,
+        })
+    }
+
+    /// The engine's options for one test of this reach.
+    pub fn options(&self, spec: TestSpec, local: LocalEnd, fast: FastPaths, stop: StopToken) -> SendOptions {
+        SendOptions {
+            target: self.target.clone(),
+            port: self.port,
+            spec,
+            cpus: self.cpus.clone(),
+            busy_poll: self.busy_poll,
+            local,
+            fast,
+            kernel: self.kernel.clone(),
+            psk: self.psk.clone(),
+            stop,
+        }
+    }
+}
+
+/// The port to use: given, or the default of the peer (iperf2's 5001 with --iperf2).
+pub fn port_or_default(port: Option<u16>, peer: Peer) -> u16 {
+    port.unwrap_or(default_port(peer))
+}
+
+/// The port each receiver listens on unless told otherwise.
+pub fn default_port(peer: Peer) -> u16 {
+    if peer == Peer::Iperf2 {
+        IPERF2_PORT
+    } else {
+        DEFAULT_PORT
+    }
+}
+
+pub fn zerocopy_mode(z: OnOffAuto) -> ZeroCopyMode {
+    match z {
+        OnOffAuto::Auto => ZeroCopyMode::Auto,
+        OnOffAuto::On => ZeroCopyMode::On,
+        OnOffAuto::Off => ZeroCopyMode::Off,
+    }
+}
+
+pub fn busy(b: OnOffAuto) -> BusyPoll {
+    match b {
+        OnOffAuto::Auto => BusyPoll::Auto,
+        OnOffAuto::On => BusyPoll::On,
+        OnOffAuto::Off => BusyPoll::Off,
+    }
+}
+
+impl TestWindow {
+    /// Writes the window and the interval period into a spec (milliseconds on the wire).
+    pub fn apply(&self, spec: &mut TestSpec, interval: Option<std::time::Duration>) {
+        spec.time_ms = self.time.as_millis() as u64;
+        spec.warmup_ms = self.warmup.as_millis() as u64;
+        spec.cooldown_ms = self.cooldown.as_millis() as u64;
+        spec.interval_ms = interval.map_or(0, |d| d.as_millis() as u64);
+    }
+}
+
+/// The direction `send`'s flags ask for.
+pub fn direction_of(args: &SendArgs) -> Direction {
+    if args.bidir {
+        Direction::Bidir
+    } else if args.reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    }
+}
+
+/// The total offered rate of a send (`-b` and `--pps` are per flow, as iperf's `-b`), and the
+/// line that says so when it is limited.
+pub fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<String>) {
+    let flows = u64::from(args.queues) * u64::from(args.flows_per_queue);
+    let (per_flow, why) = match (args.pps, args.rate) {
+        (Some(pps), _) => ((pps * len as f64 * 8.0).round() as u64, ""),
+        (None, Some(rate)) => (rate, ""),
+        (None, None) if udp => (UDP_DEFAULT_RATE, " (UDP's default, as iperf's; -b 0 for unlimited)"),
+        (None, None) => (0, ""),
+    };
+    let total = per_flow.saturating_mul(flows);
+    let line = (total > 0).then(|| {
+        format!(
+            "rate: {} per flow x {flows} flow{} = {}{why}",
+            format_bits_per_second(per_flow as f64),
+            if flows == 1 { "" } else { "s" },
+            format_bits_per_second(total as f64)
+        )
+    });
+    (total, line)
+}
+
+/// A stream test of `send` (ours or a peer tool's receiver): the spec its flags describe, and
+/// the line that names a limited rate. Each caller adds what only it has (the latency probe,
+/// a start time, the tuning it checked).
+pub struct StreamPlan {
+    pub spec: TestSpec,
+    pub rate_line: Option<String>,
+}
+
+impl StreamPlan {
+    /// `udp`: the caller's decision (`-u`, `--proto udp`, or an engine that sends only UDP);
+    /// `interval`: the report period, which differs between our receiver and the peer tools.
+    pub fn new(args: &SendArgs, udp: bool, interval: Option<std::time::Duration>) -> Result<Self, Error> {
+        let len = args.len.unwrap_or(default_len(udp));
+        if len == 0 || len > u64::from(u32::MAX) {
+            return Err(Error::usage(format!("--len {len} out of range: 1 byte to {} bytes (4 GiB - 1)", u32::MAX)));
+        }
+        let (rate_bps, rate_line) = offered(args, udp, len);
+        let mut spec = TestSpec {
+            proto: if udp { Proto::Udp } else { Proto::Tcp },
+            workload: Workload::Stream,
+            queues: args.queues,
+            flows_per_queue: args.flows_per_queue,
+            len: len as u32,
+            rate_bps,
+            zerocopy: zerocopy_mode(args.zerocopy),
+            depth: args.depth,
+            gso: !args.no_gso,
+            direction: direction_of(args),
+            ..TestSpec::default()
+        };
+        args.window.apply(&mut spec, interval);
+        Ok(Self { spec, rate_line })
+    }
+}
+
+/// `rr` and `crr`: the test their flags describe, checked, with the options to run it.
+pub fn rr_options(args: &RrArgs, workload: Workload, stop: StopToken) -> Result<SendOptions, Error> {
+    let fast = args.fast.probe(None, None)?;
+    let mut spec = TestSpec {
+        proto: if args.udp { Proto::Udp } else { Proto::Tcp },
+        workload,
+        queues: args.queues,
+        flows_per_queue: args.flows_per_queue,
+        req_len: u32::try_from(args.req).unwrap_or(u32::MAX),
+        resp_len: u32::try_from(args.resp).unwrap_or(u32::MAX),
+        timeout_ms: args.timeout.as_millis() as u64,
+        bounceback: args.bounceback,
+        trip_times: args.trip_times,
+        clocks_synced: args.clocks_synced,
+        ..TestSpec::default()
+    };
+    args.window.apply(&mut spec, Some(args.interval.unwrap_or(DEFAULT_INTERVAL)));
+    let (tuning, local) = tuning_of(&args.tuning)?;
+    if tuning.bytes.is_some() || tuning.skip_rx_copy {
+        return Err(Error::usage("-n/--bytes and --skip-rx-copy apply to send, not to rr or crr"));
+    }
+    // rr over TCP keeps its flows for the whole test; crr's come and go, UDP rr has none.
+    refuse_knobs(&args.tuning, args.udp || workload == Workload::Crr, false)?;
+    spec.tuning = tuning;
+    spec.validate()?;
+    Ok(Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(spec, local, fast, stop))
+}
