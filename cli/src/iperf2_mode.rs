@@ -5,16 +5,13 @@
 
 use super::{tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
 use crate::{
-    peer_out::PeerOut,
+    peer_out::{peer_events, PeerOut},
     plan::{busy, port_or_default, Reach, StreamPlan},
     sink::Sink,
 };
-use std::{net::SocketAddr, sync::Arc};
 use uringbench::{
-    iperf2::{bind_receiver, run_send, serve, Iperf2Event, Iperf2EventSink, Iperf2TestSummary},
-    peer_text,
-    units::format_bits_per_second,
-    Direction, Error, FastPaths, PeerCaps, PeerEvent, PeerRecvOptions, Proto, SendOptions, StopToken,
+    iperf2::{bind_receiver, run_send, serve, Iperf2TestSummary},
+    Direction, Error, FastPaths, PeerRecvOptions, SendOptions, StopToken,
 };
 
 /// The options of a test against another tool's server (`--iperf2`, `--iperf3`, named by
@@ -97,56 +94,9 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
 pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let opts = peer_recv_options(args, fast, stop, "--iperf2", port_or_default(args.port, crate::args::Peer::Iperf2))?;
     let listeners = bind_receiver(&opts)?;
-    let out = PeerOut::of(args, &opts.stop);
-    let events: Iperf2EventSink = Arc::new(move |event: Iperf2Event| {
-        let doc = match &event {
-            PeerEvent::TestDone(s) if out.writes_json() => Some(s.to_document()),
-            _ => None,
-        };
-        peer_event(out, "--iperf2", event, test_line, |tcp, udp, caps| {
-            format!(
-                "listening on TCP {tcp} and UDP {udp} for iperf2 clients (`iperf -c`, `iperf -c -u`); \
-                 limits: {} connections sending their header ({} per address), {} flows, {} UDP sessions",
-                caps.pending, caps.pending_per_source, caps.flows, caps.udp_sessions
-            )
-        });
-        if let Some(doc) = doc {
-            out.done(Some(doc), String::new);
-        }
-    });
+    let events = peer_events::<Iperf2TestSummary>(PeerOut::of(args, &opts.stop));
     let ok = serve(opts, listeners, events)?;
     Ok(if ok { 0 } else { 1 })
-}
-
-/// Writes what a peer receiver (`recv --iperf2`, `recv --iperf3`: `flag`) tells to `out`: a
-/// log line, or a `--json-stream` event; `test_line` and `listening` say what only that
-/// tool's receiver says. (A finished test's document is the caller's: it knows its type.)
-pub fn peer_event<T>(
-    out: PeerOut,
-    flag: &str,
-    event: PeerEvent<T>,
-    test_line: impl Fn(&T) -> String,
-    listening: impl Fn(SocketAddr, SocketAddr, PeerCaps) -> String,
-) {
-    let tool = flag.trim_start_matches('-');
-    let line = match event {
-        PeerEvent::Started(start) => return out.started(&start, tool),
-        PeerEvent::Interval { role, n, figures } => return out.interval(role, n, &figures),
-        PeerEvent::Listening { tcp, udp, caps } => format!("uringbench recv {flag}: {}", listening(tcp, udp, caps)),
-        PeerEvent::TestDone(summary) => test_line(&summary),
-        PeerEvent::Refused { proto, peer, reason } => {
-            format!("refused {tool} {} test from {peer}: {}", proto_name(proto), peer_text(&reason))
-        }
-        PeerEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
-        PeerEvent::More { peer, count, seconds } => format!(
-            "... and {count} more from {} in the last {seconds:.0} s",
-            peer.map_or("other addresses".to_string(), |p| p.to_string())
-        ),
-        PeerEvent::Paused { proto, reason } => {
-            format!("uringbench recv {flag}: {} paused: {reason}", proto_name(proto))
-        }
-    };
-    out.log(&line);
 }
 
 /// The options of a receiver serving another tool's clients (`--iperf2`, `--iperf3`, named
@@ -235,53 +185,4 @@ fn refuse_native_limits(args: &RecvArgs, flag: &str) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-fn proto_name(proto: Proto) -> &'static str {
-    match proto {
-        Proto::Tcp => "TCP",
-        Proto::Udp => "UDP",
-    }
-}
-
-/// One line per finished client test: bytes, rate, and for UDP loss, reordering and jitter.
-fn test_line(s: &Iperf2TestSummary) -> String {
-    let flows = if s.flows == s.expected_flows {
-        format!("{} flow{}", s.flows, if s.flows == 1 { "" } else { "s" })
-    } else {
-        format!("{} of {} flows", s.flows, s.expected_flows)
-    };
-    let version = s.client_version.as_ref().map_or("iperf2".to_string(), |v| format!("iperf {v}"));
-    let mut line = format!(
-        "[{}] iperf2 {} test from {} ({version}, {flows}): {} bytes in {:.3} s = {}",
-        s.id,
-        proto_name(s.proto),
-        s.peer,
-        s.bytes,
-        s.seconds,
-        format_bits_per_second(s.bits_per_second())
-    );
-    if let Some(u) = &s.udp {
-        line += &format!(
-            ", lost {}/{} ({:.2}%), out-of-order {}, jitter {:.3} ms, {} datagrams received, {} report{} sent",
-            u.lost,
-            u.expected,
-            100.0 * u.loss_ratio(),
-            u.out_of_order,
-            u.jitter_us / 1e3,
-            u.received,
-            s.reports_sent,
-            if s.reports_sent == 1 { "" } else { "s" }
-        );
-        if u.duplicates > 0 {
-            line += &format!(", {} duplicates", u.duplicates);
-        }
-    }
-    if !s.errors.is_empty() {
-        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
-    }
-    if !s.notes.is_empty() {
-        line += &format!(" (note: {})", peer_text(&s.notes.join("; ")));
-    }
-    line
 }

@@ -3,16 +3,13 @@
 //! into the engine's options (shared with `--iperf2`: [`peer_send_options`],
 //! [`peer_recv_options`]) and prints what comes back.
 
-use super::iperf2_mode::{peer_event, peer_recv_options, peer_send_options, print_report};
+use super::iperf2_mode::{peer_recv_options, peer_send_options, print_report};
 use super::{RecvArgs, RsaPaddingArg, SendArgs};
-use crate::peer_out::PeerOut;
-use std::sync::Arc;
-use uringbench::units::format_bits_per_second;
+use crate::peer_out::{peer_events, PeerOut};
 use uringbench::{
     iperf3_bind, iperf3_send_asking, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
-    ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3Asks, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink,
-    Iperf3RsaPadding, Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary,
-    NtttcpWindow, PeerEvent, StopToken, IPERF3_PORT,
+    ntttcp_serve_udp, Error, FastPaths, Iperf3Asks, Iperf3ClientAuth, Iperf3RsaPadding, Iperf3ServerAuth,
+    Iperf3TestSummary, NtttcpTestSummary, NtttcpWindow, StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -56,38 +53,10 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
         (Some(key), Some(users)) => Some(Iperf3ServerAuth::load(key, users, args.time_skew_threshold)?),
         _ => None,
     };
-    let users = auth.as_ref().map(Iperf3ServerAuth::users);
     let listener = iperf3_bind(&opts)?;
-    let out = PeerOut::of(args, &opts.stop);
-    let events: Iperf3EventSink = Arc::new(move |event: Iperf3Event| {
-        let done = match &event {
-            PeerEvent::TestDone(s) if out.writes_json() => Some((s.to_document(), s.errors.join("; "))),
-            _ => None,
-        };
-        peer_event(out, "--iperf3", event, test_line, |tcp, _, caps| {
-            let auth = users.map_or(String::new(), |n| {
-                format!(" with RSA credentials of {n} authorized user{}", if n == 1 { "" } else { "s" })
-            });
-            format!(
-                "listening on TCP {tcp} for iperf3 clients (`iperf3 -c [-u]`, one test at a time){auth}; \
-                 limits: {} connections sending their cookie ({} per address), {} streams",
-                caps.pending,
-                caps.pending_per_source,
-                caps.flows.min(128)
-            )
-        });
-        if let Some((doc, error)) = done {
-            out.done(doc, || error);
-        }
-    });
+    let events = peer_events::<Iperf3TestSummary>(PeerOut::of(args, &opts.stop));
     let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line, auth)?;
     Ok(if ok { 0 } else { 1 })
-}
-
-/// One line per finished client test (rendered in the engine's report/, which also gives it to
-/// a client's `--get-server-output`).
-fn test_line(s: &Iperf3TestSummary) -> String {
-    s.render_line()
 }
 
 /// `uringbench send --ntttcp`: our sender to NTttcp receivers in no-sync mode.
@@ -103,30 +72,7 @@ pub fn send_ntttcp(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<
 pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Error> {
     let mut opts = peer_recv_options(args, fast, stop, "--ntttcp", args.ntttcp_port)?;
     opts.port = args.ntttcp_port;
-    let out = PeerOut::of(args, &opts.stop);
-    let events: NtttcpEventSink = Arc::new(move |event: NtttcpEvent| {
-        let done = match &event {
-            NtttcpEvent::TestDone(s) if out.writes_json() => Some((s.to_document(), s.errors.join("; "))),
-            _ => None,
-        };
-        out.log(&match event {
-            NtttcpEvent::Listening { addr, base, ports, caps, udp: false } => format!(
-                "uringbench recv --ntttcp: listening on {addr} TCP ports {base}..{} for NTttcp senders in no-sync mode; limit: {} connections",
-                u32::from(base) + ports - 1,
-                caps.flows
-            ),
-            NtttcpEvent::Listening { addr, base, ports, udp: true, .. } => format!(
-                "uringbench recv --ntttcp: listening on {addr} UDP ports {base}..{} for NTttcp senders in no-sync mode",
-                u32::from(base) + ports - 1,
-            ),
-            NtttcpEvent::Started(start) => return out.started(&start, "ntttcp"),
-            NtttcpEvent::TestDone(s) => ntttcp_line(&s),
-            NtttcpEvent::Dropped { peer, reason } => format!("dropped connection from {peer}: {}", peer_text(&reason)),
-        });
-        if let Some((doc, error)) = done {
-            out.done(doc, || error);
-        }
-    });
+    let events = peer_events::<NtttcpTestSummary>(PeerOut::of(args, &opts.stop));
     let ok = if args.udp {
         let window = NtttcpWindow { warmup: args.warmup, time: args.time, cooldown: args.cooldown };
         let sockets = ntttcp_bind_udp(&opts, args.ports)?;
@@ -136,38 +82,4 @@ pub fn recv_ntttcp(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<
         ntttcp_serve(opts, listeners, events)?
     };
     Ok(if ok { 0 } else { 1 })
-}
-
-/// One line per finished NTttcp test.
-fn ntttcp_line(s: &NtttcpTestSummary) -> String {
-    let peers: Vec<String> = s.peers.iter().map(|p| p.to_string()).collect();
-    let ports: Vec<String> = s.port_bytes.iter().map(|b| b.to_string()).collect();
-    let (proto, what) = match &s.port_datagrams {
-        Some(d) => {
-            let ports = s.port_bytes.len();
-            ("UDP", format!("{ports} port{}, {} datagrams", if ports == 1 { "" } else { "s" }, d.iter().sum::<u64>()))
-        }
-        None => ("TCP", format!("{} connection{}", s.connections, if s.connections == 1 { "" } else { "s" })),
-    };
-    let mut line = format!(
-        "[{}] ntttcp {proto} test from {} ({what}): {} bytes in {:.3} s = {}; per port: {}",
-        s.id,
-        peers.join(", "),
-        s.bytes(),
-        s.seconds,
-        format_bits_per_second(s.bits_per_second()),
-        ports.join(" ")
-    );
-    if let Some(w) = &s.window {
-        line += &format!(
-            "; {} bytes received in all, warm-up {:.1} s and cool-down {:.1} s not counted",
-            s.received_bytes,
-            w.warmup.as_secs_f64(),
-            w.cooldown.as_secs_f64()
-        );
-    }
-    if !s.errors.is_empty() {
-        line += &format!(", incomplete: {}", peer_text(&s.errors.join("; ")));
-    }
-    line
 }

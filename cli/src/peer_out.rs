@@ -3,12 +3,32 @@
 //! stdout [`Sink`], while the log lines go to stderr so that stdout stays JSON.
 
 use crate::{args::RecvArgs, sink::Sink};
-use std::io::Write as _;
+use std::{io::Write as _, sync::Arc};
 use uringbench::{
     escape_controls,
     output::{end_event, received_interval_event, received_start_event},
-    FailedRun, IntervalFigures, Role, StartInfo, StopToken, StreamDocument,
+    FailedRun, IntervalFigures, PeerEvent, PeerEventSink, PeerTest, Role, StartInfo, StopToken, StreamDocument,
 };
+
+/// The event sink of a peer receiver (`recv --iperf2`, `--iperf3`, `--ntttcp`): each event's
+/// line (rendered in the engine's report), and with `-J` or `--json-stream` its events and
+/// each finished test's document.
+pub fn peer_events<T: PeerTest + 'static>(out: PeerOut) -> PeerEventSink<T> {
+    Arc::new(move |event: PeerEvent<T>| match &event {
+        PeerEvent::Started(start) => out.started(start, T::TOOL),
+        PeerEvent::Interval { role, n, figures } => out.interval(*role, *n, figures),
+        _ => {
+            if let Some(line) = event.render_line() {
+                out.log(&line);
+            }
+            if let PeerEvent::TestDone(test) = &event {
+                if out.writes_json() {
+                    out.done(test.document(), || test.error());
+                }
+            }
+        }
+    })
+}
 
 /// Where a peer receiver's output goes, chosen once from its flags.
 #[derive(Clone, Copy, PartialEq, Eq)]

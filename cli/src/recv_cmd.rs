@@ -10,11 +10,7 @@ use crate::{
     xdp_mode,
 };
 use std::sync::Arc;
-use uringbench::{
-    escape_controls, peer_text,
-    units::{self, format_bits_per_second},
-    Error, Psk, ReceiverConfig, Role, ServerEvent, ServerLimits, StopToken, Workload, Workloads,
-};
+use uringbench::{escape_controls, Error, Psk, ReceiverConfig, ServerEvent, ServerLimits, StopToken, Workloads};
 
 pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
     let tally = metrics_endpoint::start(&args, &stop)?;
@@ -88,75 +84,7 @@ pub fn recv(args: RecvArgs, stop: StopToken) -> Result<u8, Error> {
         Workloads { xdp: xdp_mode::recv_options(args.engine, args.iface.clone(), args.xdp_mode, args.xdp_count)? };
     let listener = uringbench::bind(&cfg)?;
     let events = Arc::new(|event: ServerEvent| {
-        let line = match event {
-            ServerEvent::Listening { addr } => format!("uringbench recv: listening on {addr}"),
-            ServerEvent::SessionStarted { id, peer, spec, placement } => format!(
-                "[{id}] test from {peer}: {:?} {:?}, {} queues x {} flows, {:.1} s; {placement}",
-                spec.proto,
-                spec.workload,
-                spec.queues,
-                spec.flows_per_queue,
-                spec.time_ms as f64 / 1e3
-            ),
-            ServerEvent::SessionEnded { id, peer, workload: Workload::Rr | Workload::Crr, report } => format!(
-                "[{id}] done {peer}: answered {} transactions ({} in the window: {:.0}/s){}",
-                report.total_bytes(),
-                report.bytes(),
-                report.bytes() as f64 / report.window_seconds.max(1e-9),
-                if report.complete {
-                    String::new()
-                } else {
-                    format!(", incomplete: {}", peer_text(&report.errors.join("; ")))
-                }
-            ),
-            ServerEvent::SessionEnded { id, peer, report, .. } => format!(
-                "[{id}] done {peer}: {} {} bytes ({} in the window: {}){}",
-                if report.role == Role::Sender { "sent" } else { "received" },
-                report.total_bytes(),
-                report.bytes(),
-                format_bits_per_second(report.bits_per_second()),
-                if report.complete {
-                    String::new()
-                } else {
-                    format!(", incomplete: {}", peer_text(&report.errors.join("; ")))
-                }
-            ),
-            ServerEvent::SessionFailed { id, peer, error } => {
-                format!("[{id}] failed {peer}: {}", peer_text(&error))
-            }
-            ServerEvent::Refused { peer, reason } => format!("refused test from {peer}: {}", peer_text(&reason)),
-            ServerEvent::Dropped { peer, reason } => {
-                format!("dropped connection from {peer}: {}", peer_text(&reason))
-            }
-            ServerEvent::Stopping { cause, running } => {
-                format!("uringbench recv: {cause}: accepting no more tests, ending {running} running")
-            }
-            ServerEvent::VariantApplied { name, applied } => {
-                format!(
-                    "receiver variant {name}: {}",
-                    if applied.is_empty() { "no settings".into() } else { applied.join("; ") }
-                )
-            }
-            ServerEvent::VariantFailed { name, error } => format!("receiver variant {name}: failed: {error}"),
-            ServerEvent::LeftoverReverted { restored } => format!(
-                "uringbench recv: reverted the receiver variant an earlier run left applied (killed during a test): {}",
-                restored.join("; ")
-            ),
-            ServerEvent::Suppressed { source, count, seconds } => {
-                format!("... and {} more from {source} in the last {seconds} s", units::group_thousands(count))
-            }
-            ServerEvent::AcceptPaused { reason } => {
-                format!("uringbench recv: accepting paused: {reason}; retrying until it works")
-            }
-            ServerEvent::AcceptResumed { paused } => {
-                format!("uringbench recv: accepting again ({:.1} s of trouble)", paused.as_secs_f64())
-            }
-            ServerEvent::LogDropped { count } => format!("uringbench recv: {count} log lines dropped (log queue full)"),
-            ServerEvent::Unauthenticated { exposed } => format!(
-                "uringbench recv: warning: no --psk-file, and {} is not a private address: anyone who reaches it can run tests here (docs/public-receiver.md)",
-                exposed.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
-            ),
-        };
+        let line = event.render_line();
         // Reasons and errors may quote what a peer sent: one line each, whatever it sent.
         Sink::stdout().text(&format!("{}\n", escape_controls(&line)));
     });

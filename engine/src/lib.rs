@@ -98,7 +98,8 @@ pub use crate::compat::ntttcp::{
     serve_udp as ntttcp_serve_udp, NtttcpEvent, NtttcpEventSink, NtttcpReport, NtttcpTestSummary, NtttcpWindow,
     NTTTCP_PORT,
 };
-pub use crate::compat::{Caps as PeerCaps, PeerEvent, PeerEventSink, PeerRecvOptions};
+pub use crate::compat::{Caps as PeerCaps, Listening, PeerEvent, PeerEventSink, PeerRecvOptions};
+pub use crate::report::receiver::PeerTest;
 pub use crate::wire::iperf3::IPERF3_PORT;
 
 // What a test reports, and the documents it is saved as (docs/output.md, docs/schema/).

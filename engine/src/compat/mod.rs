@@ -126,12 +126,24 @@ impl Caps {
     }
 }
 
-/// What a peer receiver (`recv --iperf2`, `recv --iperf3`) tells its operator, as it happens;
-/// `T` is its summary of a finished client test. Reasons may quote a peer: escape them.
+/// Where a peer receiver serves, and its limits: TCP connections from `tcp`, UDP datagrams
+/// from `udp`, each on `ports` consecutive ports (NTttcp's one port per thread; one for iperf).
+#[derive(Debug, Clone)]
+pub struct Listening {
+    pub tcp: Option<SocketAddr>,
+    pub udp: Option<SocketAddr>,
+    pub ports: u32,
+    pub caps: Caps,
+    /// `recv --iperf3` with RSA authentication: the users its file authorizes.
+    pub authorized_users: Option<usize>,
+}
+
+/// What a peer receiver (`recv --iperf2`, `--iperf3`, `--ntttcp`) tells its operator, as it
+/// happens; `T` is its summary of a finished client test. Reasons may quote a peer: escape them.
 #[derive(Debug, Clone)]
 pub enum PeerEvent<T> {
-    /// Serving: TCP connections on `tcp`, UDP datagrams on `udp`.
-    Listening { tcp: SocketAddr, udp: SocketAddr, caps: Caps },
+    /// Serving.
+    Listening(Listening),
     /// A client test began (`--json-stream`'s `start`): the test as far as it is known, our
     /// address and the client's, our placement.
     Started(StartInfo),

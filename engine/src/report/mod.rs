@@ -15,6 +15,7 @@ pub mod latency;
 pub mod ntttcp;
 pub mod openmetrics;
 pub mod peer;
+pub mod receiver;
 pub mod rr;
 pub mod saved;
 pub mod search;

@@ -229,7 +229,13 @@ pub fn serve(opts: Iperf2RecvOptions, listeners: Iperf2Listeners, events: Iperf2
     let tcp_addr = tcp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let udp_addr = udp.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let caps = opts.caps();
-    (events)(Iperf2Event::Listening { tcp: tcp_addr, udp: udp_addr, caps });
+    (events)(Iperf2Event::Listening(crate::compat::Listening {
+        tcp: Some(tcp_addr),
+        udp: Some(udp_addr),
+        ports: 1,
+        caps,
+        authorized_users: None,
+    }));
     let shared = Arc::new(ClientTests {
         opts,
         caps,

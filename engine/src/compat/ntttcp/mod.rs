@@ -17,11 +17,11 @@
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
 use crate::compat::udp::{self as compat_udp, UdpWire};
-use crate::compat::Caps;
 use crate::compat::{
     client_halves, connect_tcp, count_to_eof, received_report, resolve, shown, stream_report, Intervals,
     PeerRecvOptions,
 };
+use crate::compat::{Listening, PeerEvent, PeerEventSink};
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Roles, StreamReport};
 use crate::metrics::measure::QueueCounters;
@@ -137,29 +137,11 @@ fn send_udp(
     Ok(NtttcpReport { stream, base_port: opts.port })
 }
 
-/// What `recv --ntttcp` tells.
-#[derive(Debug, Clone)]
-pub enum NtttcpEvent {
-    Listening {
-        addr: IpAddr,
-        base: u16,
-        ports: u32,
-        caps: Caps,
-        /// UDP ports (`recv --ntttcp -u`), else TCP.
-        udp: bool,
-    },
-    /// A test began, at its first connection (TCP) or datagram (UDP): `--json-stream`'s
-    /// `start`, with the ports as queues.
-    Started(StartInfo),
-    TestDone(NtttcpTestSummary),
-    /// A connection closed at once (over the cap, or after `--once`'s test).
-    Dropped {
-        peer: SocketAddr,
-        reason: String,
-    },
-}
+/// What `recv --ntttcp` tells: a test begins at its first connection (TCP) or datagram (UDP),
+/// with the ports as queues; a connection over the cap, or after `--once`'s test, is dropped.
+pub type NtttcpEvent = PeerEvent<NtttcpTestSummary>;
 
-pub type NtttcpEventSink = Arc<dyn Fn(NtttcpEvent) + Send + Sync>;
+pub type NtttcpEventSink = PeerEventSink<NtttcpTestSummary>;
 
 /// One finished receiving test.
 #[derive(Debug, Clone, Default)]
@@ -288,13 +270,13 @@ pub fn serve(opts: PeerRecvOptions, listeners: Vec<TcpListener>, events: NtttcpE
     for l in &listeners {
         l.set_nonblocking(true).map_err(|e| Error::io("making a listener non-blocking", e))?;
     }
-    events(NtttcpEvent::Listening {
-        addr: opts.bind,
-        base: opts.port,
+    events(NtttcpEvent::Listening(Listening {
+        tcp: Some(SocketAddr::new(opts.bind, opts.port)),
+        udp: None,
         ports: listeners.len() as u32,
         caps,
-        udp: false,
-    });
+        authorized_users: None,
+    }));
     let stop_flows = Arc::new(AtomicBool::new(false));
     let mut next_id = 0;
     let mut test: Option<(NtttcpTestSummary, Instant, Vec<Counting>, Instant)> = None;

@@ -11,6 +11,7 @@
 use super::{NtttcpEvent, NtttcpEventSink, NtttcpTestSummary};
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Proto, TestSpec};
+use crate::compat::Listening;
 use crate::compat::{shown, PeerRecvOptions};
 use crate::workload::udp_stream::prepare_receiver;
 use std::io;
@@ -173,7 +174,13 @@ pub fn serve_udp(
         )));
     }
     let caps = opts.caps();
-    events(NtttcpEvent::Listening { addr: opts.bind, base: opts.port, ports: sockets.len() as u32, caps, udp: true });
+    events(NtttcpEvent::Listening(Listening {
+        tcp: None,
+        udp: Some(SocketAddr::new(opts.bind, opts.port)),
+        ports: sockets.len() as u32,
+        caps,
+        authorized_users: None,
+    }));
     let shared = Shared {
         origin: Instant::now(),
         start: AtomicU64::new(IDLE),

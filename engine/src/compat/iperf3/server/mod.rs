@@ -342,7 +342,14 @@ pub fn serve(
     }
     let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
     let caps = opts.caps();
-    events(Iperf3Event::Listening { tcp: addr, udp: addr, caps });
+    let authorized_users = auth.as_ref().map(|a| a.users());
+    events(Iperf3Event::Listening(crate::compat::Listening {
+        tcp: Some(addr),
+        udp: None,
+        ports: 1,
+        caps,
+        authorized_users,
+    }));
     let stop = opts.stop.clone();
     let max_streams = caps.flows.min(MAX_STREAMS);
     let refusals = Arc::new(RateLimit::new(TELLS_PER_WINDOW));
