@@ -6,13 +6,21 @@
 //! durations, flags and defaults live here and nowhere else.
 
 use crate::{
-    args::{default_len, OnOffAuto, Peer, RrArgs, SendArgs, TargetArgs, TestWindow, ThreadArgs, UDP_DEFAULT_RATE},
+    args::{
+        default_len, OnOffAuto, Peer, ProtoArg, RrArgs, SearchArgs, SendArgs, SweepArgs, TargetArgs, TestWindow,
+        ThreadArgs, ValueList, UDP_DEFAULT_RATE,
+    },
     knobs::{refuse_knobs, tuning_of},
+    xdp_mode,
 };
 use std::time::Duration;
 use uringbench::{
     iperf2::IPERF2_PORT, units::format_bits_per_second, BusyPoll, Direction, Error, FastPaths, KernelCaps, LocalEnd,
     Proto, Psk, SendOptions, StopToken, TestSpec, Workload, ZeroCopyMode, DEFAULT_PORT,
+};
+use uringbench::{
+    search::SearchPlan,
+    sweep::{SweepParam, SweepPlan},
 };
 
 /// Intervals of send, rr and crr when `-i` is not given, in every output, as iperf3's
@@ -195,4 +203,109 @@ pub fn rr_options(args: &RrArgs, workload: Workload, stop: StopToken) -> Result<
     spec.tuning = tuning;
     spec.validate()?;
     Ok(Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(spec, local, fast, stop))
+}
+
+/// The one swept parameter and its values, the other two fixed.
+fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {
+    let len = args.len.as_ref().map(|l| l.0.clone());
+    let lists = [
+        (SweepParam::Queues, Some(args.queues.0.clone())),
+        (SweepParam::Len, len),
+        (SweepParam::Rate, Some(args.rate.0.clone())),
+    ];
+    let many: Vec<&(SweepParam, Option<Vec<u64>>)> =
+        lists.iter().filter(|(_, v)| v.as_ref().is_some_and(|v| v.len() > 1)).collect();
+    match many.as_slice() {
+        [(p, Some(v))] => Ok((*p, v.clone())),
+        [] => Err(Error::usage("give one of --queues, --len or --rate a list of values to sweep, e.g. -P 1,2,4,8")),
+        _ => Err(Error::usage("sweep one parameter at a time: only one of --queues, --len, --rate may be a list")),
+    }
+}
+
+/// `sweep`: the base test, the parameter swept and its values, every point checked before any
+/// runs.
+pub fn sweep_plan(args: &SweepArgs, stop: StopToken) -> Result<SweepPlan, Error> {
+    let (param, values) = swept(args)?;
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
+    let single = |list: &Option<ValueList>| list.as_ref().map(|l| l.0[0]);
+    let len = single(&args.len).unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    if args.repeat == 0 {
+        return Err(Error::usage("--repeat must be at least 1"));
+    }
+    let mut base = TestSpec {
+        proto: if udp { Proto::Udp } else { Proto::Tcp },
+        workload: Workload::Stream,
+        queues: u32::try_from(args.queues.0[0]).unwrap_or(0),
+        flows_per_queue: args.flows_per_queue,
+        len: u32::try_from(len).unwrap_or(0),
+        rate_bps: args.rate.0[0],
+        zerocopy: zerocopy_mode(args.zerocopy),
+        depth: args.depth,
+        ..TestSpec::default()
+    };
+    args.window.apply(&mut base, args.interval);
+    // The fixed parameters must be valid on their own; then every point, before any runs.
+    for (p, v) in [(SweepParam::Queues, args.queues.0[0]), (SweepParam::Len, len)] {
+        if p != param {
+            p.apply(&base, v)?;
+        }
+    }
+    for &v in &values {
+        param.apply(&base, v)?.validate()?;
+    }
+    Ok(SweepPlan {
+        base: Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(
+            base,
+            Default::default(),
+            Default::default(),
+            stop,
+        ),
+        param,
+        values,
+        repeat: args.repeat,
+    })
+}
+
+/// `search`: the trial test and the search's bounds, with the options every trial runs with.
+pub fn search_plan(args: &SearchArgs, stop: StopToken) -> Result<(SearchPlan, SendOptions), Error> {
+    let latency = args.latency || args.max_latency.is_some();
+    if latency && args.engine == xdp_mode::Engine::Xdp {
+        return Err(Error::usage("--latency and --max-latency need uringbench's own engine, not --engine xdp"));
+    }
+    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
+    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
+    let len = u32::try_from(len).map_err(|_| Error::usage(format!("--len {len} out of range")))?;
+    // The window of each trial is --trial: named here, before the spec's check names --time.
+    if args.trial.as_millis() == 0 {
+        return Err(Error::usage("--trial must be 1 ms or longer"));
+    }
+    let spec = TestSpec {
+        proto: if udp { Proto::Udp } else { Proto::Tcp },
+        workload: Workload::Stream,
+        queues: args.queues,
+        flows_per_queue: args.flows_per_queue,
+        len,
+        gso: !args.no_gso,
+        time_ms: args.trial.as_millis() as u64,
+        warmup_ms: args.warmup.as_millis() as u64,
+        cooldown_ms: args.cooldown.as_millis() as u64,
+        latency,
+        ..TestSpec::default()
+    };
+    spec.validate()?;
+    let base = Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(
+        spec.clone(),
+        Default::default(),
+        Default::default(),
+        stop,
+    );
+    let plan = SearchPlan {
+        spec,
+        loss_threshold: args.loss,
+        resolution: args.resolution,
+        confirm: args.confirm,
+        max_rate_bps: args.max_rate.filter(|&r| r > 0),
+        max_latency_ms: args.max_latency.map(|d| d.as_secs_f64() * 1e3),
+    };
+    Ok((plan, base))
 }

@@ -2,34 +2,15 @@
 //! (re-renders saved results).
 
 use crate::{
-    args::{ProtoArg, ReportArgs, SweepArgs, SweepFormat, ValueList},
-    plan::{zerocopy_mode, Reach},
+    args::{ReportArgs, SweepArgs, SweepFormat},
     sink::{self, json_text, write_file, Sink},
 };
 use std::path::Path;
 use uringbench::{
     fleet::{self, FleetReport},
     output::SavedResults,
-    sweep::{self, SweepParam, SweepPlan},
-    Error, Proto, StopToken, TestSpec, Workload, DEFAULT_PORT,
+    sweep, Error, StopToken,
 };
-
-/// The one swept parameter and its values, the other two fixed.
-fn swept(args: &SweepArgs) -> Result<(SweepParam, Vec<u64>), Error> {
-    let len = args.len.as_ref().map(|l| l.0.clone());
-    let lists = [
-        (SweepParam::Queues, Some(args.queues.0.clone())),
-        (SweepParam::Len, len),
-        (SweepParam::Rate, Some(args.rate.0.clone())),
-    ];
-    let many: Vec<&(SweepParam, Option<Vec<u64>>)> =
-        lists.iter().filter(|(_, v)| v.as_ref().is_some_and(|v| v.len() > 1)).collect();
-    match many.as_slice() {
-        [(p, Some(v))] => Ok((*p, v.clone())),
-        [] => Err(Error::usage("give one of --queues, --len or --rate a list of values to sweep, e.g. -P 1,2,4,8")),
-        _ => Err(Error::usage("sweep one parameter at a time: only one of --queues, --len, --rate may be a list")),
-    }
-}
 
 /// Writes the files asked for (`--csv`, `--svg`, `--json-file`, `--html`) from the results so far.
 fn save(args: &SweepArgs, result: &sweep::SweepResult) -> Result<(), Error> {
@@ -55,45 +36,7 @@ pub(crate) fn write_html(path: Option<&Path>, name: &str, saved: impl FnOnce() -
 }
 
 pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
-    let (param, values) = swept(&args)?;
-    let udp = args.udp || matches!(args.proto, ProtoArg::Udp);
-    let single = |list: &Option<ValueList>| list.as_ref().map(|l| l.0[0]);
-    let len = single(&args.len).unwrap_or(if udp { 1470 } else { 128 * 1024 });
-    if args.repeat == 0 {
-        return Err(Error::usage("--repeat must be at least 1"));
-    }
-    let mut base = TestSpec {
-        proto: if udp { Proto::Udp } else { Proto::Tcp },
-        workload: Workload::Stream,
-        queues: u32::try_from(args.queues.0[0]).unwrap_or(0),
-        flows_per_queue: args.flows_per_queue,
-        len: u32::try_from(len).unwrap_or(0),
-        rate_bps: args.rate.0[0],
-        zerocopy: zerocopy_mode(args.zerocopy),
-        depth: args.depth,
-        ..TestSpec::default()
-    };
-    args.window.apply(&mut base, args.interval);
-    // The fixed parameters must be valid on their own; then every point, before any runs.
-    for (p, v) in [(SweepParam::Queues, args.queues.0[0]), (SweepParam::Len, len)] {
-        if p != param {
-            p.apply(&base, v)?;
-        }
-    }
-    for &v in &values {
-        param.apply(&base, v)?.validate()?;
-    }
-    let plan = SweepPlan {
-        base: Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(
-            base,
-            Default::default(),
-            Default::default(),
-            stop,
-        ),
-        param,
-        values,
-        repeat: args.repeat,
-    };
+    let plan = crate::plan::sweep_plan(&args, stop)?;
     let format = if args.json { SweepFormat::Json } else { args.format };
     let text = format == SweepFormat::Text;
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
@@ -107,7 +50,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
         &plan,
         |r| r.to_document(),
         |done| {
-            let line = uringbench::sweep::run_line(param, done.label, plan.repeat, done.figures);
+            let line = uringbench::sweep::run_line(plan.param, done.label, plan.repeat, done.figures);
             if text {
                 out.text(&format!("{line}\n"));
             }

@@ -1,8 +1,7 @@
 //! Tuning experiments: `uringbench compare`, `search`, `experiment` and `settings`.
 
 use crate::{
-    args::{CompareArgs, ExperimentArgs, ProtoArg, SearchArgs, SettingsAction, SettingsArgs, TextOrJson},
-    plan::Reach,
+    args::{CompareArgs, ExperimentArgs, SearchArgs, SettingsAction, SettingsArgs, TextOrJson},
     sink::{self, json_text, write_file, Sink},
     xdp_mode,
 };
@@ -14,7 +13,7 @@ use uringbench::{
     run_rr, run_send,
     search::{self, SearchPlan, SearchResult},
     settings::{self, Change, Journal},
-    Error, Proto, RunFigures, RunRecord, SendOptions, StopToken, TestSpec, Workload, DEFAULT_PORT, DEFAULT_SEED,
+    Error, Proto, RunFigures, RunRecord, SendOptions, StopToken, Workload, DEFAULT_SEED,
 };
 
 use crate::sweep_cmd::write_html;
@@ -47,46 +46,9 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
 }
 
 pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
-    let latency = args.latency || args.max_latency.is_some();
-    if latency && args.engine == xdp_mode::Engine::Xdp {
-        return Err(Error::usage("--latency and --max-latency need uringbench's own engine, not --engine xdp"));
-    }
     let run_test = xdp_mode::sender(args.engine, args.iface.clone(), xdp_mode::XdpGenArg::Xsk)?;
-    let udp = args.udp || matches!(args.proto, ProtoArg::Udp) || args.engine == xdp_mode::Engine::Xdp;
-    let len = args.len.unwrap_or(if udp { 1470 } else { 128 * 1024 });
-    let len = u32::try_from(len).map_err(|_| Error::usage(format!("--len {len} out of range")))?;
-    // The window of each trial is --trial: named here, before the spec's check names --time.
-    if args.trial.as_millis() == 0 {
-        return Err(Error::usage("--trial must be 1 ms or longer"));
-    }
-    let spec = TestSpec {
-        proto: if udp { Proto::Udp } else { Proto::Tcp },
-        workload: Workload::Stream,
-        queues: args.queues,
-        flows_per_queue: args.flows_per_queue,
-        len,
-        gso: !args.no_gso,
-        time_ms: args.trial.as_millis() as u64,
-        warmup_ms: args.warmup.as_millis() as u64,
-        cooldown_ms: args.cooldown.as_millis() as u64,
-        latency,
-        ..TestSpec::default()
-    };
-    spec.validate()?;
-    let base = Reach::new(&args.to, &args.threads, DEFAULT_PORT)?.options(
-        spec.clone(),
-        Default::default(),
-        Default::default(),
-        stop,
-    );
-    let plan = SearchPlan {
-        spec: spec.clone(),
-        loss_threshold: args.loss,
-        resolution: args.resolution,
-        confirm: args.confirm,
-        max_rate_bps: args.max_rate.filter(|&r| r > 0),
-        max_latency_ms: args.max_latency.map(|d| d.as_secs_f64() * 1e3),
-    };
+    let (plan, base) = crate::plan::search_plan(&args, stop)?;
+    let (spec, udp, len) = (&plan.spec, plan.spec.proto == Proto::Udp, plan.spec.len);
     let json = args.json || args.format == TextOrJson::Json;
     let out = Sink::stdout();
     out.stop_on_failure(&base.stop);
@@ -124,20 +86,20 @@ pub fn search(args: SearchArgs, stop: StopToken) -> Result<u8, Error> {
     );
     progress.finish();
     let result = result?;
-    let text = result.render_text(&spec);
+    let text = result.render_text(spec);
     let answer = text.lines().last().unwrap_or_default().to_string();
     sink::set_headline(answer.clone());
     if json {
-        out.json_doc(&result.to_document(&spec, &args.to.target))?;
+        out.json_doc(&result.to_document(spec, &args.to.target))?;
     } else {
         out.text(&format!("{answer}\n"));
     }
     let written = out.finish();
     write_html(args.html.as_deref(), "search", || {
-        SavedResults::Search(Box::new(result.to_document(&spec, &args.to.target)))
+        SavedResults::Search(Box::new(result.to_document(spec, &args.to.target)))
     })?;
     let json_file = match &args.json_file {
-        Some(path) => write_file(path, &json_text(&result.to_document(&spec, &args.to.target))?),
+        Some(path) => write_file(path, &json_text(&result.to_document(spec, &args.to.target))?),
         None => Ok(()),
     };
     written.and(json_file)?;
