@@ -11,6 +11,7 @@ use crate::{
 };
 use uringbench::{
     iperf2::{bind_receiver, run_send, serve, Iperf2TestSummary},
+    output::Exported,
     Direction, Error, FastPaths, PeerRecvOptions, SendOptions, StopToken,
 };
 
@@ -59,19 +60,15 @@ pub fn peer_send_options(
     Ok((opts, format))
 }
 
-/// Prints a peer mode's report as text or JSON; the exit code says whether it was complete.
+/// Prints a peer mode's report as text or JSON (CSV was refused); the exit code says whether
+/// it was complete.
 pub fn print_report(
     format: Format,
-    json: serde_json::Value,
-    text: String,
+    report: &impl Exported,
     complete: bool,
     error: Option<String>,
 ) -> Result<u8, Error> {
-    let out = Sink::stdout();
-    match format {
-        Format::Json => out.json_doc(&json)?,
-        _ => out.text(&text),
-    }
+    Sink::stdout().export(format.into(), report)?;
     if complete {
         Ok(0)
     } else {
@@ -87,7 +84,7 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     opts.spec.direction = Direction::Forward;
     opts.spec.tuning = Default::default();
     let report = run_send(&opts)?;
-    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+    print_report(format, &report, report.complete(), report.first_error())
 }
 
 /// `uringbench recv --iperf2`: serves `iperf -c` clients, TCP and UDP, on one port.

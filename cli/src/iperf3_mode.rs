@@ -20,7 +20,7 @@ pub fn send(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     let auth = client_auth(args)?;
     let asks = Iperf3Asks { gsro: args.gsro, server_output: args.get_server_output, dont_fragment: args.dont_fragment };
     let report = iperf3_send_asking(&opts, auth.as_ref(), asks)?;
-    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+    print_report(format, &report, report.complete(), report.first_error())
 }
 
 /// `--username` with `--rsa-public-key-path`: the credentials, the password from
@@ -65,7 +65,7 @@ pub fn send_ntttcp(args: &SendArgs, fast: FastPaths, stop: StopToken) -> Result<
     opts.port = args.ntttcp_port;
     opts.local.data_port = args.cport;
     let report = ntttcp_send(&opts)?;
-    print_report(format, report.to_json(), report.render_text(), report.complete(), report.first_error())
+    print_report(format, &report, report.complete(), report.first_error())
 }
 
 /// `uringbench recv --ntttcp`: counts what NTttcp senders in no-sync mode send.

@@ -484,11 +484,7 @@ fn http(args: HttpArgs, stop: StopToken) -> Result<u8, Error> {
         report.requests, report.transactions_per_second, report.latency_us.p99
     ));
     let out = Sink::stdout();
-    match format {
-        Format::Text => out.text(&report.render_text()),
-        Format::Json => out.json_doc(&report.to_json())?,
-        Format::Csv => out.text(&format!("{}\n{}\n", HttpReport::CSV_HEADER, report.csv_row())),
-    }
+    out.export(format.into(), &report)?;
     let written = out.finish();
     sweep_cmd::write_html(args.html.as_deref(), "http", || SavedResults::Http(Box::new(report.to_document())))?;
     written?;

@@ -7,8 +7,8 @@
 
 use crate::{
     args::{
-        default_len, OnOffAuto, Peer, ProtoArg, RrArgs, SearchArgs, SendArgs, SweepArgs, TargetArgs, TestWindow,
-        ThreadArgs, ValueList, UDP_DEFAULT_RATE,
+        default_len, Format, OnOffAuto, Peer, ProtoArg, RrArgs, SearchArgs, SendArgs, SweepArgs, TargetArgs,
+        TestWindow, TextOrJson, ThreadArgs, ValueList, UDP_DEFAULT_RATE,
     },
     knobs::{refuse_knobs, tuning_of},
     xdp_mode,
@@ -19,6 +19,7 @@ use uringbench::{
     Proto, Psk, SendOptions, StopToken, TestSpec, Workload, ZeroCopyMode, DEFAULT_PORT,
 };
 use uringbench::{
+    output::OutputFormat,
     search::SearchPlan,
     sweep::{SweepParam, SweepPlan},
 };
@@ -106,6 +107,25 @@ impl TestWindow {
         spec.warmup_ms = self.warmup.as_millis() as u64;
         spec.cooldown_ms = self.cooldown.as_millis() as u64;
         spec.interval_ms = interval.map_or(0, |d| d.as_millis() as u64);
+    }
+}
+
+impl From<Format> for OutputFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Text => OutputFormat::Text,
+            Format::Json => OutputFormat::Json,
+            Format::Csv => OutputFormat::Csv,
+        }
+    }
+}
+
+/// The output format of the commands that take `--format text|json` and `-J`.
+pub fn text_or_json(format: TextOrJson, json: bool) -> OutputFormat {
+    if json || format == TextOrJson::Json {
+        OutputFormat::Json
+    } else {
+        OutputFormat::Text
     }
 }
 

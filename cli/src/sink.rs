@@ -18,7 +18,10 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 use tempfile::NamedTempFile;
-use uringbench::{Error, StopToken};
+use uringbench::{
+    output::{Exported, OutputFormat},
+    Error, StopToken,
+};
 
 /// Where a sink's bytes go.
 enum Dest {
@@ -167,6 +170,12 @@ impl Sink {
         self.write(text.as_bytes());
     }
 
+    /// A finished result in the format asked for, rendered by the result itself.
+    pub fn export(&self, format: OutputFormat, result: &impl Exported) -> Result<(), Error> {
+        self.text(&result.export(format)?);
+        Ok(())
+    }
+
     /// One JSON document, indented, with a final newline (`-J`, `--json-file`).
     pub fn json_doc(&self, doc: &impl serde::Serialize) -> Result<(), Error> {
         self.text(&json_text(doc)?);
@@ -259,11 +268,7 @@ fn watch_stdout_reader(stop: StopToken) {
 }
 
 /// A JSON document as written: pretty, with a final newline.
-pub(crate) fn json_text(doc: &impl serde::Serialize) -> Result<String, Error> {
-    serde_json::to_string_pretty(doc)
-        .map(|t| t + "\n")
-        .map_err(|e| Error::io("encoding JSON", std::io::Error::other(e)))
-}
+pub(crate) use uringbench::output::json_text;
 
 /// Writes a whole file the user asked for (`--html`, `--svg`, `--csv`, `--json-file`): beside
 /// its name, then renamed over it.

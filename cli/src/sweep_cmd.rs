@@ -2,7 +2,7 @@
 //! (re-renders saved results).
 
 use crate::{
-    args::{ReportArgs, SweepArgs, SweepFormat},
+    args::{Format, ReportArgs, SweepArgs},
     sink::{self, json_text, write_file, Sink},
 };
 use std::path::Path;
@@ -37,8 +37,8 @@ pub(crate) fn write_html(path: Option<&Path>, name: &str, saved: impl FnOnce() -
 
 pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     let plan = crate::plan::sweep_plan(&args, stop)?;
-    let format = if args.json { SweepFormat::Json } else { args.format };
-    let text = format == SweepFormat::Text;
+    let format = if args.json { Format::Json } else { args.format };
+    let text = format == Format::Text;
     // The files are rewritten after every run, so a sweep stopped half-way (Ctrl-C, a lost
     // VM) still leaves every finished run on disk.
     let mut save_error: Option<Error> = None;
@@ -64,11 +64,7 @@ pub fn sweep(args: SweepArgs, stop: StopToken) -> Result<u8, Error> {
     if let Some(e) = save_error {
         return Err(e);
     }
-    match format {
-        SweepFormat::Text => out.text(&format!("\n{}", result.render_table())),
-        SweepFormat::Json => out.json_doc(&result.to_document())?,
-        SweepFormat::Csv => out.text(&result.to_csv()),
-    }
+    out.export(format.into(), &result)?;
     out.finish()?;
     if let Some(cause) = plan.base.stop.cause() {
         eprintln!("uringbench: sweep stopped by {cause}; the runs so far are reported and saved");

@@ -36,12 +36,7 @@ pub fn compare(args: CompareArgs) -> Result<u8, Error> {
         write_file(path, &report.chart().to_svg_points())?;
     }
     write_html(args.html.as_deref(), "compare", || SavedResults::Compare(Box::new(report.to_document())))?;
-    let out = Sink::stdout();
-    if args.json || args.format == TextOrJson::Json {
-        out.json_doc(&report.to_document())?;
-    } else {
-        out.text(&report.render_text());
-    }
+    Sink::stdout().export(crate::plan::text_or_json(args.format, args.json), &report)?;
     Ok(0)
 }
 

@@ -118,6 +118,7 @@ pub use crate::base::units;
 /// The printers: live lines and events, CSV, saved results read back.
 pub mod output {
     pub use crate::report::export::{csv_rows, CSV_HEADER};
+    pub use crate::report::exported::{json_text, Exported, OutputFormat};
     pub use crate::report::html::render as html_page;
     pub use crate::report::latency::latency_interval_line;
     pub use crate::report::peer::{received_interval_event, received_start_event};

@@ -38,13 +38,6 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq)]
-pub enum SweepFormat {
-    Text,
-    Json,
-    Csv,
-}
-
 /// A comma-separated list as typed (`1,2,4`, `64K,128K`); a newtype so clap keeps it whole.
 #[derive(Clone)]
 pub struct ValueList(pub Vec<u64>);
@@ -127,8 +120,8 @@ pub struct SweepArgs {
     #[arg(short = 'J')]
     pub json: bool,
     /// What goes to stdout: progress and a table, the JSON document, or the CSV.
-    #[arg(long, value_enum, default_value_t = SweepFormat::Text)]
-    pub format: SweepFormat,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Args)]

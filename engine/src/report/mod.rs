@@ -5,6 +5,7 @@ pub mod chart;
 pub mod compare;
 pub mod doctor;
 pub mod export;
+pub mod exported;
 pub mod fleet;
 pub mod html;
 pub mod http;
