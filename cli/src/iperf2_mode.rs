@@ -63,6 +63,7 @@ pub fn peer_send_options(
         flows_per_queue: args.flows_per_queue,
         len: len as u32,
         rate_bps: crate::offered(args, udp, len).0,
+        burst: crate::burst_of(args),
         zerocopy: crate::zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,

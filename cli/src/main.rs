@@ -48,9 +48,10 @@ impl TestWindow {
 /// line that says so when it is limited.
 pub(crate) fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<String>) {
     let flows = u64::from(args.queues) * u64::from(args.flows_per_queue);
+    let bursts = burst_of(args).map_or(String::new(), |n| format!(" in bursts of {n} sends"));
     let (per_flow, why) = match (args.pps, args.rate) {
         (Some(pps), _) => ((pps * len as f64 * 8.0).round() as u64, ""),
-        (None, Some(rate)) => (rate, ""),
+        (None, Some(rate)) => (rate.bps, bursts.as_str()),
         (None, None) if udp => (UDP_DEFAULT_RATE, " (UDP's default, as iperf's; -b 0 for unlimited)"),
         (None, None) => (0, ""),
     };
@@ -64,6 +65,11 @@ pub(crate) fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<Stri
         )
     });
     (total, line)
+}
+
+/// `-b RATE/N`'s N: sends back to back before the rate is checked.
+pub(crate) fn burst_of(args: &SendArgs) -> Option<u32> {
+    args.rate.and_then(|r| r.burst)
 }
 
 /// `-s -D`: the receiver in the background, in a process group of its own so the terminal's
@@ -382,6 +388,7 @@ fn send(args: SendArgs, stop: StopToken) -> Result<u8, Error> {
         flows_per_queue: args.flows_per_queue,
         len: len as u32,
         rate_bps,
+        burst: burst_of(&args),
         zerocopy: zerocopy_mode(args.zerocopy),
         depth: args.depth,
         gso: !args.no_gso,
