@@ -144,9 +144,10 @@ pub fn direction_of(args: &SendArgs) -> Direction {
 /// line that says so when it is limited.
 pub fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<String>) {
     let flows = u64::from(args.queues) * u64::from(args.flows_per_queue);
+    let bursts = burst_of(args).map_or(String::new(), |n| format!(" in bursts of {n} sends"));
     let (per_flow, why) = match (args.pps, args.rate) {
         (Some(pps), _) => ((pps * len as f64 * 8.0).round() as u64, ""),
-        (None, Some(rate)) => (rate, ""),
+        (None, Some(rate)) => (rate.bps, bursts.as_str()),
         (None, None) if udp => (UDP_DEFAULT_RATE, " (UDP's default, as iperf's; -b 0 for unlimited)"),
         (None, None) => (0, ""),
     };
@@ -160,6 +161,11 @@ pub fn offered(args: &SendArgs, udp: bool, len: u64) -> (u64, Option<String>) {
         )
     });
     (total, line)
+}
+
+/// `-b RATE/N`'s N: sends back to back before the rate is checked.
+pub fn burst_of(args: &SendArgs) -> Option<u32> {
+    args.rate.and_then(|r| r.burst)
 }
 
 /// A stream test of `send` (ours or a peer tool's receiver): the spec its flags describe, and
@@ -186,6 +192,7 @@ impl StreamPlan {
             flows_per_queue: args.flows_per_queue,
             len: len as u32,
             rate_bps,
+            burst: burst_of(args),
             zerocopy: zerocopy_mode(args.zerocopy),
             depth: args.depth,
             gso: !args.no_gso,

@@ -488,9 +488,11 @@ pub struct SendArgs {
     #[arg(short = 'l', long, value_parser = size)]
     pub len: Option<u64>,
     /// Offered rate of each flow in bits/s (25G, 500M), as iperf's -b; 0 or max = unlimited.
-    /// The header shows the total [default: 1M with UDP, unlimited with TCP].
+    /// RATE/N (iperf3's burst form, e.g. 100M/10): N sends back to back, then a wait that
+    /// holds the average at RATE. The header shows the total [default: 1M with UDP,
+    /// unlimited with TCP].
     #[arg(short = 'b', long, value_parser = rate_or_max, allow_hyphen_values = true)]
-    pub rate: Option<u64>,
+    pub rate: Option<OfferedRate>,
     /// Offered datagrams (UDP frames) per second of each flow (e.g. 1M, 250k), instead of
     /// --rate: the same as --rate PPS x --len x 8.
     #[arg(long, value_parser = request_rate, conflicts_with = "rate")]

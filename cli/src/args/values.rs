@@ -86,15 +86,27 @@ pub(crate) fn at_least_one(s: &str) -> Result<u32, String> {
 pub(crate) fn rate(s: &str) -> Result<u64, String> {
     units::parse_rate(s).map_err(|e| e.message)
 }
-/// A rate where `max` (as iperf3 writes it) means unlimited, like 0.
-pub(crate) fn rate_or_max(s: &str) -> Result<u64, String> {
-    if s.trim().eq_ignore_ascii_case("max") {
-        return Ok(0);
-    }
-    if s.trim().starts_with('-') {
+/// `-b`: a rate per flow, and the burst of iperf3's `RATE/N` form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OfferedRate {
+    /// Bits per second; 0 unlimited.
+    pub bps: u64,
+    /// Sends back to back before the rate is checked (`/N`).
+    pub burst: Option<u32>,
+}
+
+/// A rate where `max` (as iperf3 writes it) means unlimited, like 0, with iperf3's optional
+/// burst (`100M/10`).
+pub(crate) fn rate_or_max(s: &str) -> Result<OfferedRate, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
         return Err(format!("'{s}' is negative: a rate per flow such as 500M or 10G, 0 or max for unlimited"));
     }
-    rate(s)
+    let (head, burst) = t.split_once('/').map_or((t, None), |(h, n)| (h, Some(n)));
+    let head = if head.trim().eq_ignore_ascii_case("max") { "0" } else { head };
+    let text = burst.map_or_else(|| head.to_string(), |n| format!("{head}/{n}"));
+    let (bps, burst) = units::parse_rate_burst(&text).map_err(|e| e.message)?;
+    Ok(OfferedRate { bps, burst })
 }
 /// One of iperf's -f letters (`a`, adaptive, is the default and means none).
 pub(crate) fn unit_letter(s: &str) -> Result<char, String> {

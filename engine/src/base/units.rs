@@ -58,6 +58,20 @@ pub fn parse_rate(text: &str) -> Result<u64> {
     Ok((value * multiplier).round() as u64)
 }
 
+/// Most sends one burst of `-b RATE/N` may have: iperf3's limit, which its server holds a
+/// client's `burst` to.
+pub const MAX_BURST: u32 = 1000;
+
+/// Parses iperf3's rate with an optional burst: `100M` (no burst) or `100M/10` (10 sends back
+/// to back, then a wait that holds the average at 100 Mbit/s).
+pub fn parse_rate_burst(text: &str) -> Result<(u64, Option<u32>)> {
+    let Some((rate, burst)) = text.split_once('/') else { return Ok((parse_rate(text)?, None)) };
+    let n = burst.trim().parse::<u32>().ok().filter(|n| (1..=MAX_BURST).contains(n)).ok_or_else(|| {
+        Error::usage(format!("invalid burst in '{text}': RATE/N sends N back to back, N from 1 to {MAX_BURST}"))
+    })?;
+    Ok((parse_rate(rate)?, Some(n)))
+}
+
 /// Parses a duration: `10` or `10s`, `250ms`, `2m`.
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let trimmed = text.trim();
@@ -254,6 +268,12 @@ mod tests {
         assert_eq!(parse_rate("10Gbps").unwrap(), 10_000_000_000);
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("10X").is_err());
+        assert_eq!(parse_rate_burst("100M").unwrap(), (100_000_000, None));
+        assert_eq!(parse_rate_burst("100M/10").unwrap(), (100_000_000, Some(10)));
+        assert_eq!(parse_rate_burst("1G/1000").unwrap(), (1_000_000_000, Some(1000)));
+        for bad in ["100M/0", "100M/1001", "100M/", "100M/x", "100M/-1", "/10", "x/10"] {
+            assert!(parse_rate_burst(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -258,6 +258,9 @@ impl Iperf3TestSummary {
         }
         if let Some(sent) = s.sent {
             let _ = write!(line, "; sent {sent} bytes");
+            if s.burst > 0 {
+                let _ = write!(line, " in bursts of {} {}", s.burst, if s.udp { "datagrams" } else { "writes" });
+            }
             if s.dont_fragment && s.udp {
                 line += " with don't-fragment";
             }

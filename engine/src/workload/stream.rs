@@ -248,6 +248,7 @@ fn send_side(h: &TcpHalves, flows: Vec<(u32, TcpStream)>, t0: Instant, live: &dy
             deadline: t0 + spec.total(),
             halt: Some(side.halt()),
             rate_bps: spec.rate_bps * flows.len() as u64 / total_flows,
+            burst: spec.burst.unwrap_or(0),
             drain_limit: Duration::from_secs(5),
         };
         (flows, cfg)

@@ -354,6 +354,7 @@ pub(crate) fn send_config(
         deadline: t0 + spec.total(),
         halt: Some(halt),
         rate_bps: spec.rate_bps * flows as u64 / u64::from(spec.flows().max(1)),
+        burst: spec.burst.unwrap_or(0),
         max_datagrams: 0,
         drain_limit: Duration::from_secs(2),
         fin: Some(FinConfig::default()),

@@ -131,6 +131,7 @@ impl StreamHalves for LiveSendHalf<'_> {
                 deadline: t0 + spec.total(),
                 halt: Some(side.halt()),
                 rate_bps: spec.rate_bps * flows / total_flows,
+                burst: spec.burst.unwrap_or(0),
                 batch: BATCH,
                 fin_copies: 5,
                 fin_interval: Duration::from_millis(5),

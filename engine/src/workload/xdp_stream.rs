@@ -293,6 +293,7 @@ fn xdp_send_side(
             deadline: t0 + spec.total(),
             halt: Some(side.halt()),
             rate_bps: spec.rate_bps * flows / total_flows,
+            burst: spec.burst.unwrap_or(0),
             fin_copies: 5,
             fin_interval: Duration::from_millis(5),
             drain_limit: Duration::from_secs(2),

@@ -7,7 +7,7 @@
 //! Its kernel knobs for the data flows, [`Tuning`], are in `tuning.rs`.
 
 use crate::base::error::{Error, Result};
-use crate::base::units::format_bits_per_second;
+use crate::base::units::{format_bits_per_second, MAX_BURST};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -110,6 +110,10 @@ pub struct TestSpec {
     pub len: u32,
     /// Total offered rate over all flows in bits/s; 0 means unlimited.
     pub rate_bps: u64,
+    /// With a rate: sends each sending thread makes back to back before it waits for the
+    /// rate (`-b RATE/N`, iperf3's burst form); absent: every send waits for the rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
     pub zerocopy: ZeroCopyMode,
     /// Sends in flight per flow.
     pub depth: u32,
@@ -190,6 +194,7 @@ impl Default for TestSpec {
             interval_ms: 0,
             len: 128 * 1024,
             rate_bps: 0,
+            burst: None,
             zerocopy: ZeroCopyMode::Auto,
             depth: 4,
             gso: true,
@@ -347,6 +352,14 @@ impl TestSpec {
                     format_bits_per_second(r as f64),
                     format_bits_per_second(RATE_CEILING as f64)
                 ));
+            }
+        }
+        if let Some(n) = self.burst {
+            if self.workload != Workload::Stream {
+                return bad("-b RATE/N sends bursts in stream tests (send), not rr or crr".into());
+            }
+            if !(1..=MAX_BURST).contains(&n) {
+                return bad(format!("-b RATE/{n}: a burst is 1 to {MAX_BURST} sends (iperf3's limit)"));
             }
         }
         if self.workload.latency_bound() {

@@ -341,6 +341,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_secs(10),
             halt: None,
             rate_bps: 200_000_000,
+            burst: 0,
             max_datagrams: 2000,
             drain_limit: Duration::from_secs(1),
             fin: Some(FinConfig::iperf2()),

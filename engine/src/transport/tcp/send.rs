@@ -54,6 +54,8 @@ pub struct SendWorkerConfig {
     pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of `--rate` in bits/s; 0 = unlimited.
     pub rate_bps: u64,
+    /// Sends back to back before the rate is checked (`-b RATE/N`); 0: none.
+    pub burst: u32,
     /// How long in-flight sends may take to complete after the deadline.
     pub drain_limit: Duration,
 }
@@ -185,7 +187,7 @@ impl<'a> Sender<'a> {
             sr,
             flows,
             zerocopy,
-            pacer: Pacer::new(cfg.rate_bps, Instant::now()),
+            pacer: Pacer::new(cfg.rate_bps, Instant::now()).in_bursts(cfg.burst, cfg.len),
             notifs_pending: 0,
             last_activity: Instant::now(),
             cqes: Vec::with_capacity(entries as usize),

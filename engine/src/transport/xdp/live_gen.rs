@@ -52,6 +52,8 @@ pub(crate) struct LiveGenConfig {
     pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of the offered rate in payload bits/s; 0 = unlimited.
     pub rate_bps: u64,
+    /// Frames back to back before the rate is checked (`-b RATE/N`); 0: none.
+    pub burst: u32,
     /// Frames per transmit flush inside one call (`batch_size`).
     pub batch: u32,
     pub fin_copies: u32,
@@ -92,7 +94,7 @@ pub(crate) fn run(
 ) -> LiveGenResult {
     let mut result = LiveGenResult::default();
     let mut error = None;
-    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
+    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now()).in_bursts(cfg.burst, cfg.len);
     let mut stopping = Stopping::new(cfg.deadline, cfg.halt.clone(), Duration::ZERO);
     let mut next = 0;
     let mut chunk = CHUNK;

@@ -49,6 +49,8 @@ pub struct XdpSendConfig {
     pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of the offered rate in payload bits/s; 0 = unlimited.
     pub rate_bps: u64,
+    /// Frames back to back before the rate is checked (`-b RATE/N`); 0: none.
+    pub burst: u32,
     /// FIN copies per flow, and the time between two.
     pub fin_copies: u32,
     pub fin_interval: Duration,
@@ -241,7 +243,7 @@ pub fn run(queues: Vec<XdpSendQueue>, counters: &QueueCounters, cfg: &XdpSendCon
     notes.dedup();
     let bind = queues.first().map_or(BindMode::Copy, |q| q.xsk.bind);
     let mut states: Vec<QueueState> = queues.into_iter().map(QueueState::new).collect();
-    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now());
+    let mut pacer = Pacer::new(cfg.rate_bps, Instant::now()).in_bursts(cfg.burst, cfg.len);
     let mut stopping = Stopping::new(cfg.deadline, cfg.halt.clone(), cfg.drain_limit);
     loop {
         let now = Instant::now();

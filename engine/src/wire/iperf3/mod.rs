@@ -148,7 +148,7 @@ pub fn stream_id(index: usize) -> u64 {
 }
 
 pub use output::ServerOutputFacts;
-pub use params::{DataProto, GsroSizes, Params, Refusal, MAX_AUTHTOKEN_LEN, MAX_BURST};
+pub use params::{DataProto, GsroSizes, Params, Refusal, MAX_AUTHTOKEN_LEN};
 
 /// A number as iperf3 writes counts: a whole non-negative number (cJSON writes every number
 /// as a double, so 1e6 and 1000000.0 are whole).

@@ -3,11 +3,10 @@
 //! iperf3's own text for each (`iperf3: error - ...`), never "unable to receive parameters".
 
 use super::{error_code, whole, MAX_OMIT, MAX_STREAMS, MAX_TCP_BLOCK, MAX_TIME, MAX_UDP_BLOCK, MIN_UDP_BLOCK};
+use crate::base::units::MAX_BURST;
 use serde_json::{json, Map, Value};
 use std::fmt;
 
-/// Most datagrams a client may ask to send back to back (`-b RATE/COUNT`), iperf3's limit.
-pub const MAX_BURST: u32 = 1000;
 /// Longest `authtoken` read: base64 of an RSA block of up to 8192 bits is under 1400 bytes.
 pub const MAX_AUTHTOKEN_LEN: usize = 2048;
 

@@ -126,6 +126,7 @@ pub fn params_for(spec: &TestSpec) -> Result<Params> {
         reverse: spec.direction == Direction::Reverse,
         bidirectional: spec.direction == Direction::Bidir,
         rate_bps: spec.rate_bps / u64::from(spec.flows().max(1)),
+        burst: spec.burst.unwrap_or(0),
         fq_rate_bps: t.fq_rate_bps.unwrap_or(0),
         window: t.window.unwrap_or(0),
         mss: t.mss.unwrap_or(0),

@@ -103,9 +103,10 @@ pub struct Iperf3TestSummary {
     pub client_received: Option<u64>,
     /// -u with -R, --bidir: the datagrams the client's results say it lost of ours.
     pub client_lost: Option<u64>,
-    /// The client's `-b RATE/COUNT` (writes back to back per pacing step; 0 without) and
-    /// `--dont-fragment`: how it sent what we counted (a client sending bursts at a rate loses
-    /// more in small buffers; DF makes a datagram over the path's MTU an error at its end).
+    /// The client's `-b RATE/COUNT` (writes back to back per pacing step; 0 without: with
+    /// `-R`, `--bidir` our sending loops burst so too) and `--dont-fragment`: how what we
+    /// counted was sent (a sender in bursts loses more in small buffers; DF makes a datagram
+    /// over the path's MTU an error at its sending end).
     pub burst: u32,
     pub dont_fragment: bool,
     /// The client's `--gsro` (3.21): it asked for UDP GSO on the sender, GRO on the receiver.
@@ -616,6 +617,8 @@ pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
         cooldown_ms: 0,
         len: params.len,
         rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
+        // The client's `-b RATE/N`: our sending loops burst as iperf3's server would.
+        burst: (params.burst > 0).then_some(params.burst),
         // The receive buffer is the receiver's part of -w; the rest is the sender's. A UDP
         // test ignores -m, as iperf3 does.
         tuning: Tuning {
@@ -679,16 +682,13 @@ fn check_params(ctx: &TestContext, p: &Params) -> std::result::Result<(), Refusa
 }
 
 /// The options `recv --iperf3` does not give, each refused with the iperf3 error number
-/// whose text names it. What only the client's own sending uses (`-b RATE/COUNT`,
-/// `--dont-fragment`, `--gsro`'s GSO on its streams) is the client's to do, and served; our
-/// UDP loops use GRO and GSO whether `--gsro` asked or not, and the test line says so.
+/// whose text names it. `-b RATE/COUNT` is served both ways (the client's sending, our
+/// sending loops' bursts); so is `--dont-fragment`; our UDP loops use GRO and GSO whether
+/// `--gsro` asked or not, and the test line says so.
 fn unserved(p: &Params) -> std::result::Result<(), Refusal> {
     let not = |code: i32, what: &str| Err(Refusal::new(code, format!("{what} is not served by `recv --iperf3`")));
     if p.server_affinity.is_some() {
         return not(error_code::AFFINITY, "-A's server CPU (recv --cpus places our threads)");
-    }
-    if p.server_sends() && p.burst > 0 {
-        return not(error_code::UNIMPLEMENTED, "-b RATE/COUNT on the streams we send (-R, --bidir)");
     }
     if p.server_sends() && p.flowlabel > 0 {
         return not(error_code::FLOW_LABEL, "-L's flow label on the streams we send (-R, --bidir)");

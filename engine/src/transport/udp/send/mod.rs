@@ -80,6 +80,9 @@ pub struct UdpSendConfig {
     pub halt: Option<Arc<AtomicBool>>,
     /// This thread's share of `--rate` in bits/s (payload bytes); 0 = unlimited.
     pub rate_bps: u64,
+    /// Datagrams back to back before the rate is checked (`-b RATE/N`); 0: none. With GSO a
+    /// send carries up to a burst's datagrams, so a burst of up to 64 leaves as one send.
+    pub burst: u32,
     /// Datagrams per flow after which the flow stops (0 = until the deadline).
     pub max_datagrams: u64,
     /// How long in-flight sends may take to complete after the deadline.
@@ -288,8 +291,10 @@ impl<'a> Sender<'a> {
             note = Some(format!("GSO off: a datagram of {} bytes leaves no room for two in one send", cfg.len));
         }
         // With a rate, keep each send to about a millisecond's worth so GSO does not turn pacing
-        // into 64 KiB bursts.
-        let segments = if cfg.rate_bps > 0 {
+        // into 64 KiB bursts; with bursts asked for, to one burst.
+        let segments = if cfg.rate_bps > 0 && cfg.burst > 0 {
+            cfg.burst.min(max_segments)
+        } else if cfg.rate_bps > 0 {
             ((cfg.rate_bps / 8 / 1000) / cfg.len as u64).clamp(1, u64::from(max_segments)) as u32
         } else {
             max_segments
@@ -321,7 +326,7 @@ impl<'a> Sender<'a> {
             gso,
             gso_confirmed: false,
             note,
-            pacer: Pacer::new(cfg.rate_bps, Instant::now()),
+            pacer: Pacer::new(cfg.rate_bps, Instant::now()).in_bursts(cfg.burst, cfg.len),
             sends: 0,
             stuck: 0,
             last_activity: Instant::now(),
@@ -568,6 +573,7 @@ mod tests {
             deadline: Instant::now(),
             halt: None,
             rate_bps: 0,
+            burst: 0,
             max_datagrams: 0,
             drain_limit: Duration::from_millis(10),
             fin: None,
@@ -596,6 +602,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_millis(200),
             halt: None,
             rate_bps: 8 * 200 * 1000, // 1000 datagrams/s: room for the ICMP errors to come back
+            burst: 0,
             max_datagrams: 50,
             drain_limit: Duration::from_millis(200),
             fin: Some(FinConfig { copies: 2, interval: Duration::from_millis(1), await_report: Duration::ZERO }),
@@ -633,6 +640,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_millis(300),
             halt: None,
             rate_bps: 8 * 200 * 2000, // 2000 datagrams/s for the thread
+            burst: 0,
             max_datagrams: 0,
             drain_limit: Duration::from_millis(200),
             fin: None,
