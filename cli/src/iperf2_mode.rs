@@ -3,7 +3,7 @@
 //! [`uringbench::iperf2`] options and prints what comes back; the modes
 //! share the flags of `send` and `recv`, so they live beside `main.rs` rather than in it.
 
-use super::{tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
+use super::{knobs::tuning_of, Format, ProtoArg, RecvArgs, SendArgs};
 use crate::{
     peer_out::{peer_events, PeerOut},
     plan::{busy, port_or_default, Reach, StreamPlan},

@@ -7,8 +7,8 @@
 
 use crate::{
     args::{
-        default_len, Format, OnOffAuto, Peer, ProtoArg, RrArgs, SearchArgs, SendArgs, SweepArgs, TargetArgs,
-        TestWindow, TextOrJson, ThreadArgs, ValueList, UDP_DEFAULT_RATE,
+        default_len, FastPathArgs, Format, OnOffAuto, OutputArgs, Peer, ProtoArg, RrArgs, SearchArgs, SendArgs,
+        SweepArgs, TargetArgs, TestWindow, TextOrJson, ThreadArgs, ValueList, UDP_DEFAULT_RATE,
     },
     knobs::{refuse_knobs, tuning_of},
     xdp_mode,
@@ -335,4 +335,50 @@ pub fn search_plan(args: &SearchArgs, stop: StopToken) -> Result<(SearchPlan, Se
         max_latency_ms: args.max_latency.map(|d| d.as_secs_f64() * 1e3),
     };
     Ok((plan, base))
+}
+
+impl FastPathArgs {
+    /// The fast paths asked for, probed before any ring exists; the run carries them down.
+    /// `rx_queues`: `recv --queues`, which narrows the queues `--zc-rx IFACE` chooses.
+    pub fn probe(&self, zc_rx: Option<&str>, rx_queues: Option<&[u32]>) -> Result<FastPaths, Error> {
+        use uringbench::{fastpath, NapiPoll, SqPoll};
+        let mut paths = FastPaths {
+            sqpoll: self.sqpoll.map(|d| SqPoll { idle_ms: d.as_millis().clamp(1, 60_000) as u32 }),
+            napi: self
+                .napi
+                .map(|d| NapiPoll { busy_poll_us: d.as_micros().clamp(1, 1_000_000) as u32, prefer_busy_poll: true }),
+            zc_rx: zc_rx.map(fastpath::parse_zc_rx).transpose()?,
+        };
+        if paths != FastPaths::default() {
+            fastpath::probe(&mut paths, rx_queues)?;
+        }
+        Ok(paths)
+    }
+}
+
+impl OutputArgs {
+    /// How much the text report shows (`-v`).
+    pub fn detail(&self) -> uringbench::output::Detail {
+        if self.verbose {
+            uringbench::output::Detail::Verbose
+        } else {
+            uringbench::output::Detail::Short
+        }
+    }
+}
+
+/// `--start-at`: the instant, checked against this host's clock before anything is opened.
+pub fn start_at_of(args: &SendArgs) -> Result<Option<uringbench::StartAt>, Error> {
+    let Some(text) = args.start_at.as_deref() else { return Ok(None) };
+    if args.peer().is_tool() {
+        return Err(Error::usage(
+            "--start-at needs a uringbench recv, which waits for the start: not with --iperf2, --iperf3 or --ntttcp",
+        ));
+    }
+    if args.repeat > 1 {
+        return Err(Error::usage("--start-at starts one run: not with --repeat"));
+    }
+    let at = uringbench::StartAt::parse(text)?;
+    at.check(uringbench::StartAt::now())?;
+    Ok(Some(at))
 }
