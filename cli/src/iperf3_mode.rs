@@ -11,8 +11,8 @@ use uringbench::units::format_bits_per_second;
 use uringbench::{
     iperf3_bind, iperf3_send_asking, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
     ntttcp_serve_udp, peer_text, Error, FastPaths, Iperf3Asks, Iperf3ClientAuth, Iperf3Event, Iperf3EventSink,
-    Iperf3RsaPadding, Iperf3ServerAuth, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink, NtttcpTestSummary,
-    NtttcpWindow, PeerEvent, StopToken, IPERF3_PORT,
+    Iperf3RsaPadding, Iperf3ServerAuth, Iperf3ServerOutput, Iperf3TestSummary, NtttcpEvent, NtttcpEventSink,
+    NtttcpTestSummary, NtttcpWindow, PeerEvent, StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -59,6 +59,12 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
     let users = auth.as_ref().map(Iperf3ServerAuth::users);
     let listener = iperf3_bind(&opts)?;
     let out = PeerOut::of(args, &opts.stop);
+    // As `iperf3 -s` decides: a receiver writing JSON gives a --get-server-output client its
+    // document, one writing text its line (the client's own -J is not on the wire).
+    let output = Iperf3ServerOutput {
+        text: Iperf3TestSummary::render_line,
+        json: out.writes_json().then_some(Iperf3TestSummary::server_document as _),
+    };
     let events: Iperf3EventSink = Arc::new(move |event: Iperf3Event| {
         let done = match &event {
             PeerEvent::TestDone(s) if out.writes_json() => Some((s.to_document(), s.errors.join("; "))),
@@ -80,7 +86,7 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
             out.done(doc, || error);
         }
     });
-    let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line, auth)?;
+    let ok = iperf3_serve(opts, listener, events, output, auth)?;
     Ok(if ok { 0 } else { 1 })
 }
 
