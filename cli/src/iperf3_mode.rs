@@ -9,7 +9,7 @@ use crate::peer_out::{peer_events, PeerOut};
 use uringbench::{
     iperf3_bind, iperf3_send_asking, iperf3_serve, ntttcp_bind, ntttcp_bind_udp, ntttcp_send, ntttcp_serve,
     ntttcp_serve_udp, Error, FastPaths, Iperf3Asks, Iperf3ClientAuth, Iperf3RsaPadding, Iperf3ServerAuth,
-    Iperf3TestSummary, NtttcpTestSummary, NtttcpWindow, StopToken, IPERF3_PORT,
+    Iperf3ServerOutput, Iperf3TestSummary, NtttcpTestSummary, NtttcpWindow, StopToken, IPERF3_PORT,
 };
 
 /// `uringbench send --iperf3`: our sender against `iperf3 -s`.
@@ -54,8 +54,15 @@ pub fn recv(args: &RecvArgs, fast: FastPaths, stop: StopToken) -> Result<u8, Err
         _ => None,
     };
     let listener = iperf3_bind(&opts)?;
-    let events = peer_events::<Iperf3TestSummary>(PeerOut::of(args, &opts.stop));
-    let ok = iperf3_serve(opts, listener, events, Iperf3TestSummary::render_line, auth)?;
+    let out = PeerOut::of(args, &opts.stop);
+    // As `iperf3 -s` decides: a receiver writing JSON gives a --get-server-output client its
+    // document, one writing text its line (the client's own -J is not on the wire).
+    let output = Iperf3ServerOutput {
+        text: Iperf3TestSummary::render_line,
+        json: out.writes_json().then_some(Iperf3TestSummary::server_document as _),
+    };
+    let events = peer_events::<Iperf3TestSummary>(out);
+    let ok = iperf3_serve(opts, listener, events, output, auth)?;
     Ok(if ok { 0 } else { 1 })
 }
 

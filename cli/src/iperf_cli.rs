@@ -188,7 +188,7 @@ pub const FLAGS: &[Flag] = &[
     flag(None, &["logfile"], Some("FILE"), "3", Server, Refused("redirect recv's output: uringbench -s >> FILE")),
     // Client.
     flag(Some('u'), &["udp"], None, "2, 3", Client, Native("-u")),
-    flag(Some('b'), &["bitrate", "bandwidth"], Some("RATE"), "2, 3", Client, Native("-b")),
+    flag(Some('b'), &["bitrate", "bandwidth"], Some("RATE[/N]"), "2, 3", Client, Native("-b")),
     flag(Some('t'), &["time"], Some("SECS"), "2, 3", Client, Native("-t")),
     flag(Some('n'), &["bytes", "num"], Some("BYTES"), "2, 3", Client, Native("-n")),
     flag(Some('k'), &["blockcount"], Some("N"), "3", Client, Special("`-n` of N times the -l length")),

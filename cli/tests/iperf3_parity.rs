@@ -117,3 +117,83 @@ print("state", state[0], "reply", read_state(s))
     assert!(log.contains("; sent ") && log.contains(" with don't-fragment, client received"), "{log}");
     assert!(log.contains(" in bursts of 5 datagrams, client received"), "{log}");
 }
+
+/// `recv --iperf3 -J` against iperf3 3.12 clients with `--get-server-output`: as `iperf3 -s
+/// -J` does, our output goes back as `server_output_json`, iperf3's server document of what
+/// our loops measured. Its figures are held to the client's own: the end's bytes are what the
+/// client sent (TCP), the datagrams it did not call lost (UDP, the count the client shows as
+/// its receiver's), what it shows as its sender's (`-R`); its data connections are the
+/// client's own ports; intervals sum their streams. A text client prints it as iperf3 prints
+/// a server's JSON. (Without -J the line goes back as `server_output_text`: the test above.)
+#[test]
+fn parity_recv_iperf3_json_server_output() {
+    let Some((_serial, pair)) = peer_pair("iperf3", "ubpc") else { return };
+    let recv = pair.spawn_recv(&["--iperf3", "--port", PORT, "-J"]);
+    let now_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+
+    let before = now_ms();
+    let out = iperf3_client(&pair, &["-t", "2", "-P", "2", "--get-server-output", "-J"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    assert!(theirs.get("server_output_text").is_none(), "JSON, not text: {theirs}");
+    let doc = &theirs["server_output_json"];
+    let sent = u64_at(&theirs, "/end/sum_sent/bytes");
+    assert!(sent > 1_000_000, "real traffic: {sent}");
+    assert_eq!(u64_at(doc, "/end/sum_received/bytes"), sent, "our document counts every byte it sent: {doc}");
+    let streams = doc["end"]["streams"].as_array().expect("end streams");
+    let per_stream: Vec<u64> = streams.iter().map(|s| u64_at(s, "/receiver/bytes")).collect();
+    assert_eq!((per_stream.len(), per_stream.iter().sum::<u64>()), (2, sent), "{streams:?}");
+    let mut client_ports: Vec<u64> =
+        theirs["start"]["connected"].as_array().unwrap().iter().map(|c| u64_at(c, "/local_port")).collect();
+    let mut ours: Vec<u64> =
+        doc["start"]["connected"].as_array().expect("connected").iter().map(|c| u64_at(c, "/remote_port")).collect();
+    client_ports.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(ours, client_ports, "our data connections are the client's");
+    let ms = u64_at(doc, "/start/timestamp/timemillisecs");
+    assert!(ms >= before.saturating_sub(1000) && ms <= now_ms(), "started at {ms}, the test ran from {before}");
+    assert_eq!(u64_at(doc, "/start/timestamp/timesecs"), ms / 1000);
+    assert_eq!(u64_at(doc, "/start/test_start/num_streams"), 2);
+    // One a second, as iperf3 -s reports, over our window (the client's 2 s less 250 ms).
+    let intervals = doc["intervals"].as_array().expect("intervals");
+    assert_eq!(intervals.len(), 2, "{doc}");
+    assert!((f64_at(&intervals[0], "/sum/seconds") - 1.0).abs() < 0.01, "{doc}");
+    let mut in_intervals = 0;
+    for iv in intervals {
+        let streams: u64 = iv["streams"].as_array().unwrap().iter().map(|s| u64_at(s, "/bytes")).sum();
+        assert_eq!(u64_at(iv, "/sum/bytes"), streams, "an interval's sum is its streams': {iv}");
+        in_intervals += streams;
+    }
+    assert!(in_intervals > 0 && in_intervals <= sent, "the intervals hold {in_intervals} of {sent} bytes");
+
+    let out = iperf3_client(&pair, &["-t", "2", "-u", "-b", "50M", "-l", "1400", "--get-server-output", "-J"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let doc = &theirs["server_output_json"];
+    let counted = u64_at(doc, "/end/sum_received/bytes");
+    let (packets, lost) = (u64_at(doc, "/end/sum_received/packets"), u64_at(doc, "/end/sum_received/lost_packets"));
+    assert_eq!(counted, u64_at(&theirs, "/end/sum_received/bytes"), "the count the client shows as its receiver's");
+    assert_eq!(counted, (packets - lost) * 1400, "every datagram not called lost was counted: {doc}");
+    let client_sent = u64_at(&theirs, "/end/sum_sent/bytes");
+    assert!(client_sent / 1400 >= packets && client_sent / 1400 - packets <= 64, "{client_sent} sent, {packets} seen");
+    assert!(doc["end"]["streams"][0]["udp"]["jitter_ms"].is_number(), "{doc}");
+    assert!(doc["intervals"][0]["sum"]["lost_packets"].is_number(), "{doc}");
+
+    let out = iperf3_client(&pair, &["-t", "2", "-R", "--get-server-output", "-J"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let theirs = iperf3_json(&out);
+    let doc = &theirs["server_output_json"];
+    let ours_sent = u64_at(doc, "/end/sum_sent/bytes");
+    assert_eq!(ours_sent, u64_at(&theirs, "/end/sum_sent/bytes"), "what the client shows as its sender's: {doc}");
+    let received = u64_at(&theirs, "/end/sum_received/bytes");
+    assert!(received > 1_000_000 && received <= ours_sent, "it received {received} of our {ours_sent}");
+    let stream = &doc["end"]["streams"][0]["sender"];
+    assert!(stream["reorder"].is_u64() && stream["retransmits"].is_u64(), "3.20's reorder from TCP_INFO: {stream}");
+    assert!(doc["intervals"][0]["streams"][0]["snd_cwnd"].as_u64() > Some(0), "{doc}");
+    assert!(doc["end"].get("sum_received").is_none(), "no zeros for the direction we did not carry: {doc}");
+
+    let out = iperf3_client(&pair, &["-t", "1", "--get-server-output"]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && printed.contains("Server JSON output:"), "{printed}");
+    drop(recv.kill());
+}

@@ -89,7 +89,7 @@ pub use crate::workload::xdp_stream::{run_send_xdp, XdpCount, XdpGen, XdpOptions
 pub use crate::compat::iperf3::{
     bind_receiver as iperf3_bind, run_send as iperf3_send, run_send_as as iperf3_send_as, serve as iperf3_serve,
     ClientAuth as Iperf3ClientAuth, Iperf3Event, Iperf3EventSink, Iperf3Report, Iperf3TestSummary,
-    RsaPadding as Iperf3RsaPadding, ServerAuth as Iperf3ServerAuth,
+    RsaPadding as Iperf3RsaPadding, ServerAuth as Iperf3ServerAuth, ServerOutput as Iperf3ServerOutput,
 };
 // What `send --iperf3` asks of the server beyond the test (`--gsro`, `--get-server-output`).
 pub use crate::compat::iperf3::{run_send_asking as iperf3_send_asking, Iperf3Asks};

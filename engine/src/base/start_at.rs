@@ -161,6 +161,23 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// A Unix time in whole seconds as RFC 1123 writes it in GMT (HTTP's date, and iperf3's
+/// `start.timestamp.time`): `Sun, 06 Dec 2026 03:30:08 GMT`.
+pub fn rfc1123(unix_s: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, rem) = (unix_s / 86_400, unix_s % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{}, {d:02} {} {y} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
 /// The date of a day count since 1970-01-01 (the inverse of [`days_from_civil`]).
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
@@ -177,6 +194,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc1123_is_iperf3s_timestamp() {
+        // Both as Debian's iperf3 3.12 and a 3.21 build printed them (start.timestamp).
+        assert_eq!(rfc1123(1_796_527_808), "Sun, 06 Dec 2026 03:30:08 GMT");
+        assert_eq!(rfc1123(1_796_515_001), "Sat, 05 Dec 2026 23:56:41 GMT");
+        assert_eq!(rfc1123(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(rfc1123(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+    }
 
     #[test]
     fn both_forms_read_the_same_instant() {

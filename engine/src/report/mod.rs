@@ -12,6 +12,7 @@ pub mod http;
 mod interval_rows;
 pub mod iperf2;
 pub mod iperf3;
+mod iperf3_server;
 pub mod latency;
 pub mod ntttcp;
 pub mod openmetrics;

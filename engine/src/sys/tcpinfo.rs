@@ -99,7 +99,14 @@ pub struct TcpInfo {
     /// Peer's advertised window and our own, bytes.
     pub snd_wnd: u32,
     pub rcv_wnd: u32,
+    /// Reordering events the connection's TCP saw (`tcpi_reord_seen`, Linux 4.19+); absent
+    /// where the kernel's TCP_INFO ends before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reord_seen: Option<u32>,
 }
+
+/// Bytes of `struct tcp_info` up to and including `tcpi_reord_seen`.
+const REORD_SEEN_END: usize = std::mem::offset_of!(RawTcpInfo, reord_seen) + std::mem::size_of::<u32>();
 
 impl TcpInfo {
     /// Reads TCP_INFO of a TCP socket; `None` if the call fails (socket closed).
@@ -110,7 +117,7 @@ impl TcpInfo {
         let rc = unsafe {
             libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut raw as *mut RawTcpInfo).cast(), &mut len)
         };
-        (rc == 0).then(|| Self::from_raw(&raw))
+        (rc == 0).then(|| Self::from_raw(&raw, len as usize))
     }
 
     /// Parses a `struct tcp_info` the kernel wrote elsewhere (an element of an MPTCP
@@ -122,10 +129,11 @@ impl TcpInfo {
         // SAFETY: RawTcpInfo is plain data of TCP_INFO_LEN bytes, any bit pattern valid;
         // at most that many bytes are copied into it.
         unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), (&mut raw as *mut RawTcpInfo).cast::<u8>(), n) };
-        (Self::from_raw(&raw), raw.bytes_acked)
+        (Self::from_raw(&raw, n), raw.bytes_acked)
     }
 
-    fn from_raw(r: &RawTcpInfo) -> Self {
+    /// The figures of `r`, of which the kernel wrote the first `written` bytes.
+    fn from_raw(r: &RawTcpInfo, written: usize) -> Self {
         Self {
             rtt_us: r.rtt,
             rttvar_us: r.rttvar,
@@ -143,6 +151,7 @@ impl TcpInfo {
             sndbuf_limited_us: r.sndbuf_limited,
             snd_wnd: r.snd_wnd,
             rcv_wnd: r.rcv_wnd,
+            reord_seen: (written >= REORD_SEEN_END).then_some(r.reord_seen),
         }
     }
 }
@@ -252,6 +261,7 @@ mod tests {
         let rinfo = TcpInfo::read(b.as_raw_fd()).unwrap();
         assert!(rinfo.bytes_received >= 100_000, "receiver counted its bytes: {rinfo:?}");
         assert_eq!(TcpInfo::read(-1), None, "a bad fd is None, not a panic");
+        assert!(info.reord_seen.is_some(), "this kernel (4.19+) says its reordering count: {info:?}");
     }
 
     #[test]

@@ -78,9 +78,18 @@ pub type Iperf3Event = PeerEvent<Iperf3TestSummary>;
 /// Receives the events of [`serve`]; called from several threads.
 pub type Iperf3EventSink = PeerEventSink<Iperf3TestSummary>;
 
-/// Renders a finished test as the lines a client's `--get-server-output` gets back (the
-/// renderer lives in report/; the caller hands it in).
-pub type ServerOutput = fn(&Iperf3TestSummary) -> String;
+/// What a client's `--get-server-output` gets back of a finished test, as `iperf3 -s`
+/// decides it: by the server's own output, not the client's (its `-J` is not on the wire).
+/// The renderers live in report/; the caller hands them in.
+#[derive(Clone, Copy)]
+pub struct ServerOutput {
+    /// Our test line (`server_output_text`), as a server printing text sends its lines.
+    pub text: fn(&Iperf3TestSummary) -> String,
+    /// With the receiver writing JSON (`-J`, `--json-stream`): the iperf3-shaped document of
+    /// what it measured (`server_output_json`), as `iperf3 -s -J` sends its own; from the
+    /// test, its parameters and the results we give the client.
+    pub json: Option<fn(&Iperf3TestSummary, &Params, &Results) -> serde_json::Value>,
+}
 
 /// One finished client test.
 #[derive(Debug, Clone, Default)]
@@ -109,6 +118,8 @@ pub struct Iperf3TestSummary {
     /// over the path's MTU an error at its sending end).
     pub burst: u32,
     pub dont_fragment: bool,
+    /// Our wall clock when we told the client TEST_START, Unix milliseconds.
+    pub started_unix_ms: Option<u64>,
     /// The client's `--gsro` (3.21): it asked for UDP GSO on the sender, GRO on the receiver.
     pub gsro: bool,
     /// UDP: whether our receive loop ran with GRO and our send loop with GSO, which both use
@@ -491,6 +502,7 @@ fn serve_test(
     let tx_first_id = if params.bidirectional { n as usize } else { 0 };
     let watch: Vec<TcpStream> = rx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
     let sending: Vec<TcpStream> = tx.iter().filter_map(|(_, s)| s.try_clone().ok()).collect();
+    summary.started_unix_ms = Some(unix_now_ms());
     ctl.send_state(State::TestStart).map_err(Ended::Failed)?;
     ctl.send_state(State::TestRunning).map_err(Ended::Failed)?;
     let t0 = Instant::now();
@@ -548,8 +560,8 @@ fn serve_test(
     summary.client_sent = received.as_ref().and(client_sent);
     summary.client_received = sent.as_ref().map(|_| sent_by(&client, n as usize, tx_first_id));
     let mut ours = our_results(&spec, [(received.as_ref(), 0), (sent.as_ref(), tx_first_id)], Some(summary.seconds));
-    with_output(ctx, &params, summary, &mut ours);
     summary.report = test_report(&spec, &params, &ctl.stream, [received, sent], &client, &live);
+    with_output(ctx, &params, summary, &mut ours);
     ctl.send_json(&ours.to_json()).map_err(Ended::Failed)?;
     ctl.send_state(State::DisplayResults).map_err(Ended::Failed)?;
     // The client's last word; its absence changes no figure.
@@ -614,6 +626,8 @@ pub(super) fn test_spec(params: &Params, proto: Proto) -> TestSpec {
         flows_per_queue: 1,
         time_ms: (params.time.max(1) * 1000).saturating_sub(WINDOW_MARGIN.as_millis() as u64),
         warmup_ms: params.omit * 1000,
+        // iperf3's server reports every second (a client's -i is its own, not on the wire).
+        interval_ms: 1000,
         cooldown_ms: 0,
         len: params.len,
         rate_bps: params.rate_bps.saturating_mul(u64::from(params.parallel)),
@@ -696,12 +710,23 @@ fn unserved(p: &Params) -> std::result::Result<(), Refusal> {
     Ok(())
 }
 
-/// With `--get-server-output`, our lines for the test go back in our results, as iperf3's
-/// server sends its own; the client prints them under "Server output:".
+/// With `--get-server-output`, our output for the test goes back in our results, as iperf3's
+/// server sends its own: our document when we write JSON (the client prints it under "Server
+/// JSON output:"), else our test line ("Server output:").
 pub(super) fn with_output(ctx: &TestContext, p: &Params, summary: &Iperf3TestSummary, ours: &mut Results) {
-    if p.get_server_output {
-        ours.server_output_text = Some((ctx.output)(summary));
+    if !p.get_server_output {
+        return;
     }
+    match ctx.output.json {
+        Some(document) => ours.server_output_json = Some(document(summary, p, ours)),
+        None => ours.server_output_text = Some((ctx.output.text)(summary)),
+    }
+}
+
+/// Our wall clock in Unix milliseconds.
+pub(super) fn unix_now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// With `--max-rate`, a test we send (`-R`) that asks for no limit is sent at the limit,

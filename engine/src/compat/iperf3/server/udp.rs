@@ -16,7 +16,8 @@ use super::super::control::Control;
 use super::super::our_results;
 use super::super::udp::{by_sender, with_received_figures, with_sent_figures};
 use super::{
-    await_end, facing, sent_by, test_report, test_spec, with_output, Iperf3TestSummary, TestContext, STEP_TIMEOUT,
+    await_end, facing, sent_by, test_report, test_spec, unix_now_ms, with_output, Iperf3TestSummary, TestContext,
+    STEP_TIMEOUT,
 };
 use crate::base::spec::Proto;
 use crate::compat::udp::{self as compat_udp, UdpWire};
@@ -86,6 +87,7 @@ pub(super) fn serve_udp(
     let live = ctx.started(&spec, params, &ctl.stream, &placement);
     let wide = params.udp_counters_64bit;
     let header = DatagramHeader::Iperf3 { wide };
+    summary.started_unix_ms = Some(unix_now_ms());
     ctl.send_state(State::TestStart)?;
     ctl.send_state(State::TestRunning)?;
     let t0 = Instant::now();
@@ -138,9 +140,9 @@ pub(super) fn serve_udp(
     let mut ours = our_results(&spec, sides, Some(summary.seconds));
     with_received_figures(&mut ours, received.as_ref().map_or(&[][..], |r| &r.1), 0);
     with_sent_figures(&mut ours, sent.as_ref().map_or(&[][..], |s| &s.1), tx_first_id);
-    with_output(ctx, params, summary, &mut ours);
     let sides = [received.map(|r| r.0), sent.map(|s| s.0)];
     summary.report = test_report(&spec, params, &ctl.stream, sides, &client, &live);
+    with_output(ctx, params, summary, &mut ours);
     ctl.send_json(&ours.to_json())
 }
 
