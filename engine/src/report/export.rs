@@ -4,7 +4,7 @@
 //! spreadsheet gets the same figures as the text report. The columns are fixed (see
 //! [`CSV_HEADER`]) and documented in docs/output.md.
 
-use crate::metrics::figures::StreamReport;
+use crate::metrics::figures::{rate, StreamReport};
 use std::fmt::Write as _;
 
 /// Columns of the CSV export.
@@ -20,7 +20,6 @@ pub fn csv_rows(run: usize, report: &StreamReport) -> String {
     let mut out = String::new();
     let recv = report.receiver.as_ref();
     let send = &report.sender;
-    let rate = |bytes: u64, secs: f64| if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 };
     let nq = report.spec.queues as usize;
     let intervals = recv.map(|r| r.intervals.as_slice()).unwrap_or_default();
     for (i, iv) in intervals.iter().enumerate() {

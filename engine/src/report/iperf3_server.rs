@@ -96,7 +96,7 @@ fn our_sides(report: &StreamReport) -> (Option<&SideReport>, Option<&SideReport>
 /// A span's common keys: from `start` to `end` seconds of the test, `bytes` in it.
 fn span(start: f64, end: f64, bytes: u64, sender: bool) -> Map<String, Value> {
     let seconds = (end - start).max(0.0);
-    let rate = if seconds > 0.0 { bytes as f64 * 8.0 / seconds } else { 0.0 };
+    let rate = crate::metrics::figures::rate(bytes, seconds);
     let mut m = Map::new();
     for (key, value) in [
         ("start", json!(start)),

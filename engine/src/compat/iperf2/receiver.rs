@@ -59,11 +59,7 @@ pub struct Iperf2TestSummary {
 
 impl Iperf2TestSummary {
     pub fn bits_per_second(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.bytes as f64 * 8.0 / self.seconds
-        } else {
-            0.0
-        }
+        crate::metrics::figures::rate(self.bytes, self.seconds)
     }
     pub fn complete(&self) -> bool {
         self.errors.is_empty()
