@@ -2,7 +2,7 @@
 //! close, and either end can stop the test early (Ctrl-C, SIGTERM, `recv` shutting down).
 //!
 //! Every side of a test runs watched by a [`Live`] (through
-//! [`crate::runtime::side::TestSide`]): its sampler polls [`Live::stopped`] and hands it
+//! `runtime::side::TestSide`): its sampler polls [`Live::stopped`] and hands it
 //! each closed interval. On `recv`'s host
 //! ([`ServerLive`]) intervals go over the control channel and are not kept. On the sending
 //! host ([`SenderLive`]) they are paired with the far end's (received figures beside offered

@@ -1,7 +1,7 @@
 //! A stream test's sides on this host, for every engine (TCP, UDP, AF_XDP): the flows split by
 //! direction, and the engine's sending side, its receiving side, or both at once (`--bidir`)
 //! run over them. An engine supplies only its halves ([`StreamHalves`]), each of which runs
-//! one [`TestSide`](super::TestSide).
+//! one `TestSide`.
 //!
 //! What the control protocol adds, the far end's reports beside these and `recv`'s `Ready`
 //! and watch of the control channel, is `session::driver`'s.

@@ -1,13 +1,13 @@
 //! One side of a test, run the same way for every workload: the side's queue counters and the
 //! flag that ends its threads, its flows dealt to the planned queue threads, the threads
-//! started, the window sampled and watched by a [`Live`], the threads ended (at once after a
+//! started, the window sampled and watched by a `Live`, the threads ended (at once after a
 //! stop, or once the flows have drained) and joined, and the side's report built from what
 //! came back. [`halves`] runs a stream engine's sending and receiving sides in each direction.
 //!
 //! A workload supplies only what differs: the input of each queue thread (its flows and its
 //! config) and the loop the thread runs, then the figures only it has (path, zero-copy, UDP,
 //! AF_XDP). What a side is watched by, the control channel on either host, is the session's
-//! ([`Live`]'s implementations).
+//! (`Live`'s implementations).
 //!
 //! A sending side's threads stop at their own deadline; a stop ends them early. A receiving
 //! side's flows end when the far sender's do (EOF, FIN), so it waits for them, bounded, and
