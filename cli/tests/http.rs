@@ -262,6 +262,36 @@ fn nginx_stopped_mid_test() {
     );
 }
 
+/// A stop signal ends an http run soon with its partial report, through the side's stop as
+/// for every other test: exit 1, `interrupted` names the signal, the window ends near it, and
+/// nginx's own access log holds at least every response counted.
+#[test]
+fn nginx_run_stopped_by_sigint_keeps_its_partial_report() {
+    let _g = common::serial();
+    let nginx = Nginx::start(18085);
+    let mut c = Command::new(bin());
+    c.args(["http", &nginx.url("/"), "-c", "4", "-d", "20s", "-i", "500ms", "-J"]);
+    let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn uringbench");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let signalled = Instant::now();
+    let out = common::finish(child, LIMIT);
+    let took = signalled.elapsed();
+    assert!(took < Duration::from_secs(3), "ends soon after the signal, not at -d 20s: took {took:?}");
+    let v = json(&out);
+    assert_eq!(code(&out), 1, "an interrupted run exits 1: {v}");
+    let why = v["interrupted"].as_str().unwrap_or_else(|| panic!("interrupted: {v}"));
+    assert!(why.contains("SIGINT"), "{why}");
+    let window = f64_at(&v, "/window_seconds");
+    assert!(window > 1.0 && window < 4.0, "the window ends at the signal, about 1.5 s in: {window}");
+    let requests = u64_at(&v, "/requests");
+    assert!(requests > 0, "{v}");
+    assert!(nginx.served() >= requests, "nginx logged {} requests for {requests} responses", nginx.served());
+    let (in_intervals, _) = sums(&v, &["requests", "errors"]);
+    assert_eq!(in_intervals, requests, "the intervals' responses are the run's");
+}
+
 /// The sums of `keys` over the document's `intervals[]`.
 fn sums(v: &serde_json::Value, keys: &[&str]) -> (u64, u64) {
     let ivs = v["intervals"].as_array().unwrap_or_else(|| panic!("intervals[]: {v}"));

@@ -15,9 +15,9 @@
 //! | [`wire`] | byte formats: UDP payload header, iperf2, iperf3, HTTP/1.1, frames |
 //! | [`uring`] | rings, waiting, registered memory, fast paths, zcrx |
 //! | [`metrics`] | counters, sampling, sequence tracking, the figure types, statistics over runs |
-//! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`] |
-//! | [`runtime`] | placement, queue threads, the one side skeleton, the side report built from them |
-//! | [`session`] | the control channel, the live test, the sender's session, the direction driver, the receiver's accept loop and limits |
+//! | [`transport`] | per-thread loops: [`transport::tcp`], [`transport::udp`], [`transport::xdp`], [`transport::http`] |
+//! | [`runtime`] | placement, queue threads, the one side every test runs (and a stream engine's halves in each direction), the side report built from them |
+//! | [`session`] | the control channel, the live test, the sender's session, what the protocol adds to a stream's halves, the receiver's accept loop and limits |
 //! | [`workload`] | stream, request/response, HTTP, sweep, rate search, experiments, what the receiver runs |
 //! | [`compat`] | iperf2, iperf3 and NTttcp interoperability |
 //! | [`analysis`] | the bottleneck verdict, A/B comparisons |

@@ -8,7 +8,7 @@ use crate::base::text::first_seen;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport};
 use crate::runtime::placement::Placement;
-use crate::session::test_side::{SideEnd, SideProbes, TestSide};
+use crate::runtime::side::{SideEnd, SideProbes, TestSide};
 use crate::sys::sockopt::{self, LocalEnd};
 use crate::transport::udp::send::{self as udp_send, FinConfig, SendPath, UdpFlowSent, UdpSendConfig, UdpSendFlow};
 use crate::transport::FlowOutcome;

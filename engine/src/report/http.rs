@@ -2,7 +2,8 @@
 //! figures are workload/http/'s.
 
 use crate::metrics::document::{Kind, Tool};
-use crate::workload::http::{FailKind, HttpDocument, HttpInterval, HttpReport, HttpTest};
+use crate::transport::http::FailKind;
+use crate::workload::http::{HttpDocument, HttpInterval, HttpReport, HttpTest};
 use std::fmt::Write as _;
 
 impl HttpReport {

@@ -2,7 +2,7 @@
 //! close, and either end can stop the test early (Ctrl-C, SIGTERM, `recv` shutting down).
 //!
 //! Every side of a test runs watched by a [`Live`] (through
-//! `session::test_side::TestSide`): its sampler polls [`Live::stopped`] and hands it
+//! `runtime::side::TestSide`): its sampler polls [`Live::stopped`] and hands it
 //! each closed interval. On `recv`'s host
 //! ([`ServerLive`]) intervals go over the control channel and are not kept. On the sending
 //! host ([`SenderLive`]) they are paired with the far end's (received figures beside offered
@@ -12,6 +12,7 @@ use crate::base::error::Result;
 use crate::base::spec::{Direction, TestSpec};
 use crate::base::stop::StopToken;
 use crate::metrics::figures::{Host, IntervalFigures, Role, Roles, SideReport};
+use crate::runtime::side::Live;
 use crate::session::control::{ControlMsg, CtlWatch, CtlWriter, CTL_WRITE_TIMEOUT, MAX_FRAME, MAX_REPORT};
 use crate::session::progress::NoProgress;
 use std::net::TcpStream;
@@ -24,22 +25,6 @@ use std::time::Duration;
 /// hours at 100 ms. Later intervals keep their sums and per-queue bytes; their per-flow
 /// entries are only in the live output (`--json-stream`).
 pub(crate) const KEPT_FLOW_ENTRIES: usize = 1 << 20;
-
-/// One side of a running test: whether it must end now, and where its intervals go.
-pub(crate) trait Live: Sync {
-    /// `Some(reason)` once the test must end before its planned end.
-    fn stopped(&self) -> Option<String>;
-    /// One closed interval of the side playing `role` on this host.
-    fn interval(&self, role: Role, interval: IntervalFigures);
-    /// The side playing `role` has moved `bytes` so far (polled with [`Self::stopped`]): a
-    /// receiver's no-progress limit watches it.
-    fn progress(&self, _role: Role, _bytes: u64) {}
-    /// Whether the test's flows moved nothing for the receiver's no-progress limit: they
-    /// will never end by themselves, so a side waiting for their end stops waiting.
-    fn abandoned(&self) -> bool {
-        false
-    }
-}
 
 /// A stop of this host's token ends the test; the far end is told once, so it stops too.
 fn local_stop(stop: &StopToken, writer: &CtlWriter, told: &AtomicBool, who: &str) -> Option<String> {

@@ -1,8 +1,8 @@
 //! The control channel both ends speak, the sender's session over it, the sender's one
-//! sequence every workload runs through (`sequence`), the one direction
-//! driver every stream engine plugs its halves into, the synchronized start (`--start-at`),
-//! the one builder every side of a test is run by, the accept gate both receivers stand behind, the receiver's handshake, and the
-//! tests it admits within its limits.
+//! sequence every workload runs through (`sequence`), what the control protocol adds to a
+//! stream engine's halves (`driver`), the synchronized start (`--start-at`), the accept gate
+//! both receivers stand behind, the receiver's handshake, and the tests it admits within its
+//! limits.
 
 pub mod admission;
 pub mod auth;
@@ -20,4 +20,3 @@ pub mod sequence;
 pub mod server;
 pub mod source;
 pub mod start;
-pub mod test_side;

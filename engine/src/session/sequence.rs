@@ -5,7 +5,7 @@
 //! report.
 //!
 //! A workload supplies only what differs, as a [`SenderTest`]: its flows, opened around the
-//! hello, the side it runs (a stream engine's halves through the direction driver, rr's
+//! hello, the side it runs (a stream engine's halves, `runtime::side::halves`, or rr's
 //! client) and the report it builds from both ends.
 
 use crate::base::error::Result;
@@ -90,8 +90,9 @@ mod tests {
     use super::*;
     use crate::base::spec::TestSpec;
     use crate::metrics::figures::{Role, SideReport};
+    use crate::runtime::side::Live;
     use crate::session::control::{read_msg, write_msg, ControlMsg};
-    use crate::session::live::{Live, Quiet};
+    use crate::session::live::Quiet;
     use crate::session::sender::scripted;
     use std::time::Duration;
 

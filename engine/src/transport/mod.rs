@@ -4,6 +4,7 @@
 //! messages or reports. It publishes running totals through [`crate::metrics::measure::QueueCounters`]
 //! and returns per-flow outcomes when its flows end.
 
+pub mod http;
 pub mod pace;
 pub mod probe;
 pub mod rr;

@@ -46,7 +46,7 @@ const PROBE_SLACK: Duration = Duration::from_secs(10);
 pub(crate) fn stream_report_with(
     probe: Option<SenderProbe>,
     spec: &TestSpec,
-    halves: crate::session::driver::Halves,
+    halves: crate::runtime::side::halves::Halves,
     end: crate::session::sequence::Ended,
 ) -> StreamReport {
     let mut report = crate::session::driver::stream_report(spec, halves, end);

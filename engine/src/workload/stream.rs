@@ -3,8 +3,8 @@
 //! Both ends agree on the test over the control channel, start when the receiver says
 //! `Ready`, measure their own window by their own clock, and the receiver's figures travel
 //! back so the sender prints both sides. The headline is the receiver's. The sender runs
-//! through the one sender sequence ([`crate::session::sequence`]) as a `TcpSender`, and the
-//! direction driver ([`crate::session::driver`]) runs the halves here: [`TcpHalves`].
+//! through the one sender sequence ([`crate::session::sequence`]) as a `TcpSender`; the halves
+//! here, [`TcpHalves`], run in each direction through [`crate::runtime::side::halves`].
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, TestSpec};
@@ -12,14 +12,14 @@ use crate::metrics::data_path::{DataPath, Wake};
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::STOP_LINGER;
+use crate::runtime::side::halves::{send_halves, Halves, Indexed, StreamHalves};
+use crate::runtime::side::{Live, SideEnd, SideProbes, TestSide, STOP_LINGER};
 use crate::session::control;
-use crate::session::driver::{send_halves, serve_stream, Halves, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, Quiet, SenderLive, ServerStop};
+use crate::session::driver::serve_stream;
+use crate::session::live::{Observer, Quiet, SenderLive, ServerStop};
 use crate::session::sender::{decide_zerocopy, SendOptions, SenderSession, CONNECT_TIMEOUT};
 use crate::session::sequence::{run_test, Ended, SenderTest};
 use crate::session::server::ServedReports;
-use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::netpath::PathProbe;
 use crate::sys::probe::KernelCaps;
 use crate::sys::sockopt::{self, FlowSocket};

@@ -8,8 +8,8 @@
 //! sender announces in its hello: one firewall hole, TCP and UDP, for the whole test.
 //!
 //! The sender runs through the one sender sequence ([`crate::session::sequence`]) as a
-//! `UdpSender`; the direction driver ([`crate::session::driver`]) runs the halves here:
-//! [`UdpHalves`].
+//! `UdpSender`; the halves here, [`UdpHalves`], run in each direction through
+//! [`crate::runtime::side::halves`].
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::TestSpec;
@@ -19,12 +19,13 @@ use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::runtime::handoff::await_first_packets;
 use crate::runtime::nic_queues::{queue_table, FlowArrival, TestQueues};
 use crate::runtime::placement::Placement;
-use crate::session::driver::{send_halves, serve_stream, split_by_direction, Halves, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, SenderLive, ServerStop};
+use crate::runtime::side::halves::{send_halves, split_by_direction, Halves, Indexed, StreamHalves};
+use crate::runtime::side::{Live, SideEnd, SideProbes, TestSide};
+use crate::session::driver::serve_stream;
+use crate::session::live::{Observer, SenderLive, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::sequence::{run_test, Ended, SenderTest};
 use crate::session::server::ServedReports;
-use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::sockopt;
 use crate::transport::udp::recv::{self as udp_recv, UdpFlowReceived, UdpRecvConfig, UdpRecvFlow};
 use crate::transport::udp::send::{self as udp_send, FinConfig, UdpFlowSent, UdpSendConfig, UdpSendFlow};

@@ -6,8 +6,8 @@ use crate::base::spec::TestSpec;
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{SideReport, UdpFigures};
 use crate::metrics::xdp::XdpFigures;
-use crate::session::driver::Indexed;
-use crate::session::test_side::{SideRun, TestSide};
+use crate::runtime::side::halves::Indexed;
+use crate::runtime::side::{SideRun, TestSide};
 use crate::transport::xdp::send::{XdpFlowSent, XdpSendFlow};
 use crate::transport::FlowOutcome;
 

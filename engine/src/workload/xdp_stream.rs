@@ -11,8 +11,8 @@
 //!
 //! Both sides fill the same [`SideReport`] as the socket engine, plus [`XdpFigures`]. The
 //! sender runs through the one sender sequence ([`crate::session::sequence`]) as an
-//! `XdpSender`; the direction driver ([`crate::session::driver`]) runs the halves here:
-//! [`XdpSendHalf`] on the sending host, [`XdpReceiveHalf`] on `recv`.
+//! `XdpSender`; the halves here, [`XdpSendHalf`] on the sending host and [`XdpReceiveHalf`]
+//! on `recv`, run through [`crate::runtime::side::halves`].
 
 use crate::base::error::{Error, Result};
 use crate::base::spec::{Direction, Proto, TestSpec};
@@ -22,12 +22,12 @@ use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::metrics::seq::{LiveStats, SeqStats};
 use crate::metrics::xdp::{SocketCounters, SteerCounters, XdpFigures};
 use crate::runtime::placement::Placement;
-use crate::runtime::side::STOP_LINGER;
-use crate::session::driver::{send_halves, serve_stream, stream_report, Halves, Indexed, StreamHalves};
-use crate::session::live::{Live, Observer, SenderLive, ServerStop};
+use crate::runtime::side::halves::{send_halves, Halves, Indexed, StreamHalves};
+use crate::runtime::side::{Live, SideEnd, SideProbes, TestSide, STOP_LINGER};
+use crate::session::driver::{serve_stream, stream_report};
+use crate::session::live::{Observer, SenderLive, ServerStop};
 use crate::session::sender::{SendOptions, SenderSession};
 use crate::session::sequence::{run_test, Ended, SenderTest};
-use crate::session::test_side::{SideEnd, SideProbes, TestSide};
 use crate::sys::hostinfo::{self, neigh};
 use crate::sys::xdp::kernel_count::KernelFlows;
 use crate::sys::xdp::live_frames::LiveFrames;

@@ -19,7 +19,7 @@ use crate::compat::{client_halves, connect_tcp, far_side, resolve, stream_report
 use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport, UdpFigures};
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
-use crate::session::driver::StreamHalves;
+use crate::runtime::side::halves::StreamHalves;
 use crate::session::sender::SendOptions;
 use crate::sys::netpath::PathProbe;
 use crate::transport::udp::send::{FinConfig, UdpFlowSent};

@@ -26,7 +26,7 @@ use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Roles, StreamReport};
 use crate::metrics::measure::QueueCounters;
 use crate::runtime::placement::{plan, resolve_cpus, Placement};
-use crate::session::driver::StreamHalves;
+use crate::runtime::side::halves::StreamHalves;
 use crate::session::gate;
 use crate::session::live::StartInfo;
 use crate::session::sender::SendOptions;

@@ -8,7 +8,8 @@ use crate::metrics::figures::IntervalCpu;
 use crate::report::chart::plot::{Line, Plot, Quantity, Style};
 use crate::report::chart::scale::si;
 use crate::report::chart::{escape, Axis, Chart, Point, Series};
-use crate::workload::http::{FailKind, HttpDocument, HttpInterval};
+use crate::transport::http::FailKind;
+use crate::workload::http::{HttpDocument, HttpInterval};
 use std::fmt::Write as _;
 
 const RATE_NOTE: &str = "Responses the client received per interval (any status; failed requests are not \

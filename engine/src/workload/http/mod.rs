@@ -14,24 +14,28 @@
 //! not hidden by the client waiting for it (coordinated omission).
 //!
 //! The figures and the document are [`model`]'s; the run interval by interval, [`intervals`]'s;
-//! one client thread's connections and loop, [`client_thread`]'s.
+//! one client thread's connections and loop, [`crate::transport::http`]'s. The threads run
+//! through the one side every test runs ([`crate::runtime::side`]).
 
-mod client_thread;
 mod intervals;
 mod model;
 
-pub use model::{ClientCpu, ErrorCounts, FailKind, HttpDocument, HttpInterval, HttpReport, HttpTest, LatencyUs};
+pub use model::{ClientCpu, HttpDocument, HttpInterval, HttpReport, HttpTest, LatencyUs};
 
 use crate::base::error::{Error, Result};
+use crate::base::spec::TestSpec;
 use crate::base::stop::StopToken;
-use crate::metrics::measure::{clock_ticks, QueueCounters, SampleSources};
-use crate::runtime::placement::{resolve_cpus, ThreadPlan};
-use crate::runtime::side::{run_side, Ending};
-use crate::runtime::threads::QueueThreads;
+use crate::metrics::figures::Role;
+use crate::metrics::measure::clock_ticks;
+use crate::runtime::placement::{resolve_cpus, Placement, ThreadPlan};
+use crate::runtime::side::{SideEnd, SideProbes, TestSide};
+use crate::transport::http::client::{run_thread, HttpLoad, ThreadResult};
+use crate::transport::http::pieces::{IntervalClock, ThreadIntervals};
+use crate::transport::http::ErrorCounts;
+use crate::uring::ring::WaitMode;
 use crate::wire::http1::HttpUrl;
-use client_thread::{run_thread, HttpLoad, ThreadResult};
 use hdrhistogram::Histogram;
-use intervals::{Collector, IntervalClock, ThreadIntervals};
+use intervals::Collector;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -186,6 +190,21 @@ pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) ->
     }
     let plans: Vec<ThreadPlan> =
         (0..threads).map(|t| ThreadPlan { cpu: cpus[t as usize % cpus.len()], queues: vec![t] }).collect();
+    // The one side every test runs: the client threads (thread t serves "queue" t) sampled over
+    // a window of the run's length from its start, watched by the run's stop token. The
+    // threads end at their own deadline or quota, or when a stop raises the side's flag.
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let spec = TestSpec {
+        queues: threads,
+        time_ms: ms(opts.duration),
+        warmup_ms: 0,
+        cooldown_ms: 0,
+        interval_ms: ms(opts.interval),
+        ..TestSpec::default()
+    };
+    let placement =
+        Placement { threads: plans, wait: WaitMode::Sleep, fast: Default::default(), summary: String::new() };
+    let side = TestSide::new(Role::Sender, &spec, &placement, &opts.stop);
     let start = Instant::now();
     let shared = Arc::new(HttpLoad {
         addr,
@@ -196,7 +215,7 @@ pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) ->
         interval: rate.map(|r| Duration::from_secs_f64(f64::from(opts.connections) / r)),
         start,
         end: start + opts.duration,
-        stop: opts.stop.clone(),
+        halt: side.halt(),
         quota: opts.requests,
         issued: AtomicU64::new(0),
     });
@@ -212,18 +231,16 @@ pub fn run_http_live(opts: &HttpOptions, show: &mut dyn FnMut(&HttpInterval)) ->
     drop(tx);
     let worker_shared = Arc::clone(&shared);
     let total = opts.connections;
-    let qt =
-        QueueThreads::spawn(&plans, inputs, move |(first, n, ivs)| run_thread(&worker_shared, (first, n, total), ivs))?;
-    // The sampler the other workloads use reads the client threads' CPU (and the host's) at
-    // each interval's end; the threads' pieces of the interval join it there.
+    let qt = side.spawn(
+        (0..threads).zip(inputs).collect(),
+        |(_, mut mine)| mine.pop().expect("one input per client thread"),
+        move |(first, n, ivs), _| run_thread(&worker_shared, (first, n, total), ivs),
+    )?;
+    // The sampler reads the client threads' CPU (and the host's) at each interval's end; the
+    // threads' pieces of the interval join it there.
     let mut collector = Collector::new(rx, clock, threads as usize);
-    let counters = QueueCounters::new(0);
-    let src = SampleSources { counters: &counters, tids: &[], sockets: &[], iface: None, udp: &[] };
-    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let offsets = crate::base::spec::window_offsets(0, ms(opts.duration), ms(opts.interval));
-    let stopped = || shared.stop.is_stopped();
     let mut sink = |iv| collector.sampled(iv, PIECE_WAIT, show);
-    let run = run_side(qt, src, (start, offsets), &stopped, &mut sink, Ending::Send { halt: &mut || {} })?;
+    let run = side.run_showing(qt, start, SideProbes::default(), SideEnd::AtDeadline, &mut sink)?;
     let (intervals, hist) = collector.finish(show);
     Ok(merge(opts, threads, rate, run.results, intervals, &hist))
 }

@@ -27,7 +27,7 @@ use crate::metrics::data_path::DataPath;
 use crate::metrics::figures::{Role, SideReport, StreamReport};
 use crate::runtime::placement::plan;
 use crate::runtime::placement::resolve_cpus;
-use crate::session::driver::StreamHalves;
+use crate::runtime::side::halves::StreamHalves;
 use crate::session::sender::SendOptions;
 use crate::sys::mptcp::{MptcpConnection, StreamProtocol};
 use crate::sys::netpath::PathProbe;

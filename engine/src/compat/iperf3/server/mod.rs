@@ -33,7 +33,7 @@ use crate::compat::{shown, stream_report_as, Intervals, PeerEvent, PeerEventSink
 use crate::metrics::figures::{Role, Roles, SideReport, StreamReport};
 use crate::runtime::placement::Placement;
 use crate::runtime::placement::{plan, resolve_cpus};
-use crate::session::driver::StreamHalves;
+use crate::runtime::side::halves::StreamHalves;
 use crate::session::gate::{self, Classifier, GateEvent, Verdict};
 use crate::session::live::StartInfo;
 use crate::session::logq::RateLimit;
@@ -759,7 +759,7 @@ pub(super) fn await_end(ctl: &mut Control, until: Instant, live: &Intervals) -> 
     // a client that announced a test and sends (or reads) nothing loses it at the limit, and a
     // stopped receiver (Ctrl-C) tells the test's end within its grace instead of losing it.
     loop {
-        if let Some(reason) = crate::session::live::Live::stopped(live) {
+        if let Some(reason) = crate::runtime::side::Live::stopped(live) {
             return Err(reason);
         }
         let left = until.saturating_duration_since(Instant::now());

@@ -2,10 +2,9 @@
 //! the connections and their states, and the loop that opens them, sends each request, feeds
 //! the responses to the parser and counts every outcome into the thread's intervals.
 
-use super::intervals::{Counts, ThreadIntervals, MAX_LATENCY_US};
-use super::model::{ErrorCounts, FailKind};
+use super::pieces::{Counts, ThreadIntervals, MAX_LATENCY_US};
+use super::{ErrorCounts, FailKind};
 use crate::base::error::Result;
-use crate::base::stop::StopToken;
 use crate::metrics::measure::parse_task_stat;
 use crate::uring::ring::WaitMode;
 use crate::uring::ring::{build_ring, push, wait_for_completions, BufRing, RingPaths, WakeBatch};
@@ -15,7 +14,8 @@ use io_uring::{cqueue, opcode, types, IoUring};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Pause before reopening a connection whose connect failed, so a dead server is not hammered.
@@ -24,30 +24,31 @@ const BUF_GROUP: u16 = 0;
 const BUF_SIZE: u32 = 16 * 1024;
 
 /// Result of one thread.
-pub(super) struct ThreadResult {
-    pub(super) status: BTreeMap<u16, u64>,
-    pub(super) errors: ErrorCounts,
-    pub(super) bytes: u64,
-    pub(super) opened: u64,
-    pub(super) cpu_ticks: (u64, u64),
-    pub(super) elapsed: Duration,
+pub(crate) struct ThreadResult {
+    pub(crate) status: BTreeMap<u16, u64>,
+    pub(crate) errors: ErrorCounts,
+    pub(crate) bytes: u64,
+    pub(crate) opened: u64,
+    pub(crate) cpu_ticks: (u64, u64),
+    pub(crate) elapsed: Duration,
 }
 
 /// The load every client thread works on, shared read-only (its request quota aside).
-pub(super) struct HttpLoad {
-    pub(super) addr: SocketAddr,
-    pub(super) request: Vec<u8>,
-    pub(super) head_only: bool,
-    pub(super) keep_alive: bool,
-    pub(super) timeout: Duration,
+pub(crate) struct HttpLoad {
+    pub(crate) addr: SocketAddr,
+    pub(crate) request: Vec<u8>,
+    pub(crate) head_only: bool,
+    pub(crate) keep_alive: bool,
+    pub(crate) timeout: Duration,
     /// Time between two requests on one connection under `--rate`.
-    pub(super) interval: Option<Duration>,
-    pub(super) start: Instant,
-    pub(super) end: Instant,
-    pub(super) stop: StopToken,
+    pub(crate) interval: Option<Duration>,
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
+    /// The side's flag, raised when the run is stopped early.
+    pub(crate) halt: Arc<AtomicBool>,
     /// Request quota (`-n`) and how much of it has been taken.
-    pub(super) quota: Option<u64>,
-    pub(super) issued: AtomicU64,
+    pub(crate) quota: Option<u64>,
+    pub(crate) issued: AtomicU64,
 }
 
 /// CPU ticks (user, system) of the calling thread.
@@ -181,7 +182,7 @@ fn parse_fail_kind(e: &ParseError) -> FailKind {
 /// One thread's loop over connections `first..first+n` (of `total`): open and schedule
 /// (the scan), wait, reap the completions; at the end, close every connection. Each interval
 /// closes at the first loop turn past its end (the wait never sleeps across one).
-pub(super) fn run_thread(
+pub(crate) fn run_thread(
     sh: &HttpLoad,
     (first, n, total): (u32, u32, u32),
     intervals: ThreadIntervals,
@@ -220,7 +221,7 @@ pub(super) fn run_thread(
     let mut busy = 0;
     loop {
         let now = Instant::now();
-        if now >= sh.end || sh.stop.is_stopped() {
+        if now >= sh.end || sh.halt.load(Ordering::Relaxed) {
             break;
         }
         tally.roll(now);
