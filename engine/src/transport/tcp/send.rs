@@ -290,7 +290,7 @@ impl<'a> Sender<'a> {
         if result.stuck > 0 {
             for f in result.flows.iter_mut().filter(|f| f.error.is_none()) {
                 f.error = Some(format!(
-                    "sends did not complete within {:.1} s of the end: receiver stalled",
+                    "sends did not complete within {:.1} s of the end: the receiver stopped reading, or this host ran short of TCP memory (net.ipv4.tcp_mem)",
                     cfg.drain_limit.as_secs_f64()
                 ));
             }
