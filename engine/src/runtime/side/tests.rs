@@ -30,6 +30,13 @@ impl Live for StopsAt {
     }
 }
 
+/// A queue thread's loop in these tests: nothing but waiting for the side's flag.
+fn until_halted(halt: &AtomicBool) {
+    while !halt.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn placement(threads: Vec<ThreadPlan>) -> Placement {
     Placement {
         threads,
@@ -101,9 +108,7 @@ fn a_receiving_side_waits_for_its_flows_then_releases_its_threads() {
             vec![(0, 7u32)],
             |(_, xs)| (xs[0], side.halt()),
             |(x, halt), _| {
-                while !halt.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                until_halted(&halt);
                 Ok(x)
             },
         )
@@ -134,9 +139,7 @@ fn stopped_receiver_waits(ends_at: Option<Duration>, after_stop: Duration) -> Du
             vec![(0, ())],
             |_| side.halt(),
             |halt, _| {
-                while !halt.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                until_halted(&halt);
                 Ok(())
             },
         )
@@ -175,9 +178,7 @@ fn a_stop_halts_a_sending_side_and_a_panic_is_the_sides_error() {
             vec![(0, ())],
             |_| side.halt(),
             |halt, _| -> Result<()> {
-                while !halt.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                until_halted(&halt);
                 panic!("queue 0 gave up");
             },
         )
@@ -243,9 +244,7 @@ fn a_receiving_side_runs_its_release_before_raising_the_flag_and_an_unshown_side
             vec![(0, ()), (1, ())],
             |_| side.halt(),
             |halt, _| {
-                while !halt.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                until_halted(&halt);
                 Ok(())
             },
         )
