@@ -15,13 +15,13 @@ use crate::{
 };
 use std::time::Duration;
 use uringbench::{
-    iperf2::IPERF2_PORT, units::format_bits_per_second, BusyPoll, Direction, Error, FastPaths, KernelCaps, LocalEnd,
-    Proto, Psk, SendOptions, StopToken, TestSpec, Workload, ZeroCopyMode, DEFAULT_PORT,
-};
-use uringbench::{
+    iperf2::IPERF2_PORT,
     output::OutputFormat,
     search::SearchPlan,
     sweep::{SweepParam, SweepPlan},
+    units::format_bits_per_second,
+    BusyPoll, Direction, Error, FastPaths, KernelCaps, LocalEnd, Proto, Psk, SendOptions, StopToken, TestSpec,
+    Workload, ZeroCopyMode, DEFAULT_PORT,
 };
 
 /// Intervals of send, rr and crr when `-i` is not given, in every output, as iperf3's
