@@ -1,8 +1,9 @@
 //! One finished result, every output format: the command chooses text, `-J`'s document or CSV
 //! through [`Exported`], whatever the result is, and never renders one itself.
 //!
-//! The results of a test that prints as it runs (`send`, `rr`) add their live rows and events
-//! in the command; what they show once the test is over goes through here like the rest.
+//! The results of a test that prints as it runs (`send`, `rr`) do not go through it yet: the
+//! command writes their live rows and events, then picks among their documents (a series',
+//! `--json-stream-full-output`'s, one with `--title`) itself.
 
 use crate::analysis::compare::CompareReport;
 use crate::analysis::document::CompareDocument;

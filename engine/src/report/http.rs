@@ -109,11 +109,6 @@ impl HttpReport {
         }
     }
 
-    /// [`to_document`](Self::to_document) as a JSON value.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.to_document()).unwrap_or(serde_json::Value::Null)
-    }
-
     /// Columns of [`HttpReport::csv_row`].
     pub const CSV_HEADER: &'static str = "url,connections,threads,seconds,requests,transactions_per_second,bytes_read,bytes_per_second,p50_us,p90_us,p99_us,p999_us,max_us,non_2xx,errors_connect,errors_write,errors_read,errors_timeout,errors_malformed,errors_oversized_headers,cpu_us_per_request";
 
